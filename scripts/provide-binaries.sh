@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# Provides kube-apiserver, etcd and helm for the tests and the demo.
+# Release downloads are not an option here, so they are built from Go modules once and
+# cached per version; later runs only print the cached paths.
+#
+# Prints shell assignments: KUBE_APISERVER=... ETCD=... HELM=...
+# Reuses binaries the user already has (envtest conventions):
+#   KUBEBUILDER_ASSETS (a folder holding kube-apiserver and etcd),
+#   TEST_ASSET_KUBE_APISERVER, TEST_ASSET_ETCD, TEST_ASSET_HELM.
+set -euo pipefail
+
+K8S_VERSION=${K8S_VERSION:-v1.34.4}
+ETCD_VERSION=${ETCD_VERSION:-v3.6.16}
+HELM_VERSION=${HELM_VERSION:-v3.17.4}
+CACHE=${WIW_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/workload-identity-webhook}
+
+log() { echo "provide-binaries: $*" >&2; }
+die() { log "$*"; exit 1; }
+
+need_go() {
+  command -v go >/dev/null 2>&1 && return 0
+  die "kube-apiserver, etcd and helm are not cached in $CACHE and Go is not installed.
+Install Go 1.24 or newer (it builds them from the Go module proxy, once),
+or point KUBEBUILDER_ASSETS at a folder holding kube-apiserver and etcd
+(or set TEST_ASSET_KUBE_APISERVER, TEST_ASSET_ETCD and TEST_ASSET_HELM)."
+}
+
+# Builds into a temporary folder and moves the binary into place last, so a build that
+# is interrupted never leaves a half-written binary that later runs would trust.
+build_kube_apiserver() {
+  local out=$CACHE/kubernetes-$K8S_VERSION/kube-apiserver
+  [ -x "$out" ] && { echo "$out"; return; }
+  need_go
+  log "building kube-apiserver $K8S_VERSION from Go modules (first run only, ~10-20 min)"
+  local minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
+  local staging=v0.${K8S_VERSION#v1.}
+  local work; work=$(mktemp -d); trap 'rm -rf "$work"' RETURN
+  mkdir -p "$(dirname "$out")"
+  cat >"$work/main.go" <<'GO'
+package main
+
+import (
+	"os"
+
+	_ "time/tzdata"
+
+	"k8s.io/component-base/cli"
+	_ "k8s.io/component-base/logs/json/register"
+	_ "k8s.io/component-base/metrics/prometheus/clientgo"
+	_ "k8s.io/component-base/metrics/prometheus/version"
+	"k8s.io/kubernetes/cmd/kube-apiserver/app"
+)
+
+func main() {
+	os.Exit(cli.Run(app.NewAPIServerCommand()))
+}
+GO
+  {
+    echo "module wiw/kube-apiserver"
+    echo "go 1.24"
+    echo "require k8s.io/kubernetes $K8S_VERSION"
+    for m in api apiextensions-apiserver apimachinery apiserver cli-runtime client-go \
+      cloud-provider cluster-bootstrap code-generator component-base component-helpers \
+      controller-manager cri-api cri-client csi-translation-lib dynamic-resource-allocation \
+      endpointslice externaljwt kms kube-aggregator kube-controller-manager kube-proxy \
+      kube-scheduler kubectl kubelet metrics mount-utils pod-security-admission sample-apiserver; do
+      echo "replace k8s.io/$m => k8s.io/$m $staging"
+    done
+  } >"$work/go.mod"
+  (cd "$work" && go mod tidy >&2 && CGO_ENABLED=0 go build -trimpath -o kube-apiserver -ldflags "-s -w \
+    -X k8s.io/component-base/version.gitVersion=$K8S_VERSION \
+    -X k8s.io/component-base/version.gitMajor=1 \
+    -X k8s.io/component-base/version.gitMinor=$minor" . >&2)
+  mv "$work/kube-apiserver" "$out"
+  echo "$out"
+}
+
+build_etcd() {
+  local out=$CACHE/etcd-$ETCD_VERSION/etcd
+  [ -x "$out" ] && { echo "$out"; return; }
+  need_go
+  log "building etcd $ETCD_VERSION from Go modules (first run only)"
+  local work; work=$(mktemp -d); trap 'rm -rf "$work"' RETURN
+  mkdir -p "$(dirname "$out")"
+  cat >"$work/main.go" <<'GO'
+package main
+
+import (
+	"os"
+
+	"go.etcd.io/etcd/server/v3/etcdmain"
+)
+
+func main() { etcdmain.Main(os.Args) }
+GO
+  printf 'module wiw/etcd\ngo 1.24\nrequire go.etcd.io/etcd/server/v3 %s\n' "$ETCD_VERSION" >"$work/go.mod"
+  (cd "$work" && go mod tidy >&2 && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o etcd . >&2)
+  mv "$work/etcd" "$out"
+  echo "$out"
+}
+
+build_helm() {
+  local out=$CACHE/helm-$HELM_VERSION/helm
+  [ -x "$out" ] && { echo "$out"; return; }
+  need_go
+  log "building helm $HELM_VERSION from Go modules (first run only)"
+  local work; work=$(mktemp -d); trap 'rm -rf "$work"' RETURN
+  mkdir -p "$(dirname "$out")"
+  (cd "$work" && GOBIN="$work" CGO_ENABLED=0 go install -trimpath -ldflags "-s -w \
+    -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" >&2)
+  mv "$work/helm" "$out"
+  echo "$out"
+}
+
+if [ -n "${KUBEBUILDER_ASSETS:-}" ]; then
+  : "${TEST_ASSET_KUBE_APISERVER:=$KUBEBUILDER_ASSETS/kube-apiserver}"
+  : "${TEST_ASSET_ETCD:=$KUBEBUILDER_ASSETS/etcd}"
+  [ -x "$KUBEBUILDER_ASSETS/helm" ] && : "${TEST_ASSET_HELM:=$KUBEBUILDER_ASSETS/helm}"
+fi
+for v in TEST_ASSET_KUBE_APISERVER TEST_ASSET_ETCD TEST_ASSET_HELM; do
+  p=${!v:-}
+  [ -z "$p" ] || [ -x "$p" ] || die "$v=$p is not an executable file"
+done
+
+kas=${TEST_ASSET_KUBE_APISERVER:-$(build_kube_apiserver)}
+etcd=${TEST_ASSET_ETCD:-$(build_etcd)}
+helm=${TEST_ASSET_HELM:-$(build_helm)}
+printf 'KUBE_APISERVER=%q\nETCD=%q\nHELM=%q\n' "$kas" "$etcd" "$helm"

@@ -1,0 +1,98 @@
+/**
+ * The small slice of the Kubernetes object model the webhook reads. Objects arrive as plain JSON
+ * from admission requests; everything not named here is carried through untouched.
+ */
+export interface ObjectMeta {
+  name?: string;
+  generateName?: string;
+  namespace?: string;
+  uid?: string;
+  labels?: Record<string, string>;
+  annotations?: Record<string, string>;
+  [key: string]: unknown;
+}
+
+export interface EnvVar {
+  name: string;
+  value?: string;
+  valueFrom?: unknown;
+}
+
+export interface VolumeMount {
+  name: string;
+  mountPath: string;
+  readOnly?: boolean;
+  subPath?: string;
+  [key: string]: unknown;
+}
+
+export interface Container {
+  name: string;
+  env?: EnvVar[];
+  volumeMounts?: VolumeMount[];
+  [key: string]: unknown;
+}
+
+export interface ServiceAccountTokenProjection {
+  audience?: string;
+  expirationSeconds?: number;
+  path: string;
+}
+
+export interface DownwardAPIFile {
+  path: string;
+  fieldRef?: { apiVersion?: string; fieldPath: string };
+  mode?: number;
+  [key: string]: unknown;
+}
+
+export interface VolumeProjection {
+  serviceAccountToken?: ServiceAccountTokenProjection;
+  downwardAPI?: { items?: DownwardAPIFile[] };
+  [key: string]: unknown;
+}
+
+export interface Volume {
+  name: string;
+  projected?: { sources?: VolumeProjection[]; defaultMode?: number };
+  [key: string]: unknown;
+}
+
+export interface PodSpec {
+  serviceAccountName?: string;
+  containers?: Container[];
+  initContainers?: Container[];
+  volumes?: Volume[];
+  nodeSelector?: Record<string, string>;
+  os?: { name?: string };
+  [key: string]: unknown;
+}
+
+export interface Pod {
+  apiVersion?: string;
+  kind?: string;
+  metadata?: ObjectMeta;
+  spec?: PodSpec;
+  [key: string]: unknown;
+}
+
+export interface Secret {
+  apiVersion?: string;
+  kind?: string;
+  metadata?: ObjectMeta;
+  type?: string;
+  data?: Record<string, string>;
+  stringData?: Record<string, string>;
+  [key: string]: unknown;
+}
+
+/**
+ * What the webhook keeps of a ServiceAccount: identity and only the annotations of the
+ * prefixes the providers read, so a cluster of 50,000 ServiceAccounts stays small in memory.
+ */
+export interface ServiceAccountView {
+  namespace: string;
+  name: string;
+  uid: string;
+  annotations: Readonly<Record<string, string>>;
+}

@@ -1,0 +1,124 @@
+import { denial, type Denial } from '../errors.ts';
+import type { EnvVar } from '../kube/types.ts';
+import {
+  MAX_TOKEN_EXPIRATION, MIN_TOKEN_EXPIRATION, parseBool, parseSeconds, splitNames, tokenVolume, windowsPath,
+} from './common.ts';
+import type { Injection, PodContext, PodProvider } from './types.ts';
+
+/** Conventions of aws/amazon-eks-pod-identity-webhook (IAM Roles for Service Accounts). */
+export const AWS_VOLUME_NAME = 'aws-iam-token';
+export const AWS_MOUNT_PATH = '/var/run/secrets/eks.amazonaws.com/serviceaccount';
+export const AWS_TOKEN_FILE = 'token';
+export const AWS_SKIP_POD_LABEL = 'eks.amazonaws.com/skip-pod-identity-webhook';
+
+export const ROLE_ARN_PATTERN = /^arn:aws[a-z0-9-]*:iam::(\d{12}):role\/(?:[\w+=,.@-]+\/)*[\w+=,.@-]{1,64}$/;
+const ROLE_ARN_FORM = 'arn:<partition>:iam::<12-digit account>:role/<optional path/><name>';
+
+export interface AwsOptions {
+  /** The annotation prefix; the peer makes it a flag, so some clusters use their own. */
+  annotationPrefix: string;
+  defaultAudience: string;
+  defaultTokenExpiration: number;
+  /** AWS_REGION and AWS_DEFAULT_REGION for containers that set neither. */
+  region: string | undefined;
+  /** AWS_STS_REGIONAL_ENDPOINTS=regional unless a ServiceAccount says otherwise. */
+  regionalStsEndpoints: boolean;
+}
+
+export const awsDefaults: AwsOptions = {
+  annotationPrefix: 'eks.amazonaws.com',
+  defaultAudience: 'sts.amazonaws.com',
+  defaultTokenExpiration: 86400,
+  region: undefined,
+  regionalStsEndpoints: false,
+};
+
+export interface RoleArn {
+  partition: string;
+  account: string;
+  arn: string;
+}
+
+/** Validates a role ARN; the message names where it came from and the expected form. */
+export function parseRoleArn(value: string, where: string): RoleArn | Denial {
+  const arn = value.trim();
+  const match = ROLE_ARN_PATTERN.exec(arn);
+  if (!match) {
+    return denial('InvalidRoleArn', `${where}="${value}" is not an IAM role ARN; expected ${ROLE_ARN_FORM}`);
+  }
+  return { partition: arn.split(':')[1], account: match[1], arn };
+}
+
+export function createAwsProvider(options: AwsOptions): PodProvider {
+  const p = options.annotationPrefix;
+  const keys = {
+    roleArn: `${p}/role-arn`,
+    audience: `${p}/audience`,
+    regional: `${p}/sts-regional-endpoints`,
+    expiration: `${p}/token-expiration`,
+    skipContainers: `${p}/skip-containers`,
+  };
+
+  return {
+    name: 'aws',
+    annotationPrefixes: [`${p}/`],
+    resolvePod({ pod, serviceAccount, windows }: PodContext): Injection | Denial | undefined {
+      const labels = pod.metadata?.labels;
+      if (labels && labels[AWS_SKIP_POD_LABEL] !== undefined) return undefined;
+      if (!serviceAccount) return undefined;
+      const sa = serviceAccount.annotations;
+      const rawArn = sa[keys.roleArn];
+      if (rawArn === undefined || rawArn.trim() === '') return undefined;
+
+      const saWhere = `ServiceAccount ${serviceAccount.namespace}/${serviceAccount.name} annotation ${keys.roleArn}`;
+      const role = parseRoleArn(rawArn, saWhere);
+      if ('reason' in role) return role;
+
+      const audience = sa[keys.audience]?.trim() || options.defaultAudience;
+
+      let regional = options.regionalStsEndpoints;
+      const rawRegional = sa[keys.regional];
+      if (rawRegional !== undefined) {
+        const parsed = parseBool(rawRegional, keys.regional, 'ServiceAccount');
+        if (typeof parsed !== 'boolean') return parsed;
+        regional = parsed;
+      }
+
+      // The Pod's annotation wins over the ServiceAccount's, as in the peer.
+      let expiration = options.defaultTokenExpiration;
+      const podExpiration = pod.metadata?.annotations?.[keys.expiration];
+      const rawExpiration = podExpiration ?? sa[keys.expiration];
+      if (rawExpiration !== undefined) {
+        const parsed = parseSeconds(rawExpiration, keys.expiration, podExpiration !== undefined ? 'Pod' : 'ServiceAccount');
+        if (typeof parsed !== 'number') return parsed;
+        expiration = parsed;
+      }
+      if (expiration < MIN_TOKEN_EXPIRATION) expiration = MIN_TOKEN_EXPIRATION;
+      if (expiration > MAX_TOKEN_EXPIRATION) {
+        return denial('InvalidTokenExpiration', `annotation ${keys.expiration}=${expiration} exceeds the maximum of ${MAX_TOKEN_EXPIRATION} seconds`);
+      }
+
+      const tokenFile = `${AWS_MOUNT_PATH}/${AWS_TOKEN_FILE}`;
+      const envGroups: EnvVar[][] = [];
+      if (regional) envGroups.push([{ name: 'AWS_STS_REGIONAL_ENDPOINTS', value: 'regional' }]);
+      if (options.region) {
+        envGroups.push([
+          { name: 'AWS_DEFAULT_REGION', value: options.region },
+          { name: 'AWS_REGION', value: options.region },
+        ]);
+      }
+      envGroups.push([{ name: 'AWS_ROLE_ARN', value: role.arn }]);
+      envGroups.push([{ name: 'AWS_WEB_IDENTITY_TOKEN_FILE', value: windows ? windowsPath(tokenFile) : tokenFile }]);
+
+      return {
+        provider: 'aws',
+        volume: tokenVolume(AWS_VOLUME_NAME, audience, expiration, AWS_TOKEN_FILE),
+        mountPath: AWS_MOUNT_PATH,
+        envGroups,
+        annotations: {},
+        skipContainers: splitNames(pod.metadata?.annotations?.[keys.skipContainers], ','),
+        identity: { roleArn: role.arn, account: role.account, partition: role.partition, audience },
+      };
+    },
+  };
+}

@@ -1,0 +1,78 @@
+import { denial, type Denial } from '../errors.ts';
+import type { DownwardAPIFile, Volume } from '../kube/types.ts';
+
+/** Projected token expiry: the API server's own bounds (600 s to 2^32 s). */
+export const MIN_TOKEN_EXPIRATION = 600;
+export const MAX_TOKEN_EXPIRATION = 2 ** 32;
+
+/**
+ * Parses a whole number of seconds from an annotation. Anything else (units, signs, blanks,
+ * fractions) is refused with a message naming the annotation: a silent fallback to a default
+ * is how users end up with tokens they did not ask for.
+ */
+export function parseSeconds(value: string, key: string, where: string): number | Denial {
+  const text = value.trim();
+  if (!/^\d{1,12}$/.test(text)) {
+    return denial(
+      'InvalidTokenExpiration',
+      `${where} annotation ${key}="${value}" is not a whole number of seconds (for example "3600")`,
+    );
+  }
+  return Number(text);
+}
+
+export function parseBool(value: string, key: string, where: string): boolean | Denial {
+  // Go's strconv.ParseBool, which the single-cloud webhooks use: the same spellings keep working.
+  switch (value.trim()) {
+    case '1': case 't': case 'T': case 'true': case 'TRUE': case 'True':
+      return true;
+    case '0': case 'f': case 'F': case 'false': case 'FALSE': case 'False':
+      return false;
+    default:
+      return denial('InvalidAnnotation', `${where} annotation ${key}="${value}" must be "true" or "false"`);
+  }
+}
+
+/** Splits a container-name list; empty items (", ,") are ignored. */
+export function splitNames(value: string | undefined, separator: string): ReadonlySet<string> {
+  if (!value) return EMPTY;
+  const names = new Set<string>();
+  for (const part of value.split(separator)) {
+    const name = part.trim();
+    if (name) names.add(name);
+  }
+  return names;
+}
+const EMPTY: ReadonlySet<string> = new Set();
+
+/** `/var/run/x/token` as a Windows container sees it: `C:\var\run\x\token`. */
+export function windowsPath(path: string): string {
+  return 'C:' + path.replaceAll('/', '\\');
+}
+
+export function tokenVolume(
+  name: string,
+  audience: string,
+  expirationSeconds: number,
+  tokenPath: string,
+  files: DownwardAPIFile[] = [],
+): Volume {
+  const sources: NonNullable<Volume['projected']>['sources'] = [
+    { serviceAccountToken: { audience, expirationSeconds, path: tokenPath } },
+  ];
+  if (files.length > 0) sources.push({ downwardAPI: { items: files } });
+  return { name, projected: { sources } };
+}
+
+/** Reads the first of several annotation keys that is set (newer dialect first). */
+export function firstAnnotation(
+  annotations: Readonly<Record<string, string>> | undefined,
+  keys: readonly string[],
+): [key: string, value: string] | undefined {
+  if (!annotations) return undefined;
+  for (const key of keys) {
+    const value = annotations[key];
+    if (value !== undefined) return [key, value];
+  }
+  return undefined;
+}

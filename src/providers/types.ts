@@ -1,0 +1,49 @@
+import type { Denial } from '../errors.ts';
+import type { EnvVar, Pod, ServiceAccountView, Volume } from '../kube/types.ts';
+
+export type ProviderName = 'aws' | 'azure' | 'gcp';
+
+/**
+ * Everything one provider adds to a Pod. The mutation core turns it into additive JSON Patch
+ * operations; providers never see the patch.
+ */
+export interface Injection {
+  provider: ProviderName;
+  /** The projected volume: a ServiceAccount token with this provider's audience, and any files. */
+  volume: Volume;
+  mountPath: string;
+  /**
+   * Env vars in groups: a group is added to a container only when none of its names is set
+   * there already (AWS_REGION and AWS_DEFAULT_REGION travel together; most groups hold one).
+   */
+  envGroups: EnvVar[][];
+  /** Pod annotations the volume projects through the downward API (the GCP credential file). */
+  annotations: Record<string, string>;
+  /** Container and init container names this provider leaves alone. */
+  skipContainers: ReadonlySet<string>;
+  /** The identity claimed, for logs, audit annotations and tenant policy. */
+  identity: Record<string, string>;
+  /** Shown to the client by the API server; the Pod is still admitted. */
+  warnings?: string[];
+}
+
+export interface PodContext {
+  pod: Pod;
+  namespace: string;
+  /** Undefined when the Pod's ServiceAccount does not exist (yet). */
+  serviceAccount: ServiceAccountView | undefined;
+  /** The Pod runs on Windows nodes: token paths in env vars and files are Windows paths. */
+  windows: boolean;
+}
+
+export interface PodProvider {
+  readonly name: ProviderName;
+  /** ServiceAccount annotation prefixes this provider reads; the cache keeps only these. */
+  readonly annotationPrefixes: readonly string[];
+  /** undefined: this provider has nothing to inject into this Pod. */
+  resolvePod(ctx: PodContext): Injection | Denial | undefined;
+}
+
+export function isDenial(value: unknown): value is Denial {
+  return typeof value === 'object' && value !== null && 'reason' in value && 'status' in value;
+}
