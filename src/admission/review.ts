@@ -1,0 +1,91 @@
+import { WebhookError, type Denial } from '../errors.ts';
+import type { PatchOperation } from '../mutate/patch.ts';
+
+export interface GroupVersionKind {
+  group: string;
+  version: string;
+  kind: string;
+}
+
+export interface AdmissionRequest {
+  uid: string;
+  kind: GroupVersionKind;
+  resource?: { group: string; version: string; resource: string };
+  subResource?: string;
+  name?: string;
+  namespace?: string;
+  operation: 'CREATE' | 'UPDATE' | 'DELETE' | 'CONNECT';
+  object?: unknown;
+  oldObject?: unknown;
+  dryRun?: boolean;
+}
+
+export interface AdmissionReview {
+  apiVersion: 'admission.k8s.io/v1' | 'admission.k8s.io/v1beta1';
+  request: AdmissionRequest;
+}
+
+const API_VERSIONS = new Set(['admission.k8s.io/v1', 'admission.k8s.io/v1beta1']);
+const OPERATIONS = new Set(['CREATE', 'UPDATE', 'DELETE', 'CONNECT']);
+
+function bad(message: string): WebhookError {
+  return new WebhookError('WIW_BAD_ADMISSION_REVIEW', message);
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** Validates the envelope; the objects inside are the handlers' to check. */
+export function parseAdmissionReview(body: unknown): AdmissionReview {
+  if (!isObject(body)) throw bad('the body is not a JSON object; expected an AdmissionReview');
+  if (body.kind !== 'AdmissionReview') throw bad(`kind is ${JSON.stringify(body.kind)}; expected "AdmissionReview"`);
+  if (typeof body.apiVersion !== 'string' || !API_VERSIONS.has(body.apiVersion)) {
+    throw bad(`apiVersion is ${JSON.stringify(body.apiVersion)}; expected admission.k8s.io/v1 (or v1beta1)`);
+  }
+  const request = body.request;
+  if (!isObject(request)) throw bad('request is missing: an AdmissionReview sent to a webhook carries a request');
+  if (typeof request.uid !== 'string' || request.uid === '') throw bad('request.uid is missing or not a string');
+  const kind = request.kind;
+  if (!isObject(kind) || typeof kind.kind !== 'string' || typeof kind.version !== 'string' || typeof kind.group !== 'string') {
+    throw bad('request.kind must be an object with group, version and kind strings');
+  }
+  if (typeof request.operation !== 'string' || !OPERATIONS.has(request.operation)) {
+    throw bad(`request.operation is ${JSON.stringify(request.operation)}; expected CREATE, UPDATE, DELETE or CONNECT`);
+  }
+  if (request.namespace !== undefined && typeof request.namespace !== 'string') throw bad('request.namespace must be a string');
+  if (request.object !== undefined && request.object !== null && !isObject(request.object)) throw bad('request.object must be an object');
+  if (request.oldObject !== undefined && request.oldObject !== null && !isObject(request.oldObject)) throw bad('request.oldObject must be an object');
+  return body as unknown as AdmissionReview;
+}
+
+export interface Decision {
+  allowed: boolean;
+  patch?: PatchOperation[];
+  denial?: Denial;
+  warnings?: string[];
+  auditAnnotations?: Record<string, string>;
+  /** Providers injected, for the decision's log line and metrics; not sent. */
+  injected?: string[];
+}
+
+/** The response, in the request's apiVersion, echoing its uid. */
+export function reviewResponse(apiVersion: AdmissionReview['apiVersion'], uid: string, decision: Decision): unknown {
+  const response: Record<string, unknown> = { uid, allowed: decision.allowed };
+  if (decision.allowed && decision.patch && decision.patch.length > 0) {
+    response.patchType = 'JSONPatch';
+    response.patch = Buffer.from(JSON.stringify(decision.patch)).toString('base64');
+  }
+  if (decision.denial) {
+    response.status = {
+      code: decision.denial.status,
+      reason: decision.denial.status === 409 ? 'Conflict' : decision.denial.status === 403 ? 'Forbidden' : 'BadRequest',
+      message: decision.denial.message,
+    };
+  }
+  if (decision.warnings && decision.warnings.length > 0) response.warnings = decision.warnings;
+  if (decision.auditAnnotations && Object.keys(decision.auditAnnotations).length > 0) {
+    response.auditAnnotations = decision.auditAnnotations;
+  }
+  return { apiVersion, kind: 'AdmissionReview', response };
+}

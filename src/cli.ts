@@ -1,0 +1,128 @@
+#!/usr/bin/env node
+import { readFileSync } from 'node:fs';
+import { configHelp, isBooleanFlag, isConfigFlag, loadConfig } from './config.ts';
+import { ConfigError, WebhookError } from './errors.ts';
+import { createLogger } from './log.ts';
+import { previewPod, type OutputFormat } from './preview.ts';
+import { createProviders } from './providers/index.ts';
+import { serve } from './server.ts';
+
+const USAGE = `Usage:
+  workload-identity-webhook serve [flags]
+  workload-identity-webhook preview -f FILE [-f FILE ...] [-o yaml|json|patch] [flags]
+  workload-identity-webhook help
+
+preview runs the same mutation core offline. Input: YAML or JSON documents (use - for stdin):
+ServiceAccounts standing in for the cluster's and exactly one Pod. Exit 0 admitted, 1 denied
+(message on stderr), 2 bad usage or unreadable input.
+
+Flags (each also read from the environment variable shown):
+${configHelp()}`;
+
+class UsageError extends Error {}
+
+interface ParsedArgs {
+  command: string;
+  flags: Map<string, string>;
+  files: string[];
+  output: OutputFormat;
+}
+
+export function parseArgs(argv: string[]): ParsedArgs {
+  const [command = 'help', ...rest] = argv;
+  const flags = new Map<string, string>();
+  const files: string[] = [];
+  let output: OutputFormat = 'yaml';
+  for (let i = 0; i < rest.length; i++) {
+    const arg = rest[i];
+    const takeValue = (name: string, inline: string | undefined): string => {
+      if (inline !== undefined) return inline;
+      const next = rest[i + 1];
+      if (next === undefined) throw new UsageError(`${name} needs a value`);
+      i++;
+      return next;
+    };
+    if (arg === '-f' || arg === '--filename' || arg.startsWith('--filename=')) {
+      files.push(takeValue('-f', arg.startsWith('--filename=') ? arg.slice(11) : undefined));
+    } else if (arg === '-o' || arg === '--output' || arg.startsWith('--output=')) {
+      const v = takeValue('-o', arg.startsWith('--output=') ? arg.slice(9) : undefined);
+      if (v !== 'yaml' && v !== 'json' && v !== 'patch') throw new UsageError(`-o ${v}: expected yaml, json or patch`);
+      output = v;
+    } else if (arg.startsWith('--')) {
+      const eq = arg.indexOf('=');
+      const name = arg.slice(2, eq === -1 ? undefined : eq);
+      if (!isConfigFlag(name)) throw new UsageError(`unknown flag --${name}`);
+      const inline = eq === -1 ? undefined : arg.slice(eq + 1);
+      flags.set(name, isBooleanFlag(name) && inline === undefined ? 'true' : takeValue(`--${name}`, inline));
+    } else {
+      throw new UsageError(`unexpected argument "${arg}"`);
+    }
+  }
+  return { command, flags, files, output };
+}
+
+function readInput(file: string): string {
+  try {
+    return readFileSync(file === '-' ? 0 : file, 'utf8');
+  } catch (err) {
+    throw new WebhookError('WIW_BAD_INPUT', `cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+  }
+}
+
+async function main(argv: string[]): Promise<number> {
+  let args: ParsedArgs;
+  try {
+    args = parseArgs(argv);
+  } catch (err) {
+    process.stderr.write(`error: ${(err as Error).message}\n\n${USAGE}\n`);
+    return 2;
+  }
+  try {
+    switch (args.command) {
+      case 'help':
+      case '--help':
+      case '-h':
+        process.stdout.write(USAGE + '\n');
+        return 0;
+      case 'serve': {
+        const config = loadConfig(args.flags);
+        const log = createLogger(config.logLevel);
+        const server = await serve(config, log);
+        const stop = () => void server.shutdown().then(() => process.exit(0));
+        process.once('SIGTERM', stop);
+        process.once('SIGINT', stop);
+        return -1;
+      }
+      case 'preview': {
+        if (args.files.length === 0) throw new UsageError('preview needs at least one -f FILE');
+        const config = loadConfig(args.flags);
+        const documents = args.files.map((source) => ({ source, text: readInput(source) }));
+        const result = previewPod(createProviders(config), { documents }, args.output);
+        for (const w of result.warnings) process.stderr.write(`warning: ${w}\n`);
+        if (!result.allowed) {
+          process.stderr.write(`denied (${result.denial.reason}): ${result.denial.message}\n`);
+          return 1;
+        }
+        process.stdout.write(result.output);
+        return 0;
+      }
+      default:
+        throw new UsageError(`unknown command "${args.command}"`);
+    }
+  } catch (err) {
+    if (err instanceof UsageError) {
+      process.stderr.write(`error: ${err.message}\n\n${USAGE}\n`);
+      return 2;
+    }
+    if (err instanceof ConfigError || err instanceof WebhookError) {
+      process.stderr.write(`error [${err.code}]: ${err.message}\n`);
+      return 2;
+    }
+    process.stderr.write(`error: ${(err as Error).stack ?? String(err)}\n`);
+    return 2;
+  }
+}
+
+main(process.argv.slice(2)).then((code) => {
+  if (code >= 0) process.exitCode = code;
+});

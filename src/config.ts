@@ -1,0 +1,156 @@
+import { ConfigError } from './errors.ts';
+import { AZURE_AUDIENCE, AZURE_CLOUDS, type AzureCloud } from './providers/azure.ts';
+
+/**
+ * Every setting is a flag with an environment-variable twin (`--aws-default-region` and
+ * `WIW_AWS_DEFAULT_REGION`). Flags win over the environment. Values are validated once, at
+ * start-up, and an error names the flag.
+ */
+interface Setting<T> {
+  flag: string;
+  description: string;
+  parse: (raw: string, flag: string) => T;
+  default: T;
+  /** Boolean switches take no value on the command line. */
+  boolean?: true;
+}
+
+const string = (raw: string) => raw;
+const optionalString = (raw: string) => (raw === '' ? undefined : raw);
+
+function integer(min: number, max: number) {
+  return (raw: string, flag: string): number => {
+    if (!/^\d+$/.test(raw.trim())) throw new ConfigError(`--${flag}="${raw}" is not a whole number`);
+    const n = Number(raw);
+    if (n < min || n > max) throw new ConfigError(`--${flag}=${n} is out of range; expected ${min} to ${max}`);
+    return n;
+  };
+}
+
+function bool(raw: string, flag: string): boolean {
+  const v = raw.trim().toLowerCase();
+  if (v === 'true' || v === '1' || v === 'yes') return true;
+  if (v === 'false' || v === '0' || v === 'no') return false;
+  throw new ConfigError(`--${flag}="${raw}" must be true or false`);
+}
+
+function oneOf<T extends string>(values: readonly T[]) {
+  return (raw: string, flag: string): T => {
+    if ((values as readonly string[]).includes(raw)) return raw as T;
+    throw new ConfigError(`--${flag}="${raw}" must be one of: ${values.join(', ')}`);
+  };
+}
+
+const AWS_REGION_PATTERN = /^[a-z]{2}(-[a-z]+)+-\d+$/;
+function awsRegion(raw: string, flag: string): string | undefined {
+  if (raw === '') return undefined;
+  if (!AWS_REGION_PATTERN.test(raw)) throw new ConfigError(`--${flag}="${raw}" is not an AWS region (for example eu-west-1)`);
+  return raw;
+}
+
+const AZURE_CLOUD_ALIASES: Record<string, AzureCloud> = {
+  azurepubliccloud: 'AzurePublicCloud', public: 'AzurePublicCloud',
+  azureusgovernmentcloud: 'AzureUSGovernmentCloud', usgovernment: 'AzureUSGovernmentCloud', usgov: 'AzureUSGovernmentCloud',
+  azurechinacloud: 'AzureChinaCloud', china: 'AzureChinaCloud',
+};
+function azureCloud(raw: string, flag: string): AzureCloud {
+  const cloud = AZURE_CLOUD_ALIASES[raw.toLowerCase()];
+  if (!cloud) throw new ConfigError(`--${flag}="${raw}" must be one of: ${Object.keys(AZURE_CLOUDS).join(', ')} (or public, usgovernment, china)`);
+  return cloud;
+}
+
+const GUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
+function tenant(raw: string, flag: string): string | undefined {
+  if (raw === '') return undefined;
+  if (!GUID.test(raw) && !/^[a-zA-Z0-9][a-zA-Z0-9.-]*\.[a-zA-Z]{2,}$/.test(raw)) {
+    throw new ConfigError(`--${flag}="${raw}" is not a tenant id; expected a GUID or the tenant's domain`);
+  }
+  return raw;
+}
+
+function hostList(raw: string): string[] {
+  return raw.split(',').map((s) => s.trim()).filter(Boolean);
+}
+
+export const settings = {
+  // Server
+  host: { flag: 'host', description: 'Address the admission server listens on', parse: string, default: '0.0.0.0' },
+  port: { flag: 'port', description: 'HTTPS port of the admission server', parse: integer(0, 65535), default: 8443 },
+  metricsPort: { flag: 'metrics-port', description: 'Plain-HTTP port for /metrics (0: a free port; -1 is not allowed)', parse: integer(0, 65535), default: 9090 },
+  metricsHost: { flag: 'metrics-host', description: 'Address of the metrics listener', parse: string, default: '0.0.0.0' },
+  tlsCertFile: { flag: 'tls-cert-file', description: 'Serving certificate (PEM); reloaded when the file changes', parse: optionalString, default: undefined },
+  tlsKeyFile: { flag: 'tls-key-file', description: 'Serving key (PEM); reloaded when the file changes', parse: optionalString, default: undefined },
+  selfSigned: { flag: 'self-signed', description: 'Development: generate a CA and serving certificate at start-up', parse: bool, default: false, boolean: true },
+  selfSignedHosts: { flag: 'self-signed-hosts', description: 'DNS names and IPs of the self-signed serving certificate (comma-separated)', parse: hostList, default: ['localhost', '127.0.0.1'] },
+  caBundleOut: { flag: 'ca-bundle-out', description: 'With --self-signed: write the CA certificate (PEM) to this file', parse: optionalString, default: undefined },
+  drainSeconds: { flag: 'drain-seconds', description: 'On SIGTERM, keep serving this long while reporting not-ready', parse: integer(0, 600), default: 5 },
+  logLevel: { flag: 'log-level', description: 'Log level', parse: oneOf(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const), default: 'info' as const },
+  kubeconfig: { flag: 'kubeconfig', description: 'Kubeconfig file; default: in-cluster, then $KUBECONFIG, then ~/.kube/config', parse: optionalString, default: undefined },
+  cacheMissTimeoutMs: { flag: 'cache-miss-timeout-ms', description: 'Timeout of the direct API read when a ServiceAccount is not yet cached', parse: integer(50, 10000), default: 2000 },
+  cacheMissRate: { flag: 'cache-miss-reads-per-second', description: 'Rate limit of direct ServiceAccount reads on cache misses', parse: integer(1, 10000), default: 50 },
+  // AWS
+  awsAnnotationPrefix: { flag: 'aws-annotation-prefix', description: 'Annotation prefix of the AWS keys', parse: string, default: 'eks.amazonaws.com' },
+  awsDefaultRegion: { flag: 'aws-default-region', description: 'AWS_REGION and AWS_DEFAULT_REGION for containers that set neither', parse: awsRegion, default: undefined },
+  awsAudience: { flag: 'aws-audience', description: 'Token audience when the ServiceAccount names none', parse: string, default: 'sts.amazonaws.com' },
+  awsTokenExpiration: { flag: 'aws-token-expiration', description: 'Token expiry in seconds when no annotation sets one', parse: integer(600, 2 ** 32), default: 86400 },
+  awsStsRegionalEndpoints: { flag: 'aws-sts-regional-endpoints', description: 'Inject AWS_STS_REGIONAL_ENDPOINTS=regional unless the ServiceAccount says otherwise', parse: bool, default: false, boolean: true },
+  // Azure
+  azureTenantId: { flag: 'azure-tenant-id', description: 'Tenant for ServiceAccounts without the tenant-id annotation', parse: tenant, default: undefined },
+  azureCloud: { flag: 'azure-cloud', description: 'AzurePublicCloud, AzureUSGovernmentCloud or AzureChinaCloud (sets AZURE_AUTHORITY_HOST)', parse: azureCloud, default: 'AzurePublicCloud' as AzureCloud },
+  azureAudience: { flag: 'azure-audience', description: 'Token audience', parse: string, default: AZURE_AUDIENCE },
+  azureTokenExpiration: { flag: 'azure-token-expiration', description: 'Token expiry in seconds when no annotation sets one', parse: integer(3600, 86400), default: 3600 },
+  // GCP
+  gcpDefaultRegion: { flag: 'gcp-default-region', description: 'CLOUDSDK_COMPUTE_REGION for containers that do not set it', parse: optionalString, default: undefined },
+  gcpAudience: { flag: 'gcp-audience', description: 'Token audience when the ServiceAccount names none (default: //iam.googleapis.com/<provider>)', parse: optionalString, default: undefined },
+  gcpTokenExpiration: { flag: 'gcp-token-expiration', description: 'Token expiry in seconds when no annotation sets one', parse: integer(3600, 2 ** 32), default: 86400 },
+} satisfies Record<string, Setting<unknown>>;
+
+type Settings = typeof settings;
+export type Config = { [K in keyof Settings]: Settings[K]['default'] | ReturnType<Settings[K]['parse']> };
+
+export function envName(flag: string): string {
+  return 'WIW_' + flag.toUpperCase().replaceAll('-', '_');
+}
+
+const byFlag = new Map<string, [keyof Settings, Setting<unknown>]>(
+  Object.entries(settings).map(([key, s]) => [s.flag, [key as keyof Settings, s as Setting<unknown>]]),
+);
+
+export function isConfigFlag(flag: string): boolean {
+  return byFlag.has(flag);
+}
+
+export function isBooleanFlag(flag: string): boolean {
+  return byFlag.get(flag)?.[1].boolean === true;
+}
+
+/**
+ * Builds the configuration from `--flag value` pairs already split by the CLI and from the
+ * environment. Unknown flags are the CLI's business; this validates values and combinations.
+ */
+export function loadConfig(flags: ReadonlyMap<string, string>, env: NodeJS.ProcessEnv = process.env): Config {
+  const config: Record<string, unknown> = {};
+  for (const [key, s] of Object.entries(settings) as [keyof Settings, Setting<unknown>][]) {
+    const raw = flags.get(s.flag) ?? env[envName(s.flag)];
+    config[key] = raw === undefined ? s.default : s.parse(raw, s.flag);
+  }
+  const c = config as Config;
+  if ((c.tlsCertFile === undefined) !== (c.tlsKeyFile === undefined)) {
+    throw new ConfigError('--tls-cert-file and --tls-key-file go together: set both or neither');
+  }
+  if (c.selfSigned && c.tlsCertFile) throw new ConfigError('--self-signed and --tls-cert-file exclude each other');
+  if (c.caBundleOut && !c.selfSigned) throw new ConfigError('--ca-bundle-out needs --self-signed');
+  if (!/^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$/.test(c.awsAnnotationPrefix)) {
+    throw new ConfigError(`--aws-annotation-prefix="${c.awsAnnotationPrefix}" is not a DNS subdomain`);
+  }
+  return c;
+}
+
+export function configHelp(): string {
+  const lines: string[] = [];
+  for (const s of Object.values(settings) as Setting<unknown>[]) {
+    const def = s.default === undefined ? '' : ` (default ${Array.isArray(s.default) ? s.default.join(',') : String(s.default)})`;
+    lines.push(`  --${s.flag}${s.boolean ? '' : ' VALUE'}`.padEnd(40) + `${s.description}${def} [$${envName(s.flag)}]`);
+  }
+  return lines.join('\n');
+}

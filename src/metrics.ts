@@ -1,0 +1,59 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+/** One registry per server instance, so tests and the bench can run several side by side. */
+export function createMetrics() {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry, prefix: 'wiw_' });
+  return {
+    registry,
+    requests: new Counter({
+      name: 'wiw_admission_requests_total',
+      help: 'Admission reviews by object kind, operation and result (mutated, allowed, denied, error)',
+      labelNames: ['kind', 'operation', 'result'] as const,
+      registers: [registry],
+    }),
+    latency: new Histogram({
+      name: 'wiw_admission_duration_seconds',
+      help: 'Time from request body parsed to response ready',
+      labelNames: ['kind'] as const,
+      buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
+      registers: [registry],
+    }),
+    injections: new Counter({
+      name: 'wiw_injections_total',
+      help: 'Identities injected, by provider',
+      labelNames: ['provider'] as const,
+      registers: [registry],
+    }),
+    denials: new Counter({
+      name: 'wiw_denials_total',
+      help: 'Objects refused, by reason',
+      labelNames: ['reason'] as const,
+      registers: [registry],
+    }),
+    cacheSize: new Gauge({
+      name: 'wiw_serviceaccount_cache_size',
+      help: 'ServiceAccounts held by the cache',
+      registers: [registry],
+    }),
+    cacheMisses: new Counter({
+      name: 'wiw_serviceaccount_cache_misses_total',
+      help: 'Admissions whose ServiceAccount was not in the cache',
+      registers: [registry],
+    }),
+    fallbackReads: new Counter({
+      name: 'wiw_serviceaccount_fallback_reads_total',
+      help: 'Direct API reads after a cache miss, by result (found, not_found, error, timeout, rate_limited)',
+      labelNames: ['result'] as const,
+      registers: [registry],
+    }),
+    watchRestarts: new Counter({
+      name: 'wiw_serviceaccount_watch_restarts_total',
+      help: 'Restarts of the ServiceAccount watch, by cause',
+      labelNames: ['cause'] as const,
+      registers: [registry],
+    }),
+  };
+}
+
+export type Metrics = ReturnType<typeof createMetrics>;

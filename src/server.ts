@@ -1,0 +1,104 @@
+import { createServer as createHttpServer, type Server } from 'node:http';
+import { writeFile } from 'node:fs/promises';
+import type { AddressInfo } from 'node:net';
+import type { Logger } from 'pino';
+import { buildApp } from './app.ts';
+import { admitPod } from './admission/pods.ts';
+import type { AdmissionRequest, Decision } from './admission/review.ts';
+import { ConfigError } from './errors.ts';
+import type { Config } from './config.ts';
+import { loadKubeConfig } from './kube/client.ts';
+import { ServiceAccountCache } from './kube/serviceaccount-cache.ts';
+import { createMetrics } from './metrics.ts';
+import { annotationPrefixes, createProviders } from './providers/index.ts';
+import { generateCertificates } from './tls/self-signed.ts';
+import { readKeyPair, watchKeyPair, type KeyPair } from './tls/reloader.ts';
+
+export interface RunningServer {
+  port: number;
+  metricsPort: number;
+  /** Not ready, keep serving for the drain period, then close once requests in flight finish. */
+  shutdown(): Promise<void>;
+}
+
+async function loadTls(config: Config, log: Logger): Promise<{ pair: KeyPair; watch?: (apply: (p: KeyPair) => void) => () => void }> {
+  if (config.selfSigned) {
+    const certs = await generateCertificates(config.selfSignedHosts);
+    if (config.caBundleOut) await writeFile(config.caBundleOut, certs.caPem);
+    log.info({ hosts: config.selfSignedHosts, caBundle: config.caBundleOut }, 'generated a self-signed CA and serving certificate');
+    return { pair: { cert: certs.certPem, key: certs.keyPem } };
+  }
+  if (config.tlsCertFile && config.tlsKeyFile) {
+    const { tlsCertFile, tlsKeyFile } = config;
+    const pair = await readKeyPair(tlsCertFile, tlsKeyFile).catch((err: Error) => {
+      throw new ConfigError(`cannot load --tls-cert-file/--tls-key-file: ${err.message}`);
+    });
+    return { pair, watch: (apply) => watchKeyPair(tlsCertFile, tlsKeyFile, pair, apply, log) };
+  }
+  throw new ConfigError('serve needs a certificate: --tls-cert-file and --tls-key-file, or --self-signed');
+}
+
+export async function serve(config: Config, log: Logger): Promise<RunningServer> {
+  const tls = await loadTls(config, log);
+  const providers = createProviders(config);
+  const metrics = createMetrics();
+  const kubeConfig = loadKubeConfig(config.kubeconfig);
+  const cache = new ServiceAccountCache({
+    kubeConfig,
+    annotationPrefixes: annotationPrefixes(providers),
+    log,
+    metrics,
+    missTimeoutMs: config.cacheMissTimeoutMs,
+    missReadsPerSecond: config.cacheMissRate,
+  });
+  let draining = false;
+  const lookup = (ns: string, name: string) => cache.lookup(ns, name);
+  const admit = (request: AdmissionRequest): Decision | Promise<Decision> => {
+    if (request.kind.kind === 'Pod' && request.kind.group === '') return admitPod(providers, lookup, request);
+    return { allowed: true };
+  };
+
+  const app = buildApp({ https: tls.pair, log, metrics, admit, isReady: () => !draining && cache.synced });
+  void cache.start();
+  await app.listen({ port: config.port, host: config.host });
+  const port = (app.server.address() as AddressInfo).port;
+  const stopWatching = tls.watch?.((pair) => {
+    // New handshakes get the new certificate; connections already open keep theirs.
+    (app.server as unknown as { setSecureContext(o: object): void }).setSecureContext({ ...pair, minVersion: 'TLSv1.2' });
+  });
+
+  const metricsServer: Server = createHttpServer((req, res) => {
+    if (req.url !== '/metrics') {
+      res.writeHead(404).end();
+      return;
+    }
+    metrics.registry.metrics().then(
+      (body) => res.writeHead(200, { 'content-type': metrics.registry.contentType }).end(body),
+      (err: Error) => res.writeHead(500).end(err.message),
+    );
+  });
+  await new Promise<void>((resolve, reject) => {
+    metricsServer.once('error', reject);
+    metricsServer.listen(config.metricsPort, config.metricsHost, resolve);
+  });
+  const metricsPort = (metricsServer.address() as AddressInfo).port;
+  log.info({ port, metricsPort }, 'listening');
+
+  let shutdown: Promise<void> | undefined;
+  return {
+    port,
+    metricsPort,
+    shutdown() {
+      shutdown ??= (async () => {
+        draining = true;
+        log.info({ drainSeconds: config.drainSeconds }, 'draining: reporting not ready');
+        await new Promise((resolve) => setTimeout(resolve, config.drainSeconds * 1000));
+        stopWatching?.();
+        cache.stop();
+        await Promise.all([app.close(), new Promise((resolve) => metricsServer.close(resolve))]);
+        log.info('stopped');
+      })();
+      return shutdown;
+    },
+  };
+}
