@@ -1,0 +1,412 @@
+import { describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mutatePod } from '../src/mutate/pod.ts';
+import type { Pod } from '../src/kube/types.ts';
+import { apply, envOf, pod, providers, sa } from './helpers.ts';
+
+const AWS_ARN = 'arn:aws:iam::111122223333:role/s3-reader';
+const AZ_CLIENT = '8f3b2c1a-7d4e-4f5a-9b6c-0d1e2f3a4b5c';
+const AZ_TENANT = '72f988bf-86f1-41af-91ab-2d7cd011db47';
+const GCP_PROVIDER = 'projects/123456789012/locations/global/workloadIdentityPools/on-prem/providers/cluster-a';
+
+function run(p: Pod, annotations: Record<string, string> | undefined, flags: Record<string, string> = {}) {
+  return mutatePod(providers(flags), { pod: p, namespace: 'team-a', serviceAccount: annotations ? sa(annotations) : undefined });
+}
+
+function mutated(p: Pod, annotations: Record<string, string> | undefined, flags: Record<string, string> = {}): Pod {
+  const result = run(p, annotations, flags);
+  assert.equal(result.allowed, true, result.allowed ? '' : result.denial.message);
+  return apply(p, result.allowed ? result.patch : []);
+}
+
+function denied(p: Pod, annotations: Record<string, string> | undefined, flags: Record<string, string> = {}) {
+  const result = run(p, annotations, flags);
+  assert.equal(result.allowed, false, 'expected a denial');
+  return result.allowed ? assert.fail() : result.denial;
+}
+
+describe('AWS (IAM Roles for Service Accounts)', () => {
+  test('injects the token volume, read-only mount and web-identity env vars with the peer defaults', () => {
+    const out = mutated(pod(), { 'eks.amazonaws.com/role-arn': AWS_ARN });
+    assert.deepEqual(out.spec!.volumes, [
+      { name: 'aws-iam-token', projected: { sources: [{ serviceAccountToken: { audience: 'sts.amazonaws.com', expirationSeconds: 86400, path: 'token' } }] } },
+    ]);
+    const c = out.spec!.containers![0];
+    assert.deepEqual(c.volumeMounts, [{ name: 'aws-iam-token', mountPath: '/var/run/secrets/eks.amazonaws.com/serviceaccount', readOnly: true }]);
+    assert.deepEqual(c.env, [
+      { name: 'AWS_ROLE_ARN', value: AWS_ARN },
+      { name: 'AWS_WEB_IDENTITY_TOKEN_FILE', value: '/var/run/secrets/eks.amazonaws.com/serviceaccount/token' },
+    ]);
+  });
+
+  test('audience, regional STS and region come from the ServiceAccount and flags', () => {
+    const out = mutated(pod(), {
+      'eks.amazonaws.com/role-arn': AWS_ARN,
+      'eks.amazonaws.com/audience': 'my-audience',
+      'eks.amazonaws.com/sts-regional-endpoints': 'true',
+    }, { 'aws-default-region': 'eu-west-1' });
+    const env = envOf(out.spec!.containers![0]);
+    assert.equal(env.AWS_STS_REGIONAL_ENDPOINTS, 'regional');
+    assert.equal(env.AWS_REGION, 'eu-west-1');
+    assert.equal(env.AWS_DEFAULT_REGION, 'eu-west-1');
+    assert.equal(out.spec!.volumes![0].projected!.sources![0].serviceAccountToken!.audience, 'my-audience');
+  });
+
+  test('the Pod token-expiration wins over the ServiceAccount and values below 600 are raised to 600', () => {
+    const annotations = { 'eks.amazonaws.com/role-arn': AWS_ARN, 'eks.amazonaws.com/token-expiration': '7200' };
+    const fromSa = mutated(pod(), annotations);
+    assert.equal(fromSa.spec!.volumes![0].projected!.sources![0].serviceAccountToken!.expirationSeconds, 7200);
+    const fromPod = mutated(pod({ annotations: { 'eks.amazonaws.com/token-expiration': '100' } }), annotations);
+    assert.equal(fromPod.spec!.volumes![0].projected!.sources![0].serviceAccountToken!.expirationSeconds, 600);
+  });
+
+  test('a region is added only when the container sets neither AWS_REGION nor AWS_DEFAULT_REGION', () => {
+    const p = pod({ spec: { containers: [{ name: 'app', env: [{ name: 'AWS_DEFAULT_REGION', value: 'us-east-2' }] }] } });
+    const env = envOf(mutated(p, { 'eks.amazonaws.com/role-arn': AWS_ARN }, { 'aws-default-region': 'eu-west-1' }).spec!.containers![0]);
+    assert.equal(env.AWS_DEFAULT_REGION, 'us-east-2');
+    assert.equal('AWS_REGION' in env, false);
+  });
+
+  test('a malformed role ARN denies the Pod naming the annotation and the expected form', () => {
+    const d = denied(pod(), { 'eks.amazonaws.com/role-arn': 'arn:aws:iam::12345:role/x' });
+    assert.equal(d.reason, 'InvalidRoleArn');
+    assert.match(d.message, /ServiceAccount team-a\/app annotation eks\.amazonaws\.com\/role-arn/);
+    assert.match(d.message, /12-digit account/);
+  });
+
+  test('a token-expiration that is not a number denies with the annotation named', () => {
+    const d = denied(pod({ annotations: { 'eks.amazonaws.com/token-expiration': '1h' } }), { 'eks.amazonaws.com/role-arn': AWS_ARN });
+    assert.match(d.message, /eks\.amazonaws\.com\/token-expiration="1h" is not a whole number of seconds/);
+  });
+
+  test('an unknown sts-regional-endpoints value is refused, not ignored', () => {
+    const d = denied(pod(), { 'eks.amazonaws.com/role-arn': AWS_ARN, 'eks.amazonaws.com/sts-regional-endpoints': 'yes please' });
+    assert.match(d.message, /sts-regional-endpoints="yes please" must be "true" or "false"/);
+  });
+
+  test('the skip label opts the Pod out and skip-containers leaves named containers alone', () => {
+    const skipped = run(pod({ labels: { 'eks.amazonaws.com/skip-pod-identity-webhook': '' } }), { 'eks.amazonaws.com/role-arn': AWS_ARN });
+    assert.deepEqual(skipped.allowed && skipped.patch, []);
+    const p = pod({
+      annotations: { 'eks.amazonaws.com/skip-containers': 'sidecar, init' },
+      spec: { initContainers: [{ name: 'init' }], containers: [{ name: 'app' }, { name: 'sidecar' }] },
+    });
+    const out = mutated(p, { 'eks.amazonaws.com/role-arn': AWS_ARN });
+    assert.equal(out.spec!.initContainers![0].env, undefined);
+    assert.equal(out.spec!.containers![1].env, undefined);
+    assert.equal(envOf(out.spec!.containers![0]).AWS_ROLE_ARN, AWS_ARN);
+  });
+
+  test('Windows Pods get the token path as a Windows path', () => {
+    const p = pod({ spec: { nodeSelector: { 'kubernetes.io/os': 'windows' } } });
+    const env = envOf(mutated(p, { 'eks.amazonaws.com/role-arn': AWS_ARN }).spec!.containers![0]);
+    assert.equal(env.AWS_WEB_IDENTITY_TOKEN_FILE, 'C:\\var\\run\\secrets\\eks.amazonaws.com\\serviceaccount\\token');
+  });
+
+  test('a custom annotation prefix is honoured', () => {
+    const out = mutated(pod(), { 'iam.example.com/role-arn': AWS_ARN }, { 'aws-annotation-prefix': 'iam.example.com' });
+    assert.equal(envOf(out.spec!.containers![0]).AWS_ROLE_ARN, AWS_ARN);
+  });
+
+  test('GovCloud and China partitions are accepted', () => {
+    for (const arn of ['arn:aws-us-gov:iam::111122223333:role/a', 'arn:aws-cn:iam::111122223333:role/path/to/b']) {
+      assert.equal(envOf(mutated(pod(), { 'eks.amazonaws.com/role-arn': arn }).spec!.containers![0]).AWS_ROLE_ARN, arn);
+    }
+  });
+});
+
+describe('Azure (Microsoft Entra Workload ID)', () => {
+  const annotations = { 'azure.workload.identity/client-id': AZ_CLIENT, 'azure.workload.identity/tenant-id': AZ_TENANT };
+  const optedIn = (extra: Parameters<typeof pod>[0] = {}) => pod({ ...extra, labels: { 'azure.workload.identity/use': 'true', ...extra.labels } });
+
+  test('injects only when the Pod opts in with the exact label value "true"', () => {
+    for (const labels of [undefined, { 'azure.workload.identity/use': 'True' }]) {
+      const r = run(pod({ labels }), annotations);
+      assert.deepEqual(r.allowed && r.patch, []);
+    }
+    const out = mutated(optedIn(), annotations);
+    assert.deepEqual(out.spec!.containers![0].env, [
+      { name: 'AZURE_CLIENT_ID', value: AZ_CLIENT },
+      { name: 'AZURE_TENANT_ID', value: AZ_TENANT },
+      { name: 'AZURE_FEDERATED_TOKEN_FILE', value: '/var/run/secrets/azure/tokens/azure-identity-token' },
+      { name: 'AZURE_AUTHORITY_HOST', value: 'https://login.microsoftonline.com/' },
+    ]);
+    assert.deepEqual(out.spec!.volumes, [
+      { name: 'azure-identity-token', projected: { sources: [{ serviceAccountToken: { audience: 'api://AzureADTokenExchange', expirationSeconds: 3600, path: 'azure-identity-token' } }] } },
+    ]);
+    assert.deepEqual(out.spec!.containers![0].volumeMounts, [{ name: 'azure-identity-token', mountPath: '/var/run/secrets/azure/tokens', readOnly: true }]);
+  });
+
+  test('the tenant defaults to --azure-tenant-id and the authority host follows --azure-cloud', () => {
+    const out = mutated(optedIn(), { 'azure.workload.identity/client-id': AZ_CLIENT }, { 'azure-tenant-id': AZ_TENANT, 'azure-cloud': 'AzureChinaCloud' });
+    const env = envOf(out.spec!.containers![0]);
+    assert.equal(env.AZURE_TENANT_ID, AZ_TENANT);
+    assert.equal(env.AZURE_AUTHORITY_HOST, 'https://login.chinacloudapi.cn/');
+  });
+
+  test('empty values are never injected, and the client is told why', () => {
+    const r = run(optedIn(), {});
+    assert.ok(r.allowed);
+    const env = envOf(apply(optedIn(), r.patch).spec!.containers![0]);
+    assert.equal('AZURE_CLIENT_ID' in env, false);
+    assert.equal('AZURE_TENANT_ID' in env, false);
+    assert.ok(r.warnings.some((w) => /AZURE_CLIENT_ID is not injected/.test(w)));
+  });
+
+  test('a Pod whose ServiceAccount does not exist is admitted, not denied', () => {
+    const r = run(optedIn(), undefined, { 'azure-tenant-id': AZ_TENANT });
+    assert.ok(r.allowed);
+    assert.equal(envOf(apply(optedIn(), r.patch).spec!.containers![0]).AZURE_TENANT_ID, AZ_TENANT);
+  });
+
+  test('token expiry: the Pod wins, and a value outside 3600..86400 denies with the bounds', () => {
+    const out = mutated(optedIn({ annotations: { 'azure.workload.identity/service-account-token-expiration': '7200' } }), {
+      ...annotations, 'azure.workload.identity/service-account-token-expiration': '5000',
+    });
+    assert.equal(out.spec!.volumes![0].projected!.sources![0].serviceAccountToken!.expirationSeconds, 7200);
+    const d = denied(optedIn(), { ...annotations, 'azure.workload.identity/service-account-token-expiration': '600' });
+    assert.match(d.message, /service-account-token-expiration=600 is out of range; expected 3600 to 86400 seconds/);
+  });
+
+  test('skip-containers is ";"-separated', () => {
+    const p = optedIn({
+      annotations: { 'azure.workload.identity/skip-containers': 'a;b' },
+      spec: { containers: [{ name: 'a' }, { name: 'b' }, { name: 'c' }] },
+    });
+    const out = mutated(p, annotations);
+    assert.deepEqual(out.spec!.containers!.map((c) => Boolean(c.env)), [false, false, true]);
+  });
+
+  test('a client id that is not a GUID denies with the expected form', () => {
+    const d = denied(optedIn(), { 'azure.workload.identity/client-id': 'my-app' });
+    assert.match(d.message, /client-id="my-app" is not a client id; expected a GUID/);
+  });
+});
+
+describe('GCP (Workload Identity Federation)', () => {
+  function credentials(out: Pod) {
+    return JSON.parse(out.metadata!.annotations!['cloud.google.com/external-credentials-json']);
+  }
+
+  test('impersonation: the external_account file gcloud writes, projected next to the token', () => {
+    const out = mutated(pod(), {
+      'cloud.google.com/workload-identity-provider': GCP_PROVIDER,
+      'cloud.google.com/service-account-email': 'reader@my-project.iam.gserviceaccount.com',
+    });
+    assert.deepEqual(Object.keys(credentials(out)), [
+      'universe_domain', 'type', 'audience', 'subject_token_type', 'token_url', 'service_account_impersonation_url', 'credential_source',
+    ]);
+    assert.deepEqual(credentials(out), {
+      universe_domain: 'googleapis.com',
+      type: 'external_account',
+      audience: `//iam.googleapis.com/${GCP_PROVIDER}`,
+      subject_token_type: 'urn:ietf:params:oauth:token-type:jwt',
+      token_url: 'https://sts.googleapis.com/v1/token',
+      service_account_impersonation_url: 'https://iamcredentials.googleapis.com/v1/projects/-/serviceAccounts/reader@my-project.iam.gserviceaccount.com:generateAccessToken',
+      credential_source: { file: '/var/run/secrets/sts.googleapis.com/serviceaccount/token', format: { type: 'text' } },
+    });
+    assert.deepEqual(out.spec!.volumes![0], {
+      name: 'gcp-iam-token',
+      projected: {
+        sources: [
+          { serviceAccountToken: { audience: `//iam.googleapis.com/${GCP_PROVIDER}`, expirationSeconds: 86400, path: 'token' } },
+          { downwardAPI: { items: [{ path: 'federation.json', fieldRef: { apiVersion: 'v1', fieldPath: "metadata.annotations['cloud.google.com/external-credentials-json']" } }] } },
+        ],
+      },
+    });
+    assert.deepEqual(envOf(out.spec!.containers![0]), {
+      GOOGLE_APPLICATION_CREDENTIALS: '/var/run/secrets/sts.googleapis.com/serviceaccount/federation.json',
+      CLOUDSDK_CORE_PROJECT: 'my-project',
+    });
+  });
+
+  test('the Flux dialect without a Google service account means direct resource access', () => {
+    const out = mutated(pod(), { 'gcp.auth.fluxcd.io/workload-identity-provider': GCP_PROVIDER });
+    const c = credentials(out);
+    assert.equal(c.service_account_impersonation_url, undefined);
+    assert.equal(c.token_info_url, 'https://sts.googleapis.com/v1/introspect');
+    assert.equal('CLOUDSDK_CORE_PROJECT' in envOf(out.spec!.containers![0]), false);
+  });
+
+  test("the Flux dialect impersonates GKE's iam.gke.io/gcp-service-account", () => {
+    const out = mutated(pod(), {
+      'gcp.auth.fluxcd.io/workload-identity-provider': GCP_PROVIDER,
+      'iam.gke.io/gcp-service-account': 'flux@infra-prod.iam.gserviceaccount.com',
+    });
+    assert.match(credentials(out).service_account_impersonation_url, /serviceAccounts\/flux@infra-prod\.iam\.gserviceaccount\.com:generateAccessToken$/);
+  });
+
+  test('expiry is raised to the 3600 s floor, audience and region are configurable', () => {
+    const out = mutated(pod({ annotations: { 'cloud.google.com/token-expiration': '700' } }), {
+      'cloud.google.com/workload-identity-provider': GCP_PROVIDER,
+      'cloud.google.com/audience': 'https://iam.googleapis.com/' + GCP_PROVIDER,
+    }, { 'gcp-default-region': 'europe-west4' });
+    const token = out.spec!.volumes![0].projected!.sources![0].serviceAccountToken!;
+    assert.equal(token.expirationSeconds, 3600);
+    assert.equal(token.audience, 'https://iam.googleapis.com/' + GCP_PROVIDER);
+    assert.equal(envOf(out.spec!.containers![0]).CLOUDSDK_COMPUTE_REGION, 'europe-west4');
+  });
+
+  test('a provider of the wrong form denies with the expected form', () => {
+    const d = denied(pod(), { 'cloud.google.com/workload-identity-provider': 'projects/my-project/providers/x' });
+    assert.equal(d.reason, 'InvalidWorkloadIdentityProvider');
+    assert.match(d.message, /expected projects\/<project number>\/locations\/global\/workloadIdentityPools\/<pool>\/providers\/<provider>/);
+  });
+
+  test('the two dialects naming different providers is a conflict, not a guess', () => {
+    const d = denied(pod(), {
+      'cloud.google.com/workload-identity-provider': GCP_PROVIDER,
+      'gcp.auth.fluxcd.io/workload-identity-provider': GCP_PROVIDER.replace('cluster-a', 'cluster-b'),
+    });
+    assert.match(d.message, /sets both cloud\.google\.com\/workload-identity-provider=.* and gcp\.auth\.fluxcd\.io\/workload-identity-provider=/);
+  });
+
+  test('injection-mode gcloud points gcloud at the same file instead of running an init container', () => {
+    const out = mutated(pod(), { 'cloud.google.com/workload-identity-provider': GCP_PROVIDER, 'cloud.google.com/injection-mode': 'gcloud' });
+    assert.equal(out.spec!.initContainers, undefined);
+    assert.equal(envOf(out.spec!.containers![0]).CLOUDSDK_AUTH_CREDENTIAL_FILE_OVERRIDE, '/var/run/secrets/sts.googleapis.com/serviceaccount/federation.json');
+  });
+
+  test('Windows Pods get Windows paths inside the credential file too', () => {
+    const out = mutated(pod({ spec: { os: { name: 'windows' } } }), { 'cloud.google.com/workload-identity-provider': GCP_PROVIDER });
+    assert.equal(credentials(out).credential_source.file, 'C:\\var\\run\\secrets\\sts.googleapis.com\\serviceaccount\\token');
+  });
+});
+
+describe('several providers on one ServiceAccount', () => {
+  const all = {
+    'eks.amazonaws.com/role-arn': AWS_ARN,
+    'azure.workload.identity/client-id': AZ_CLIENT,
+    'azure.workload.identity/tenant-id': AZ_TENANT,
+    'cloud.google.com/workload-identity-provider': GCP_PROVIDER,
+  };
+
+  test('each gets its own token, audience, volume and path, with no collision', () => {
+    const out = mutated(pod({ labels: { 'azure.workload.identity/use': 'true' } }), all);
+    const volumes = out.spec!.volumes!;
+    assert.deepEqual(volumes.map((v) => v.name), ['aws-iam-token', 'azure-identity-token', 'gcp-iam-token']);
+    assert.deepEqual(
+      volumes.map((v) => v.projected!.sources![0].serviceAccountToken!.audience),
+      ['sts.amazonaws.com', 'api://AzureADTokenExchange', `//iam.googleapis.com/${GCP_PROVIDER}`],
+    );
+    const paths = out.spec!.containers![0].volumeMounts!.map((m) => m.mountPath);
+    assert.equal(new Set(paths).size, 3);
+  });
+
+  test('every invalid provider is reported in one denial', () => {
+    const d = denied(pod(), { ...all, 'eks.amazonaws.com/role-arn': 'nope', 'cloud.google.com/workload-identity-provider': 'nope' });
+    assert.match(d.message, /role-arn="nope".*; .*workload-identity-provider="nope"/);
+  });
+
+  test('the project skip label opts out of every provider', () => {
+    const r = run(pod({ labels: { 'azure.workload.identity/use': 'true', 'workload-identity-webhook.io/skip': 'true' } }), all);
+    assert.deepEqual(r.allowed && r.patch, []);
+  });
+
+  test('a ServiceAccount with no identity leaves the Pod untouched', () => {
+    const r = run(pod(), { 'example.com/unrelated': 'x' });
+    assert.deepEqual(r.allowed && r.patch, []);
+  });
+});
+
+describe('patch discipline', () => {
+  const annotations = { 'eks.amazonaws.com/role-arn': AWS_ARN, 'cloud.google.com/workload-identity-provider': GCP_PROVIDER };
+  const rich = (): Pod => ({
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name: 'rich', annotations: { 'example.com/a~b/c': 'kept' }, labels: { app: 'x' } },
+    spec: {
+      serviceAccountName: 'app',
+      futureField: { nested: [1, 2, 3] },
+      volumes: [{ name: 'data', emptyDir: {} }],
+      initContainers: [
+        { name: 'mesh-proxy', image: 'proxy', restartPolicy: 'Always', startupProbe: { exec: { command: ['true'] } } },
+      ],
+      containers: [
+        {
+          name: 'app',
+          image: 'app',
+          startupProbe: { httpGet: { path: '/', port: 80 } },
+          resizePolicy: [{ resourceName: 'cpu', restartPolicy: 'NotRequired' }],
+          env: [{ name: 'AWS_ROLE_ARN', value: 'user-chose-this' }, { name: 'X', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } }],
+          volumeMounts: [{ name: 'data', mountPath: '/data' }],
+        },
+      ],
+      ephemeralContainers: [{ name: 'debug', image: 'busybox' }],
+    },
+  });
+
+  test('only additive operations; no container, containers array or volumes array is replaced', () => {
+    const r = run(rich(), annotations);
+    assert.ok(r.allowed);
+    for (const op of r.patch) {
+      assert.ok(op.op === 'add' || (op.op === 'replace' && op.path.startsWith('/metadata/annotations/')), JSON.stringify(op));
+      assert.doesNotMatch(op.path, /^\/spec\/(containers|initContainers|volumes)(\/\d+)?$/);
+    }
+  });
+
+  test('every field the webhook does not know survives, and user env vars are never overwritten', () => {
+    const before = rich();
+    const out = mutated(before, annotations);
+    assert.deepEqual(out.spec!.futureField, before.spec!.futureField);
+    assert.deepEqual(out.spec!.ephemeralContainers, before.spec!.ephemeralContainers);
+    assert.equal(out.spec!.initContainers![0].restartPolicy, 'Always');
+    assert.deepEqual(out.spec!.initContainers![0].startupProbe, before.spec!.initContainers![0].startupProbe);
+    assert.deepEqual(out.spec!.containers![0].startupProbe, before.spec!.containers![0].startupProbe);
+    assert.deepEqual(out.spec!.containers![0].resizePolicy, before.spec!.containers![0].resizePolicy);
+    assert.deepEqual(out.spec!.containers![0].env!.slice(0, 2), before.spec!.containers![0].env);
+    assert.equal(envOf(out.spec!.containers![0]).AWS_ROLE_ARN, 'user-chose-this');
+    assert.equal(out.metadata!.annotations!['example.com/a~b/c'], 'kept');
+    // Native sidecars are treated like containers.
+    assert.equal(envOf(out.spec!.initContainers![0]).AWS_ROLE_ARN, AWS_ARN);
+  });
+
+  test('idempotent: run on its own output, the patch is empty', () => {
+    const once = mutated(rich(), annotations);
+    const again = run(once, annotations);
+    assert.deepEqual(again.allowed && again.patch, []);
+    // The API server adds defaultMode to projected volumes; still recognised as ours.
+    for (const v of once.spec!.volumes!) if (v.projected) v.projected.defaultMode = 420;
+    assert.deepEqual((run(once, annotations) as { patch: unknown }).patch, []);
+  });
+
+  test('reinvocation: a container added after the first call is completed, others untouched', () => {
+    const once = mutated(pod(), annotations);
+    once.spec!.containers!.push({ name: 'sidecar', image: 'mesh' });
+    const r = run(once, annotations);
+    assert.ok(r.allowed);
+    assert.ok(r.patch.length > 0);
+    assert.ok(r.patch.every((op) => op.path.startsWith('/spec/containers/1/')), JSON.stringify(r.patch));
+    const twice = apply(once, r.patch);
+    assert.deepEqual(envOf(twice.spec!.containers![1]), envOf(twice.spec!.containers![0]));
+  });
+
+  test('a user volume that merely shares the name is not taken for the webhook\'s own', () => {
+    const p = pod({ spec: { volumes: [{ name: 'aws-iam-token', secret: { secretName: 'static-keys' } }] } });
+    const d = denied(p, annotations);
+    assert.equal(d.status, 409);
+    assert.match(d.message, /already has a volume named "aws-iam-token"/);
+  });
+
+  test('a user mount at the webhook\'s path denies naming container, volume and path', () => {
+    const p = pod({ spec: { volumes: [{ name: 'mine', emptyDir: {} }], containers: [{ name: 'app', volumeMounts: [{ name: 'mine', mountPath: '/var/run/secrets/eks.amazonaws.com/serviceaccount' }] }] } });
+    const d = denied(p, annotations);
+    assert.match(d.message, /container "app" already mounts volume "mine" at \/var\/run\/secrets\/eks\.amazonaws\.com\/serviceaccount/);
+  });
+
+  test('annotation keys with "/" and "~" are escaped in JSON Pointers', () => {
+    const p = pod({ annotations: { 'a~b/c': 'x' } });
+    const r = run(p, annotations);
+    assert.ok(r.allowed);
+    const op = r.patch.find((o) => o.path.startsWith('/metadata/annotations/'));
+    assert.equal(op?.path, '/metadata/annotations/cloud.google.com~1external-credentials-json');
+    assert.equal(apply(p, r.patch).metadata!.annotations!['a~b/c'], 'x');
+  });
+
+  test('a stale credential annotation is replaced: the key is the webhook\'s own', () => {
+    const p = pod({ annotations: { 'cloud.google.com/external-credentials-json': '{}' } });
+    const r = run(p, annotations);
+    assert.ok(r.allowed);
+    assert.ok(r.patch.some((o) => o.op === 'replace' && o.path === '/metadata/annotations/cloud.google.com~1external-credentials-json'));
+  });
+});
