@@ -1,0 +1,179 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { connect } from 'node:tls';
+import type { AddressInfo } from 'node:net';
+import type { FastifyInstance } from 'fastify';
+import pino from 'pino';
+import { buildApp } from '../src/app.ts';
+import { admitPod } from '../src/admission/pods.ts';
+import type { ServiceAccountView } from '../src/kube/types.ts';
+import { createMetrics } from '../src/metrics.ts';
+import { generateCertificates } from '../src/tls/self-signed.ts';
+import { apply, pod, providers, sa } from './helpers.ts';
+import { httpsRequest } from './https-client.ts';
+
+const ARN = 'arn:aws:iam::111122223333:role/r';
+let app: FastifyInstance;
+let url: string;
+let ca: string;
+const accounts = new Map<string, ServiceAccountView>([['team-a/app', sa({ 'eks.amazonaws.com/role-arn': ARN })]]);
+const metrics = createMetrics();
+
+function review(object: unknown, extra: Record<string, unknown> = {}, apiVersion = 'admission.k8s.io/v1') {
+  return {
+    apiVersion,
+    kind: 'AdmissionReview',
+    request: {
+      uid: 'e911857d-c318-11e8-bbad-025000000001',
+      kind: { group: '', version: 'v1', kind: 'Pod' },
+      resource: { group: '', version: 'v1', resource: 'pods' },
+      namespace: 'team-a',
+      operation: 'CREATE',
+      object,
+      ...extra,
+    },
+  };
+}
+
+function post(body: unknown, contentType = 'application/json') {
+  return httpsRequest(`${url}/mutate`, {
+    method: 'POST',
+    ca,
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+    headers: { 'content-type': contentType },
+  });
+}
+
+before(async () => {
+  const certs = await generateCertificates(['localhost', '127.0.0.1']);
+  ca = certs.caPem;
+  const p = providers();
+  app = buildApp({
+    https: { cert: certs.certPem, key: certs.keyPem },
+    log: pino({ level: 'silent' }),
+    metrics,
+    admit: (request) => admitPod(p, (ns, name) => accounts.get(`${ns}/${name}`), request),
+    isReady: () => true,
+  });
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  url = `https://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+});
+
+after(() => app.close());
+
+describe('POST /mutate', () => {
+  test('answers in admission.k8s.io/v1 with the same uid and a base64 JSONPatch', async () => {
+    const res = await post(review(pod()));
+    assert.equal(res.status, 200);
+    const body = res.json();
+    assert.equal(body.apiVersion, 'admission.k8s.io/v1');
+    assert.equal(body.kind, 'AdmissionReview');
+    assert.equal(body.response.uid, 'e911857d-c318-11e8-bbad-025000000001');
+    assert.equal(body.response.allowed, true);
+    assert.equal(body.response.patchType, 'JSONPatch');
+    const patch = JSON.parse(Buffer.from(body.response.patch, 'base64').toString());
+    const env = apply(pod(), patch).spec!.containers![0].env!;
+    assert.deepEqual(env.map((e) => e.name), ['AWS_ROLE_ARN', 'AWS_WEB_IDENTITY_TOKEN_FILE']);
+    assert.deepEqual(body.response.auditAnnotations, { 'injected-providers': 'aws' });
+  });
+
+  test('tolerates v1beta1 and answers in v1beta1', async () => {
+    const body = (await post(review(pod(), {}, 'admission.k8s.io/v1beta1'))).json();
+    assert.equal(body.apiVersion, 'admission.k8s.io/v1beta1');
+    assert.equal(body.response.allowed, true);
+  });
+
+  test('a Pod without identity is allowed with no patch', async () => {
+    const p = pod({ spec: { serviceAccountName: 'nobody' } });
+    const body = (await post(review(p))).json();
+    assert.equal(body.response.allowed, true);
+    assert.equal(body.response.patch, undefined);
+  });
+
+  test('a denial carries the code and the message naming the annotation', async () => {
+    accounts.set('team-a/bad', sa({ 'eks.amazonaws.com/role-arn': 'arn:aws:iam::1:role/x' }, 'bad'));
+    const body = (await post(review(pod({ spec: { serviceAccountName: 'bad' } })))).json();
+    assert.equal(body.response.allowed, false);
+    assert.equal(body.response.status.code, 400);
+    assert.match(body.response.status.message, /eks\.amazonaws\.com\/role-arn="arn:aws:iam::1:role\/x" is not an IAM role ARN/);
+  });
+
+  test('UPDATE of a Pod is allowed untouched', async () => {
+    const body = (await post(review(pod(), { operation: 'UPDATE', oldObject: pod() }))).json();
+    assert.equal(body.response.allowed, true);
+    assert.equal(body.response.patch, undefined);
+  });
+
+  test('a wrong content type is 415', async () => {
+    const res = await post(JSON.stringify(review(pod())), 'text/plain');
+    assert.equal(res.status, 415);
+  });
+
+  test('invalid JSON is 400 with a message', async () => {
+    const res = await post('{"apiVersion":', 'application/json');
+    assert.equal(res.status, 400);
+    assert.ok(res.json().message.length > 0);
+  });
+
+  test('a body that is not an AdmissionReview is 400 naming what is wrong', async () => {
+    const cases: [unknown, RegExp][] = [
+      [[1, 2], /not a JSON object/],
+      [{ apiVersion: 'v1', kind: 'Pod' }, /kind is "Pod"; expected "AdmissionReview"/],
+      [{ apiVersion: 'admission.k8s.io/v2', kind: 'AdmissionReview', request: {} }, /apiVersion is "admission.k8s.io\/v2"/],
+      [{ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview' }, /request is missing/],
+      [{ ...review(pod()), request: { ...review(pod()).request, uid: 7 } }, /request.uid/],
+      [{ ...review(pod()), request: { ...review(pod()).request, operation: 'PATCH' } }, /request.operation is "PATCH"/],
+    ];
+    for (const [body, message] of cases) {
+      const res = await post(body);
+      assert.equal(res.status, 400, JSON.stringify(body));
+      assert.equal(res.json().code, 'WIW_BAD_ADMISSION_REVIEW');
+      assert.match(res.json().message, message);
+    }
+  });
+
+  test('a Pod of the wrong shape is denied in the review, not a crash', async () => {
+    const body = (await post(review({ metadata: {}, spec: { containers: 'app' } }))).json();
+    assert.equal(body.response.allowed, false);
+    assert.match(body.response.status.message, /spec.containers is not a list/);
+    // The server is still answering.
+    assert.equal((await post(review(pod()))).json().response.allowed, true);
+  });
+
+  test('accepts bodies well above the API server\'s 3 MiB limit', async () => {
+    const big = pod({ annotations: { 'example.com/blob': 'x'.repeat(5 * 1024 * 1024) } });
+    const res = await post(review(big, { operation: 'UPDATE', oldObject: big }));
+    assert.equal(res.status, 200);
+    assert.equal(res.json().response.allowed, true);
+  });
+});
+
+describe('TLS and probes', () => {
+  test('refuses TLS 1.1 and speaks TLS 1.2+', async () => {
+    const { port } = app.server.address() as AddressInfo;
+    const old = await new Promise<string>((resolve) => {
+      const s = connect({ port, host: '127.0.0.1', ca, servername: 'localhost', maxVersion: 'TLSv1.1', minVersion: 'TLSv1' });
+      s.on('secureConnect', () => { resolve('connected'); s.end(); });
+      s.on('error', (err) => resolve((err as NodeJS.ErrnoException).code ?? 'error'));
+    });
+    assert.notEqual(old, 'connected');
+    const modern = await new Promise<string>((resolve, reject) => {
+      const s = connect({ port, host: '127.0.0.1', ca, servername: 'localhost' });
+      s.on('secureConnect', () => { resolve(s.getProtocol() ?? ''); s.end(); });
+      s.on('error', reject);
+    });
+    assert.match(modern, /^TLSv1\.[23]$/);
+  });
+
+  test('/healthz and /readyz answer', async () => {
+    assert.equal((await httpsRequest(`${url}/healthz`, { ca })).status, 200);
+    assert.equal((await httpsRequest(`${url}/readyz`, { ca })).status, 200);
+  });
+
+  test('metrics count requests by kind, operation and result', async () => {
+    const text = await metrics.registry.metrics();
+    assert.match(text, /wiw_admission_requests_total\{kind="Pod",operation="CREATE",result="mutated"\} [1-9]/);
+    assert.match(text, /wiw_denials_total\{reason="InvalidRoleArn"\} 1/);
+    assert.match(text, /wiw_admission_duration_seconds_bucket\{le="0.0001",kind="Pod"\}/);
+  });
+});
