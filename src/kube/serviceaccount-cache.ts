@@ -35,6 +35,8 @@ export class ServiceAccountCache {
   #synced = false;
   #stopped = false;
   #abort: AbortController | undefined;
+  /** Bumped when a watch is abandoned on purpose, so its late end is not taken for a failure. */
+  #watchSeq = 0;
   #idleTimer: NodeJS.Timeout | undefined;
   #retryTimer: NodeJS.Timeout | undefined;
   #backoffMs = 0;
@@ -57,6 +59,11 @@ export class ServiceAccountCache {
 
   get synced(): boolean {
     return this.#synced;
+  }
+
+  /** A watch connection is open (the list is in and events are flowing). */
+  get watching(): boolean {
+    return this.#abort !== undefined && !this.#stopped;
   }
 
   get size(): number {
@@ -206,9 +213,12 @@ export class ServiceAccountCache {
 
   async #startWatch(): Promise<void> {
     let ended = false;
+    const seq = ++this.#watchSeq;
     const onEnd = (err: unknown) => {
       if (ended) return;
       ended = true;
+      if (seq !== this.#watchSeq) return;
+      this.#abort = undefined;
       clearTimeout(this.#idleTimer);
       if (this.#stopped) return;
       const status = (err as { statusCode?: number; code?: number } | null)?.statusCode ?? (err as { code?: number } | null)?.code;
@@ -223,10 +233,11 @@ export class ServiceAccountCache {
       }
     };
     this.#armIdle();
-    this.#abort = await this.#watch.watch(
+    const abort = await this.#watch.watch(
       '/api/v1/serviceaccounts',
       { allowWatchBookmarks: true, resourceVersion: this.#resourceVersion },
       (phase, obj) => {
+        if (this.#stopped) return;
         this.#armIdle();
         this.#backoffMs = 0;
         const rv = obj?.metadata?.resourceVersion;
@@ -250,6 +261,9 @@ export class ServiceAccountCache {
       },
       onEnd,
     );
+    // stop() may have run while the request was being made.
+    if (this.#stopped || ended) abort.abort();
+    else this.#abort = abort;
   }
 
   #armIdle(): void {
@@ -257,6 +271,7 @@ export class ServiceAccountCache {
     this.#idleTimer = setTimeout(() => {
       this.#opts.log.warn({ idleMs: this.#opts.watchIdleTimeoutMs }, 'ServiceAccount watch silent; restarting it');
       this.#opts.metrics?.watchRestarts.inc({ cause: 'idle' });
+      this.#watchSeq++;
       const abort = this.#abort;
       this.#abort = undefined;
       abort?.abort();
