@@ -23,6 +23,9 @@ export interface WebhookProcess {
   stop(): Promise<void>;
 }
 
+/** Thrown from an `until` check to stop waiting at once (the awaited thing can no longer happen). */
+export class GiveUp extends Error {}
+
 /** Polls `check` every 50 ms until it returns a value; throws with `what` after the deadline. */
 export async function until<T>(what: string, check: () => T | undefined | Promise<T | undefined>, timeoutMs = 20_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
@@ -32,6 +35,7 @@ export async function until<T>(what: string, check: () => T | undefined | Promis
       const value = await check();
       if (value !== undefined && value !== false) return value as T;
     } catch (err) {
+      if (err instanceof GiveUp) throw err;
       lastError = err;
     }
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${lastError ? `: ${(lastError as Error).message}` : ''}`);
@@ -39,15 +43,23 @@ export async function until<T>(what: string, check: () => T | undefined | Promis
   }
 }
 
-export async function startWebhook(cp: ControlPlane, extraArgs: string[] = []): Promise<WebhookProcess> {
+export interface StartOptions {
+  /** Serve these files instead of a self-signed certificate; `caPem` is what clients trust. */
+  tls?: { certFile: string; keyFile: string; caPem: string };
+}
+
+export async function startWebhook(cp: ControlPlane, extraArgs: string[] = [], options: StartOptions = {}): Promise<WebhookProcess> {
   if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run "npm run build" first (scripts/dev.sh test does)`);
   const n = ++counter;
   const caFile = join(cp.dir, `webhook-${n}-ca.pem`);
   const logPath = join(cp.dir, `webhook-${n}.log`);
+  const tlsArgs = options.tls
+    ? ['--tls-cert-file', options.tls.certFile, '--tls-key-file', options.tls.keyFile]
+    : ['--self-signed', '--ca-bundle-out', caFile];
   const proc = startProcess(`webhook-${n}`, process.execPath, [
     CLI, 'serve',
     '--kubeconfig', cp.kubeconfigPath,
-    '--self-signed', '--ca-bundle-out', caFile,
+    ...tlsArgs,
     '--host', '127.0.0.1', '--port', '0',
     '--metrics-host', '127.0.0.1', '--metrics-port', '0',
     '--drain-seconds', '0',
@@ -58,12 +70,12 @@ export async function startWebhook(cp: ControlPlane, extraArgs: string[] = []): 
     return text.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>);
   };
   const listening = await until('the webhook to listen', () => {
-    if (proc.exitStatus() !== null) throw new Error(`webhook exited (${proc.exitStatus()}):\n${proc.logTail(20)}`);
+    if (proc.exitStatus() !== null) throw new GiveUp(`webhook exited (${proc.exitStatus()}):\n${proc.logTail(20)}`);
     return logs().find((l) => l.msg === 'listening');
   });
   const port = listening.port as number;
   const metricsPort = listening.metricsPort as number;
-  const caPem = readFileSync(caFile, 'utf8');
+  const caPem = options.tls?.caPem ?? readFileSync(caFile, 'utf8');
   const url = `https://127.0.0.1:${port}`;
   await until('the webhook to be ready', async () => (await httpsRequest(`${url}/readyz`, { ca: caPem })).status === 200 || undefined);
   return {
