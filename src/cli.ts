@@ -5,7 +5,6 @@ import { ConfigError, WebhookError } from './errors.ts';
 import { createLogger } from './log.ts';
 import { previewPod, type OutputFormat } from './preview.ts';
 import { createProviders } from './providers/index.ts';
-import { serve } from './server.ts';
 
 const USAGE = `Usage:
   workload-identity-webhook serve [flags]
@@ -87,6 +86,8 @@ async function main(argv: string[]): Promise<number> {
       case 'serve': {
         const config = loadConfig(args.flags);
         const log = createLogger(config.logLevel);
+        // Loaded here so preview does not pay for the server and the Kubernetes client.
+        const { serve } = await import('./server.ts');
         const server = await serve(config, log);
         const stop = () => void server.shutdown().then(() => process.exit(0));
         process.once('SIGTERM', stop);
