@@ -54,8 +54,13 @@ case "$cmd" in
     npm run --silent build
     exec node scripts/demo.ts "$@"
     ;;
+  bench)
+    ensure_node; ensure_deps; ensure_binaries
+    npm run --silent build
+    exec node --expose-gc bench/admission.ts "$@"
+    ;;
   *)
-    echo "usage: scripts/dev.sh test|demo" >&2
+    echo "usage: scripts/dev.sh test|demo|bench" >&2
     exit 2
     ;;
 esac

@@ -20,6 +20,24 @@ export interface ServiceAccountCacheOptions {
 
 type Raw = { metadata?: { name?: string; namespace?: string; uid?: string; annotations?: Record<string, string> | null; resourceVersion?: string } };
 
+/** What the cache keeps of one ServiceAccount; undefined for an object without name or namespace. */
+export function slimServiceAccount(sa: Raw, prefixes: readonly string[]): ServiceAccountView | undefined {
+  const m = sa.metadata;
+  if (!m?.name || !m.namespace) return undefined;
+  const annotations: Record<string, string> = {};
+  if (m.annotations) {
+    for (const key in m.annotations) {
+      for (const prefix of prefixes) {
+        if (key.startsWith(prefix)) {
+          annotations[key] = m.annotations[key];
+          break;
+        }
+      }
+    }
+  }
+  return Object.freeze({ namespace: m.namespace, name: m.name, uid: m.uid ?? '', annotations: Object.freeze(annotations) });
+}
+
 /**
  * A cluster-wide, slimmed copy of ServiceAccounts: name, namespace, uid and only the
  * annotations the providers read. List, then watch from the list's resourceVersion; a watch that
@@ -156,20 +174,7 @@ export class ServiceAccountCache {
   }
 
   #slim(sa: Raw): ServiceAccountView | undefined {
-    const m = sa.metadata;
-    if (!m?.name || !m.namespace) return undefined;
-    const annotations: Record<string, string> = {};
-    if (m.annotations) {
-      for (const key in m.annotations) {
-        for (const prefix of this.#opts.annotationPrefixes) {
-          if (key.startsWith(prefix)) {
-            annotations[key] = m.annotations[key];
-            break;
-          }
-        }
-      }
-    }
-    return Object.freeze({ namespace: m.namespace, name: m.name, uid: m.uid ?? '', annotations: Object.freeze(annotations) });
+    return slimServiceAccount(sa, this.#opts.annotationPrefixes);
   }
 
   #put(view: ServiceAccountView): void {

@@ -1,0 +1,199 @@
+// npm run bench: the admission server as production runs it (`serve` in its own process with a
+// kubeconfig, behind a real kube-apiserver for the ServiceAccount cache), driven over HTTPS
+// keep-alive connections with a realistic mix of Pods. Prints throughput, latency percentiles,
+// peak RSS, and the memory the ServiceAccount cache needs for 50,000 ServiceAccounts.
+import { Agent, request } from 'node:https';
+import { readFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import { CoreV1Api } from '@kubernetes/client-node';
+import { slimServiceAccount } from '../src/kube/serviceaccount-cache.ts';
+import { createNamespace, createServiceAccount, startControlPlane } from '../test/harness/control-plane.ts';
+import { startWebhook } from '../test/support/webhook.ts';
+
+const { values: opts } = parseArgs({
+  options: {
+    seconds: { type: 'string', default: '10' },
+    connections: { type: 'string', default: '16' },
+    rate: { type: 'string', default: '1000' },
+    'service-accounts': { type: 'string', default: '2000' },
+  },
+});
+const SECONDS = Number(opts.seconds);
+const CONNECTIONS = Number(opts.connections);
+const RATE = Number(opts.rate);
+const EXTRA_SAS = Number(opts['service-accounts']);
+const NS = 'bench';
+
+const IDENTITIES: Record<string, Record<string, string>> = {
+  aws: { 'eks.amazonaws.com/role-arn': 'arn:aws:iam::111122223333:role/bench' },
+  azure: { 'azure.workload.identity/client-id': '8f3b2c1a-7d4e-4f5a-9b6c-0d1e2f3a4b5c', 'azure.workload.identity/tenant-id': '72f988bf-86f1-41af-91ab-2d7cd011db47' },
+  gcp: { 'cloud.google.com/workload-identity-provider': 'projects/123456789012/locations/global/workloadIdentityPools/p1/providers/cluster', 'cloud.google.com/service-account-email': 'b@proj-1234.iam.gserviceaccount.com' },
+  multi: {
+    'eks.amazonaws.com/role-arn': 'arn:aws:iam::111122223333:role/bench',
+    'cloud.google.com/workload-identity-provider': 'projects/123456789012/locations/global/workloadIdentityPools/p1/providers/cluster',
+  },
+  plain: {},
+};
+
+/** Deterministic pseudo-random numbers, so every run sends the same mix. */
+function rng(seed: number) {
+  return () => ((seed = (seed * 1664525 + 1013904223) >>> 0) / 2 ** 32);
+}
+
+function makeReviews(count: number): Buffer[] {
+  const rand = rng(42);
+  const out: Buffer[] = [];
+  for (let i = 0; i < count; i++) {
+    // A third of the Pods have no identity.
+    const sa = i % 3 === 0 ? 'plain' : ['aws', 'azure', 'gcp', 'multi'][i % 4];
+    const containers = 1 + Math.floor(rand() * 10);
+    const targetBytes = 5_000 + Math.floor(rand() * 35_000);
+    const perContainer = Math.max(0, Math.floor(targetBytes / containers) - 600);
+    const pod = {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: {
+        generateName: `app-${i}-`,
+        namespace: NS,
+        labels: { app: `app-${i}`, 'azure.workload.identity/use': 'true', 'pod-template-hash': '5d8f7c9b4' },
+        annotations: { 'kubectl.kubernetes.io/restartedAt': '2026-11-01T00:00:00Z' },
+      },
+      spec: {
+        serviceAccountName: sa,
+        containers: Array.from({ length: containers }, (_, c) => ({
+          name: `c${c}`,
+          image: `registry.example.com/team/app-${c}:1.2.3`,
+          args: ['--config=/etc/app/config.yaml', '--verbose'],
+          ports: [{ containerPort: 8080 + c, protocol: 'TCP' }],
+          resources: { requests: { cpu: '100m', memory: '128Mi' }, limits: { memory: '256Mi' } },
+          env: Array.from({ length: Math.max(1, Math.floor(perContainer / 60)) }, (_, e) => ({ name: `SETTING_${e}`, value: `value-${e}-${'x'.repeat(30)}` })),
+          volumeMounts: [{ name: 'config', mountPath: '/etc/app' }],
+          readinessProbe: { httpGet: { path: '/ready', port: 8080 + c } },
+        })),
+        volumes: [{ name: 'config', configMap: { name: 'app-config' } }],
+      },
+    };
+    out.push(Buffer.from(JSON.stringify({
+      apiVersion: 'admission.k8s.io/v1',
+      kind: 'AdmissionReview',
+      request: {
+        uid: `00000000-0000-0000-0000-${String(i).padStart(12, '0')}`,
+        kind: { group: '', version: 'v1', kind: 'Pod' },
+        resource: { group: '', version: 'v1', resource: 'pods' },
+        namespace: NS,
+        operation: 'CREATE',
+        userInfo: { username: 'system:serviceaccount:kube-system:replicaset-controller' },
+        object: pod,
+        dryRun: false,
+      },
+    })));
+  }
+  return out;
+}
+
+function percentile(sorted: Float64Array, p: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))];
+}
+
+function report(name: string, latencies: number[], seconds: number, errors: number) {
+  const sorted = Float64Array.from(latencies).sort();
+  const ms = (v: number) => v.toFixed(2).padStart(7);
+  console.log(
+    `${name.padEnd(28)} ${String(Math.round(latencies.length / seconds)).padStart(6)} reviews/s   ` +
+    `p50 ${ms(percentile(sorted, 0.5))} ms   p99 ${ms(percentile(sorted, 0.99))} ms   p99.9 ${ms(percentile(sorted, 0.999))} ms   errors ${errors}`,
+  );
+}
+
+function rssOf(pid: number): { rss: number; peak: number } {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kb = (key: string) => Number(/\s(\d+) kB/.exec(status.split('\n').find((l) => l.startsWith(key)) ?? '')?.[1] ?? 0);
+  return { rss: kb('VmRSS:') / 1024, peak: kb('VmHWM:') / 1024 };
+}
+
+console.log('setting up: control plane, ServiceAccounts, webhook ...');
+const cp = await startControlPlane({ name: 'bench' });
+try {
+  await createNamespace(cp, NS);
+  for (const [name, annotations] of Object.entries(IDENTITIES)) await createServiceAccount(cp, NS, name, annotations);
+  const core = cp.kubeConfig().makeApiClient(CoreV1Api);
+  for (let i = 0; i < EXTRA_SAS; i += 50) {
+    await Promise.all(Array.from({ length: Math.min(50, EXTRA_SAS - i) }, (_, j) => core.createNamespacedServiceAccount({
+      namespace: NS,
+      body: { metadata: { name: `sa-${i + j}`, annotations: { ...IDENTITIES.aws, 'example.com/unrelated': 'x'.repeat(200) } } },
+    })));
+  }
+  const wh = await startWebhook(cp, ['--log-level', 'info']);
+  const reviews = makeReviews(300);
+  const sizes = reviews.map((b) => b.length).sort((a, b) => a - b);
+  console.log(`mix: ${reviews.length} distinct Pods, ${sizes[0]}..${sizes[sizes.length - 1]} bytes per review, a third without identity; ${EXTRA_SAS + 5} ServiceAccounts cached`);
+
+  const agent = new Agent({ keepAlive: true, maxSockets: CONNECTIONS, ca: wh.caPem });
+  let errors = 0;
+  const send = (body: Buffer) => new Promise<number>((resolve) => {
+    const start = process.hrtime.bigint();
+    const req = request(`${wh.url}/mutate`, { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': body.length } }, (res) => {
+      res.on('data', () => {});
+      res.on('end', () => {
+        if (res.statusCode !== 200) errors++;
+        resolve(Number(process.hrtime.bigint() - start) / 1e6);
+      });
+    });
+    req.on('error', () => { errors++; resolve(Number(process.hrtime.bigint() - start) / 1e6); });
+    req.end(body);
+  });
+
+  // Warm-up: JIT and connections.
+  for (let i = 0; i < 2000; i += CONNECTIONS) await Promise.all(Array.from({ length: CONNECTIONS }, (_, j) => send(reviews[(i + j) % reviews.length])));
+
+  // Closed loop: as fast as the server answers, CONNECTIONS requests in flight.
+  errors = 0;
+  const closed: number[] = [];
+  const deadline = Date.now() + SECONDS * 1000;
+  let next = 0;
+  const t0 = process.hrtime.bigint();
+  await Promise.all(Array.from({ length: CONNECTIONS }, async () => {
+    while (Date.now() < deadline) closed.push(await send(reviews[next++ % reviews.length]));
+  }));
+  const closedSeconds = Number(process.hrtime.bigint() - t0) / 1e9;
+  report(`max throughput (${CONNECTIONS} conns)`, closed, closedSeconds, errors);
+
+  // Open loop at a fixed rate: latency when the server is not saturated.
+  errors = 0;
+  const open: Promise<number>[] = [];
+  const start = performance.now();
+  let sent = 0;
+  while (performance.now() - start < SECONDS * 1000) {
+    const due = Math.floor(((performance.now() - start) / 1000) * RATE);
+    for (; sent < due; sent++) open.push(send(reviews[sent % reviews.length]));
+    await new Promise((r) => setTimeout(r, 1));
+  }
+  const fixed = await Promise.all(open);
+  report(`fixed rate ${RATE}/s`, fixed, SECONDS, errors);
+
+  const mem = rssOf(wh.process.pid);
+  console.log(`webhook process: RSS ${mem.rss.toFixed(0)} MiB now, peak RSS ${mem.peak.toFixed(0)} MiB`);
+  agent.destroy();
+  await wh.stop();
+} finally {
+  await cp.stop();
+}
+
+// The cache's footprint for 50,000 ServiceAccounts, each with an identity annotation and a
+// large unrelated one that the cache drops.
+globalThis.gc?.();
+const before = process.memoryUsage().heapUsed;
+const kept = new Map<string, unknown>();
+for (let i = 0; i < 50_000; i++) {
+  const raw = {
+    metadata: {
+      name: `sa-${i}`,
+      namespace: `ns-${i % 500}`,
+      uid: `5f0c6a2e-1b3d-4c5e-8f9a-${String(i).padStart(12, '0')}`,
+      annotations: { ...IDENTITIES.aws, 'kubectl.kubernetes.io/last-applied-configuration': 'x'.repeat(2000) },
+    },
+  };
+  kept.set(`${raw.metadata.namespace}/${raw.metadata.name}`, slimServiceAccount(raw, ['eks.amazonaws.com/', 'azure.workload.identity/', 'cloud.google.com/']));
+}
+globalThis.gc?.();
+const after = process.memoryUsage().heapUsed;
+console.log(`ServiceAccount cache: ${kept.size} entries take ${((after - before) / 1024 / 1024).toFixed(1)} MiB of heap`);
