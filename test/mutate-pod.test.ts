@@ -376,9 +376,54 @@ describe('patch discipline', () => {
     const r = run(once, annotations);
     assert.ok(r.allowed);
     assert.ok(r.patch.length > 0);
-    assert.ok(r.patch.every((op) => op.path.startsWith('/spec/containers/1/')), JSON.stringify(r.patch));
+    assert.ok(
+      r.patch.every((op) => op.path.startsWith('/spec/containers/1/') || op.path === '/metadata/annotations/workload-identity-webhook.io~1injected'),
+      JSON.stringify(r.patch),
+    );
     const twice = apply(once, r.patch);
     assert.deepEqual(envOf(twice.spec!.containers![1]), envOf(twice.spec!.containers![0]));
+  });
+
+  test('a ServiceAccount changed by a later webhook: the old identity is removed, the user\'s values kept', () => {
+    const azure = { 'azure.workload.identity/client-id': AZ_CLIENT, 'azure.workload.identity/tenant-id': AZ_TENANT };
+    const first = pod({
+      labels: { 'azure.workload.identity/use': 'true' },
+      spec: { containers: [{ name: 'app', env: [{ name: 'AZURE_TENANT_ID', value: 'contoso.onmicrosoft.com' }, { name: 'KEEP', value: '1' }] }] },
+    });
+    const once = mutated(first, azure);
+    const record = JSON.parse(once.metadata!.annotations!['workload-identity-webhook.io/injected']);
+    assert.deepEqual(record.env, { app: ['AZURE_CLIENT_ID', 'AZURE_FEDERATED_TOKEN_FILE', 'AZURE_AUTHORITY_HOST'] });
+    // Another webhook moves the Pod to a ServiceAccount with an AWS role and no Azure client.
+    once.spec!.serviceAccountName = 'other';
+    const r = mutatePod(providers(), { pod: once, namespace: 'team-a', serviceAccount: sa({ 'eks.amazonaws.com/role-arn': AWS_ARN }, 'other') });
+    assert.ok(r.allowed);
+    const twice = apply(once, r.patch);
+    // The Pod still opts into Azure, but the new ServiceAccount names no client: the old
+    // AZURE_CLIENT_ID must not linger; the user's own AZURE_TENANT_ID stays.
+    assert.deepEqual(envOf(twice.spec!.containers![0]), {
+      AZURE_TENANT_ID: 'contoso.onmicrosoft.com',
+      KEEP: '1',
+      AZURE_FEDERATED_TOKEN_FILE: '/var/run/secrets/azure/tokens/azure-identity-token',
+      AZURE_AUTHORITY_HOST: 'https://login.microsoftonline.com/',
+      AWS_ROLE_ARN: AWS_ARN,
+      AWS_WEB_IDENTITY_TOKEN_FILE: '/var/run/secrets/eks.amazonaws.com/serviceaccount/token',
+    });
+    assert.deepEqual(twice.spec!.volumes!.map((v) => v.name).sort(), ['aws-iam-token', 'azure-identity-token']);
+    assert.deepEqual((mutatePod(providers(), { pod: twice, namespace: 'team-a', serviceAccount: sa({ 'eks.amazonaws.com/role-arn': AWS_ARN }, 'other') }) as { patch: unknown }).patch, []);
+  });
+
+  test('a ServiceAccount changed to one without identity: everything the webhook added is removed', () => {
+    const once = mutated(pod(), annotations);
+    once.spec!.serviceAccountName = 'plain';
+    const r = mutatePod(providers(), { pod: once, namespace: 'team-a', serviceAccount: sa({}, 'plain') });
+    assert.ok(r.allowed);
+    const back = apply(once, r.patch);
+    const expected = pod({ spec: { serviceAccountName: 'plain' } });
+    expected.metadata!.annotations = {};
+    expected.spec!.volumes = [];
+    expected.spec!.containers![0].env = [];
+    expected.spec!.containers![0].volumeMounts = [];
+    assert.deepEqual(back, expected);
   });
 
   test('a user volume that merely shares the name is not taken for the webhook\'s own', () => {

@@ -1,12 +1,14 @@
 import { escapePointerToken } from './json-pointer.ts';
 
 /**
- * The only operations the webhook emits. `add` to an array end or a new member, and `replace`
- * of a single map member the webhook owns; never a whole array or container.
+ * The only operations the webhook emits: `add` to an array end or a new member; `replace` of a
+ * single map member the webhook owns; `remove` of an item the webhook itself injected earlier
+ * (see INJECTED_ANNOTATION). Never a whole array or container.
  */
 export type PatchOperation =
   | { op: 'add'; path: string; value: unknown }
-  | { op: 'replace'; path: string; value: unknown };
+  | { op: 'replace'; path: string; value: unknown }
+  | { op: 'remove'; path: string };
 
 /** Appends items to an array at `path`, creating the array when the object has none. */
 export function appendAll(ops: PatchOperation[], path: string, existing: unknown[] | undefined, items: unknown[]): void {

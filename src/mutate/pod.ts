@@ -1,10 +1,28 @@
 import { denial, type Denial } from '../errors.ts';
 import type { Container, Pod, ServiceAccountView, Volume } from '../kube/types.ts';
 import type { Injection, PodProvider, ProviderName } from '../providers/types.ts';
+import { escapePointerToken } from './json-pointer.ts';
 import { appendAll, setMembers, type PatchOperation } from './patch.ts';
 
 /** Opts a Pod out of every provider (each provider's own opt-out labels work too). */
 export const SKIP_POD_LABEL = 'workload-identity-webhook.io/skip';
+
+/**
+ * What the webhook injected, recorded on the Pod. When a later webhook changes
+ * serviceAccountName and the API server reinvokes this one, the record tells the webhook's own
+ * env vars, volumes and annotations apart from the user's, so the old identity does not linger
+ * (the Azure peer's issue #1475).
+ */
+export const INJECTED_ANNOTATION = 'workload-identity-webhook.io/injected';
+
+interface InjectionRecord {
+  /** ServiceAccount the injection was made for. */
+  sa: string;
+  /** Env var names added, by container (`init/NAME` for init containers). */
+  env: Record<string, string[]>;
+  volumes: string[];
+  annotations: string[];
+}
 
 export interface PodAdmission {
   pod: Pod;
@@ -58,7 +76,7 @@ export function resolvePodInjections(
 export function mutatePod(providers: readonly PodProvider[], admission: PodAdmission): PodMutation {
   const { injections, denials } = resolvePodInjections(providers, admission);
   if (denials.length > 0) return { allowed: false, denial: mergeDenials(denials) };
-  return planPodPatch(admission.pod, injections);
+  return planPodPatch(admission.pod, injections, serviceAccountNameOf(admission.pod));
 }
 
 export function mergeDenials(denials: Denial[]): Denial {
@@ -67,10 +85,17 @@ export function mergeDenials(denials: Denial[]): Denial {
 }
 
 /** Turns resolved injections into patch operations, refusing conflicts with the user's Pod. */
-export function planPodPatch(pod: Pod, injections: Injection[]): PodMutation {
+export function planPodPatch(original: Pod, injections: Injection[], serviceAccountName: string): PodMutation {
   const warnings: string[] = [];
   for (const injection of injections) if (injection.warnings) warnings.push(...injection.warnings);
   const ops: PatchOperation[] = [];
+
+  let pod = original;
+  let record = readRecord(original);
+  if (record && record.sa !== serviceAccountName) {
+    pod = removeRecorded(original, record, ops);
+    record = undefined;
+  }
   if (injections.length === 0) return { allowed: true, patch: ops, injections, warnings };
 
   const spec = pod.spec ?? {};
@@ -90,29 +115,81 @@ export function planPodPatch(pod: Pod, injections: Injection[]): PodMutation {
   const annotations: Record<string, string> = {};
   for (const injection of injections) Object.assign(annotations, injection.annotations);
 
+  const next: InjectionRecord = record
+    ? { sa: record.sa, env: { ...record.env }, volumes: [...record.volumes], annotations: [...record.annotations] }
+    : { sa: serviceAccountName, env: {}, volumes: [], annotations: [] };
   const containerOps: PatchOperation[] = [];
-  planContainers(containerOps, conflicts, '/spec/initContainers', spec.initContainers, injections);
-  planContainers(containerOps, conflicts, '/spec/containers', spec.containers, injections);
+  planContainers(containerOps, conflicts, '/spec/initContainers', 'init/', spec.initContainers, injections, next);
+  planContainers(containerOps, conflicts, '/spec/containers', '', spec.containers, injections, next);
 
   if (conflicts.length > 0) {
     return { allowed: false, denial: denial('Conflict', conflicts.join('; '), 409) };
   }
 
-  if (Object.keys(annotations).length > 0) {
-    if (pod.metadata === undefined) ops.push({ op: 'add', path: '/metadata', value: { annotations } });
-    else setMembers(ops, '/metadata/annotations', pod.metadata.annotations, annotations);
-  }
+  for (const v of newVolumes) if (!next.volumes.includes(v.name)) next.volumes.push(v.name);
+  for (const key of Object.keys(annotations)) if (!next.annotations.includes(key)) next.annotations.push(key);
+  annotations[INJECTED_ANNOTATION] = JSON.stringify(next);
+
+  if (pod.metadata === undefined) ops.push({ op: 'add', path: '/metadata', value: { annotations } });
+  else setMembers(ops, '/metadata/annotations', pod.metadata.annotations, annotations);
   appendAll(ops, '/spec/volumes', spec.volumes, newVolumes);
   for (const op of containerOps) ops.push(op);
   return { allowed: true, patch: ops, injections, warnings };
+}
+
+function readRecord(pod: Pod): InjectionRecord | undefined {
+  const raw = pod.metadata?.annotations?.[INJECTED_ANNOTATION];
+  if (!raw) return undefined;
+  try {
+    const r = JSON.parse(raw) as InjectionRecord;
+    if (typeof r.sa === 'string' && typeof r.env === 'object' && Array.isArray(r.volumes) && Array.isArray(r.annotations)) return r;
+  } catch {
+    // Not ours to trust: treat the Pod as never injected.
+  }
+  return undefined;
+}
+
+/**
+ * Emits `remove` operations for what a previous injection recorded (highest index first, so
+ * each index is still right when applied) and returns the Pod as it looks after them.
+ */
+function removeRecorded(pod: Pod, record: InjectionRecord, ops: PatchOperation[]): Pod {
+  const spec = pod.spec ?? {};
+  const volumes = new Set(record.volumes);
+  const prune = <T>(base: string, list: T[] | undefined, drop: (item: T) => boolean): T[] | undefined => {
+    if (!list) return list;
+    for (let i = list.length - 1; i >= 0; i--) if (drop(list[i])) ops.push({ op: 'remove', path: `${base}/${i}` });
+    return list.filter((item) => !drop(item));
+  };
+  const cleanContainers = (base: string, prefix: string, containers: Container[] | undefined) =>
+    containers?.map((c, i) => {
+      const names = new Set(record.env[prefix + c.name] ?? []);
+      return {
+        ...c,
+        env: prune(`${base}/${i}/env`, c.env, (e) => names.has(e.name)),
+        volumeMounts: prune(`${base}/${i}/volumeMounts`, c.volumeMounts, (m) => volumes.has(m.name)),
+      };
+    });
+  const initContainers = cleanContainers('/spec/initContainers', 'init/', spec.initContainers);
+  const containers = cleanContainers('/spec/containers', '', spec.containers);
+  const keptVolumes = prune('/spec/volumes', spec.volumes, (v) => volumes.has(v.name));
+  const annotations = { ...pod.metadata?.annotations };
+  for (const key of [...record.annotations, INJECTED_ANNOTATION]) {
+    if (annotations[key] === undefined) continue;
+    ops.push({ op: 'remove', path: `/metadata/annotations/${escapePointerToken(key)}` });
+    delete annotations[key];
+  }
+  return { ...pod, metadata: { ...pod.metadata, annotations }, spec: { ...spec, initContainers, containers, volumes: keptVolumes } };
 }
 
 function planContainers(
   ops: PatchOperation[],
   conflicts: string[],
   base: string,
+  recordPrefix: string,
   containers: Container[] | undefined,
   injections: Injection[],
+  record: InjectionRecord,
 ): void {
   if (!containers) return;
   for (let i = 0; i < containers.length; i++) {
@@ -138,6 +215,10 @@ function planContainers(
           envNames.add(e.name);
         }
       }
+    }
+    if (env.length > 0) {
+      const key = recordPrefix + container.name;
+      record.env[key] = [...(record.env[key] ?? []), ...env.map((e) => e.name)];
     }
     appendAll(ops, `${base}/${i}/volumeMounts`, container.volumeMounts, mounts);
     appendAll(ops, `${base}/${i}/env`, container.env, env);
