@@ -27,10 +27,10 @@ const NS = 'bench';
 const IDENTITIES: Record<string, Record<string, string>> = {
   aws: { 'eks.amazonaws.com/role-arn': 'arn:aws:iam::111122223333:role/bench' },
   azure: { 'azure.workload.identity/client-id': '8f3b2c1a-7d4e-4f5a-9b6c-0d1e2f3a4b5c', 'azure.workload.identity/tenant-id': '72f988bf-86f1-41af-91ab-2d7cd011db47' },
-  gcp: { 'cloud.google.com/workload-identity-provider': 'projects/123456789012/locations/global/workloadIdentityPools/p1/providers/cluster', 'cloud.google.com/service-account-email': 'b@proj-1234.iam.gserviceaccount.com' },
+  gcp: { 'cloud.google.com/workload-identity-provider': 'projects/123456789012/locations/global/workloadIdentityPools/pool-1/providers/cluster', 'cloud.google.com/service-account-email': 'b@proj-1234.iam.gserviceaccount.com' },
   multi: {
     'eks.amazonaws.com/role-arn': 'arn:aws:iam::111122223333:role/bench',
-    'cloud.google.com/workload-identity-provider': 'projects/123456789012/locations/global/workloadIdentityPools/p1/providers/cluster',
+    'cloud.google.com/workload-identity-provider': 'projects/123456789012/locations/global/workloadIdentityPools/pool-1/providers/cluster',
   },
   plain: {},
 };
@@ -55,7 +55,7 @@ function makeReviews(count: number): Buffer[] {
       metadata: {
         generateName: `app-${i}-`,
         namespace: NS,
-        labels: { app: `app-${i}`, 'azure.workload.identity/use': 'true', 'pod-template-hash': '5d8f7c9b4' },
+        labels: { app: `app-${i}`, 'pod-template-hash': '5d8f7c9b4', ...(sa === 'azure' ? { 'azure.workload.identity/use': 'true' } : {}) },
         annotations: { 'kubectl.kubernetes.io/restartedAt': '2026-11-01T00:00:00Z' },
       },
       spec: {
@@ -129,12 +129,19 @@ try {
 
   const agent = new Agent({ keepAlive: true, maxSockets: CONNECTIONS, ca: wh.caPem });
   let errors = 0;
-  const send = (body: Buffer) => new Promise<number>((resolve) => {
+  const outcomes: Record<string, number> = {};
+  const send = (body: Buffer, inspect = false) => new Promise<number>((resolve) => {
     const start = process.hrtime.bigint();
     const req = request(`${wh.url}/mutate`, { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': body.length } }, (res) => {
-      res.on('data', () => {});
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => { if (inspect) chunks.push(c); });
       res.on('end', () => {
         if (res.statusCode !== 200) errors++;
+        if (inspect) {
+          const { response } = JSON.parse(Buffer.concat(chunks).toString());
+          const outcome = !response.allowed ? `denied (${response.status?.message})` : response.patch ? 'mutated' : 'unchanged';
+          outcomes[outcome] = (outcomes[outcome] ?? 0) + 1;
+        }
         resolve(Number(process.hrtime.bigint() - start) / 1e6);
       });
     });
@@ -142,8 +149,10 @@ try {
     req.end(body);
   });
 
-  // Warm-up: JIT and connections.
-  for (let i = 0; i < 2000; i += CONNECTIONS) await Promise.all(Array.from({ length: CONNECTIONS }, (_, j) => send(reviews[(i + j) % reviews.length])));
+  // Warm-up (JIT, connections), checking that the mix gets the decisions it should.
+  for (let i = 0; i < 2000; i += CONNECTIONS) await Promise.all(Array.from({ length: CONNECTIONS }, (_, j) => send(reviews[(i + j) % reviews.length], i < reviews.length)));
+  console.log(`decisions for the mix: ${JSON.stringify(outcomes)}`);
+  if (Object.keys(outcomes).some((k) => k.startsWith('denied'))) throw new Error('the benchmark mix must be admitted');
 
   // Closed loop: as fast as the server answers, CONNECTIONS requests in flight.
   errors = 0;
