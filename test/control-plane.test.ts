@@ -1,5 +1,8 @@
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
+import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { CoreV1Api } from '@kubernetes/client-node';
 import {
@@ -70,12 +73,37 @@ test('a token for another audience fails verification', async () => {
   );
 });
 
-test('stop() ends both processes and removes the folder', async () => {
-  // A second, private control plane, so the shared one stays up for the other tests.
-  const own = await startControlPlane({ name: 'stop-test' });
-  assert.ok(isRunning(own.pids.etcd) && isRunning(own.pids.kubeApiserver));
-  await own.stop();
-  assert.equal(isRunning(own.pids.kubeApiserver), false);
-  assert.equal(isRunning(own.pids.etcd), false);
-  assert.equal(existsSync(own.dir), false);
+test('a failed start reports the end of the failing process\'s log and leaves nothing behind', async (t) => {
+  const bin = await mkdtemp(join(tmpdir(), 'fake-etcd-'));
+  t.after(() => rm(bin, { recursive: true, force: true }));
+  const fakeEtcd = join(bin, 'etcd');
+  await writeFile(fakeEtcd, '#!/bin/sh\nfor i in $(seq 1 60); do echo "line $i"; done\necho "fatal: no disk" >&2\nexit 3\n', {
+    mode: 0o755,
+  });
+  const saved = process.env.TEST_ASSET_ETCD;
+  process.env.TEST_ASSET_ETCD = fakeEtcd;
+  t.after(() => {
+    if (saved === undefined) delete process.env.TEST_ASSET_ETCD;
+    else process.env.TEST_ASSET_ETCD = saved;
+  });
+
+  const name = `startup-failure-${process.pid}`;
+  const err: Error = await startControlPlane({ name }).then(
+    () => assert.fail('started with a failing etcd'),
+    (e: Error) => e,
+  );
+  assert.match(err.message, /^etcd exited \(3\)/);
+  assert.match(err.message, /line 22\n[^]*line 60\nfatal: no disk$/);
+  assert.doesNotMatch(err.message, /line 21\n/);
+  assert.deepEqual((await readdir(tmpdir())).filter((f) => f.startsWith(`wiw-${name}-`)), []);
+});
+
+// Last, as it stops the control plane the other tests share (after() then finds it stopped).
+test('stop() ends kube-apiserver and etcd and removes the folder', async () => {
+  assert.ok(isRunning(cp.pids.etcd) && isRunning(cp.pids.kubeApiserver));
+  assert.ok(existsSync(cp.dir));
+  await cp.stop();
+  assert.equal(isRunning(cp.pids.kubeApiserver), false);
+  assert.equal(isRunning(cp.pids.etcd), false);
+  assert.equal(existsSync(cp.dir), false);
 });

@@ -1,8 +1,7 @@
 // Locates kube-apiserver, etcd and helm: from the TEST_ASSET_* variables the test runner sets,
 // otherwise from scripts/provide-binaries.sh (which builds them once and caches them).
-import { execFile } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 
 export interface Binaries {
   kubeApiserver: string;
@@ -11,25 +10,24 @@ export interface Binaries {
 }
 
 const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
-let cached: Promise<Binaries> | undefined;
 
-export function resolveBinaries(): Promise<Binaries> {
+export async function resolveBinaries(): Promise<Binaries> {
   const { TEST_ASSET_KUBE_APISERVER: kubeApiserver, TEST_ASSET_ETCD: etcd, TEST_ASSET_HELM: helm } = process.env;
-  if (kubeApiserver && etcd && helm) return Promise.resolve({ kubeApiserver, etcd, helm });
-  cached ??= provide().catch((err: unknown) => {
-    cached = undefined;
-    throw err;
-  });
-  return cached;
+  if (kubeApiserver && etcd && helm) return { kubeApiserver, etcd, helm };
+  return provide();
 }
 
 async function provide(): Promise<Binaries> {
   // The script honours the TEST_ASSET_* variables that are set and builds only the rest.
-  // No timeout: a first build takes many minutes, and its progress goes to stderr.
-  const { stdout } = await promisify(execFile)('bash', ['scripts/provide-binaries.sh'], {
-    cwd: repoRoot,
-    maxBuffer: 1 << 20,
+  // No timeout: a first build takes many minutes; its progress goes to our stderr.
+  const script = spawn('bash', ['scripts/provide-binaries.sh'], { cwd: repoRoot, stdio: ['ignore', 'pipe', 'inherit'] });
+  let stdout = '';
+  script.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+  const code = await new Promise<number | null>((resolve, reject) => {
+    script.on('error', reject);
+    script.on('close', resolve);
   });
+  if (code !== 0) throw new Error(`scripts/provide-binaries.sh failed (exit ${code}); see its messages above`);
   const vars: Record<string, string> = {};
   for (const line of stdout.split('\n')) {
     const m = /^([A-Z_]+)=(.*)$/.exec(line);

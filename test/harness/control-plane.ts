@@ -12,7 +12,7 @@ import { resolveBinaries } from './binaries.ts';
 import { createCa, createClientCert, createServingCert } from './certs.ts';
 import { httpsRequest } from './https.ts';
 import type { RawResponse } from './https.ts';
-import { forgetDir, removeDirOnExit, startProcess } from './processes.ts';
+import { guardDir, releaseDir, startProcess } from './processes.ts';
 import type { Managed } from './processes.ts';
 
 export { createNamespace, createServiceAccount, requestToken, verifyServiceAccountToken } from './kube.ts';
@@ -56,12 +56,12 @@ export async function startControlPlane(options: { name?: string } = {}): Promis
 async function startOnce(name: string): Promise<ControlPlane> {
   const bins = await resolveBinaries();
   const dir = await mkdtemp(join(tmpdir(), `wiw-${name.replace(/[^\w.-]/g, '_')}-`));
-  removeDirOnExit(dir);
+  guardDir(dir);
   const started: Managed[] = [];
   const cleanup = async (): Promise<void> => {
     for (const proc of started.reverse()) await proc.stop();
     await rm(dir, { recursive: true, force: true, maxRetries: 3 });
-    forgetDir(dir);
+    releaseDir(dir);
   };
 
   try {
@@ -134,7 +134,7 @@ async function startOnce(name: string): Promise<ControlPlane> {
         // No controller-manager creates the `default` ServiceAccount this plugin would require.
         '--disable-admission-plugins=ServiceAccount',
         // The endpoint reconciler refuses a loopback address for the `kubernetes` Service and
-        // would log an error every few seconds; nothing here needs that Service's endpoints.
+        // logs an error every 10 s; nothing here needs that Service's endpoints.
         '--endpoint-reconciler-type=none',
       ],
       file('kube-apiserver.log'),

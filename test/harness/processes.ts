@@ -1,8 +1,10 @@
-// Child processes that never outlive the test process. Three layers:
-//  - stop(): SIGTERM, SIGKILL after a grace period, wait for the exit;
-//  - a process 'exit' hook (and SIGINT/SIGTERM, which would skip 'exit') killing what is left;
-//  - a detached watchdog per child that SIGKILLs it once our pid is gone, for when we are
-//    SIGKILLed ourselves (e.g. a test runner timeout) and no hook runs.
+// Child processes and work folders that never outlive the test process. Three layers:
+//  - Managed.stop(): SIGTERM, SIGKILL after a grace period, wait for the exit;
+//  - a process 'exit' hook (and SIGINT/SIGTERM, which would skip 'exit') that SIGKILLs what
+//    is left and removes the guarded folders;
+//  - detached watchdogs for when we are SIGKILLed ourselves (e.g. by a test runner timeout)
+//    and no hook runs: one per child SIGKILLs it once our pid is gone, one per guarded folder
+//    removes it.
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { closeSync, openSync, readFileSync, rmSync } from 'node:fs';
@@ -20,49 +22,75 @@ export interface Managed {
   stop(graceMs?: number): Promise<void>;
 }
 
-const live = new Set<{ child: ChildProcess; watchdog: ChildProcess }>();
-const liveDirs = new Set<string>();
+const liveChildren = new Map<ChildProcess, ChildProcess>(); // child -> its watchdog
+const guardedDirs = new Map<string, ChildProcess>(); // dir -> its watchdog
 
-function killAllSync(): void {
-  for (const { child, watchdog } of live) {
-    for (const p of [child, watchdog]) {
-      try {
-        if (p.pid) process.kill(p.pid, 'SIGKILL');
-      } catch {
-        // already gone
-      }
-    }
+function killSync(p: ChildProcess): void {
+  try {
+    if (p.pid !== undefined && p.exitCode === null && p.signalCode === null) process.kill(p.pid, 'SIGKILL');
+  } catch {
+    // already gone
   }
-  live.clear();
-  for (const dir of liveDirs) rmSync(dir, { recursive: true, force: true, maxRetries: 3 });
-  liveDirs.clear();
+}
+
+function cleanUpSync(): void {
+  for (const [child, watchdog] of liveChildren) {
+    killSync(child);
+    killSync(watchdog);
+  }
+  liveChildren.clear();
+  for (const [dir, watchdog] of guardedDirs) {
+    killSync(watchdog);
+    rmSync(dir, { recursive: true, force: true, maxRetries: 3 });
+  }
+  guardedDirs.clear();
 }
 
 let hooksInstalled = false;
 function installHooks(): void {
   if (hooksInstalled) return;
   hooksInstalled = true;
-  process.on('exit', killAllSync);
+  process.on('exit', cleanUpSync);
   for (const signal of ['SIGINT', 'SIGTERM'] as const) {
     const onSignal = (): void => {
-      killAllSync();
+      cleanUpSync();
       process.removeListener(signal, onSignal);
-      // Re-raise so the default behaviour (exit by signal) applies, unless someone else handles it.
+      // Re-raise so the default action (exit by signal) applies, unless someone else handles it.
       if (process.listenerCount(signal) === 0) process.kill(process.pid, signal);
     };
     process.on(signal, onSignal);
   }
 }
 
-/** Removes `dir` in the process 'exit' hook unless released with forgetDir first. */
-export function removeDirOnExit(dir: string): void {
-  installHooks();
-  liveDirs.add(dir);
-}
-export function forgetDir(dir: string): void {
-  liveDirs.delete(dir);
+/** Runs `script` (sh, with $1 = our pid, $2 = `arg`) in a detached process that outlives us. */
+function watchdog(script: string, arg: string): ChildProcess {
+  const proc = spawn('sh', ['-c', script, 'wiw-watchdog', String(process.pid), arg], {
+    detached: true,
+    stdio: 'ignore',
+  });
+  proc.on('error', () => {}); // without sh the other two layers still apply
+  proc.unref();
+  return proc;
 }
 
+/** Makes sure `dir` goes away with this process; call releaseDir once it was removed normally. */
+export function guardDir(dir: string): void {
+  installHooks();
+  // The 2 s head start lets the children's watchdogs (1 s polls) kill what still writes there.
+  const script =
+    'while kill -0 "$1" 2>/dev/null && [ -d "$2" ]; do sleep 1; done; ' +
+    '[ -d "$2" ] && { sleep 2; rm -rf "$2" || rm -rf "$2"; }';
+  guardedDirs.set(dir, watchdog(script, dir));
+}
+
+/** For a guarded folder that was cleaned up normally: stops its watchdog. */
+export function releaseDir(dir: string): void {
+  const watchdog = guardedDirs.get(dir);
+  if (watchdog) killSync(watchdog);
+  guardedDirs.delete(dir);
+}
+
+/** Starts `command` with its stdout and stderr appended to `logPath`. */
 export function startProcess(name: string, command: string, args: string[], logPath: string): Managed {
   installHooks();
   const fd = openSync(logPath, 'a');
@@ -72,30 +100,18 @@ export function startProcess(name: string, command: string, args: string[], logP
   } finally {
     closeSync(fd); // the child holds its own copy
   }
-  child.on('error', () => {}); // a failed spawn shows as a missing pid; a later kill error is moot
-  if (child.pid === undefined) {
-    throw new Error(`could not start ${name} (${command}): see ${logPath}`);
-  }
+  child.on('error', () => {}); // a failed spawn shows as a missing pid below
+  if (child.pid === undefined) throw new Error(`could not start ${name}: ${command}`);
   const pid = child.pid;
-  const watchdog = spawn(
-    'sh',
-    ['-c', `while kill -0 ${process.pid} 2>/dev/null; do sleep 1; done; kill -9 ${pid} 2>/dev/null`],
-    { detached: true, stdio: 'ignore' },
-  );
-  watchdog.unref();
-  const entry = { child, watchdog };
-  live.add(entry);
+  const guard = watchdog('while kill -0 "$1" 2>/dev/null; do sleep 1; done; kill -9 "$2" 2>/dev/null', String(pid));
+  liveChildren.set(child, guard);
 
   let status: number | string | null = null;
   const exited = new Promise<number | string>((resolve) => {
     child.once('exit', (code, signal) => {
       status = code ?? signal ?? 'unknown';
-      live.delete(entry);
-      try {
-        if (watchdog.pid) process.kill(watchdog.pid, 'SIGKILL');
-      } catch {
-        // already gone
-      }
+      liveChildren.delete(child);
+      killSync(guard);
       resolve(status);
     });
   });
