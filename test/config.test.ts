@@ -1,0 +1,46 @@
+import { describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { envName, loadConfig, settings } from '../src/config.ts';
+import { ConfigError } from '../src/errors.ts';
+
+const load = (flags: Record<string, string>, env: Record<string, string> = {}) => loadConfig(new Map(Object.entries(flags)), env);
+
+describe('configuration', () => {
+  test('defaults match the single-cloud webhooks', () => {
+    const c = load({});
+    assert.equal(c.awsAudience, 'sts.amazonaws.com');
+    assert.equal(c.awsTokenExpiration, 86400);
+    assert.equal(c.azureCloud, 'AzurePublicCloud');
+    assert.equal(c.azureTokenExpiration, 3600);
+    assert.equal(c.port, 8443);
+  });
+
+  test('every flag has an environment twin, and the flag wins', () => {
+    assert.equal(envName('aws-default-region'), 'WIW_AWS_DEFAULT_REGION');
+    assert.equal(load({}, { WIW_AWS_DEFAULT_REGION: 'eu-west-1' }).awsDefaultRegion, 'eu-west-1');
+    assert.equal(load({ 'aws-default-region': 'us-east-2' }, { WIW_AWS_DEFAULT_REGION: 'eu-west-1' }).awsDefaultRegion, 'us-east-2');
+    for (const s of Object.values(settings)) assert.match(envName(s.flag), /^WIW_[A-Z0-9_]+$/);
+  });
+
+  test('Azure clouds accept their names and short aliases', () => {
+    assert.equal(load({ 'azure-cloud': 'china' }).azureCloud, 'AzureChinaCloud');
+    assert.equal(load({ 'azure-cloud': 'AzureUSGovernmentCloud' }).azureCloud, 'AzureUSGovernmentCloud');
+  });
+
+  test('invalid values are refused with an error naming the flag', () => {
+    const cases: [Record<string, string>, RegExp][] = [
+      [{ port: '80a' }, /--port="80a" is not a whole number/],
+      [{ port: '70000' }, /--port=70000 is out of range; expected 0 to 65535/],
+      [{ 'azure-token-expiration': '600' }, /--azure-token-expiration=600 is out of range; expected 3600 to 86400/],
+      [{ 'azure-tenant-id': 'not a tenant' }, /--azure-tenant-id="not a tenant" is not a tenant id/],
+      [{ 'log-level': 'loud' }, /--log-level="loud" must be one of: fatal, error, warn, info, debug, trace, silent/],
+      [{ 'aws-sts-regional-endpoints': 'maybe' }, /--aws-sts-regional-endpoints="maybe" must be true or false/],
+      [{ 'tls-cert-file': '/x.crt' }, /--tls-cert-file and --tls-key-file go together/],
+      [{ 'ca-bundle-out': '/x' }, /--ca-bundle-out needs --self-signed/],
+      [{ 'aws-annotation-prefix': 'Not_A_Domain' }, /--aws-annotation-prefix="Not_A_Domain" is not a DNS subdomain/],
+    ];
+    for (const [flags, message] of cases) {
+      assert.throws(() => load(flags), (err: unknown) => err instanceof ConfigError && err.code === 'WIW_INVALID_CONFIG' && message.test(err.message), JSON.stringify(flags));
+    }
+  });
+});
