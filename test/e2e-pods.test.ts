@@ -30,7 +30,7 @@ const objectSelector = {
 before(async () => {
   cp = await startControlPlane({ name: 'e2e-pods' });
   core = cp.kubeConfig().makeApiClient(CoreV1Api);
-  for (const ns of [NS, 'reinvoke']) await createNamespace(cp, ns, { 'e2e.workload-identity-webhook.io/main': 'on' });
+  for (const ns of [NS, 'reinvoke', 'reinvoke-sa']) await createNamespace(cp, ns, { 'e2e.workload-identity-webhook.io/main': 'on' });
   await createNamespace(cp, 'down-fail');
   await createNamespace(cp, 'down-ignore');
   const accounts: [string, string, Record<string, string>][] = [
@@ -42,6 +42,8 @@ before(async () => {
     [NS, 'bad-arn', { 'eks.amazonaws.com/role-arn': 'arn:aws:iam::123:role/x' }],
     [NS, 'plain', {}],
     ['reinvoke', 'aws', { 'eks.amazonaws.com/role-arn': ARN }],
+    ['reinvoke-sa', 'azure', { 'azure.workload.identity/client-id': CLIENT }],
+    ['reinvoke-sa', 'aws', { 'eks.amazonaws.com/role-arn': ARN }],
     ['down-fail', 'aws', { 'eks.amazonaws.com/role-arn': ARN }],
     ['down-ignore', 'aws', { 'eks.amazonaws.com/role-arn': ARN }],
   ];
@@ -206,6 +208,28 @@ describe('reinvocation', () => {
       assert.deepEqual(env(pod.spec!.containers[1]), awsEnv);
       assert.deepEqual(plain(pod.spec!.containers[1].volumeMounts), [awsMount]);
       assert.equal(pod.spec!.volumes!.filter((v) => v.name === 'aws-iam-token').length, 1);
+    } finally {
+      await injector.stop();
+    }
+  });
+
+  test('a ServiceAccount changed by a later webhook: the old identity does not linger', async () => {
+    const injector = await startSidecarInjector('mesh-proxy', { serviceAccountName: 'aws' });
+    try {
+      await registerWebhook(cp, injector, 'z-sa-changer', [{
+        reinvocationPolicy: 'Never',
+        namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'reinvoke-sa' } },
+      }], 'reinvoke-sa');
+      const pod = await createPod('reinvoke-sa', 'azure', { labels: { 'azure.workload.identity/use': 'true' } });
+      assert.equal(pod.spec!.serviceAccountName, 'aws');
+      for (const c of pod.spec!.containers) {
+        const names = env(c).map((e) => e.name);
+        assert.ok(names.includes('AWS_ROLE_ARN'), `${c.name}: ${names}`);
+        // The Pod still opts into Azure, but the new ServiceAccount names no client.
+        assert.ok(!names.includes('AZURE_CLIENT_ID'), `${c.name} kept the old client id: ${names}`);
+      }
+      const record = JSON.parse(pod.metadata!.annotations!['workload-identity-webhook.io/injected']);
+      assert.equal(record.sa, 'aws');
     } finally {
       await injector.stop();
     }
