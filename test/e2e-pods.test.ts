@@ -134,6 +134,7 @@ describe('stored Pods carry exactly what each provider needs', () => {
     assert.deepEqual(env(pod.spec!.containers[0]), [
       { name: 'GOOGLE_APPLICATION_CREDENTIALS', value: '/var/run/secrets/sts.googleapis.com/serviceaccount/federation.json' },
       { name: 'CLOUDSDK_CORE_PROJECT', value: 'my-project' },
+      { name: 'GOOGLE_CLOUD_PROJECT', value: 'my-project' },
     ]);
     assert.equal(pod.spec!.initContainers, undefined);
   });

@@ -217,6 +217,7 @@ describe('GCP (Workload Identity Federation)', () => {
     assert.deepEqual(envOf(out.spec!.containers![0]), {
       GOOGLE_APPLICATION_CREDENTIALS: '/var/run/secrets/sts.googleapis.com/serviceaccount/federation.json',
       CLOUDSDK_CORE_PROJECT: 'my-project',
+      GOOGLE_CLOUD_PROJECT: 'my-project',
     });
   });
 
@@ -226,6 +227,7 @@ describe('GCP (Workload Identity Federation)', () => {
     assert.equal(c.service_account_impersonation_url, undefined);
     assert.equal(c.token_info_url, 'https://sts.googleapis.com/v1/introspect');
     assert.equal('CLOUDSDK_CORE_PROJECT' in envOf(out.spec!.containers![0]), false);
+    assert.equal('GOOGLE_CLOUD_PROJECT' in envOf(out.spec!.containers![0]), false);
   });
 
   test("the Flux dialect impersonates GKE's iam.gke.io/gcp-service-account", () => {
