@@ -33,6 +33,12 @@ ensure_deps() {
   fi
 }
 
+ensure_python_sdks() {
+  # The official Python SDKs the SDK proof runs (test/sdk-*.test.ts), in a cached virtualenv.
+  WIW_SDK_PYTHON=$(bash scripts/python-sdks.sh)
+  export WIW_SDK_PYTHON
+}
+
 ensure_binaries() {
   local vars
   vars=$(bash scripts/provide-binaries.sh)
@@ -44,7 +50,7 @@ cmd=${1:-}
 shift || true
 case "$cmd" in
   test)
-    ensure_node; ensure_deps; ensure_binaries
+    ensure_node; ensure_deps; ensure_binaries; ensure_python_sdks
     npm run --silent build
     node --version >&2
     exec node --test --test-concurrency=2 "$@" 'test/**/*.test.ts'

@@ -5,18 +5,31 @@ import { ConfigError, WebhookError } from './errors.ts';
 import { createLogger } from './log.ts';
 import { previewPod, type OutputFormat } from './preview.ts';
 import { createProviders } from './providers/index.ts';
+import { createSecretProviders } from './providers/secret-index.ts';
+import { isSecretPreview, previewSecret } from './preview-secret.ts';
+import { isRequestorFlag, loadRequestorConfig, requestorHelp } from './token-requestor/config.ts';
 
 const USAGE = `Usage:
   workload-identity-webhook serve [flags]
-  workload-identity-webhook preview -f FILE [-f FILE ...] [-o yaml|json|patch] [flags]
+  workload-identity-webhook preview -f FILE [-f FILE ...] [--old FILE] [-o yaml|json|patch] [flags]
+  workload-identity-webhook token-requestor [flags]
   workload-identity-webhook help
 
 preview runs the same mutation core offline. Input: YAML or JSON documents (use - for stdin):
-ServiceAccounts standing in for the cluster's and exactly one Pod. Exit 0 admitted, 1 denied
-(message on stderr), 2 bad usage or unreadable input.
+ServiceAccounts standing in for the cluster's and exactly one Pod, or exactly one Secret (a
+GEP-26 labelled Secret; --old FILE holds its stored version, to preview an UPDATE). Exit 0
+admitted, 1 denied (message on stderr), 2 bad usage or unreadable input.
+
+token-requestor keeps a fresh ServiceAccount token in every Secret labelled
+workload-identity-webhook.io/provider (see docs/secrets.md). Run it as its own Deployment: it
+alone needs access to Secrets. One instance writes at a time (a coordination.k8s.io Lease).
 
 Flags (each also read from the environment variable shown):
-${configHelp()}`;
+${configHelp()}
+
+token-requestor flags (besides --kubeconfig, --log-level, --metrics-port, --metrics-host and the
+provider and Secret flags above):
+${requestorHelp()}`;
 
 class UsageError extends Error {}
 
@@ -25,6 +38,8 @@ interface ParsedArgs {
   flags: Map<string, string>;
   files: string[];
   output: OutputFormat;
+  /** preview: the stored version of the Secret, for an UPDATE. */
+  old?: string;
 }
 
 export function parseArgs(argv: string[]): ParsedArgs {
@@ -32,6 +47,7 @@ export function parseArgs(argv: string[]): ParsedArgs {
   const flags = new Map<string, string>();
   const files: string[] = [];
   let output: OutputFormat = 'yaml';
+  let old: string | undefined;
   for (let i = 0; i < rest.length; i++) {
     const arg = rest[i];
     const takeValue = (name: string, inline: string | undefined): string => {
@@ -47,17 +63,19 @@ export function parseArgs(argv: string[]): ParsedArgs {
       const v = takeValue('-o', arg.startsWith('--output=') ? arg.slice(9) : undefined);
       if (v !== 'yaml' && v !== 'json' && v !== 'patch') throw new UsageError(`-o ${v}: expected yaml, json or patch`);
       output = v;
+    } else if (arg === '--old' || arg.startsWith('--old=')) {
+      old = takeValue('--old', arg.startsWith('--old=') ? arg.slice(6) : undefined);
     } else if (arg.startsWith('--')) {
       const eq = arg.indexOf('=');
       const name = arg.slice(2, eq === -1 ? undefined : eq);
-      if (!isConfigFlag(name)) throw new UsageError(`unknown flag --${name}`);
+      if (!isConfigFlag(name) && !(command === 'token-requestor' && isRequestorFlag(name))) throw new UsageError(`unknown flag --${name}`);
       const inline = eq === -1 ? undefined : arg.slice(eq + 1);
       flags.set(name, isBooleanFlag(name) && inline === undefined ? 'true' : takeValue(`--${name}`, inline));
     } else {
       throw new UsageError(`unexpected argument "${arg}"`);
     }
   }
-  return { command, flags, files, output };
+  return { command, flags, files, output, old };
 }
 
 function readInput(file: string): string {
@@ -98,7 +116,10 @@ async function main(argv: string[]): Promise<number> {
         if (args.files.length === 0) throw new UsageError('preview needs at least one -f FILE');
         const config = loadConfig(args.flags);
         const documents = args.files.map((source) => ({ source, text: readInput(source) }));
-        const result = previewPod(createProviders(config), { documents }, args.output);
+        const old = args.old === undefined ? undefined : { documents: [{ source: args.old, text: readInput(args.old) }] };
+        const result = old || isSecretPreview({ documents })
+          ? previewSecret({ providers: createSecretProviders(config), defaultTokenPath: config.secretTokenPath }, { documents }, old, args.output)
+          : previewPod(createProviders(config), { documents }, args.output);
         for (const w of result.warnings) process.stderr.write(`warning: ${w}\n`);
         if (!result.allowed) {
           process.stderr.write(`denied (${result.denial.reason}): ${result.denial.message}\n`);
@@ -106,6 +127,17 @@ async function main(argv: string[]): Promise<number> {
         }
         process.stdout.write(result.output);
         return 0;
+      }
+      case 'token-requestor': {
+        const config = loadConfig(args.flags);
+        const requestorConfig = loadRequestorConfig(args.flags);
+        const log = createLogger(config.logLevel);
+        const { runTokenRequestor } = await import('./token-requestor/run.ts');
+        const running = await runTokenRequestor(config, requestorConfig, log);
+        const stop = () => void running.shutdown().then(() => process.exit(0));
+        process.once('SIGTERM', stop);
+        process.once('SIGINT', stop);
+        return -1;
       }
       default:
         throw new UsageError(`unknown command "${args.command}"`);

@@ -1,12 +1,13 @@
 import { ConfigError } from './errors.ts';
 import { AZURE_AUDIENCE, AZURE_CLOUDS, type AzureCloud } from './providers/azure.ts';
+import { DEFAULT_SECRET_TOKEN_PATH, isTokenPath } from './mutate/secret-labels.ts';
 
 /**
  * Every setting is a flag with an environment-variable twin (`--aws-default-region` and
  * `WIW_AWS_DEFAULT_REGION`). Flags win over the environment. Values are validated once, at
  * start-up, and an error names the flag.
  */
-interface Setting<T> {
+export interface Setting<T> {
   flag: string;
   description: string;
   parse: (raw: string, flag: string) => T;
@@ -15,10 +16,10 @@ interface Setting<T> {
   boolean?: true;
 }
 
-const string = (raw: string) => raw;
-const optionalString = (raw: string) => (raw === '' ? undefined : raw);
+export const string = (raw: string) => raw;
+export const optionalString = (raw: string) => (raw === '' ? undefined : raw);
 
-function integer(min: number, max: number) {
+export function integer(min: number, max: number) {
   return (raw: string, flag: string): number => {
     if (!/^\d+$/.test(raw.trim())) throw new ConfigError(`--${flag}="${raw}" is not a whole number`);
     const n = Number(raw);
@@ -41,7 +42,7 @@ function oneOf<T extends string>(values: readonly T[]) {
   };
 }
 
-const AWS_REGION_PATTERN = /^[a-z]{2}(-[a-z]+)+-\d+$/;
+export const AWS_REGION_PATTERN = /^[a-z]{2}(-[a-z]+)+-\d+$/;
 function awsRegion(raw: string, flag: string): string | undefined {
   if (raw === '') return undefined;
   if (!AWS_REGION_PATTERN.test(raw)) throw new ConfigError(`--${flag}="${raw}" is not an AWS region (for example eu-west-1)`);
@@ -68,6 +69,23 @@ function tenant(raw: string, flag: string): string | undefined {
   return raw;
 }
 
+function httpsUrlList(raw: string, flag: string): string[] {
+  const urls = raw.split(',').map((s) => s.trim()).filter(Boolean);
+  for (const url of urls) {
+    let ok = false;
+    try {
+      ok = new URL(url).protocol === 'https:';
+    } catch {}
+    if (!ok) throw new ConfigError(`--${flag}: "${url}" is not an https URL`);
+  }
+  return urls;
+}
+
+function tokenPath(raw: string, flag: string): string {
+  if (!isTokenPath(raw)) throw new ConfigError(`--${flag}="${raw}" must be an absolute path of letters, digits and . _ - /`);
+  return raw;
+}
+
 function hostList(raw: string): string[] {
   return raw.split(',').map((s) => s.trim()).filter(Boolean);
 }
@@ -83,6 +101,13 @@ export const settings = {
   selfSigned: { flag: 'self-signed', description: 'Development: generate a CA and serving certificate at start-up', parse: bool, default: false, boolean: true },
   selfSignedHosts: { flag: 'self-signed-hosts', description: 'DNS names and IPs of the self-signed serving certificate (comma-separated)', parse: hostList, default: ['localhost', '127.0.0.1'] },
   caBundleOut: { flag: 'ca-bundle-out', description: 'With --self-signed: write the CA certificate (PEM) to this file', parse: optionalString, default: undefined },
+  certSecret: { flag: 'cert-secret', description: 'Self-managed certificates: Secret (existing, may be empty) where the webhook keeps its CA and serving certificate, for hosts --self-signed-hosts; rotated before expiry', parse: optionalString, default: undefined },
+  certSecretNamespace: { flag: 'cert-secret-namespace', description: "Namespace of --cert-secret (default: the webhook's own, in a cluster)", parse: optionalString, default: undefined },
+  certWebhookConfiguration: { flag: 'cert-webhook-configuration', description: 'With --cert-secret: MutatingWebhookConfiguration whose caBundle the webhook keeps current', parse: optionalString, default: undefined },
+  certValiditySeconds: { flag: 'cert-validity-seconds', description: 'With --cert-secret: lifetime of each generated CA and serving certificate', parse: integer(10, 10 * 365 * 86400), default: 365 * 86400 },
+  certRenewBeforeSeconds: { flag: 'cert-renew-before-seconds', description: 'With --cert-secret: start a rotation this long before the serving certificate expires', parse: integer(5, 10 * 365 * 86400), default: 60 * 86400 },
+  certPropagationSeconds: { flag: 'cert-propagation-seconds', description: 'With --cert-secret: how long a new CA sits in the caBundle before any replica serves a certificate it signed', parse: integer(1, 86400), default: 60 },
+  certResyncSeconds: { flag: 'cert-resync-seconds', description: 'With --cert-secret: re-check the Secret and caBundle at least this often (changes are also watched)', parse: integer(1, 86400), default: 60 },
   drainSeconds: { flag: 'drain-seconds', description: 'On SIGTERM, keep serving this long while reporting not-ready', parse: integer(0, 600), default: 5 },
   logLevel: { flag: 'log-level', description: 'Log level', parse: oneOf(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const), default: 'info' as const },
   kubeconfig: { flag: 'kubeconfig', description: 'Kubeconfig file; default: in-cluster, then $KUBECONFIG, then ~/.kube/config', parse: optionalString, default: undefined },
@@ -103,6 +128,9 @@ export const settings = {
   gcpDefaultRegion: { flag: 'gcp-default-region', description: 'CLOUDSDK_COMPUTE_REGION for containers that do not set it', parse: optionalString, default: undefined },
   gcpAudience: { flag: 'gcp-audience', description: 'Token audience when the ServiceAccount names none (default: //iam.googleapis.com/<provider>)', parse: optionalString, default: undefined },
   gcpTokenExpiration: { flag: 'gcp-token-expiration', description: 'Token expiry in seconds when no annotation sets one', parse: integer(3600, 2 ** 32), default: 86400 },
+  gcpAllowedTokenUrls: { flag: 'gcp-allowed-token-urls', description: 'token_url values a labelled Secret\'s GCP credentialsConfig may use (comma-separated https URLs)', parse: httpsUrlList, default: ['https://sts.googleapis.com/v1/token'] },
+  // Labelled Secrets (GEP-26)
+  secretTokenPath: { flag: 'secret-token-path', description: 'Where Pods mount a labelled Secret\'s token key, written into its derived files (per Secret: annotation workload-identity-webhook.io/token-path)', parse: tokenPath, default: DEFAULT_SECRET_TOKEN_PATH },
 } satisfies Record<string, Setting<unknown>>;
 
 type Settings = typeof settings;
@@ -140,6 +168,14 @@ export function loadConfig(flags: ReadonlyMap<string, string>, env: NodeJS.Proce
   }
   if (c.selfSigned && c.tlsCertFile) throw new ConfigError('--self-signed and --tls-cert-file exclude each other');
   if (c.caBundleOut && !c.selfSigned) throw new ConfigError('--ca-bundle-out needs --self-signed');
+  if (c.certSecret && (c.selfSigned || c.tlsCertFile)) throw new ConfigError('--cert-secret excludes --self-signed and --tls-cert-file: choose one certificate source');
+  if (c.certRenewBeforeSeconds >= c.certValiditySeconds) {
+    throw new ConfigError(`--cert-renew-before-seconds=${c.certRenewBeforeSeconds} must be below --cert-validity-seconds=${c.certValiditySeconds}`);
+  }
+  // The old CA must outlive the switch: propagation, then every replica noticing (resync at worst).
+  if (c.certRenewBeforeSeconds <= 2 * (c.certPropagationSeconds + c.certResyncSeconds)) {
+    throw new ConfigError(`--cert-renew-before-seconds=${c.certRenewBeforeSeconds} must exceed twice --cert-propagation-seconds plus --cert-resync-seconds (${2 * (c.certPropagationSeconds + c.certResyncSeconds)})`);
+  }
   if (!/^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$/.test(c.awsAnnotationPrefix)) {
     throw new ConfigError(`--aws-annotation-prefix="${c.awsAnnotationPrefix}" is not a DNS subdomain`);
   }

@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import { buildApp } from './app.ts';
 import { admitPod } from './admission/pods.ts';
+import { admitSecret } from './admission/secrets.ts';
 import type { AdmissionRequest, Decision } from './admission/review.ts';
 import { ConfigError } from './errors.ts';
 import type { Config } from './config.ts';
@@ -11,6 +12,9 @@ import { loadKubeConfig } from './kube/client.ts';
 import { ServiceAccountCache } from './kube/serviceaccount-cache.ts';
 import { createMetrics } from './metrics.ts';
 import { annotationPrefixes, createProviders } from './providers/index.ts';
+import { createSecretProviders } from './providers/secret-index.ts';
+import { SECRET_ANNOTATION_PREFIXES } from './mutate/secret-labels.ts';
+import { selfManagedTls } from './tls/certificate-manager.ts';
 import { generateCertificates } from './tls/self-signed.ts';
 import { readKeyPair, watchKeyPair, type KeyPair } from './tls/reloader.ts';
 
@@ -35,17 +39,19 @@ async function loadTls(config: Config, log: Logger): Promise<{ pair: KeyPair; wa
     });
     return { pair, watch: (apply) => watchKeyPair(tlsCertFile, tlsKeyFile, pair, apply, log) };
   }
-  throw new ConfigError('serve needs a certificate: --tls-cert-file and --tls-key-file, or --self-signed');
+  if (config.certSecret) return selfManagedTls(config, loadKubeConfig(config.kubeconfig), log);
+  throw new ConfigError('serve needs a certificate: --tls-cert-file and --tls-key-file, --cert-secret, or --self-signed');
 }
 
 export async function serve(config: Config, log: Logger): Promise<RunningServer> {
   const tls = await loadTls(config, log);
   const providers = createProviders(config);
+  const secretCore = { providers: createSecretProviders(config), defaultTokenPath: config.secretTokenPath };
   const metrics = createMetrics();
   const kubeConfig = loadKubeConfig(config.kubeconfig);
   const cache = new ServiceAccountCache({
     kubeConfig,
-    annotationPrefixes: annotationPrefixes(providers),
+    annotationPrefixes: [...annotationPrefixes(providers), ...SECRET_ANNOTATION_PREFIXES],
     log,
     metrics,
     missTimeoutMs: config.cacheMissTimeoutMs,
@@ -55,6 +61,7 @@ export async function serve(config: Config, log: Logger): Promise<RunningServer>
   const lookup = (ns: string, name: string) => cache.lookup(ns, name);
   const admit = (request: AdmissionRequest): Decision | Promise<Decision> => {
     if (request.kind.kind === 'Pod' && request.kind.group === '') return admitPod(providers, lookup, request);
+    if (request.kind.kind === 'Secret' && request.kind.group === '') return admitSecret(secretCore, lookup, request);
     return { allowed: true };
   };
 

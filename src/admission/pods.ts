@@ -1,6 +1,7 @@
 import { denial } from '../errors.ts';
 import type { Pod, ServiceAccountView } from '../kube/types.ts';
-import { mutatePod, serviceAccountNameOf } from '../mutate/pod.ts';
+import { mutatePod, serviceAccountNameOf, type InjectionPolicy } from '../mutate/pod.ts';
+import { podPolicyFor, type PolicyGate } from '../policy/gate.ts';
 import type { PodProvider } from '../providers/types.ts';
 import type { AdmissionRequest, Decision } from './review.ts';
 
@@ -31,8 +32,8 @@ export function podShapeError(pod: unknown): string | undefined {
   return undefined;
 }
 
-function decide(providers: readonly PodProvider[], pod: Pod, namespace: string, sa: ServiceAccountView | undefined): Decision {
-  const result = mutatePod(providers, { pod, namespace, serviceAccount: sa });
+function decide(providers: readonly PodProvider[], pod: Pod, namespace: string, sa: ServiceAccountView | undefined, policy?: InjectionPolicy): Decision {
+  const result = mutatePod(providers, { pod, namespace, serviceAccount: sa }, policy);
   if (!result.allowed) return { allowed: false, denial: result.denial };
   const providersInjected = result.injections.map((i) => i.provider);
   return {
@@ -49,6 +50,7 @@ export function admitPod(
   providers: readonly PodProvider[],
   lookup: ServiceAccountLookup,
   request: AdmissionRequest,
+  policyGate?: PolicyGate,
 ): Decision | Promise<Decision> {
   if (request.operation !== 'CREATE' || request.subResource) return { allowed: true };
   const pod = request.object as Pod;
@@ -56,6 +58,10 @@ export function admitPod(
   if (shape) return { allowed: false, denial: denial('MalformedObject', `the Pod cannot be read: ${shape}`) };
   const namespace = request.namespace || pod.metadata?.namespace || 'default';
   const sa = lookup(namespace, serviceAccountNameOf(pod));
-  if (sa instanceof Promise) return sa.then((view) => decide(providers, pod, namespace, view));
-  return decide(providers, pod, namespace, sa);
+  // Tenant policy needs the namespace's labels: cached, or read when the cache has not seen it yet.
+  const policy = podPolicyFor(policyGate, namespace);
+  if (sa instanceof Promise || policy instanceof Promise) {
+    return Promise.all([sa, policy]).then(([view, hook]) => decide(providers, pod, namespace, view, hook));
+  }
+  return decide(providers, pod, namespace, sa, policy);
 }

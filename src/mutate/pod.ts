@@ -73,11 +73,19 @@ export function resolvePodInjections(
  * The pure mutation core: a Pod and its ServiceAccount in, additive JSON Patch out. No I/O, no
  * clock, no randomness: the server, the CLI's preview and the tests all call this.
  */
-export function mutatePod(providers: readonly PodProvider[], admission: PodAdmission): PodMutation {
-  const { injections, denials } = resolvePodInjections(providers, admission);
+export function mutatePod(providers: readonly PodProvider[], admission: PodAdmission, policy?: InjectionPolicy): PodMutation {
+  const resolved = resolvePodInjections(providers, admission);
+  if (resolved.denials.length > 0) return { allowed: false, denial: mergeDenials(resolved.denials) };
+  const { injections, denials } = policy ? policy(admission, resolved.injections) : resolved;
   if (denials.length > 0) return { allowed: false, denial: mergeDenials(denials) };
   return planPodPatch(admission.pod, injections, serviceAccountNameOf(admission.pod));
 }
+
+/**
+ * Tenant policy (src/policy): judges the requested identities and may apply defaults to them.
+ * Pure and synchronous like the rest of the core: compiled policies arrive as plain data.
+ */
+export type InjectionPolicy = (admission: PodAdmission, injections: Injection[]) => { injections: Injection[]; denials: Denial[] };
 
 export function mergeDenials(denials: Denial[]): Denial {
   if (denials.length === 1) return denials[0];

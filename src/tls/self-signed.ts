@@ -13,8 +13,14 @@ export interface CertificateSet {
  * explicitly: selfsigned defaults to SHA-1, which kube-apiserver refuses.
  */
 export async function generateCertificates(hosts: readonly string[], validDays = 365): Promise<CertificateSet> {
+  return generateCertificatesValidFor(hosts, validDays * 86_400);
+}
+
+/** The same, valid for `validSeconds` from now (self-managed rotation; tests rotate in seconds). */
+export async function generateCertificatesValidFor(hosts: readonly string[], validSeconds: number): Promise<CertificateSet> {
+  // Backdated a minute: a replica or API server whose clock runs slightly behind still accepts it.
   const notBeforeDate = new Date(Date.now() - 60_000);
-  const notAfterDate = new Date(Date.now() + validDays * 86_400_000);
+  const notAfterDate = new Date(Date.now() + validSeconds * 1000);
   const ca = await selfsigned.generate([{ name: 'commonName', value: 'workload-identity-webhook-ca' }], {
     algorithm: 'sha256',
     keySize: 2048,

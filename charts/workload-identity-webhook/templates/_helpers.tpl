@@ -1,0 +1,192 @@
+{{/* Names */}}
+{{- define "wiw.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "wiw.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "wiw.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "wiw.labels" -}}
+helm.sh/chart: {{ include "wiw.chart" . }}
+app.kubernetes.io/name: {{ include "wiw.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: workload-identity-webhook
+{{- end }}
+
+{{/* Selector labels of the webhook Pods. */}}
+{{- define "wiw.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "wiw.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: webhook
+{{- end }}
+
+{{- define "wiw.tokenRequestor.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "wiw.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: token-requestor
+{{- end }}
+
+{{- define "wiw.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "wiw.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "wiw.tokenRequestor.fullname" -}}
+{{- printf "%s-token-requestor" (include "wiw.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "wiw.tokenRequestor.serviceAccountName" -}}
+{{- if .Values.tokenRequestor.serviceAccount.create }}
+{{- default (include "wiw.tokenRequestor.fullname" .) .Values.tokenRequestor.serviceAccount.name }}
+{{- else }}
+{{- required "tokenRequestor.serviceAccount.name is required when tokenRequestor.serviceAccount.create is false" .Values.tokenRequestor.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "wiw.tokenRequestor.leaseName" -}}
+{{- default (include "wiw.tokenRequestor.fullname" .) .Values.tokenRequestor.leaseName }}
+{{- end }}
+
+{{- define "wiw.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+{{- end }}
+
+{{/* The Secret holding the serving certificate, per certificate mode. */}}
+{{- define "wiw.certSecretName" -}}
+{{- $c := .Values.certificates }}
+{{- if eq $c.mode "selfManaged" }}
+{{- default (printf "%s-certs" (include "wiw.fullname" .)) $c.selfManaged.secretName }}
+{{- else if eq $c.mode "certManager" }}
+{{- printf "%s-tls" (include "wiw.fullname" .) }}
+{{- else if eq $c.mode "provided" }}
+{{- required "certificates.provided.secretName is required with certificates.mode=provided" $c.provided.secretName }}
+{{- else }}
+{{- fail (printf "certificates.mode=%q: expected selfManaged, certManager or provided" $c.mode) }}
+{{- end }}
+{{- end }}
+
+{{/* DNS names the API server may use for the Service, plus the url's host when one is set. */}}
+{{- define "wiw.servingHosts" -}}
+{{- $svc := include "wiw.fullname" . }}
+{{- $ns := .Release.Namespace }}
+{{- $hosts := list $svc (printf "%s.%s" $svc $ns) (printf "%s.%s.svc" $svc $ns) (printf "%s.%s.svc.%s" $svc $ns .Values.clusterDomain) }}
+{{- with .Values.webhook.url }}
+{{- $host := regexReplaceAll ":[0-9]+$" (urlParse .).host "" | trimPrefix "[" | trimSuffix "]" }}
+{{- $hosts = prepend $hosts $host }}
+{{- end }}
+{{- join "," $hosts }}
+{{- end }}
+
+{{/*
+config key -> flag of `workload-identity-webhook serve`; the container gets WIW_<FLAG>.
+test/chart.test.ts checks this table against src/config.ts, so a new flag cannot be missed.
+*/}}
+{{- define "wiw.configFlags" -}}
+host: host
+port: port
+metricsPort: metrics-port
+metricsHost: metrics-host
+drainSeconds: drain-seconds
+logLevel: log-level
+cacheMissTimeoutMs: cache-miss-timeout-ms
+cacheMissRate: cache-miss-reads-per-second
+awsAnnotationPrefix: aws-annotation-prefix
+awsDefaultRegion: aws-default-region
+awsAudience: aws-audience
+awsTokenExpiration: aws-token-expiration
+awsStsRegionalEndpoints: aws-sts-regional-endpoints
+azureTenantId: azure-tenant-id
+azureCloud: azure-cloud
+azureAudience: azure-audience
+azureTokenExpiration: azure-token-expiration
+gcpDefaultRegion: gcp-default-region
+gcpAudience: gcp-audience
+gcpTokenExpiration: gcp-token-expiration
+gcpAllowedTokenUrls: gcp-allowed-token-urls
+secretTokenPath: secret-token-path
+{{- end }}
+
+{{/* tokenRequestor.config key -> flag of `workload-identity-webhook token-requestor`. */}}
+{{- define "wiw.tokenRequestorFlags" -}}
+leaseDurationSeconds: lease-duration-seconds
+tokenExpiration: token-expiration
+{{- end }}
+
+{{/* A value as a flag string: YAML numbers arrive as float64, which would print as 3.1536e+07. */}}
+{{- define "wiw.flagValue" -}}
+{{- if kindIs "slice" . }}{{ join "," . }}
+{{- else if kindIs "float64" . }}{{ int64 . }}
+{{- else }}{{ toString . }}
+{{- end }}
+{{- end }}
+
+{{- define "wiw.envName" -}}
+{{- printf "WIW_%s" (. | upper | replace "-" "_") }}
+{{- end }}
+
+{{/* WIW_* variables from a map of values (dict "values" MAP "flags" TABLE "prefix" "config"). */}}
+{{- define "wiw.envFrom" -}}
+{{- $flags := .flags | fromYaml }}
+{{- range $key, $value := .values }}
+{{- $flag := get $flags $key }}
+{{- if not $flag }}
+{{- fail (printf "%s.%s is not a setting of this chart version" $.prefix $key) }}
+{{- end }}
+{{- if and (not (kindIs "invalid" $value)) (ne (include "wiw.flagValue" $value) "") }}
+- name: {{ include "wiw.envName" $flag }}
+  value: {{ include "wiw.flagValue" $value | quote }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* The webhook container's environment: config, then the certificate source. */}}
+{{- define "wiw.env" -}}
+{{ include "wiw.envFrom" (dict "values" .Values.config "flags" (include "wiw.configFlags" .) "prefix" "config") }}
+{{- $c := .Values.certificates }}
+{{- if eq $c.mode "selfManaged" }}
+- name: WIW_CERT_SECRET
+  value: {{ include "wiw.certSecretName" . | quote }}
+- name: WIW_CERT_SECRET_NAMESPACE
+  value: {{ .Release.Namespace | quote }}
+- name: WIW_CERT_WEBHOOK_CONFIGURATION
+  value: {{ include "wiw.fullname" . | quote }}
+- name: WIW_SELF_SIGNED_HOSTS
+  value: {{ include "wiw.servingHosts" . | quote }}
+- name: WIW_CERT_VALIDITY_SECONDS
+  value: {{ include "wiw.flagValue" $c.selfManaged.validitySeconds | quote }}
+- name: WIW_CERT_RENEW_BEFORE_SECONDS
+  value: {{ include "wiw.flagValue" $c.selfManaged.renewBeforeSeconds | quote }}
+- name: WIW_CERT_PROPAGATION_SECONDS
+  value: {{ include "wiw.flagValue" $c.selfManaged.propagationSeconds | quote }}
+- name: WIW_CERT_RESYNC_SECONDS
+  value: {{ include "wiw.flagValue" $c.selfManaged.resyncSeconds | quote }}
+{{- else }}
+- name: WIW_TLS_CERT_FILE
+  value: /etc/workload-identity-webhook/tls/tls.crt
+- name: WIW_TLS_KEY_FILE
+  value: /etc/workload-identity-webhook/tls/tls.key
+{{- end }}
+{{- end }}

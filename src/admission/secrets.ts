@@ -1,0 +1,64 @@
+import { denial } from '../errors.ts';
+import type { Secret, ServiceAccountView } from '../kube/types.ts';
+import { mutateSecret, secretReference, type SecretCoreOptions } from '../mutate/secret.ts';
+import { secretPolicyFor, type PolicyGate, type SecretPolicy } from '../policy/gate.ts';
+import type { ServiceAccountLookup } from './pods.ts';
+import type { AdmissionRequest, Decision } from './review.ts';
+
+/** Checks the shape the Secret core relies on; the API server sends typed objects, others may not. */
+export function secretShapeError(secret: unknown): string | undefined {
+  if (typeof secret !== 'object' || secret === null || Array.isArray(secret)) return 'the object is not a Secret';
+  const { metadata, data } = secret as Secret;
+  if (metadata !== undefined && (typeof metadata !== 'object' || metadata === null)) return 'metadata is not an object';
+  for (const field of ['labels', 'annotations'] as const) {
+    const map = metadata?.[field];
+    if (map !== undefined && (typeof map !== 'object' || map === null || Object.values(map).some((v) => typeof v !== 'string'))) {
+      return `metadata.${field} is not a map of strings`;
+    }
+  }
+  if (data !== undefined && (typeof data !== 'object' || data === null || Object.values(data).some((v) => typeof v !== 'string'))) {
+    return 'data is not a map of base64 strings';
+  }
+  return undefined;
+}
+
+function decide(core: SecretCoreOptions, secret: Secret, oldSecret: Secret | undefined, namespace: string, sa: ServiceAccountView | undefined, policy?: SecretPolicy): Decision {
+  const result = mutateSecret(core, { secret, oldSecret, namespace, referencedServiceAccount: sa });
+  if (!result.allowed) return { allowed: false, denial: result.denial };
+  if (!result.selected) return { allowed: true };
+  const refused = policy?.({ secret, derivation: result.derivation, reference: result.reference, serviceAccount: sa });
+  if (refused) return { allowed: false, denial: refused };
+  const audit: Record<string, string> = { 'secret-provider': result.derivation.provider };
+  if (result.reference) audit['secret-service-account'] = `${result.reference.namespace}/${result.reference.name}`;
+  return {
+    allowed: true,
+    patch: result.patch,
+    warnings: result.warnings,
+    auditAnnotations: audit,
+    injected: [result.derivation.provider],
+  };
+}
+
+/**
+ * Secrets on CREATE and UPDATE. The webhook configuration's objectSelector sends only labelled
+ * Secrets; an unlabelled one that arrives anyway is admitted untouched. The webhook never reads
+ * Secrets from the API: it sees them only here. A reference into another namespace is looked up
+ * in the ServiceAccount cache.
+ */
+export function admitSecret(core: SecretCoreOptions, lookup: ServiceAccountLookup, request: AdmissionRequest, policyGate?: PolicyGate): Decision | Promise<Decision> {
+  if ((request.operation !== 'CREATE' && request.operation !== 'UPDATE') || request.subResource) return { allowed: true };
+  const secret = request.object as Secret;
+  const shape = secretShapeError(secret);
+  if (shape) return { allowed: false, denial: denial('MalformedObject', `the Secret cannot be read: ${shape}`) };
+  const old = request.operation === 'UPDATE' ? (request.oldObject as Secret | undefined) : undefined;
+  // A stored version we cannot read sets nothing to keep; the new one is still judged in full.
+  const oldSecret = old && !secretShapeError(old) ? old : undefined;
+  const namespace = request.namespace || secret.metadata?.namespace || 'default';
+  const ref = secretReference(secret, namespace);
+  const sa = ref === undefined || 'reason' in ref || ref.namespace === namespace ? undefined : lookup(ref.namespace, ref.name);
+  const policy = secretPolicyFor(policyGate, namespace);
+  if (sa instanceof Promise || policy instanceof Promise) {
+    return Promise.all([sa, policy]).then(([view, judge]) => decide(core, secret, oldSecret, namespace, view, judge));
+  }
+  return decide(core, secret, oldSecret, namespace, sa, policy);
+}

@@ -1,0 +1,36 @@
+/**
+ * Labels and annotations of GEP-26 Secrets: Gardener's, which this webhook honours so Gardener's
+ * token requestor can be the writer, and the project's own (`workload-identity-webhook.io/`).
+ */
+export const PROJECT_DOMAIN = 'workload-identity-webhook.io/';
+
+/** Selects a Secret for the webhook and the token requestor: `aws`, `azure` or `gcp`. */
+export const PROVIDER_LABEL = `${PROJECT_DOMAIN}provider`;
+/** The ServiceAccount the token is issued for: `name` (the Secret's namespace) or `namespace/name`. */
+export const SERVICE_ACCOUNT_ANNOTATION = `${PROJECT_DOMAIN}service-account`;
+/** On a ServiceAccount: namespaces whose Secrets may reference it (comma-separated, `*` for all). */
+export const ALLOWED_REFERRERS_ANNOTATION = `${PROJECT_DOMAIN}allowed-referrer-namespaces`;
+/** Where the Pod mounts the Secret's `token` key, when not the default. */
+export const TOKEN_PATH_ANNOTATION = `${PROJECT_DOMAIN}token-path`;
+/** Any value asks the token requestor for a new token now; it removes the annotation with that write. */
+export const RENEW_ANNOTATION = `${PROJECT_DOMAIN}renew-requested-at`;
+
+/** Gardener's selection: both labels, as Gardener's token requestor and provider extensions use them. */
+export const GARDENER_PURPOSE_LABEL = 'security.gardener.cloud/purpose';
+export const GARDENER_PURPOSE = 'workload-identity-token-requestor';
+export const GARDENER_PROVIDER_LABEL = 'workloadidentity.security.gardener.cloud/provider';
+
+// Letters, digits and . _ - / \ only: the path goes into an INI file, a dotenv file and JSON, and
+// a newline or quote there would let a Secret's writer add settings of their own.
+const TOKEN_PATH = /^(?:\/|[A-Za-z]:\\)[A-Za-z0-9._\-/\\]*$/;
+
+/** An absolute POSIX path, or a Windows one (C:\\...), in the safe character set. */
+export function isTokenPath(value: string): boolean {
+  return value.length <= 1024 && TOKEN_PATH.test(value);
+}
+
+/** Where Gardener's provider extensions mount the Secret (WorkloadIdentityMountPath) plus `/token`. */
+export const DEFAULT_SECRET_TOKEN_PATH = '/var/run/secrets/gardener.cloud/workload-identity/token';
+
+/** The ServiceAccount annotation prefixes the Secret path reads (the cache must keep them). */
+export const SECRET_ANNOTATION_PREFIXES: readonly string[] = [PROJECT_DOMAIN];

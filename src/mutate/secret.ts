@@ -1,0 +1,179 @@
+import { denial, type Denial } from '../errors.ts';
+import type { Secret, ServiceAccountView } from '../kube/types.ts';
+import { parseSecretConfig, type SecretDerivation, type SecretProvider } from '../providers/secret-config.ts';
+import type { SecretProviders } from '../providers/secret-index.ts';
+import type { ProviderName } from '../providers/types.ts';
+import { setMembers, type PatchOperation } from './patch.ts';
+import { mergeDenials } from './pod.ts';
+import {
+  GARDENER_PROVIDER_LABEL, GARDENER_PURPOSE, GARDENER_PURPOSE_LABEL, PROVIDER_LABEL, SERVICE_ACCOUNT_ANNOTATION, TOKEN_PATH_ANNOTATION, isTokenPath,
+} from './secret-labels.ts';
+import { checkReferenceGrant, parseServiceAccountReference, type ServiceAccountReference } from './secret-reference.ts';
+
+const PROVIDERS: readonly ProviderName[] = ['aws', 'azure', 'gcp'];
+
+export interface SecretSelection {
+  provider: ProviderName;
+  /** Carries the project's label: the token is issued for a referenced ServiceAccount. */
+  project: boolean;
+  /** Carries Gardener's labels. Gardener's annotations point into the garden cluster and are never judged. */
+  gardener: boolean;
+}
+
+/**
+ * Whether the webhook handles this Secret, and for which provider. undefined: not a workload
+ * identity Secret of ours (unlabelled, or Gardener's Secret of another provider such as alicloud).
+ */
+export function selectSecret(secret: Secret): SecretSelection | Denial | undefined {
+  const labels = secret.metadata?.labels ?? {};
+  const own = labels[PROVIDER_LABEL];
+  const gardener = labels[GARDENER_PURPOSE_LABEL] === GARDENER_PURPOSE ? labels[GARDENER_PROVIDER_LABEL] : undefined;
+  if (own !== undefined) {
+    if (!(PROVIDERS as readonly string[]).includes(own)) {
+      return denial('UnknownProvider', `label ${PROVIDER_LABEL}="${own}" must be one of: ${PROVIDERS.join(', ')}`);
+    }
+    if (gardener !== undefined && gardener !== own) {
+      return denial('ConflictingLabels', `label ${PROVIDER_LABEL}="${own}" and label ${GARDENER_PROVIDER_LABEL}="${gardener}" name different providers; keep one`);
+    }
+    return { provider: own as ProviderName, project: true, gardener: gardener !== undefined };
+  }
+  if (gardener !== undefined && (PROVIDERS as readonly string[]).includes(gardener)) {
+    return { provider: gardener as ProviderName, project: false, gardener: true };
+  }
+  return undefined;
+}
+
+/**
+ * The ServiceAccount a project-labelled Secret's token is issued for; the admission glue looks it
+ * up (from the cache) before the core runs. undefined for Secrets without the project's label.
+ */
+export function secretReference(secret: Secret, namespace: string): ServiceAccountReference | Denial | undefined {
+  const selection = selectSecret(secret);
+  if (selection === undefined || 'reason' in selection || !selection.project) return undefined;
+  return parseServiceAccountReference(secret.metadata?.annotations?.[SERVICE_ACCOUNT_ANNOTATION], namespace);
+}
+
+export interface SecretCoreOptions {
+  providers: SecretProviders;
+  /** Token path when the Secret has no token-path annotation (--secret-token-path). */
+  defaultTokenPath: string;
+}
+
+export interface SecretAdmission {
+  secret: Secret;
+  /** The stored Secret on UPDATE; undefined on CREATE. */
+  oldSecret?: Secret;
+  /** The request's namespace: the Secret's own. */
+  namespace: string;
+  /** The ServiceAccount a cross-namespace reference names, as the cache has it (undefined: unknown). */
+  referencedServiceAccount?: ServiceAccountView;
+}
+
+export type SecretMutation =
+  | { allowed: true; selected: false; patch: PatchOperation[]; warnings: string[] }
+  | {
+      allowed: true;
+      selected: true;
+      selection: SecretSelection;
+      patch: PatchOperation[];
+      derivation: SecretDerivation;
+      /** The ServiceAccount the token is issued for (project label only). */
+      reference: ServiceAccountReference | undefined;
+      warnings: string[];
+    }
+  | { allowed: false; denial: Denial };
+
+export function resolveTokenPath(secret: Secret, defaultTokenPath: string): string | Denial {
+  const value = secret.metadata?.annotations?.[TOKEN_PATH_ANNOTATION];
+  if (value === undefined) return defaultTokenPath;
+  if (!isTokenPath(value)) {
+    return denial('InvalidTokenPath', `annotation ${TOKEN_PATH_ANNOTATION}="${value}" must be an absolute path of letters, digits and . _ - / (or a Windows path such as C:\\var\\run\\token)`);
+  }
+  return value;
+}
+
+/**
+ * The pure core for Secrets: a Secret (and its stored version on UPDATE) in, a Denial or additive
+ * JSON Patch out. The patch sets only derived keys: `add` when absent, `replace` when different
+ * (a token writer dropped them, or someone edited them by hand). `token`, `config` and every other
+ * key are never touched. No I/O, no clock: the server, preview, the token requestor and the tests
+ * all call this.
+ */
+export function mutateSecret(options: SecretCoreOptions, admission: SecretAdmission): SecretMutation {
+  const { secret, oldSecret, namespace } = admission;
+  const selection = selectSecret(secret);
+  if (selection === undefined) return { allowed: true, selected: false, patch: [], warnings: [] };
+  if ('reason' in selection) return { allowed: false, denial: selection };
+
+  const problems: Denial[] = [];
+  const warnings: string[] = [];
+  const annotations = secret.metadata?.annotations ?? {};
+  let reference: ServiceAccountReference | undefined;
+  if (selection.project) {
+    const ref = parseServiceAccountReference(annotations[SERVICE_ACCOUNT_ANNOTATION], namespace);
+    if ('reason' in ref) problems.push(ref);
+    else {
+      reference = ref;
+      const refused = checkReferenceGrant(ref, namespace, admission.referencedServiceAccount);
+      if (refused) problems.push(refused);
+    }
+    if (selection.gardener) {
+      warnings.push(`the Secret carries both ${PROVIDER_LABEL} and Gardener's labels, so two token requestors would write its token; keep one of them`);
+    }
+  } else if (annotations[SERVICE_ACCOUNT_ANNOTATION] !== undefined) {
+    warnings.push(`annotation ${SERVICE_ACCOUNT_ANNOTATION} has no effect without label ${PROVIDER_LABEL}: Gardener's token requestor writes this Secret's token`);
+  }
+
+  const tokenPath = resolveTokenPath(secret, options.defaultTokenPath);
+  if (typeof tokenPath !== 'string') problems.push(tokenPath);
+
+  const provider = options.providers[selection.provider];
+  let derivation: SecretDerivation | undefined;
+  if (typeof tokenPath === 'string') {
+    const result = derive(provider, secret, tokenPath);
+    if (Array.isArray(result)) problems.push(...result);
+    else derivation = result;
+  }
+
+  if (oldSecret && derivation) problems.push(...accountChanges(provider, selection, oldSecret, derivation, tokenPath as string));
+
+  if (problems.length > 0 || !derivation) return { allowed: false, denial: mergeDenials(problems) };
+
+  const patch: PatchOperation[] = [];
+  const encoded: Record<string, string> = {};
+  for (const [key, value] of Object.entries(derivation.keys)) encoded[key] = Buffer.from(value, 'utf8').toString('base64');
+  setMembers(patch, '/data', secret.data, encoded);
+  return { allowed: true, selected: true, selection, patch, derivation, reference, warnings };
+}
+
+function derive(provider: SecretProvider, secret: Secret, tokenPath: string): SecretDerivation | Denial[] {
+  const parsed = parseSecretConfig(provider, secret.data?.config);
+  if ('denial' in parsed) return [parsed.denial];
+  return provider.derive(parsed.config, { tokenPath });
+}
+
+/** GEP-26: an UPDATE keeps the cloud account (Azure tenant and subscription, GCP project) and the provider. */
+function accountChanges(
+  provider: SecretProvider,
+  selection: SecretSelection,
+  oldSecret: Secret,
+  derivation: SecretDerivation,
+  tokenPath: string,
+): Denial[] {
+  const old = selectSecret(oldSecret);
+  // An old version that was no workload identity Secret (or was refused) sets no account to keep.
+  if (old === undefined || 'reason' in old) return [];
+  if (old.provider !== selection.provider) {
+    return [denial('ImmutableProvider', `the provider cannot change from ${old.provider} to ${selection.provider}: a workload identity Secret stays with one cloud account; create a new Secret instead`)];
+  }
+  const before = derive(provider, oldSecret, tokenPath);
+  if (Array.isArray(before)) return [];
+  const changes: Denial[] = [];
+  for (const [field, value] of Object.entries(derivation.account)) {
+    const previous = before.account[field];
+    if (previous !== undefined && previous !== value) {
+      changes.push(denial('ImmutableAccount', `config.${field} cannot change from "${previous}" to "${value}": a workload identity Secret stays with one cloud account; create a new Secret for another`));
+    }
+  }
+  return changes;
+}

@@ -1,0 +1,240 @@
+import { AWS_REGION_PATTERN } from '../config.ts';
+import { denial, type Denial } from '../errors.ts';
+import type { ObjectMeta, ServiceAccountView } from '../kube/types.ts';
+import { isWindowsPod, type PodAdmission } from '../mutate/pod.ts';
+import { isTenantId } from '../providers/azure.ts';
+import type { SecretDerivation } from '../providers/secret-config.ts';
+import type { Injection, ProviderName } from '../providers/types.ts';
+import type { IdentityVariable } from './cel.ts';
+import { admissionVariables, identityOfInjection, identityOfSecret, type NamespaceView } from './inputs.ts';
+import type { CompiledPolicy, DefaultField, IdentityProviderSpec } from './model.ts';
+import { overridesFor, providerWith, type Overrides, type ProviderOptions } from './provider-options.ts';
+import { evaluateDefault, evaluateValidation } from './rules.ts';
+
+/**
+ * Tenant policy at admission: pure and synchronous. Compiled policies, the namespace's labels and
+ * the providers' options are plain data handed in; the result is the injections to plan (with
+ * defaults applied) or the denials.
+ */
+
+/** The policies in force for one admission: a snapshot, never changed once built. */
+export interface PolicySet {
+  /** Ordered by name: the first default to give a value wins. */
+  policies: readonly CompiledPolicy[];
+  /** Broken policies that refuse every identity until fixed (--policy-failure-mode=deny). */
+  unavailable: readonly { name: string; message: string }[];
+  /** Every declared identity provider, in policy order. */
+  identityProviders: readonly DeclaredProvider[];
+}
+
+export interface DeclaredProvider extends IdentityProviderSpec {
+  policy: string;
+}
+
+export function policySet(policies: readonly CompiledPolicy[], unavailable: PolicySet['unavailable'] = []): PolicySet {
+  const sorted = [...policies].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  return {
+    policies: sorted,
+    unavailable,
+    identityProviders: sorted.flatMap((p) => p.identityProviders.map((ip) => ({ ...ip, policy: p.name }))),
+  };
+}
+
+export const EMPTY_POLICY_SET: PolicySet = policySet([]);
+
+/** Nothing to judge: no policy in force and none broken. */
+export function isEmptyPolicySet(set: PolicySet): boolean {
+  return set.policies.length === 0 && set.unavailable.length === 0;
+}
+
+/** The Azure key for a tenant (src/providers/azure.ts): a tenant written there is the user's choice, not a default. */
+const AZURE_TENANT_ANNOTATION = 'azure.workload.identity/tenant-id';
+
+const CLOUD_NAMES: Record<ProviderName, string> = { aws: 'AWS', azure: 'Azure', gcp: 'GCP' };
+
+export interface PodPolicyContext {
+  set: PolicySet;
+  options: ProviderOptions;
+  namespace: NamespaceView;
+}
+
+/**
+ * Judges each identity a Pod requests: defaults (CEL, then the matched identity provider's), the
+ * identity provider match, then every validation. Denials of several identities are all reported.
+ */
+export function judgePodInjections(ctx: PodPolicyContext, admission: PodAdmission, injections: Injection[]): { injections: Injection[]; denials: Denial[] } {
+  if (injections.length === 0 || isEmptyPolicySet(ctx.set)) return { injections, denials: [] };
+  const unavailable = unavailableDenial(ctx.set);
+  if (unavailable) return { injections: [], denials: [unavailable] };
+  const { pod, serviceAccount } = admission;
+  const out: Injection[] = [];
+  const denials: Denial[] = [];
+  for (const injection of injections) {
+    const cloud = injection.provider;
+    const requested = identityOfInjection(injection);
+    // Only a tenant the ServiceAccount names is requested; any other is a default, decided below.
+    if (cloud === 'azure') requested.tenant = serviceAccount?.annotations[AZURE_TENANT_ANNOTATION]?.trim().toLowerCase() ?? '';
+    const vars = admissionVariables('Pod', pod.metadata, ctx.namespace, serviceAccount, requested);
+
+    const computed = computeDefaults(ctx.set, cloud, vars);
+    if ('reason' in computed) {
+      denials.push(computed);
+      continue;
+    }
+    if (cloud === 'azure' && !requested.tenant) {
+      const azure = ctx.set.identityProviders.filter((p) => p.provider === 'azure');
+      const tenant = computed.tenant ?? (azure.length === 1 ? azure[0].tenantId : undefined) ?? ctx.options.azure.tenantId;
+      if (tenant) {
+        computed.tenant = tenant;
+        requested.tenant = tenant.toLowerCase();
+      }
+    }
+
+    const declared = matchIdentityProvider(ctx.set, requested);
+    if (ctx.set.identityProviders.length > 0 && !declared) {
+      denials.push(untrusted(ctx.set, requested));
+      continue;
+    }
+
+    let final = injection;
+    const provider = providerWith(ctx.options, cloud, overridesFor(computed, declared), declared);
+    if (provider) {
+      const again = provider.resolvePod({ pod, namespace: admission.namespace, serviceAccount, windows: isWindowsPod(pod) });
+      if (again !== undefined && 'reason' in again) {
+        denials.push(again);
+        continue;
+      }
+      if (again) final = again;
+    }
+    if (declared?.authorityHost) final = withAuthorityHost(final, declared.authorityHost);
+
+    const identity = identityOfInjection(final);
+    identity.identityProvider = declared?.name ?? '';
+    const refused = validate(ctx.set, admissionVariables('Pod', pod.metadata, ctx.namespace, serviceAccount, identity));
+    if (refused.length > 0) denials.push(...refused);
+    else out.push(final);
+  }
+  return { injections: denials.length > 0 ? [] : out, denials };
+}
+
+export interface SecretPolicyInput {
+  metadata: ObjectMeta | undefined;
+  namespace: NamespaceView;
+  /** The ServiceAccount the token is issued for, when the Secret names one. */
+  serviceAccount: Pick<ServiceAccountView, 'name' | 'namespace' | 'annotations'> | undefined;
+}
+
+/**
+ * A labelled Secret's identity: the identity provider match and the validations. Its config names
+ * every value explicitly, so defaults do not apply.
+ */
+export function judgeSecretIdentity(set: PolicySet, input: SecretPolicyInput, derivation: Pick<SecretDerivation, 'provider' | 'identity'>): Denial[] {
+  if (isEmptyPolicySet(set)) return [];
+  const unavailable = unavailableDenial(set);
+  if (unavailable) return [unavailable];
+  const identity = identityOfSecret(derivation);
+  const declared = matchIdentityProvider(set, identity);
+  if (set.identityProviders.length > 0 && !declared) return [untrusted(set, identity)];
+  identity.identityProvider = declared?.name ?? '';
+  return validate(set, admissionVariables('Secret', input.metadata, input.namespace, input.serviceAccount, identity));
+}
+
+function unavailableDenial(set: PolicySet): Denial | undefined {
+  if (set.unavailable.length === 0) return undefined;
+  const list = set.unavailable.map((u) => `WorkloadIdentityPolicy "${u.name}": ${u.message}`).join('; ');
+  return denial('PolicyUnavailable', `cloud identities are refused until the broken tenant policy is fixed (--policy-failure-mode=deny): ${list}`, 403);
+}
+
+/** The declared identity provider of this identity; AWS prefers a provider naming the account over a whole partition. */
+export function matchIdentityProvider(set: PolicySet, id: IdentityVariable): DeclaredProvider | undefined {
+  let partitionWide: DeclaredProvider | undefined;
+  for (const p of set.identityProviders) {
+    if (p.provider !== id.provider) continue;
+    if (p.provider === 'aws') {
+      if (p.partition !== id.partition) continue;
+      if (p.accountIds?.includes(id.account)) return p;
+      if (!p.accountIds?.length) partitionWide ??= p;
+    } else if (p.provider === 'azure') {
+      if (id.tenant && p.tenantId === id.tenant.toLowerCase()) return p;
+    } else if (p.projectNumber === id.projectNumber && p.pool === id.pool) {
+      return p;
+    }
+  }
+  return partitionWide;
+}
+
+function untrusted(set: PolicySet, id: IdentityVariable): Denial {
+  const cloud = CLOUD_NAMES[id.provider as ProviderName] ?? id.provider;
+  const what =
+    id.provider === 'aws' ? `AWS account ${id.account} (partition ${id.partition}) of role ${id.roleArn}`
+    : id.provider === 'azure' ? (id.tenant ? `Entra tenant ${id.tenant}` : 'no Entra tenant (the ServiceAccount names none and no default applies)')
+    : `workload identity pool ${id.pool} of project ${id.projectNumber}`;
+  const same = set.identityProviders.filter((p) => p.provider === id.provider);
+  const trusted = same.length === 0 ? `no ${cloud} identity provider is declared` : `the ${cloud} identity providers declared are ${same.map(describeProvider).join(', ')}`;
+  return denial('UntrustedIdentityProvider', `${what} is not an identity provider this cluster trusts: ${trusted}`, 403);
+}
+
+function describeProvider(p: DeclaredProvider): string {
+  const where =
+    p.provider === 'aws' ? (p.accountIds?.length ? `accounts ${p.accountIds.join(', ')}` : `partition ${p.partition}`)
+    : p.provider === 'azure' ? `tenant ${p.tenantId}`
+    : `pool ${p.pool} of project ${p.projectNumber}`;
+  return `"${p.displayName}" (${where})`;
+}
+
+/** The first value each default field gets, by policy name then rule order; or the denial of a failing default. */
+function computeDefaults(set: PolicySet, cloud: ProviderName, vars: ReturnType<typeof admissionVariables>): Overrides | Denial {
+  const computed: Overrides = {};
+  for (const policy of set.policies) {
+    for (const rule of policy.defaults) {
+      if (!rule.providers.has(cloud) || computed[rule.field] !== undefined) continue;
+      const outcome = evaluateDefault(rule, vars);
+      const where = `default "${rule.name}" of WorkloadIdentityPolicy "${policy.name}"`;
+      if ('error' in outcome) return denial('PolicyError', `${where} could not be evaluated: ${outcome.error}`, 403);
+      if (outcome.value === undefined) continue;
+      const bad = invalidDefault(rule.field, cloud, outcome.value);
+      if (bad) return denial('PolicyError', `${where} gave ${rule.field} ${JSON.stringify(outcome.value)}, which ${bad}`, 403);
+      (computed as Record<DefaultField, string | number>)[rule.field] = outcome.value;
+    }
+  }
+  return computed;
+}
+
+function invalidDefault(field: DefaultField, cloud: ProviderName, value: string | number): string | undefined {
+  switch (field) {
+    case 'region':
+      if (cloud === 'aws') return AWS_REGION_PATTERN.test(String(value)) ? undefined : 'is not an AWS region (for example eu-west-1)';
+      return /^[a-z]+(-[a-z]+)+\d+$/.test(String(value)) ? undefined : 'is not a Google Cloud region (for example europe-west1)';
+    case 'tenant':
+      return isTenantId(String(value)) ? undefined : "is not a tenant id (a GUID or the tenant's domain)";
+    case 'audience':
+      return /^\S+$/.test(String(value)) ? undefined : 'is not an audience (no spaces)';
+    case 'tokenExpirationSeconds': {
+      const n = Number(value);
+      const [min, max] = cloud === 'azure' ? [3600, 86400] : [600, 2 ** 32];
+      return n >= min && n <= max ? undefined : `is outside ${min} to ${max} seconds for ${CLOUD_NAMES[cloud]}`;
+    }
+  }
+}
+
+function validate(set: PolicySet, vars: ReturnType<typeof admissionVariables>): Denial[] {
+  const denials: Denial[] = [];
+  for (const policy of set.policies) {
+    for (const rule of policy.validations) {
+      const outcome = evaluateValidation(rule, vars);
+      const where = `WorkloadIdentityPolicy "${policy.name}", validation "${rule.name}"`;
+      if ('error' in outcome) denials.push(denial('PolicyError', `${where} could not be evaluated, so the identity is refused: ${outcome.error}`, 403));
+      else if (!outcome.allowed) denials.push(denial('PolicyDenied', `${outcome.message} (${where})`, 403));
+    }
+  }
+  return denials;
+}
+
+/** A declared Entra authority host other than the cloud's own (a sovereign or private cloud). */
+function withAuthorityHost(injection: Injection, host: string): Injection {
+  return {
+    ...injection,
+    envGroups: injection.envGroups.map((group) => group.map((e) => (e.name === 'AZURE_AUTHORITY_HOST' ? { ...e, value: host } : e))),
+    identity: { ...injection.identity, authorityHost: host },
+  };
+}

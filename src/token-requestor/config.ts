@@ -1,0 +1,70 @@
+import { readFileSync } from 'node:fs';
+import { hostname } from 'node:os';
+import { randomBytes } from 'node:crypto';
+import { envName, integer, optionalString, string, type Setting } from '../config.ts';
+import { ConfigError } from '../errors.ts';
+
+/**
+ * Settings of `token-requestor` only; it also reads the shared ones (--kubeconfig, --log-level,
+ * --metrics-port, --metrics-host, the provider audiences, --secret-token-path,
+ * --gcp-allowed-token-urls) so it judges Secrets exactly as the webhook does.
+ */
+export const requestorSettings = {
+  leaseNamespace: { flag: 'lease-namespace', description: 'Namespace of the Lease that elects the single active instance (default: its own, in a cluster)', parse: optionalString, default: undefined },
+  leaseName: { flag: 'lease-name', description: 'Name of that Lease', parse: string, default: 'workload-identity-webhook-token-requestor' },
+  leaseDurationSeconds: { flag: 'lease-duration-seconds', description: 'A standby takes over after the leader has not renewed the Lease this long', parse: integer(2, 300), default: 15 },
+  identity: { flag: 'identity', description: 'This instance\'s name in the Lease (default: the host name, in a cluster the Pod name, and a random suffix)', parse: optionalString, default: undefined },
+  tokenExpiration: { flag: 'token-expiration', description: 'Lifetime of each requested token in seconds; renewed at about half of it', parse: integer(600, 2 ** 32), default: 3600 },
+} satisfies Record<string, Setting<unknown>>;
+
+type RequestorSettings = typeof requestorSettings;
+export interface RequestorConfig {
+  leaseNamespace: string;
+  leaseName: string;
+  leaseDurationSeconds: number;
+  identity: string;
+  tokenExpiration: number;
+}
+
+const byFlag = new Set(Object.values(requestorSettings).map((s) => s.flag));
+
+export function isRequestorFlag(flag: string): boolean {
+  return byFlag.has(flag);
+}
+
+const IN_CLUSTER_NAMESPACE = '/var/run/secrets/kubernetes.io/serviceaccount/namespace';
+
+export function loadRequestorConfig(flags: ReadonlyMap<string, string>, env: NodeJS.ProcessEnv = process.env, inClusterNamespaceFile = IN_CLUSTER_NAMESPACE): RequestorConfig {
+  const raw: Record<string, unknown> = {};
+  for (const [key, s] of Object.entries(requestorSettings) as [keyof RequestorSettings, Setting<unknown>][]) {
+    const value = flags.get(s.flag) ?? env[envName(s.flag)];
+    raw[key] = value === undefined ? s.default : s.parse(value, s.flag);
+  }
+  let leaseNamespace = raw.leaseNamespace as string | undefined;
+  if (!leaseNamespace) {
+    try {
+      leaseNamespace = readFileSync(inClusterNamespaceFile, 'utf8').trim() || undefined;
+    } catch {
+      // not in a cluster
+    }
+  }
+  if (!leaseNamespace) throw new ConfigError('--lease-namespace is required outside a cluster');
+  const leaseName = raw.leaseName as string;
+  if (!/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/.test(leaseName)) throw new ConfigError(`--lease-name="${leaseName}" is not a DNS subdomain`);
+  return {
+    leaseNamespace,
+    leaseName,
+    leaseDurationSeconds: raw.leaseDurationSeconds as number,
+    identity: (raw.identity as string | undefined) ?? `${hostname()}_${randomBytes(4).toString('hex')}`,
+    tokenExpiration: raw.tokenExpiration as number,
+  };
+}
+
+export function requestorHelp(): string {
+  const lines: string[] = [];
+  for (const s of Object.values(requestorSettings) as Setting<unknown>[]) {
+    const def = s.default === undefined ? '' : ` (default ${String(s.default)})`;
+    lines.push(`  --${s.flag} VALUE`.padEnd(40) + `${s.description}${def} [$${envName(s.flag)}]`);
+  }
+  return lines.join('\n');
+}

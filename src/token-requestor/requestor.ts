@@ -1,0 +1,255 @@
+import type { Logger } from 'pino';
+import type { Denial } from '../errors.ts';
+import type { Secret, ServiceAccountView } from '../kube/types.ts';
+import { mutateSecret, secretReference, selectSecret, type SecretCoreOptions } from '../mutate/secret.ts';
+import { RENEW_ANNOTATION } from '../mutate/secret-labels.ts';
+import type { RequestorMetrics } from './metrics.ts';
+import { readTokenClaims, renewal, type RenewalReason } from './schedule.ts';
+import type { TrackedSecret } from './secret-informer.ts';
+
+/** The Kubernetes calls the requestor makes; the real ones are in ./kube-api.ts. */
+export interface RequestorApi {
+  /** undefined when the ServiceAccount does not exist. */
+  readServiceAccount(namespace: string, name: string): Promise<ServiceAccountView | undefined>;
+  /** TokenRequest; `boundSecret` binds the token to the Secret, so deleting the Secret revokes it. */
+  requestToken(request: {
+    namespace: string;
+    name: string;
+    audience: string;
+    expirationSeconds: number;
+    boundSecret?: { name: string; uid: string };
+  }): Promise<string>;
+  /** Writes `token` if the Secret is still at `resourceVersion`; returns the new resourceVersion. */
+  writeToken(secret: { namespace: string; name: string; resourceVersion: string }, token: string, clearRenewAnnotation: boolean): Promise<string>;
+  /** A Warning event on the Secret, where `kubectl describe secret` shows it. */
+  warn(secret: TrackedSecret, reason: string, message: string): Promise<void>;
+}
+
+export interface TokenRequestorOptions {
+  core: SecretCoreOptions;
+  api: RequestorApi;
+  log: Logger;
+  metrics: RequestorMetrics;
+  expirationSeconds: number;
+  now?: () => number;
+}
+
+interface Entry {
+  secret: TrackedSecret;
+  timer?: NodeJS.Timeout;
+  running: boolean;
+  again: boolean;
+  failures: number;
+  lastWarning?: string;
+}
+
+/** setTimeout's limit is about 24.8 days; longer waits are re-evaluated after a day. */
+const MAX_DELAY_MS = 86_400_000;
+const MAX_BACKOFF_MS = 300_000;
+
+/**
+ * Keeps a fresh token in every Secret carrying the project's label: a TokenRequest for the
+ * referenced ServiceAccount with the provider's audience, written to `token`, renewed at about
+ * half its lifetime, or at once when the renew annotation is set. Before every token it runs the
+ * webhook's own core on the Secret (config, reference, grant): a Secret the webhook would refuse
+ * gets no token.
+ */
+export class TokenRequestor {
+  readonly #o: TokenRequestorOptions;
+  readonly #entries = new Map<string, Entry>();
+  readonly #now: () => number;
+  #stopped = false;
+
+  constructor(options: TokenRequestorOptions) {
+    this.#o = options;
+    this.#now = options.now ?? Date.now;
+  }
+
+  get size(): number {
+    return this.#entries.size;
+  }
+
+  /** From the informer: a Secret added, changed (secret set) or deleted (undefined). */
+  onChange(key: string, secret: TrackedSecret | undefined): void {
+    if (this.#stopped) return;
+    const entry = this.#entries.get(key);
+    if (!secret) {
+      if (entry) clearTimeout(entry.timer);
+      this.#entries.delete(key);
+    } else if (entry) {
+      // A uid change is a new Secret under the same name: start over.
+      if (entry.secret.uid !== secret.uid) entry.failures = 0;
+      entry.secret = secret;
+    } else {
+      this.#entries.set(key, { secret, running: false, again: false, failures: 0 });
+    }
+    this.#o.metrics.secrets.set(this.#entries.size);
+    if (secret) void this.#reconcile(key);
+  }
+
+  stop(): void {
+    this.#stopped = true;
+    for (const entry of this.#entries.values()) clearTimeout(entry.timer);
+    this.#entries.clear();
+    this.#o.metrics.secrets.set(0);
+  }
+
+  async #reconcile(key: string): Promise<void> {
+    const entry = this.#entries.get(key);
+    if (!entry || this.#stopped) return;
+    if (entry.running) {
+      entry.again = true;
+      return;
+    }
+    entry.running = true;
+    clearTimeout(entry.timer);
+    try {
+      await this.#step(key, entry);
+    } catch (err) {
+      this.#o.log.error({ secret: key, err: (err as Error).stack }, 'token requestor step failed');
+      this.#backoff(key, entry);
+    } finally {
+      entry.running = false;
+      if (entry.again && this.#entries.get(key) === entry) {
+        entry.again = false;
+        void this.#reconcile(key);
+      }
+    }
+  }
+
+  async #step(key: string, entry: Entry): Promise<void> {
+    const s = entry.secret;
+    const secret: Secret = {
+      metadata: { name: s.name, namespace: s.namespace, labels: s.labels, annotations: s.annotations },
+      data: s.config === undefined ? {} : { config: s.config },
+    };
+    const selection = selectSecret(secret);
+    if (selection === undefined) return;
+    if ('reason' in selection) return this.#refuse(key, entry, selection);
+    // Gardener's token requestor writes Secrets that carry only Gardener's labels.
+    if (!selection.project) return;
+    const ref = secretReference(secret, s.namespace);
+    if (ref === undefined) return;
+    if ('reason' in ref) return this.#refuse(key, entry, ref);
+
+    let target: ServiceAccountView | undefined;
+    if (ref.namespace !== s.namespace) {
+      try {
+        target = await this.#o.api.readServiceAccount(ref.namespace, ref.name);
+      } catch (err) {
+        this.#o.metrics.failures.inc({ stage: 'serviceaccount' });
+        this.#o.log.warn({ secret: key, serviceAccount: `${ref.namespace}/${ref.name}`, err: (err as Error).message }, 'cannot read the referenced ServiceAccount');
+        return this.#backoff(key, entry);
+      }
+    }
+    const verdict = mutateSecret(this.#o.core, { secret, namespace: s.namespace, referencedServiceAccount: target });
+    if (!verdict.allowed) return this.#refuse(key, entry, verdict.denial);
+    if (!verdict.selected) return;
+
+    const { audience, provider } = verdict.derivation;
+    const subject = `system:serviceaccount:${ref.namespace}:${ref.name}`;
+    const plan = () => renewal({
+      claims: entry.secret.claims,
+      subject,
+      audience,
+      expirationSeconds: this.#o.expirationSeconds,
+      now: this.#now() / 1000,
+      jitterSeed: entry.secret.uid,
+      forced: entry.secret.annotations[RENEW_ANNOTATION] !== undefined,
+    });
+    const due = plan();
+    if (!due.now) return this.#schedule(key, entry, due.at * 1000 - this.#now());
+
+    let token: string;
+    try {
+      token = await this.#o.api.requestToken({
+        namespace: ref.namespace,
+        name: ref.name,
+        audience,
+        expirationSeconds: this.#o.expirationSeconds,
+        boundSecret: ref.namespace === s.namespace && s.uid ? { name: s.name, uid: s.uid } : undefined,
+      });
+    } catch (err) {
+      this.#o.metrics.failures.inc({ stage: 'tokenrequest' });
+      await this.#warn(entry, 'TokenRequestFailed', `TokenRequest for ServiceAccount ${ref.namespace}/${ref.name} failed: ${apiMessage(err)}`);
+      return this.#backoff(key, entry);
+    }
+    if (this.#stopped || this.#entries.get(key) !== entry) return;
+
+    const forced = due.reason === 'forced';
+    try {
+      const resourceVersion = await this.#o.api.writeToken(s, token, forced);
+      const annotations = { ...entry.secret.annotations };
+      if (forced) delete annotations[RENEW_ANNOTATION];
+      entry.secret = { ...entry.secret, resourceVersion, annotations, claims: readTokenClaims(token) };
+    } catch (err) {
+      const code = (err as { code?: number }).code;
+      if (code === 404) return; // deleted; the watch removes it
+      if (code === 409) {
+        // Someone wrote in between: the watch brings the new version; check again soon regardless.
+        return this.#schedule(key, entry, 1000);
+      }
+      this.#o.metrics.failures.inc({ stage: 'write' });
+      await this.#warn(entry, 'TokenWriteFailed', `writing the token failed: ${apiMessage(err)}`);
+      return this.#backoff(key, entry);
+    }
+    entry.failures = 0;
+    entry.lastWarning = undefined;
+    this.#o.metrics.issued.inc({ provider, reason: due.reason });
+    const claims = entry.secret.claims;
+    this.#o.log.info(
+      { secret: key, serviceAccount: `${ref.namespace}/${ref.name}`, audience, reason: due.reason, expiresAt: claims?.exp ? new Date(claims.exp * 1000).toISOString() : undefined },
+      'token written',
+    );
+    const next = plan();
+    this.#schedule(key, entry, next.now ? 1000 : next.at * 1000 - this.#now());
+  }
+
+  async #refuse(key: string, entry: Entry, d: Denial): Promise<void> {
+    this.#o.metrics.refused.inc({ reason: d.reason });
+    this.#o.log.warn({ secret: key, reason: d.reason, message: d.message }, 'no token: the webhook would refuse this Secret');
+    await this.#warn(entry, 'TokenRefused', `no token issued: ${d.message}`);
+    // A grant may be added to the ServiceAccount later, which raises no event on the Secret.
+    this.#backoff(key, entry);
+  }
+
+  async #warn(entry: Entry, reason: string, message: string): Promise<void> {
+    const fingerprint = `${reason}:${message}`;
+    if (entry.lastWarning === fingerprint) return;
+    entry.lastWarning = fingerprint;
+    try {
+      await this.#o.api.warn(entry.secret, reason, message);
+    } catch (err) {
+      this.#o.log.warn({ secret: `${entry.secret.namespace}/${entry.secret.name}`, err: apiMessage(err) }, 'could not record an event');
+    }
+  }
+
+  #backoff(key: string, entry: Entry): void {
+    entry.failures++;
+    const base = Math.min(MAX_BACKOFF_MS, 1000 * 2 ** Math.min(entry.failures, 10));
+    this.#schedule(key, entry, base / 2 + Math.random() * (base / 2));
+  }
+
+  #schedule(key: string, entry: Entry, delayMs: number): void {
+    if (this.#stopped || this.#entries.get(key) !== entry) return;
+    clearTimeout(entry.timer);
+    entry.timer = setTimeout(() => void this.#reconcile(key), Math.max(0, Math.min(delayMs, MAX_DELAY_MS)));
+    entry.timer.unref?.();
+  }
+}
+
+/** The API server's message (for a webhook denial, the webhook's), never a token. */
+export function apiMessage(err: unknown): string {
+  const body = (err as { body?: unknown }).body;
+  let parsed: unknown = body;
+  if (typeof body === 'string') {
+    try {
+      parsed = JSON.parse(body);
+    } catch {
+      parsed = undefined;
+    }
+  }
+  const message = (parsed as { message?: unknown } | undefined)?.message;
+  if (typeof message === 'string') return message;
+  return (err as Error)?.message ?? String(err);
+}

@@ -1,0 +1,89 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Logger } from 'pino';
+import type { Config } from '../config.ts';
+import { loadKubeConfig } from '../kube/client.ts';
+import { PROVIDER_LABEL } from '../mutate/secret-labels.ts';
+import { createSecretProviders } from '../providers/secret-index.ts';
+import type { RequestorConfig } from './config.ts';
+import { kubeRequestorApi } from './kube-api.ts';
+import { LeaderElector } from './lease.ts';
+import { createRequestorMetrics } from './metrics.ts';
+import { TokenRequestor } from './requestor.ts';
+import { SecretInformer } from './secret-informer.ts';
+
+export interface RunningRequestor {
+  metricsPort: number;
+  /** Stops writing, releases the Lease, closes the metrics listener. */
+  shutdown(): Promise<void>;
+}
+
+/**
+ * `token-requestor`: campaigns for the Lease; while leading, watches Secrets carrying the
+ * project's label and keeps their tokens fresh. Losing the Lease stops all writes at once; a
+ * new term starts from a fresh list.
+ */
+export async function runTokenRequestor(config: Config, rc: RequestorConfig, log: Logger): Promise<RunningRequestor> {
+  const kubeConfig = loadKubeConfig(config.kubeconfig);
+  const metrics = createRequestorMetrics();
+  const api = kubeRequestorApi(kubeConfig, rc.identity);
+  const core = { providers: createSecretProviders(config), defaultTokenPath: config.secretTokenPath };
+
+  let term: { requestor: TokenRequestor; informer: SecretInformer } | undefined;
+  const elector = new LeaderElector({
+    kubeConfig,
+    namespace: rc.leaseNamespace,
+    name: rc.leaseName,
+    identity: rc.identity,
+    leaseDurationSeconds: rc.leaseDurationSeconds,
+    log,
+    onStartedLeading: () => {
+      metrics.leader.set(1);
+      const requestor = new TokenRequestor({ core, api, log, metrics, expirationSeconds: rc.tokenExpiration });
+      const informer = new SecretInformer({ kubeConfig, labelSelector: PROVIDER_LABEL, log, onChange: (key, s) => requestor.onChange(key, s) });
+      term = { requestor, informer };
+      void informer.start();
+    },
+    onStoppedLeading: () => {
+      metrics.leader.set(0);
+      term?.informer.stop();
+      term?.requestor.stop();
+      term = undefined;
+    },
+  });
+
+  const server: Server = createServer((req, res) => {
+    if (req.url === '/healthz') {
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ status: 'ok', leader: elector.isLeader }));
+      return;
+    }
+    if (req.url !== '/metrics') {
+      res.writeHead(404).end();
+      return;
+    }
+    metrics.registry.metrics().then(
+      (body) => res.writeHead(200, { 'content-type': metrics.registry.contentType }).end(body),
+      (err: Error) => res.writeHead(500).end(err.message),
+    );
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(config.metricsPort, config.metricsHost, resolve);
+  });
+  const metricsPort = (server.address() as AddressInfo).port;
+  elector.start();
+  log.info({ metricsPort, identity: rc.identity, lease: `${rc.leaseNamespace}/${rc.leaseName}` }, 'token requestor started');
+
+  let stopping: Promise<void> | undefined;
+  return {
+    metricsPort,
+    shutdown() {
+      stopping ??= (async () => {
+        await elector.stop();
+        await new Promise((resolve) => server.close(resolve));
+        log.info('stopped');
+      })();
+      return stopping;
+    },
+  };
+}

@@ -1,0 +1,380 @@
+// The Helm chart without a cluster: lint and render over a matrix of values, and check what
+// was rendered; the chart's values against src/config.ts, its schema and its README; the
+// plain manifests against the chart. test/chart-cluster.test.ts takes the renders to an API server.
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, test } from 'node:test';
+import { parse } from 'yaml';
+import { loadConfig, settings } from '../src/config.ts';
+import { loadRequestorConfig, requestorSettings } from '../src/token-requestor/config.ts';
+import {
+  CHART,
+  HelmError,
+  TEST_CA_PEM,
+  VALUES_MATRIX,
+  all,
+  containerEnv,
+  find,
+  lintChart,
+  plainManifests,
+  readPlainManifests,
+  renderChart,
+  type Manifest,
+} from './support/chart.ts';
+
+const valuesYaml = parse(readFileSync(join(CHART, 'values.yaml'), 'utf8')) as Record<string, any>;
+const schema = JSON.parse(readFileSync(join(CHART, 'values.schema.json'), 'utf8'));
+const FULLNAME = 'wiw-workload-identity-webhook';
+
+type SettingKey = keyof typeof settings;
+
+/**
+ * Settings the chart sets itself, from another value, and the values that drive them.
+ * Every other setting must be a key of `config` in values.yaml, or a development-only flag.
+ */
+const CHART_MANAGED: Partial<Record<SettingKey, { values: Record<string, any>; expect: string | RegExp }>> = {
+  tlsCertFile: { values: { certificates: { mode: 'certManager' } }, expect: '/etc/workload-identity-webhook/tls/tls.crt' },
+  tlsKeyFile: { values: { certificates: { mode: 'provided', provided: { secretName: 's', caBundle: TEST_CA_PEM } } }, expect: '/etc/workload-identity-webhook/tls/tls.key' },
+  certSecret: { values: { certificates: { selfManaged: { secretName: 'my-certs' } } }, expect: 'my-certs' },
+  certSecretNamespace: { values: {}, expect: 'wiw-system' },
+  certWebhookConfiguration: { values: {}, expect: FULLNAME },
+  selfSignedHosts: { values: { clusterDomain: 'corp.local' }, expect: `${FULLNAME},${FULLNAME}.wiw-system,${FULLNAME}.wiw-system.svc,${FULLNAME}.wiw-system.svc.corp.local` },
+  certValiditySeconds: { values: { certificates: { selfManaged: { validitySeconds: 7776000 } } }, expect: '7776000' },
+  certRenewBeforeSeconds: { values: { certificates: { selfManaged: { renewBeforeSeconds: 2592000 } } }, expect: '2592000' },
+  certPropagationSeconds: { values: { certificates: { selfManaged: { propagationSeconds: 30 } } }, expect: '30' },
+  certResyncSeconds: { values: { certificates: { selfManaged: { resyncSeconds: 20 } } }, expect: '20' },
+};
+/** Flags with no meaning inside a cluster; the chart never sets them. */
+const DEVELOPMENT_ONLY: Partial<Record<SettingKey, string>> = {
+  selfSigned: 'a throwaway CA nobody could put in a caBundle',
+  caBundleOut: 'goes with --self-signed',
+  kubeconfig: 'the in-cluster ServiceAccount is used',
+};
+
+function envName(flag: string): string {
+  return 'WIW_' + flag.toUpperCase().replaceAll('-', '_');
+}
+
+function configFlagTable(): Record<string, string> {
+  const helpers = readFileSync(join(CHART, 'templates/_helpers.tpl'), 'utf8');
+  const body = /define "wiw\.configFlags" -\}\}\n([\s\S]*?)\{\{- end \}\}/.exec(helpers)?.[1];
+  assert.ok(body, 'wiw.configFlags is defined in _helpers.tpl');
+  return parse(body) as Record<string, string>;
+}
+
+function webhookDeployment(manifests: Manifest[]): Manifest {
+  const d = find(manifests, 'Deployment', FULLNAME);
+  assert.ok(d, 'the webhook Deployment is rendered');
+  return d;
+}
+
+describe('helm lint and helm template over the values matrix', () => {
+  for (const { name, values } of VALUES_MATRIX) {
+    test(`${name}: lints clean and renders the webhook's invariants`, async () => {
+      await lintChart(values);
+      const { manifests } = await renderChart(values);
+      const mwc = find(manifests, 'MutatingWebhookConfiguration', FULLNAME)!;
+      const failurePolicy = values.webhook?.failurePolicy ?? 'Fail';
+      const secretsOn = values.webhook?.secrets?.enabled ?? true;
+      assert.deepEqual(
+        mwc.webhooks.map((w: any) => w.name),
+        ['pods.workload-identity-webhook.io', ...(secretsOn ? ['secrets.workload-identity-webhook.io', 'gardener-secrets.workload-identity-webhook.io'] : [])],
+      );
+      for (const w of mwc.webhooks) {
+        assert.deepEqual(w.admissionReviewVersions, ['v1']);
+        assert.equal(w.sideEffects, 'None');
+        assert.equal(w.reinvocationPolicy, 'IfNeeded');
+        assert.equal(w.failurePolicy, failurePolicy);
+        assert.equal(w.timeoutSeconds, values.webhook?.timeoutSeconds ?? 10);
+        const excluded = w.namespaceSelector.matchExpressions[0];
+        assert.deepEqual(excluded, { key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: ['kube-system', 'wiw-system', ...(values.webhook?.excludeNamespaces ?? [])] });
+        if (values.webhook?.url) assert.deepEqual(w.clientConfig, { url: `${values.webhook.url}/mutate` });
+        else assert.deepEqual(w.clientConfig.service, { name: FULLNAME, namespace: 'wiw-system', path: '/mutate', port: 443 });
+      }
+      const [pods, secrets, gardener] = mwc.webhooks;
+      assert.deepEqual(pods.rules, [{ apiGroups: [''], apiVersions: ['v1'], operations: ['CREATE'], resources: ['pods'], scope: 'Namespaced' }]);
+      assert.deepEqual(pods.objectSelector.matchExpressions, [
+        { key: 'workload-identity-webhook.io/skip', operator: 'DoesNotExist' },
+        { key: 'eks.amazonaws.com/skip-pod-identity-webhook', operator: 'DoesNotExist' },
+      ]);
+      if (secretsOn) {
+        for (const w of [secrets, gardener]) assert.deepEqual(w.rules[0].operations, ['CREATE', 'UPDATE']);
+        assert.deepEqual(secrets.objectSelector, { matchExpressions: [{ key: 'workload-identity-webhook.io/provider', operator: 'Exists' }] });
+        assert.deepEqual(gardener.objectSelector, {
+          matchLabels: { 'security.gardener.cloud/purpose': 'workload-identity-token-requestor' },
+          matchExpressions: [{ key: 'workloadidentity.security.gardener.cloud/provider', operator: 'Exists' }],
+        });
+      }
+      const requestor = find(manifests, 'Deployment', `${FULLNAME}-token-requestor`);
+      assert.equal(requestor !== undefined, values.tokenRequestor?.enabled === true);
+      // The webhook's own environment is a configuration the webhook accepts.
+      assert.doesNotThrow(() => loadConfig(new Map(), containerEnv(webhookDeployment(manifests))));
+    });
+  }
+
+  test('custom namespace selectors are ANDed with the exclusions', async () => {
+    const { manifests } = await renderChart(VALUES_MATRIX[3].values);
+    const selector = find(manifests, 'MutatingWebhookConfiguration')!.webhooks[0].namespaceSelector;
+    assert.deepEqual(selector.matchLabels, { 'identity.example.com/enabled': 'true' });
+    assert.deepEqual(selector.matchExpressions.slice(1), [{ key: 'tier', operator: 'NotIn', values: ['sandbox'] }]);
+  });
+});
+
+describe('certificate modes', () => {
+  test('self-managed: an empty Secret, and access to it and to the webhook configuration by name only', async () => {
+    const { manifests } = await renderChart({});
+    const secret = find(manifests, 'Secret', `${FULLNAME}-certs`)!;
+    assert.equal(secret.type, 'Opaque');
+    assert.equal(secret.data, undefined, 'the chart creates it empty; the webhook fills it');
+    const role = find(manifests, 'Role', `${FULLNAME}-certs`)!;
+    assert.deepEqual(role.rules, [{ apiGroups: [''], resources: ['secrets'], resourceNames: [`${FULLNAME}-certs`], verbs: ['get', 'update', 'watch'] }]);
+    const clusterRole = find(manifests, 'ClusterRole', FULLNAME)!;
+    assert.deepEqual(clusterRole.rules[1], { apiGroups: ['admissionregistration.k8s.io'], resources: ['mutatingwebhookconfigurations'], resourceNames: [FULLNAME], verbs: ['get', 'patch'] });
+    const mwc = find(manifests, 'MutatingWebhookConfiguration')!;
+    assert.ok(mwc.webhooks.every((w: any) => w.clientConfig.caBundle === undefined), 'caBundle left to the webhook (helm upgrade keeps what it patched)');
+    assert.equal(webhookDeployment(manifests).spec.template.spec.volumes.length, 1, 'no certificate volume');
+  });
+
+  test('cert-manager: a CA, an Issuer for it, a serving Certificate and CA injection; no Secret access', async () => {
+    const { manifests } = await renderChart({ certificates: { mode: 'certManager' } });
+    const certs = all(manifests, 'Certificate');
+    assert.deepEqual(certs.map((c) => c.metadata.name), [`${FULLNAME}-ca`, `${FULLNAME}-serving`]);
+    const serving = certs[1];
+    assert.equal(serving.spec.secretName, `${FULLNAME}-tls`);
+    assert.ok(serving.spec.dnsNames.includes(`${FULLNAME}.wiw-system.svc`));
+    assert.deepEqual(serving.spec.issuerRef, { name: `${FULLNAME}-ca`, kind: 'Issuer', group: 'cert-manager.io' });
+    assert.equal(find(manifests, 'MutatingWebhookConfiguration')!.metadata.annotations!['cert-manager.io/inject-ca-from'], `wiw-system/${FULLNAME}-serving`);
+    assert.equal(find(manifests, 'Role'), undefined);
+    assert.equal(find(manifests, 'ClusterRole')!.rules.length, 1);
+    const pod = webhookDeployment(manifests).spec.template.spec;
+    assert.deepEqual(pod.volumes[1], { name: 'tls', secret: { secretName: `${FULLNAME}-tls` } });
+
+    const external = await renderChart({ certificates: { mode: 'certManager', certManager: { issuerRef: { name: 'corp-ca', kind: 'ClusterIssuer' } } } });
+    assert.deepEqual(all(external.manifests, 'Issuer'), []);
+    assert.deepEqual(find(external.manifests, 'Certificate')!.spec.issuerRef, { name: 'corp-ca', kind: 'ClusterIssuer' });
+  });
+
+  test('provided: the given CA is the caBundle, the given Secret is mounted; missing either fails with the value to set', async () => {
+    const { manifests } = await renderChart({ certificates: { mode: 'provided', provided: { secretName: 'my-tls', caBundle: TEST_CA_PEM } } });
+    for (const w of find(manifests, 'MutatingWebhookConfiguration')!.webhooks) {
+      assert.equal(Buffer.from(w.clientConfig.caBundle, 'base64').toString(), TEST_CA_PEM);
+    }
+    assert.equal(webhookDeployment(manifests).spec.template.spec.volumes[1].secret.secretName, 'my-tls');
+    await assert.rejects(renderChart({ certificates: { mode: 'provided', provided: { secretName: 'my-tls' } } }), /certificates\.provided\.caBundle/);
+    await assert.rejects(renderChart({ certificates: { mode: 'provided', provided: { caBundle: TEST_CA_PEM } } }), /certificates\.provided\.secretName is required/);
+  });
+});
+
+describe('availability, security and least privilege', () => {
+  test('two replicas spread over zones and nodes, a PodDisruptionBudget, probes, requests and limits', async () => {
+    const { manifests } = await renderChart({});
+    const d = webhookDeployment(manifests);
+    assert.equal(d.spec.replicas, 2);
+    assert.equal(d.spec.strategy.rollingUpdate.maxUnavailable, 0);
+    const pod = d.spec.template.spec;
+    assert.deepEqual(pod.topologySpreadConstraints.map((t: any) => t.topologyKey), ['topology.kubernetes.io/zone', 'kubernetes.io/hostname']);
+    for (const t of pod.topologySpreadConstraints) assert.deepEqual(t.labelSelector.matchLabels, d.spec.selector.matchLabels);
+    const pdb = find(manifests, 'PodDisruptionBudget')!;
+    assert.equal(pdb.spec.minAvailable, 1);
+    assert.deepEqual(pdb.spec.selector, d.spec.selector);
+    const c = pod.containers[0];
+    assert.equal(c.livenessProbe.httpGet.path, '/healthz');
+    assert.equal(c.readinessProbe.httpGet.path, '/readyz');
+    assert.ok(c.resources.requests.cpu && c.resources.requests.memory && c.resources.limits.memory);
+    assert.ok(pod.terminationGracePeriodSeconds > valuesYaml.config.drainSeconds);
+    // One replica: no PDB that would block every node drain.
+    assert.equal(find((await renderChart({ replicaCount: 1 })).manifests, 'PodDisruptionBudget'), undefined);
+  });
+
+  test('every container runs under the restricted profile', async () => {
+    const { manifests } = await renderChart({ tokenRequestor: { enabled: true } });
+    const deployments = all(manifests, 'Deployment');
+    assert.equal(deployments.length, 2);
+    for (const d of deployments) {
+      const pod = d.spec.template.spec;
+      assert.equal(pod.securityContext.runAsNonRoot, true);
+      assert.equal(pod.securityContext.seccompProfile.type, 'RuntimeDefault');
+      for (const c of pod.containers) {
+        assert.equal(c.securityContext.allowPrivilegeEscalation, false);
+        assert.equal(c.securityContext.readOnlyRootFilesystem, true);
+        assert.deepEqual(c.securityContext.capabilities, { drop: ['ALL'] });
+      }
+    }
+  });
+
+  test('the webhook may read ServiceAccounts and nothing else cluster-wide, in every mode', async () => {
+    for (const { values } of VALUES_MATRIX) {
+      const { manifests } = await renderChart(values);
+      const role = find(manifests, 'ClusterRole', FULLNAME)!;
+      assert.deepEqual(role.rules[0], { apiGroups: [''], resources: ['serviceaccounts'], verbs: ['get', 'list', 'watch'] });
+      for (const rule of [...role.rules.slice(1), ...all(manifests, 'Role').filter((r) => r.metadata.name === `${FULLNAME}-certs`).flatMap((r) => r.rules)]) {
+        assert.ok(rule.resourceNames?.length === 1, `rule ${JSON.stringify(rule)} is narrowed to one object`);
+        assert.ok(!rule.verbs.includes('create') && !rule.verbs.includes('list') && !rule.verbs.includes('delete'));
+      }
+    }
+  });
+
+  test('the token requestor has its own ServiceAccount, TokenRequest rights and a Lease by name', async () => {
+    const { manifests } = await renderChart({ tokenRequestor: { enabled: true } });
+    const name = `${FULLNAME}-token-requestor`;
+    const d = find(manifests, 'Deployment', name)!;
+    assert.equal(d.spec.template.spec.serviceAccountName, name);
+    assert.ok(find(manifests, 'ServiceAccount', name));
+    assert.deepEqual(find(manifests, 'ClusterRole', name)!.rules, [
+      { apiGroups: [''], resources: ['secrets'], verbs: ['get', 'list', 'watch', 'update', 'patch'] },
+      { apiGroups: [''], resources: ['serviceaccounts'], verbs: ['get', 'list', 'watch'] },
+      { apiGroups: [''], resources: ['serviceaccounts/token'], verbs: ['create'] },
+    ]);
+    const lease = find(manifests, 'Role', name)!;
+    assert.equal(lease.metadata.namespace, 'wiw-system');
+    assert.deepEqual(lease.rules, [{ apiGroups: ['coordination.k8s.io'], resources: ['leases'], resourceNames: [name], verbs: ['get', 'update'] }]);
+    assert.equal(find(manifests, 'Lease', name)!.metadata.namespace, 'wiw-system', 'the chart creates the Lease: no create permission, and uninstall removes it');
+    assert.deepEqual(find(manifests, 'RoleBinding', name)!.subjects, [{ kind: 'ServiceAccount', name, namespace: 'wiw-system' }]);
+    // The webhook's own ServiceAccount gets none of that.
+    const webhookBindings = [...all(manifests, 'ClusterRoleBinding'), ...all(manifests, 'RoleBinding')].filter((b) => b.subjects[0].name === FULLNAME);
+    assert.ok(webhookBindings.every((b) => !b.roleRef.name.includes('token-requestor')));
+  });
+
+  test('optional ServiceMonitor and NetworkPolicy render only when enabled', async () => {
+    const off = (await renderChart({})).manifests;
+    assert.equal(find(off, 'ServiceMonitor'), undefined);
+    assert.equal(find(off, 'NetworkPolicy'), undefined);
+    const on = (await renderChart(VALUES_MATRIX[5].values)).manifests;
+    const sm = find(on, 'ServiceMonitor')!;
+    assert.equal(sm.metadata.labels!.release, 'prometheus');
+    assert.equal(sm.spec.endpoints[0].port, 'metrics');
+    const np = find(on, 'NetworkPolicy')!;
+    assert.deepEqual(np.spec.policyTypes, ['Ingress', 'Egress']);
+    assert.deepEqual(np.spec.ingress[0].ports, [{ port: 'https', protocol: 'TCP' }]);
+  });
+});
+
+describe('values cover the webhook', () => {
+  test('every setting in src/config.ts is a chart value, set by the chart, or development-only', () => {
+    const table = configFlagTable();
+    const configKeys = Object.keys(valuesYaml.config).sort();
+    assert.deepEqual(Object.keys(table).sort(), configKeys, 'wiw.configFlags and values.yaml config have the same keys');
+    for (const key of Object.keys(settings) as SettingKey[]) {
+      const homes = [key in table, key in CHART_MANAGED, key in DEVELOPMENT_ONLY].filter(Boolean).length;
+      assert.equal(homes, 1, `setting ${key} (--${settings[key].flag}) must be exactly one of: config.${key} in values.yaml, chart-managed, development-only`);
+      if (key in table) assert.equal(table[key], settings[key].flag, `config.${key} maps to --${settings[key].flag}`);
+    }
+    for (const key of configKeys) assert.ok(key in settings, `config.${key} is a setting of src/config.ts`);
+  });
+
+  test("values.yaml config defaults are the webhook's defaults", () => {
+    for (const [key, value] of Object.entries(valuesYaml.config)) {
+      const def = (settings as Record<string, { default: unknown }>)[key].default;
+      assert.deepEqual(value === '' ? undefined : value, def, `config.${key}`);
+    }
+  });
+
+  test('each config value reaches the container as its WIW_ variable, and the webhook reads it back', async () => {
+    const values = {
+      config: {
+        port: 9443, metricsPort: 9191, drainSeconds: 7, logLevel: 'debug', cacheMissTimeoutMs: 3000, cacheMissRate: 20,
+        awsAnnotationPrefix: 'iam.example.com', awsDefaultRegion: 'eu-west-1', awsAudience: 'aud', awsTokenExpiration: 7200,
+        awsStsRegionalEndpoints: true, azureTenantId: 'contoso.onmicrosoft.com', azureCloud: 'AzureChinaCloud', azureAudience: 'api://x',
+        azureTokenExpiration: 7200, gcpDefaultRegion: 'europe-west1', gcpAudience: 'gcp-aud', gcpTokenExpiration: 7200,
+        host: '0.0.0.0', metricsHost: '127.0.0.1',
+        gcpAllowedTokenUrls: ['https://sts.googleapis.com/v1/token', 'https://sts.example.com/v1/token'], secretTokenPath: '/var/run/identity/token',
+      },
+    };
+    const table = configFlagTable();
+    assert.deepEqual(Object.keys(values.config).sort(), Object.keys(table).sort(), 'this test sets every config key');
+    const env = containerEnv(webhookDeployment((await renderChart(values)).manifests));
+    for (const [key, value] of Object.entries(values.config)) assert.equal(env[envName(table[key])], String(value), `config.${key}`); // arrays join with commas
+    const config = loadConfig(new Map(), env);
+    for (const [key, value] of Object.entries(values.config)) assert.deepEqual((config as Record<string, unknown>)[key], value, `config.${key} read back`);
+  });
+
+  for (const [key, { values, expect }] of Object.entries(CHART_MANAGED)) {
+    test(`chart-managed --${settings[key as SettingKey].flag} is rendered from its value`, async () => {
+      const env = containerEnv(webhookDeployment((await renderChart(values)).manifests));
+      const actual = env[envName(settings[key as SettingKey].flag)];
+      if (expect instanceof RegExp) assert.match(actual, expect);
+      else assert.equal(actual, expect);
+    });
+  }
+
+  test('every token-requestor setting is a tokenRequestor.config value or set by the chart, and it reads them back', async () => {
+    const helpers = readFileSync(join(CHART, 'templates/_helpers.tpl'), 'utf8');
+    const table = parse(/define "wiw\.tokenRequestorFlags" -\}\}\n([\s\S]*?)\{\{- end \}\}/.exec(helpers)![1]) as Record<string, string>;
+    const chartManaged = { leaseNamespace: 'WIW_LEASE_NAMESPACE', leaseName: 'WIW_LEASE_NAME', identity: 'WIW_IDENTITY (the Pod name)' };
+    assert.deepEqual(Object.keys(table).sort(), Object.keys(valuesYaml.tokenRequestor.config).sort());
+    for (const [key, s] of Object.entries(requestorSettings)) {
+      assert.equal([key in table, key in chartManaged].filter(Boolean).length, 1, `token-requestor setting ${key} (--${s.flag}) has one home in the chart`);
+      if (key in table) {
+        assert.equal(table[key], s.flag);
+        assert.equal(valuesYaml.tokenRequestor.config[key], s.default, `tokenRequestor.config.${key} default`);
+      }
+    }
+    const { manifests } = await renderChart({ tokenRequestor: { enabled: true, leaseName: 'wi-lease', config: { leaseDurationSeconds: 20, tokenExpiration: 7200 } } });
+    const d = find(manifests, 'Deployment', `${FULLNAME}-token-requestor`)!;
+    const env = containerEnv(d);
+    const identity = d.spec.template.spec.containers[0].env.find((e: any) => e.name === 'WIW_IDENTITY');
+    assert.deepEqual(identity.valueFrom, { fieldRef: { fieldPath: 'metadata.name' } });
+    const rc = loadRequestorConfig(new Map(), { ...env, WIW_IDENTITY: 'pod-1' });
+    assert.deepEqual(rc, { leaseNamespace: 'wiw-system', leaseName: 'wi-lease', leaseDurationSeconds: 20, identity: 'pod-1', tokenExpiration: 7200 });
+    assert.doesNotThrow(() => loadConfig(new Map(), env), 'the shared settings it reads are valid too');
+    assert.deepEqual(find(manifests, 'Role', `${FULLNAME}-token-requestor`)!.rules[0].resourceNames, ['wi-lease']);
+    assert.ok(find(manifests, 'Lease', 'wi-lease'));
+  });
+
+  test('the container port and the probes follow config.port', async () => {
+    const c = webhookDeployment((await renderChart({ config: { port: 9443 } })).manifests).spec.template.spec.containers[0];
+    assert.equal(c.ports[0].containerPort, 9443);
+    assert.equal(c.livenessProbe.httpGet.port, 'https');
+  });
+});
+
+describe('values.schema.json and README', () => {
+  function leaves(obj: Record<string, any>, prefix = ''): string[] {
+    return Object.entries(obj).flatMap(([k, v]) => {
+      const path = prefix ? `${prefix}.${k}` : k;
+      const isMapOfSettings = v && typeof v === 'object' && !Array.isArray(v) && Object.keys(v).length > 0;
+      return isMapOfSettings ? leaves(v, path) : [path];
+    });
+  }
+
+  test('the schema describes every value in values.yaml', () => {
+    for (const path of leaves(valuesYaml)) {
+      let node = schema;
+      for (const part of path.split('.')) {
+        // An object schema without listed properties (a securityContext, say) takes any key.
+        if (node.type === 'object' && !node.properties && node.additionalProperties !== false) break;
+        node = node.properties?.[part] ?? (node.additionalProperties === false ? undefined : node.additionalProperties);
+        assert.ok(node, `values.schema.json has ${path}`);
+      }
+    }
+  });
+
+  test('the schema refuses bad values before anything renders', async () => {
+    for (const [values, message] of [
+      [{ webhook: { failurePolicy: 'Sometimes' } }, /failurePolicy must be one of/],
+      [{ webhook: { timeoutSeconds: 31 } }, /timeoutSeconds/],
+      [{ certificates: { mode: 'vault' } }, /certificates.mode must be one of/],
+      [{ config: { nope: 1 } }, /Additional property nope is not allowed/],
+      [{ config: { awsDefaultRegion: 'mars' } }, /awsDefaultRegion/],
+    ] as const) {
+      await assert.rejects(renderChart(values), (err: unknown) => err instanceof HelmError && message.test(err.stderr));
+    }
+  });
+
+  test('the chart README has a row for every value', () => {
+    const readme = readFileSync(join(CHART, 'README.md'), 'utf8').split('## Values')[1];
+    const rows = new Set([...readme.matchAll(/^\| `([^`]+)` \|/gm)].map((m) => m[1]));
+    for (const path of leaves(valuesYaml)) assert.ok(rows.has(path), `README.md documents ${path}`);
+    for (const row of rows) assert.ok(leaves(valuesYaml).includes(row), `README.md row ${row} is a value`);
+  });
+});
+
+describe('plain manifests', () => {
+  test('webhook-config/ is exactly what the chart renders with its defaults', async () => {
+    const expected = await plainManifests();
+    const actual = await readPlainManifests();
+    assert.deepEqual([...actual.keys()].sort(), [...expected.keys()].sort(), 'the same files (regenerate: node test/support/chart.ts write-plain-manifests)');
+    for (const [name, text] of expected) assert.equal(actual.get(name), text, `webhook-config/${name} is current (regenerate: node test/support/chart.ts write-plain-manifests)`);
+  });
+});

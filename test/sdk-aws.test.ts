@@ -1,0 +1,184 @@
+// Proof by the official AWS SDKs: @aws-sdk/credential-providers' default chain and boto3 read
+// what the webhook injected into a Pod, and the credentialsFile it derived into a labelled Secret
+// (whose token the token requestor wrote), exactly as stored by a real API server, and complete
+// AssumeRoleWithWebIdentity against a strict STS stand-in.
+import { readFileSync } from 'node:fs';
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createAwsSts, type AwsSts } from './sdk/aws-sts.ts';
+import { startSdkCluster, type SdkCluster } from './sdk/cluster.ts';
+import { tokenDigest } from './sdk/oidc.ts';
+import { untilRefreshed, type Language } from './sdk/sdk-process.ts';
+import { pinnedVersions } from './sdk/versions.ts';
+
+const NS = 'sdk-aws';
+const ROLE = 'arn:aws:iam::111122223333:role/s3-reader';
+const TOKEN_FILE = '/var/run/secrets/eks.amazonaws.com/serviceaccount/token';
+// Where Gardener's extensions mount the Secret; the webhook's default --secret-token-path is in it.
+const SECRET_MOUNT = '/var/run/secrets/gardener.cloud/workload-identity';
+const subject = (sa: string) => `system:serviceaccount:${NS}:${sa}`;
+
+let cluster: SdkCluster;
+let sts: AwsSts;
+
+before(async () => {
+  cluster = await startSdkCluster({
+    name: 'sdk-aws',
+    namespace: NS,
+    webhookArgs: ['--aws-default-region', 'eu-west-1'],
+    secrets: true,
+    serviceAccounts: {
+      // Named by labelled Secrets; it carries no annotation of its own.
+      'secret-reader': {},
+      reader: { 'eks.amazonaws.com/role-arn': ROLE, 'eks.amazonaws.com/sts-regional-endpoints': 'true' },
+      // Same role, but its trust policy does not name this ServiceAccount.
+      intruder: { 'eks.amazonaws.com/role-arn': ROLE, 'eks.amazonaws.com/sts-regional-endpoints': 'true' },
+      // An audience the account's OIDC provider does not list.
+      elsewhere: { 'eks.amazonaws.com/role-arn': ROLE, 'eks.amazonaws.com/audience': 'sts.example.com' },
+    },
+    services: (issuer) => [
+      (sts = createAwsSts({
+        issuer,
+        clientIds: ['sts.amazonaws.com'],
+        roles: [{ arn: ROLE, audience: 'sts.amazonaws.com', subjects: [subject('reader'), subject('secret-reader')] }],
+      })),
+    ],
+  });
+});
+
+after(async () => {
+  await cluster?.stop();
+});
+
+const start = (language: Language, serviceAccount: string) => cluster.start(language, 'aws', serviceAccount);
+
+for (const language of ['node', 'python'] as const) {
+  const sdkName = language === 'node' ? '@aws-sdk/credential-providers' : 'boto3';
+
+  describe(`${sdkName} (${language})`, () => {
+    test('runs the pinned SDK version', async (t) => {
+      const { sdk } = await start(language, 'reader');
+      const versions = await sdk.versions();
+      t.diagnostic(`${language}: ${Object.entries(versions).map(([n, v]) => `${n} ${v}`).join(', ')}`);
+      assert.equal(versions[sdkName], pinnedVersions[sdkName]);
+      await sdk.stop();
+    });
+
+    test('the default chain assumes the annotated role with the projected token, at the regional endpoint', async () => {
+      const { container, sdk } = await start(language, 'reader');
+      assert.deepEqual(container.rewrittenEnv, ['AWS_WEB_IDENTITY_TOKEN_FILE']);
+      assert.equal(container.env.AWS_ROLE_ARN, ROLE);
+      const answer = await sdk.credentials();
+      assert.ok(answer.ok, `${JSON.stringify(answer.error)}\n${sdk.stderr()}`);
+      const exchange = sts.exchanges.find((e) => e.accessKeyId === answer.accessKeyId);
+      assert.ok(exchange, 'the SDK returned credentials the stand-in issued');
+      assert.equal(exchange.roleArn, ROLE);
+      assert.equal(exchange.audience, 'sts.amazonaws.com');
+      assert.equal(exchange.subject, subject('reader'));
+      assert.equal(exchange.tokenDigest, tokenDigest(container.tokens[0].token));
+      assert.equal(exchange.host, 'sts.eu-west-1.amazonaws.com');
+      assert.match(String(answer.sessionToken), /^[A-Za-z0-9+/=]{200,}$/);
+      await sdk.stop();
+    });
+
+    test('a token for another audience: InvalidIdentityToken, Incorrect token audience', async () => {
+      const { container, sdk } = await start(language, 'elsewhere');
+      assert.equal(container.tokens[0].audience, 'sts.example.com');
+      const answer = await sdk.credentials();
+      assert.equal(answer.ok, false);
+      assert.equal(answer.error?.code, 'InvalidIdentityToken');
+      assert.match(answer.error!.message, /Incorrect token audience/);
+      await sdk.stop();
+    });
+
+    test('an expired token: ExpiredTokenException', async () => {
+      const { container, sdk } = await start(language, 'reader');
+      sts.clockOffsetSeconds = container.tokens[0].expirationSeconds + 60;
+      try {
+        const answer = await sdk.credentials();
+        assert.equal(answer.ok, false);
+        assert.equal(answer.error?.code, 'ExpiredTokenException');
+        assert.match(answer.error!.message, /Token expired: current date\/time \d+ must be before the expiration date\/time\d+/);
+      } finally {
+        sts.clockOffsetSeconds = 0;
+        await sdk.stop();
+      }
+    });
+
+    test('a ServiceAccount the role does not trust: AccessDenied', async () => {
+      const { sdk } = await start(language, 'intruder');
+      const answer = await sdk.credentials();
+      assert.equal(answer.ok, false);
+      assert.equal(answer.error?.code, 'AccessDenied');
+      assert.match(answer.error!.message, /Not authorized to perform sts:AssumeRoleWithWebIdentity/);
+      assert.equal(answer.error?.status, 403);
+      await sdk.stop();
+    });
+
+    test('rotation: once the credentials age, the refresh presents the replaced token file', async () => {
+      const { container, sdk } = await start(language, 'reader');
+      const original = container.tokens[0].token;
+      const first = await sdk.credentials();
+      assert.ok(first.ok, JSON.stringify(first.error));
+      assert.equal(sts.exchanges.find((e) => e.accessKeyId === first.accessKeyId)?.tokenDigest, tokenDigest(original));
+      const rotated = await container.rotateToken(TOKEN_FILE);
+      assert.notEqual(rotated, original);
+      // Just short of the credentials' hour: inside every refresh window, not yet expired.
+      await sdk.advanceClock(3500);
+      const second = await untilRefreshed(sdk, first, 'accessKeyId');
+      assert.equal(sts.exchanges.find((e) => e.accessKeyId === second.accessKeyId)?.tokenDigest, tokenDigest(rotated));
+      await sdk.stop();
+    });
+  });
+}
+
+let secrets = 0;
+for (const language of ['node', 'python'] as const) {
+  const sdkName = language === 'node' ? '@aws-sdk/credential-providers' : 'boto3';
+
+  describe(`labelled Secret, credentialsFile: ${sdkName} (${language})`, () => {
+    async function startOnSecret(variable: string) {
+      const name = `aws-credentials-${++secrets}`;
+      const secret = await cluster.createSecret(name, 'aws', 'secret-reader', { roleARN: ROLE });
+      const credentialsFile = Buffer.from(secret.data!.credentialsFile!, 'base64').toString('utf8');
+      assert.equal(credentialsFile, `[default]\nrole_arn = ${ROLE}\nweb_identity_token_file = ${SECRET_MOUNT}/token\nregion = eu-west-1\n`);
+      const pod = await cluster.createSecretPod(name, SECRET_MOUNT, { [variable]: `${SECRET_MOUNT}/credentialsFile` });
+      const container = await cluster.materialise(pod);
+      const sdk = cluster.startSdk(language, 'aws', container);
+      const token = () => readFileSync(container.files.get(`${SECRET_MOUNT}/token`)!, 'utf8');
+      return { name, container, sdk, token };
+    }
+
+    for (const variable of ['AWS_CONFIG_FILE', 'AWS_SHARED_CREDENTIALS_FILE']) {
+      test(`the default chain, ${variable} naming credentialsFile: the role, with the Secret's token`, async () => {
+        const { sdk, token } = await startOnSecret(variable);
+        const answer = await sdk.credentials();
+        assert.ok(answer.ok, `${JSON.stringify(answer.error)}\n${sdk.stderr()}`);
+        const exchange = sts.exchanges.find((e) => e.accessKeyId === answer.accessKeyId);
+        assert.ok(exchange, 'the SDK returned credentials the stand-in issued');
+        assert.equal(exchange.roleArn, ROLE);
+        assert.equal(exchange.audience, 'sts.amazonaws.com');
+        assert.equal(exchange.subject, subject('secret-reader'));
+        assert.equal(exchange.tokenDigest, tokenDigest(token()));
+        // The region line of credentialsFile picks the regional endpoint.
+        assert.equal(exchange.host, 'sts.eu-west-1.amazonaws.com');
+        await sdk.stop();
+      });
+    }
+
+    test('rotation: the token requestor renews the Secret\'s token; the next refresh presents it', async () => {
+      const { name, container, sdk, token } = await startOnSecret('AWS_CONFIG_FILE');
+      const original = token();
+      const first = await sdk.credentials();
+      assert.ok(first.ok, JSON.stringify(first.error));
+      assert.equal(sts.exchanges.find((e) => e.accessKeyId === first.accessKeyId)?.tokenDigest, tokenDigest(original));
+      await cluster.renewSecretToken(name);
+      await container.syncSecrets();
+      assert.notEqual(token(), original);
+      await sdk.advanceClock(3500);
+      const second = await untilRefreshed(sdk, first, 'accessKeyId');
+      assert.equal(sts.exchanges.find((e) => e.accessKeyId === second.accessKeyId)?.tokenDigest, tokenDigest(token()));
+      await sdk.stop();
+    });
+  });
+}

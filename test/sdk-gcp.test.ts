@@ -1,0 +1,218 @@
+// Proof by the official Google SDKs: google-auth-library (Node.js) and google-auth (Python) read
+// the credential file the webhook projected into a Pod, and the credentialsConfig it derived into
+// a labelled Secret (whose token the token requestor wrote), exactly as stored by a real API
+// server, and exchange the token at a strict Google STS stand-in, then impersonate the annotated
+// service account through IAM Credentials (or use the federated token directly).
+import { readFileSync } from 'node:fs';
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { startSdkCluster, type SdkCluster } from './sdk/cluster.ts';
+import { createGoogleCloud, type GoogleCloud } from './sdk/google.ts';
+import { tokenDigest } from './sdk/oidc.ts';
+import { untilRefreshed, type Language } from './sdk/sdk-process.ts';
+import { pinnedVersions } from './sdk/versions.ts';
+
+const NS = 'sdk-gcp';
+const PROJECT_NUMBER = '123456789012';
+const POOL = 'on-prem';
+const PROVIDER = `projects/${PROJECT_NUMBER}/locations/global/workloadIdentityPools/${POOL}/providers/cluster-a`;
+const AUDIENCE = `//iam.googleapis.com/${PROVIDER}`;
+const EMAIL = 'reader@my-project.iam.gserviceaccount.com';
+const TOKEN_FILE = '/var/run/secrets/sts.googleapis.com/serviceaccount/token';
+// Where Gardener's extensions mount the Secret; the webhook's default --secret-token-path is in it.
+const SECRET_MOUNT = '/var/run/secrets/gardener.cloud/workload-identity';
+const subject = (sa: string) => `system:serviceaccount:${NS}:${sa}`;
+const principal = (sa: string) => `principal://iam.googleapis.com/projects/${PROJECT_NUMBER}/locations/global/workloadIdentityPools/${POOL}/subject/${subject(sa)}`;
+
+let cluster: SdkCluster;
+let google: GoogleCloud;
+
+before(async () => {
+  const impersonate = { 'cloud.google.com/workload-identity-provider': PROVIDER, 'cloud.google.com/service-account-email': EMAIL };
+  cluster = await startSdkCluster({
+    name: 'sdk-gcp',
+    namespace: NS,
+    secrets: true,
+    serviceAccounts: {
+      // Named by labelled Secrets; it carries no annotation of its own.
+      'secret-reader': {},
+      reader: impersonate,
+      // The Flux dialect without a service account: direct resource access.
+      direct: { 'gcp.auth.fluxcd.io/workload-identity-provider': PROVIDER },
+      // Not granted roles/iam.workloadIdentityUser on the service account.
+      intruder: impersonate,
+      // An audience the provider does not allow.
+      elsewhere: { ...impersonate, 'cloud.google.com/audience': 'https://elsewhere.example.com' },
+    },
+    services: (issuer) => [
+      (google = createGoogleCloud({
+        issuer,
+        providers: [{ name: PROVIDER, issuer: issuer.issuer }],
+        serviceAccounts: [{ email: EMAIL, workloadIdentityUsers: [principal('reader'), principal('secret-reader')] }],
+        projects: { [PROJECT_NUMBER]: 'my-project' },
+      })),
+    ],
+  });
+});
+
+after(async () => {
+  await cluster?.stop();
+});
+
+const start = (language: Language, serviceAccount: string) => cluster.start(language, 'gcp', serviceAccount);
+
+for (const language of ['node', 'python'] as const) {
+  const sdkName = language === 'node' ? 'google-auth-library' : 'google-auth';
+
+  describe(`${sdkName} (${language})`, () => {
+    test('runs the pinned SDK version', async (t) => {
+      const { sdk } = await start(language, 'reader');
+      const versions = await sdk.versions();
+      t.diagnostic(`${language}: ${Object.entries(versions).map(([n, v]) => `${n} ${v}`).join(', ')}`);
+      assert.equal(versions[sdkName], pinnedVersions[sdkName]);
+      await sdk.stop();
+    });
+
+    test('GOOGLE_APPLICATION_CREDENTIALS: STS exchange, then a token of the impersonated service account', async () => {
+      const { container, sdk } = await start(language, 'reader');
+      assert.deepEqual(container.rewrittenEnv, ['GOOGLE_APPLICATION_CREDENTIALS']);
+      const answer = await sdk.credentials();
+      assert.ok(answer.ok, `${JSON.stringify(answer.error)}\n${sdk.stderr()}`);
+      const impersonation = google.impersonations.find((i) => i.accessToken === answer.token);
+      assert.ok(impersonation, 'the SDK returned a token the stand-in issued for the service account');
+      assert.equal(impersonation.email, EMAIL);
+      assert.equal(impersonation.principal, principal('reader'));
+      const exchange = google.exchanges.find((e) => e.principal === principal('reader') && e.tokenDigest === tokenDigest(container.tokens[0].token));
+      assert.ok(exchange, 'the stand-in exchanged the projected token');
+      assert.equal(exchange.audience, AUDIENCE);
+      assert.equal(exchange.subject, subject('reader'));
+      await sdk.stop();
+    });
+
+    test('without a service account: the federated token itself (direct resource access)', async () => {
+      const { container, sdk } = await start(language, 'direct');
+      const answer = await sdk.credentials();
+      assert.ok(answer.ok, `${JSON.stringify(answer.error)}\n${sdk.stderr()}`);
+      const exchange = google.exchanges.find((e) => e.accessToken === answer.token);
+      assert.ok(exchange, 'the SDK returned the token the stand-in issued at the exchange');
+      assert.equal(exchange.principal, principal('direct'));
+      assert.equal(exchange.audience, AUDIENCE);
+      assert.equal(exchange.tokenDigest, tokenDigest(container.tokens[0].token));
+      assert.equal(google.impersonations.some((i) => i.principal === principal('direct')), false);
+      await sdk.stop();
+    });
+
+    test('a token for another audience: invalid_grant at the exchange', async () => {
+      const { container, sdk } = await start(language, 'elsewhere');
+      assert.equal(container.tokens[0].audience, 'https://elsewhere.example.com');
+      const answer = await sdk.credentials();
+      assert.equal(answer.ok, false);
+      assert.match(answer.error!.message, /invalid_grant/);
+      assert.match(answer.error!.message, /The audience in ID Token \[https:\/\/elsewhere\.example\.com\] does not match the expected audience/);
+      await sdk.stop();
+    });
+
+    test('an expired token: invalid_grant at the exchange', async () => {
+      const { container, sdk } = await start(language, 'reader');
+      google.clockOffsetSeconds = container.tokens[0].expirationSeconds + 60;
+      try {
+        const answer = await sdk.credentials();
+        assert.equal(answer.ok, false);
+        assert.match(answer.error!.message, /invalid_grant/);
+        assert.match(answer.error!.message, /ID Token expired/);
+      } finally {
+        google.clockOffsetSeconds = 0;
+        await sdk.stop();
+      }
+    });
+
+    test('a ServiceAccount not granted the service account: PERMISSION_DENIED from IAM Credentials', async () => {
+      const { sdk } = await start(language, 'intruder');
+      const answer = await sdk.credentials();
+      assert.equal(answer.ok, false);
+      assert.match(answer.error!.message, /Permission \\?'iam\.serviceAccounts\.getAccessToken\\?' denied on resource \(or it may not exist\)/);
+      assert.ok(google.exchanges.some((e) => e.principal === principal('intruder')), 'the exchange itself succeeded');
+      await sdk.stop();
+    });
+
+    test('rotation: once the token ages, the refresh presents the replaced token file', async () => {
+      const { container, sdk } = await start(language, 'reader');
+      const original = container.tokens[0].token;
+      const first = await sdk.credentials();
+      assert.ok(first.ok, JSON.stringify(first.error));
+      assert.ok(google.exchanges.some((e) => e.tokenDigest === tokenDigest(original)));
+      const exchangesBefore = google.exchanges.length;
+      const rotated = await container.rotateToken(TOKEN_FILE);
+      assert.notEqual(rotated, original);
+      await sdk.advanceClock(3500);
+      const second = await untilRefreshed(sdk, first, 'token');
+      assert.ok(google.impersonations.some((i) => i.accessToken === second.token));
+      const refreshed = google.exchanges.slice(exchangesBefore).filter((e) => e.principal === principal('reader'));
+      assert.ok(refreshed.length > 0, 'the refresh went through STS again');
+      assert.ok(refreshed.every((e) => e.tokenDigest === tokenDigest(rotated)), 'every exchange after the rotation presented the new token');
+      await sdk.stop();
+    });
+  });
+}
+
+let secrets = 0;
+for (const language of ['node', 'python'] as const) {
+  const sdkName = language === 'node' ? 'google-auth-library' : 'google-auth';
+
+  describe(`labelled Secret, credentialsConfig: ${sdkName} (${language})`, () => {
+    async function startOnSecret() {
+      const name = `gcp-credentials-${++secrets}`;
+      const secret = await cluster.createSecret(name, 'gcp', 'secret-reader', {
+        projectID: 'my-project',
+        credentialsConfig: {
+          universe_domain: 'googleapis.com',
+          type: 'external_account',
+          audience: AUDIENCE,
+          subject_token_type: 'urn:ietf:params:oauth:token-type:jwt',
+          token_url: 'https://sts.googleapis.com/v1/token',
+          service_account_impersonation_url: `https://iamcredentials.googleapis.com/v1/projects/-/serviceAccounts/${EMAIL}:generateAccessToken`,
+        },
+      });
+      const config = JSON.parse(Buffer.from(secret.data!.credentialsConfig!, 'base64').toString('utf8'));
+      assert.deepEqual(config.credential_source, { file: `${SECRET_MOUNT}/token`, format: { type: 'text' } });
+      const pod = await cluster.createSecretPod(name, SECRET_MOUNT, { GOOGLE_APPLICATION_CREDENTIALS: `${SECRET_MOUNT}/credentialsConfig` });
+      const container = await cluster.materialise(pod);
+      const sdk = cluster.startSdk(language, 'gcp', container);
+      const token = () => readFileSync(container.files.get(`${SECRET_MOUNT}/token`)!, 'utf8');
+      return { name, container, sdk, token };
+    }
+
+    test('GOOGLE_APPLICATION_CREDENTIALS naming credentialsConfig: the service account, via the Secret\'s token', async () => {
+      const { sdk, token } = await startOnSecret();
+      const answer = await sdk.credentials();
+      assert.ok(answer.ok, `${JSON.stringify(answer.error)}\n${sdk.stderr()}`);
+      const impersonation = google.impersonations.find((i) => i.accessToken === answer.token);
+      assert.ok(impersonation, 'the SDK returned a token the stand-in issued for the service account');
+      assert.equal(impersonation.email, EMAIL);
+      assert.equal(impersonation.principal, principal('secret-reader'));
+      const exchange = google.exchanges.find((e) => e.tokenDigest === tokenDigest(token()));
+      assert.equal(exchange?.audience, AUDIENCE);
+      assert.equal(exchange?.subject, subject('secret-reader'));
+      await sdk.stop();
+    });
+
+    test('rotation: the token requestor renews the Secret\'s token; the next refresh presents it', async () => {
+      const { name, container, sdk, token } = await startOnSecret();
+      const original = token();
+      const first = await sdk.credentials();
+      assert.ok(first.ok, JSON.stringify(first.error));
+      assert.ok(google.exchanges.some((e) => e.tokenDigest === tokenDigest(original)));
+      const exchangesBefore = google.exchanges.length;
+      await cluster.renewSecretToken(name);
+      await container.syncSecrets();
+      assert.notEqual(token(), original);
+      await sdk.advanceClock(3500);
+      const second = await untilRefreshed(sdk, first, 'token');
+      assert.ok(google.impersonations.some((i) => i.accessToken === second.token));
+      const refreshed = google.exchanges.slice(exchangesBefore).filter((e) => e.principal === principal('secret-reader'));
+      assert.ok(refreshed.length > 0, 'the refresh went through STS again');
+      assert.ok(refreshed.every((e) => e.tokenDigest === tokenDigest(token())), 'every exchange after the renewal presented the new token');
+      await sdk.stop();
+    });
+  });
+}

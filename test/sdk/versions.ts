@@ -1,0 +1,11 @@
+// The SDK versions the proof pins: npm's in package.json, PyPI's in scripts/python-sdks.sh.
+import { readFileSync } from 'node:fs';
+
+const root = new URL('../../', import.meta.url);
+const pkg = JSON.parse(readFileSync(new URL('package.json', root), 'utf8')) as { devDependencies: Record<string, string> };
+const script = readFileSync(new URL('scripts/python-sdks.sh', root), 'utf8');
+
+export const pinnedVersions: Record<string, string> = {
+  ...pkg.devDependencies,
+  ...Object.fromEntries([...script.matchAll(/^(?:REQUIREMENTS=')?([a-z0-9-]+)==([\w.]+)'?$/gm)].map((m) => [m[1], m[2]])),
+};

@@ -1,0 +1,210 @@
+// The token requestor's decisions without a cluster: when to renew, what it refuses, what it asks
+// the API for. Its behaviour against a real kube-apiserver is in e2e-secrets.test.ts.
+import { describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import pino from 'pino';
+import { ConfigError } from '../src/errors.ts';
+import type { ServiceAccountView } from '../src/kube/types.ts';
+import { createSecretProviders } from '../src/providers/secret-index.ts';
+import { loadRequestorConfig } from '../src/token-requestor/config.ts';
+import { createRequestorMetrics } from '../src/token-requestor/metrics.ts';
+import { TokenRequestor, apiMessage, type RequestorApi } from '../src/token-requestor/requestor.ts';
+import { readTokenClaims, renewal, renewalFraction, type RenewalInput } from '../src/token-requestor/schedule.ts';
+import { trackSecret, type TrackedSecret } from '../src/token-requestor/secret-informer.ts';
+import { until } from './support/webhook.ts';
+import { config } from './helpers.ts';
+import { GCP_AUDIENCE, b64, fakeJwt, labelledSecret } from './support/secrets.ts';
+
+const SUBJECT = 'system:serviceaccount:team-a:app';
+
+describe('renewal schedule', () => {
+  const base = (claims: RenewalInput['claims'], extra: Partial<RenewalInput> = {}): RenewalInput => ({
+    claims, subject: SUBJECT, audience: 'sts.amazonaws.com', expirationSeconds: 3600, now: 10_000, jitterSeed: 'uid-1', forced: false, ...extra,
+  });
+  const fresh = { sub: SUBJECT, aud: ['sts.amazonaws.com'], iat: 9_000, exp: 12_600 };
+
+  test('renews at 45 % to 55 % of the lifetime, the same moment for the same token', () => {
+    const r = renewal(base(fresh));
+    assert.equal(r.now, false);
+    const at = (r as { at: number }).at;
+    assert.ok(at >= 9_000 + 3600 * 0.45 && at < 9_000 + 3600 * 0.55, String(at));
+    assert.deepEqual(renewal(base(fresh)), r);
+  });
+
+  test('jitter spreads Secrets written at the same moment', () => {
+    const fractions = new Set(Array.from({ length: 50 }, (_, i) => renewalFraction(`uid-${i}`, 9_000)));
+    assert.ok(fractions.size > 45);
+    for (const f of fractions) assert.ok(f >= 0.45 && f < 0.55);
+  });
+
+  test('renews now when due, forced, missing, or not a token it would have issued', () => {
+    assert.deepEqual(renewal(base(fresh, { now: 12_000 })), { now: true, reason: 'due' });
+    assert.deepEqual(renewal(base(fresh, { forced: true })), { now: true, reason: 'forced' });
+    assert.deepEqual(renewal(base(undefined)), { now: true, reason: 'missing' });
+    assert.deepEqual(renewal(base({ sub: SUBJECT })), { now: true, reason: 'unreadable' });
+    assert.deepEqual(renewal(base({ ...fresh, sub: 'system:serviceaccount:team-a:other' })), { now: true, reason: 'subject' });
+    assert.deepEqual(renewal(base({ ...fresh, aud: 'api://AzureADTokenExchange' })), { now: true, reason: 'audience' });
+    // Claims of a token that lives far longer than requested, e.g. written by hand.
+    assert.deepEqual(renewal(base({ ...fresh, exp: 9_000 + 86_400 * 365 })), { now: true, reason: 'lifetime' });
+  });
+
+  test('reads JWT claims and nothing that is not a JWT', () => {
+    assert.deepEqual(readTokenClaims(fakeJwt({ sub: SUBJECT, aud: 'a', iat: 1, exp: 2, extra: 'x' })), { sub: SUBJECT, aud: 'a', iat: 1, exp: 2 });
+    assert.equal(readTokenClaims('not a jwt'), undefined);
+    assert.equal(readTokenClaims('a.b.c'), undefined);
+    assert.equal(readTokenClaims(undefined), undefined);
+  });
+
+  test('tracking a Secret keeps the claims of its token, not the token', () => {
+    const token = fakeJwt({ sub: SUBJECT, iat: 5, exp: 10 });
+    const secret = labelledSecret('aws', { data: { token, other: 'x' } });
+    const tracked = trackSecret({ ...secret, metadata: { ...secret.metadata, uid: 'u', resourceVersion: '7' } } as Parameters<typeof trackSecret>[0])!;
+    assert.deepEqual(tracked.claims, { sub: SUBJECT, aud: undefined, iat: 5, exp: 10 });
+    const kept = JSON.stringify(tracked);
+    assert.equal(kept.includes(token) || kept.includes(b64(token)), false);
+    assert.equal(tracked.config, secret.data!.config);
+  });
+});
+
+/** A RequestorApi that records calls and issues fake tokens. */
+function fakeApi(accounts: ServiceAccountView[] = []) {
+  const calls: string[] = [];
+  const writes: { key: string; token: string; cleared: boolean }[] = [];
+  const events: { reason: string; message: string }[] = [];
+  let n = 0;
+  const api: RequestorApi = {
+    async readServiceAccount(namespace, name) {
+      calls.push(`get ${namespace}/${name}`);
+      return accounts.find((a) => a.namespace === namespace && a.name === name);
+    },
+    async requestToken({ namespace, name, audience, expirationSeconds, boundSecret }) {
+      calls.push(`token ${namespace}/${name} ${audience} ${expirationSeconds} ${boundSecret ? `bound:${boundSecret.name}` : 'unbound'}`);
+      const iat = Math.floor(Date.now() / 1000);
+      return fakeJwt({ sub: `system:serviceaccount:${namespace}:${name}`, aud: [audience], iat, exp: iat + expirationSeconds, n: n++ });
+    },
+    async writeToken(secret, token, cleared) {
+      writes.push({ key: `${secret.namespace}/${secret.name}`, token, cleared });
+      return String(Number(secret.resourceVersion) + 1);
+    },
+    async warn(_secret, reason, message) {
+      events.push({ reason, message });
+    },
+  };
+  return { api, calls, writes, events };
+}
+
+function tracked(secret: ReturnType<typeof labelledSecret>, uid = 'uid-1'): TrackedSecret {
+  return trackSecret({ ...secret, metadata: { ...secret.metadata, uid, resourceVersion: '1' } } as Parameters<typeof trackSecret>[0])!;
+}
+
+function requestor(api: RequestorApi) {
+  const c = config();
+  return new TokenRequestor({
+    core: { providers: createSecretProviders(c), defaultTokenPath: c.secretTokenPath },
+    api,
+    log: pino({ level: 'silent' }),
+    metrics: createRequestorMetrics(),
+    expirationSeconds: 1200,
+  });
+}
+
+describe('TokenRequestor', () => {
+  test('requests a token bound to the Secret with the provider audience and writes it once', async () => {
+    const fake = fakeApi();
+    const r = requestor(fake.api);
+    r.onChange('team-a/gcp', tracked(labelledSecret('gcp')));
+    await until('a write', () => fake.writes.length === 1 || undefined);
+    assert.deepEqual(fake.calls, [`token team-a/app ${GCP_AUDIENCE} 1200 bound:gcp-credentials`]);
+    assert.equal(fake.writes[0].cleared, false);
+    r.stop();
+  });
+
+  test('a cross-namespace reference reads the target and is not bound (the Secret is elsewhere)', async () => {
+    const fake = fakeApi([{ namespace: 'team-b', name: 'shared', uid: 'x', annotations: { 'workload-identity-webhook.io/allowed-referrer-namespaces': 'team-a' } }]);
+    const r = requestor(fake.api);
+    r.onChange('team-a/aws', tracked(labelledSecret('aws', { serviceAccount: 'team-b/shared' })));
+    await until('a write', () => fake.writes.length === 1 || undefined);
+    assert.deepEqual(fake.calls, ['get team-b/shared', 'token team-b/shared sts.amazonaws.com 1200 unbound']);
+    r.stop();
+  });
+
+  test('never requests a token for a reference the webhook would refuse', async () => {
+    const fake = fakeApi([{ namespace: 'team-b', name: 'private', uid: 'x', annotations: {} }]);
+    const r = requestor(fake.api);
+    r.onChange('team-a/aws', tracked(labelledSecret('aws', { serviceAccount: 'team-b/private' })));
+    await until('an event', () => fake.events.length === 1 || undefined);
+    assert.equal(fake.events[0].reason, 'TokenRefused');
+    assert.match(fake.events[0].message, /^no token issued: annotation workload-identity-webhook\.io\/service-account references ServiceAccount team-b\/private/);
+    assert.deepEqual(fake.calls, ['get team-b/private']);
+    assert.deepEqual(fake.writes, []);
+    r.stop();
+  });
+
+  test('never requests a token for a Secret whose config the webhook would refuse', async () => {
+    const fake = fakeApi();
+    const r = requestor(fake.api);
+    r.onChange('team-a/aws', tracked(labelledSecret('aws', { config: { roleARN: 'nope' } })));
+    await until('an event', () => fake.events.length === 1 || undefined);
+    assert.match(fake.events[0].message, /^no token issued: config\.roleARN="nope" is not an IAM role ARN/);
+    assert.deepEqual(fake.calls, []);
+    r.stop();
+  });
+
+  test('leaves Secrets with only Gardener\'s labels to Gardener\'s requestor', async () => {
+    const fake = fakeApi();
+    const r = requestor(fake.api);
+    r.onChange('team-a/aws', tracked(labelledSecret('aws', { provider: null, gardener: 'aws' })));
+    // A project-labelled Secret after it is a barrier: the requestor handles changes in order.
+    r.onChange('team-a/barrier', tracked(labelledSecret('aws', { name: 'barrier' }), 'uid-2'));
+    await until('the barrier\'s write', () => fake.writes.length === 1 || undefined);
+    assert.deepEqual(fake.writes.map((w) => w.key), ['team-a/barrier']);
+    r.stop();
+  });
+
+  test('the renew annotation forces a token and is cleared with the write', async () => {
+    const fake = fakeApi();
+    const r = requestor(fake.api);
+    const iat = Math.floor(Date.now() / 1000);
+    const current = fakeJwt({ sub: SUBJECT, aud: ['sts.amazonaws.com'], iat, exp: iat + 1200 });
+    r.onChange('team-a/aws', tracked(labelledSecret('aws', { data: { token: current }, annotations: { 'workload-identity-webhook.io/renew-requested-at': 'now' } })));
+    await until('a write', () => fake.writes.length === 1 || undefined);
+    assert.equal(fake.writes[0].cleared, true);
+    r.stop();
+  });
+
+  test('a fresh token is left alone', async () => {
+    const fake = fakeApi();
+    const r = requestor(fake.api);
+    const iat = Math.floor(Date.now() / 1000);
+    const current = fakeJwt({ sub: SUBJECT, aud: ['sts.amazonaws.com'], iat, exp: iat + 1200 });
+    r.onChange('team-a/fresh', tracked(labelledSecret('aws', { name: 'fresh', data: { token: current } })));
+    r.onChange('team-a/barrier', tracked(labelledSecret('aws', { name: 'barrier' }), 'uid-2'));
+    await until('the barrier\'s write', () => fake.writes.length === 1 || undefined);
+    assert.deepEqual(fake.writes.map((w) => w.key), ['team-a/barrier']);
+    r.stop();
+  });
+
+  test('the API server\'s message is passed on, not the raw error', () => {
+    assert.equal(apiMessage({ body: JSON.stringify({ message: 'admission webhook denied the request: x' }) }), 'admission webhook denied the request: x');
+    assert.equal(apiMessage(new Error('socket hang up')), 'socket hang up');
+  });
+});
+
+describe('token-requestor settings', () => {
+  test('the Lease namespace comes from the flag, else the in-cluster namespace file, else is an error naming the flag', () => {
+    assert.equal(loadRequestorConfig(new Map([['lease-namespace', 'wiw']]), {}).leaseNamespace, 'wiw');
+    assert.throws(() => loadRequestorConfig(new Map(), {}, '/nonexistent'), new ConfigError('--lease-namespace is required outside a cluster'));
+    assert.equal(loadRequestorConfig(new Map(), { WIW_LEASE_NAMESPACE: 'from-env' }).leaseNamespace, 'from-env');
+  });
+
+  test('values are validated at start-up', () => {
+    assert.throws(() => loadRequestorConfig(new Map([['lease-namespace', 'x'], ['token-expiration', '60']]), {}), new ConfigError('--token-expiration=60 is out of range; expected 600 to 4294967296'));
+    assert.throws(() => loadRequestorConfig(new Map([['lease-namespace', 'x'], ['lease-name', 'Bad_Name']]), {}), new ConfigError('--lease-name="Bad_Name" is not a DNS subdomain'));
+    const c = loadRequestorConfig(new Map([['lease-namespace', 'x']]), {});
+    assert.equal(c.tokenExpiration, 3600);
+    assert.equal(c.leaseDurationSeconds, 15);
+    assert.match(c.identity, /_[0-9a-f]{8}$/);
+  });
+
+  test('b64 fixture round-trips', () => assert.equal(Buffer.from(b64('x'), 'base64').toString(), 'x'));
+});
