@@ -222,9 +222,10 @@ describe('availability, security and least privilege', () => {
     assert.equal(d.spec.template.spec.serviceAccountName, name);
     assert.ok(find(manifests, 'ServiceAccount', name));
     assert.deepEqual(find(manifests, 'ClusterRole', name)!.rules, [
-      { apiGroups: [''], resources: ['secrets'], verbs: ['get', 'list', 'watch', 'update', 'patch'] },
-      { apiGroups: [''], resources: ['serviceaccounts'], verbs: ['get', 'list', 'watch'] },
+      { apiGroups: [''], resources: ['secrets'], verbs: ['list', 'watch', 'patch'] },
+      { apiGroups: [''], resources: ['serviceaccounts'], verbs: ['get'] },
       { apiGroups: [''], resources: ['serviceaccounts/token'], verbs: ['create'] },
+      { apiGroups: [''], resources: ['events'], verbs: ['create'] },
     ]);
     const lease = find(manifests, 'Role', name)!;
     assert.equal(lease.metadata.namespace, 'wiw-system');
