@@ -7,18 +7,25 @@ import { previewPod, type OutputFormat } from './preview.ts';
 import { createProviders } from './providers/index.ts';
 import { createSecretProviders } from './providers/secret-index.ts';
 import { isSecretPreview, previewSecret } from './preview-secret.ts';
+import { loadPreviewPolicy, policyReport } from './policy/preview.ts';
 import { isRequestorFlag, loadRequestorConfig, requestorHelp } from './token-requestor/config.ts';
 
 const USAGE = `Usage:
   workload-identity-webhook serve [flags]
-  workload-identity-webhook preview -f FILE [-f FILE ...] [--old FILE] [-o yaml|json|patch] [flags]
+  workload-identity-webhook preview -f FILE [-f FILE ...] [--old FILE] [--policy FILE ...] [-o yaml|json|patch] [flags]
+  workload-identity-webhook check-policy -f FILE [-f FILE ...]
   workload-identity-webhook token-requestor [flags]
   workload-identity-webhook help
 
 preview runs the same mutation core offline. Input: YAML or JSON documents (use - for stdin):
 ServiceAccounts standing in for the cluster's and exactly one Pod, or exactly one Secret (a
 GEP-26 labelled Secret; --old FILE holds its stored version, to preview an UPDATE). Exit 0
-admitted, 1 denied (message on stderr), 2 bad usage or unreadable input.
+admitted, 1 denied (message on stderr), 2 bad usage or unreadable input. --policy FILE judges
+the Pod with the tenant policies (WorkloadIdentityPolicy objects, docs/policy.md) of FILE, and
+Namespaces among the documents stand in for the cluster's labels.
+
+check-policy compiles tenant policies and runs their examples, as the webhook does before using
+them: exit 0 when every policy is good, 1 otherwise (each problem on stdout).
 
 token-requestor keeps a fresh ServiceAccount token in every Secret labelled
 workload-identity-webhook.io/provider (see docs/secrets.md). Run it as its own Deployment: it
@@ -40,6 +47,8 @@ interface ParsedArgs {
   output: OutputFormat;
   /** preview: the stored version of the Secret, for an UPDATE. */
   old?: string;
+  /** preview: tenant policy files. */
+  policies: string[];
 }
 
 export function parseArgs(argv: string[]): ParsedArgs {
@@ -48,6 +57,7 @@ export function parseArgs(argv: string[]): ParsedArgs {
   const files: string[] = [];
   let output: OutputFormat = 'yaml';
   let old: string | undefined;
+  const policies: string[] = [];
   for (let i = 0; i < rest.length; i++) {
     const arg = rest[i];
     const takeValue = (name: string, inline: string | undefined): string => {
@@ -63,6 +73,8 @@ export function parseArgs(argv: string[]): ParsedArgs {
       const v = takeValue('-o', arg.startsWith('--output=') ? arg.slice(9) : undefined);
       if (v !== 'yaml' && v !== 'json' && v !== 'patch') throw new UsageError(`-o ${v}: expected yaml, json or patch`);
       output = v;
+    } else if (arg === '--policy' || arg.startsWith('--policy=')) {
+      policies.push(takeValue('--policy', arg.startsWith('--policy=') ? arg.slice(9) : undefined));
     } else if (arg === '--old' || arg.startsWith('--old=')) {
       old = takeValue('--old', arg.startsWith('--old=') ? arg.slice(6) : undefined);
     } else if (arg.startsWith('--')) {
@@ -75,7 +87,7 @@ export function parseArgs(argv: string[]): ParsedArgs {
       throw new UsageError(`unexpected argument "${arg}"`);
     }
   }
-  return { command, flags, files, output, old };
+  return { command, flags, files, output, old, policies };
 }
 
 function readInput(file: string): string {
@@ -117,9 +129,14 @@ async function main(argv: string[]): Promise<number> {
         const config = loadConfig(args.flags);
         const documents = args.files.map((source) => ({ source, text: readInput(source) }));
         const old = args.old === undefined ? undefined : { documents: [{ source: args.old, text: readInput(args.old) }] };
-        const result = old || isSecretPreview({ documents })
+        const policyFiles = [...args.policies, ...(config.policyFile ? [config.policyFile] : [])];
+        const policy = policyFiles.length > 0 ? loadPreviewPolicy(policyFiles, config) : undefined;
+        for (const w of policy?.warnings ?? []) process.stderr.write(`warning: ${w}\n`);
+        const secret = old || isSecretPreview({ documents });
+        if (secret && policy) process.stderr.write('warning: tenant policy is previewed for Pods only; the Secret is previewed without it\n');
+        const result = secret
           ? previewSecret({ providers: createSecretProviders(config), defaultTokenPath: config.secretTokenPath }, { documents }, old, args.output)
-          : previewPod(createProviders(config), { documents }, args.output);
+          : previewPod(createProviders(config), { documents }, args.output, policy);
         for (const w of result.warnings) process.stderr.write(`warning: ${w}\n`);
         if (!result.allowed) {
           process.stderr.write(`denied (${result.denial.reason}): ${result.denial.message}\n`);
@@ -127,6 +144,13 @@ async function main(argv: string[]): Promise<number> {
         }
         process.stdout.write(result.output);
         return 0;
+      }
+      case 'check-policy': {
+        if (args.files.length === 0) throw new UsageError('check-policy needs at least one -f FILE');
+        const config = loadConfig(args.flags);
+        const report = policyReport(loadPreviewPolicy(args.files, config).results);
+        process.stdout.write(report.lines.join('\n') + '\n');
+        return report.ok ? 0 : 1;
       }
       case 'token-requestor': {
         const config = loadConfig(args.flags);

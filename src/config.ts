@@ -131,6 +131,10 @@ export const settings = {
   gcpAllowedTokenUrls: { flag: 'gcp-allowed-token-urls', description: 'token_url values a labelled Secret\'s GCP credentialsConfig may use (comma-separated https URLs)', parse: httpsUrlList, default: ['https://sts.googleapis.com/v1/token'] },
   // Labelled Secrets (GEP-26)
   secretTokenPath: { flag: 'secret-token-path', description: 'Where Pods mount a labelled Secret\'s token key, written into its derived files (per Secret: annotation workload-identity-webhook.io/token-path)', parse: tokenPath, default: DEFAULT_SECRET_TOKEN_PATH },
+  // Tenant policy (docs/policy.md)
+  watchPolicies: { flag: 'watch-policies', description: 'Enforce the cluster\'s WorkloadIdentityPolicy objects and write their status (needs the CRD of charts/workload-identity-webhook/crds, and RBAC on it and on namespaces)', parse: bool, default: false, boolean: true },
+  policyFile: { flag: 'policy-file', description: 'Enforce the WorkloadIdentityPolicy objects of this YAML file (clusters without the CRD); read at start-up', parse: optionalString, default: undefined },
+  policyFailureMode: { flag: 'policy-failure-mode', description: 'While a policy is broken: deny (refuse every cloud identity) or keep-last-good (enforce its last good version)', parse: oneOf(['deny', 'keep-last-good'] as const), default: 'deny' as const },
 } satisfies Record<string, Setting<unknown>>;
 
 type Settings = typeof settings;

@@ -6,6 +6,7 @@ import { mutatePod, serviceAccountNameOf } from './mutate/pod.ts';
 import type { PatchOperation } from './mutate/patch.ts';
 import { podShapeError } from './admission/pods.ts';
 import type { PodProvider } from './providers/types.ts';
+import { previewPodPolicy, type PreviewPolicy } from './policy/preview.ts';
 
 export type OutputFormat = 'yaml' | 'json' | 'patch';
 
@@ -41,7 +42,7 @@ export function parseManifests(input: PreviewInput): Manifest[] {
  * The webhook's decision for one Pod, offline: the given ServiceAccounts stand in for the
  * cluster's. Same providers, same core as `serve`.
  */
-export function previewPod(providers: readonly PodProvider[], input: PreviewInput, format: OutputFormat): PreviewResult {
+export function previewPod(providers: readonly PodProvider[], input: PreviewInput, format: OutputFormat, policy?: PreviewPolicy): PreviewResult {
   const manifests = parseManifests(input);
   const pods = manifests.filter((m) => m.kind === 'Pod');
   if (pods.length !== 1) {
@@ -61,7 +62,7 @@ export function previewPod(providers: readonly PodProvider[], input: PreviewInpu
   const sa = accounts.get(`${namespace}/${saName}`);
   const warnings: string[] = [];
   if (!sa) warnings.push(`ServiceAccount ${namespace}/${saName} is not among the documents: previewed as if it did not exist`);
-  const result = mutatePod(providers, { pod, namespace, serviceAccount: sa });
+  const result = mutatePod(providers, { pod, namespace, serviceAccount: sa }, previewPodPolicy(policy, manifests, namespace, warnings));
   if (!result.allowed) return { allowed: false, denial: result.denial, warnings };
   warnings.push(...result.warnings);
   if (format === 'patch') return { allowed: true, patch: result.patch, output: JSON.stringify(result.patch, null, 2) + '\n', warnings };

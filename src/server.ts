@@ -13,6 +13,7 @@ import { ServiceAccountCache } from './kube/serviceaccount-cache.ts';
 import { createMetrics } from './metrics.ts';
 import { annotationPrefixes, createProviders } from './providers/index.ts';
 import { createSecretProviders } from './providers/secret-index.ts';
+import { createTenantPolicy } from './policy/runtime.ts';
 import { SECRET_ANNOTATION_PREFIXES } from './mutate/secret-labels.ts';
 import { selfManagedTls } from './tls/certificate-manager.ts';
 import { generateCertificates } from './tls/self-signed.ts';
@@ -57,16 +58,18 @@ export async function serve(config: Config, log: Logger): Promise<RunningServer>
     missTimeoutMs: config.cacheMissTimeoutMs,
     missReadsPerSecond: config.cacheMissRate,
   });
+  const tenantPolicy = createTenantPolicy(config, kubeConfig, log);
   let draining = false;
   const lookup = (ns: string, name: string) => cache.lookup(ns, name);
   const admit = (request: AdmissionRequest): Decision | Promise<Decision> => {
-    if (request.kind.kind === 'Pod' && request.kind.group === '') return admitPod(providers, lookup, request);
-    if (request.kind.kind === 'Secret' && request.kind.group === '') return admitSecret(secretCore, lookup, request);
+    if (request.kind.kind === 'Pod' && request.kind.group === '') return admitPod(providers, lookup, request, tenantPolicy?.gate);
+    if (request.kind.kind === 'Secret' && request.kind.group === '') return admitSecret(secretCore, lookup, request, tenantPolicy?.gate);
     return { allowed: true };
   };
 
-  const app = buildApp({ https: tls.pair, log, metrics, admit, isReady: () => !draining && cache.synced });
+  const app = buildApp({ https: tls.pair, log, metrics, admit, isReady: () => !draining && cache.synced && (tenantPolicy?.synced() ?? true) });
   void cache.start();
+  tenantPolicy?.start();
   await app.listen({ port: config.port, host: config.host });
   const port = (app.server.address() as AddressInfo).port;
   const stopWatching = tls.watch?.((pair) => {
@@ -102,6 +105,7 @@ export async function serve(config: Config, log: Logger): Promise<RunningServer>
         await new Promise((resolve) => setTimeout(resolve, config.drainSeconds * 1000));
         stopWatching?.();
         cache.stop();
+        tenantPolicy?.stop();
         await Promise.all([app.close(), new Promise((resolve) => metricsServer.close(resolve))]);
         log.info('stopped');
       })();

@@ -22,6 +22,7 @@ import {
   readPlainManifests,
   renderChart,
   resourcePath,
+  chartCrds,
   stubCrds,
   type Manifest,
 } from './support/chart.ts';
@@ -44,8 +45,9 @@ before(async () => {
   core = cp.kubeConfig().makeApiClient(CoreV1Api);
   admission = cp.kubeConfig().makeApiClient(AdmissionregistrationV1Api);
   const ext = cp.kubeConfig().makeApiClient(ApiextensionsV1Api);
-  for (const crd of stubCrds()) await ext.createCustomResourceDefinition({ body: crd as never });
-  for (const crd of stubCrds()) {
+  const crds = [...(await chartCrds()), ...stubCrds()];
+  for (const crd of crds) await ext.createCustomResourceDefinition({ body: crd as never });
+  for (const crd of crds) {
     await until(`CRD ${crd.metadata.name} established`, async () => {
       const got = await ext.readCustomResourceDefinition({ name: crd.metadata.name });
       return got.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True') || undefined;

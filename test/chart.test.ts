@@ -44,6 +44,7 @@ const CHART_MANAGED: Partial<Record<SettingKey, { values: Record<string, any>; e
   certRenewBeforeSeconds: { values: { certificates: { selfManaged: { renewBeforeSeconds: 2592000 } } }, expect: '2592000' },
   certPropagationSeconds: { values: { certificates: { selfManaged: { propagationSeconds: 30 } } }, expect: '30' },
   certResyncSeconds: { values: { certificates: { selfManaged: { resyncSeconds: 20 } } }, expect: '20' },
+  policyFile: { values: { policy: { configMap: 'wiw-policy' } }, expect: '/etc/workload-identity-webhook/policy/policy.yaml' },
 };
 /** Flags with no meaning inside a cluster; the chart never sets them. */
 const DEVELOPMENT_ONLY: Partial<Record<SettingKey, string>> = {
@@ -203,12 +204,15 @@ describe('availability, security and least privilege', () => {
     }
   });
 
-  test('the webhook may read ServiceAccounts and nothing else cluster-wide, in every mode', async () => {
+  test('the webhook may read ServiceAccounts (and, with tenant policy, Namespaces and policies) and nothing else cluster-wide, in every mode', async () => {
+    const POLICY_RESOURCES = new Set(['namespaces', 'workloadidentitypolicies', 'workloadidentitypolicies/status']);
     for (const { values } of VALUES_MATRIX) {
       const { manifests } = await renderChart(values);
       const role = find(manifests, 'ClusterRole', FULLNAME)!;
       assert.deepEqual(role.rules[0], { apiGroups: [''], resources: ['serviceaccounts'], verbs: ['get', 'list', 'watch'] });
-      for (const rule of [...role.rules.slice(1), ...all(manifests, 'Role').filter((r) => r.metadata.name === `${FULLNAME}-certs`).flatMap((r) => r.rules)]) {
+      const policyOn = Boolean(values.config?.watchPolicies || values.policy?.configMap);
+      const rest = role.rules.slice(1).filter((r: { resources: string[] }) => !(policyOn && POLICY_RESOURCES.has(r.resources[0])));
+      for (const rule of [...rest, ...all(manifests, 'Role').filter((r) => r.metadata.name === `${FULLNAME}-certs`).flatMap((r) => r.rules)]) {
         assert.ok(rule.resourceNames?.length === 1, `rule ${JSON.stringify(rule)} is narrowed to one object`);
         assert.ok(!rule.verbs.includes('create') && !rule.verbs.includes('list') && !rule.verbs.includes('delete'));
       }
@@ -237,11 +241,36 @@ describe('availability, security and least privilege', () => {
     assert.ok(webhookBindings.every((b) => !b.roleRef.name.includes('token-requestor')));
   });
 
+  test('tenant policy: read access to policies and namespaces only when enabled; starter policy and ConfigMap wired', async () => {
+    const rulesOf = (m: Manifest[]) => find(m, 'ClusterRole', FULLNAME)!.rules as { apiGroups: string[]; resources: string[]; verbs: string[] }[];
+    const off = (await renderChart({})).manifests;
+    assert.ok(rulesOf(off).every((r) => !r.resources.includes('namespaces') && !r.resources.some((x) => x.startsWith('workloadidentitypolicies'))));
+    assert.equal(find(off, 'WorkloadIdentityPolicy'), undefined);
+
+    const cluster = (await renderChart({ config: { watchPolicies: true }, policy: { starter: true } })).manifests;
+    assert.deepEqual(rulesOf(cluster).filter((r) => r.resources[0] !== 'serviceaccounts' && r.resources[0] !== 'mutatingwebhookconfigurations'), [
+      { apiGroups: [''], resources: ['namespaces'], verbs: ['get', 'list', 'watch'] },
+      { apiGroups: ['workload-identity-webhook.io'], resources: ['workloadidentitypolicies'], verbs: ['get', 'list', 'watch'] },
+      { apiGroups: ['workload-identity-webhook.io'], resources: ['workloadidentitypolicies/status'], verbs: ['update'] },
+    ]);
+    assert.equal(find(cluster, 'WorkloadIdentityPolicy', 'namespace-labels')!.apiVersion, 'workload-identity-webhook.io/v1alpha1');
+    const env = webhookDeployment(cluster).spec.template.spec.containers[0].env as { name: string; value: string }[];
+    assert.ok(env.some((e) => e.name === 'WIW_WATCH_POLICIES' && e.value === 'true'));
+
+    const fromFile = (await renderChart({ policy: { configMap: 'wiw-policy' } })).manifests;
+    assert.ok(rulesOf(fromFile).some((r) => r.resources.includes('namespaces')));
+    assert.ok(rulesOf(fromFile).every((r) => !r.resources.includes('workloadidentitypolicies')));
+    const pod = webhookDeployment(fromFile).spec.template.spec;
+    assert.deepEqual(pod.volumes.find((v: { name: string }) => v.name === 'policy').configMap, { name: 'wiw-policy', items: [{ key: 'policy.yaml', path: 'policy.yaml' }] });
+
+    await assert.rejects(renderChart({ policy: { starter: true } }), /policy.starter needs config.watchPolicies=true/);
+  });
+
   test('optional ServiceMonitor and NetworkPolicy render only when enabled', async () => {
     const off = (await renderChart({})).manifests;
     assert.equal(find(off, 'ServiceMonitor'), undefined);
     assert.equal(find(off, 'NetworkPolicy'), undefined);
-    const on = (await renderChart(VALUES_MATRIX[5].values)).manifests;
+    const on = (await renderChart(VALUES_MATRIX.find((m) => m.name.startsWith('everything optional on'))!.values)).manifests;
     const sm = find(on, 'ServiceMonitor')!;
     assert.equal(sm.metadata.labels!.release, 'prometheus');
     assert.equal(sm.spec.endpoints[0].port, 'metrics');
@@ -280,6 +309,7 @@ describe('values cover the webhook', () => {
         azureTokenExpiration: 7200, gcpDefaultRegion: 'europe-west1', gcpAudience: 'gcp-aud', gcpTokenExpiration: 7200,
         host: '0.0.0.0', metricsHost: '127.0.0.1',
         gcpAllowedTokenUrls: ['https://sts.googleapis.com/v1/token', 'https://sts.example.com/v1/token'], secretTokenPath: '/var/run/identity/token',
+        watchPolicies: true, policyFailureMode: 'keep-last-good',
       },
     };
     const table = configFlagTable();

@@ -2,8 +2,9 @@
 // examples, and the status that reports what keeps a policy from being used.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { compileExpression } from '../src/policy/cel.ts';
+import { activation, compileExpression } from '../src/policy/cel.ts';
 import { compilePolicy } from '../src/policy/compile.ts';
 import { exampleVariables } from '../src/policy/inputs.ts';
 import { loadPolicyFile, policyDocumentsFromText } from '../src/policy/load.ts';
@@ -11,7 +12,7 @@ import type { CompileResult } from '../src/policy/model.ts';
 import { policyStatus, statusChanged } from '../src/policy/status.ts';
 import { PolicyStore } from '../src/policy/store.ts';
 
-const STARTER = resolve(import.meta.dirname, '../deploy/policies/namespace-labels.yaml');
+const STARTER = resolve(import.meta.dirname, '../charts/workload-identity-webhook/files/policies/namespace-labels.yaml');
 
 function compile(spec: unknown, name = 'p', generation = 1): CompileResult {
   return compilePolicy({ name, generation, source: 'test', spec });
@@ -54,7 +55,7 @@ describe('CEL expressions', () => {
   test('the strings extension is there, as in Kubernetes CEL', () => {
     const p = compileExpression("'a/b'.split('/')[1].upperAscii() + identity.provider");
     assert.ok(!('error' in p));
-    assert.deepEqual(p.run(exampleVariables({ identity: { provider: 'aws' } })), { value: 'Baws' });
+    assert.deepEqual(p.run(activation(exampleVariables({ identity: { provider: 'aws' } }))), { value: 'Baws' });
   });
 });
 
@@ -233,7 +234,15 @@ describe('examples', () => {
     ]);
   });
 
-  test('the starter policy in deploy/policies compiles and all its examples pass', () => {
+  test('the policy of docs/policy.md compiles and its examples pass', () => {
+    const doc = readFileSync(resolve(import.meta.dirname, '../docs/policy.md'), 'utf8');
+    const yaml = /```yaml\n(apiVersion: workload-identity-webhook\.io\/v1alpha1\n[\s\S]*?)```/.exec(doc)![1];
+    const [r] = policyDocumentsFromText(yaml, 'docs/policy.md').map(compilePolicy);
+    assert.ok(r.ok, r.ok ? '' : JSON.stringify(r.problems, null, 2));
+    assert.equal(r.examples, 4);
+  });
+
+  test('the starter policy in charts/workload-identity-webhook/files/policies compiles and all its examples pass', () => {
     const [r] = loadPolicyFile(STARTER);
     assert.ok(r.ok, r.ok ? '' : JSON.stringify(r.problems, null, 2));
     assert.equal(r.policy.name, 'namespace-labels');
@@ -260,7 +269,7 @@ describe('status', () => {
   const now = new Date('2026-01-02T03:04:05.678Z');
 
   test('a good policy is Ready with what it holds', () => {
-    const s = policyStatus(compile({ validations: [{ ...ownAccount, examples: [{ name: 'x', identity: { provider: 'gcp' }, expect: { allowed: true } }] }] }, 'p', 3), 'deny', undefined, now);
+    const s = policyStatus(compile({ validations: [{ ...ownAccount, examples: [{ name: 'x', identity: { provider: 'gcp' }, expect: { allowed: true } }] }] }, 'p', 3), undefined, now);
     assert.deepEqual(s, {
       observedGeneration: 3,
       conditions: [{ type: 'Ready', status: 'True', reason: 'Valid', message: 'in force: 1 validation, 0 defaults, 0 identity providers; 1 example passed', observedGeneration: 3, lastTransitionTime: '2026-01-02T03:04:05Z' }],
@@ -269,23 +278,22 @@ describe('status', () => {
     });
   });
 
-  test('a failing example sets Ready=False with reason ExampleFailed, names the example and says what admissions do', () => {
+  test('a failing example sets Ready=False with reason ExampleFailed and names the example', () => {
     const r = compile({ validations: [{ ...ownAccount, examples: [{ name: 'wrong', identity: { provider: 'aws', account: '1' }, expect: { allowed: true } }] }] }, 'p', 2);
-    const deny = policyStatus(r, 'deny', undefined, now);
-    assert.equal(deny.conditions[0].status, 'False');
-    assert.equal(deny.conditions[0].reason, 'ExampleFailed');
-    assert.equal(deny.conditions[0].message, 'spec.validations[0].examples[0]: validation "own-account", example "wrong": expected allowed, but the expression gave false (denied: not your account); not used; cloud identities are refused until it is fixed (--policy-failure-mode=deny)');
-    assert.deepEqual(deny.examples, { total: 1, failed: 1 });
-    assert.match(policyStatus(r, 'keep-last-good', undefined, now).conditions[0].message, /its last good version stays in force/);
+    const status = policyStatus(r, undefined, now);
+    assert.equal(status.conditions[0].status, 'False');
+    assert.equal(status.conditions[0].reason, 'ExampleFailed');
+    assert.equal(status.conditions[0].message, 'spec.validations[0].examples[0]: validation "own-account", example "wrong": expected allowed, but the expression gave false (denied: not your account); not used until fixed (meanwhile admissions follow the webhook\'s --policy-failure-mode)');
+    assert.deepEqual(status.examples, { total: 1, failed: 1 });
   });
 
   test('lastTransitionTime moves only when Ready changes, and an unchanged status is not written again', () => {
     const good = compile({ validations: [ownAccount] });
-    const first = policyStatus(good, 'deny', undefined, now);
-    const again = policyStatus(good, 'deny', first, new Date('2026-02-01T00:00:00Z'));
+    const first = policyStatus(good, undefined, now);
+    const again = policyStatus(good, first, new Date('2026-02-01T00:00:00Z'));
     assert.equal(again.conditions[0].lastTransitionTime, '2026-01-02T03:04:05Z');
     assert.equal(statusChanged(JSON.parse(JSON.stringify(first)), again), false);
-    const broken = policyStatus(compile({ validations: [{ name: 'v', expression: '(' }] }), 'deny', first, new Date('2026-02-01T00:00:00Z'));
+    const broken = policyStatus(compile({ validations: [{ name: 'v', expression: '(' }] }), first, new Date('2026-02-01T00:00:00Z'));
     assert.equal(broken.conditions[0].lastTransitionTime, '2026-02-01T00:00:00Z');
     assert.equal(statusChanged(first, broken), true);
   });

@@ -1,4 +1,4 @@
-import { CelScalar, celEnv, isCelError, isCelList, isCelMap, isCelUint, mapType, parse, plan, type CelValue } from '@bufbuild/cel';
+import { CelScalar, celEnv, celMap, isCelError, isCelList, isCelMap, isCelUint, mapType, parse, plan, type CelInput, type CelValue } from '@bufbuild/cel';
 import { strings } from '@bufbuild/cel/ext';
 
 /**
@@ -61,7 +61,26 @@ export type PlainValue = string | boolean | bigint | number | null | PlainValue[
 export interface Program {
   readonly source: string;
   /** Never throws: an evaluation error (missing key, no such overload, ...) comes back as `error`. */
-  run(vars: PolicyVariables): { value: PlainValue } | { error: string };
+  run(activation: Activation): { value: PlainValue } | { error: string };
+}
+
+declare const activationBrand: unique symbol;
+/** The variables converted to CEL maps once, for every expression judging the same input. */
+export type Activation = { readonly [activationBrand]: true };
+
+/**
+ * Converting plain objects to CEL maps once per input, instead of on every field access of every
+ * expression, halves the cost of an evaluation (bench/policy.ts).
+ */
+export function activation(vars: PolicyVariables): Activation {
+  const out: Record<string, CelInput> = {};
+  for (const [name, value] of Object.entries(vars)) out[name] = toCelInput(value);
+  return out as unknown as Activation;
+}
+
+function toCelInput(v: unknown): CelInput {
+  if (v === null || typeof v !== 'object') return v as CelInput;
+  return celMap(new Map(Object.entries(v).map(([k, x]) => [k, toCelInput(x)])));
 }
 
 /** Parses, checks and plans an expression; the error names the position and the problem. */
@@ -83,10 +102,10 @@ export function compileExpression(source: string): Program | { error: string } {
   }
   return {
     source,
-    run(vars) {
+    run(act) {
       let result: unknown;
       try {
-        result = planned(vars as unknown as Record<string, unknown>);
+        result = planned(act as unknown as Record<string, unknown>);
       } catch (err) {
         return { error: (err as Error).message };
       }

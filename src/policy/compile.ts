@@ -1,4 +1,4 @@
-import { compileExpression, showValue, type Program } from './cel.ts';
+import { activation, compileExpression, showValue, type Program } from './cel.ts';
 import { exampleVariables } from './inputs.ts';
 import type { CompileResult, CompiledDefault, CompiledValidation, PolicyDocument, PolicyProblem } from './model.ts';
 import { parsePolicySpec } from './parse.ts';
@@ -44,7 +44,7 @@ export function compilePolicy(doc: PolicyDocument): CompileResult {
   spec.validations.forEach((v, i) => {
     const rule = validations[i];
     v.examples.forEach((ex, j) => {
-      const outcome = evaluateValidation(rule, exampleVariables(ex.input));
+      const outcome = evaluateValidation(rule, activation(exampleVariables(ex.input)));
       const failure = compareValidation(outcome, ex.expect);
       if (failure) problems.push({ reason: 'ExampleFailed', path: `spec.validations[${i}].examples[${j}]`, message: `validation "${v.name}", example "${ex.name}": ${failure}` });
     });
@@ -52,7 +52,7 @@ export function compilePolicy(doc: PolicyDocument): CompileResult {
   spec.defaults.forEach((d, i) => {
     const rule = defaults[i];
     d.examples.forEach((ex, j) => {
-      const outcome = evaluateDefault(rule, exampleVariables(ex.input));
+      const outcome = evaluateDefault(rule, activation(exampleVariables(ex.input)));
       const expected = ex.expect.value === '' ? null : ex.expect.value;
       let failure: string | undefined;
       if ('error' in outcome) failure = `expected ${showValue(expected)}, but the ${outcome.error}`;

@@ -5,9 +5,10 @@ import { isWindowsPod, type PodAdmission } from '../mutate/pod.ts';
 import { isTenantId } from '../providers/azure.ts';
 import type { SecretDerivation } from '../providers/secret-config.ts';
 import type { Injection, ProviderName } from '../providers/types.ts';
-import type { IdentityVariable } from './cel.ts';
+import { activation, type Activation, type IdentityVariable } from './cel.ts';
 import { admissionVariables, identityOfInjection, identityOfSecret, type NamespaceView } from './inputs.ts';
 import type { CompiledPolicy, DefaultField, IdentityProviderSpec } from './model.ts';
+import { GCP_REGION } from './parse.ts';
 import { overridesFor, providerWith, type Overrides, type ProviderOptions } from './provider-options.ts';
 import { evaluateDefault, evaluateValidation } from './rules.ts';
 
@@ -74,14 +75,16 @@ export function judgePodInjections(ctx: PodPolicyContext, admission: PodAdmissio
     const requested = identityOfInjection(injection);
     // Only a tenant the ServiceAccount names is requested; any other is a default, decided below.
     if (cloud === 'azure') requested.tenant = serviceAccount?.annotations[AZURE_TENANT_ANNOTATION]?.trim().toLowerCase() ?? '';
-    const vars = admissionVariables('Pod', pod.metadata, ctx.namespace, serviceAccount, requested);
+    const vars = activation(admissionVariables('Pod', pod.metadata, ctx.namespace, serviceAccount, requested));
 
     const computed = computeDefaults(ctx.set, cloud, vars);
     if ('reason' in computed) {
       denials.push(computed);
       continue;
     }
-    if (cloud === 'azure' && !requested.tenant) {
+    if (cloud === 'azure' && requested.tenant) {
+      computed.tenant = undefined;
+    } else if (cloud === 'azure') {
       const azure = ctx.set.identityProviders.filter((p) => p.provider === 'azure');
       const tenant = computed.tenant ?? (azure.length === 1 ? azure[0].tenantId : undefined) ?? ctx.options.azure.tenantId;
       if (tenant) {
@@ -110,14 +113,14 @@ export function judgePodInjections(ctx: PodPolicyContext, admission: PodAdmissio
 
     const identity = identityOfInjection(final);
     identity.identityProvider = declared?.name ?? '';
-    const refused = validate(ctx.set, admissionVariables('Pod', pod.metadata, ctx.namespace, serviceAccount, identity));
+    const refused = validate(ctx.set, activation(admissionVariables('Pod', pod.metadata, ctx.namespace, serviceAccount, identity)));
     if (refused.length > 0) denials.push(...refused);
     else out.push(final);
   }
   return { injections: denials.length > 0 ? [] : out, denials };
 }
 
-export interface SecretPolicyInput {
+export interface SecretSubject {
   metadata: ObjectMeta | undefined;
   namespace: NamespaceView;
   /** The ServiceAccount the token is issued for, when the Secret names one. */
@@ -128,7 +131,7 @@ export interface SecretPolicyInput {
  * A labelled Secret's identity: the identity provider match and the validations. Its config names
  * every value explicitly, so defaults do not apply.
  */
-export function judgeSecretIdentity(set: PolicySet, input: SecretPolicyInput, derivation: Pick<SecretDerivation, 'provider' | 'identity'>): Denial[] {
+export function judgeSecretIdentity(set: PolicySet, input: SecretSubject, derivation: Pick<SecretDerivation, 'provider' | 'identity'>): Denial[] {
   if (isEmptyPolicySet(set)) return [];
   const unavailable = unavailableDenial(set);
   if (unavailable) return [unavailable];
@@ -136,7 +139,7 @@ export function judgeSecretIdentity(set: PolicySet, input: SecretPolicyInput, de
   const declared = matchIdentityProvider(set, identity);
   if (set.identityProviders.length > 0 && !declared) return [untrusted(set, identity)];
   identity.identityProvider = declared?.name ?? '';
-  return validate(set, admissionVariables('Secret', input.metadata, input.namespace, input.serviceAccount, identity));
+  return validate(set, activation(admissionVariables('Secret', input.metadata, input.namespace, input.serviceAccount, identity)));
 }
 
 function unavailableDenial(set: PolicySet): Denial | undefined {
@@ -183,7 +186,7 @@ function describeProvider(p: DeclaredProvider): string {
 }
 
 /** The first value each default field gets, by policy name then rule order; or the denial of a failing default. */
-function computeDefaults(set: PolicySet, cloud: ProviderName, vars: ReturnType<typeof admissionVariables>): Overrides | Denial {
+function computeDefaults(set: PolicySet, cloud: ProviderName, vars: Activation): Overrides | Denial {
   const computed: Overrides = {};
   for (const policy of set.policies) {
     for (const rule of policy.defaults) {
@@ -204,7 +207,7 @@ function invalidDefault(field: DefaultField, cloud: ProviderName, value: string 
   switch (field) {
     case 'region':
       if (cloud === 'aws') return AWS_REGION_PATTERN.test(String(value)) ? undefined : 'is not an AWS region (for example eu-west-1)';
-      return /^[a-z]+(-[a-z]+)+\d+$/.test(String(value)) ? undefined : 'is not a Google Cloud region (for example europe-west1)';
+      return GCP_REGION.test(String(value)) ? undefined : 'is not a Google Cloud region (for example europe-west1)';
     case 'tenant':
       return isTenantId(String(value)) ? undefined : "is not a tenant id (a GUID or the tenant's domain)";
     case 'audience':
@@ -217,7 +220,7 @@ function invalidDefault(field: DefaultField, cloud: ProviderName, value: string 
   }
 }
 
-function validate(set: PolicySet, vars: ReturnType<typeof admissionVariables>): Denial[] {
+function validate(set: PolicySet, vars: Activation): Denial[] {
   const denials: Denial[] = [];
   for (const policy of set.policies) {
     for (const rule of policy.validations) {

@@ -1,4 +1,4 @@
-import type { Denial } from '../errors.ts';
+import { denial, type Denial } from '../errors.ts';
 import type { Secret, ServiceAccountView } from '../kube/types.ts';
 import { mergeDenials, type InjectionPolicy } from '../mutate/pod.ts';
 import type { SecretDerivation } from '../providers/secret-config.ts';
@@ -23,7 +23,14 @@ export function podPolicyFor(gate: PolicyGate | undefined, namespace: string): I
   if (!gate || !set || isEmptyPolicySet(set)) return undefined;
   const make = (ns: NamespaceView): InjectionPolicy => (admission, injections) => judgePodInjections({ set, options: gate.options, namespace: ns }, admission, injections);
   const ns = gate.namespace(namespace);
-  return ns instanceof Promise ? ns.then(make) : make(ns);
+  // Without the namespace's labels no identity can be judged; a Pod that requests none still can be admitted.
+  const unreadable = (err: Error): InjectionPolicy => (_admission, injections) =>
+    injections.length === 0 ? { injections, denials: [] } : { injections: [], denials: [namespaceDenial(err)] };
+  return ns instanceof Promise ? ns.then(make, unreadable) : make(ns);
+}
+
+function namespaceDenial(err: Error): Denial {
+  return denial('NamespaceUnavailable', `${err.message}; the identity is refused rather than judged without them`, 403);
 }
 
 export interface SecretPolicyInput {
@@ -46,7 +53,7 @@ export function secretPolicyFor(gate: PolicyGate | undefined, namespace: string)
     return denials.length > 0 ? mergeDenials(denials) : undefined;
   };
   const ns = gate.namespace(namespace);
-  return ns instanceof Promise ? ns.then(make) : make(ns);
+  return ns instanceof Promise ? ns.then(make, (err: Error): SecretPolicy => () => namespaceDenial(err)) : make(ns);
 }
 
 /** A gate over fixed policies and namespaces: preview, tests and the benchmark. */

@@ -2,7 +2,7 @@ import type { AzureCloud } from '../providers/azure.ts';
 import type { ProviderName } from '../providers/types.ts';
 import type { IdentityVariable, PlainValue, Program } from './cel.ts';
 
-/** The custom resource: cluster-scoped, one object per policy (deploy/crds/). */
+/** The custom resource: cluster-scoped, one object per policy (charts/workload-identity-webhook/crds/). */
 export const POLICY_GROUP = 'workload-identity-webhook.io';
 export const POLICY_VERSION = 'v1alpha1';
 export const POLICY_API_VERSION = `${POLICY_GROUP}/${POLICY_VERSION}`;

@@ -32,7 +32,7 @@ const PARTITION = /^aws(-[a-z]+)*$/;
 const ACCOUNT = /^\d{12}$/;
 const PROJECT_NUMBER = /^\d{1,20}$/;
 const POOL = /^[a-z0-9-]{4,32}$/;
-const GCP_REGION = /^[a-z]+(-[a-z]+)+\d+$/;
+export const GCP_REGION = /^[a-z]+(-[a-z]+)+\d+$/;
 const MAX_EXPIRATION = 2 ** 32;
 
 class Reader {

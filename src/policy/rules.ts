@@ -1,4 +1,4 @@
-import { showValue, type PolicyVariables } from './cel.ts';
+import { showValue, type Activation } from './cel.ts';
 import type { CompiledDefault, CompiledValidation } from './model.ts';
 
 /**
@@ -8,7 +8,7 @@ import type { CompiledDefault, CompiledValidation } from './model.ts';
 
 export type ValidationOutcome = { allowed: true } | { allowed: false; message: string } | { error: string };
 
-export function evaluateValidation(rule: CompiledValidation, vars: PolicyVariables): ValidationOutcome {
+export function evaluateValidation(rule: CompiledValidation, vars: Activation): ValidationOutcome {
   const result = rule.program.run(vars);
   if ('error' in result) return { error: `expression failed: ${result.error}` };
   if (typeof result.value !== 'boolean') return { error: `expression gave ${showValue(result.value)}; a validation must give true or false` };
@@ -16,7 +16,7 @@ export function evaluateValidation(rule: CompiledValidation, vars: PolicyVariabl
   return { allowed: false, message: denialMessage(rule, vars) };
 }
 
-function denialMessage(rule: CompiledValidation, vars: PolicyVariables): string {
+function denialMessage(rule: CompiledValidation, vars: Activation): string {
   if (!rule.messageProgram) return rule.message;
   // As in ValidatingAdmissionPolicy: a messageExpression that fails or gives no text falls back to message.
   const m = rule.messageProgram.run(vars);
@@ -27,7 +27,7 @@ function denialMessage(rule: CompiledValidation, vars: PolicyVariables): string 
 /** undefined value: the default gives nothing here (null or an empty string). */
 export type DefaultOutcome = { value: string | number | undefined } | { error: string };
 
-export function evaluateDefault(rule: CompiledDefault, vars: PolicyVariables): DefaultOutcome {
+export function evaluateDefault(rule: CompiledDefault, vars: Activation): DefaultOutcome {
   const result = rule.program.run(vars);
   if ('error' in result) return { error: `expression failed: ${result.error}` };
   const v = result.value;

@@ -1,5 +1,5 @@
 import type { CompileResult, PolicyProblem } from './model.ts';
-import { summary, type FailureMode } from './store.ts';
+import { summary } from './store.ts';
 
 /**
  * The status subresource of a WorkloadIdentityPolicy, in the shape Kubernetes tools read:
@@ -24,7 +24,7 @@ export interface PolicyCondition {
 /** At most this many problems are listed; etcd objects stay small and the first ones matter. */
 const MAX_PROBLEMS = 20;
 
-export function policyStatus(result: CompileResult, mode: FailureMode, previous: Partial<PolicyStatus> | undefined, now: Date): PolicyStatus {
+export function policyStatus(result: CompileResult, previous: Partial<PolicyStatus> | undefined, now: Date): PolicyStatus {
   let condition: Omit<PolicyCondition, 'lastTransitionTime'>;
   let problems: PolicyProblem[] = [];
   let failed = 0;
@@ -40,9 +40,9 @@ export function policyStatus(result: CompileResult, mode: FailureMode, previous:
   } else {
     problems = result.problems.slice(0, MAX_PROBLEMS);
     failed = result.problems.filter((x) => x.reason === 'ExampleFailed').length;
-    const effect = mode === 'deny'
-      ? 'not used; cloud identities are refused until it is fixed (--policy-failure-mode=deny)'
-      : 'not used; its last good version stays in force, if the webhook has one (--policy-failure-mode=keep-last-good)';
+    // What admissions do meanwhile is each webhook's --policy-failure-mode; replicas that differ
+    // (say, during a rollout) must still write the same status, or they would overwrite each other.
+    const effect = 'not used until fixed (meanwhile admissions follow the webhook\'s --policy-failure-mode)';
     condition = {
       type: 'Ready',
       status: 'False',

@@ -1,3 +1,4 @@
+import type { Config } from '../config.ts';
 import { policySet, type PolicySet } from './evaluate.ts';
 import type { CompileResult, CompiledPolicy } from './model.ts';
 
@@ -7,8 +8,7 @@ import type { CompileResult, CompiledPolicy } from './model.ts';
  * with older rules could keep a grant the operator just revoked. `keep-last-good` keeps enforcing
  * the last version that compiled and passed its examples (none, for a policy never good).
  */
-export const FAILURE_MODES = ['deny', 'keep-last-good'] as const;
-export type FailureMode = (typeof FAILURE_MODES)[number];
+export type FailureMode = Config['policyFailureMode'];
 
 /** How a policy stands at admission. */
 export type Enforcement =

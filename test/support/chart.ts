@@ -174,6 +174,16 @@ export async function dryRunCreate(cp: ControlPlane, manifests: Manifest[], name
   return failures;
 }
 
+/** The chart's own CRDs (crds/), as helm installs them. */
+export async function chartCrds(): Promise<Manifest[]> {
+  const dir = join(CHART, 'crds');
+  const out: Manifest[] = [];
+  for (const file of (await readdir(dir)).filter((f) => f.endsWith('.yaml')).sort()) {
+    for (const doc of parseAllDocuments(await readFile(join(dir, file), 'utf8'))) out.push(doc.toJS() as Manifest);
+  }
+  return out;
+}
+
 /**
  * Stand-ins for the CRDs of cert-manager and the Prometheus operator, so their objects can be
  * dry-run here. Written for this project (not copied): they list the fields the chart uses
@@ -296,6 +306,11 @@ export const VALUES_MATRIX: { name: string; values: Record<string, any> }[] = [
     name: 'provided certificate, Ignore, one replica, no Secret webhooks',
     values: { certificates: { mode: 'provided', provided: { secretName: 'my-tls', caBundle: TEST_CA_PEM } }, webhook: { failurePolicy: 'Ignore', secrets: { enabled: false } }, replicaCount: 1 },
   },
+  {
+    name: 'tenant policy from the cluster with the starter policy, keep-last-good',
+    values: { config: { watchPolicies: true, policyFailureMode: 'keep-last-good' }, policy: { starter: true } },
+  },
+  { name: 'tenant policy from a ConfigMap', values: { policy: { configMap: 'wiw-policy' } } },
   {
     name: 'everything optional on, url clientConfig, all config set',
     values: {

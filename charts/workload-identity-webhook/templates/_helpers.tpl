@@ -127,6 +127,8 @@ gcpAudience: gcp-audience
 gcpTokenExpiration: gcp-token-expiration
 gcpAllowedTokenUrls: gcp-allowed-token-urls
 secretTokenPath: secret-token-path
+watchPolicies: watch-policies
+policyFailureMode: policy-failure-mode
 {{- end }}
 
 {{/* tokenRequestor.config key -> flag of `workload-identity-webhook token-requestor`. */}}
@@ -162,9 +164,13 @@ tokenExpiration: token-expiration
 {{- end }}
 {{- end }}
 
-{{/* The webhook container's environment: config, then the certificate source. */}}
+{{/* The webhook container's environment: config, the policy file, then the certificate source. */}}
 {{- define "wiw.env" -}}
 {{ include "wiw.envFrom" (dict "values" .Values.config "flags" (include "wiw.configFlags" .) "prefix" "config") }}
+{{- if .Values.policy.configMap }}
+- name: WIW_POLICY_FILE
+  value: /etc/workload-identity-webhook/policy/policy.yaml
+{{- end }}
 {{- $c := .Values.certificates }}
 {{- if eq $c.mode "selfManaged" }}
 - name: WIW_CERT_SECRET
@@ -189,4 +195,9 @@ tokenExpiration: token-expiration
 - name: WIW_TLS_KEY_FILE
   value: /etc/workload-identity-webhook/tls/tls.key
 {{- end }}
+{{- end }}
+
+{{/* Tenant policy needs Namespace labels, from the CRD or from a file. */}}
+{{- define "wiw.policyEnabled" -}}
+{{- if or .Values.config.watchPolicies .Values.policy.configMap }}true{{ end }}
 {{- end }}

@@ -1,0 +1,206 @@
+import { Watch, type KubeConfig } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+
+/** One page of a list call, in the shape every generated list method returns. */
+export interface ListPage {
+  items: unknown[];
+  metadata?: { _continue?: string; resourceVersion?: string };
+}
+
+export interface ListWatchOptions {
+  kubeConfig: KubeConfig;
+  /** For log lines: "Namespace", "WorkloadIdentityPolicy". */
+  what: string;
+  /** The watch path, e.g. /api/v1/namespaces. */
+  path: string;
+  list(page: { limit: number; _continue?: string }): Promise<ListPage>;
+  /** The whole collection, after each (re)list. */
+  onList(items: unknown[]): void;
+  onEvent(type: 'ADDED' | 'MODIFIED' | 'DELETED', obj: unknown): void;
+  log: Logger;
+  /**
+   * A list that fails with this HTTP status counts as an empty collection and is retried slowly:
+   * 404 for a custom resource whose CRD is not installed (yet).
+   */
+  absentStatus?: number;
+  absentRetryMs?: number;
+  watchIdleTimeoutMs?: number;
+  pageSize?: number;
+}
+
+/**
+ * List, then watch from the list's resourceVersion; a watch that ends (the client library closes
+ * every watch after 30 s), errors or goes silent is restarted, relisting on 410 Gone and backing
+ * off after errors. `synced` turns true after the first list and stays true.
+ */
+export class ListWatch {
+  readonly #o: Required<ListWatchOptions>;
+  readonly #watch: Watch;
+  #resourceVersion = '';
+  #synced = false;
+  #stopped = false;
+  #abort: AbortController | undefined;
+  #seq = 0;
+  #idleTimer: NodeJS.Timeout | undefined;
+  #retryTimer: NodeJS.Timeout | undefined;
+  #backoffMs = 0;
+  #waiters: (() => void)[] = [];
+
+  constructor(options: ListWatchOptions) {
+    this.#o = { absentStatus: 0, absentRetryMs: 30_000, watchIdleTimeoutMs: 90_000, pageSize: 500, ...options };
+    this.#watch = new Watch(options.kubeConfig);
+  }
+
+  get synced(): boolean {
+    return this.#synced;
+  }
+
+  start(): Promise<void> {
+    void this.#run();
+    return this.waitForSync();
+  }
+
+  waitForSync(): Promise<void> {
+    if (this.#synced) return Promise.resolve();
+    return new Promise((resolve) => this.#waiters.push(resolve));
+  }
+
+  stop(): void {
+    this.#stopped = true;
+    clearTimeout(this.#idleTimer);
+    clearTimeout(this.#retryTimer);
+    this.#abort?.abort();
+  }
+
+  async #run(): Promise<void> {
+    if (this.#stopped) return;
+    try {
+      if (!this.#resourceVersion) {
+        const absent = await this.#list();
+        if (absent) {
+          this.#schedule(this.#o.absentRetryMs);
+          return;
+        }
+      }
+      await this.#startWatch();
+    } catch (err) {
+      this.#retry(err);
+    }
+  }
+
+  /** Returns true when the collection is absent (absentStatus). */
+  async #list(): Promise<boolean> {
+    const items: unknown[] = [];
+    let cont: string | undefined;
+    let rv = '';
+    try {
+      do {
+        const page = await this.#o.list({ limit: this.#o.pageSize, _continue: cont });
+        items.push(...page.items);
+        cont = page.metadata?._continue || undefined;
+        rv = page.metadata?.resourceVersion ?? rv;
+      } while (cont);
+    } catch (err) {
+      if (this.#o.absentStatus && statusOf(err) === this.#o.absentStatus) {
+        if (!this.#synced) this.#o.log.warn({ what: this.#o.what, status: statusOf(err) }, `${this.#o.what} API not found; treating it as empty and checking again later`);
+        this.#o.onList([]);
+        this.#markSynced();
+        return true;
+      }
+      throw err;
+    }
+    this.#o.onList(items);
+    this.#resourceVersion = rv;
+    this.#markSynced();
+    return false;
+  }
+
+  #markSynced(): void {
+    if (this.#synced) return;
+    this.#synced = true;
+    for (const resolve of this.#waiters.splice(0)) resolve();
+  }
+
+  async #startWatch(): Promise<void> {
+    let ended = false;
+    const seq = ++this.#seq;
+    const onEnd = (err: unknown) => {
+      if (ended) return;
+      ended = true;
+      if (seq !== this.#seq) return;
+      this.#abort = undefined;
+      clearTimeout(this.#idleTimer);
+      if (this.#stopped) return;
+      if (err && statusOf(err) === 410) {
+        this.#resourceVersion = '';
+        this.#schedule(0);
+      } else if (err && (err as Error).name !== 'AbortError') {
+        this.#retry(err);
+      } else {
+        this.#schedule(0);
+      }
+    };
+    this.#armIdle();
+    const abort = await this.#watch.watch(
+      this.#o.path,
+      { allowWatchBookmarks: true, resourceVersion: this.#resourceVersion },
+      (phase, obj) => {
+        if (this.#stopped) return;
+        this.#armIdle();
+        this.#backoffMs = 0;
+        if (phase === 'ERROR') {
+          if (obj?.code === 410) this.#resourceVersion = '';
+          this.#abort?.abort();
+          onEnd(obj?.code === 410 ? { statusCode: 410 } : new Error(obj?.message ?? 'watch error event'));
+          return;
+        }
+        const rv = obj?.metadata?.resourceVersion;
+        if (rv) this.#resourceVersion = rv;
+        if (phase === 'ADDED' || phase === 'MODIFIED' || phase === 'DELETED') this.#o.onEvent(phase, obj);
+      },
+      onEnd,
+    );
+    if (this.#stopped || ended) abort.abort();
+    else this.#abort = abort;
+  }
+
+  #armIdle(): void {
+    clearTimeout(this.#idleTimer);
+    this.#idleTimer = setTimeout(() => {
+      this.#o.log.warn({ what: this.#o.what, idleMs: this.#o.watchIdleTimeoutMs }, `${this.#o.what} watch silent; restarting it`);
+      this.#seq++;
+      const abort = this.#abort;
+      this.#abort = undefined;
+      abort?.abort();
+      this.#schedule(0);
+    }, this.#o.watchIdleTimeoutMs);
+    this.#idleTimer.unref();
+  }
+
+  #schedule(delayMs: number): void {
+    if (this.#stopped) return;
+    clearTimeout(this.#retryTimer);
+    this.#retryTimer = setTimeout(() => void this.#run(), delayMs);
+    if (delayMs > 0) this.#retryTimer.unref();
+  }
+
+  #retry(err: unknown): void {
+    if (this.#stopped) return;
+    this.#backoffMs = Math.min(30_000, this.#backoffMs ? this.#backoffMs * 2 : 250);
+    const delay = this.#backoffMs / 2 + Math.random() * (this.#backoffMs / 2);
+    const status = statusOf(err);
+    this.#o.log[status === 403 ? 'error' : 'warn'](
+      { what: this.#o.what, status, err: (err as Error)?.message ?? String(err), retryInMs: Math.round(delay) },
+      status === 403 ? `${this.#o.what} list/watch forbidden: the webhook's ServiceAccount needs get, list and watch on it` : `${this.#o.what} list/watch failed; retrying`,
+    );
+    this.#schedule(delay);
+  }
+}
+
+/** The HTTP status of a client-library error (ApiException.code) or a watch error. */
+export function statusOf(err: unknown): number | undefined {
+  const e = err as { code?: unknown; statusCode?: unknown } | null;
+  if (typeof e?.code === 'number') return e.code;
+  if (typeof e?.statusCode === 'number') return e.statusCode;
+  return undefined;
+}

@@ -1,0 +1,130 @@
+import { CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import { compilePolicy } from '../policy/compile.ts';
+import { POLICY_GROUP, POLICY_KIND, POLICY_PLURAL, POLICY_VERSION, type CompileResult } from '../policy/model.ts';
+import { policyStatus, statusChanged } from '../policy/status.ts';
+import { summary, type PolicyStore } from '../policy/store.ts';
+import { ListWatch, statusOf, type ListPage } from './list-watch.ts';
+
+/** The source of cluster policies in the store. */
+export const CLUSTER_SOURCE = 'cluster';
+
+type RawPolicy = {
+  apiVersion?: string;
+  kind?: string;
+  metadata?: { name?: string; uid?: string; generation?: number; resourceVersion?: string };
+  spec?: unknown;
+  status?: unknown;
+};
+
+export interface PolicyWatchOptions {
+  kubeConfig: KubeConfig;
+  store: PolicyStore;
+  log: Logger;
+  now?: () => Date;
+}
+
+/**
+ * Keeps the store in step with the cluster's WorkloadIdentityPolicy objects and reports each
+ * one's outcome in its status subresource. A policy is compiled once per generation; its status is
+ * written only when it would change, so replicas agree without fighting (a write that loses a
+ * race gets 409 and the next event decides again).
+ */
+export class PolicyWatch {
+  readonly #api: CustomObjectsApi;
+  readonly #lw: ListWatch;
+  readonly #store: PolicyStore;
+  readonly #log: Logger;
+  readonly #now: () => Date;
+  readonly #compiled = new Map<string, { uid: string; generation: number; result: CompileResult }>();
+
+  constructor({ kubeConfig, store, log, now = () => new Date() }: PolicyWatchOptions) {
+    this.#api = kubeConfig.makeApiClient(CustomObjectsApi);
+    this.#store = store;
+    this.#log = log;
+    this.#now = now;
+    this.#lw = new ListWatch({
+      kubeConfig,
+      log,
+      what: POLICY_KIND,
+      path: `/apis/${POLICY_GROUP}/${POLICY_VERSION}/${POLICY_PLURAL}`,
+      list: (page) => this.#api.listClusterCustomObject({ group: POLICY_GROUP, version: POLICY_VERSION, plural: POLICY_PLURAL, ...page }) as Promise<ListPage>,
+      // No CRD: no cluster policies, and the webhook still starts (a file may hold the policies).
+      absentStatus: 404,
+      onList: (items) => {
+        const names = new Set<string>();
+        for (const item of items) {
+          const name = this.#handle(item as RawPolicy);
+          if (name) names.add(name);
+        }
+        for (const name of this.#store.names(CLUSTER_SOURCE)) if (!names.has(name)) this.#forget(name);
+      },
+      onEvent: (type, obj) => {
+        const raw = obj as RawPolicy;
+        if (type === 'DELETED') {
+          if (raw.metadata?.name) this.#forget(raw.metadata.name);
+        } else {
+          this.#handle(raw);
+        }
+      },
+    });
+  }
+
+  get synced(): boolean {
+    return this.#lw.synced;
+  }
+
+  start(): Promise<void> {
+    return this.#lw.start();
+  }
+
+  stop(): void {
+    this.#lw.stop();
+  }
+
+  #forget(name: string): void {
+    this.#compiled.delete(name);
+    this.#store.delete(CLUSTER_SOURCE, name);
+    this.#log.info({ policy: name }, 'tenant policy removed');
+  }
+
+  #handle(raw: RawPolicy): string | undefined {
+    const name = raw.metadata?.name;
+    if (!name) return undefined;
+    const uid = raw.metadata?.uid ?? '';
+    const generation = raw.metadata?.generation ?? 0;
+    const known = this.#compiled.get(name);
+    let result = known?.result;
+    if (!known || known.uid !== uid || known.generation !== generation) {
+      // A new object of the same name starts over: its predecessor's last good version is not its own.
+      if (known && known.uid !== uid) this.#store.delete(CLUSTER_SOURCE, name);
+      result = compilePolicy({ name, generation, source: CLUSTER_SOURCE, spec: raw.spec });
+      this.#compiled.set(name, { uid, generation, result });
+      const enforcement = this.#store.put(result);
+      const fields = { policy: name, generation, enforcement: enforcement.state };
+      if (result.ok) this.#log.info({ ...fields, examples: result.examples }, 'tenant policy in force');
+      else this.#log.warn({ ...fields, problems: result.problems.length, first: summary(result) }, 'tenant policy not used');
+    }
+    const status = policyStatus(result!, raw.status as never, this.#now());
+    if (statusChanged(raw.status, status)) void this.#writeStatus(raw, status);
+    return name;
+  }
+
+  async #writeStatus(raw: RawPolicy, status: unknown): Promise<void> {
+    const name = raw.metadata!.name!;
+    try {
+      await this.#api.replaceClusterCustomObjectStatus({
+        group: POLICY_GROUP,
+        version: POLICY_VERSION,
+        plural: POLICY_PLURAL,
+        name,
+        body: { ...raw, status },
+      });
+    } catch (err) {
+      // 409: the object changed meanwhile; its next event brings the status to decide on. 404: deleted.
+      const code = statusOf(err);
+      if (code === 409 || code === 404) return;
+      this.#log.warn({ policy: name, status: code, err: (err as Error).message }, 'cannot write the tenant policy status (RBAC: update on workloadidentitypolicies/status)');
+    }
+  }
+}

@@ -1,0 +1,46 @@
+import type { KubeConfig } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import type { Config } from '../config.ts';
+import { NamespaceCache } from '../kube/namespace-cache.ts';
+import { PolicyWatch } from '../kube/policy-watch.ts';
+import type { PolicyGate } from './gate.ts';
+import { loadPolicyFile } from './load.ts';
+import { providerOptionsFromConfig } from './provider-options.ts';
+import { PolicyStore, summary } from './store.ts';
+
+/** Tenant policy in `serve`: the store, its sources (file, cluster) and the namespace cache. */
+export interface TenantPolicy {
+  gate: PolicyGate;
+  /** Every source loaded and the namespaces listed: only then is an admission judged as it should be. */
+  synced(): boolean;
+  start(): void;
+  stop(): void;
+}
+
+/** undefined when neither --watch-policies nor --policy-file is given: admission is then exactly as without policy. */
+export function createTenantPolicy(config: Config, kubeConfig: KubeConfig, log: Logger): TenantPolicy | undefined {
+  if (!config.watchPolicies && !config.policyFile) return undefined;
+  const store = new PolicyStore(config.policyFailureMode);
+  if (config.policyFile) {
+    for (const result of loadPolicyFile(config.policyFile)) {
+      const enforcement = store.put(result);
+      const fields = { policy: result.name, source: result.source, enforcement: enforcement.state };
+      if (result.ok) log.info({ ...fields, examples: result.examples }, 'tenant policy in force');
+      else log.error({ ...fields, problems: result.problems }, `tenant policy not used: ${summary(result)}`);
+    }
+  }
+  const namespaces = new NamespaceCache({ kubeConfig, log, missTimeoutMs: config.cacheMissTimeoutMs });
+  const watch = config.watchPolicies ? new PolicyWatch({ kubeConfig, store, log }) : undefined;
+  return {
+    gate: { current: () => store.current(), options: providerOptionsFromConfig(config), namespace: (name) => namespaces.lookup(name) },
+    synced: () => namespaces.synced && (watch?.synced ?? true),
+    start() {
+      void namespaces.start();
+      void watch?.start();
+    },
+    stop() {
+      watch?.stop();
+      namespaces.stop();
+    },
+  };
+}
