@@ -104,6 +104,12 @@ function report(name: string, latencies: number[], seconds: number, errors: numb
   );
 }
 
+/** CPU seconds (user + system) the process has used so far. */
+function cpuSecondsOf(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100; // utime, stime in clock ticks (USER_HZ = 100)
+}
+
 function rssOf(pid: number): { rss: number; peak: number } {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
   const kb = (key: string) => Number(/\s(\d+) kB/.exec(status.split('\n').find((l) => l.startsWith(key)) ?? '')?.[1] ?? 0);
@@ -159,12 +165,17 @@ try {
   const closed: number[] = [];
   const deadline = Date.now() + SECONDS * 1000;
   let next = 0;
+  const cpu0 = cpuSecondsOf(wh.process.pid);
   const t0 = process.hrtime.bigint();
   await Promise.all(Array.from({ length: CONNECTIONS }, async () => {
     while (Date.now() < deadline) closed.push(await send(reviews[next++ % reviews.length]));
   }));
   const closedSeconds = Number(process.hrtime.bigint() - t0) / 1e9;
   report(`max throughput (${CONNECTIONS} conns)`, closed, closedSeconds, errors);
+  // The load generator shares the machine's cores; the server's own CPU time per review tells
+  // what one core of the server sustains, whatever the client costs.
+  const cpuPerReview = (cpuSecondsOf(wh.process.pid) - cpu0) / closed.length;
+  console.log(`server CPU per review: ${(cpuPerReview * 1e6).toFixed(0)} µs, i.e. ${Math.round(1 / cpuPerReview)} reviews/s per core of the webhook (server busy ${((cpuPerReview * closed.length / closedSeconds) * 100).toFixed(0)}% of one core)`);
 
   // Open loop at a fixed rate: latency when the server is not saturated.
   errors = 0;
