@@ -1,3 +1,5 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
 /** One registry per server instance, so tests and the bench can run several side by side. */
@@ -57,3 +59,35 @@ export function createMetrics() {
 }
 
 export type Metrics = ReturnType<typeof createMetrics>;
+
+/**
+ * The plain-HTTP listener for Prometheus: `/metrics` from the registry, plus any extra routes
+ * (the token requestor's /healthz). Resolves once listening, with the port it got.
+ */
+export async function serveMetrics(
+  registry: Registry,
+  host: string,
+  port: number,
+  routes: Record<string, () => unknown> = {},
+): Promise<{ server: Server; port: number }> {
+  const server = createServer((req, res) => {
+    const route = req.url ? routes[req.url] : undefined;
+    if (route) {
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(route()));
+      return;
+    }
+    if (req.url !== '/metrics') {
+      res.writeHead(404).end();
+      return;
+    }
+    registry.metrics().then(
+      (body) => res.writeHead(200, { 'content-type': registry.contentType }).end(body),
+      (err: Error) => res.writeHead(500).end(err.message),
+    );
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, resolve);
+  });
+  return { server, port: (server.address() as AddressInfo).port };
+}

@@ -1,4 +1,3 @@
-import { createServer as createHttpServer, type Server } from 'node:http';
 import { writeFile } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
@@ -10,7 +9,7 @@ import { ConfigError } from './errors.ts';
 import type { Config } from './config.ts';
 import { loadKubeConfig } from './kube/client.ts';
 import { ServiceAccountCache } from './kube/serviceaccount-cache.ts';
-import { createMetrics } from './metrics.ts';
+import { createMetrics, serveMetrics } from './metrics.ts';
 import { annotationPrefixes, createProviders } from './providers/index.ts';
 import { createSecretProviders } from './providers/secret-index.ts';
 import { createTenantPolicy } from './policy/runtime.ts';
@@ -77,21 +76,7 @@ export async function serve(config: Config, log: Logger): Promise<RunningServer>
     (app.server as unknown as { setSecureContext(o: object): void }).setSecureContext({ ...pair, minVersion: 'TLSv1.2' });
   });
 
-  const metricsServer: Server = createHttpServer((req, res) => {
-    if (req.url !== '/metrics') {
-      res.writeHead(404).end();
-      return;
-    }
-    metrics.registry.metrics().then(
-      (body) => res.writeHead(200, { 'content-type': metrics.registry.contentType }).end(body),
-      (err: Error) => res.writeHead(500).end(err.message),
-    );
-  });
-  await new Promise<void>((resolve, reject) => {
-    metricsServer.once('error', reject);
-    metricsServer.listen(config.metricsPort, config.metricsHost, resolve);
-  });
-  const metricsPort = (metricsServer.address() as AddressInfo).port;
+  const { server: metricsServer, port: metricsPort } = await serveMetrics(metrics.registry, config.metricsHost, config.metricsPort);
   log.info({ port, metricsPort }, 'listening');
 
   let shutdown: Promise<void> | undefined;

@@ -13,6 +13,8 @@ export interface ListWatchOptions {
   what: string;
   /** The watch path, e.g. /api/v1/namespaces. */
   path: string;
+  /** Extra watch parameters, e.g. the labelSelector the list uses too. */
+  watchQuery?: Record<string, string>;
   list(page: { limit: number; _continue?: string }): Promise<ListPage>;
   /** The whole collection, after each (re)list. */
   onList(items: unknown[]): void;
@@ -26,6 +28,8 @@ export interface ListWatchOptions {
   absentRetryMs?: number;
   watchIdleTimeoutMs?: number;
   pageSize?: number;
+  /** Each restart of the list/watch, by cause (for a metric). */
+  onRestart?: (cause: 'closed' | 'gone' | 'idle' | 'watch_error' | 'list_error') => void;
 }
 
 /**
@@ -47,12 +51,17 @@ export class ListWatch {
   #waiters: (() => void)[] = [];
 
   constructor(options: ListWatchOptions) {
-    this.#o = { absentStatus: 0, absentRetryMs: 30_000, watchIdleTimeoutMs: 90_000, pageSize: 500, ...options };
+    this.#o = { absentStatus: 0, absentRetryMs: 30_000, watchIdleTimeoutMs: 90_000, pageSize: 500, onRestart: () => {}, watchQuery: {}, ...options };
     this.#watch = new Watch(options.kubeConfig);
   }
 
   get synced(): boolean {
     return this.#synced;
+  }
+
+  /** A watch connection is open: the list is in and events are flowing. */
+  get watching(): boolean {
+    return this.#abort !== undefined && !this.#stopped;
   }
 
   start(): Promise<void> {
@@ -84,6 +93,7 @@ export class ListWatch {
       }
       await this.#startWatch();
     } catch (err) {
+      this.#o.onRestart('list_error');
       this.#retry(err);
     }
   }
@@ -133,17 +143,21 @@ export class ListWatch {
       if (this.#stopped) return;
       if (err && statusOf(err) === 410) {
         this.#resourceVersion = '';
+        this.#o.onRestart('gone');
         this.#schedule(0);
       } else if (err && (err as Error).name !== 'AbortError') {
+        this.#o.onRestart('watch_error');
         this.#retry(err);
       } else {
+        // A watch the server (or the client library's own timeout) closed: resume at once.
+        this.#o.onRestart('closed');
         this.#schedule(0);
       }
     };
     this.#armIdle();
     const abort = await this.#watch.watch(
       this.#o.path,
-      { allowWatchBookmarks: true, resourceVersion: this.#resourceVersion },
+      { ...this.#o.watchQuery, allowWatchBookmarks: true, resourceVersion: this.#resourceVersion },
       (phase, obj) => {
         if (this.#stopped) return;
         this.#armIdle();
@@ -168,6 +182,7 @@ export class ListWatch {
     clearTimeout(this.#idleTimer);
     this.#idleTimer = setTimeout(() => {
       this.#o.log.warn({ what: this.#o.what, idleMs: this.#o.watchIdleTimeoutMs }, `${this.#o.what} watch silent; restarting it`);
+      this.#o.onRestart('idle');
       this.#seq++;
       const abort = this.#abort;
       this.#abort = undefined;

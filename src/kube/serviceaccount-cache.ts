@@ -1,6 +1,7 @@
-import { CoreV1Api, Watch, type KubeConfig, type V1ServiceAccount } from '@kubernetes/client-node';
+import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { Metrics } from '../metrics.ts';
+import { ListWatch, statusOf, type ListPage } from './list-watch.ts';
 import type { ServiceAccountView } from './types.ts';
 
 export interface ServiceAccountCacheOptions {
@@ -40,27 +41,17 @@ export function slimServiceAccount(sa: Raw, prefixes: readonly string[]): Servic
 
 /**
  * A cluster-wide, slimmed copy of ServiceAccounts: name, namespace, uid and only the
- * annotations the providers read. List, then watch from the list's resourceVersion; a watch that
- * ends, errors or goes silent is restarted (with backoff after errors), relisting on 410 Gone.
+ * annotations the providers read. List-and-watch (restarts, backoff, relist on 410 Gone, the idle
+ * watchdog) is the shared ListWatch; this class adds the slimming and the direct read on a miss.
  */
 export class ServiceAccountCache {
   readonly #opts: Required<Omit<ServiceAccountCacheOptions, 'metrics'>> & { metrics?: Metrics };
   readonly #api: CoreV1Api;
-  readonly #watch: Watch;
+  readonly #listWatch: ListWatch;
   readonly #items = new Map<string, ServiceAccountView>();
   readonly #inflight = new Map<string, Promise<ServiceAccountView | undefined>>();
-  #resourceVersion = '';
-  #synced = false;
-  #stopped = false;
-  #abort: AbortController | undefined;
-  /** Bumped when a watch is abandoned on purpose, so its late end is not taken for a failure. */
-  #watchSeq = 0;
-  #idleTimer: NodeJS.Timeout | undefined;
-  #retryTimer: NodeJS.Timeout | undefined;
-  #backoffMs = 0;
   #tokens: number;
   #lastRefill = Date.now();
-  #syncWaiters: (() => void)[] = [];
 
   constructor(options: ServiceAccountCacheOptions) {
     this.#opts = {
@@ -71,17 +62,42 @@ export class ServiceAccountCache {
       ...options,
     };
     this.#api = options.kubeConfig.makeApiClient(CoreV1Api);
-    this.#watch = new Watch(options.kubeConfig);
     this.#tokens = this.#opts.missReadsPerSecond;
+    this.#listWatch = new ListWatch({
+      kubeConfig: options.kubeConfig,
+      what: 'ServiceAccount',
+      path: '/api/v1/serviceaccounts',
+      list: (page) => this.#api.listServiceAccountForAllNamespaces(page) as Promise<ListPage>,
+      onList: (items) => {
+        this.#items.clear();
+        for (const item of items) {
+          const view = this.#slim(item as Raw);
+          if (view) this.#items.set(`${view.namespace}/${view.name}`, view);
+        }
+        this.#opts.metrics?.cacheSize.set(this.#items.size);
+        this.#opts.log.info({ serviceAccounts: this.#items.size }, 'ServiceAccount cache listed');
+      },
+      onEvent: (type, obj) => {
+        const view = this.#slim(obj as Raw);
+        if (!view) return;
+        if (type === 'DELETED') this.#items.delete(`${view.namespace}/${view.name}`);
+        else this.#items.set(`${view.namespace}/${view.name}`, view);
+        this.#opts.metrics?.cacheSize.set(this.#items.size);
+      },
+      onRestart: (cause) => this.#opts.metrics?.watchRestarts.inc({ cause }),
+      log: options.log,
+      watchIdleTimeoutMs: this.#opts.watchIdleTimeoutMs,
+      pageSize: this.#opts.pageSize,
+    });
   }
 
   get synced(): boolean {
-    return this.#synced;
+    return this.#listWatch.synced;
   }
 
   /** A watch connection is open (the list is in and events are flowing). */
   get watching(): boolean {
-    return this.#abort !== undefined && !this.#stopped;
+    return this.#listWatch.watching;
   }
 
   get size(): number {
@@ -90,20 +106,15 @@ export class ServiceAccountCache {
 
   /** Starts list-and-watch; resolves once the first list is in. */
   start(): Promise<void> {
-    void this.#run();
-    return this.waitForSync();
+    return this.#listWatch.start();
   }
 
   waitForSync(): Promise<void> {
-    if (this.#synced) return Promise.resolve();
-    return new Promise((resolve) => this.#syncWaiters.push(resolve));
+    return this.#listWatch.waitForSync();
   }
 
   stop(): void {
-    this.#stopped = true;
-    clearTimeout(this.#idleTimer);
-    clearTimeout(this.#retryTimer);
-    this.#abort?.abort();
+    this.#listWatch.stop();
   }
 
   /** The cached view, synchronously; undefined on a miss. */
@@ -147,11 +158,13 @@ export class ServiceAccountCache {
       this.#opts.metrics?.fallbackReads.inc({ result: 'found' });
       const view = this.#slim(result as Raw);
       // The watch will deliver it too; keeping it now spares the next Pod a second read.
-      if (view && !this.#items.has(`${namespace}/${name}`)) this.#put(view);
+      if (view && !this.#items.has(`${namespace}/${name}`)) {
+        this.#items.set(`${namespace}/${name}`, view);
+        this.#opts.metrics?.cacheSize.set(this.#items.size);
+      }
       return view;
     } catch (err) {
-      const code = (err as { code?: number }).code;
-      if (code === 404) {
+      if (statusOf(err) === 404) {
         this.#opts.metrics?.fallbackReads.inc({ result: 'not_found' });
         return undefined;
       }
@@ -175,131 +188,5 @@ export class ServiceAccountCache {
 
   #slim(sa: Raw): ServiceAccountView | undefined {
     return slimServiceAccount(sa, this.#opts.annotationPrefixes);
-  }
-
-  #put(view: ServiceAccountView): void {
-    this.#items.set(`${view.namespace}/${view.name}`, view);
-    this.#opts.metrics?.cacheSize.set(this.#items.size);
-  }
-
-  async #run(): Promise<void> {
-    if (this.#stopped) return;
-    try {
-      if (!this.#resourceVersion) await this.#list();
-      await this.#startWatch();
-    } catch (err) {
-      this.#retry('list_error', err);
-    }
-  }
-
-  async #list(): Promise<void> {
-    const fresh = new Map<string, ServiceAccountView>();
-    let cont: string | undefined;
-    let rv = '';
-    do {
-      const page = await this.#api.listServiceAccountForAllNamespaces({ limit: this.#opts.pageSize, _continue: cont });
-      for (const item of page.items) {
-        const view = this.#slim(item as V1ServiceAccount as Raw);
-        if (view) fresh.set(`${view.namespace}/${view.name}`, view);
-      }
-      cont = page.metadata?._continue || undefined;
-      rv = page.metadata?.resourceVersion ?? rv;
-    } while (cont);
-    this.#items.clear();
-    for (const [k, v] of fresh) this.#items.set(k, v);
-    this.#opts.metrics?.cacheSize.set(this.#items.size);
-    this.#resourceVersion = rv;
-    if (!this.#synced) {
-      this.#synced = true;
-      this.#opts.log.info({ serviceAccounts: this.#items.size }, 'ServiceAccount cache synced');
-      for (const resolve of this.#syncWaiters.splice(0)) resolve();
-    }
-  }
-
-  async #startWatch(): Promise<void> {
-    let ended = false;
-    const seq = ++this.#watchSeq;
-    const onEnd = (err: unknown) => {
-      if (ended) return;
-      ended = true;
-      if (seq !== this.#watchSeq) return;
-      this.#abort = undefined;
-      clearTimeout(this.#idleTimer);
-      if (this.#stopped) return;
-      const status = (err as { statusCode?: number; code?: number } | null)?.statusCode ?? (err as { code?: number } | null)?.code;
-      if (err && status === 410) {
-        this.#resourceVersion = '';
-        this.#restartNow('gone');
-      } else if (err && (err as Error).name !== 'AbortError') {
-        this.#retry('watch_error', err);
-      } else {
-        // A watch the server (or the client library's own timeout) closed: resume at once.
-        this.#restartNow('closed');
-      }
-    };
-    this.#armIdle();
-    const abort = await this.#watch.watch(
-      '/api/v1/serviceaccounts',
-      { allowWatchBookmarks: true, resourceVersion: this.#resourceVersion },
-      (phase, obj) => {
-        if (this.#stopped) return;
-        this.#armIdle();
-        this.#backoffMs = 0;
-        const rv = obj?.metadata?.resourceVersion;
-        if (phase === 'ERROR') {
-          // A 410 arrives as an ERROR event carrying a Status object.
-          if (obj?.code === 410) this.#resourceVersion = '';
-          this.#abort?.abort();
-          onEnd(obj?.code === 410 ? { statusCode: 410 } : new Error(obj?.message ?? 'watch error event'));
-          return;
-        }
-        if (rv) this.#resourceVersion = rv;
-        if (phase === 'BOOKMARK') return;
-        const view = this.#slim(obj);
-        if (!view) return;
-        if (phase === 'DELETED') {
-          this.#items.delete(`${view.namespace}/${view.name}`);
-          this.#opts.metrics?.cacheSize.set(this.#items.size);
-        } else {
-          this.#put(view);
-        }
-      },
-      onEnd,
-    );
-    // stop() may have run while the request was being made.
-    if (this.#stopped || ended) abort.abort();
-    else this.#abort = abort;
-  }
-
-  #armIdle(): void {
-    clearTimeout(this.#idleTimer);
-    this.#idleTimer = setTimeout(() => {
-      this.#opts.log.warn({ idleMs: this.#opts.watchIdleTimeoutMs }, 'ServiceAccount watch silent; restarting it');
-      this.#opts.metrics?.watchRestarts.inc({ cause: 'idle' });
-      this.#watchSeq++;
-      const abort = this.#abort;
-      this.#abort = undefined;
-      abort?.abort();
-      this.#restartNow('idle');
-    }, this.#opts.watchIdleTimeoutMs);
-    this.#idleTimer.unref();
-  }
-
-  #restartNow(cause: string): void {
-    if (this.#stopped) return;
-    if (cause !== 'idle') this.#opts.metrics?.watchRestarts.inc({ cause });
-    clearTimeout(this.#retryTimer);
-    this.#retryTimer = setTimeout(() => void this.#run(), 0);
-  }
-
-  #retry(cause: string, err: unknown): void {
-    if (this.#stopped) return;
-    this.#backoffMs = Math.min(30_000, this.#backoffMs ? this.#backoffMs * 2 : 250);
-    const delay = this.#backoffMs / 2 + Math.random() * (this.#backoffMs / 2);
-    this.#opts.metrics?.watchRestarts.inc({ cause });
-    this.#opts.log.warn({ err: (err as Error)?.message ?? String(err), retryInMs: Math.round(delay) }, 'ServiceAccount list/watch failed; retrying');
-    clearTimeout(this.#retryTimer);
-    this.#retryTimer = setTimeout(() => void this.#run(), delay);
-    this.#retryTimer.unref();
   }
 }

@@ -1,5 +1,3 @@
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import type { Config } from '../config.ts';
 import { loadKubeConfig } from '../kube/client.ts';
@@ -8,6 +6,7 @@ import { createSecretProviders } from '../providers/secret-index.ts';
 import type { RequestorConfig } from './config.ts';
 import { kubeRequestorApi } from './kube-api.ts';
 import { LeaderElector } from './lease.ts';
+import { serveMetrics } from '../metrics.ts';
 import { createRequestorMetrics } from './metrics.ts';
 import { TokenRequestor } from './requestor.ts';
 import { SecretInformer } from './secret-informer.ts';
@@ -52,25 +51,9 @@ export async function runTokenRequestor(config: Config, rc: RequestorConfig, log
     },
   });
 
-  const server: Server = createServer((req, res) => {
-    if (req.url === '/healthz') {
-      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ status: 'ok', leader: elector.isLeader }));
-      return;
-    }
-    if (req.url !== '/metrics') {
-      res.writeHead(404).end();
-      return;
-    }
-    metrics.registry.metrics().then(
-      (body) => res.writeHead(200, { 'content-type': metrics.registry.contentType }).end(body),
-      (err: Error) => res.writeHead(500).end(err.message),
-    );
+  const { server, port: metricsPort } = await serveMetrics(metrics.registry, config.metricsHost, config.metricsPort, {
+    '/healthz': () => ({ status: 'ok', leader: elector.isLeader }),
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(config.metricsPort, config.metricsHost, resolve);
-  });
-  const metricsPort = (server.address() as AddressInfo).port;
   elector.start();
   log.info({ metricsPort, identity: rc.identity, lease: `${rc.leaseNamespace}/${rc.leaseName}` }, 'token requestor started');
 

@@ -1,4 +1,5 @@
-import { CoreV1Api, Watch, type KubeConfig } from '@kubernetes/client-node';
+import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
+import { ListWatch, type ListPage } from '../kube/list-watch.ts';
 import type { Logger } from 'pino';
 import { readTokenClaims, type TokenClaims } from './schedule.ts';
 
@@ -50,147 +51,54 @@ export interface SecretInformerOptions {
 }
 
 /**
- * List, then watch from the list's resourceVersion, cluster-wide, for one label selector. A watch
- * that ends is resumed; one that errors is retried with backoff; 410 Gone relists.
+ * The labelled Secrets, cluster-wide, for one label selector: the shared ListWatch (resume,
+ * backoff, relist on 410 Gone, idle watchdog) plus the slimming above and change events.
  */
 export class SecretInformer {
   readonly #o: Required<SecretInformerOptions>;
-  readonly #api: CoreV1Api;
-  readonly #watch: Watch;
+  readonly #listWatch: ListWatch;
   readonly #keys = new Set<string>();
-  #resourceVersion = '';
-  #stopped = false;
-  #abort: AbortController | undefined;
-  #idleTimer: NodeJS.Timeout | undefined;
-  #retryTimer: NodeJS.Timeout | undefined;
-  #backoffMs = 0;
-  #synced: (() => void) | undefined;
 
   constructor(options: SecretInformerOptions) {
     this.#o = { watchIdleTimeoutMs: 90_000, ...options };
-    this.#api = options.kubeConfig.makeApiClient(CoreV1Api);
-    this.#watch = new Watch(options.kubeConfig);
+    const api = options.kubeConfig.makeApiClient(CoreV1Api);
+    this.#listWatch = new ListWatch({
+      kubeConfig: options.kubeConfig,
+      what: 'labelled Secret',
+      path: '/api/v1/secrets',
+      watchQuery: { labelSelector: options.labelSelector },
+      list: (page) => api.listSecretForAllNamespaces({ ...page, labelSelector: options.labelSelector }) as Promise<ListPage>,
+      onList: (raw) => {
+        const items = raw.map((item) => trackSecret(item as Raw)).filter((s): s is TrackedSecret => s !== undefined);
+        const seen = new Set(items.map((s) => `${s.namespace}/${s.name}`));
+        for (const key of this.#keys) if (!seen.has(key)) this.#emit(key, undefined);
+        for (const s of items) this.#emit(`${s.namespace}/${s.name}`, s);
+        this.#o.log.info({ secrets: items.length }, 'labelled Secrets listed');
+      },
+      onEvent: (type, obj) => {
+        const tracked = trackSecret(obj as Raw);
+        if (!tracked) return;
+        const key = `${tracked.namespace}/${tracked.name}`;
+        this.#emit(key, type === 'DELETED' ? undefined : tracked);
+      },
+      log: options.log,
+      watchIdleTimeoutMs: this.#o.watchIdleTimeoutMs,
+      pageSize: 200,
+    });
   }
 
   /** Resolves once the first list is in. */
   start(): Promise<void> {
-    const synced = new Promise<void>((resolve) => (this.#synced = resolve));
-    void this.#run();
-    return synced;
+    return this.#listWatch.start();
   }
 
   stop(): void {
-    this.#stopped = true;
-    clearTimeout(this.#idleTimer);
-    clearTimeout(this.#retryTimer);
-    this.#abort?.abort();
-  }
-
-  async #run(): Promise<void> {
-    if (this.#stopped) return;
-    try {
-      if (!this.#resourceVersion) await this.#list();
-      await this.#startWatch();
-    } catch (err) {
-      this.#retry(err);
-    }
-  }
-
-  async #list(): Promise<void> {
-    const seen = new Set<string>();
-    const items = [];
-    let cont: string | undefined;
-    let rv = '';
-    do {
-      const page = await this.#api.listSecretForAllNamespaces({ labelSelector: this.#o.labelSelector, limit: 200, _continue: cont });
-      for (const item of page.items) {
-        const tracked = trackSecret(item as Raw);
-        if (tracked) items.push(tracked);
-      }
-      cont = page.metadata?._continue || undefined;
-      rv = page.metadata?.resourceVersion ?? rv;
-    } while (cont);
-    if (this.#stopped) return;
-    for (const s of items) seen.add(`${s.namespace}/${s.name}`);
-    for (const key of this.#keys) if (!seen.has(key)) this.#emit(key, undefined);
-    for (const s of items) this.#emit(`${s.namespace}/${s.name}`, s);
-    this.#resourceVersion = rv;
-    this.#o.log.info({ secrets: items.length }, 'labelled Secrets listed');
-    this.#synced?.();
-    this.#synced = undefined;
+    this.#listWatch.stop();
   }
 
   #emit(key: string, secret: TrackedSecret | undefined): void {
     if (secret) this.#keys.add(key);
     else this.#keys.delete(key);
     this.#o.onChange(key, secret);
-  }
-
-  async #startWatch(): Promise<void> {
-    if (this.#stopped) return;
-    let ended = false;
-    const onEnd = (err: unknown) => {
-      if (ended) return;
-      ended = true;
-      clearTimeout(this.#idleTimer);
-      if (this.#stopped) return;
-      const status = (err as { statusCode?: number; code?: number } | null)?.statusCode ?? (err as { code?: number } | null)?.code;
-      if (err && status === 410) {
-        this.#resourceVersion = '';
-        this.#schedule(0);
-      } else if (err && (err as Error).name !== 'AbortError') {
-        this.#retry(err);
-      } else {
-        this.#schedule(0); // closed by the server or the client library's own timeout: resume
-      }
-    };
-    this.#armIdle();
-    this.#abort = await this.#watch.watch(
-      '/api/v1/secrets',
-      { labelSelector: this.#o.labelSelector, allowWatchBookmarks: true, resourceVersion: this.#resourceVersion },
-      (phase, obj) => {
-        this.#armIdle();
-        this.#backoffMs = 0;
-        if (phase === 'ERROR') {
-          if (obj?.code === 410) this.#resourceVersion = '';
-          this.#abort?.abort();
-          onEnd(obj?.code === 410 ? { statusCode: 410 } : new Error(obj?.message ?? 'watch error event'));
-          return;
-        }
-        const rv = obj?.metadata?.resourceVersion;
-        if (rv) this.#resourceVersion = rv;
-        if (phase === 'BOOKMARK') return;
-        const tracked = trackSecret(obj as Raw);
-        if (!tracked) return;
-        this.#emit(`${tracked.namespace}/${tracked.name}`, phase === 'DELETED' ? undefined : tracked);
-      },
-      onEnd,
-    );
-  }
-
-  #armIdle(): void {
-    clearTimeout(this.#idleTimer);
-    this.#idleTimer = setTimeout(() => {
-      this.#o.log.warn({ idleMs: this.#o.watchIdleTimeoutMs }, 'Secret watch silent; restarting it');
-      const abort = this.#abort;
-      this.#abort = undefined;
-      abort?.abort();
-      this.#schedule(0);
-    }, this.#o.watchIdleTimeoutMs);
-    this.#idleTimer.unref();
-  }
-
-  #schedule(delayMs: number): void {
-    if (this.#stopped) return;
-    clearTimeout(this.#retryTimer);
-    this.#retryTimer = setTimeout(() => void this.#run(), delayMs);
-  }
-
-  #retry(err: unknown): void {
-    if (this.#stopped) return;
-    this.#backoffMs = Math.min(30_000, this.#backoffMs ? this.#backoffMs * 2 : 250);
-    const delay = this.#backoffMs / 2 + Math.random() * (this.#backoffMs / 2);
-    this.#o.log.warn({ err: (err as Error)?.message ?? String(err), retryInMs: Math.round(delay) }, 'Secret list/watch failed; retrying');
-    this.#schedule(delay);
   }
 }
