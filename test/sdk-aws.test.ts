@@ -8,8 +8,8 @@ import assert from 'node:assert/strict';
 import { createAwsSts, type AwsSts } from './sdk/aws-sts.ts';
 import { startSdkCluster, type SdkCluster } from './sdk/cluster.ts';
 import { tokenDigest } from './sdk/oidc.ts';
-import { untilRefreshed, type Language } from './sdk/sdk-process.ts';
-import { pinnedVersions } from './sdk/versions.ts';
+import { refreshAcrossRotation, type Language, type SdkAnswer } from './sdk/sdk-process.ts';
+import { checkPinnedVersion } from './sdk/versions.ts';
 
 const NS = 'sdk-aws';
 const ROLE = 'arn:aws:iam::111122223333:role/s3-reader';
@@ -51,17 +51,15 @@ after(async () => {
 });
 
 const start = (language: Language, serviceAccount: string) => cluster.start(language, 'aws', serviceAccount);
+/** Digest of the token the stand-in saw when it issued these credentials. */
+const presented = (answer: SdkAnswer) => sts.exchanges.find((e) => e.accessKeyId === answer.accessKeyId)?.tokenDigest;
 
 for (const language of ['node', 'python'] as const) {
   const sdkName = language === 'node' ? '@aws-sdk/credential-providers' : 'boto3';
 
   describe(`${sdkName} (${language})`, () => {
     test('runs the pinned SDK version', async (t) => {
-      const { sdk } = await start(language, 'reader');
-      const versions = await sdk.versions();
-      t.diagnostic(`${language}: ${Object.entries(versions).map(([n, v]) => `${n} ${v}`).join(', ')}`);
-      assert.equal(versions[sdkName], pinnedVersions[sdkName]);
-      await sdk.stop();
+      await checkPinnedVersion(t, (await start(language, 'reader')).sdk, language, sdkName);
     });
 
     test('the default chain assumes the annotated role with the projected token, at the regional endpoint', async () => {
@@ -118,15 +116,9 @@ for (const language of ['node', 'python'] as const) {
     test('rotation: once the credentials age, the refresh presents the replaced token file', async () => {
       const { container, sdk } = await start(language, 'reader');
       const original = container.tokens[0].token;
-      const first = await sdk.credentials();
-      assert.ok(first.ok, JSON.stringify(first.error));
-      assert.equal(sts.exchanges.find((e) => e.accessKeyId === first.accessKeyId)?.tokenDigest, tokenDigest(original));
-      const rotated = await container.rotateToken(TOKEN_FILE);
-      assert.notEqual(rotated, original);
-      // Just short of the credentials' hour: inside every refresh window, not yet expired.
-      await sdk.advanceClock(3500);
-      const second = await untilRefreshed(sdk, first, 'accessKeyId');
-      assert.equal(sts.exchanges.find((e) => e.accessKeyId === second.accessKeyId)?.tokenDigest, tokenDigest(rotated));
+      const { first, second, rotated } = await refreshAcrossRotation(sdk, 'accessKeyId', original, () => container.rotateToken(TOKEN_FILE));
+      assert.equal(presented(first), tokenDigest(original));
+      assert.equal(presented(second), tokenDigest(rotated));
       await sdk.stop();
     });
   });
@@ -169,15 +161,13 @@ for (const language of ['node', 'python'] as const) {
     test('rotation: the token requestor renews the Secret\'s token; the next refresh presents it', async () => {
       const { name, container, sdk, token } = await startOnSecret('AWS_CONFIG_FILE');
       const original = token();
-      const first = await sdk.credentials();
-      assert.ok(first.ok, JSON.stringify(first.error));
-      assert.equal(sts.exchanges.find((e) => e.accessKeyId === first.accessKeyId)?.tokenDigest, tokenDigest(original));
-      await cluster.renewSecretToken(name);
-      await container.syncSecrets();
-      assert.notEqual(token(), original);
-      await sdk.advanceClock(3500);
-      const second = await untilRefreshed(sdk, first, 'accessKeyId');
-      assert.equal(sts.exchanges.find((e) => e.accessKeyId === second.accessKeyId)?.tokenDigest, tokenDigest(token()));
+      const { first, second, rotated } = await refreshAcrossRotation(sdk, 'accessKeyId', original, async () => {
+        await cluster.renewSecretToken(name);
+        await container.syncSecrets();
+        return token();
+      });
+      assert.equal(presented(first), tokenDigest(original));
+      assert.equal(presented(second), tokenDigest(rotated));
       await sdk.stop();
     });
   });

@@ -6,8 +6,8 @@ import assert from 'node:assert/strict';
 import { startSdkCluster, type SdkCluster, type StartOptions } from './sdk/cluster.ts';
 import { createEntra, type Entra } from './sdk/entra.ts';
 import { tokenDigest } from './sdk/oidc.ts';
-import { untilRefreshed, type Language } from './sdk/sdk-process.ts';
-import { pinnedVersions } from './sdk/versions.ts';
+import { refreshAcrossRotation, type Language, type SdkAnswer } from './sdk/sdk-process.ts';
+import { checkPinnedVersion } from './sdk/versions.ts';
 
 const NS = 'sdk-azure';
 const TENANT = '72f988bf-86f1-41af-91ab-2d7cd011db47';
@@ -55,11 +55,7 @@ for (const language of ['node', 'python'] as const) {
 
   describe(`${sdkName} (${language})`, () => {
     test('runs the pinned SDK version', async (t) => {
-      const { sdk } = await start(language, 'reader');
-      const versions = await sdk.versions();
-      t.diagnostic(`${language}: ${Object.entries(versions).map(([n, v]) => `${n} ${v}`).join(', ')}`);
-      assert.equal(versions[sdkName], pinnedVersions[sdkName]);
-      await sdk.stop();
+      await checkPinnedVersion(t, (await start(language, 'reader')).sdk, language, sdkName);
     });
 
     test('DefaultAzureCredential gets a token for the annotated client id with the projected token', async () => {
@@ -112,15 +108,10 @@ for (const language of ['node', 'python'] as const) {
     test('rotation: once the token ages, the refresh presents the replaced token file', async () => {
       const { container, sdk } = await start(language, 'reader');
       const original = container.tokens[0].token;
-      const first = await sdk.credentials();
-      assert.ok(first.ok, JSON.stringify(first.error));
-      assert.equal(entra.exchanges.find((e) => e.accessToken === first.token)?.tokenDigest, tokenDigest(original));
-      const rotated = await container.rotateToken(TOKEN_FILE);
-      assert.notEqual(rotated, original);
-      // Past the SDKs' caches of the file (5 min in JS, 10 in Python), inside the token's hour.
-      await sdk.advanceClock(3500);
-      const second = await untilRefreshed(sdk, first, 'token');
-      assert.equal(entra.exchanges.find((e) => e.accessToken === second.token)?.tokenDigest, tokenDigest(rotated));
+      const { first, second, rotated } = await refreshAcrossRotation(sdk, 'token', original, () => container.rotateToken(TOKEN_FILE));
+      const presented = (answer: SdkAnswer) => entra.exchanges.find((e) => e.accessToken === answer.token)?.tokenDigest;
+      assert.equal(presented(first), tokenDigest(original));
+      assert.equal(presented(second), tokenDigest(rotated));
       await sdk.stop();
     });
   });

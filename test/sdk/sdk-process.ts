@@ -154,3 +154,26 @@ export async function untilRefreshed(sdk: SdkProcess, previous: SdkAnswer, key: 
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
 }
+
+/**
+ * The rotation every SDK suite checks: credentials from the current token, the token replaced
+ * (`replace` returns the new one), the SDK's clock moved 3,500 s on (inside every refresh window
+ * of an hour's credentials, and past the Azure SDKs' caches of the file), then fresh credentials.
+ * `afterFirst` runs before the replacement; the caller checks which token the stand-in saw.
+ */
+export async function refreshAcrossRotation(
+  sdk: SdkProcess,
+  key: string,
+  original: string,
+  replace: () => Promise<string>,
+  afterFirst: (first: SdkAnswer) => void = () => {},
+): Promise<{ first: SdkAnswer; second: SdkAnswer; rotated: string }> {
+  const first = await sdk.credentials();
+  if (!first.ok) throw new Error(`first credentials failed: ${JSON.stringify(first.error)}\n${sdk.stderr()}`);
+  afterFirst(first);
+  const rotated = await replace();
+  if (rotated === original) throw new Error('the token was not replaced');
+  await sdk.advanceClock(3500);
+  const second = await untilRefreshed(sdk, first, key);
+  return { first, second, rotated };
+}
