@@ -2,6 +2,7 @@ import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { WebhookError } from '../errors.ts';
 import type { NamespaceView } from '../policy/inputs.ts';
+import { DirectReads } from './direct-read.ts';
 import { ListWatch, statusOf, type ListPage } from './list-watch.ts';
 
 type Raw = { metadata?: { name?: string; labels?: Record<string, string> | null } };
@@ -28,14 +29,13 @@ export interface NamespaceCacheOptions {
  */
 export class NamespaceCache {
   readonly #items = new Map<string, NamespaceView>();
-  readonly #inflight = new Map<string, Promise<NamespaceView>>();
+  readonly #reads: DirectReads<NamespaceView>;
   readonly #api: CoreV1Api;
   readonly #lw: ListWatch;
-  readonly #missTimeoutMs: number;
 
   constructor({ kubeConfig, log, missTimeoutMs = 2000 }: NamespaceCacheOptions) {
     this.#api = kubeConfig.makeApiClient(CoreV1Api);
-    this.#missTimeoutMs = missTimeoutMs;
+    this.#reads = new DirectReads(missTimeoutMs);
     this.#lw = new ListWatch({
       kubeConfig,
       log,
@@ -75,32 +75,18 @@ export class NamespaceCache {
   }
 
   lookup(name: string): NamespaceView | Promise<NamespaceView> {
-    const hit = this.#items.get(name);
-    if (hit) return hit;
-    let pending = this.#inflight.get(name);
-    if (!pending) {
-      pending = this.#read(name).finally(() => this.#inflight.delete(name));
-      this.#inflight.set(name, pending);
-    }
-    return pending;
+    return this.#items.get(name) ?? this.#reads.read(name, () => this.#read(name));
   }
 
   async #read(name: string): Promise<NamespaceView> {
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<never>((_resolve, reject) => {
-      timer = setTimeout(() => reject(new Error(`no answer in ${this.#missTimeoutMs} ms`)), this.#missTimeoutMs);
-    });
     try {
-      const ns = await Promise.race([this.#api.readNamespace({ name }), timeout]);
-      const view = slimNamespace(ns as Raw) ?? { name, labels: {} };
+      const view = slimNamespace((await this.#api.readNamespace({ name })) as Raw) ?? { name, labels: {} };
       if (!this.#items.has(name)) this.#items.set(name, view);
       return view;
     } catch (err) {
       // A namespace that does not exist has no labels; the API server refuses the object anyway.
       if (statusOf(err) === 404) return { name, labels: {} };
       throw new WebhookError('WIW_NAMESPACE_UNAVAILABLE', `the labels of namespace ${name} are needed for tenant policy but cannot be read: ${(err as Error).message}`);
-    } finally {
-      clearTimeout(timer);
     }
   }
 }

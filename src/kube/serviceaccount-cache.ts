@@ -1,6 +1,7 @@
 import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { Metrics } from '../metrics.ts';
+import { DirectReads, TimeoutError } from './direct-read.ts';
 import { ListWatch, statusOf, type ListPage } from './list-watch.ts';
 import type { ServiceAccountView } from './types.ts';
 
@@ -49,7 +50,7 @@ export class ServiceAccountCache {
   readonly #api: CoreV1Api;
   readonly #listWatch: ListWatch;
   readonly #items = new Map<string, ServiceAccountView>();
-  readonly #inflight = new Map<string, Promise<ServiceAccountView | undefined>>();
+  readonly #reads: DirectReads<ServiceAccountView | undefined>;
   #tokens: number;
   #lastRefill = Date.now();
 
@@ -63,6 +64,7 @@ export class ServiceAccountCache {
     };
     this.#api = options.kubeConfig.makeApiClient(CoreV1Api);
     this.#tokens = this.#opts.missReadsPerSecond;
+    this.#reads = new DirectReads(this.#opts.missTimeoutMs);
     this.#listWatch = new ListWatch({
       kubeConfig: options.kubeConfig,
       what: 'ServiceAccount',
@@ -131,32 +133,24 @@ export class ServiceAccountCache {
     const hit = this.#items.get(key);
     if (hit) return hit;
     this.#opts.metrics?.cacheMisses.inc();
-    const pending = this.#inflight.get(key);
-    if (pending) return pending;
-    if (!this.#takeToken()) {
+    if (!this.#reads.has(key) && !this.#takeToken()) {
       this.#opts.metrics?.fallbackReads.inc({ result: 'rate_limited' });
       this.#opts.log.warn({ namespace, serviceAccount: name }, 'ServiceAccount not cached and direct reads are rate-limited');
       return undefined;
     }
-    const read = this.#readDirect(namespace, name).finally(() => this.#inflight.delete(key));
-    this.#inflight.set(key, read);
-    return read;
+    return this.#reads.read(key, () => this.#readDirect(namespace, name)).catch((err: unknown) => {
+      const timedOut = err instanceof TimeoutError;
+      this.#opts.metrics?.fallbackReads.inc({ result: timedOut ? 'timeout' : 'error' });
+      this.#opts.log.warn({ namespace, serviceAccount: name, err: (err as Error).message }, timedOut ? 'direct ServiceAccount read timed out' : 'direct ServiceAccount read failed');
+      return undefined;
+    });
   }
 
+  /** The ServiceAccount from the API server; undefined when it does not exist. */
   async #readDirect(namespace: string, name: string): Promise<ServiceAccountView | undefined> {
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<'timeout'>((resolve) => {
-      timer = setTimeout(() => resolve('timeout'), this.#opts.missTimeoutMs);
-    });
     try {
-      const result = await Promise.race([this.#api.readNamespacedServiceAccount({ name, namespace }), timeout]);
-      if (result === 'timeout') {
-        this.#opts.metrics?.fallbackReads.inc({ result: 'timeout' });
-        this.#opts.log.warn({ namespace, serviceAccount: name, timeoutMs: this.#opts.missTimeoutMs }, 'direct ServiceAccount read timed out');
-        return undefined;
-      }
+      const view = this.#slim((await this.#api.readNamespacedServiceAccount({ name, namespace })) as Raw);
       this.#opts.metrics?.fallbackReads.inc({ result: 'found' });
-      const view = this.#slim(result as Raw);
       // The watch will deliver it too; keeping it now spares the next Pod a second read.
       if (view && !this.#items.has(`${namespace}/${name}`)) {
         this.#items.set(`${namespace}/${name}`, view);
@@ -164,15 +158,9 @@ export class ServiceAccountCache {
       }
       return view;
     } catch (err) {
-      if (statusOf(err) === 404) {
-        this.#opts.metrics?.fallbackReads.inc({ result: 'not_found' });
-        return undefined;
-      }
-      this.#opts.metrics?.fallbackReads.inc({ result: 'error' });
-      this.#opts.log.warn({ namespace, serviceAccount: name, err: (err as Error).message }, 'direct ServiceAccount read failed');
+      if (statusOf(err) !== 404) throw err;
+      this.#opts.metrics?.fallbackReads.inc({ result: 'not_found' });
       return undefined;
-    } finally {
-      clearTimeout(timer);
     }
   }
 
