@@ -135,7 +135,7 @@ export function mutateSecret(options: SecretCoreOptions, admission: SecretAdmiss
     else derivation = result;
   }
 
-  if (oldSecret && derivation) problems.push(...accountChanges(provider, selection, oldSecret, derivation, tokenPath as string));
+  if (oldSecret && derivation) problems.push(...accountChanges(provider, selection, oldSecret, secret.data?.config, derivation, tokenPath as string));
 
   if (problems.length > 0 || !derivation) return { allowed: false, denial: mergeDenials(problems) };
 
@@ -157,6 +157,7 @@ function accountChanges(
   provider: SecretProvider,
   selection: SecretSelection,
   oldSecret: Secret,
+  config: string | undefined,
   derivation: SecretDerivation,
   tokenPath: string,
 ): Denial[] {
@@ -166,6 +167,10 @@ function accountChanges(
   if (old.provider !== selection.provider) {
     return [denial('ImmutableProvider', `the provider cannot change from ${old.provider} to ${selection.provider}: a workload identity Secret stays with one cloud account; create a new Secret instead`)];
   }
+  // Most UPDATEs are token renewals with `config` unchanged, and AWS has no account field:
+  // then there is nothing to compare and the stored config is not parsed a second time.
+  if (oldSecret.data?.config === undefined || Object.keys(derivation.account).length === 0) return [];
+  if (oldSecret.data.config === config) return [];
   const before = derive(provider, oldSecret, tokenPath);
   if (Array.isArray(before)) return [];
   const changes: Denial[] = [];
