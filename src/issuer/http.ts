@@ -29,7 +29,8 @@ export function httpGet(url: string, tls: TlsMaterial = {}, timeoutMs = 10_000):
     const send = target.protocol === 'http:' ? httpRequest : httpsRequest;
     const req = send(target, {
       method: 'GET',
-      headers: { accept: 'application/json', ...tls.headers },
+      // kube-apiserver answers 406 to a JWKS request that does not accept application/jwk-set+json.
+      headers: { accept: 'application/json, application/jwk-set+json, */*;q=0.5', ...tls.headers },
       ca: tls.ca,
       cert: tls.cert,
       key: tls.key,
