@@ -108,10 +108,12 @@ export const settings = {
   certRenewBeforeSeconds: { flag: 'cert-renew-before-seconds', description: 'With --cert-secret: start a rotation this long before the serving certificate expires', parse: integer(5, 10 * 365 * 86400), default: 60 * 86400 },
   certPropagationSeconds: { flag: 'cert-propagation-seconds', description: 'With --cert-secret: how long a new CA sits in the caBundle before any replica serves a certificate it signed', parse: integer(1, 86400), default: 60 },
   certResyncSeconds: { flag: 'cert-resync-seconds', description: 'With --cert-secret: re-check the Secret and caBundle at least this often (changes are also watched)', parse: integer(1, 86400), default: 60 },
+  recordKeyFile: { flag: 'record-key-file', description: 'File of at least 32 random bytes that signs the injection record; replicas must share it (default: derived from the serving key)', parse: optionalString, default: undefined },
   drainSeconds: { flag: 'drain-seconds', description: 'On SIGTERM, keep serving this long while reporting not-ready', parse: integer(0, 600), default: 5 },
   logLevel: { flag: 'log-level', description: 'Log level', parse: oneOf(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const), default: 'info' as const },
   kubeconfig: { flag: 'kubeconfig', description: 'Kubeconfig file; default: in-cluster, then $KUBECONFIG, then ~/.kube/config', parse: optionalString, default: undefined },
   cacheMissTimeoutMs: { flag: 'cache-miss-timeout-ms', description: 'Timeout of the direct API read when a ServiceAccount is not yet cached', parse: integer(50, 10000), default: 2000 },
+  failurePolicy: { flag: 'failure-policy', description: "The Pod webhook's failurePolicy, to act alike when a ServiceAccount cannot be read: Fail refuses the Pod (retryably), Ignore admits it without identity and with a warning", parse: oneOf(['Fail', 'Ignore'] as const), default: 'Fail' as const },
   cacheMissRate: { flag: 'cache-miss-reads-per-second', description: 'Rate limit of direct ServiceAccount reads on cache misses', parse: integer(1, 10000), default: 50 },
   // AWS
   awsAnnotationPrefix: { flag: 'aws-annotation-prefix', description: 'Annotation prefix of the AWS keys', parse: string, default: 'eks.amazonaws.com' },

@@ -1,4 +1,4 @@
-import { writeFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import { buildApp } from './app.ts';
@@ -14,6 +14,7 @@ import { annotationPrefixes, createProviders } from './providers/index.ts';
 import { createSecretProviders } from './providers/secret-index.ts';
 import { createTenantPolicy } from './policy/runtime.ts';
 import { SECRET_ANNOTATION_PREFIXES } from './mutate/secret-labels.ts';
+import { RecordKeys } from './mutate/injection-record.ts';
 import { selfManagedTls } from './tls/certificate-manager.ts';
 import { generateCertificates } from './tls/self-signed.ts';
 import { readKeyPair, watchKeyPair, type KeyPair } from './tls/reloader.ts';
@@ -43,6 +44,30 @@ async function loadTls(config: Config, log: Logger): Promise<{ pair: KeyPair; wa
   throw new ConfigError('serve needs a certificate: --tls-cert-file and --tls-key-file, --cert-secret, or --self-signed');
 }
 
+/**
+ * The key that signs injection records. Every replica must hold the same one: a key file, or
+ * else one derived from the serving key, which replicas share through their certificate Secret.
+ * After a certificate rotation the previous key still verifies.
+ */
+async function injectionRecordKeys(config: Config, pair: KeyPair, log: Logger): Promise<{ current: RecordKeys; rotate(p: KeyPair): void }> {
+  if (config.recordKeyFile) {
+    const file = config.recordKeyFile;
+    const material = await readFile(file).catch((err: Error) => {
+      throw new ConfigError(`cannot read --record-key-file: ${err.message}`);
+    });
+    if (material.length < 32) throw new ConfigError(`--record-key-file ${file} holds ${material.length} bytes; at least 32 random bytes are needed`);
+    return { current: RecordKeys.derive(material), rotate: () => {} };
+  }
+  if (config.selfSigned) log.info('injection records are signed with a key of this process: run one replica, or set --record-key-file');
+  let last = pair.key;
+  const keys = { current: RecordKeys.derive(pair.key), rotate(next: KeyPair) {
+    if (next.key === last) return;
+    keys.current = RecordKeys.derive(next.key, last);
+    last = next.key;
+  } };
+  return keys;
+}
+
 export async function serve(config: Config, log: Logger): Promise<RunningServer> {
   const tls = await loadTls(config, log);
   const providers = createProviders(config);
@@ -58,10 +83,11 @@ export async function serve(config: Config, log: Logger): Promise<RunningServer>
     missReadsPerSecond: config.cacheMissRate,
   });
   const tenantPolicy = createTenantPolicy(config, kubeConfig, log);
+  const recordKeys = await injectionRecordKeys(config, tls.pair, log);
   let draining = false;
   const lookup = (ns: string, name: string) => cache.lookup(ns, name);
   const admit = (request: AdmissionRequest): Decision | Promise<Decision> => {
-    if (request.kind.kind === 'Pod' && request.kind.group === '') return admitPod(providers, lookup, request, tenantPolicy?.gate);
+    if (request.kind.kind === 'Pod' && request.kind.group === '') return admitPod(providers, lookup, request, tenantPolicy?.gate, { onUnresolved: config.failurePolicy, recordKeys: recordKeys.current });
     if (request.kind.kind === 'Secret' && request.kind.group === '') return admitSecret(secretCore, lookup, request, tenantPolicy?.gate);
     return { allowed: true };
   };
@@ -74,6 +100,7 @@ export async function serve(config: Config, log: Logger): Promise<RunningServer>
   const stopWatching = tls.watch?.((pair) => {
     // New handshakes get the new certificate; connections already open keep theirs.
     (app.server as unknown as { setSecureContext(o: object): void }).setSecureContext({ ...pair, minVersion: 'TLSv1.2' });
+    recordKeys.rotate(pair);
   });
 
   const { server: metricsServer, port: metricsPort } = await serveMetrics(metrics.registry, config.metricsHost, config.metricsPort);

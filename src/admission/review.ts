@@ -69,6 +69,8 @@ export interface Decision {
   injected?: string[];
 }
 
+const STATUS_REASONS: Record<Denial['status'], string> = { 400: 'BadRequest', 403: 'Forbidden', 409: 'Conflict', 503: 'ServiceUnavailable' };
+
 /** The response, in the request's apiVersion, echoing its uid. */
 export function reviewResponse(apiVersion: AdmissionReview['apiVersion'], uid: string, decision: Decision): unknown {
   const response: Record<string, unknown> = { uid, allowed: decision.allowed };
@@ -79,7 +81,7 @@ export function reviewResponse(apiVersion: AdmissionReview['apiVersion'], uid: s
   if (decision.denial) {
     response.status = {
       code: decision.denial.status,
-      reason: decision.denial.status === 409 ? 'Conflict' : decision.denial.status === 403 ? 'Forbidden' : 'BadRequest',
+      reason: STATUS_REASONS[decision.denial.status],
       message: decision.denial.message,
     };
   }

@@ -167,6 +167,8 @@ tokenExpiration: token-expiration
 {{/* The webhook container's environment: config, the policy file, then the certificate source. */}}
 {{- define "wiw.env" -}}
 {{ include "wiw.envFrom" (dict "values" .Values.config "flags" (include "wiw.configFlags" .) "prefix" "config") }}
+- name: WIW_FAILURE_POLICY
+  value: {{ .Values.webhook.failurePolicy | quote }}
 {{- if .Values.policy.configMap }}
 - name: WIW_POLICY_FILE
   value: /etc/workload-identity-webhook/policy/policy.yaml
