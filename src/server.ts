@@ -16,6 +16,7 @@ import { createTenantPolicy } from './policy/runtime.ts';
 import { SECRET_ANNOTATION_PREFIXES } from './mutate/secret-labels.ts';
 import { RecordKeys } from './mutate/injection-record.ts';
 import { selfManagedTls } from './tls/certificate-manager.ts';
+import { tlsPolicy } from './tls/policy.ts';
 import { generateCertificates } from './tls/self-signed.ts';
 import { readKeyPair, watchKeyPair, type KeyPair } from './tls/reloader.ts';
 
@@ -87,19 +88,48 @@ export async function serve(config: Config, log: Logger): Promise<RunningServer>
   let draining = false;
   const lookup = (ns: string, name: string) => cache.lookup(ns, name);
   const admit = (request: AdmissionRequest): Decision | Promise<Decision> => {
-    if (request.kind.kind === 'Pod' && request.kind.group === '') return admitPod(providers, lookup, request, tenantPolicy?.gate, { onUnresolved: config.failurePolicy, recordKeys: recordKeys.current });
+    if (request.kind.kind === 'Pod' && request.kind.group === '') return admitPod(providers, lookup, request, tenantPolicy?.gate, {
+      onUnresolved: config.failurePolicy,
+      recordKeys: recordKeys.current,
+      maxContainers: config.maxContainers,
+    });
     if (request.kind.kind === 'Secret' && request.kind.group === '') return admitSecret(secretCore, lookup, request, tenantPolicy?.gate);
     return { allowed: true };
   };
 
-  const app = buildApp({ https: tls.pair, log, metrics, admit, isReady: () => !draining && cache.synced && (tenantPolicy?.synced() ?? true) });
+  const clientCa = config.clientCaFile ? await readFile(config.clientCaFile, 'utf8').catch((err: Error) => {
+    throw new ConfigError(`cannot read --client-ca-file: ${err.message}`);
+  }) : undefined;
+  const policy = tlsPolicy(config.tlsMinVersion, config.tlsCipherSuites);
+  const app = buildApp({
+    https: tls.pair,
+    log,
+    metrics,
+    admit,
+    isReady: () => !draining && cache.synced && (tenantPolicy?.synced() ?? true),
+    isDraining: () => draining,
+    limits: {
+      maxRequestBytes: config.maxRequestBytes,
+      maxInflightRequestBytes: config.maxInflightRequestBytes,
+      maxContainers: config.maxContainers,
+      maxPatchBytes: config.maxPatchBytes,
+      maxConnections: config.maxConnections,
+    },
+    tls: policy,
+    clientCa,
+  });
   void cache.start();
   tenantPolicy?.start();
   await app.listen({ port: config.port, host: config.host });
   const port = (app.server.address() as AddressInfo).port;
   const stopWatching = tls.watch?.((pair) => {
     // New handshakes get the new certificate; connections already open keep theirs.
-    (app.server as unknown as { setSecureContext(o: object): void }).setSecureContext({ ...pair, minVersion: 'TLSv1.2' });
+    (app.server as unknown as { setSecureContext(o: object): void }).setSecureContext({
+      ...pair,
+      minVersion: policy.minVersion,
+      ciphers: policy.ciphers,
+      ...(clientCa ? { ca: clientCa } : {}),
+    });
     recordKeys.rotate(pair);
   });
 
@@ -114,6 +144,8 @@ export async function serve(config: Config, log: Logger): Promise<RunningServer>
       shutdown ??= (async () => {
         draining = true;
         log.info({ drainSeconds: config.drainSeconds }, 'draining: reporting not ready');
+        // Keep-alive clients learn it on their next answer (Connection: close); idle ones now.
+        app.server.closeIdleConnections();
         await new Promise((resolve) => setTimeout(resolve, config.drainSeconds * 1000));
         stopWatching?.();
         cache.stop();

@@ -33,6 +33,11 @@ export function podShapeError(pod: unknown): string | undefined {
   return undefined;
 }
 
+function containerCount(pod: Pod): number {
+  const spec = pod.spec as { containers?: unknown[]; initContainers?: unknown[]; ephemeralContainers?: unknown[] } | undefined;
+  return (spec?.containers?.length ?? 0) + (spec?.initContainers?.length ?? 0) + (spec?.ephemeralContainers?.length ?? 0);
+}
+
 function decide(providers: readonly PodProvider[], pod: Pod, namespace: string, sa: ServiceAccountView | undefined, policy: InjectionPolicy | undefined, recordKeys: RecordKeys | undefined): Decision {
   const result = mutatePod(providers, { pod, namespace, serviceAccount: sa, recordKeys }, policy);
   if (!result.allowed) return { allowed: false, denial: result.denial };
@@ -67,12 +72,17 @@ export function admitPod(
   lookup: ServiceAccountLookup,
   request: AdmissionRequest,
   policyGate?: PolicyGate,
-  { onUnresolved = 'Fail', recordKeys }: { onUnresolved?: UnresolvedPolicy; recordKeys?: RecordKeys } = {},
+  { onUnresolved = 'Fail', recordKeys, maxContainers }: { onUnresolved?: UnresolvedPolicy; recordKeys?: RecordKeys; maxContainers?: number } = {},
 ): Decision | Promise<Decision> {
   if (request.operation !== 'CREATE' || request.subResource) return { allowed: true };
   const pod = request.object as Pod;
   const shape = podShapeError(pod);
   if (shape) return { allowed: false, denial: denial('MalformedObject', `the Pod cannot be read: ${shape}`) };
+  // Checked before any work: the cost of a Pod grows with its containers.
+  const containers = containerCount(pod);
+  if (maxContainers !== undefined && containers > maxContainers) {
+    return { allowed: false, denial: denial('TooLarge', `the Pod has ${containers} containers, more than the ${maxContainers} workload-identity-webhook admits (--max-containers); split it into several Pods`) };
+  }
   const namespace = request.namespace || pod.metadata?.namespace || 'default';
   const sa = lookup(namespace, serviceAccountNameOf(pod));
   // Tenant policy needs the namespace's labels: cached, or read when the cache has not seen it yet.

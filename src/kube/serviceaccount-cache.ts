@@ -118,6 +118,11 @@ export class ServiceAccountCache {
     return this.#items.size;
   }
 
+  /** The list-watch underneath, for tests' diagnostics. */
+  get listWatchForTests(): ListWatch {
+    return this.#listWatch;
+  }
+
   /** Starts list-and-watch; resolves once the first list is in. */
   start(): Promise<void> {
     return this.#listWatch.start();
