@@ -41,19 +41,25 @@ export interface ControlPlane {
 
 const READY_TIMEOUT_MS = 60_000;
 
-export async function startControlPlane(options: { name?: string } = {}): Promise<ControlPlane> {
+export interface ControlPlaneOptions {
+  name?: string;
+  /** More kube-apiserver flags, e.g. --admission-control-config-file. */
+  extraArgs?: string[];
+}
+
+export async function startControlPlane(options: ControlPlaneOptions = {}): Promise<ControlPlane> {
   // Free ports are found by binding port 0 and releasing it, so another process can take one
   // in between; start over on that (rare) collision.
   for (let attempt = 1; ; attempt++) {
     try {
-      return await startOnce(options.name ?? 'control-plane');
+      return await startOnce(options.name ?? 'control-plane', options.extraArgs ?? []);
     } catch (err) {
       if (attempt >= 3 || !/address already in use/i.test(String(err))) throw err;
     }
   }
 }
 
-async function startOnce(name: string): Promise<ControlPlane> {
+async function startOnce(name: string, extraArgs: string[]): Promise<ControlPlane> {
   const bins = await resolveBinaries();
   const dir = await mkdtemp(join(tmpdir(), `wiw-${name.replace(/[^\w.-]/g, '_')}-`));
   guardDir(dir);
@@ -136,6 +142,7 @@ async function startOnce(name: string): Promise<ControlPlane> {
         // The endpoint reconciler refuses a loopback address for the `kubernetes` Service and
         // logs an error every 10 s; nothing here needs that Service's endpoints.
         '--endpoint-reconciler-type=none',
+        ...extraArgs,
       ],
       file('kube-apiserver.log'),
     );
