@@ -144,8 +144,8 @@ export async function serve(config: Config, log: Logger): Promise<RunningServer>
       shutdown ??= (async () => {
         draining = true;
         log.info({ drainSeconds: config.drainSeconds }, 'draining: reporting not ready');
-        // Keep-alive clients learn it on their next answer (Connection: close); idle ones now.
-        app.server.closeIdleConnections();
+        // Keep-alive clients learn it from their next answer (Connection: close). Idle connections
+        // are not cut now: a client may be sending on one, and a POST cut mid-flight is not retried.
         await new Promise((resolve) => setTimeout(resolve, config.drainSeconds * 1000));
         stopWatching?.();
         cache.stop();
