@@ -1,3 +1,4 @@
+import type { Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
@@ -22,6 +23,14 @@ export interface AppOptions {
   tls?: TlsPolicy;
   /** PEM of the CA that signs the API server's client certificate: /mutate then requires one. */
   clientCa?: string;
+}
+
+const FIRST_REQUEST_SEEN = Symbol('first request seen');
+
+declare module 'node:net' {
+  interface Socket {
+    [FIRST_REQUEST_SEEN]?: boolean;
+  }
 }
 
 /** Object kinds as a metric label: a closed set, whatever a caller puts in request.kind. */
@@ -52,6 +61,11 @@ export function buildApp({ https, log, metrics, admit, isReady, isDraining = () 
   } as Parameters<typeof Fastify>[0]) as unknown as FastifyInstance;
   app.server.maxConnections = limits.maxConnections;
   app.server.headersTimeout = limits.headersTimeoutMs;
+  // Node's header and request timeouts start with a request: a connection that never sends one
+  // would stay open for good. It gets the header timeout to send its first request.
+  app.server.on(https ? 'secureConnection' : 'connection', (socket: Socket) => {
+    socket.setTimeout(limits.headersTimeoutMs, () => socket.destroy());
+  });
 
   // Only JSON is an AdmissionReview; fastify answers 415 for any other content type.
   app.removeContentTypeParser('text/plain');
@@ -60,6 +74,11 @@ export function buildApp({ https, log, metrics, admit, isReady, isDraining = () 
   // before its body is read, so slow or stalled senders cannot pile up memory.
   let inflight = 0;
   app.addHook('onRequest', async (req, reply) => {
+    // From the first request on, Node's own timeouts govern the connection (keep-alive included).
+    if (!req.raw.socket[FIRST_REQUEST_SEEN]) {
+      req.raw.socket[FIRST_REQUEST_SEEN] = true;
+      req.raw.socket.setTimeout(0);
+    }
     if (isDraining()) void reply.header('connection', 'close');
     if (req.method !== 'POST') return;
     const length = Number(req.headers['content-length']);

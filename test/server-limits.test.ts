@@ -2,6 +2,7 @@
 // patch size, timeouts, closed metric labels, clipped log fields and a modern TLS 1.2 suite list.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { Agent } from 'node:https';
 import { connect, type TLSSocket } from 'node:tls';
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
@@ -172,6 +173,30 @@ describe('connections', () => {
     });
     assert.notEqual(fourth, 'connected');
     for (const c of idle) c.destroy();
+  });
+});
+
+describe('idle connections', () => {
+  test('a TLS connection that never sends a request is closed after the header timeout', async () => {
+    const s = await start({ headersTimeoutMs: 300 });
+    const socket = await new Promise<TLSSocket>((resolve) => {
+      const c = connect({ port: s.port, host: '127.0.0.1', ca: certs.caPem, servername: 'localhost' }, () => resolve(c));
+    });
+    assert.equal(await closed(socket), '');
+  });
+
+  test('a keep-alive connection is not cut by that timeout once it has sent a request', async () => {
+    const s = await start({ headersTimeoutMs: 300 });
+    let connections = 0;
+    s.app.server.on('secureConnection', () => connections++);
+    const agent = new Agent({ keepAlive: true, maxSockets: 1, ca: certs.caPem });
+    assert.equal((await httpsRequest(`${s.url}/healthz`, { ca: certs.caPem, agent })).status, 200);
+    const { until } = await import('./support/webhook.ts');
+    const started = Date.now();
+    await until('twice the header timeout to pass', () => Date.now() - started > 600 || undefined);
+    assert.equal((await httpsRequest(`${s.url}/healthz`, { ca: certs.caPem, agent })).status, 200);
+    assert.equal(connections, 1, 'the second request went over the first connection');
+    agent.destroy();
   });
 });
 
