@@ -45,12 +45,15 @@ const CHART_MANAGED: Partial<Record<SettingKey, { values: Record<string, any>; e
   certPropagationSeconds: { values: { certificates: { selfManaged: { propagationSeconds: 30 } } }, expect: '30' },
   certResyncSeconds: { values: { certificates: { selfManaged: { resyncSeconds: 20 } } }, expect: '20' },
   policyFile: { values: { policy: { configMap: 'wiw-policy' } }, expect: '/etc/workload-identity-webhook/policy/policy.yaml' },
+  failurePolicy: { values: { webhook: { failurePolicy: 'Ignore' } }, expect: 'Ignore' },
+  clientCaFile: { values: { clientAuth: { caBundle: TEST_CA_PEM } }, expect: '/etc/workload-identity-webhook/client-ca/ca.crt' },
 };
 /** Flags with no meaning inside a cluster; the chart never sets them. */
 const DEVELOPMENT_ONLY: Partial<Record<SettingKey, string>> = {
   selfSigned: 'a throwaway CA nobody could put in a caBundle',
   caBundleOut: 'goes with --self-signed',
   kubeconfig: 'the in-cluster ServiceAccount is used',
+  recordKeyFile: 'replicas share the key derived from the serving key they read from one Secret',
 };
 
 function envName(flag: string): string {
@@ -266,10 +269,32 @@ describe('availability, security and least privilege', () => {
     await assert.rejects(renderChart({ policy: { starter: true } }), /policy.starter needs config.watchPolicies=true/);
   });
 
-  test('optional ServiceMonitor and NetworkPolicy render only when enabled', async () => {
+  test('the NetworkPolicy is on by default and opens only the webhook port (from anywhere) and metrics (from Pods)', async () => {
+    const np = find((await renderChart({})).manifests, 'NetworkPolicy')!;
+    assert.deepEqual(np.spec.policyTypes, ['Ingress']);
+    assert.deepEqual(np.spec.ingress, [
+      { ports: [{ port: 'https', protocol: 'TCP' }] },
+      { ports: [{ port: 'metrics', protocol: 'TCP' }], from: [{ namespaceSelector: {} }] },
+    ]);
+    assert.equal(find((await renderChart({ networkPolicy: { enabled: false } })).manifests, 'NetworkPolicy'), undefined);
+  });
+
+  test('client authentication: the CA becomes a ConfigMap mounted for --client-ca-file', async () => {
+    const { manifests } = await renderChart({ clientAuth: { caBundle: TEST_CA_PEM } });
+    const cm = manifests.find((m) => m.kind === 'ConfigMap' && m.metadata.name.endsWith('-client-ca'))!;
+    assert.equal(cm.data!['ca.crt'], TEST_CA_PEM);
+    const pod = webhookDeployment(manifests).spec.template.spec;
+    assert.deepEqual(pod.volumes.find((v: { name: string }) => v.name === 'client-ca').configMap, { name: cm.metadata.name });
+  });
+
+  test('the heap is sized from the memory limit (NODE_OPTIONS)', async () => {
+    const env = webhookDeployment((await renderChart({})).manifests).spec.template.spec.containers[0].env;
+    assert.deepEqual(env.find((e: { name: string }) => e.name === 'NODE_OPTIONS'), { name: 'NODE_OPTIONS', value: '--max-old-space-size-percentage=50' });
+  });
+
+  test('optional ServiceMonitor renders only when enabled', async () => {
     const off = (await renderChart({})).manifests;
     assert.equal(find(off, 'ServiceMonitor'), undefined);
-    assert.equal(find(off, 'NetworkPolicy'), undefined);
     const on = (await renderChart(VALUES_MATRIX.find((m) => m.name.startsWith('everything optional on'))!.values)).manifests;
     const sm = find(on, 'ServiceMonitor')!;
     assert.equal(sm.metadata.labels!.release, 'prometheus');
@@ -310,6 +335,8 @@ describe('values cover the webhook', () => {
         host: '0.0.0.0', metricsHost: '127.0.0.1',
         gcpAllowedTokenUrls: ['https://sts.googleapis.com/v1/token', 'https://sts.example.com/v1/token'], secretTokenPath: '/var/run/identity/token',
         watchPolicies: true, policyFailureMode: 'keep-last-good',
+        tlsMinVersion: 'TLSv1.3', tlsCipherSuites: ['TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256', 'TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384'],
+        maxRequestBytes: 8388608, maxInflightRequestBytes: 67108864, maxContainers: 100, maxPatchBytes: 2097152, maxConnections: 1000,
       },
     };
     const table = configFlagTable();

@@ -54,6 +54,8 @@ export interface ControlPlaneOptions {
    * its public key too (after the original's); otherwise only the original is listed.
    */
   rotatedSigningKey?: { published: boolean };
+  /** More kube-apiserver flags, e.g. --admission-control-config-file. */
+  extraArgs?: string[];
 }
 
 export async function startControlPlane(options: ControlPlaneOptions = {}): Promise<ControlPlane> {
@@ -156,6 +158,7 @@ async function startOnce(name: string, options: ControlPlaneOptions): Promise<Co
         // The endpoint reconciler refuses a loopback address for the `kubernetes` Service and
         // logs an error every 10 s; nothing here needs that Service's endpoints.
         '--endpoint-reconciler-type=none',
+        ...(options.extraArgs ?? []),
       ],
       file('kube-apiserver.log'),
     );
