@@ -71,6 +71,7 @@ export async function runDoctor(options: DoctorOptions): Promise<DoctorReport> {
       add({ id: 'annotations', verdict: 'fail', message: p, fix: 'correct the annotation or config; the webhook refuses it as it stands' });
     }
     anyAccount = objects.accounts[0];
+    for (const w of objects.warnings ?? []) add({ id: 'identities', verdict: 'warn', message: w, fix: 'use a kubeconfig that may list secrets to check them too' });
   } catch (err) {
     add({ id: 'identities', verdict: 'unknown', message: `cannot list ServiceAccounts and labelled Secrets: ${kubeError(err)}`, fix: 'use a kubeconfig that may list serviceaccounts and secrets' });
   }
@@ -151,7 +152,7 @@ export async function runDoctor(options: DoctorOptions): Promise<DoctorReport> {
     }
     await checkToken('identity', identity, token, issuer, keys, add);
   }
-  if (identities.length === 0 && checks.every((c) => c.id !== 'identities')) {
+  if (identities.length === 0 && checks.every((c) => c.id !== 'identities' || c.verdict === 'warn')) {
     add({ id: 'identities', verdict: 'warn', message: `no ServiceAccount${options.namespace ? ` in ${options.namespace}` : ''} carries an identity annotation yet` });
   }
   return { issuer, checks };

@@ -83,6 +83,7 @@ async function trust(input: IssuerCommandInput): Promise<CommandResult> {
       issuer = discovery.value.issuer;
     }
     objects = await objectsOfCluster(kc, input.namespace);
+    warnings.push(...(objects.warnings ?? []));
   }
   if (issuer.endsWith('/')) warnings.push(`the issuer ${issuer} ends with "/": AWS refuses such tokens; see workload-identity-webhook doctor`);
   const fromAccounts = identitiesOfServiceAccounts(createProviders(input.config), objects.accounts);

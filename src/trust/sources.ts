@@ -1,5 +1,5 @@
 // Where `trust` reads ServiceAccounts and labelled Secrets: manifests (offline) or the cluster.
-import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
+import { CoreV1Api, type KubeConfig, type V1Secret } from '@kubernetes/client-node';
 import type { Secret, ServiceAccountView } from '../kube/types.ts';
 import { PROVIDER_LABEL } from '../mutate/secret-labels.ts';
 import { parseManifests, type PreviewInput } from '../preview.ts';
@@ -7,6 +7,8 @@ import { parseManifests, type PreviewInput } from '../preview.ts';
 export interface Objects {
   accounts: ServiceAccountView[];
   secrets: Secret[];
+  /** What could not be read (Secrets, without the right to list them), for a warning. */
+  warnings?: string[];
 }
 
 /** ServiceAccounts and Secrets among YAML/JSON documents; `stringData` is folded into `data` as the API server does. */
@@ -32,16 +34,22 @@ export function objectsOfManifests(input: PreviewInput): Objects {
   return { accounts, secrets };
 }
 
-/** Every ServiceAccount (or those of `namespace`), and the Secrets carrying the provider label. */
+/**
+ * Every ServiceAccount (or those of `namespace`), and the Secrets carrying the provider label.
+ * Reading Secrets is optional: without the right to list them, they are left out with a warning.
+ */
 export async function objectsOfCluster(kc: KubeConfig, namespace?: string): Promise<Objects> {
   const core = kc.makeApiClient(CoreV1Api);
-  const [sas, secrets] = await Promise.all([
+  const [sas, listed] = await Promise.all([
     namespace ? core.listNamespacedServiceAccount({ namespace }) : core.listServiceAccountForAllNamespaces(),
-    namespace
+    (namespace
       ? core.listNamespacedSecret({ namespace, labelSelector: PROVIDER_LABEL })
-      : core.listSecretForAllNamespaces({ labelSelector: PROVIDER_LABEL }),
+      : core.listSecretForAllNamespaces({ labelSelector: PROVIDER_LABEL })
+    ).then((list) => ({ items: list.items }), (err: { code?: number; message?: string }) => ({ items: [] as V1Secret[], error: err.code ? `HTTP ${err.code}` : err.message })),
   ]);
+  const secrets = listed.items;
   return {
+    warnings: 'error' in listed ? [`cannot list Secrets labelled ${PROVIDER_LABEL} (${listed.error}): their identities are left out`] : [],
     accounts: sas.items.map((sa) => ({
       namespace: sa.metadata?.namespace ?? 'default',
       name: sa.metadata?.name ?? '',
@@ -49,6 +57,6 @@ export async function objectsOfCluster(kc: KubeConfig, namespace?: string): Prom
       annotations: sa.metadata?.annotations ?? {},
     })),
     // Only config and labels matter here; the token is never read, let alone printed.
-    secrets: secrets.items.map((s) => ({ metadata: s.metadata, data: s.data?.config ? { config: s.data.config } : {} }) as Secret),
+    secrets: secrets.map((s) => ({ metadata: s.metadata, data: s.data?.config ? { config: s.data.config } : {} }) as Secret),
   };
 }
