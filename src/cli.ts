@@ -107,7 +107,8 @@ export function parseArgs(argv: string[]): ParsedArgs {
       files.push(takeValue('-f', arg.startsWith('--filename=') ? arg.slice(11) : undefined));
     } else if (arg === '-o' || arg === '--output' || arg.startsWith('--output=')) {
       const v = takeValue('-o', arg.startsWith('--output=') ? arg.slice(9) : undefined);
-      const allowed = OUTPUTS[command] ?? OUTPUTS.preview;
+      const allowed = OUTPUTS[command];
+      if (!allowed) throw new UsageError(`${command} has no -o`);
       if (!allowed.includes(v)) throw new UsageError(`-o ${v}: expected ${allowed.slice(0, -1).join(', ')} or ${allowed.at(-1)}`);
       if (command === 'doctor' || command === 'trust') reportOutput = v as 'text' | 'json';
       else output = v as OutputFormat;

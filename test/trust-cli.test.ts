@@ -172,6 +172,7 @@ describe('trust -f (offline)', () => {
       [['trust', '-f', join(dir, 'missing.yaml'), '--issuer', ISSUER], /cannot read .*missing\.yaml: ENOENT/],
       [['issuer'], /expected "issuer publish"/],
       [['issuer', 'publish'], /issuer publish needs --dir DIR/],
+      [['issuer', 'publish', '--dir', dir, '-o', 'json'], /issuer publish has no -o/],
       [['doctor', '--dir', dir], /unknown flag --dir/],
     ];
     for (const [args, message] of cases) {

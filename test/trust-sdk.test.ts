@@ -101,6 +101,12 @@ describe('trust, read from the cluster', () => {
     assert.equal(statement[0].Principal.Federated, `arn:aws:iam::111122223333:oidc-provider/${hostPath}`);
   });
 
+  test('--issuer other than the cluster\'s: printed as asked, with a warning that the tokens carry another', async () => {
+    const { stdout, stderr } = await run(process.execPath, [CLI, 'trust', '-o', 'json', '--kubeconfig', cluster.cp.kubeconfigPath, '--namespace', NS, '--issuer', 'https://oidc.example.com'], { encoding: 'utf8' });
+    assert.equal((JSON.parse(stdout) as TrustReport).issuer, 'https://oidc.example.com');
+    assert.equal(stderr, `warning: the cluster's tokens carry iss ${cluster.issuer.issuer}, not --issuer https://oidc.example.com: a cloud given this trust refuses them\n`);
+  });
+
   test('offline from manifests with --issuer: the same trust as from the cluster', async () => {
     assert.deepEqual(await trust(['-f', '-', '--issuer', cluster.issuer.issuer], manifests(NS)), printed);
   });

@@ -77,8 +77,3 @@ function stringList(value: unknown): string[] {
 function bad(source: string, what: string): WebhookError {
   return new WebhookError('WIW_ISSUER_DOCUMENT', `${source} ${what}`);
 }
-
-/** Keys by kid, for comparing two copies of a JWKS. Keys without kid are keyed by their modulus/point. */
-export function keyIds(jwks: Jwks): string[] {
-  return jwks.keys.map((k) => k.kid ?? String(k.n ?? k.x ?? '?').slice(0, 16));
-}

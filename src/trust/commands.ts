@@ -77,10 +77,12 @@ async function trust(input: IssuerCommandInput): Promise<CommandResult> {
     if (input.namespace) objects = { accounts: objects.accounts.filter((a) => a.namespace === input.namespace), secrets: objects.secrets.filter((s) => s.metadata?.namespace === input.namespace) };
   } else {
     const kc = loadKubeConfig(input.config.kubeconfig);
+    const discovery = await readApiServerDiscovery(await apiServerOf(kc));
     if (!issuer) {
-      const discovery = await readApiServerDiscovery(await apiServerOf(kc));
       if (!discovery.ok) throw new WebhookError('WIW_ISSUER_UNKNOWN', `cannot read the issuer from the API server (${discovery.url}: ${discovery.problem}); pass --issuer URL, and run doctor`);
       issuer = discovery.value.issuer;
+    } else if (discovery.ok && discovery.value.issuer !== issuer) {
+      warnings.push(`the cluster's tokens carry iss ${discovery.value.issuer}, not --issuer ${issuer}: a cloud given this trust refuses them`);
     }
     objects = await objectsOfCluster(kc, input.namespace);
     warnings.push(...(objects.warnings ?? []));
