@@ -172,11 +172,13 @@ describe('the same trust printed for another namespace is refused', () => {
   });
 
   test('Google: the exchange succeeds but impersonation is PERMISSION_DENIED', async () => {
-    const { sdk } = await cluster.start('node', 'gcp', 'gcp-reader');
+    const { container, sdk } = await cluster.start('node', 'gcp', 'gcp-reader');
+    const errorsBefore = google.errors.length;
     const answer = await sdk.credentials();
     assert.equal(answer.ok, false);
     assert.match(JSON.stringify(answer.error), /iam\.serviceAccounts\.getAccessToken|PERMISSION_DENIED/);
-    assert.ok(google.errors.some((e) => e.service === 'iamcredentials' && e.status === 403));
+    assert.ok(google.exchanges.some((e) => e.tokenDigest === tokenDigest(container.tokens[0].token)), 'the provider (same pool, same audience) accepted the token');
+    assert.deepEqual(google.errors.slice(errorsBefore).map((e) => [e.service, e.status]), [['iamcredentials', 403]]);
     await sdk.stop();
   });
 });
