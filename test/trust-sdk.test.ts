@@ -8,7 +8,11 @@ import { promisify } from 'node:util';
 import { resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { RbacAuthorizationV1Api } from '@kubernetes/client-node';
 import { stringify } from 'yaml';
+import { createServiceAccount, requestToken } from './harness/control-plane.ts';
 import { createAwsSts, type AwsSts } from './sdk/aws-sts.ts';
 import { startSdkCluster, type SdkCluster } from './sdk/cluster.ts';
 import { createEntra, type Entra } from './sdk/entra.ts';
@@ -105,6 +109,24 @@ describe('trust, read from the cluster', () => {
     const { stdout, stderr } = await run(process.execPath, [CLI, 'trust', '-o', 'json', '--kubeconfig', cluster.cp.kubeconfigPath, '--namespace', NS, '--issuer', 'https://oidc.example.com'], { encoding: 'utf8' });
     assert.equal((JSON.parse(stdout) as TrustReport).issuer, 'https://oidc.example.com');
     assert.equal(stderr, `warning: the cluster's tokens carry iss ${cluster.issuer.issuer}, not --issuer https://oidc.example.com: a cloud given this trust refuses them\n`);
+  });
+
+  test('a kubeconfig that may list ServiceAccounts but not Secrets: the same trust, and a warning that Secrets were left out', async () => {
+    const rbac = cluster.cp.kubeConfig().makeApiClient(RbacAuthorizationV1Api);
+    await rbac.createClusterRole({ body: { metadata: { name: 'trust-viewer' }, rules: [{ apiGroups: [''], resources: ['serviceaccounts'], verbs: ['list'] }] } });
+    await rbac.createClusterRoleBinding({ body: { metadata: { name: 'trust-viewer' }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'trust-viewer' }, subjects: [{ kind: 'ServiceAccount', name: 'trust-viewer', namespace: 'default' }] } });
+    await createServiceAccount(cluster.cp, 'default', 'trust-viewer');
+    const token = await requestToken(cluster.cp, 'default', 'trust-viewer', cluster.issuer.issuer, 600);
+    const kubeconfig = join(cluster.cp.dir, 'trust-viewer.kubeconfig');
+    await writeFile(kubeconfig, stringify({
+      apiVersion: 'v1', kind: 'Config', 'current-context': 'c',
+      clusters: [{ name: 'c', cluster: { server: cluster.cp.server, 'certificate-authority-data': Buffer.from(cluster.cp.caPem).toString('base64') } }],
+      users: [{ name: 'u', user: { token } }],
+      contexts: [{ name: 'c', context: { cluster: 'c', user: 'u' } }],
+    }), { mode: 0o600 });
+    const { stdout, stderr } = await run(process.execPath, [CLI, 'trust', '-o', 'json', '--kubeconfig', kubeconfig, '--namespace', NS], { encoding: 'utf8' });
+    assert.deepEqual(JSON.parse(stdout), printed);
+    assert.equal(stderr, `warning: cannot list Secrets labelled workload-identity-webhook.io/provider (HTTP 403): their identities are left out\n`);
   });
 
   test('offline from manifests with --issuer: the same trust as from the cluster', async () => {
