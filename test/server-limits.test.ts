@@ -250,6 +250,31 @@ describe('metrics and logs', () => {
   });
 });
 
+describe('routes', () => {
+  test('/mutate/ignore and /mutate/fail pass the calling entry\'s failure policy; /mutate the default; others are 404', async () => {
+    const seen: (string | undefined)[] = [];
+    const app = buildApp({
+      https: { cert: certs.certPem, key: certs.keyPem },
+      log: pino({ level: 'silent' }),
+      metrics: createMetrics(),
+      admit: (_request, context) => {
+        seen.push(context.failurePolicy);
+        return { allowed: true };
+      },
+      isReady: () => true,
+    });
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    servers.push({ app } as Server);
+    const url = `https://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+    const call = (path: string) => httpsRequest(`${url}${path}`, { method: 'POST', ca: certs.caPem, body: JSON.stringify(review(pod())), headers: { 'content-type': 'application/json' } });
+    for (const path of ['/mutate/ignore', '/mutate/fail', '/mutate']) assert.equal((await call(path)).status, 200, path);
+    assert.deepEqual(seen, ['Ignore', 'Fail', undefined]);
+    const res = await call('/mutate/maybe');
+    assert.equal(res.status, 404);
+    assert.match(res.json().message, /the webhook serves \/mutate, \/mutate\/fail and \/mutate\/ignore/);
+  });
+});
+
 describe('TLS 1.2 cipher suites', () => {
   const handshake = (s: Server, ciphers: string) => new Promise<string>((resolve) => {
     const c = connect({ port: s.port, host: '127.0.0.1', ca: certs.caPem, servername: 'localhost', maxVersion: 'TLSv1.2', ciphers }, () => {
