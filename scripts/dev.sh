@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The two set-up commands of the README:
 #   scripts/dev.sh demo   a local control plane with the webhook registered and sample workloads
-#   scripts/dev.sh test   the whole test suite
+#   scripts/dev.sh test   lint, typecheck and the whole test suite
 # On a fresh machine it fetches Node.js 24 from the npm registry when the machine's node is
 # another major, installs the dependencies, and builds kube-apiserver, etcd and helm once.
 set -euo pipefail
@@ -50,7 +50,11 @@ cmd=${1:-}
 shift || true
 case "$cmd" in
   test)
-    ensure_node; ensure_deps; ensure_binaries; ensure_python_sdks
+    ensure_node; ensure_deps
+    # Lint (formatting included) and types of src, tests, benchmarks and scripts: CI fails on either.
+    npm run --silent lint
+    npm run --silent typecheck
+    ensure_binaries; ensure_python_sdks
     npm run --silent build
     node --version >&2
     exec node --test --test-concurrency=2 "$@" 'test/**/*.test.ts'

@@ -2,7 +2,7 @@ import type { Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
-import { denial, WebhookError } from './errors.ts';
+import { denial, type WebhookError } from './errors.ts';
 import { parseAdmissionReview, reviewResponse, type AdmissionRequest, type Decision } from './admission/review.ts';
 import { clip, DEFAULT_LIMITS, type ServerLimits } from './limits.ts';
 import type { Metrics } from './metrics.ts';

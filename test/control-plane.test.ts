@@ -93,7 +93,7 @@ test('a failed start reports the end of the failing process\'s log and leaves no
     (e: Error) => e,
   );
   assert.match(err.message, /^etcd exited \(3\)/);
-  assert.match(err.message, /line 22\n[^]*line 60\nfatal: no disk$/);
+  assert.match(err.message, /line 22\n[\s\S]*line 60\nfatal: no disk$/);
   assert.doesNotMatch(err.message, /line 21\n/);
   assert.deepEqual((await readdir(tmpdir())).filter((f) => f.startsWith(`wiw-${name}-`)), []);
 });

@@ -90,7 +90,7 @@ describe('doctor on a cluster set up as the clouds need it', () => {
     try {
       const fromApi = await cli(['issuer', 'publish', '--kubeconfig', cp.kubeconfigPath, '--dir', join(dir, 'api'), '--issuer', 'https://oidc.example.com/cluster-a']);
       assert.equal(fromApi.code, 0, fromApi.stderr);
-      assert.match(fromApi.stdout, /--service-account-issuer=https:\/\/oidc\.example\.com\/cluster-a\n  --service-account-jwks-uri=https:\/\/oidc\.example\.com\/cluster-a\/openid\/v1\/jwks\n$/);
+      assert.match(fromApi.stdout, /--service-account-issuer=https:\/\/oidc\.example\.com\/cluster-a\n {2}--service-account-jwks-uri=https:\/\/oidc\.example\.com\/cluster-a\/openid\/v1\/jwks\n$/);
       const fromFiles = await cli(['issuer', 'publish', '--key-file', cp.serviceAccountKeyFiles[0], '--dir', join(dir, 'files'), '--issuer', 'https://oidc.example.com/cluster-a']);
       assert.equal(fromFiles.code, 0, fromFiles.stderr);
       const served = JSON.parse((await cp.request('GET', '/openid/v1/jwks')).body);

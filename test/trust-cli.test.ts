@@ -144,7 +144,7 @@ describe('trust -f (offline)', () => {
     const r = cli(['trust', '-f', manifests(sa('apps', 'reader', { 'eks.amazonaws.com/role-arn': ROLE })), '--issuer', ISSUER]);
     assert.equal(r.code, 0, r.stderr);
     assert.match(r.stdout, /^# issuer: https:\/\/oidc\.example\.com\/cluster-a\n\n## AWS\n/);
-    assert.match(r.stdout, /\n"?\{\n  "Version": "2012-10-17",/);
+    assert.match(r.stdout, /\n"?\{\n {2}"Version": "2012-10-17",/);
     assert.match(r.stdout, /\naws iam create-open-id-connect-provider --url https:\/\/oidc\.example\.com\/cluster-a --client-id-list sts\.amazonaws\.com\n/);
     assert.doesNotMatch(r.stdout, /## Azure|## Google/);
   });
@@ -207,7 +207,7 @@ describe('issuer publish --key-file', () => {
       '--key-file', keyFile('both.pem', `${rsa.privateKey.export({ type: 'pkcs8', format: 'pem' })}${ec.privateKey.export({ type: 'sec1', format: 'pem' })}`),
     ]);
     assert.equal(r.code, 0, r.stderr);
-    assert.match(r.stdout, /--service-account-issuer=https:\/\/oidc\.example\.com\/cluster-a\n  --service-account-jwks-uri=https:\/\/oidc\.example\.com\/cluster-a\/openid\/v1\/jwks\n$/);
+    assert.match(r.stdout, /--service-account-issuer=https:\/\/oidc\.example\.com\/cluster-a\n {2}--service-account-jwks-uri=https:\/\/oidc\.example\.com\/cluster-a\/openid\/v1\/jwks\n$/);
     const jwks = JSON.parse(readFileSync(join(out, 'openid/v1/jwks'), 'utf8'));
     assert.deepEqual(jwks.keys.map((k: { kty: string; alg: string }) => [k.kty, k.alg]), [['RSA', 'RS256'], ['EC', 'ES256']]);
     assert.ok(jwks.keys.every((k: { d?: string; kid: string }) => k.d === undefined && /^[\w-]{43}$/.test(k.kid)), 'public halves only, Kubernetes key ids');

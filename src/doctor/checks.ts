@@ -165,7 +165,7 @@ function checkIssuerForm(issuer: string, add: (c: Check) => void): void {
   } catch {
     // not a URL: handled below
   }
-  if (!url || url.protocol !== 'https:') {
+  if (url?.protocol !== 'https:') {
     add({
       id: 'issuer-https',
       verdict: 'fail',
@@ -196,7 +196,7 @@ function checkJwksUri(jwksUri: string, issuer: string, add: (c: Check) => void):
   } catch {
     // reported below
   }
-  if (!url || url.protocol !== 'https:') {
+  if (url?.protocol !== 'https:') {
     add({ id: 'jwks-uri', verdict: 'fail', message: `jwks_uri ${JSON.stringify(jwksUri)} is not an https URL`, fix: '--service-account-jwks-uri=https://<host>/openid/v1/jwks' });
     return;
   }

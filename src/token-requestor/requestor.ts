@@ -4,7 +4,7 @@ import type { Secret, ServiceAccountView } from '../kube/types.ts';
 import { mutateSecret, secretReference, selectSecret, type SecretCoreOptions } from '../mutate/secret.ts';
 import { RENEW_ANNOTATION } from '../mutate/secret-labels.ts';
 import type { RequestorMetrics } from './metrics.ts';
-import { readTokenClaims, renewal, type RenewalReason } from './schedule.ts';
+import { readTokenClaims, renewal } from './schedule.ts';
 import type { TrackedSecret } from './secret-informer.ts';
 
 /** The Kubernetes calls the requestor makes; the real ones are in ./kube-api.ts. */

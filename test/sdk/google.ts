@@ -196,7 +196,7 @@ export function createGoogleCloud(options: {
       return apiError('iamcredentials', 400, 'INVALID_ARGUMENT', `The lifetime value "${body.lifetime}" is invalid: it must be between 1s and 3600s.`);
     }
     const account = options.serviceAccounts.find((s) => s.email === email);
-    if (!account || !account.workloadIdentityUsers.includes(caller.principal)) {
+    if (!account?.workloadIdentityUsers.includes(caller.principal)) {
       return apiError('iamcredentials', 403, 'PERMISSION_DENIED', "Permission 'iam.serviceAccounts.getAccessToken' denied on resource (or it may not exist).", [
         { '@type': 'type.googleapis.com/google.rpc.ErrorInfo', reason: 'IAM_PERMISSION_DENIED', domain: 'iam.googleapis.com', metadata: { permission: 'iam.serviceAccounts.getAccessToken' } },
       ]);
