@@ -19,17 +19,55 @@ export class ConfigError extends WebhookError {
   }
 }
 
-/**
- * Why an object is refused at admission. `reason` is a short stable label (the metrics label
- * of denials); `status` the HTTP-like code the API server shows (400 invalid, 403 forbidden,
- * 409 conflict, 503 retry later).
- */
+// Why an object is refused at admission: every reason the webhook gives, with the HTTP-like
+// status the API server shows (400 invalid, 403 forbidden, 409 conflict, 503 retry later). The
+// reason is a metrics label, so the set is closed: a new reason is added here, nowhere else.
+export const DENIAL_STATUS = {
+  ConflictingAnnotations: 400,
+  ConflictingLabels: 400,
+  ImmutableAccount: 400,
+  ImmutableProvider: 400,
+  InternalError: 400,
+  InvalidAnnotation: 400,
+  InvalidClientId: 400,
+  InvalidConfig: 400,
+  InvalidRoleArn: 400,
+  InvalidServiceAccountEmail: 400,
+  InvalidServiceAccountReference: 400,
+  InvalidTenantId: 400,
+  InvalidTokenExpiration: 400,
+  InvalidTokenPath: 400,
+  InvalidWorkloadIdentityProvider: 400,
+  MalformedObject: 400,
+  MissingConfig: 400,
+  MissingConfigField: 400,
+  MissingServiceAccount: 400,
+  TooLarge: 400,
+  UnknownProvider: 400,
+  NamespaceUnavailable: 403,
+  PolicyDenied: 403,
+  PolicyError: 403,
+  PolicyUnavailable: 403,
+  ReferenceNotGranted: 403,
+  TokenUrlNotAllowed: 403,
+  UntrustedIdentityProvider: 403,
+  Conflict: 409,
+  ServiceAccountUnavailable: 503,
+} as const satisfies Record<string, 400 | 403 | 409 | 503>;
+
+export type DenialReason = keyof typeof DENIAL_STATUS;
+
 export interface Denial {
-  reason: string;
-  status: 400 | 403 | 409 | 503;
+  reason: DenialReason;
+  status: (typeof DENIAL_STATUS)[DenialReason];
   message: string;
 }
 
-export function denial(reason: string, message: string, status: Denial['status'] = 400): Denial {
-  return { reason, status, message };
+export function denial(reason: DenialReason, message: string): Denial {
+  return { reason, status: DENIAL_STATUS[reason], message };
+}
+
+/** The one way to tell a denial from a value: every result type of the webhook is `T | Denial`. */
+export function isDenial(value: unknown): value is Denial {
+  return typeof value === 'object' && value !== null && 'reason' in value && Object.hasOwn(DENIAL_STATUS, (value as Denial).reason);
 }

@@ -1,6 +1,6 @@
 import fastJsonPatch from 'fast-json-patch';
 import { stringify } from 'yaml';
-import { WebhookError } from './errors.ts';
+import { WebhookError, isDenial } from './errors.ts';
 import type { Secret, ServiceAccountView } from './kube/types.ts';
 import { secretShapeError } from './admission/secrets.ts';
 import { mutateSecret, secretReference, type SecretCoreOptions } from './mutate/secret.ts';
@@ -42,7 +42,7 @@ export function previewSecret(core: SecretCoreOptions, input: PreviewInput, old:
 
   let referenced: ServiceAccountView | undefined;
   const ref = secretReference(secret, namespace);
-  if (ref && !('reason' in ref) && ref.namespace !== namespace) {
+  if (ref && !isDenial(ref) && ref.namespace !== namespace) {
     const doc = parseManifests(input).find((m) => m.kind === 'ServiceAccount' && m.metadata?.name === ref.name && (m.metadata?.namespace || 'default') === ref.namespace);
     if (doc) referenced = { namespace: ref.namespace, name: ref.name, uid: '', annotations: doc.metadata?.annotations ?? {} };
     else warnings.push(`ServiceAccount ${ref.namespace}/${ref.name} is not among the documents: previewed as if it did not exist`);

@@ -63,7 +63,7 @@ function unresolved(err: unknown, policy: UnresolvedPolicy): Decision {
   if (policy === 'Ignore') {
     return { allowed: true, warnings: [`workload-identity-webhook: ${err.message}; the Pod was admitted without a cloud identity`] };
   }
-  return { allowed: false, denial: denial('ServiceAccountUnavailable', `${err.message}; the Pod is refused so that it does not start without its cloud identity: retry shortly`, 503) };
+  return { allowed: false, denial: denial('ServiceAccountUnavailable', `${err.message}; the Pod is refused so that it does not start without its cloud identity: retry shortly`) };
 }
 
 /** Pods on CREATE: look the ServiceAccount up (cache first) and run the pure core. */

@@ -1,4 +1,4 @@
-import { denial, WebhookError } from '../errors.ts';
+import { denial, WebhookError, isDenial } from '../errors.ts';
 import type { Secret, ServiceAccountView } from '../kube/types.ts';
 import { mutateSecret, secretReference, type SecretCoreOptions } from '../mutate/secret.ts';
 import { secretPolicyFor, type PolicyGate, type SecretPolicy } from '../policy/gate.ts';
@@ -55,7 +55,7 @@ export function admitSecret(core: SecretCoreOptions, lookup: ServiceAccountLooku
   const oldSecret = old && !secretShapeError(old) ? old : undefined;
   const namespace = request.namespace || secret.metadata?.namespace || 'default';
   const ref = secretReference(secret, namespace);
-  const sa = ref === undefined || 'reason' in ref || ref.namespace === namespace ? undefined : lookup(ref.namespace, ref.name);
+  const sa = ref === undefined || isDenial(ref) || ref.namespace === namespace ? undefined : lookup(ref.namespace, ref.name);
   const policy = secretPolicyFor(policyGate, namespace);
   if (sa instanceof Promise || policy instanceof Promise) {
     return Promise.all([sa, policy]).then(
@@ -63,7 +63,7 @@ export function admitSecret(core: SecretCoreOptions, lookup: ServiceAccountLooku
       (err: unknown) => {
         // A grant that cannot be checked is no grant: refused whatever the failure policy.
         if (!(err instanceof WebhookError) || err.code !== 'WIW_SERVICEACCOUNT_UNAVAILABLE') throw err;
-        return { allowed: false, denial: denial('ServiceAccountUnavailable', `${err.message}; it is needed to check the reference: retry shortly`, 503) };
+        return { allowed: false, denial: denial('ServiceAccountUnavailable', `${err.message}; it is needed to check the reference: retry shortly`) };
       },
     );
   }

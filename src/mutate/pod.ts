@@ -1,4 +1,4 @@
-import { denial, type Denial } from '../errors.ts';
+import { denial, type Denial, isDenial } from '../errors.ts';
 import type { Container, Pod, ServiceAccountView, Volume } from '../kube/types.ts';
 import type { Injection, PodProvider, ProviderName } from '../providers/types.ts';
 import { digest, EntrySet, INJECTED_ANNOTATION, readRecord, RecordKeys, writeRecord, type InjectionRecord } from './injection-record.ts';
@@ -54,7 +54,7 @@ export function resolvePodInjections(
   for (const provider of providers) {
     const result = provider.resolvePod(ctx);
     if (result === undefined) continue;
-    if ('reason' in result) denials.push(result);
+    if (isDenial(result)) denials.push(result);
     else injections.push(result);
   }
   return { injections, denials };
@@ -84,7 +84,7 @@ export type InjectionPolicy = (admission: PodAdmission, injections: Injection[])
 
 export function mergeDenials(denials: Denial[]): Denial {
   if (denials.length === 1) return denials[0];
-  return denial(denials[0].reason, denials.map((d) => d.message).join('; '), denials[0].status);
+  return denial(denials[0].reason, denials.map((d) => d.message).join('; '));
 }
 
 interface PlanContext {
@@ -136,7 +136,7 @@ export function planPodPatch(original: Pod, injections: Injection[], ctx: PlanCo
   planContainers(containerOps, conflicts, '/spec/containers', '', spec.containers, injections, next);
 
   if (conflicts.length > 0) {
-    return { allowed: false, denial: denial('Conflict', conflicts.join('; '), 409) };
+    return { allowed: false, denial: denial('Conflict', conflicts.join('; ')) };
   }
 
   for (const v of newVolumes) next.vol.add(v.name, digest(projectionKey(v) ?? ''));

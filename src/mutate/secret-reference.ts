@@ -59,6 +59,5 @@ export function checkReferenceGrant(
     `annotation ${SERVICE_ACCOUNT_ANNOTATION} references ServiceAccount ${ref.namespace}/${ref.name} in another namespace, which has not granted references from namespace ${referrerNamespace} (or does not exist); ` +
       `the owner of namespace ${ref.namespace} grants it by adding ${referrerNamespace} to that ServiceAccount's annotation ${ALLOWED_REFERRERS_ANNOTATION} (comma-separated namespaces, * for all), ` +
       `for example: kubectl annotate serviceaccount -n ${ref.namespace} ${ref.name} ${ALLOWED_REFERRERS_ANNOTATION}=${referrerNamespace}`,
-    403,
   );
 }

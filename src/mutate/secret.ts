@@ -1,4 +1,4 @@
-import { denial, type Denial } from '../errors.ts';
+import { denial, type Denial, isDenial } from '../errors.ts';
 import type { Secret, ServiceAccountView } from '../kube/types.ts';
 import { parseSecretConfig, type SecretDerivation, type SecretProvider } from '../providers/secret-config.ts';
 import type { SecretProviders } from '../providers/secret-index.ts';
@@ -49,7 +49,7 @@ export function selectSecret(secret: Secret): SecretSelection | Denial | undefin
  */
 export function secretReference(secret: Secret, namespace: string): ServiceAccountReference | Denial | undefined {
   const selection = selectSecret(secret);
-  if (selection === undefined || 'reason' in selection || !selection.project) return undefined;
+  if (selection === undefined || isDenial(selection) || !selection.project) return undefined;
   return parseServiceAccountReference(secret.metadata?.annotations?.[SERVICE_ACCOUNT_ANNOTATION], namespace);
 }
 
@@ -103,7 +103,7 @@ export function mutateSecret(options: SecretCoreOptions, admission: SecretAdmiss
   const { secret, oldSecret, namespace } = admission;
   const selection = selectSecret(secret);
   if (selection === undefined) return { allowed: true, selected: false, patch: [], warnings: [] };
-  if ('reason' in selection) return { allowed: false, denial: selection };
+  if (isDenial(selection)) return { allowed: false, denial: selection };
 
   const problems: Denial[] = [];
   const warnings: string[] = [];
@@ -111,7 +111,7 @@ export function mutateSecret(options: SecretCoreOptions, admission: SecretAdmiss
   let reference: ServiceAccountReference | undefined;
   if (selection.project) {
     const ref = parseServiceAccountReference(annotations[SERVICE_ACCOUNT_ANNOTATION], namespace);
-    if ('reason' in ref) problems.push(ref);
+    if (isDenial(ref)) problems.push(ref);
     else {
       reference = ref;
       const refused = checkReferenceGrant(ref, namespace, admission.referencedServiceAccount);
@@ -163,7 +163,7 @@ function accountChanges(
 ): Denial[] {
   const old = selectSecret(oldSecret);
   // An old version that was no workload identity Secret (or was refused) sets no account to keep.
-  if (old === undefined || 'reason' in old) return [];
+  if (old === undefined || isDenial(old)) return [];
   if (old.provider !== selection.provider) {
     return [denial('ImmutableProvider', `the provider cannot change from ${old.provider} to ${selection.provider}: a workload identity Secret stays with one cloud account; create a new Secret instead`)];
   }

@@ -1,5 +1,5 @@
 import { AWS_REGION_PATTERN } from '../config.ts';
-import { denial, type Denial } from '../errors.ts';
+import { denial, type Denial, isDenial } from '../errors.ts';
 import type { ObjectMeta, ServiceAccountView } from '../kube/types.ts';
 import { isWindowsPod, type PodAdmission } from '../mutate/pod.ts';
 import { isTenantId } from '../providers/azure.ts';
@@ -78,7 +78,7 @@ export function judgePodInjections(ctx: PodPolicyContext, admission: PodAdmissio
     const vars = activation(admissionVariables('Pod', pod.metadata, ctx.namespace, serviceAccount, requested));
 
     const computed = computeDefaults(ctx.set, cloud, vars);
-    if ('reason' in computed) {
+    if (isDenial(computed)) {
       denials.push(computed);
       continue;
     }
@@ -103,7 +103,7 @@ export function judgePodInjections(ctx: PodPolicyContext, admission: PodAdmissio
     const provider = providerWith(ctx.options, cloud, overridesFor(computed, declared), declared);
     if (provider) {
       const again = provider.resolvePod({ pod, namespace: admission.namespace, serviceAccount, windows: isWindowsPod(pod) });
-      if (again !== undefined && 'reason' in again) {
+      if (again !== undefined && isDenial(again)) {
         denials.push(again);
         continue;
       }
@@ -145,7 +145,7 @@ export function judgeSecretIdentity(set: PolicySet, input: SecretSubject, deriva
 function unavailableDenial(set: PolicySet): Denial | undefined {
   if (set.unavailable.length === 0) return undefined;
   const list = set.unavailable.map((u) => `WorkloadIdentityPolicy "${u.name}": ${u.message}`).join('; ');
-  return denial('PolicyUnavailable', `cloud identities are refused until the broken tenant policy is fixed (--policy-failure-mode=deny): ${list}`, 403);
+  return denial('PolicyUnavailable', `cloud identities are refused until the broken tenant policy is fixed (--policy-failure-mode=deny): ${list}`);
 }
 
 /** The declared identity provider of this identity; AWS prefers a provider naming the account over a whole partition. */
@@ -174,7 +174,7 @@ function untrusted(set: PolicySet, id: IdentityVariable): Denial {
     : `workload identity pool ${id.pool} of project ${id.projectNumber}`;
   const same = set.identityProviders.filter((p) => p.provider === id.provider);
   const trusted = same.length === 0 ? `no ${cloud} identity provider is declared` : `the ${cloud} identity providers declared are ${same.map(describeProvider).join(', ')}`;
-  return denial('UntrustedIdentityProvider', `${what} is not an identity provider this cluster trusts: ${trusted}`, 403);
+  return denial('UntrustedIdentityProvider', `${what} is not an identity provider this cluster trusts: ${trusted}`);
 }
 
 function describeProvider(p: DeclaredProvider): string {
@@ -193,10 +193,10 @@ function computeDefaults(set: PolicySet, cloud: ProviderName, vars: Activation):
       if (!rule.providers.has(cloud) || computed[rule.field] !== undefined) continue;
       const outcome = evaluateDefault(rule, vars);
       const where = `default "${rule.name}" of WorkloadIdentityPolicy "${policy.name}"`;
-      if ('error' in outcome) return denial('PolicyError', `${where} could not be evaluated: ${outcome.error}`, 403);
+      if ('error' in outcome) return denial('PolicyError', `${where} could not be evaluated: ${outcome.error}`);
       if (outcome.value === undefined) continue;
       const bad = invalidDefault(rule.field, cloud, outcome.value);
-      if (bad) return denial('PolicyError', `${where} gave ${rule.field} ${JSON.stringify(outcome.value)}, which ${bad}`, 403);
+      if (bad) return denial('PolicyError', `${where} gave ${rule.field} ${JSON.stringify(outcome.value)}, which ${bad}`);
       (computed as Record<DefaultField, string | number>)[rule.field] = outcome.value;
     }
   }
@@ -226,8 +226,8 @@ function validate(set: PolicySet, vars: Activation): Denial[] {
     for (const rule of policy.validations) {
       const outcome = evaluateValidation(rule, vars);
       const where = `WorkloadIdentityPolicy "${policy.name}", validation "${rule.name}"`;
-      if ('error' in outcome) denials.push(denial('PolicyError', `${where} could not be evaluated, so the identity is refused: ${outcome.error}`, 403));
-      else if (!outcome.allowed) denials.push(denial('PolicyDenied', `${outcome.message} (${where})`, 403));
+      if ('error' in outcome) denials.push(denial('PolicyError', `${where} could not be evaluated, so the identity is refused: ${outcome.error}`));
+      else if (!outcome.allowed) denials.push(denial('PolicyDenied', `${outcome.message} (${where})`));
     }
   }
   return denials;

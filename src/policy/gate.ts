@@ -30,7 +30,7 @@ export function podPolicyFor(gate: PolicyGate | undefined, namespace: string): I
 }
 
 function namespaceDenial(err: Error): Denial {
-  return denial('NamespaceUnavailable', `${err.message}; the identity is refused rather than judged without them`, 403);
+  return denial('NamespaceUnavailable', `${err.message}; the identity is refused rather than judged without them`);
 }
 
 export interface SecretPolicyInput {

@@ -4,6 +4,7 @@ import type { Injection, ProviderName } from '../providers/types.ts';
 import { parseWorkloadIdentityProvider } from '../providers/gcp.ts';
 import { IDENTITY_FIELDS, type IdentityVariable, type PolicyVariables } from './cel.ts';
 import type { ExampleInput } from './model.ts';
+import { isDenial } from '../errors.ts';
 
 /** What the webhook keeps of a Namespace: its name and labels. */
 export interface NamespaceView {
@@ -45,7 +46,7 @@ function identityOf(provider: ProviderName, raw: Readonly<Record<string, string>
     id.pool = raw.pool ?? '';
     if ((!id.pool || !id.projectNumber) && id.workloadIdentityProvider) {
       const parsed = parseWorkloadIdentityProvider(id.workloadIdentityProvider, 'workloadIdentityProvider');
-      if (!('reason' in parsed)) {
+      if (!isDenial(parsed)) {
         id.projectNumber = parsed.projectNumber;
         id.pool = parsed.pool;
       }

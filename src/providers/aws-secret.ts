@@ -1,5 +1,5 @@
 import { AWS_REGION_PATTERN } from '../config.ts';
-import { denial, type Denial } from '../errors.ts';
+import { denial, type Denial, isDenial } from '../errors.ts';
 import { parseRoleArn } from './aws.ts';
 import { requiredString, stringField, type ConfigObject, type SecretDerivation, type SecretDerivationContext, type SecretProvider } from './secret-config.ts';
 
@@ -23,12 +23,12 @@ export function createAwsSecretProvider(options: AwsSecretOptions): SecretProvid
       const problems: Denial[] = [];
       const rawArn = requiredString(config, 'roleARN', problems, 'the IAM role the token is exchanged for (arn:aws:iam::<account>:role/<name>)');
       const role = rawArn === undefined ? undefined : parseRoleArn(rawArn, 'config.roleARN');
-      if (role && 'reason' in role) problems.push(role);
+      if (role && isDenial(role)) problems.push(role);
       const configRegion = stringField(config, 'region', problems);
       if (configRegion !== undefined && !AWS_REGION_PATTERN.test(configRegion)) {
         problems.push(denial('InvalidConfig', `config.region="${configRegion}" is not an AWS region (for example eu-west-1)`));
       }
-      if (problems.length > 0 || !role || 'reason' in role) return problems;
+      if (problems.length > 0 || !role || isDenial(role)) return problems;
       const region = configRegion || options.defaultRegion;
 
       const lines = ['[default]', `role_arn = ${role.arn}`, `web_identity_token_file = ${tokenPath}`];

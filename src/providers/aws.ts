@@ -1,4 +1,4 @@
-import { denial, type Denial } from '../errors.ts';
+import { denial, type Denial, isDenial } from '../errors.ts';
 import type { EnvVar } from '../kube/types.ts';
 import {
   MAX_TOKEN_EXPIRATION, MIN_TOKEN_EXPIRATION, parseBool, parseSeconds, splitNames, tokenVolume, windowsPath,
@@ -72,7 +72,7 @@ export function createAwsProvider(options: AwsOptions): PodProvider {
 
       const saWhere = `ServiceAccount ${serviceAccount.namespace}/${serviceAccount.name} annotation ${keys.roleArn}`;
       const role = parseRoleArn(rawArn, saWhere);
-      if ('reason' in role) return role;
+      if (isDenial(role)) return role;
 
       const audience = sa[keys.audience]?.trim() || options.defaultAudience;
 

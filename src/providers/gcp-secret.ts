@@ -1,4 +1,4 @@
-import { denial, type Denial } from '../errors.ts';
+import { denial, type Denial, isDenial } from '../errors.ts';
 import { externalAccountConfig, parseWorkloadIdentityProvider, projectOfEmail } from './gcp.ts';
 import { requiredString, stringField, type ConfigObject, type SecretDerivation, type SecretDerivationContext, type SecretProvider } from './secret-config.ts';
 
@@ -75,13 +75,13 @@ export function createGcpSecretProvider(options: GcpSecretOptions): SecretProvid
         if (!isHttpsUrl(tokenUrl)) {
           problems.push(denial('InvalidConfig', `${at('token_url')}="${tokenUrl}" must be an https URL`));
         } else if (!options.allowedTokenUrls.includes(tokenUrl)) {
-          problems.push(denial('TokenUrlNotAllowed', `${at('token_url')}="${tokenUrl}" is not allowed; allowed: ${options.allowedTokenUrls.join(', ')} (the operator's --gcp-allowed-token-urls)`, 403));
+          problems.push(denial('TokenUrlNotAllowed', `${at('token_url')}="${tokenUrl}" is not allowed; allowed: ${options.allowedTokenUrls.join(', ')} (the operator's --gcp-allowed-token-urls)`));
         }
       }
 
       const rawAudience = requiredString(creds, 'audience', problems, 'the workload identity provider, //iam.googleapis.com/projects/<number>/locations/global/workloadIdentityPools/<pool>/providers/<provider>', at('audience'));
       const provider = rawAudience === undefined ? undefined : parseWorkloadIdentityProvider(rawAudience, at('audience'));
-      if (provider && 'reason' in provider) problems.push(provider);
+      if (provider && isDenial(provider)) problems.push(provider);
 
       const universe = stringField(creds, 'universe_domain', problems, at('universe_domain'));
       if (universe !== undefined && !DOMAIN.test(universe)) {
@@ -96,7 +96,7 @@ export function createGcpSecretProvider(options: GcpSecretOptions): SecretProvid
       }
       const lifetime = tokenLifetime(creds.service_account_impersonation, impersonationUrl !== undefined, problems);
 
-      if (problems.length > 0 || !provider || 'reason' in provider) return problems;
+      if (problems.length > 0 || !provider || isDenial(provider)) return problems;
 
       const file = externalAccountConfig({ provider, serviceAccountEmail: email, tokenFile: tokenPath });
       const overrides: Record<string, unknown> = { token_url: tokenUrl };

@@ -1,4 +1,4 @@
-import { denial, type Denial } from '../errors.ts';
+import { denial, type Denial, isDenial } from '../errors.ts';
 import type { EnvVar } from '../kube/types.ts';
 import { MAX_TOKEN_EXPIRATION, parseSeconds, splitNames, tokenVolume, windowsPath } from './common.ts';
 import type { Injection, PodContext, PodProvider } from './types.ts';
@@ -123,12 +123,12 @@ export function createGcpProvider(options: GcpOptions): PodProvider {
       const saName = `ServiceAccount ${serviceAccount.namespace}/${serviceAccount.name}`;
       const providerEntry = dialectValue(sa, KEYS.provider, saName);
       if (providerEntry === undefined) return undefined;
-      if ('reason' in providerEntry) return providerEntry;
+      if (isDenial(providerEntry)) return providerEntry;
       const provider = parseWorkloadIdentityProvider(providerEntry[1], `${saName} annotation ${providerEntry[0]}`);
-      if ('reason' in provider) return provider;
+      if (isDenial(provider)) return provider;
 
       const emailEntry = dialectValue(sa, KEYS.email, saName);
-      if (emailEntry !== undefined && 'reason' in emailEntry) return emailEntry;
+      if (emailEntry !== undefined && isDenial(emailEntry)) return emailEntry;
       const email = emailEntry?.[1];
       if (email !== undefined && !EMAIL_PATTERN.test(email)) {
         return denial('InvalidServiceAccountEmail', `${saName} annotation ${emailEntry![0]}="${email}" is not a Google service account email; expected NAME@PROJECT.iam.gserviceaccount.com`);

@@ -44,6 +44,4 @@ export interface PodProvider {
   resolvePod(ctx: PodContext): Injection | Denial | undefined;
 }
 
-export function isDenial(value: unknown): value is Denial {
-  return typeof value === 'object' && value !== null && 'reason' in value && 'status' in value;
-}
+export { isDenial } from '../errors.ts';
