@@ -1,6 +1,6 @@
 import { denial, type Denial, isDenial } from '../errors.ts';
 import type { Container, Pod, ServiceAccountView, Volume } from '../kube/types.ts';
-import type { Injection, PodProvider, ProviderName } from '../providers/types.ts';
+import type { Injection, PodProvider } from '../providers/types.ts';
 import { digest, EntrySet, INJECTED_ANNOTATION, readRecord, RecordKeys, writeRecord, type InjectionRecord } from './injection-record.ts';
 import { escapePointerToken } from './json-pointer.ts';
 import { appendAll, setMembers, type PatchOperation } from './patch.ts';
@@ -273,8 +273,4 @@ function projectionKey(volume: Volume): string | undefined {
 function describeVolume(volume: Volume): string {
   const token = volume.projected?.sources?.find((s) => s.serviceAccountToken)?.serviceAccountToken;
   return token ? `audience ${token.audience}, expirationSeconds ${token.expirationSeconds}` : 'projected token';
-}
-
-export function injectedProviders(injections: readonly Injection[]): ProviderName[] {
-  return injections.map((i) => i.provider);
 }

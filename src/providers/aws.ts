@@ -25,14 +25,6 @@ export interface AwsOptions {
   regionalStsEndpoints: boolean;
 }
 
-export const awsDefaults: AwsOptions = {
-  annotationPrefix: 'eks.amazonaws.com',
-  defaultAudience: 'sts.amazonaws.com',
-  defaultTokenExpiration: 86400,
-  region: undefined,
-  regionalStsEndpoints: false,
-};
-
 export interface RoleArn {
   partition: string;
   account: string;

@@ -37,13 +37,6 @@ export interface AzureOptions {
   defaultTokenExpiration: number;
 }
 
-export const azureDefaults: AzureOptions = {
-  tenantId: undefined,
-  cloud: 'AzurePublicCloud',
-  audience: AZURE_AUDIENCE,
-  defaultTokenExpiration: 3600,
-};
-
 export const GUID_PATTERN = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
 // Entra accepts a tenant's verified domain in place of its id.
 const TENANT_PATTERN = /^(?:[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}|[a-zA-Z0-9][a-zA-Z0-9.-]{0,252}\.[a-zA-Z]{2,})$/;

@@ -63,16 +63,3 @@ export function tokenVolume(
   if (files.length > 0) sources.push({ downwardAPI: { items: files } });
   return { name, projected: { sources } };
 }
-
-/** Reads the first of several annotation keys that is set (newer dialect first). */
-export function firstAnnotation(
-  annotations: Readonly<Record<string, string>> | undefined,
-  keys: readonly string[],
-): [key: string, value: string] | undefined {
-  if (!annotations) return undefined;
-  for (const key of keys) {
-    const value = annotations[key];
-    if (value !== undefined) return [key, value];
-  }
-  return undefined;
-}

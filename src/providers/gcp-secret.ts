@@ -2,7 +2,6 @@ import { denial, type Denial, isDenial } from '../errors.ts';
 import { externalAccountConfig, parseWorkloadIdentityProvider, projectOfEmail } from './gcp.ts';
 import { requiredString, stringField, type ConfigObject, type SecretDerivation, type SecretDerivationContext, type SecretProvider } from './secret-config.ts';
 
-export const GCP_DEFAULT_TOKEN_URL = 'https://sts.googleapis.com/v1/token';
 const EXTERNAL_ACCOUNT = 'external_account';
 const JWT_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:jwt';
 

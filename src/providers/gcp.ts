@@ -41,12 +41,6 @@ export interface GcpOptions {
   audience: string | undefined;
 }
 
-export const gcpDefaults: GcpOptions = {
-  defaultTokenExpiration: 86400,
-  region: undefined,
-  audience: undefined,
-};
-
 export interface WorkloadIdentityProvider {
   /** `projects/N/locations/global/workloadIdentityPools/P/providers/X` */
   name: string;
