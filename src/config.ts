@@ -1,3 +1,4 @@
+import { AWS_REGION_PATTERN, CLOUDS } from './clouds/registry.ts';
 import { ConfigError } from './errors.ts';
 import { DEFAULT_LIMITS } from './limits.ts';
 import { DEFAULT_TLS12_SUITES, parseCipherSuites, parseTlsVersion, type TlsVersion } from './tls/policy.ts';
@@ -44,7 +45,7 @@ function oneOf<T extends string>(values: readonly T[]) {
   };
 }
 
-export const AWS_REGION_PATTERN = /^[a-z]{2}(-[a-z]+)+-\d+$/;
+export { AWS_REGION_PATTERN };
 function awsRegion(raw: string, flag: string): string | undefined {
   if (raw === '') return undefined;
   if (!AWS_REGION_PATTERN.test(raw)) throw new ConfigError(`--${flag}="${raw}" is not an AWS region (for example eu-west-1)`);
@@ -129,17 +130,17 @@ export const settings = {
   awsAnnotationPrefix: { flag: 'aws-annotation-prefix', description: 'Annotation prefix of the AWS keys', parse: string, default: 'eks.amazonaws.com' },
   awsDefaultRegion: { flag: 'aws-default-region', description: 'AWS_REGION and AWS_DEFAULT_REGION for containers that set neither', parse: awsRegion, default: undefined },
   awsAudience: { flag: 'aws-audience', description: 'Token audience when the ServiceAccount names none', parse: string, default: 'sts.amazonaws.com' },
-  awsTokenExpiration: { flag: 'aws-token-expiration', description: 'Token expiry in seconds when no annotation sets one', parse: integer(600, 2 ** 32), default: 86400 },
+  awsTokenExpiration: { flag: 'aws-token-expiration', description: 'Token expiry in seconds when no annotation sets one', parse: integer(CLOUDS.aws.tokenBounds.min, CLOUDS.aws.tokenBounds.max), default: 86400 },
   awsStsRegionalEndpoints: { flag: 'aws-sts-regional-endpoints', description: 'Inject AWS_STS_REGIONAL_ENDPOINTS=regional unless the ServiceAccount says otherwise', parse: bool, default: false, boolean: true },
   // Azure
   azureTenantId: { flag: 'azure-tenant-id', description: 'Tenant for ServiceAccounts without the tenant-id annotation', parse: tenant, default: undefined },
   azureCloud: { flag: 'azure-cloud', description: 'AzurePublicCloud, AzureUSGovernmentCloud or AzureChinaCloud (sets AZURE_AUTHORITY_HOST)', parse: azureCloud, default: 'AzurePublicCloud' as AzureCloud },
   azureAudience: { flag: 'azure-audience', description: 'Token audience', parse: string, default: AZURE_AUDIENCE },
-  azureTokenExpiration: { flag: 'azure-token-expiration', description: 'Token expiry in seconds when no annotation sets one', parse: integer(3600, 86400), default: 3600 },
+  azureTokenExpiration: { flag: 'azure-token-expiration', description: 'Token expiry in seconds when no annotation sets one', parse: integer(CLOUDS.azure.tokenBounds.min, CLOUDS.azure.tokenBounds.max), default: 3600 },
   // GCP
   gcpDefaultRegion: { flag: 'gcp-default-region', description: 'CLOUDSDK_COMPUTE_REGION for containers that do not set it', parse: optionalString, default: undefined },
   gcpAudience: { flag: 'gcp-audience', description: 'Token audience when the ServiceAccount names none (default: //iam.googleapis.com/<provider>)', parse: optionalString, default: undefined },
-  gcpTokenExpiration: { flag: 'gcp-token-expiration', description: 'Token expiry in seconds when no annotation sets one', parse: integer(3600, 2 ** 32), default: 86400 },
+  gcpTokenExpiration: { flag: 'gcp-token-expiration', description: 'Token expiry in seconds when no annotation sets one', parse: integer(CLOUDS.gcp.tokenBounds.min, CLOUDS.gcp.tokenBounds.max), default: 86400 },
   gcpAllowedTokenUrls: { flag: 'gcp-allowed-token-urls', description: 'token_url values a labelled Secret\'s GCP credentialsConfig may use (comma-separated https URLs)', parse: httpsUrlList, default: ['https://sts.googleapis.com/v1/token'] },
   // Labelled Secrets (GEP-26)
   secretTokenPath: { flag: 'secret-token-path', description: 'Where Pods mount a labelled Secret\'s token key, written into its derived files (per Secret: annotation workload-identity-webhook.io/token-path)', parse: tokenPath, default: DEFAULT_SECRET_TOKEN_PATH },

@@ -192,6 +192,19 @@ describe('defaults', () => {
       'default "region-of-namespace" of WorkloadIdentityPolicy "tenants" could not be evaluated: expression failed: field not found: region');
   });
 
+  test('a token expiry default is held to the cloud\'s bounds, the same as a static provider default (GCP: an hour at least)', () => {
+    const expiry = (expression: string) => gate([policy({ defaults: [{ name: 'expiry', field: 'tokenExpirationSeconds', expression }] })]);
+    const gcp = { 'cloud.google.com/workload-identity-provider': WIF('1', 'pool') };
+    assert.deepEqual(refused(expiry('1800'), gcp), {
+      reason: 'PolicyError',
+      status: 403,
+      message: 'default "expiry" of WorkloadIdentityPolicy "tenants" gave tokenExpirationSeconds 1800, which is outside 3600 to 4294967296 seconds for GCP',
+    });
+    assert.equal(token(admitted(expiry('7200'), gcp), 'gcp-iam-token').expirationSeconds, 7200);
+    // AWS takes the API server's own minimum.
+    assert.equal(token(admitted(expiry('1800'), { 'eks.amazonaws.com/role-arn': ARN_A }), 'aws-iam-token').expirationSeconds, 1800);
+  });
+
   test('the first policy by name gives a field its value', () => {
     const g = gate([
       policy({ defaults: [{ name: 'x', field: 'region', expression: "'eu-central-1'" }] }, 'b-second'),

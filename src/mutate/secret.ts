@@ -1,3 +1,4 @@
+import { PROVIDER_NAMES } from '../clouds/registry.ts';
 import { denial, type Denial, isDenial } from '../errors.ts';
 import type { Secret, ServiceAccountView } from '../kube/types.ts';
 import { parseSecretConfig, type SecretDerivation, type SecretProvider } from '../providers/secret-config.ts';
@@ -10,7 +11,7 @@ import {
 } from './secret-labels.ts';
 import { checkReferenceGrant, parseServiceAccountReference, type ServiceAccountReference } from './secret-reference.ts';
 
-const PROVIDERS: readonly ProviderName[] = ['aws', 'azure', 'gcp'];
+const PROVIDERS: readonly ProviderName[] = PROVIDER_NAMES;
 
 export interface SecretSelection {
   provider: ProviderName;

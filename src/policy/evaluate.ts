@@ -1,14 +1,13 @@
-import { AWS_REGION_PATTERN } from '../config.ts';
+import { CLOUDS, cloudFacts, type ProviderName } from '../clouds/registry.ts';
 import { denial, type Denial, isDenial } from '../errors.ts';
 import type { ObjectMeta, ServiceAccountView } from '../kube/types.ts';
 import { isWindowsPod, type PodAdmission } from '../mutate/pod.ts';
 import { isTenantId } from '../providers/azure.ts';
 import type { SecretDerivation } from '../providers/secret-config.ts';
-import type { Injection, ProviderName } from '../providers/types.ts';
+import type { Injection } from '../providers/types.ts';
 import { activation, type Activation, type IdentityVariable } from './cel.ts';
 import { admissionVariables, identityOfInjection, identityOfSecret, type NamespaceView } from './inputs.ts';
 import type { CompiledPolicy, DefaultField, IdentityProviderSpec } from './model.ts';
-import { GCP_REGION } from './parse.ts';
 import { overridesFor, providerWith, type Overrides, type ProviderOptions } from './provider-options.ts';
 import { evaluateDefault, evaluateValidation } from './rules.ts';
 
@@ -51,7 +50,6 @@ export function isEmptyPolicySet(set: PolicySet): boolean {
 /** The Azure key for a tenant (src/providers/azure.ts): a tenant written there is the user's choice, not a default. */
 const AZURE_TENANT_ANNOTATION = 'azure.workload.identity/tenant-id';
 
-const CLOUD_NAMES: Record<ProviderName, string> = { aws: 'AWS', azure: 'Azure', gcp: 'GCP' };
 
 export interface PodPolicyContext {
   set: PolicySet;
@@ -167,7 +165,7 @@ export function matchIdentityProvider(set: PolicySet, id: IdentityVariable): Dec
 }
 
 function untrusted(set: PolicySet, id: IdentityVariable): Denial {
-  const cloud = CLOUD_NAMES[id.provider as ProviderName] ?? id.provider;
+  const cloud = CLOUDS[id.provider as ProviderName]?.title ?? id.provider;
   const what =
     id.provider === 'aws' ? `AWS account ${id.account} (partition ${id.partition}) of role ${id.roleArn}`
     : id.provider === 'azure' ? (id.tenant ? `Entra tenant ${id.tenant}` : 'no Entra tenant (the ServiceAccount names none and no default applies)')
@@ -205,17 +203,20 @@ function computeDefaults(set: PolicySet, cloud: ProviderName, vars: Activation):
 
 function invalidDefault(field: DefaultField, cloud: ProviderName, value: string | number): string | undefined {
   switch (field) {
-    case 'region':
-      if (cloud === 'aws') return AWS_REGION_PATTERN.test(String(value)) ? undefined : 'is not an AWS region (for example eu-west-1)';
-      return GCP_REGION.test(String(value)) ? undefined : 'is not a Google Cloud region (for example europe-west1)';
+    case 'region': {
+      // DEFAULT_FIELDS offers region only to clouds that have one.
+      const region = cloudFacts(cloud).region!;
+      return region.pattern.test(String(value)) ? undefined : `is not ${region.what} (for example ${region.example})`;
+    }
     case 'tenant':
       return isTenantId(String(value)) ? undefined : "is not a tenant id (a GUID or the tenant's domain)";
     case 'audience':
       return /^\S+$/.test(String(value)) ? undefined : 'is not an audience (no spaces)';
     case 'tokenExpirationSeconds': {
       const n = Number(value);
-      const [min, max] = cloud === 'azure' ? [3600, 86400] : [600, 2 ** 32];
-      return n >= min && n <= max ? undefined : `is outside ${min} to ${max} seconds for ${CLOUD_NAMES[cloud]}`;
+      // The same bounds as a static default in the policy (parse.ts) and as the flags.
+      const { min, max } = CLOUDS[cloud].tokenBounds;
+      return n >= min && n <= max ? undefined : `is outside ${min} to ${max} seconds for ${CLOUDS[cloud].title}`;
     }
   }
 }

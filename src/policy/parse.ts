@@ -1,4 +1,4 @@
-import { AWS_REGION_PATTERN } from '../config.ts';
+import { cloudFacts, PROVIDER_NAMES } from '../clouds/registry.ts';
 import { AZURE_CLOUDS, isTenantId, type AzureCloud } from '../providers/azure.ts';
 import type { ProviderName } from '../providers/types.ts';
 import { IDENTITY_FIELDS } from './cel.ts';
@@ -32,8 +32,6 @@ const PARTITION = /^aws(-[a-z]+)*$/;
 const ACCOUNT = /^\d{12}$/;
 const PROJECT_NUMBER = /^\d{1,20}$/;
 const POOL = /^[a-z0-9-]{4,32}$/;
-export const GCP_REGION = /^[a-z]+(-[a-z]+)+\d+$/;
-const MAX_EXPIRATION = 2 ** 32;
 
 class Reader {
   readonly problems: PolicyProblem[] = [];
@@ -123,11 +121,11 @@ function describe(v: unknown): string {
 }
 
 function identityProvider(r: Reader, v: unknown, path: string): IdentityProviderSpec | undefined {
-  const o = r.object(v, path, ['name', 'displayName', 'aws', 'azure', 'gcp']);
+  const o = r.object(v, path, ['name', 'displayName', ...PROVIDER_NAMES]);
   if (!o) return undefined;
   const name = r.name(o.name, `${path}.name`);
   const displayName = r.string(o.displayName, `${path}.displayName`, false);
-  const clouds = (['aws', 'azure', 'gcp'] as const).filter((c) => o[c] !== undefined && o[c] !== null);
+  const clouds = PROVIDER_NAMES.filter((c) => o[c] !== undefined && o[c] !== null);
   if (clouds.length !== 1) {
     r.fail(path, `Invalid value: name exactly one of aws, azure or gcp${clouds.length ? ` (found ${clouds.join(' and ')})` : ''}`);
     return undefined;
@@ -143,7 +141,7 @@ function identityProvider(r: Reader, v: unknown, path: string): IdentityProvider
         provider: 'aws',
         partition: r.matching(a.partition, `${cp}.partition`, PARTITION, 'an AWS partition such as aws, aws-cn or aws-us-gov') ?? 'aws',
         accountIds: r.list(a.accountIds, `${cp}.accountIds`, (x, p) => r.matching(x, p, ACCOUNT, 'an AWS account id of 12 digits (quote it in YAML)', true)),
-        defaults: defaults(r, a, cp, 'aws', 600),
+        defaults: defaults(r, a, cp, 'aws'),
       };
     }
   } else if (cloud === 'azure') {
@@ -161,7 +159,7 @@ function identityProvider(r: Reader, v: unknown, path: string): IdentityProvider
         cloud: (cloudName as AzureCloud | undefined) ?? 'AzurePublicCloud',
         // SDKs join the host and the tenant: keep the trailing slash the clouds' hosts have.
         authorityHost: host === undefined ? undefined : host.endsWith('/') ? host : `${host}/`,
-        defaults: defaults(r, a, cp, 'azure', 3600, 86400),
+        defaults: defaults(r, a, cp, 'azure'),
       };
     }
   } else {
@@ -171,7 +169,7 @@ function identityProvider(r: Reader, v: unknown, path: string): IdentityProvider
         provider: 'gcp',
         projectNumber: r.matching(a.projectNumber, `${cp}.projectNumber`, PROJECT_NUMBER, 'the project number (digits, quoted in YAML), not its id', true),
         pool: r.matching(a.pool, `${cp}.pool`, POOL, 'a workload identity pool id (4 to 32 lowercase letters, digits and "-")', true),
-        defaults: defaults(r, a, cp, 'gcp', 3600),
+        defaults: defaults(r, a, cp, 'gcp'),
       };
     }
   }
@@ -179,10 +177,12 @@ function identityProvider(r: Reader, v: unknown, path: string): IdentityProvider
   return { name, displayName: displayName?.trim() || name, ...spec };
 }
 
-function defaults(r: Reader, o: Record<string, unknown>, path: string, cloud: ProviderName, minExpiration: number, maxExpiration = MAX_EXPIRATION): ProviderDefaults {
+function defaults(r: Reader, o: Record<string, unknown>, path: string, cloud: ProviderName): ProviderDefaults {
+  const facts = cloudFacts(cloud);
   const d: ProviderDefaults = {};
-  if ('region' in o) {
-    const region = r.matching(o.region, `${path}.region`, cloud === 'aws' ? AWS_REGION_PATTERN : GCP_REGION, cloud === 'aws' ? 'an AWS region such as eu-west-1' : 'a Google Cloud region such as europe-west1');
+  // r.object admitted 'region' only for clouds that have one.
+  if ('region' in o && facts.region) {
+    const region = r.matching(o.region, `${path}.region`, facts.region.pattern, `${facts.region.what} such as ${facts.region.example}`);
     if (region !== undefined) d.region = region;
   }
   const audience = r.string(o.audience, `${path}.audience`, false);
@@ -190,7 +190,7 @@ function defaults(r: Reader, o: Record<string, unknown>, path: string, cloud: Pr
     if (audience.trim() === '' || /\s/.test(audience)) r.fail(`${path}.audience`, `Invalid value: ${JSON.stringify(audience)}: an audience without spaces`);
     else d.audience = audience;
   }
-  const exp = r.integer(o.tokenExpirationSeconds, `${path}.tokenExpirationSeconds`, minExpiration, maxExpiration);
+  const exp = r.integer(o.tokenExpirationSeconds, `${path}.tokenExpirationSeconds`, facts.tokenBounds.min, facts.tokenBounds.max);
   if (exp !== undefined) d.tokenExpirationSeconds = exp;
   return d;
 }

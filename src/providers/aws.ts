@@ -1,7 +1,8 @@
+import { CLOUDS } from '../clouds/registry.ts';
 import { denial, type Denial, isDenial } from '../errors.ts';
 import type { EnvVar } from '../kube/types.ts';
 import {
-  MAX_TOKEN_EXPIRATION, MIN_TOKEN_EXPIRATION, parseBool, parseSeconds, splitNames, tokenVolume, windowsPath,
+  boundExpiration, parseBool, parseSeconds, splitNames, tokenVolume, windowsPath,
 } from './common.ts';
 import type { Injection, PodContext, PodProvider } from './types.ts';
 
@@ -85,10 +86,9 @@ export function createAwsProvider(options: AwsOptions): PodProvider {
         if (typeof parsed !== 'number') return parsed;
         expiration = parsed;
       }
-      if (expiration < MIN_TOKEN_EXPIRATION) expiration = MIN_TOKEN_EXPIRATION;
-      if (expiration > MAX_TOKEN_EXPIRATION) {
-        return denial('InvalidTokenExpiration', `annotation ${keys.expiration}=${expiration} exceeds the maximum of ${MAX_TOKEN_EXPIRATION} seconds`);
-      }
+      const bounded = boundExpiration(expiration, CLOUDS.aws.tokenBounds, keys.expiration, 'ServiceAccount');
+      if (isDenial(bounded)) return bounded;
+      expiration = bounded;
 
       const tokenFile = `${AWS_MOUNT_PATH}/${AWS_TOKEN_FILE}`;
       const envGroups: EnvVar[][] = [];

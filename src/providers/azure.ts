@@ -1,6 +1,7 @@
-import { denial, type Denial } from '../errors.ts';
+import { CLOUDS } from '../clouds/registry.ts';
+import { denial, type Denial, isDenial } from '../errors.ts';
 import type { EnvVar } from '../kube/types.ts';
-import { parseSeconds, splitNames, tokenVolume, windowsPath } from './common.ts';
+import { boundExpiration, parseSeconds, splitNames, tokenVolume, windowsPath } from './common.ts';
 import type { Injection, PodContext, PodProvider } from './types.ts';
 
 /**
@@ -19,8 +20,6 @@ const KEYS = {
   expiration: `${PREFIX}/service-account-token-expiration`,
   skipContainers: `${PREFIX}/skip-containers`,
 };
-export const AZURE_MIN_EXPIRATION = 3600;
-export const AZURE_MAX_EXPIRATION = 86400;
 
 export const AZURE_CLOUDS = {
   AzurePublicCloud: 'https://login.microsoftonline.com/',
@@ -76,13 +75,9 @@ export function createAzureProvider(options: AzureOptions): PodProvider {
         const where = podExpiration !== undefined ? 'Pod' : saName;
         const parsed = parseSeconds(rawExpiration, KEYS.expiration, where);
         if (typeof parsed !== 'number') return parsed;
-        if (parsed < AZURE_MIN_EXPIRATION || parsed > AZURE_MAX_EXPIRATION) {
-          return denial(
-            'InvalidTokenExpiration',
-            `${where} annotation ${KEYS.expiration}=${parsed} is out of range; expected ${AZURE_MIN_EXPIRATION} to ${AZURE_MAX_EXPIRATION} seconds`,
-          );
-        }
-        expiration = parsed;
+        const bounded = boundExpiration(parsed, CLOUDS.azure.tokenBounds, KEYS.expiration, where);
+        if (isDenial(bounded)) return bounded;
+        expiration = bounded;
       }
 
       const tokenFile = `${AZURE_MOUNT_PATH}/${AZURE_TOKEN_FILE}`;

@@ -1,9 +1,6 @@
 import { denial, type Denial } from '../errors.ts';
 import type { DownwardAPIFile, Volume } from '../kube/types.ts';
-
-/** Projected token expiry: the API server's own bounds (600 s to 2^32 s). */
-export const MIN_TOKEN_EXPIRATION = 600;
-export const MAX_TOKEN_EXPIRATION = 2 ** 32;
+import type { TokenBounds } from '../clouds/registry.ts';
 
 /**
  * Parses a whole number of seconds from an annotation. Anything else (units, signs, blanks,
@@ -19,6 +16,19 @@ export function parseSeconds(value: string, key: string, where: string): number 
     );
   }
   return Number(text);
+}
+
+/**
+ * Holds a token expiry to the cloud's bounds (CLOUDS): above the maximum is refused; below the
+ * minimum is raised or refused, as the cloud's bounds say.
+ */
+export function boundExpiration(seconds: number, bounds: TokenBounds, key: string, where: string): number | Denial {
+  if (bounds.belowMinimum === 'refuse') {
+    if (seconds >= bounds.min && seconds <= bounds.max) return seconds;
+    return denial('InvalidTokenExpiration', `${where} annotation ${key}=${seconds} is out of range; expected ${bounds.min} to ${bounds.max} seconds`);
+  }
+  if (seconds > bounds.max) return denial('InvalidTokenExpiration', `annotation ${key}=${seconds} exceeds the maximum of ${bounds.max} seconds`);
+  return Math.max(seconds, bounds.min);
 }
 
 export function parseBool(value: string, key: string, where: string): boolean | Denial {

@@ -1,6 +1,7 @@
+import { CLOUDS } from '../clouds/registry.ts';
 import { denial, type Denial, isDenial } from '../errors.ts';
 import type { EnvVar } from '../kube/types.ts';
-import { MAX_TOKEN_EXPIRATION, parseSeconds, splitNames, tokenVolume, windowsPath } from './common.ts';
+import { boundExpiration, parseSeconds, splitNames, tokenVolume, windowsPath } from './common.ts';
 import type { Injection, PodContext, PodProvider } from './types.ts';
 
 /**
@@ -17,7 +18,6 @@ export const GCP_MOUNT_PATH = '/var/run/secrets/sts.googleapis.com/serviceaccoun
 export const GCP_TOKEN_FILE = 'token';
 export const GCP_CREDENTIALS_FILE = 'federation.json';
 export const GCP_CREDENTIALS_ANNOTATION = 'cloud.google.com/external-credentials-json';
-export const GCP_MIN_EXPIRATION = 3600;
 
 const KEYS = {
   provider: ['cloud.google.com/workload-identity-provider', 'gcp.auth.fluxcd.io/workload-identity-provider'],
@@ -143,10 +143,9 @@ export function createGcpProvider(options: GcpOptions): PodProvider {
         if (typeof parsed !== 'number') return parsed;
         expiration = parsed;
       }
-      if (expiration < GCP_MIN_EXPIRATION) expiration = GCP_MIN_EXPIRATION;
-      if (expiration > MAX_TOKEN_EXPIRATION) {
-        return denial('InvalidTokenExpiration', `annotation ${KEYS.expiration}=${expiration} exceeds the maximum of ${MAX_TOKEN_EXPIRATION} seconds`);
-      }
+      const bounded = boundExpiration(expiration, CLOUDS.gcp.tokenBounds, KEYS.expiration, saName);
+      if (isDenial(bounded)) return bounded;
+      expiration = bounded;
 
       const path = (p: string) => (windows ? windowsPath(p) : p);
       const tokenFile = path(`${GCP_MOUNT_PATH}/${GCP_TOKEN_FILE}`);

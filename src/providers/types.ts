@@ -1,7 +1,8 @@
 import type { Denial } from '../errors.ts';
 import type { EnvVar, Pod, ServiceAccountView, Volume } from '../kube/types.ts';
 
-export type ProviderName = 'aws' | 'azure' | 'gcp';
+export type { ProviderName } from '../clouds/registry.ts';
+import type { ProviderName } from '../clouds/registry.ts';
 
 /**
  * Everything one provider adds to a Pod. The mutation core turns it into additive JSON Patch
