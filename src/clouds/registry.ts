@@ -54,6 +54,14 @@ export type ProviderName = keyof typeof CLOUDS;
 /** The clouds in registry order (the order of injection, messages and schema lists). */
 export const PROVIDER_NAMES = Object.keys(CLOUDS) as ProviderName[];
 
+/**
+ * The end of a switch over the clouds: with every cloud handled, TypeScript proves this is never
+ * reached, and a cloud added to CLOUDS without its case fails to compile instead of falling through.
+ */
+export function unknownCloud(name: never): never {
+  throw new Error(`unknown cloud ${String(name)}`);
+}
+
 export function cloudFacts(name: ProviderName): CloudFacts {
   return CLOUDS[name];
 }

@@ -1,4 +1,4 @@
-import { CLOUDS, cloudFacts, type ProviderName } from '../clouds/registry.ts';
+import { CLOUDS, cloudFacts, type ProviderName, unknownCloud } from '../clouds/registry.ts';
 import { denial, type Denial, isDenial } from '../errors.ts';
 import type { ObjectMeta, ServiceAccountView } from '../kube/types.ts';
 import { isWindowsPod, type PodAdmission } from '../mutate/pod.ts';
@@ -157,8 +157,10 @@ export function matchIdentityProvider(set: PolicySet, id: IdentityVariable): Dec
       if (!p.accountIds?.length) partitionWide ??= p;
     } else if (p.provider === 'azure') {
       if (id.tenant && p.tenantId === id.tenant.toLowerCase()) return p;
-    } else if (p.projectNumber === id.projectNumber && p.pool === id.pool) {
-      return p;
+    } else if (p.provider === 'gcp') {
+      if (p.projectNumber === id.projectNumber && p.pool === id.pool) return p;
+    } else {
+      unknownCloud(p.provider);
     }
   }
   return partitionWide;
@@ -169,7 +171,8 @@ function untrusted(set: PolicySet, id: IdentityVariable): Denial {
   const what =
     id.provider === 'aws' ? `AWS account ${id.account} (partition ${id.partition}) of role ${id.roleArn}`
     : id.provider === 'azure' ? (id.tenant ? `Entra tenant ${id.tenant}` : 'no Entra tenant (the ServiceAccount names none and no default applies)')
-    : `workload identity pool ${id.pool} of project ${id.projectNumber}`;
+    : id.provider === 'gcp' ? `workload identity pool ${id.pool} of project ${id.projectNumber}`
+    : `${id.provider} identity`;
   const same = set.identityProviders.filter((p) => p.provider === id.provider);
   const trusted = same.length === 0 ? `no ${cloud} identity provider is declared` : `the ${cloud} identity providers declared are ${same.map(describeProvider).join(', ')}`;
   return denial('UntrustedIdentityProvider', `${what} is not an identity provider this cluster trusts: ${trusted}`);
@@ -179,7 +182,8 @@ function describeProvider(p: DeclaredProvider): string {
   const where =
     p.provider === 'aws' ? (p.accountIds?.length ? `accounts ${p.accountIds.join(', ')}` : `partition ${p.partition}`)
     : p.provider === 'azure' ? `tenant ${p.tenantId}`
-    : `pool ${p.pool} of project ${p.projectNumber}`;
+    : p.provider === 'gcp' ? `pool ${p.pool} of project ${p.projectNumber}`
+    : unknownCloud(p.provider);
   return `"${p.displayName}" (${where})`;
 }
 

@@ -1,3 +1,4 @@
+import { unknownCloud } from '../clouds/registry.ts';
 import type { ObjectMeta, ServiceAccountView } from '../kube/types.ts';
 import type { SecretDerivation } from '../providers/secret-config.ts';
 import type { Injection, ProviderName } from '../providers/types.ts';
@@ -39,7 +40,7 @@ function identityOf(provider: ProviderName, raw: Readonly<Record<string, string>
     id.tenant = (raw.tenantId ?? '').toLowerCase();
     id.clientId = (raw.clientId ?? '').toLowerCase();
     id.cloud = raw.cloud ?? '';
-  } else {
+  } else if (provider === 'gcp') {
     id.workloadIdentityProvider = raw.workloadIdentityProvider ?? '';
     id.serviceAccountEmail = raw.serviceAccountEmail ?? '';
     id.projectNumber = raw.projectNumber ?? '';
@@ -51,6 +52,8 @@ function identityOf(provider: ProviderName, raw: Readonly<Record<string, string>
         id.pool = parsed.pool;
       }
     }
+  } else {
+    unknownCloud(provider);
   }
   return id;
 }

@@ -1,4 +1,4 @@
-import { cloudFacts, PROVIDER_NAMES } from '../clouds/registry.ts';
+import { cloudFacts, PROVIDER_NAMES, unknownCloud } from '../clouds/registry.ts';
 import { AZURE_CLOUDS, isTenantId, type AzureCloud } from '../providers/azure.ts';
 import type { ProviderName } from '../providers/types.ts';
 import { IDENTITY_FIELDS } from './cel.ts';
@@ -162,7 +162,7 @@ function identityProvider(r: Reader, v: unknown, path: string): IdentityProvider
         defaults: defaults(r, a, cp, 'azure'),
       };
     }
-  } else {
+  } else if (cloud === 'gcp') {
     const a = r.object(o.gcp, cp, ['projectNumber', 'pool', 'region', 'audience', 'tokenExpirationSeconds']);
     if (a) {
       spec = {
@@ -172,6 +172,8 @@ function identityProvider(r: Reader, v: unknown, path: string): IdentityProvider
         defaults: defaults(r, a, cp, 'gcp'),
       };
     }
+  } else {
+    unknownCloud(cloud);
   }
   if (!spec || name === undefined || r.problems.length > before) return undefined;
   return { name, displayName: displayName?.trim() || name, ...spec };

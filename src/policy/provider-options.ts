@@ -1,3 +1,4 @@
+import { unknownCloud } from '../clouds/registry.ts';
 import type { Config } from '../config.ts';
 import { createAwsProvider, type AwsOptions } from '../providers/aws.ts';
 import { createAzureProvider, type AzureOptions } from '../providers/azure.ts';
@@ -83,6 +84,7 @@ export function providerWith(base: ProviderOptions, cloud: ProviderName, o: Over
     };
     return changed(base.azure, next) ? createAzureProvider(next) : undefined;
   }
+  if (cloud !== 'gcp') return unknownCloud(cloud);
   const next: GcpOptions = {
     ...base.gcp,
     region: o.region ?? base.gcp.region,
