@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { Denial } from '../errors.ts';
+import { denial, type Denial } from '../errors.ts';
 import type { Secret, ServiceAccountView } from '../kube/types.ts';
 import { mutateSecret, secretReference, selectSecret, type SecretCoreOptions } from '../mutate/secret.ts';
 import { RENEW_ANNOTATION } from '../mutate/secret-labels.ts';
@@ -31,6 +31,8 @@ export interface TokenRequestorOptions {
   log: Logger;
   metrics: RequestorMetrics;
   expirationSeconds: number;
+  /** The namespaces it serves (its RBAC and admission policy allow no other); empty: all. */
+  namespaces?: readonly string[];
   now?: () => number;
 }
 
@@ -46,6 +48,8 @@ interface Entry {
 /** setTimeout's limit is about 24.8 days; longer waits are re-evaluated after a day. */
 const MAX_DELAY_MS = 86_400_000;
 const MAX_BACKOFF_MS = 300_000;
+/** The API server's minimum token lifetime: what a token that cannot be bound to its Secret gets. */
+export const UNBOUND_TOKEN_SECONDS = 600;
 
 /**
  * Keeps a fresh token in every Secret carrying the project's label: a TokenRequest for the
@@ -131,6 +135,10 @@ export class TokenRequestor {
     const ref = secretReference(secret, s.namespace);
     if (ref === undefined) return;
     if ('reason' in ref) return this.#refuse(key, entry, ref);
+    const served = this.#o.namespaces ?? [];
+    if (served.length && !served.includes(ref.namespace)) {
+      return this.#refuse(key, entry, denial('NamespaceNotServed', `ServiceAccount ${ref.namespace}/${ref.name} is in namespace ${ref.namespace}, which the token requestor does not serve (it serves ${served.join(', ')}; tokenRequestor.namespaces in the chart)`, 403));
+    }
 
     let target: ServiceAccountView | undefined;
     if (ref.namespace !== s.namespace) {
@@ -148,11 +156,16 @@ export class TokenRequestor {
 
     const { audience, provider } = verdict.derivation;
     const subject = `system:serviceaccount:${ref.namespace}:${ref.name}`;
+    // The API server binds a token only to a Secret of the ServiceAccount's own namespace, so a
+    // cross-namespace token cannot be bound: it gets the shortest lifetime instead, and a
+    // withdrawn grant ends it within UNBOUND_TOKEN_SECONDS (the admission policy enforces both).
+    const bound = ref.namespace === s.namespace && s.uid !== '';
+    const expirationSeconds = bound ? this.#o.expirationSeconds : Math.min(this.#o.expirationSeconds, UNBOUND_TOKEN_SECONDS);
     const plan = () => renewal({
       claims: entry.secret.claims,
       subject,
       audience,
-      expirationSeconds: this.#o.expirationSeconds,
+      expirationSeconds,
       now: this.#now() / 1000,
       jitterSeed: entry.secret.uid,
       forced: entry.secret.annotations[RENEW_ANNOTATION] !== undefined,
@@ -166,8 +179,8 @@ export class TokenRequestor {
         namespace: ref.namespace,
         name: ref.name,
         audience,
-        expirationSeconds: this.#o.expirationSeconds,
-        boundSecret: ref.namespace === s.namespace && s.uid ? { name: s.name, uid: s.uid } : undefined,
+        expirationSeconds,
+        boundSecret: bound ? { name: s.name, uid: s.uid } : undefined,
       });
     } catch (err) {
       this.#o.metrics.failures.inc({ stage: 'tokenrequest' });
