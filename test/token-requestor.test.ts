@@ -8,7 +8,7 @@ import type { ServiceAccountView } from '../src/kube/types.ts';
 import { createSecretProviders } from '../src/providers/secret-index.ts';
 import { loadRequestorConfig } from '../src/token-requestor/config.ts';
 import { createRequestorMetrics } from '../src/token-requestor/metrics.ts';
-import { TokenRequestor, apiMessage, type RequestorApi } from '../src/token-requestor/requestor.ts';
+import { TokenRequestor, UNBOUND_TOKEN_SECONDS, apiMessage, type RequestorApi } from '../src/token-requestor/requestor.ts';
 import { readTokenClaims, renewal, renewalFraction, type RenewalInput } from '../src/token-requestor/schedule.ts';
 import { trackSecret, type TrackedSecret } from '../src/token-requestor/secret-informer.ts';
 import { until } from './support/webhook.ts';
@@ -97,9 +97,10 @@ function tracked(secret: ReturnType<typeof labelledSecret>, uid = 'uid-1'): Trac
   return trackSecret({ ...secret, metadata: { ...secret.metadata, uid, resourceVersion: '1' } } as Parameters<typeof trackSecret>[0])!;
 }
 
-function requestor(api: RequestorApi) {
+function requestor(api: RequestorApi, namespaces: string[] = []) {
   const c = config();
   return new TokenRequestor({
+    namespaces,
     core: { providers: createSecretProviders(c), defaultTokenPath: c.secretTokenPath },
     api,
     log: pino({ level: 'silent' }),
@@ -119,12 +120,22 @@ describe('TokenRequestor', () => {
     r.stop();
   });
 
-  test('a cross-namespace reference reads the target and is not bound (the Secret is elsewhere)', async () => {
+  test('a cross-namespace reference reads the target and, unbindable (the Secret is elsewhere), gets the shortest lifetime', async () => {
     const fake = fakeApi([{ namespace: 'team-b', name: 'shared', uid: 'x', annotations: { 'workload-identity-webhook.io/allowed-referrer-namespaces': 'team-a' } }]);
     const r = requestor(fake.api);
     r.onChange('team-a/aws', tracked(labelledSecret('aws', { serviceAccount: 'team-b/shared' })));
     await until('a write', () => fake.writes.length === 1 || undefined);
-    assert.deepEqual(fake.calls, ['get team-b/shared', 'token team-b/shared sts.amazonaws.com 1200 unbound']);
+    assert.deepEqual(fake.calls, ['get team-b/shared', `token team-b/shared sts.amazonaws.com ${UNBOUND_TOKEN_SECONDS} unbound`]);
+    r.stop();
+  });
+
+  test('a reference into a namespace it does not serve is refused before any call, with a message naming the setting', async () => {
+    const fake = fakeApi([{ namespace: 'team-b', name: 'shared', uid: 'x', annotations: { 'workload-identity-webhook.io/allowed-referrer-namespaces': 'team-a' } }]);
+    const r = requestor(fake.api, ['team-a']);
+    r.onChange('team-a/aws', tracked(labelledSecret('aws', { serviceAccount: 'team-b/shared' })));
+    await until('an event', () => fake.events.length === 1 || undefined);
+    assert.deepEqual(fake.calls, []);
+    assert.deepEqual(fake.events[0], { reason: 'TokenRefused', message: 'no token issued: ServiceAccount team-b/shared is in namespace team-b, which the token requestor does not serve (it serves team-a; tokenRequestor.namespaces in the chart)' });
     r.stop();
   });
 
@@ -200,8 +211,11 @@ describe('token-requestor settings', () => {
   test('values are validated at start-up', () => {
     assert.throws(() => loadRequestorConfig(new Map([['lease-namespace', 'x'], ['token-expiration', '60']]), {}), new ConfigError('--token-expiration=60 is out of range; expected 600 to 4294967296'));
     assert.throws(() => loadRequestorConfig(new Map([['lease-namespace', 'x'], ['lease-name', 'Bad_Name']]), {}), new ConfigError('--lease-name="Bad_Name" is not a DNS subdomain'));
+    assert.throws(() => loadRequestorConfig(new Map([['lease-namespace', 'x'], ['namespaces', 'apps,Team_B']]), {}), new ConfigError('--namespaces: "Team_B" is not a namespace name'));
+    assert.deepEqual(loadRequestorConfig(new Map([['lease-namespace', 'x']]), { WIW_NAMESPACES: 'apps, platform,apps' }).namespaces, ['apps', 'platform']);
     const c = loadRequestorConfig(new Map([['lease-namespace', 'x']]), {});
     assert.equal(c.tokenExpiration, 3600);
+    assert.deepEqual(c.namespaces, [], 'no list: every namespace (cluster-wide access)');
     assert.equal(c.leaseDurationSeconds, 15);
     assert.match(c.identity, /_[0-9a-f]{8}$/);
   });
