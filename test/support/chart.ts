@@ -295,7 +295,7 @@ export const VALUES_MATRIX: { name: string; values: Record<string, any> }[] = [
     name: 'cert-manager with a ClusterIssuer, token requestor, custom namespace selectors',
     values: {
       certificates: { mode: 'certManager', certManager: { issuerRef: { name: 'corp-ca', kind: 'ClusterIssuer', group: 'cert-manager.io' } } },
-      tokenRequestor: { enabled: true, namespaces: ['apps', 'platform'] },
+      tokenRequestor: { enabled: true, namespaces: ['apps'] },
       webhook: {
         excludeNamespaces: ['monitoring'],
         namespaceSelector: { matchLabels: { 'identity.example.com/enabled': 'true' }, matchExpressions: [{ key: 'tier', operator: 'NotIn', values: ['sandbox'] }] },
