@@ -286,6 +286,10 @@ describe('availability, security and least privilege', () => {
     const variables = Object.fromEntries(fixed.spec.variables.map((v: { name: string; expression: string }) => [v.name, v.expression]));
     assert.equal(variables.audiences, '["sts.amazonaws.com","api://AzureADTokenExchange","https://gcp.example.com"]');
     assert.doesNotMatch(fixed.spec.validations[1].expression, /workloadIdentityPools/);
+    // Derived keys may change in the requestor's writes only because the Secret webhook rewrites them in the same request.
+    const derivedKeys = async (values: object) => (await policyOf(values)).spec.variables.find((v: { name: string }) => v.name === 'derivedKeys').expression;
+    assert.match(await derivedKeys({ tokenRequestor: { enabled: true, namespaces: ['apps'] } }), /"credentialsFile"/);
+    assert.equal(await derivedKeys({ tokenRequestor: { enabled: true, namespaces: ['apps'] }, webhook: { secrets: { enabled: false } } }), '[]');
   });
 
   test('tenant policy: read access to policies and namespaces only when enabled; starter policy and ConfigMap wired', async () => {

@@ -178,6 +178,22 @@ describe('a stolen token-requestor credential', () => {
     assert.match(sandbox.message, /denied request: the token requestor may act only in the namespaces it serves and the webhook covers \(apps, platform, sandbox\), not in sandbox$/);
   });
 
+  test('may record only its own Events about Secrets', async () => {
+    const event = (over: Record<string, unknown>) => ({
+      metadata: { generateName: 'creds.' },
+      involvedObject: { apiVersion: 'v1', kind: 'Secret', namespace: 'apps', name: 'creds' },
+      reason: 'TokenRefused', message: 'x', type: 'Warning',
+      source: { component: 'workload-identity-token-requestor' }, reportingComponent: 'workload-identity-token-requestor', reportingInstance: 'r',
+      ...over,
+    });
+    const post = (body: unknown) => asRequestor('POST', '/api/v1/namespaces/apps/events', body);
+    assert.equal((await post(event({}))).status, 201);
+    const forged = await post(event({ involvedObject: { apiVersion: 'v1', kind: 'Pod', namespace: 'apps', name: 'web' }, source: { component: 'kubelet' }, reportingComponent: 'kubelet' }));
+    assert.equal(forged.status, 403);
+    assert.match(forged.message, /denied request: the token requestor may only create Events about a Secret of their namespace, reported as workload-identity-token-requestor$/);
+    assert.equal((await asRequestor('POST', '/api/v1/namespaces/kube-system/events', event({ involvedObject: { apiVersion: 'v1', kind: 'Secret', namespace: 'kube-system', name: 'bootstrap' } }))).status, 403);
+  });
+
   test('tokens are bound to a Secret, or unbound for at most 600 s; never longer than configured', async () => {
     const secret = await core.readNamespacedSecret({ namespace: 'apps', name: 'creds' });
     const ref = { apiVersion: 'v1', kind: 'Secret', name: 'creds', uid: secret.metadata!.uid };
