@@ -69,7 +69,7 @@ describe('renewal schedule', () => {
 /** A RequestorApi that records calls and issues fake tokens. */
 function fakeApi(accounts: ServiceAccountView[] = []) {
   const calls: string[] = [];
-  const writes: { key: string; token: string; cleared: boolean }[] = [];
+  const writes: { key: string; token: string | null; cleared: boolean }[] = [];
   const events: { reason: string; message: string }[] = [];
   let n = 0;
   const api: RequestorApi = {
@@ -136,6 +136,22 @@ describe('TokenRequestor', () => {
     await until('an event', () => fake.events.length === 1 || undefined);
     assert.deepEqual(fake.calls, []);
     assert.deepEqual(fake.events[0], { reason: 'TokenRefused', message: 'no token issued: ServiceAccount team-b/shared is in namespace team-b, which the token requestor does not serve (it serves team-a; tokenRequestor.namespaces in the chart)' });
+    r.stop();
+  });
+
+  test('a withdrawn grant removes the live token it lent, and only a live one', async () => {
+    const fake = fakeApi([{ namespace: 'team-b', name: 'shared', uid: 'x', annotations: {} }]);
+    const r = requestor(fake.api);
+    const now = Math.floor(Date.now() / 1000);
+    const live = fakeJwt({ sub: 'system:serviceaccount:team-b:shared', aud: ['sts.amazonaws.com'], iat: now - 60, exp: now + 540 });
+    r.onChange('team-a/live', tracked(labelledSecret('aws', { name: 'live', serviceAccount: 'team-b/shared', data: { token: live } })));
+    await until('the removal', () => fake.writes.length === 1 || undefined);
+    assert.deepEqual(fake.writes, [{ key: 'team-a/live', token: null, cleared: false }]);
+    assert.equal(fake.events[0].reason, 'TokenRefused');
+    const expired = fakeJwt({ sub: 'system:serviceaccount:team-b:shared', aud: ['sts.amazonaws.com'], iat: now - 700, exp: now - 100 });
+    r.onChange('team-a/expired', tracked(labelledSecret('aws', { name: 'expired', serviceAccount: 'team-b/shared', data: { token: expired } })));
+    await until('the second refusal', () => fake.events.length === 2 || undefined);
+    assert.equal(fake.writes.length, 1, 'an expired token is left alone');
     r.stop();
   });
 

@@ -19,8 +19,8 @@ export interface RequestorApi {
     expirationSeconds: number;
     boundSecret?: { name: string; uid: string };
   }): Promise<string>;
-  /** Writes `token` if the Secret is still at `resourceVersion`; returns the new resourceVersion. */
-  writeToken(secret: { namespace: string; name: string; resourceVersion: string }, token: string, clearRenewAnnotation: boolean): Promise<string>;
+  /** Writes `token` (null: removes it) if the Secret is still at `resourceVersion`; returns the new resourceVersion. */
+  writeToken(secret: { namespace: string; name: string; resourceVersion: string }, token: string | null, clearRenewAnnotation: boolean): Promise<string>;
   /** A Warning event on the Secret, where `kubectl describe secret` shows it. */
   warn(secret: TrackedSecret, reason: string, message: string): Promise<void>;
 }
@@ -50,6 +50,8 @@ const MAX_DELAY_MS = 86_400_000;
 const MAX_BACKOFF_MS = 300_000;
 /** The API server's minimum token lifetime: what a token that cannot be bound to its Secret gets. */
 export const UNBOUND_TOKEN_SECONDS = 600;
+/** Refusals that mean a ServiceAccount no longer lends its tokens to this Secret. */
+const WITHDRAWN = new Set(['ReferenceNotGranted', 'NamespaceNotServed']);
 
 /**
  * Keeps a fresh token in every Secret carrying the project's label: a TokenRequest for the
@@ -222,8 +224,27 @@ export class TokenRequestor {
     this.#o.metrics.refused.inc({ reason: d.reason });
     this.#o.log.warn({ secret: key, reason: d.reason, message: d.message }, 'no token: the webhook would refuse this Secret');
     await this.#warn(entry, 'TokenRefused', `no token issued: ${d.message}`);
+    if (WITHDRAWN.has(d.reason)) await this.#removeToken(key, entry);
     // A grant may be added to the ServiceAccount later, which raises no event on the Secret.
     this.#backoff(key, entry);
+  }
+
+  /**
+   * A withdrawn grant: the token still in the Secret cannot be revoked (a cross-namespace token
+   * is not bound to it; it expires within UNBOUND_TOKEN_SECONDS), but Pods that mount the Secret
+   * and readers of it stop getting it now.
+   */
+  async #removeToken(key: string, entry: Entry): Promise<void> {
+    const exp = entry.secret.claims?.exp;
+    if (exp === undefined || exp * 1000 <= this.#now()) return;
+    try {
+      const resourceVersion = await this.#o.api.writeToken(entry.secret, null, false);
+      entry.secret = { ...entry.secret, resourceVersion, claims: undefined };
+      this.#o.log.info({ secret: key }, 'token removed: the reference is no longer granted');
+    } catch (err) {
+      // 409/404: the watch brings the new state; the next refusal tries again.
+      this.#o.log.warn({ secret: key, err: apiMessage(err) }, 'could not remove the token');
+    }
   }
 
   async #warn(entry: Entry, reason: string, message: string): Promise<void> {
