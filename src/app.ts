@@ -1,6 +1,6 @@
 import type { Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
-import Fastify, { type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import { denial, WebhookError } from './errors.ts';
 import { parseAdmissionReview, reviewResponse, type AdmissionRequest, type Decision } from './admission/review.ts';
@@ -8,7 +8,17 @@ import { clip, DEFAULT_LIMITS, type ServerLimits } from './limits.ts';
 import type { Metrics } from './metrics.ts';
 import { tlsPolicy, type TlsPolicy } from './tls/policy.ts';
 
-export type Admit = (request: AdmissionRequest) => Decision | Promise<Decision>;
+/**
+ * The failure policy of the webhook entry that called: `/mutate/fail` and `/mutate/ignore` name
+ * it (the chart gives system namespaces their own entry); plain `/mutate` leaves the default.
+ */
+export interface AdmitContext {
+  failurePolicy?: 'Fail' | 'Ignore';
+}
+
+export type Admit = (request: AdmissionRequest, context: AdmitContext) => Decision | Promise<Decision>;
+
+const FAILURE_POLICIES: Record<string, AdmitContext['failurePolicy']> = { fail: 'Fail', ignore: 'Ignore' };
 
 export interface AppOptions {
   https: { cert: string; key: string } | null;
@@ -124,7 +134,7 @@ export function buildApp({ https, log, metrics, admit, isReady, isDraining = () 
     return reply.code(503).send({ status: 'not ready' });
   });
 
-  app.post('/mutate', async (req, reply) => {
+  const mutate = async (req: FastifyRequest, reply: FastifyReply, context: AdmitContext) => {
     const started = process.hrtime.bigint();
     if (clientCa && !(req.raw.socket as TLSSocket).authorized) {
       metrics.rejected.inc({ reason: 'unauthenticated' });
@@ -142,7 +152,7 @@ export function buildApp({ https, log, metrics, admit, isReady, isDraining = () 
     const kind = KIND_LABELS.has(request.kind.kind) ? request.kind.kind : 'other';
     let decision: Decision;
     try {
-      decision = await admit(request);
+      decision = await admit(request, context);
     } catch (err) {
       // A defect must not take Pod creation down with an opaque 500: answer the review.
       log.error({ uid: clip(request.uid), err }, 'admission failed');
@@ -181,6 +191,12 @@ export function buildApp({ https, log, metrics, admit, isReady, isDraining = () 
       'admission',
     );
     return reply.header('content-type', 'application/json; charset=utf-8').send(body.json);
+  };
+  app.post('/mutate', (req, reply) => mutate(req, reply, {}));
+  app.post<{ Params: { policy: string } }>('/mutate/:policy', (req, reply) => {
+    const failurePolicy = FAILURE_POLICIES[req.params.policy];
+    if (!failurePolicy) return reply.code(404).send({ code: 'WIW_NOT_FOUND', message: `no route /mutate/${clip(req.params.policy, 63)}; the webhook serves /mutate, /mutate/fail and /mutate/ignore` });
+    return mutate(req, reply, { failurePolicy });
   });
 
   return app;

@@ -1,7 +1,7 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
-import { buildApp } from './app.ts';
+import { buildApp, type AdmitContext } from './app.ts';
 import { admitPod } from './admission/pods.ts';
 import { admitSecret } from './admission/secrets.ts';
 import type { AdmissionRequest, Decision } from './admission/review.ts';
@@ -87,9 +87,9 @@ export async function serve(config: Config, log: Logger): Promise<RunningServer>
   const recordKeys = await injectionRecordKeys(config, tls.pair, log);
   let draining = false;
   const lookup = (ns: string, name: string) => cache.lookup(ns, name);
-  const admit = (request: AdmissionRequest): Decision | Promise<Decision> => {
+  const admit = (request: AdmissionRequest, context: AdmitContext): Decision | Promise<Decision> => {
     if (request.kind.kind === 'Pod' && request.kind.group === '') return admitPod(providers, lookup, request, tenantPolicy?.gate, {
-      onUnresolved: config.failurePolicy,
+      onUnresolved: context.failurePolicy ?? config.failurePolicy,
       recordKeys: recordKeys.current,
       maxContainers: config.maxContainers,
     });

@@ -152,7 +152,7 @@ describe('helm install, upgrade and uninstall', () => {
 
     webhook = await startAsDeployed(installed);
     const { caBundles, secret } = await caBundleAndSecret();
-    assert.equal(caBundles.length, 3);
+    assert.equal(caBundles.length, 4);
     for (const caBundle of caBundles) assert.equal(caBundle, secret['ca.crt']);
 
     await createServiceAccount(cp, 'apps', 'worker', { 'eks.amazonaws.com/role-arn': ROLE });
@@ -161,6 +161,16 @@ describe('helm install, upgrade and uninstall', () => {
     );
     assert.equal(podEnv(pod).AWS_ROLE_ARN, ROLE);
     assert.equal(podEnv(pod).AWS_WEB_IDENTITY_TOKEN_FILE, '/var/run/secrets/eks.amazonaws.com/serviceaccount/token');
+
+    // IRSA add-ons in kube-system get their identity too, through the system entry.
+    await createServiceAccount(cp, 'kube-system', 'ebs-csi-controller-sa', { 'eks.amazonaws.com/role-arn': ROLE });
+    const addon = await core.createNamespacedPod({ namespace: 'kube-system', body: { metadata: { name: 'ebs-csi-controller' }, spec: { serviceAccountName: 'ebs-csi-controller-sa', containers: [{ name: 'app', image: 'busybox' }] } } });
+    assert.equal(podEnv(addon).AWS_ROLE_ARN, ROLE);
+    // The webhook's own namespace is never sent to it.
+    await createServiceAccount(cp, NS, 'own', { 'eks.amazonaws.com/role-arn': ROLE });
+    const own = await core.createNamespacedPod({ namespace: NS, body: { metadata: { name: 'own' }, spec: { serviceAccountName: 'own', securityContext: { runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } }, containers: [{ name: 'app', image: 'busybox', securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } } }] } } });
+    assert.equal(podEnv(own).AWS_ROLE_ARN, undefined);
+    assert.ok(!webhook.logs().some((l) => l.msg === 'admission' && l.namespace === NS));
 
     // An opted-out Pod never reaches the webhook (objectSelector).
     const skipped = await core.createNamespacedPod({
@@ -203,7 +213,7 @@ describe('helm install, upgrade and uninstall', () => {
     );
     assert.match(out, /REVISION: 2/);
     const mwc = await admission.readMutatingWebhookConfiguration({ name: FULLNAME });
-    assert.deepEqual(mwc.webhooks!.map((w) => w.timeoutSeconds), [5, 5, 5]);
+    assert.deepEqual(mwc.webhooks!.map((w) => w.timeoutSeconds), [5, 5, 5, 5]);
     const afterUpgrade = await caBundleAndSecret();
     assert.deepEqual(afterUpgrade, before, 'helm upgrade kept the patched caBundle and the Secret the webhook filled');
 

@@ -83,22 +83,35 @@ describe('helm lint and helm template over the values matrix', () => {
       const mwc = find(manifests, 'MutatingWebhookConfiguration', FULLNAME)!;
       const failurePolicy = values.webhook?.failurePolicy ?? 'Fail';
       const secretsOn = values.webhook?.secrets?.enabled ?? true;
+      const systemNamespaces: string[] = values.webhook?.systemNamespaces ?? ['kube-system'];
       assert.deepEqual(
         mwc.webhooks.map((w: any) => w.name),
-        ['pods.workload-identity-webhook.io', ...(secretsOn ? ['secrets.workload-identity-webhook.io', 'gardener-secrets.workload-identity-webhook.io'] : [])],
+        [
+          'pods.workload-identity-webhook.io',
+          ...(systemNamespaces.length ? ['system-pods.workload-identity-webhook.io'] : []),
+          ...(secretsOn ? ['secrets.workload-identity-webhook.io', 'gardener-secrets.workload-identity-webhook.io'] : []),
+        ],
       );
-      for (const w of mwc.webhooks) {
+      const system = mwc.webhooks.find((w: any) => w.name === 'system-pods.workload-identity-webhook.io');
+      if (system) {
+        assert.equal(system.failurePolicy, values.webhook?.systemFailurePolicy ?? 'Ignore');
+        assert.deepEqual(system.namespaceSelector, { matchExpressions: [{ key: 'kubernetes.io/metadata.name', operator: 'In', values: systemNamespaces }] });
+        const path = `/mutate/${(values.webhook?.systemFailurePolicy ?? 'Ignore').toLowerCase()}`;
+        if (values.webhook?.url) assert.deepEqual(system.clientConfig, { url: `${values.webhook.url}${path}` });
+        else assert.equal(system.clientConfig.service.path, path);
+      }
+      for (const w of mwc.webhooks.filter((x: any) => x !== system)) {
         assert.deepEqual(w.admissionReviewVersions, ['v1']);
         assert.equal(w.sideEffects, 'None');
         assert.equal(w.reinvocationPolicy, 'IfNeeded');
         assert.equal(w.failurePolicy, failurePolicy);
         assert.equal(w.timeoutSeconds, values.webhook?.timeoutSeconds ?? 10);
         const excluded = w.namespaceSelector.matchExpressions[0];
-        assert.deepEqual(excluded, { key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: ['kube-system', 'wiw-system', ...(values.webhook?.excludeNamespaces ?? [])] });
+        assert.deepEqual(excluded, { key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: ['wiw-system', ...systemNamespaces, ...(values.webhook?.excludeNamespaces ?? [])] });
         if (values.webhook?.url) assert.deepEqual(w.clientConfig, { url: `${values.webhook.url}/mutate` });
         else assert.deepEqual(w.clientConfig.service, { name: FULLNAME, namespace: 'wiw-system', path: '/mutate', port: 443 });
       }
-      const [pods, secrets, gardener] = mwc.webhooks;
+      const [pods, secrets, gardener] = mwc.webhooks.filter((x: any) => x !== system);
       assert.deepEqual(pods.rules, [{ apiGroups: [''], apiVersions: ['v1'], operations: ['CREATE'], resources: ['pods'], scope: 'Namespaced' }]);
       assert.deepEqual(pods.objectSelector.matchExpressions, [
         { key: 'workload-identity-webhook.io/skip', operator: 'DoesNotExist' },
@@ -118,6 +131,18 @@ describe('helm lint and helm template over the values matrix', () => {
       assert.doesNotThrow(() => loadConfig(new Map(), containerEnv(webhookDeployment(manifests))));
     });
   }
+
+  test('kube-system is mutated through its own entry; the release namespace never, even when listed', async () => {
+    const { manifests } = await renderChart({ webhook: { systemNamespaces: ['kube-system', 'wiw-system', 'addons'], systemFailurePolicy: 'Fail', excludeNamespaces: ['addons'] } });
+    const [pods, system] = find(manifests, 'MutatingWebhookConfiguration')!.webhooks;
+    assert.equal(system.name, 'system-pods.workload-identity-webhook.io');
+    assert.deepEqual(system.namespaceSelector.matchExpressions[0].values, ['kube-system']);
+    assert.equal(system.failurePolicy, 'Fail');
+    assert.equal(system.clientConfig.service.path, '/mutate/fail');
+    assert.deepEqual(pods.namespaceSelector.matchExpressions[0].values, ['wiw-system', 'kube-system', 'addons']);
+    const none = find((await renderChart({ webhook: { systemNamespaces: [] } })).manifests, 'MutatingWebhookConfiguration')!.webhooks;
+    assert.ok(!none.some((w: { name: string }) => w.name.startsWith('system-')));
+  });
 
   test('custom namespace selectors are ANDed with the exclusions', async () => {
     const { manifests } = await renderChart(VALUES_MATRIX[3].values);

@@ -3,8 +3,6 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { createServer, connect, type Server, type Socket } from 'node:net';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CoreV1Api, type V1Pod } from '@kubernetes/client-node';
@@ -12,6 +10,7 @@ import { stringify } from 'yaml';
 import { createCa, createClientCert } from './harness/certs.ts';
 import { createNamespace, createServiceAccount, startControlPlane, type ControlPlane } from './harness/control-plane.ts';
 import { httpsRequest } from './https-client.ts';
+import { proxyTo } from './support/tcp-proxy.ts';
 import { registerWebhook, startWebhook, until, type WebhookProcess } from './support/webhook.ts';
 import { startSidecarInjector } from './support/sidecar-injector.ts';
 
@@ -173,39 +172,9 @@ describe('what a Pod author controls', () => {
   });
 });
 
-/** A TCP proxy to the API server that can be frozen: connections then hang, as on a partition. */
-async function freezableProxy(target: URL): Promise<{ port: number; freeze(): void; close(): void }> {
-  let frozen = false;
-  const sockets = new Set<Socket>();
-  const server: Server = createServer((client) => {
-    sockets.add(client);
-    client.on('close', () => sockets.delete(client));
-    client.on('error', () => {});
-    if (frozen) return; // accepted, never answered
-    const upstream = connect(Number(target.port), target.hostname);
-    sockets.add(upstream);
-    upstream.on('close', () => sockets.delete(upstream));
-    upstream.on('error', () => {});
-    client.pipe(upstream).pipe(client);
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return {
-    port: (server.address() as AddressInfo).port,
-    freeze() {
-      frozen = true;
-      // Open connections stop carrying anything, like a partition: they stay open, silent.
-      for (const s of sockets) s.pause();
-    },
-    close() {
-      for (const s of sockets) s.destroy();
-      server.close();
-    },
-  };
-}
-
 describe('a ServiceAccount that cannot be read', () => {
   test('with Fail the Pod is refused, retryably, naming why; with Ignore it is admitted with a warning', async () => {
-    const proxy = await freezableProxy(new URL(cp.server));
+    const proxy = await proxyTo(cp.server);
     cleanups.push(() => proxy.close());
     const kubeconfig = join(dir, 'partitioned-kubeconfig');
     const kc = cp.kubeConfig();

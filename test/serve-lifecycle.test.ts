@@ -5,13 +5,12 @@ import assert from 'node:assert/strict';
 import { X509Certificate } from 'node:crypto';
 import { rename, writeFile, mkdir } from 'node:fs/promises';
 import { Agent } from 'node:https';
-import { createServer, connect as connectTcp, type Socket } from 'node:net';
-import type { AddressInfo } from 'node:net';
 import { connect } from 'node:tls';
 import { join } from 'node:path';
 import { generateCertificates } from '../src/tls/self-signed.ts';
 import { startControlPlane, type ControlPlane } from './harness/control-plane.ts';
 import { httpsRequest } from './https-client.ts';
+import { startTcpProxy } from './support/tcp-proxy.ts';
 import { startWebhook, until } from './support/webhook.ts';
 
 let cp: ControlPlane;
@@ -45,28 +44,16 @@ async function readinessBalancer(backends: { port: number; url: string }[], ca: 
     }
   }, 100);
   let next = 0;
-  const sockets = new Set<Socket>();
-  const server = createServer((client) => {
+  const proxy = await startTcpProxy(() => {
     const ports = [...ready];
-    if (ports.length === 0) return void client.destroy();
-    const upstream = connectTcp(ports[next++ % ports.length], '127.0.0.1');
-    for (const s of [client, upstream]) {
-      sockets.add(s);
-      s.on('close', () => sockets.delete(s));
-      s.on('error', () => s.destroy());
-    }
-    client.on('close', () => upstream.destroy());
-    upstream.on('close', () => client.destroy());
-    client.pipe(upstream).pipe(client);
+    return ports.length ? ports[next++ % ports.length] : undefined;
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   await until('both replicas to be ready behind the balancer', () => ready.size === backends.length || undefined);
   return {
-    port: (server.address() as AddressInfo).port,
+    port: proxy.port,
     close() {
       clearInterval(poll);
-      for (const s of sockets) s.destroy();
-      server.close();
+      proxy.close();
     },
   };
 }

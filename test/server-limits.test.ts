@@ -160,6 +160,31 @@ describe('size of a Pod and of an answer', () => {
   });
 });
 
+describe('clients that do not read', () => {
+  test('a client that never reads a large answer is cut off after the answer timeout', async () => {
+    // Limits raised so that the answer is far larger than the kernel's socket buffers.
+    const s = await start({ maxContainers: 20_000, maxPatchBytes: 64 * 1024 * 1024, responseTimeoutMs: 300 });
+    const containers = Array.from({ length: 12_000 }, (_, i) => ({ name: `c${i}`, image: 'i' }));
+    const body = JSON.stringify(review(pod({ labels: { 'azure.workload.identity/use': 'true' }, spec: { containers } })));
+    const socket = await new Promise<TLSSocket>((resolve) => {
+      const c = connect({ port: s.port, host: '127.0.0.1', ca: certs.caPem, servername: 'localhost' }, () => resolve(c));
+    });
+    const gone = new Promise<void>((resolve) => socket.on('close', () => resolve()));
+    socket.on('error', () => {});
+    socket.pause();
+    socket.write(`POST /mutate HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n`);
+    socket.write(body);
+    // The server gives up on the unread answer and closes; the paused client then sees the end.
+    const { until } = await import('./support/webhook.ts');
+    await until('the server to drop the connection', async () => {
+      const count = await new Promise<number>((resolve) => s.app.server.getConnections((_e, n) => resolve(n)));
+      return count === 0 || undefined;
+    });
+    socket.resume();
+    await gone;
+  });
+});
+
 describe('connections', () => {
   test('connections beyond --max-connections are closed at once; others are served', async () => {
     const s = await start({ maxConnections: 3 });
@@ -222,6 +247,31 @@ describe('metrics and logs', () => {
     assert.ok(line);
     assert.ok(JSON.stringify(line).length < 1024, `log line of ${JSON.stringify(line).length} characters`);
     assert.match(String(line.name), /…\(1048576 chars\)$/);
+  });
+});
+
+describe('routes', () => {
+  test('/mutate/ignore and /mutate/fail pass the calling entry\'s failure policy; /mutate the default; others are 404', async () => {
+    const seen: (string | undefined)[] = [];
+    const app = buildApp({
+      https: { cert: certs.certPem, key: certs.keyPem },
+      log: pino({ level: 'silent' }),
+      metrics: createMetrics(),
+      admit: (_request, context) => {
+        seen.push(context.failurePolicy);
+        return { allowed: true };
+      },
+      isReady: () => true,
+    });
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    servers.push({ app } as Server);
+    const url = `https://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+    const call = (path: string) => httpsRequest(`${url}${path}`, { method: 'POST', ca: certs.caPem, body: JSON.stringify(review(pod())), headers: { 'content-type': 'application/json' } });
+    for (const path of ['/mutate/ignore', '/mutate/fail', '/mutate']) assert.equal((await call(path)).status, 200, path);
+    assert.deepEqual(seen, ['Ignore', 'Fail', undefined]);
+    const res = await call('/mutate/maybe');
+    assert.equal(res.status, 404);
+    assert.match(res.json().message, /the webhook serves \/mutate, \/mutate\/fail and \/mutate\/ignore/);
   });
 });
 

@@ -2,8 +2,6 @@
 // and a watch that recovers after its connection is cut or it goes silent.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createServer, connect, type Server, type Socket } from 'node:net';
-import type { AddressInfo } from 'node:net';
 import { KubeConfig } from '@kubernetes/client-node';
 import pino from 'pino';
 import { CoreV1Api } from '@kubernetes/client-node';
@@ -11,6 +9,7 @@ import { ServiceAccountCache, ServiceAccountUnavailable } from '../src/kube/serv
 import { ListWatch, statusOf, type ListPage } from '../src/kube/list-watch.ts';
 import { createMetrics } from '../src/metrics.ts';
 import { createNamespace, createServiceAccount, startControlPlane, type ControlPlane } from './harness/control-plane.ts';
+import { proxyTo } from './support/tcp-proxy.ts';
 import { until } from './support/webhook.ts';
 
 const PREFIXES = ['eks.amazonaws.com/', 'azure.workload.identity/'];
@@ -83,12 +82,12 @@ describe('cache misses', () => {
 
   test('a direct read that times out or fails is unknown, not absent', async () => {
     // An API server address that accepts connections and never answers.
-    const silent = createServer(() => {});
-    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const silent = await proxyTo(cp.server);
+    silent.freeze();
     const kc = new KubeConfig();
     kc.loadFromFile(cp.kubeconfigPath);
     const cluster = kc.getCurrentCluster()!;
-    kc.clusters = kc.clusters.map((c) => (c.name === cluster.name ? { ...c, server: `https://127.0.0.1:${(silent.address() as AddressInfo).port}` } : c));
+    kc.clusters = kc.clusters.map((c) => (c.name === cluster.name ? { ...c, server: `https://127.0.0.1:${silent.port}` } : c));
     const metrics = createMetrics();
     const cache = new ServiceAccountCache({ kubeConfig: kc, annotationPrefixes: PREFIXES, log, metrics, missTimeoutMs: 200 });
     try {
@@ -100,26 +99,6 @@ describe('cache misses', () => {
     }
   });
 });
-
-/** A TCP proxy in front of the API server whose connections the test can cut. */
-async function startProxy(target: URL): Promise<{ server: Server; port: number; cut(): void }> {
-  const sockets = new Set<Socket>();
-  const server = createServer((client) => {
-    const upstream = connect(Number(target.port), target.hostname);
-    for (const s of [client, upstream]) {
-      sockets.add(s);
-      s.on('close', () => sockets.delete(s));
-      s.on('error', () => {});
-    }
-    client.pipe(upstream).pipe(client);
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return {
-    server,
-    port: (server.address() as AddressInfo).port,
-    cut: () => { for (const s of sockets) s.destroy(); },
-  };
-}
 
 // The ListWatch under the cache, for its diagnostics.
 function listWatchOf(cache: ServiceAccountCache): ListWatch {
@@ -173,7 +152,7 @@ describe('a quiet cluster', () => {
 
 describe('watch recovery', () => {
   test('a watch whose connection is cut is restarted and keeps delivering', async () => {
-    const proxy = await startProxy(new URL(cp.server));
+    const proxy = await proxyTo(cp.server);
     const kc = new KubeConfig();
     kc.loadFromFile(cp.kubeconfigPath);
     const cluster = kc.getCurrentCluster()!;
@@ -190,8 +169,7 @@ describe('watch recovery', () => {
       await until('the restarted watch to deliver', () => cache.get('ns1', 'after-cut'));
     } finally {
       cache.stop();
-      proxy.cut();
-      proxy.server.close();
+      proxy.close();
     }
   });
 
