@@ -289,6 +289,9 @@ describe('availability, security and least privilege', () => {
     await assert.rejects(renderChart({ tokenRequestor: { enabled: true, namespaces: ['apps', 'kube-system'] } }), /tokenRequestor\.namespaces: "kube-system" is excluded from the webhook/);
     await assert.rejects(renderChart({ tokenRequestor: { enabled: true, namespaces: ['wiw-system'] } }), /"wiw-system" is excluded from the webhook/);
     await assert.rejects(renderChart({ tokenRequestor: { enabled: true, namespaces: ['monitoring'] }, webhook: { excludeNamespaces: ['monitoring'] } }), /"monitoring" is excluded from the webhook/);
+    await assert.rejects(renderChart({ tokenRequestor: { enabled: true, namespaces: ['addons'] }, webhook: { systemNamespaces: ['kube-system', 'addons'] } }), /"addons" is excluded from the webhook/);
+    // kube-system never, even when no longer a system namespace.
+    await assert.rejects(renderChart({ tokenRequestor: { enabled: true, namespaces: ['kube-system'] }, webhook: { systemNamespaces: [] } }), /"kube-system" is excluded from the webhook/);
     await assert.rejects(renderChart({ tokenRequestor: { enabled: true, namespaces: ['Apps'] } }), /tokenRequestor\.namespaces\.0: Does not match pattern/);
     await assert.rejects(
       withValuesFile({ tokenRequestor: { enabled: true, namespaces: ['apps'] } }, (file) => helm(['template', 'wiw', CHART, '--namespace', 'wiw-system', '--kube-version', '1.29.9', '-f', file])),
@@ -304,7 +307,7 @@ describe('availability, security and least privilege', () => {
     });
     assert.equal(
       selected.spec.validations[0].expression,
-      'namespaceObject.metadata.name in variables.served && !(namespaceObject.metadata.name in ["kube-system","wiw-system","monitoring"]) && ("team" in variables.nsLabels && variables.nsLabels["team"] == "a") && ("tier" in variables.nsLabels && variables.nsLabels["tier"] in ["prod","stage"]) && !("legacy" in variables.nsLabels)',
+      'namespaceObject.metadata.name in variables.served && !(namespaceObject.metadata.name in ["wiw-system","kube-system","monitoring"]) && ("team" in variables.nsLabels && variables.nsLabels["team"] == "a") && ("tier" in variables.nsLabels && variables.nsLabels["tier"] in ["prod","stage"]) && !("legacy" in variables.nsLabels)',
     );
     assert.match(selected.spec.validations[1].expression, /workloadIdentityPools/, 'without config.gcpAudience any workload identity provider is a GCP audience');
     const fixed = await policyOf({ tokenRequestor: { enabled: true, namespaces: ['apps'] }, config: { gcpAudience: 'https://gcp.example.com' } });
