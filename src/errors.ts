@@ -44,6 +44,7 @@ export const DENIAL_STATUS = {
   MissingServiceAccount: 400,
   TooLarge: 400,
   UnknownProvider: 400,
+  NamespaceNotServed: 403,
   NamespaceUnavailable: 403,
   PolicyDenied: 403,
   PolicyError: 403,

@@ -85,7 +85,10 @@ export class RecordKeys {
   #mac(key: KeyObject, namespace: string, r: InjectionRecord): string {
     const body = JSON.stringify([r.v, namespace, r.sa, r.env, r.vol, r.ann, r.keep]);
     let memo = this.#macs.get(key);
-    if (!memo) this.#macs.set(key, (memo = new Map()));
+    if (!memo) {
+      memo = new Map();
+      this.#macs.set(key, memo);
+    }
     let mac = memo.get(body);
     if (mac === undefined) {
       if (memo.size >= 4096) memo.clear();

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { denial, type Denial } from '../errors.ts';
+import { denial, type Denial, isDenial } from '../errors.ts';
 import type { Secret, ServiceAccountView } from '../kube/types.ts';
 import { mutateSecret, secretReference, selectSecret, type SecretCoreOptions } from '../mutate/secret.ts';
 import { RENEW_ANNOTATION } from '../mutate/secret-labels.ts';
@@ -131,15 +131,15 @@ export class TokenRequestor {
     };
     const selection = selectSecret(secret);
     if (selection === undefined) return;
-    if ('reason' in selection) return this.#refuse(key, entry, selection);
+    if (isDenial(selection)) return this.#refuse(key, entry, selection);
     // Gardener's token requestor writes Secrets that carry only Gardener's labels.
     if (!selection.project) return;
     const ref = secretReference(secret, s.namespace);
     if (ref === undefined) return;
-    if ('reason' in ref) return this.#refuse(key, entry, ref);
+    if (isDenial(ref)) return this.#refuse(key, entry, ref);
     const served = this.#o.namespaces ?? [];
     if (served.length && !served.includes(ref.namespace)) {
-      return this.#refuse(key, entry, denial('NamespaceNotServed', `ServiceAccount ${ref.namespace}/${ref.name} is in namespace ${ref.namespace}, which the token requestor does not serve (it serves ${served.join(', ')}; tokenRequestor.namespaces in the chart)`, 403));
+      return this.#refuse(key, entry, denial('NamespaceNotServed', `ServiceAccount ${ref.namespace}/${ref.name} is in namespace ${ref.namespace}, which the token requestor does not serve (it serves ${served.join(', ')}; tokenRequestor.namespaces in the chart)`));
     }
 
     let target: ServiceAccountView | undefined;
