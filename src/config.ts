@@ -2,8 +2,8 @@ import { AWS_REGION_PATTERN, CLOUDS } from './clouds/registry.ts';
 import { ConfigError } from './errors.ts';
 import { DEFAULT_LIMITS } from './limits.ts';
 import { DEFAULT_TLS12_SUITES, parseCipherSuites, parseTlsVersion, type TlsVersion } from './tls/policy.ts';
-import { AZURE_AUDIENCE, AZURE_CLOUDS, type AzureCloud } from './providers/azure.ts';
-import { DEFAULT_SECRET_TOKEN_PATH, isTokenPath } from './mutate/secret-labels.ts';
+import { AZURE_AUDIENCE, AZURE_CLOUDS, type AzureCloud } from './clouds/azure/environments.ts';
+import { DEFAULT_SECRET_TOKEN_PATH, isTokenPath } from './model.ts';
 
 /**
  * Every setting is a flag with an environment-variable twin (`--aws-default-region` and

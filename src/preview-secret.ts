@@ -4,7 +4,7 @@ import { WebhookError, isDenial } from './errors.ts';
 import type { Secret, ServiceAccountView } from './kube/types.ts';
 import { secretShapeError } from './admission/secrets.ts';
 import { mutateSecret, secretReference, type SecretCoreOptions } from './mutate/secret.ts';
-import { GARDENER_PROVIDER_LABEL, PROVIDER_LABEL } from './mutate/secret-labels.ts';
+import { GARDENER_PROVIDER_LABEL, PROVIDER_LABEL } from './model.ts';
 import { parseManifests, type OutputFormat, type PreviewInput, type PreviewResult } from './preview.ts';
 
 /** Whether the documents ask for a Secret's preview: a Secret among them and no Pod. */

@@ -13,7 +13,7 @@ import { createMetrics, serveMetrics } from './metrics.ts';
 import { annotationPrefixes, createProviders } from './providers/index.ts';
 import { createSecretProviders } from './providers/secret-index.ts';
 import { createTenantPolicy } from './policy/runtime.ts';
-import { SECRET_ANNOTATION_PREFIXES } from './mutate/secret-labels.ts';
+import { SECRET_ANNOTATION_PREFIXES } from './model.ts';
 import { RecordKeys } from './mutate/injection-record.ts';
 import { selfManagedTls } from './tls/certificate-manager.ts';
 import { tlsPolicy } from './tls/policy.ts';

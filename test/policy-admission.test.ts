@@ -10,7 +10,7 @@ import { mutatePod, type PodMutation } from '../src/mutate/pod.ts';
 import { compilePolicy } from '../src/policy/compile.ts';
 import { policySet } from '../src/policy/evaluate.ts';
 import { podPolicyFor, staticPolicyGate, type PolicyGate } from '../src/policy/gate.ts';
-import type { NamespaceView } from '../src/policy/inputs.ts';
+import type { NamespaceView } from '../src/kube/types.ts';
 import { loadPolicyFile } from '../src/policy/load.ts';
 import type { CompiledPolicy } from '../src/policy/model.ts';
 import { providerOptionsFromConfig } from '../src/policy/provider-options.ts';

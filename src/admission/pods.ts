@@ -1,6 +1,7 @@
 import { denial, WebhookError } from '../errors.ts';
 import type { Pod, ServiceAccountView } from '../kube/types.ts';
-import { mutatePod, serviceAccountNameOf, type InjectionPolicy } from '../mutate/pod.ts';
+import { serviceAccountNameOf } from '../model.ts';
+import { mutatePod, type InjectionPolicy } from '../mutate/pod.ts';
 import type { RecordKeys } from '../mutate/injection-record.ts';
 import { podPolicyFor, type PolicyGate } from '../policy/gate.ts';
 import type { PodProvider } from '../providers/types.ts';

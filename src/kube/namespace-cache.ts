@@ -1,7 +1,7 @@
 import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { WebhookError } from '../errors.ts';
-import type { NamespaceView } from '../policy/inputs.ts';
+import type { NamespaceView } from './types.ts';
 import { DirectReads } from './direct-read.ts';
 import { ListWatch, statusOf, type ListPage } from './list-watch.ts';
 

@@ -96,3 +96,9 @@ export interface ServiceAccountView {
   uid: string;
   annotations: Readonly<Record<string, string>>;
 }
+
+/** What the webhook keeps of a Namespace: its name and labels. */
+export interface NamespaceView {
+  name: string;
+  labels: Readonly<Record<string, string>>;
+}

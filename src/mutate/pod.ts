@@ -1,5 +1,6 @@
 import { denial, type Denial, isDenial } from '../errors.ts';
 import type { Container, Pod, ServiceAccountView, Volume } from '../kube/types.ts';
+import { isWindowsPod, serviceAccountNameOf } from '../model.ts';
 import type { Injection, PodProvider } from '../providers/types.ts';
 import { digest, EntrySet, INJECTED_ANNOTATION, readRecord, RecordKeys, writeRecord, type InjectionRecord } from './injection-record.ts';
 import { escapePointerToken } from './json-pointer.ts';
@@ -30,14 +31,6 @@ export type PodMutation =
       warnings: string[];
     }
   | { allowed: false; denial: Denial };
-
-export function serviceAccountNameOf(pod: Pod): string {
-  return pod.spec?.serviceAccountName || (pod.spec?.serviceAccount as string | undefined) || 'default';
-}
-
-export function isWindowsPod(pod: Pod): boolean {
-  return pod.spec?.os?.name === 'windows' || pod.spec?.nodeSelector?.['kubernetes.io/os'] === 'windows';
-}
 
 /**
  * Resolves what each provider would inject, without looking at the Pod's containers. Tenant

@@ -1,6 +1,6 @@
 import { denial, type Denial } from '../errors.ts';
 import type { ServiceAccountView } from '../kube/types.ts';
-import { ALLOWED_REFERRERS_ANNOTATION, PROVIDER_LABEL, SERVICE_ACCOUNT_ANNOTATION } from './secret-labels.ts';
+import { ALLOWED_REFERRERS_ANNOTATION, PROVIDER_LABEL, SERVICE_ACCOUNT_ANNOTATION } from '../model.ts';
 
 /**
  * References from a Secret to a ServiceAccount, and the grant that allows one across namespaces.

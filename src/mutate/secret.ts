@@ -8,7 +8,7 @@ import { setMembers, type PatchOperation } from './patch.ts';
 import { mergeDenials } from './pod.ts';
 import {
   GARDENER_PROVIDER_LABEL, GARDENER_PURPOSE, GARDENER_PURPOSE_LABEL, PROVIDER_LABEL, SERVICE_ACCOUNT_ANNOTATION, TOKEN_PATH_ANNOTATION, isTokenPath,
-} from './secret-labels.ts';
+} from '../model.ts';
 import { checkReferenceGrant, parseServiceAccountReference, type ServiceAccountReference } from './secret-reference.ts';
 
 const PROVIDERS: readonly ProviderName[] = PROVIDER_NAMES;

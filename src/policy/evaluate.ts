@@ -1,12 +1,13 @@
 import { CLOUDS, cloudFacts, type ProviderName, unknownCloud } from '../clouds/registry.ts';
 import { denial, type Denial, isDenial } from '../errors.ts';
-import type { ObjectMeta, ServiceAccountView } from '../kube/types.ts';
-import { isWindowsPod, type PodAdmission } from '../mutate/pod.ts';
+import type { NamespaceView, ObjectMeta, ServiceAccountView } from '../kube/types.ts';
+import type { PodAdmission } from '../mutate/pod.ts';
+import { isWindowsPod } from '../model.ts';
 import { isTenantId } from '../providers/azure.ts';
 import type { SecretDerivation } from '../providers/secret-config.ts';
 import type { Injection } from '../providers/types.ts';
 import { activation, type Activation, type IdentityVariable } from './cel.ts';
-import { admissionVariables, identityOfInjection, identityOfSecret, type NamespaceView } from './inputs.ts';
+import { admissionVariables, identityOfInjection, identityOfSecret } from './inputs.ts';
 import type { CompiledPolicy, DefaultField, IdentityProviderSpec } from './model.ts';
 import { overridesFor, providerWith, type Overrides, type ProviderOptions } from './provider-options.ts';
 import { evaluateDefault, evaluateValidation } from './rules.ts';

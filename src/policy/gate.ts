@@ -3,7 +3,7 @@ import type { Secret, ServiceAccountView } from '../kube/types.ts';
 import { mergeDenials, type InjectionPolicy } from '../mutate/pod.ts';
 import type { SecretDerivation } from '../providers/secret-config.ts';
 import { isEmptyPolicySet, judgePodInjections, judgeSecretIdentity, type PolicySet } from './evaluate.ts';
-import type { NamespaceView } from './inputs.ts';
+import type { NamespaceView } from '../kube/types.ts';
 import type { ProviderOptions } from './provider-options.ts';
 
 /**

@@ -1,17 +1,11 @@
 import { unknownCloud } from '../clouds/registry.ts';
-import type { ObjectMeta, ServiceAccountView } from '../kube/types.ts';
+import type { NamespaceView, ObjectMeta, ServiceAccountView } from '../kube/types.ts';
 import type { SecretDerivation } from '../providers/secret-config.ts';
 import type { Injection, ProviderName } from '../providers/types.ts';
 import { parseWorkloadIdentityProvider } from '../providers/gcp.ts';
 import { IDENTITY_FIELDS, type IdentityVariable, type PolicyVariables } from './cel.ts';
 import type { ExampleInput } from './model.ts';
 import { isDenial } from '../errors.ts';
-
-/** What the webhook keeps of a Namespace: its name and labels. */
-export interface NamespaceView {
-  name: string;
-  labels: Readonly<Record<string, string>>;
-}
 
 export function emptyIdentity(): IdentityVariable {
   return Object.fromEntries(IDENTITY_FIELDS.map((f) => [f, ''])) as IdentityVariable;

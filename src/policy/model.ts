@@ -1,4 +1,4 @@
-import type { AzureCloud } from '../providers/azure.ts';
+import type { AzureCloud } from '../clouds/azure/environments.ts';
 import type { ProviderName } from '../providers/types.ts';
 import type { IdentityVariable, PlainValue, Program } from './cel.ts';
 

@@ -1,5 +1,6 @@
 import { cloudFacts, PROVIDER_NAMES, unknownCloud } from '../clouds/registry.ts';
-import { AZURE_CLOUDS, isTenantId, type AzureCloud } from '../providers/azure.ts';
+import { AZURE_CLOUDS, type AzureCloud } from '../clouds/azure/environments.ts';
+import { isTenantId } from '../providers/azure.ts';
 import type { ProviderName } from '../providers/types.ts';
 import { IDENTITY_FIELDS } from './cel.ts';
 import {

@@ -1,7 +1,7 @@
 import type { Config } from '../config.ts';
 import type { InjectionPolicy } from '../mutate/pod.ts';
 import { judgePodInjections, isEmptyPolicySet, type PolicySet } from './evaluate.ts';
-import type { NamespaceView } from './inputs.ts';
+import type { NamespaceView } from '../kube/types.ts';
 import { loadPolicyFile } from './load.ts';
 import type { CompileResult } from './model.ts';
 import { providerOptionsFromConfig, type ProviderOptions } from './provider-options.ts';

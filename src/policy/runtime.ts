@@ -2,7 +2,7 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { Config } from '../config.ts';
 import { NamespaceCache } from '../kube/namespace-cache.ts';
-import { PolicyWatch } from '../kube/policy-watch.ts';
+import { PolicyWatch } from './watch.ts';
 import type { PolicyGate } from './gate.ts';
 import { loadPolicyFile } from './load.ts';
 import { providerOptionsFromConfig } from './provider-options.ts';

@@ -1,5 +1,6 @@
 import { denial, type Denial } from '../errors.ts';
-import { AZURE_CLOUDS, GUID_PATTERN, type AzureCloud } from './azure.ts';
+import { AZURE_CLOUDS, type AzureCloud } from '../clouds/azure/environments.ts';
+import { GUID_PATTERN } from './azure.ts';
 import { requiredString, type ConfigObject, type SecretDerivation, type SecretDerivationContext, type SecretProvider } from './secret-config.ts';
 
 /**

@@ -1,3 +1,4 @@
+import { AZURE_CLOUDS, type AzureCloud } from '../clouds/azure/environments.ts';
 import { CLOUDS } from '../clouds/registry.ts';
 import { denial, type Denial, isDenial } from '../errors.ts';
 import type { EnvVar } from '../kube/types.ts';
@@ -11,7 +12,6 @@ import type { Injection, PodContext, PodProvider } from './types.ts';
 export const AZURE_VOLUME_NAME = 'azure-identity-token';
 export const AZURE_MOUNT_PATH = '/var/run/secrets/azure/tokens';
 export const AZURE_TOKEN_FILE = 'azure-identity-token';
-export const AZURE_AUDIENCE = 'api://AzureADTokenExchange';
 export const AZURE_USE_LABEL = 'azure.workload.identity/use';
 const PREFIX = 'azure.workload.identity';
 const KEYS = {
@@ -21,12 +21,6 @@ const KEYS = {
   skipContainers: `${PREFIX}/skip-containers`,
 };
 
-export const AZURE_CLOUDS = {
-  AzurePublicCloud: 'https://login.microsoftonline.com/',
-  AzureUSGovernmentCloud: 'https://login.microsoftonline.us/',
-  AzureChinaCloud: 'https://login.chinacloudapi.cn/',
-} as const;
-export type AzureCloud = keyof typeof AZURE_CLOUDS;
 
 export interface AzureOptions {
   /** Tenant for ServiceAccounts that do not name one. */

@@ -1,5 +1,5 @@
 import { CoreV1Api, PatchStrategy, setHeaderOptions, type KubeConfig } from '@kubernetes/client-node';
-import { RENEW_ANNOTATION } from '../mutate/secret-labels.ts';
+import { RENEW_ANNOTATION } from '../model.ts';
 import type { RequestorApi } from './requestor.ts';
 
 export const EVENT_SOURCE = 'workload-identity-token-requestor';

@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import { denial, type Denial, isDenial } from '../errors.ts';
 import type { Secret, ServiceAccountView } from '../kube/types.ts';
 import { mutateSecret, secretReference, selectSecret, type SecretCoreOptions } from '../mutate/secret.ts';
-import { RENEW_ANNOTATION } from '../mutate/secret-labels.ts';
+import { RENEW_ANNOTATION } from '../model.ts';
 import type { RequestorMetrics } from './metrics.ts';
 import { readTokenClaims, renewal } from './schedule.ts';
 import type { TrackedSecret } from './secret-informer.ts';

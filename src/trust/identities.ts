@@ -3,7 +3,7 @@
 // the audience and subject printed for the cloud side are the ones the token will carry.
 import type { Pod, Secret, ServiceAccountView } from '../kube/types.ts';
 import { mutateSecret, type SecretCoreOptions } from '../mutate/secret.ts';
-import { SERVICE_ACCOUNT_ANNOTATION } from '../mutate/secret-labels.ts';
+import { SERVICE_ACCOUNT_ANNOTATION } from '../model.ts';
 import { AZURE_USE_LABEL } from '../providers/azure.ts';
 import { isDenial, type PodProvider, type ProviderName } from '../providers/types.ts';
 

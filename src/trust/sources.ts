@@ -1,7 +1,7 @@
 // Where `trust` reads ServiceAccounts and labelled Secrets: manifests (offline) or the cluster.
 import { CoreV1Api, type KubeConfig, type V1Secret } from '@kubernetes/client-node';
 import type { Secret, ServiceAccountView } from '../kube/types.ts';
-import { PROVIDER_LABEL } from '../mutate/secret-labels.ts';
+import { PROVIDER_LABEL } from '../model.ts';
 import { parseManifests, type PreviewInput } from '../preview.ts';
 
 export interface Objects {

@@ -1,7 +1,17 @@
-/**
- * Labels and annotations of GEP-26 Secrets: Gardener's, which this webhook honours so Gardener's
- * token requestor can be the writer, and the project's own (`workload-identity-webhook.io/`).
- */
+// The shared model of the objects the webhook reads, used by every layer (configuration,
+// admission, the token requestor, the CLI): which ServiceAccount and OS a Pod has, and the labels
+// and annotations of GEP-26 Secrets: Gardener's, which this webhook honours so Gardener's token
+// requestor can be the writer, and the project's own (`workload-identity-webhook.io/`).
+import type { Pod } from './kube/types.ts';
+
+export function serviceAccountNameOf(pod: Pod): string {
+  return pod.spec?.serviceAccountName || (pod.spec?.serviceAccount as string | undefined) || 'default';
+}
+
+export function isWindowsPod(pod: Pod): boolean {
+  return pod.spec?.os?.name === 'windows' || pod.spec?.nodeSelector?.['kubernetes.io/os'] === 'windows';
+}
+
 export const PROJECT_DOMAIN = 'workload-identity-webhook.io/';
 
 /** Selects a Secret for the webhook and the token requestor: `aws`, `azure` or `gcp`. */

@@ -1,10 +1,10 @@
 import { CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { compilePolicy } from '../policy/compile.ts';
-import { POLICY_GROUP, POLICY_KIND, POLICY_PLURAL, POLICY_VERSION, type CompileResult } from '../policy/model.ts';
-import { policyStatus, statusChanged } from '../policy/status.ts';
-import { summary, type PolicyStore } from '../policy/store.ts';
-import { ListWatch, statusOf, type ListPage } from './list-watch.ts';
+import { compilePolicy } from './compile.ts';
+import { POLICY_GROUP, POLICY_KIND, POLICY_PLURAL, POLICY_VERSION, type CompileResult } from './model.ts';
+import { policyStatus, statusChanged } from './status.ts';
+import { summary, type PolicyStore } from './store.ts';
+import { ListWatch, statusOf, type ListPage } from '../kube/list-watch.ts';
 
 /** The source of cluster policies in the store. */
 export const CLUSTER_SOURCE = 'cluster';
