@@ -1,7 +1,6 @@
-/**
- * Errors with a stable code (for logs, metrics and scripts) and a message a user can act on.
- * The code never changes once released; the message may be improved.
- */
+// Errors with a stable code (for logs, metrics and scripts) and a message a user can act on.
+// The code never changes once released; the message may be improved.
+
 export class WebhookError extends Error {
   readonly code: string;
   constructor(code: string, message: string, options?: { cause?: unknown }) {

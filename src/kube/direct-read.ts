@@ -1,8 +1,7 @@
-/**
- * Direct API reads on a cache miss, shared by the caches: one read in flight per key (a burst of
- * Pods for a new ServiceAccount or namespace makes one request), each with a short timeout so an
- * admission never waits on a slow API server for long.
- */
+// Direct API reads on a cache miss, shared by the caches: one read in flight per key (a burst of
+// Pods for a new ServiceAccount or namespace makes one request), each with a short timeout so an
+// admission never waits on a slow API server for long.
+
 export class TimeoutError extends Error {
   constructor(ms: number) {
     super(`no answer in ${ms} ms`);

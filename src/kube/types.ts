@@ -1,7 +1,6 @@
-/**
- * The small slice of the Kubernetes object model the webhook reads. Objects arrive as plain JSON
- * from admission requests; everything not named here is carried through untouched.
- */
+// The small slice of the Kubernetes object model the webhook reads. Objects arrive as plain JSON
+// from admission requests; everything not named here is carried through untouched.
+
 export interface ObjectMeta {
   name?: string;
   generateName?: string;
