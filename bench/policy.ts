@@ -18,8 +18,8 @@ import { staticPolicyGate, type PolicyGate } from '../src/policy/gate.ts';
 import type { NamespaceView } from '../src/kube/types.ts';
 import { exampleVariables } from '../src/policy/inputs.ts';
 import type { CompiledPolicy } from '../src/policy/model.ts';
-import { providerOptionsFromConfig } from '../src/policy/provider-options.ts';
-import { createProviders } from '../src/providers/index.ts';
+import { providerOptionsFromConfig } from '../src/clouds/index.ts';
+import { createProviders } from '../src/clouds/index.ts';
 
 const { values: opts } = parseArgs({ options: { iterations: { type: 'string', default: '20000' }, policies: { type: 'string', default: '50' } } });
 const N = Number(opts.iterations);

@@ -2,7 +2,7 @@
 // and for the UPDATE a token renewal makes (new token, same config).
 import { loadConfig } from '../src/config.ts';
 import { mutateSecret } from '../src/mutate/secret.ts';
-import { createSecretProviders } from '../src/providers/secret-index.ts';
+import { createSecretProviders } from '../src/clouds/index.ts';
 import { applySecretPatch, b64, labelledSecret } from '../test/support/secrets.ts';
 
 const config = loadConfig(new Map(), {});

@@ -4,8 +4,7 @@ import { configHelp, isBooleanFlag, isConfigFlag, loadConfig } from './config.ts
 import { ConfigError, WebhookError } from './errors.ts';
 import { createLogger } from './log.ts';
 import { previewPod, type OutputFormat } from './preview.ts';
-import { createProviders } from './providers/index.ts';
-import { createSecretProviders } from './providers/secret-index.ts';
+import { createProviders, createSecretProviders } from './clouds/index.ts';
 import { isSecretPreview, previewSecret } from './preview-secret.ts';
 import { loadPreviewPolicy, policyReport } from './policy/preview.ts';
 import { isRequestorFlag, loadRequestorConfig, requestorHelp } from './token-requestor/config.ts';

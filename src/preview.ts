@@ -7,7 +7,7 @@ import { serviceAccountNameOf } from './model.ts';
 import { mutatePod } from './mutate/pod.ts';
 import type { PatchOperation } from './mutate/patch.ts';
 import { podShapeError } from './admission/pods.ts';
-import type { PodProvider } from './providers/types.ts';
+import type { PodProvider } from './clouds/types.ts';
 
 // A fixed key: preview's output is the same on every run. It proves nothing to a real webhook,
 // whose key is its own, so a previewed Pod's record is never trusted by one.

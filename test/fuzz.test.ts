@@ -11,7 +11,7 @@ import { parseAdmissionReview, type AdmissionRequest, type Decision } from '../s
 import { WebhookError } from '../src/errors.ts';
 import type { Container, Pod, Secret, ServiceAccountView } from '../src/kube/types.ts';
 import { INJECTED_ANNOTATION, RecordKeys } from '../src/mutate/injection-record.ts';
-import { createSecretProviders } from '../src/providers/secret-index.ts';
+import { createSecretProviders } from '../src/clouds/index.ts';
 import { config, providers } from './helpers.ts';
 import { ARN, CLIENT, GCP_AUDIENCE, TENANT, WIF_PROVIDER, b64 } from './support/secrets.ts';
 

@@ -2,7 +2,7 @@ import fastJsonPatch from 'fast-json-patch';
 import { loadConfig, type Config } from '../src/config.ts';
 import type { Pod, ServiceAccountView } from '../src/kube/types.ts';
 import type { PatchOperation } from '../src/mutate/patch.ts';
-import { createProviders } from '../src/providers/index.ts';
+import { createProviders } from '../src/clouds/index.ts';
 
 export function config(flags: Record<string, string> = {}): Config {
   return loadConfig(new Map(Object.entries(flags)), {});

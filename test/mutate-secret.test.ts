@@ -7,7 +7,7 @@ import type { AdmissionRequest } from '../src/admission/review.ts';
 import type { Secret, ServiceAccountView } from '../src/kube/types.ts';
 import { mutateSecret, selectSecret, type SecretAdmission, type SecretMutation } from '../src/mutate/secret.ts';
 import { grantsReferrer } from '../src/mutate/secret-reference.ts';
-import { createSecretProviders } from '../src/providers/secret-index.ts';
+import { createSecretProviders } from '../src/clouds/index.ts';
 import { config } from './helpers.ts';
 import {
   ARN, CLIENT, GCP_AUDIENCE, GCP_EMAIL, IMPERSONATION_URL, SUBSCRIPTION, TENANT, WIF_PROVIDER,

@@ -13,12 +13,12 @@ import { podPolicyFor, staticPolicyGate, type PolicyGate } from '../src/policy/g
 import type { NamespaceView } from '../src/kube/types.ts';
 import { loadPolicyFile } from '../src/policy/load.ts';
 import type { CompiledPolicy } from '../src/policy/model.ts';
-import { providerOptionsFromConfig } from '../src/policy/provider-options.ts';
+import { providerOptionsFromConfig } from '../src/clouds/index.ts';
 import { PolicyStore } from '../src/policy/store.ts';
-import { createAwsProvider } from '../src/providers/aws.ts';
-import { createAzureProvider } from '../src/providers/azure.ts';
-import { createGcpProvider } from '../src/providers/gcp.ts';
-import { createSecretProviders } from '../src/providers/secret-index.ts';
+import { createAwsProvider } from '../src/clouds/aws/pod.ts';
+import { createAzureProvider } from '../src/clouds/azure/pod.ts';
+import { createGcpProvider } from '../src/clouds/gcp/pod.ts';
+import { createSecretProviders } from '../src/clouds/index.ts';
 import { apply, config, envOf, pod, providers, sa } from './helpers.ts';
 import { labelledSecret } from './support/secrets.ts';
 

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import pino from 'pino';
 import { ConfigError } from '../src/errors.ts';
 import type { ServiceAccountView } from '../src/kube/types.ts';
-import { createSecretProviders } from '../src/providers/secret-index.ts';
+import { createSecretProviders } from '../src/clouds/index.ts';
 import { loadRequestorConfig } from '../src/token-requestor/config.ts';
 import { createRequestorMetrics } from '../src/token-requestor/metrics.ts';
 import { TokenRequestor, UNBOUND_TOKEN_SECONDS, apiMessage, type RequestorApi } from '../src/token-requestor/requestor.ts';

@@ -4,7 +4,7 @@ import { serviceAccountNameOf } from '../model.ts';
 import { mutatePod, type InjectionPolicy } from '../mutate/pod.ts';
 import type { RecordKeys } from '../mutate/injection-record.ts';
 import { podPolicyFor, type PolicyGate } from '../policy/gate.ts';
-import type { PodProvider } from '../providers/types.ts';
+import type { PodProvider } from '../clouds/types.ts';
 import type { AdmissionRequest, Decision } from './review.ts';
 
 export type ServiceAccountLookup = (

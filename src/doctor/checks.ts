@@ -7,7 +7,7 @@ import type { Jwks } from '../issuer/discovery.ts';
 import { apiServerOf, readApiServerDiscovery, readApiServerJwks, readPublicDiscovery, readPublicJwks, type Fetched } from '../issuer/read.ts';
 import type { DiscoveryDocument } from '../issuer/discovery.ts';
 import type { SecretCoreOptions } from '../mutate/secret.ts';
-import type { PodProvider, ProviderName } from '../providers/types.ts';
+import type { PodProvider, ProviderName } from '../clouds/types.ts';
 import { identitiesOfSecrets, identitiesOfServiceAccounts, type TrustIdentity } from '../trust/identities.ts';
 import { objectsOfCluster } from '../trust/sources.ts';
 import type { Check, DoctorReport } from './verdicts.ts';

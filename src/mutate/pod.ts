@@ -1,7 +1,7 @@
 import { denial, type Denial, isDenial } from '../errors.ts';
 import type { Container, Pod, ServiceAccountView, Volume } from '../kube/types.ts';
 import { isWindowsPod, serviceAccountNameOf } from '../model.ts';
-import type { Injection, PodProvider } from '../providers/types.ts';
+import type { Injection, PodProvider } from '../clouds/types.ts';
 import { digest, EntrySet, INJECTED_ANNOTATION, readRecord, RecordKeys, writeRecord, type InjectionRecord } from './injection-record.ts';
 import { escapePointerToken } from './json-pointer.ts';
 import { appendAll, setMembers, type PatchOperation } from './patch.ts';

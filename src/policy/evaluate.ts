@@ -3,13 +3,15 @@ import { denial, type Denial, isDenial } from '../errors.ts';
 import type { NamespaceView, ObjectMeta, ServiceAccountView } from '../kube/types.ts';
 import type { PodAdmission } from '../mutate/pod.ts';
 import { isWindowsPod } from '../model.ts';
-import { isTenantId } from '../providers/azure.ts';
-import type { SecretDerivation } from '../providers/secret-config.ts';
-import type { Injection } from '../providers/types.ts';
+import { isTenantId } from '../clouds/azure/pod.ts';
+import type { SecretDerivation } from '../clouds/secret-config.ts';
+import type { Injection } from '../clouds/types.ts';
 import { activation, type Activation, type IdentityVariable } from './cel.ts';
 import { admissionVariables, identityOfInjection, identityOfSecret } from './inputs.ts';
 import type { CompiledPolicy, DefaultField, IdentityProviderSpec } from './model.ts';
-import { overridesFor, providerWith, type Overrides, type ProviderOptions } from './provider-options.ts';
+import { providerWithOverrides, type ProviderOptions } from '../clouds/index.ts';
+import type { Overrides } from '../clouds/types.ts';
+import { overridesFor } from './provider-options.ts';
 import { evaluateDefault, evaluateValidation } from './rules.ts';
 
 /**
@@ -48,7 +50,7 @@ export function isEmptyPolicySet(set: PolicySet): boolean {
   return set.policies.length === 0 && set.unavailable.length === 0;
 }
 
-/** The Azure key for a tenant (src/providers/azure.ts): a tenant written there is the user's choice, not a default. */
+/** The Azure key for a tenant (src/clouds/azure/pod.ts): a tenant written there is the user's choice, not a default. */
 const AZURE_TENANT_ANNOTATION = 'azure.workload.identity/tenant-id';
 
 
@@ -99,7 +101,8 @@ export function judgePodInjections(ctx: PodPolicyContext, admission: PodAdmissio
     }
 
     let final = injection;
-    const provider = providerWith(ctx.options, cloud, overridesFor(computed, declared), declared);
+    // undefined: the overrides change nothing and the Pod's first resolution stands.
+    const provider = providerWithOverrides(ctx.options, cloud, overridesFor(computed, declared));
     if (provider) {
       const again = provider.resolvePod({ pod, namespace: admission.namespace, serviceAccount, windows: isWindowsPod(pod) });
       if (again !== undefined && isDenial(again)) {

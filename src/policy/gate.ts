@@ -1,10 +1,10 @@
 import { denial, type Denial } from '../errors.ts';
 import type { Secret, ServiceAccountView } from '../kube/types.ts';
 import { mergeDenials, type InjectionPolicy } from '../mutate/pod.ts';
-import type { SecretDerivation } from '../providers/secret-config.ts';
+import type { SecretDerivation } from '../clouds/secret-config.ts';
 import { isEmptyPolicySet, judgePodInjections, judgeSecretIdentity, type PolicySet } from './evaluate.ts';
 import type { NamespaceView } from '../kube/types.ts';
-import type { ProviderOptions } from './provider-options.ts';
+import type { ProviderOptions } from '../clouds/index.ts';
 
 /**
  * What admission needs from tenant policy: the policies in force now and the namespace's labels.

@@ -1,8 +1,8 @@
 import { unknownCloud } from '../clouds/registry.ts';
 import type { NamespaceView, ObjectMeta, ServiceAccountView } from '../kube/types.ts';
-import type { SecretDerivation } from '../providers/secret-config.ts';
-import type { Injection, ProviderName } from '../providers/types.ts';
-import { parseWorkloadIdentityProvider } from '../providers/gcp.ts';
+import type { SecretDerivation } from '../clouds/secret-config.ts';
+import type { Injection, ProviderName } from '../clouds/types.ts';
+import { parseWorkloadIdentityProvider } from '../clouds/gcp/pod.ts';
 import { IDENTITY_FIELDS, type IdentityVariable, type PolicyVariables } from './cel.ts';
 import type { ExampleInput } from './model.ts';
 import { isDenial } from '../errors.ts';

@@ -1,5 +1,5 @@
 import type { AzureCloud } from '../clouds/azure/environments.ts';
-import type { ProviderName } from '../providers/types.ts';
+import type { ProviderName } from '../clouds/types.ts';
 import type { IdentityVariable, PlainValue, Program } from './cel.ts';
 
 /** The custom resource: cluster-scoped, one object per policy (charts/workload-identity-webhook/crds/). */

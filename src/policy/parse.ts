@@ -1,7 +1,7 @@
 import { cloudFacts, PROVIDER_NAMES, unknownCloud } from '../clouds/registry.ts';
 import { AZURE_CLOUDS, type AzureCloud } from '../clouds/azure/environments.ts';
-import { isTenantId } from '../providers/azure.ts';
-import type { ProviderName } from '../providers/types.ts';
+import { isTenantId } from '../clouds/azure/pod.ts';
+import type { ProviderName } from '../clouds/types.ts';
 import { IDENTITY_FIELDS } from './cel.ts';
 import {
   DEFAULT_FIELDS, type DefaultExample, type DefaultField, type DefaultSpec, type ExampleInput, type IdentityProviderSpec,

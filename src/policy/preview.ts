@@ -4,7 +4,7 @@ import { judgePodInjections, isEmptyPolicySet, type PolicySet } from './evaluate
 import type { NamespaceView } from '../kube/types.ts';
 import { loadPolicyFile } from './load.ts';
 import type { CompileResult } from './model.ts';
-import { providerOptionsFromConfig, type ProviderOptions } from './provider-options.ts';
+import { providerOptionsFromConfig, type ProviderOptions } from '../clouds/index.ts';
 import { PolicyStore, summary } from './store.ts';
 
 /**

@@ -5,7 +5,7 @@ import { NamespaceCache } from '../kube/namespace-cache.ts';
 import { PolicyWatch } from './watch.ts';
 import type { PolicyGate } from './gate.ts';
 import { loadPolicyFile } from './load.ts';
-import { providerOptionsFromConfig } from './provider-options.ts';
+import { providerOptionsFromConfig } from '../clouds/index.ts';
 import { PolicyStore, summary } from './store.ts';
 
 /** Tenant policy in `serve`: the store, its sources (file, cluster) and the namespace cache. */

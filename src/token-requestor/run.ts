@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import type { Config } from '../config.ts';
 import { loadKubeConfig } from '../kube/client.ts';
 import { PROVIDER_LABEL } from '../model.ts';
-import { createSecretProviders } from '../providers/secret-index.ts';
+import { createSecretProviders } from '../clouds/index.ts';
 import type { RequestorConfig } from './config.ts';
 import { kubeRequestorApi } from './kube-api.ts';
 import { LeaderElector } from './lease.ts';

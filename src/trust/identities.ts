@@ -4,8 +4,8 @@
 import type { Pod, Secret, ServiceAccountView } from '../kube/types.ts';
 import { mutateSecret, type SecretCoreOptions } from '../mutate/secret.ts';
 import { SERVICE_ACCOUNT_ANNOTATION } from '../model.ts';
-import { AZURE_USE_LABEL } from '../providers/azure.ts';
-import { isDenial, type PodProvider, type ProviderName } from '../providers/types.ts';
+import { AZURE_USE_LABEL } from '../clouds/azure/pod.ts';
+import { isDenial, type PodProvider, type ProviderName } from '../clouds/types.ts';
 
 export interface TrustIdentity {
   cloud: ProviderName;

@@ -1,6 +1,6 @@
 // The AWS side of the handshake: an IAM OIDC identity provider for the cluster's issuer, and for
 // each role the trust policy that admits exactly its ServiceAccounts' tokens (sub and aud).
-import { parseRoleArn } from '../../providers/aws.ts';
+import { parseRoleArn } from './pod.ts';
 import type { TrustIdentity } from '../../trust/identities.ts';
 import { groupBy, shellQuote, unique } from '../../trust/shell.ts';
 

@@ -2,7 +2,7 @@
 // allows the audiences the webhook injects, with google.subject mapped from the token's sub, and
 // for each service account the roles/iam.workloadIdentityUser binding of its ServiceAccounts'
 // principals (or, without one, the principal to grant roles on resources directly).
-import { parseWorkloadIdentityProvider } from '../../providers/gcp.ts';
+import { parseWorkloadIdentityProvider } from './pod.ts';
 import type { TrustIdentity } from '../../trust/identities.ts';
 import { groupBy, shellQuote, unique } from '../../trust/shell.ts';
 

@@ -1,8 +1,11 @@
 import type { Denial } from '../errors.ts';
 import type { EnvVar, Pod, ServiceAccountView, Volume } from '../kube/types.ts';
 
-export type { ProviderName } from '../clouds/registry.ts';
-import type { ProviderName } from '../clouds/registry.ts';
+export type { ProviderName } from './registry.ts';
+import type { ProviderName } from './registry.ts';
+import type { Config } from '../config.ts';
+import type { AzureCloud } from './azure/environments.ts';
+import type { SecretProvider } from './secret-config.ts';
 
 /**
  * Everything one provider adds to a Pod. The mutation core turns it into additive JSON Patch
@@ -46,3 +49,29 @@ export interface PodProvider {
 }
 
 export { isDenial } from '../errors.ts';
+
+/**
+ * Values tenant policy puts in place of the flags for one identity (docs/policy.md); undefined
+ * keeps the flag's value.
+ */
+export interface Overrides {
+  region?: string;
+  tenant?: string;
+  audience?: string;
+  tokenExpirationSeconds?: number;
+  /** Azure: the national cloud of the matched identity provider. */
+  azureCloud?: AzureCloud;
+}
+
+/**
+ * One cloud, as the rest of the webhook sees it: its Pod provider's options from the flags (plain
+ * data), those options with tenant policy's overrides, the Pod provider built from options, and
+ * the Secret provider. Facts needed below the providers (bounds, names) live in CLOUDS.
+ */
+export interface Cloud<Options extends object> {
+  readonly name: ProviderName;
+  options(config: Config): Options;
+  withOverrides(options: Options, overrides: Overrides): Options;
+  podProvider(options: Options): PodProvider;
+  secretProvider(config: Config): SecretProvider;
+}

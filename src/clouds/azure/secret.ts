@@ -1,7 +1,7 @@
-import { denial, type Denial } from '../errors.ts';
-import { AZURE_CLOUDS, type AzureCloud } from '../clouds/azure/environments.ts';
-import { GUID_PATTERN } from './azure.ts';
-import { requiredString, type ConfigObject, type SecretDerivation, type SecretDerivationContext, type SecretProvider } from './secret-config.ts';
+import { denial, type Denial } from '../../errors.ts';
+import { AZURE_CLOUDS, type AzureCloud } from './environments.ts';
+import { GUID_PATTERN } from './pod.ts';
+import { requiredString, type ConfigObject, type SecretDerivation, type SecretDerivationContext, type SecretProvider } from '../secret-config.ts';
 
 /**
  * The derived dotenv file. Azure SDKs have no credentials file of their own: every

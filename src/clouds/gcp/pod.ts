@@ -1,8 +1,8 @@
-import { CLOUDS } from '../clouds/registry.ts';
-import { denial, type Denial, isDenial } from '../errors.ts';
-import type { EnvVar } from '../kube/types.ts';
-import { boundExpiration, parseSeconds, splitNames, tokenVolume, windowsPath } from './common.ts';
-import type { Injection, PodContext, PodProvider } from './types.ts';
+import { CLOUDS } from '../registry.ts';
+import { denial, type Denial, isDenial } from '../../errors.ts';
+import type { EnvVar } from '../../kube/types.ts';
+import { boundExpiration, parseSeconds, splitNames, tokenVolume, windowsPath } from '../common.ts';
+import type { Injection, PodContext, PodProvider } from '../types.ts';
 
 /**
  * Workload Identity Federation outside GKE, in the two dialects users already write:

@@ -1,9 +1,9 @@
-import { AZURE_CLOUDS, type AzureCloud } from '../clouds/azure/environments.ts';
-import { CLOUDS } from '../clouds/registry.ts';
-import { denial, type Denial, isDenial } from '../errors.ts';
-import type { EnvVar } from '../kube/types.ts';
-import { boundExpiration, parseSeconds, splitNames, tokenVolume, windowsPath } from './common.ts';
-import type { Injection, PodContext, PodProvider } from './types.ts';
+import { AZURE_CLOUDS, type AzureCloud } from './environments.ts';
+import { CLOUDS } from '../registry.ts';
+import { denial, type Denial, isDenial } from '../../errors.ts';
+import type { EnvVar } from '../../kube/types.ts';
+import { boundExpiration, parseSeconds, splitNames, tokenVolume, windowsPath } from '../common.ts';
+import type { Injection, PodContext, PodProvider } from '../types.ts';
 
 /**
  * Conventions of Azure/azure-workload-identity. The token layout is the one of releases 0.8 to

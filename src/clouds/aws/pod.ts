@@ -1,10 +1,10 @@
-import { CLOUDS } from '../clouds/registry.ts';
-import { denial, type Denial, isDenial } from '../errors.ts';
-import type { EnvVar } from '../kube/types.ts';
+import { CLOUDS } from '../registry.ts';
+import { denial, type Denial, isDenial } from '../../errors.ts';
+import type { EnvVar } from '../../kube/types.ts';
 import {
   boundExpiration, parseBool, parseSeconds, splitNames, tokenVolume, windowsPath,
-} from './common.ts';
-import type { Injection, PodContext, PodProvider } from './types.ts';
+} from '../common.ts';
+import type { Injection, PodContext, PodProvider } from '../types.ts';
 
 /** Conventions of aws/amazon-eks-pod-identity-webhook (IAM Roles for Service Accounts). */
 export const AWS_VOLUME_NAME = 'aws-iam-token';

@@ -1,6 +1,6 @@
-import { denial, type Denial, isDenial } from '../errors.ts';
-import { externalAccountConfig, parseWorkloadIdentityProvider, projectOfEmail } from './gcp.ts';
-import { requiredString, stringField, type ConfigObject, type SecretDerivation, type SecretDerivationContext, type SecretProvider } from './secret-config.ts';
+import { denial, type Denial, isDenial } from '../../errors.ts';
+import { externalAccountConfig, parseWorkloadIdentityProvider, projectOfEmail } from './pod.ts';
+import { requiredString, stringField, type ConfigObject, type SecretDerivation, type SecretDerivationContext, type SecretProvider } from '../secret-config.ts';
 
 const EXTERNAL_ACCOUNT = 'external_account';
 const JWT_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:jwt';

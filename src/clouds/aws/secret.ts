@@ -1,7 +1,7 @@
-import { AWS_REGION_PATTERN } from '../config.ts';
-import { denial, type Denial, isDenial } from '../errors.ts';
-import { parseRoleArn } from './aws.ts';
-import { requiredString, stringField, type ConfigObject, type SecretDerivation, type SecretDerivationContext, type SecretProvider } from './secret-config.ts';
+import { AWS_REGION_PATTERN } from '../../config.ts';
+import { denial, type Denial, isDenial } from '../../errors.ts';
+import { parseRoleArn } from './pod.ts';
+import { requiredString, stringField, type ConfigObject, type SecretDerivation, type SecretDerivationContext, type SecretProvider } from '../secret-config.ts';
 
 export interface AwsSecretOptions {
   audience: string;

@@ -1,0 +1,24 @@
+// AWS as one Cloud: IAM Roles for Service Accounts for Pods, GEP-26 Secrets for the rest.
+import type { Config } from '../../config.ts';
+import type { Cloud } from '../types.ts';
+import { type AwsOptions, createAwsProvider } from './pod.ts';
+import { createAwsSecretProvider } from './secret.ts';
+
+export const awsCloud: Cloud<AwsOptions> = {
+  name: 'aws',
+  options: (config: Config) => ({
+    annotationPrefix: config.awsAnnotationPrefix,
+    defaultAudience: config.awsAudience,
+    defaultTokenExpiration: config.awsTokenExpiration,
+    region: config.awsDefaultRegion,
+    regionalStsEndpoints: config.awsStsRegionalEndpoints,
+  }),
+  withOverrides: (options, o) => ({
+    ...options,
+    region: o.region ?? options.region,
+    defaultAudience: o.audience ?? options.defaultAudience,
+    defaultTokenExpiration: o.tokenExpirationSeconds ?? options.defaultTokenExpiration,
+  }),
+  podProvider: createAwsProvider,
+  secretProvider: (config) => createAwsSecretProvider({ audience: config.awsAudience, defaultRegion: config.awsDefaultRegion }),
+};

@@ -1,0 +1,24 @@
+// Azure as one Cloud: Microsoft Entra Workload ID for Pods, GEP-26 Secrets for the rest.
+import type { Config } from '../../config.ts';
+import type { Cloud } from '../types.ts';
+import { type AzureOptions, createAzureProvider } from './pod.ts';
+import { createAzureSecretProvider } from './secret.ts';
+
+export const azureCloud: Cloud<AzureOptions> = {
+  name: 'azure',
+  options: (config: Config) => ({
+    tenantId: config.azureTenantId,
+    cloud: config.azureCloud,
+    audience: config.azureAudience,
+    defaultTokenExpiration: config.azureTokenExpiration,
+  }),
+  withOverrides: (options, o) => ({
+    ...options,
+    tenantId: o.tenant ?? options.tenantId,
+    cloud: o.azureCloud ?? options.cloud,
+    audience: o.audience ?? options.audience,
+    defaultTokenExpiration: o.tokenExpirationSeconds ?? options.defaultTokenExpiration,
+  }),
+  podProvider: createAzureProvider,
+  secretProvider: (config) => createAzureSecretProvider({ audience: config.azureAudience, cloud: config.azureCloud }),
+};

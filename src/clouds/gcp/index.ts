@@ -1,0 +1,22 @@
+// GCP as one Cloud: Workload Identity Federation for Pods, GEP-26 Secrets for the rest.
+import type { Config } from '../../config.ts';
+import type { Cloud } from '../types.ts';
+import { createGcpProvider, type GcpOptions } from './pod.ts';
+import { createGcpSecretProvider } from './secret.ts';
+
+export const gcpCloud: Cloud<GcpOptions> = {
+  name: 'gcp',
+  options: (config: Config) => ({
+    defaultTokenExpiration: config.gcpTokenExpiration,
+    region: config.gcpDefaultRegion,
+    audience: config.gcpAudience,
+  }),
+  withOverrides: (options, o) => ({
+    ...options,
+    region: o.region ?? options.region,
+    audience: o.audience ?? options.audience,
+    defaultTokenExpiration: o.tokenExpirationSeconds ?? options.defaultTokenExpiration,
+  }),
+  podProvider: createGcpProvider,
+  secretProvider: (config) => createGcpSecretProvider({ allowedTokenUrls: config.gcpAllowedTokenUrls, audience: config.gcpAudience }),
+};

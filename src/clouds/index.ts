@@ -1,0 +1,54 @@
+// The clouds as modules: every layer above the providers reaches a cloud through CLOUD_MODULES
+// and iterates it in registry order, never naming a cloud. A new cloud is one folder and one line.
+import type { Config } from '../config.ts';
+import { awsCloud } from './aws/index.ts';
+import { azureCloud } from './azure/index.ts';
+import { gcpCloud } from './gcp/index.ts';
+import { PROVIDER_NAMES, type ProviderName } from './registry.ts';
+import type { SecretProvider } from './secret-config.ts';
+import type { Cloud, Overrides, PodProvider } from './types.ts';
+
+export const CLOUD_MODULES = { aws: awsCloud, azure: azureCloud, gcp: gcpCloud } as const satisfies Record<ProviderName, Cloud<object>>;
+
+/**
+ * Every Pod provider's options, from the flags. Tenant policy changes a copy and resolves the
+ * Pod again with a provider built from it, so precedence stays the providers' own.
+ */
+export type ProviderOptions = { [K in ProviderName]: ReturnType<(typeof CLOUD_MODULES)[K]['options']> };
+
+export type SecretProviders = Readonly<Record<ProviderName, SecretProvider>>;
+
+function perCloud<T>(make: (name: ProviderName) => T): Record<ProviderName, T> {
+  return Object.fromEntries(PROVIDER_NAMES.map((name) => [name, make(name)])) as Record<ProviderName, T>;
+}
+
+export function providerOptionsFromConfig(config: Config): ProviderOptions {
+  return perCloud((name) => CLOUD_MODULES[name].options(config)) as ProviderOptions;
+}
+
+export function createProviders(config: Config): PodProvider[] {
+  const options = providerOptionsFromConfig(config);
+  return PROVIDER_NAMES.map((name) => podProvider(name, options[name]));
+}
+
+/** The providers of GEP-26 Secrets, from the same settings as the Pod providers. */
+export function createSecretProviders(config: Config): SecretProviders {
+  return perCloud((name) => CLOUD_MODULES[name].secretProvider(config));
+}
+
+/** The Pod provider of one cloud, with the overrides applied; undefined when they change nothing. */
+export function providerWithOverrides(options: ProviderOptions, name: ProviderName, overrides: Overrides): PodProvider | undefined {
+  const base = options[name];
+  const next = (CLOUD_MODULES[name] as Cloud<typeof base>).withOverrides(base, overrides);
+  const changed = (Object.keys(next) as (keyof typeof next)[]).some((k) => base[k] !== next[k]);
+  return changed ? podProvider(name, next) : undefined;
+}
+
+function podProvider(name: ProviderName, options: ProviderOptions[ProviderName]): PodProvider {
+  return (CLOUD_MODULES[name] as Cloud<typeof options>).podProvider(options);
+}
+
+/** The ServiceAccount annotation prefixes any provider reads: all the cache keeps. */
+export function annotationPrefixes(providers: readonly PodProvider[]): string[] {
+  return [...new Set(providers.flatMap((p) => p.annotationPrefixes))];
+}
