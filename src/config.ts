@@ -1,88 +1,15 @@
-import { AWS_REGION_PATTERN, CLOUDS } from './clouds/registry.ts';
+import { AWS_SETTINGS } from './clouds/aws/settings.ts';
+import { AZURE_SETTINGS } from './clouds/azure/settings.ts';
+import { GCP_SETTINGS } from './clouds/gcp/settings.ts';
 import { ConfigError } from './errors.ts';
 import { DEFAULT_LIMITS } from './limits.ts';
 import { DEFAULT_TLS12_SUITES, parseCipherSuites, parseTlsVersion, type TlsVersion } from './tls/policy.ts';
-import { AZURE_AUDIENCE, AZURE_CLOUDS, type AzureCloud } from './clouds/azure/environments.ts';
 import { DEFAULT_SECRET_TOKEN_PATH, isTokenPath } from './model.ts';
+import { bool, envName, integer, oneOf, optionalString, type Setting, string } from './settings.ts';
 
-/**
- * Every setting is a flag with an environment-variable twin (`--aws-default-region` and
- * `WIW_AWS_DEFAULT_REGION`). Flags win over the environment. Values are validated once, at
- * start-up, and an error names the flag.
- */
-export interface Setting<T> {
-  flag: string;
-  description: string;
-  parse: (raw: string, flag: string) => T;
-  default: T;
-  /** Boolean switches take no value on the command line. */
-  boolean?: true;
-}
-
-export const string = (raw: string) => raw;
-export const optionalString = (raw: string) => (raw === '' ? undefined : raw);
-
-export function integer(min: number, max: number) {
-  return (raw: string, flag: string): number => {
-    if (!/^\d+$/.test(raw.trim())) throw new ConfigError(`--${flag}="${raw}" is not a whole number`);
-    const n = Number(raw);
-    if (n < min || n > max) throw new ConfigError(`--${flag}=${n} is out of range; expected ${min} to ${max}`);
-    return n;
-  };
-}
-
-function bool(raw: string, flag: string): boolean {
-  const v = raw.trim().toLowerCase();
-  if (v === 'true' || v === '1' || v === 'yes') return true;
-  if (v === 'false' || v === '0' || v === 'no') return false;
-  throw new ConfigError(`--${flag}="${raw}" must be true or false`);
-}
-
-function oneOf<T extends string>(values: readonly T[]) {
-  return (raw: string, flag: string): T => {
-    if ((values as readonly string[]).includes(raw)) return raw as T;
-    throw new ConfigError(`--${flag}="${raw}" must be one of: ${values.join(', ')}`);
-  };
-}
-
-export { AWS_REGION_PATTERN };
-function awsRegion(raw: string, flag: string): string | undefined {
-  if (raw === '') return undefined;
-  if (!AWS_REGION_PATTERN.test(raw)) throw new ConfigError(`--${flag}="${raw}" is not an AWS region (for example eu-west-1)`);
-  return raw;
-}
-
-const AZURE_CLOUD_ALIASES: Record<string, AzureCloud> = {
-  azurepubliccloud: 'AzurePublicCloud', public: 'AzurePublicCloud',
-  azureusgovernmentcloud: 'AzureUSGovernmentCloud', usgovernment: 'AzureUSGovernmentCloud', usgov: 'AzureUSGovernmentCloud',
-  azurechinacloud: 'AzureChinaCloud', china: 'AzureChinaCloud',
-};
-function azureCloud(raw: string, flag: string): AzureCloud {
-  const cloud = AZURE_CLOUD_ALIASES[raw.toLowerCase()];
-  if (!cloud) throw new ConfigError(`--${flag}="${raw}" must be one of: ${Object.keys(AZURE_CLOUDS).join(', ')} (or public, usgovernment, china)`);
-  return cloud;
-}
-
-const GUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
-function tenant(raw: string, flag: string): string | undefined {
-  if (raw === '') return undefined;
-  if (!GUID.test(raw) && !/^[a-zA-Z0-9][a-zA-Z0-9.-]*\.[a-zA-Z]{2,}$/.test(raw)) {
-    throw new ConfigError(`--${flag}="${raw}" is not a tenant id; expected a GUID or the tenant's domain`);
-  }
-  return raw;
-}
-
-function httpsUrlList(raw: string, flag: string): string[] {
-  const urls = raw.split(',').map((s) => s.trim()).filter(Boolean);
-  for (const url of urls) {
-    let ok = false;
-    try {
-      ok = new URL(url).protocol === 'https:';
-    } catch {}
-    if (!ok) throw new ConfigError(`--${flag}: "${url}" is not an https URL`);
-  }
-  return urls;
-}
+// The webhook's settings: the server, certificates, caches, tenant policy and, from each cloud's
+// folder, the clouds' own. Validated once at start-up; an error names the flag.
+export { envName };
 
 function tokenPath(raw: string, flag: string): string {
   if (!isTokenPath(raw)) throw new ConfigError(`--${flag}="${raw}" must be an absolute path of letters, digits and . _ - /`);
@@ -126,22 +53,10 @@ export const settings = {
   cacheMissTimeoutMs: { flag: 'cache-miss-timeout-ms', description: 'Timeout of the direct API read when a ServiceAccount is not yet cached', parse: integer(50, 10000), default: 2000 },
   failurePolicy: { flag: 'failure-policy', description: "The Pod webhook's failurePolicy, to act alike when a ServiceAccount cannot be read: Fail refuses the Pod (retryably), Ignore admits it without identity and with a warning", parse: oneOf(['Fail', 'Ignore'] as const), default: 'Fail' as const },
   cacheMissRate: { flag: 'cache-miss-reads-per-second', description: 'Rate limit of direct ServiceAccount reads on cache misses', parse: integer(1, 10000), default: 50 },
-  // AWS
-  awsAnnotationPrefix: { flag: 'aws-annotation-prefix', description: 'Annotation prefix of the AWS keys', parse: string, default: 'eks.amazonaws.com' },
-  awsDefaultRegion: { flag: 'aws-default-region', description: 'AWS_REGION and AWS_DEFAULT_REGION for containers that set neither', parse: awsRegion, default: undefined },
-  awsAudience: { flag: 'aws-audience', description: 'Token audience when the ServiceAccount names none', parse: string, default: 'sts.amazonaws.com' },
-  awsTokenExpiration: { flag: 'aws-token-expiration', description: 'Token expiry in seconds when no annotation sets one', parse: integer(CLOUDS.aws.tokenBounds.min, CLOUDS.aws.tokenBounds.max), default: 86400 },
-  awsStsRegionalEndpoints: { flag: 'aws-sts-regional-endpoints', description: 'Inject AWS_STS_REGIONAL_ENDPOINTS=regional unless the ServiceAccount says otherwise', parse: bool, default: false, boolean: true },
-  // Azure
-  azureTenantId: { flag: 'azure-tenant-id', description: 'Tenant for ServiceAccounts without the tenant-id annotation', parse: tenant, default: undefined },
-  azureCloud: { flag: 'azure-cloud', description: 'AzurePublicCloud, AzureUSGovernmentCloud or AzureChinaCloud (sets AZURE_AUTHORITY_HOST)', parse: azureCloud, default: 'AzurePublicCloud' as AzureCloud },
-  azureAudience: { flag: 'azure-audience', description: 'Token audience', parse: string, default: AZURE_AUDIENCE },
-  azureTokenExpiration: { flag: 'azure-token-expiration', description: 'Token expiry in seconds when no annotation sets one', parse: integer(CLOUDS.azure.tokenBounds.min, CLOUDS.azure.tokenBounds.max), default: 3600 },
-  // GCP
-  gcpDefaultRegion: { flag: 'gcp-default-region', description: 'CLOUDSDK_COMPUTE_REGION for containers that do not set it', parse: optionalString, default: undefined },
-  gcpAudience: { flag: 'gcp-audience', description: 'Token audience when the ServiceAccount names none (default: //iam.googleapis.com/<provider>)', parse: optionalString, default: undefined },
-  gcpTokenExpiration: { flag: 'gcp-token-expiration', description: 'Token expiry in seconds when no annotation sets one', parse: integer(CLOUDS.gcp.tokenBounds.min, CLOUDS.gcp.tokenBounds.max), default: 86400 },
-  gcpAllowedTokenUrls: { flag: 'gcp-allowed-token-urls', description: 'token_url values a labelled Secret\'s GCP credentialsConfig may use (comma-separated https URLs)', parse: httpsUrlList, default: ['https://sts.googleapis.com/v1/token'] },
+  // Per cloud (src/clouds/<cloud>/settings.ts)
+  ...AWS_SETTINGS,
+  ...AZURE_SETTINGS,
+  ...GCP_SETTINGS,
   // Labelled Secrets (GEP-26)
   secretTokenPath: { flag: 'secret-token-path', description: 'Where Pods mount a labelled Secret\'s token key, written into its derived files (per Secret: annotation workload-identity-webhook.io/token-path)', parse: tokenPath, default: DEFAULT_SECRET_TOKEN_PATH },
   // Tenant policy (docs/policy.md)
@@ -152,10 +67,6 @@ export const settings = {
 
 type Settings = typeof settings;
 export type Config = { [K in keyof Settings]: Settings[K]['default'] | ReturnType<Settings[K]['parse']> };
-
-export function envName(flag: string): string {
-  return 'WIW_' + flag.toUpperCase().replaceAll('-', '_');
-}
 
 const byFlag = new Map<string, [keyof Settings, Setting<unknown>]>(
   Object.entries(settings).map(([key, s]) => [s.flag, [key as keyof Settings, s as Setting<unknown>]]),

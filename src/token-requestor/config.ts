@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
-import { envName, integer, optionalString, string, type Setting } from '../config.ts';
+import { envName, integer, optionalString, string, type Setting } from '../settings.ts';
 import { ConfigError } from '../errors.ts';
 
 /**

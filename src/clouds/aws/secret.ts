@@ -1,4 +1,4 @@
-import { AWS_REGION_PATTERN } from '../../config.ts';
+import { AWS_REGION_PATTERN } from '../registry.ts';
 import { denial, type Denial, isDenial } from '../../errors.ts';
 import { parseRoleArn } from './pod.ts';
 import { requiredString, stringField, type ConfigObject, type SecretDerivation, type SecretDerivationContext, type SecretProvider } from '../secret-config.ts';

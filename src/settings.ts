@@ -1,0 +1,55 @@
+// Settings: every one is a flag with an environment-variable twin, parsed and validated once at
+// start-up; the parsers shared by the webhook's, the token requestor's and each cloud's settings.
+import { ConfigError } from './errors.ts';
+
+/** A flag and its environment twin (`--aws-default-region`, `WIW_AWS_DEFAULT_REGION`); flags win. */
+export interface Setting<T> {
+  flag: string;
+  description: string;
+  parse: (raw: string, flag: string) => T;
+  default: T;
+  /** Boolean switches take no value on the command line. */
+  boolean?: true;
+}
+
+export const string = (raw: string) => raw;
+export const optionalString = (raw: string) => (raw === '' ? undefined : raw);
+
+export function integer(min: number, max: number) {
+  return (raw: string, flag: string): number => {
+    if (!/^\d+$/.test(raw.trim())) throw new ConfigError(`--${flag}="${raw}" is not a whole number`);
+    const n = Number(raw);
+    if (n < min || n > max) throw new ConfigError(`--${flag}=${n} is out of range; expected ${min} to ${max}`);
+    return n;
+  };
+}
+
+export function bool(raw: string, flag: string): boolean {
+  const v = raw.trim().toLowerCase();
+  if (v === 'true' || v === '1' || v === 'yes') return true;
+  if (v === 'false' || v === '0' || v === 'no') return false;
+  throw new ConfigError(`--${flag}="${raw}" must be true or false`);
+}
+
+export function oneOf<T extends string>(values: readonly T[]) {
+  return (raw: string, flag: string): T => {
+    if ((values as readonly string[]).includes(raw)) return raw as T;
+    throw new ConfigError(`--${flag}="${raw}" must be one of: ${values.join(', ')}`);
+  };
+}
+
+export function httpsUrlList(raw: string, flag: string): string[] {
+  const urls = raw.split(',').map((s) => s.trim()).filter(Boolean);
+  for (const url of urls) {
+    let ok = false;
+    try {
+      ok = new URL(url).protocol === 'https:';
+    } catch {}
+    if (!ok) throw new ConfigError(`--${flag}: "${url}" is not an https URL`);
+  }
+  return urls;
+}
+
+export function envName(flag: string): string {
+  return 'WIW_' + flag.toUpperCase().replaceAll('-', '_');
+}
