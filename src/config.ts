@@ -44,10 +44,14 @@ function oneOf<T extends string>(values: readonly T[]) {
   };
 }
 
-export const AWS_REGION_PATTERN = /^[a-z]{2}(-[a-z]+)+-\d+$/;
+/** Region codes of every partition, the European Sovereign Cloud's (eusc-de-east-1) included. */
+export const AWS_REGION_PATTERN = /^[a-z]{2,4}(-[a-z]+)+-\d+$/;
+// The peer passes its --aws-default-region through untouched, so the flag refuses only what no
+// SDK could read as a region name; region shapes AWS adds later keep working.
+const AWS_REGION_NAME = /^[a-z0-9]+(-[a-z0-9]+)*$/;
 function awsRegion(raw: string, flag: string): string | undefined {
   if (raw === '') return undefined;
-  if (!AWS_REGION_PATTERN.test(raw)) throw new ConfigError(`--${flag}="${raw}" is not an AWS region (for example eu-west-1)`);
+  if (!AWS_REGION_NAME.test(raw)) throw new ConfigError(`--${flag}="${raw}" is not an AWS region name (lower-case letters, digits and hyphens, for example eu-west-1 or eusc-de-east-1)`);
   return raw;
 }
 

@@ -36,7 +36,9 @@ export function serviceAccountNameOf(pod: Pod): string {
 }
 
 export function isWindowsPod(pod: Pod): boolean {
-  return pod.spec?.os?.name === 'windows' || pod.spec?.nodeSelector?.['kubernetes.io/os'] === 'windows';
+  const selector = pod.spec?.nodeSelector;
+  // The beta label still selects Windows nodes on older clusters; the AWS peer honours it.
+  return pod.spec?.os?.name === 'windows' || selector?.['kubernetes.io/os'] === 'windows' || selector?.['beta.kubernetes.io/os'] === 'windows';
 }
 
 /**
@@ -218,6 +220,7 @@ function planContainers(
     let userEnv: Map<string, string | undefined> | undefined;
     for (const injection of injections) {
       if (injection.skipContainers.has(container.name)) continue;
+      if (injection.satisfied?.(new Set((container.env ?? []).map((e) => e.name)))) continue;
       const volumeName = injection.volume.name;
       const atPath = container.volumeMounts?.find((m) => m.mountPath === injection.mountPath);
       if (atPath === undefined) {

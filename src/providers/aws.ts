@@ -49,6 +49,16 @@ export function parseRoleArn(value: string, where: string): RoleArn | Denial {
   return { partition: arn.split(':')[1], account: match[1], arn };
 }
 
+/**
+ * The peer leaves a container alone, mount included, when it sets its web identity, region and
+ * regional STS variables itself (handler.go addEnvToContainer); so do we.
+ */
+function configuresItself(env: ReadonlySet<string>): boolean {
+  return (env.has('AWS_ROLE_ARN') || env.has('AWS_WEB_IDENTITY_TOKEN_FILE'))
+    && (env.has('AWS_REGION') || env.has('AWS_DEFAULT_REGION'))
+    && env.has('AWS_STS_REGIONAL_ENDPOINTS');
+}
+
 export function createAwsProvider(options: AwsOptions): PodProvider {
   const p = options.annotationPrefix;
   const keys = {
@@ -107,8 +117,11 @@ export function createAwsProvider(options: AwsOptions): PodProvider {
           { name: 'AWS_REGION', value: options.region },
         ]);
       }
-      envGroups.push([{ name: 'AWS_ROLE_ARN', value: role.arn }]);
-      envGroups.push([{ name: 'AWS_WEB_IDENTITY_TOKEN_FILE', value: windows ? windowsPath(tokenFile) : tokenFile }]);
+      // A pair, as in the peer: a container that sets either one gets neither.
+      envGroups.push([
+        { name: 'AWS_ROLE_ARN', value: role.arn },
+        { name: 'AWS_WEB_IDENTITY_TOKEN_FILE', value: windows ? windowsPath(tokenFile) : tokenFile },
+      ]);
 
       return {
         provider: 'aws',
@@ -117,6 +130,7 @@ export function createAwsProvider(options: AwsOptions): PodProvider {
         envGroups,
         annotations: {},
         skipContainers: splitNames(pod.metadata?.annotations?.[keys.skipContainers], ','),
+        satisfied: configuresItself,
         identity: { roleArn: role.arn, account: role.account, partition: role.partition, audience },
       };
     },

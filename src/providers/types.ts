@@ -21,6 +21,11 @@ export interface Injection {
   annotations: Record<string, string>;
   /** Container and init container names this provider leaves alone. */
   skipContainers: ReadonlySet<string>;
+  /**
+   * The container already configures this identity itself (given its env var names): the
+   * provider adds nothing to it, not even the mount.
+   */
+  satisfied?: (envNames: ReadonlySet<string>) => boolean;
   /** The identity claimed, for logs, audit annotations and tenant policy. */
   identity: Record<string, string>;
   /** Shown to the client by the API server; the Pod is still admitted. */

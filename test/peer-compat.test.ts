@@ -1,0 +1,157 @@
+// Replays the peers' own handler test cases (test/fixtures/peers/<peer>/<case>.yaml) through the
+// pure mutation core, as `preview` does, and compares our Pod with the peer's expected Pod. The
+// only differences removed are the ones a fixture names, and each name must be a row of the table
+// in docs/compatibility.md: an unlisted difference fails.
+import { describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parse } from 'yaml';
+import { mutatePod } from '../src/mutate/pod.ts';
+import { INJECTED_ANNOTATION } from '../src/mutate/injection-record.ts';
+import type { Pod, ServiceAccountView } from '../src/kube/types.ts';
+import { apply, providers } from './helpers.ts';
+
+const ROOT = new URL('..', import.meta.url).pathname;
+const FIXTURES = join(ROOT, 'test/fixtures/peers');
+
+interface Fixture {
+  peer: string;
+  source: string;
+  case: string;
+  /** Our flags that give the peer's settings. */
+  flags: Record<string, string>;
+  /** The peer's settings we have no flag for; a difference must explain each. */
+  peerFlags?: Record<string, string>;
+  serviceAccount?: { metadata: { name: string; namespace: string; annotations?: Record<string, string> } };
+  pod: Pod;
+  /** The peer's Pod after its mutation; absent when the peer refused the Pod. */
+  expected?: Pod;
+  /** Rows of docs/compatibility.md that apply to this case. */
+  differences: string[];
+  /** Our admission warnings, exactly (the peer has none to compare with). */
+  warnings?: string[];
+}
+
+type Outcome = { pod: Pod; denied?: string; warnings: string[] };
+
+/**
+ * One function per row of docs/compatibility.md: it removes that difference from both Pods.
+ * `denied-*` rows stand for cases where we refuse what the peer admitted (or the reverse); the
+ * test then checks our denial's reason instead of the Pod.
+ */
+const normalizers: Record<string, (ours: Pod, peers: Pod, fixture: Fixture) => void> = {
+  'injection-record': (ours) => {
+    const ann = ours.metadata?.annotations;
+    if (!ann) return;
+    delete ann[INJECTED_ANNOTATION];
+    if (Object.keys(ann).length === 0) delete ours.metadata!.annotations;
+  },
+  'go-zero-values': (_ours, peers) => {
+    // Go writes an empty struct as `{}` and a nil pointer as `null` where a field lacks omitempty
+    // (resources, grpc.service); the API server stores the same Pod either way.
+    for (const c of [...(peers.spec?.containers ?? []), ...(peers.spec?.initContainers ?? [])]) {
+      if (c.resources && Object.keys(c.resources).length === 0) delete c.resources;
+      dropNulls(c);
+    }
+  },
+  'additive-volume-order': (ours, peers) => {
+    // Our patch only appends; where the peer inserts the same volume first, compare volumes by name.
+    for (const p of [ours, peers]) p.spec?.volumes?.sort((a, b) => a.name.localeCompare(b.name));
+  },
+};
+
+/**
+ * `gap-*` rows: a mode of the peer this webhook does not have. The case then shows the gap
+ * itself: the peer's Pod uses that mode and ours has none of it.
+ */
+const gaps: Record<string, (ours: Pod, peers: Pod) => void> = {
+  'gap-eks-pod-identity': (ours, peers) => {
+    const names = (p: Pod) => (p.spec?.containers ?? []).flatMap((c) => (c.env ?? []).map((e) => e.name));
+    assert.ok(names(peers).includes('AWS_CONTAINER_CREDENTIALS_FULL_URI'), 'the peer\'s Pod does not use EKS Pod Identity');
+    assert.equal(peers.metadata?.labels?.['eks.amazonaws.com/pod-identity'], 'enabled');
+    assert.ok(!names(ours).includes('AWS_CONTAINER_CREDENTIALS_FULL_URI'));
+  },
+};
+
+function dropNulls(value: unknown): void {
+  if (typeof value !== 'object' || value === null) return;
+  for (const [k, v] of Object.entries(value)) {
+    if (v === null) delete (value as Record<string, unknown>)[k];
+    else dropNulls(v);
+  }
+}
+
+function loadFixtures(): [string, Fixture][] {
+  const out: [string, Fixture][] = [];
+  for (const peer of readdirSync(FIXTURES).sort()) {
+    for (const file of readdirSync(join(FIXTURES, peer)).sort()) {
+      if (file.endsWith('.yaml')) out.push([`${peer}/${file}`, parse(readFileSync(join(FIXTURES, peer, file), 'utf8')) as Fixture]);
+    }
+  }
+  return out;
+}
+
+/** The ids of the table's rows: the first cell, in backticks. */
+function documentedDifferences(): Set<string> {
+  const text = readFileSync(join(ROOT, 'docs/compatibility.md'), 'utf8');
+  return new Set([...text.matchAll(/^\| `([a-z0-9-]+)` \|/gm)].map((m) => m[1]));
+}
+
+function run(fixture: Fixture): Outcome {
+  const meta = fixture.serviceAccount?.metadata;
+  const sa: ServiceAccountView | undefined = meta && { namespace: meta.namespace, name: meta.name, uid: 'uid-1', annotations: meta.annotations ?? {} };
+  const pod = structuredClone(fixture.pod);
+  const namespace = pod.metadata?.namespace ?? 'default';
+  const result = mutatePod(providers(fixture.flags), { pod, namespace, serviceAccount: sa });
+  if (!result.allowed) return { pod, denied: result.denial.reason, warnings: [] };
+  return { pod: apply(pod, result.patch), warnings: result.warnings };
+}
+
+const fixtures = loadFixtures();
+const documented = documentedDifferences();
+
+describe('the peers\' own test cases give the same Pod', () => {
+  test('there are fixtures for each peer, and every difference a fixture names is a row of docs/compatibility.md', () => {
+    const peers = new Set(fixtures.map(([, f]) => f.peer));
+    assert.ok(peers.has('aws/amazon-eks-pod-identity-webhook'));
+    for (const [name, f] of fixtures) {
+      for (const d of f.differences) {
+        assert.ok(documented.has(d), `${name}: difference "${d}" is not in docs/compatibility.md`);
+        assert.ok(d in normalizers || d in gaps || d.startsWith('denied-'), `${name}: difference "${d}" has no check in this test`);
+      }
+      if (f.peerFlags) assert.ok(f.differences.length > 0, `${name}: peer settings without a flag here need a listed difference`);
+    }
+  });
+
+  test('every row of docs/compatibility.md is used by a fixture or says why none can show it', () => {
+    const used = new Set(fixtures.flatMap(([, f]) => f.differences));
+    const text = readFileSync(join(ROOT, 'docs/compatibility.md'), 'utf8');
+    for (const id of documented) {
+      const row = text.split('\n').find((l) => l.startsWith(`| \`${id}\` |`))!;
+      assert.ok(used.has(id) || row.includes('(no fixture:'), `docs/compatibility.md row ${id} is used by no fixture`);
+    }
+  });
+
+  for (const [name, fixture] of fixtures) {
+    test(`${name}: ${fixture.case}`, () => {
+      const ours = run(fixture);
+      const denial = fixture.differences.find((d) => d.startsWith('denied-'));
+      const peerDenied = fixture.expected === undefined;
+      if (denial || peerDenied) {
+        assert.ok(ours.denied, `expected a denial (${denial ?? 'the peer refuses this Pod'}), got an admitted Pod`);
+        return;
+      }
+      assert.equal(ours.denied, undefined, `we refused a Pod the peer admits: ${ours.denied}`);
+      const gap = fixture.differences.find((d) => d.startsWith('gap-'));
+      if (gap) {
+        gaps[gap](ours.pod, fixture.expected!);
+        return;
+      }
+      const peers = structuredClone(fixture.expected!);
+      for (const d of fixture.differences) normalizers[d]?.(ours.pod, peers, fixture);
+      assert.deepEqual(ours.pod, peers);
+      assert.deepEqual(ours.warnings, fixture.warnings ?? []);
+    });
+  }
+});
