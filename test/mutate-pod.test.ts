@@ -74,14 +74,43 @@ describe('AWS (IAM Roles for Service Accounts)', () => {
     assert.match(d.message, /12-digit account/);
   });
 
-  test('a token-expiration that is not a number denies with the annotation named', () => {
-    const d = denied(pod({ annotations: { 'eks.amazonaws.com/token-expiration': '1h' } }), { 'eks.amazonaws.com/role-arn': AWS_ARN });
+  test('a token-expiration the peer cannot read falls back as in the peer, with a warning; --strict refuses it', () => {
+    const p = pod({ annotations: { 'eks.amazonaws.com/token-expiration': '1h' } });
+    const result = run(p, { 'eks.amazonaws.com/role-arn': AWS_ARN, 'eks.amazonaws.com/token-expiration': '7200' });
+    assert.equal(result.allowed, true);
+    const out = apply(p, result.allowed ? result.patch : []);
+    // The Pod's unreadable value gives way to the ServiceAccount's, as the peer's parsePodAnnotations does.
+    assert.equal(out.spec!.volumes![0].projected!.sources![0].serviceAccountToken!.expirationSeconds, 7200);
+    assert.deepEqual(result.allowed && result.warnings, [
+      'Pod annotation eks.amazonaws.com/token-expiration="1h" is not a whole number of seconds (for example "3600"); using 7200, as the peer webhook does (--strict refuses it)',
+    ]);
+    const d = denied(p, { 'eks.amazonaws.com/role-arn': AWS_ARN }, { strict: 'true' });
     assert.match(d.message, /eks\.amazonaws\.com\/token-expiration="1h" is not a whole number of seconds/);
   });
 
-  test('an unknown sts-regional-endpoints value is refused, not ignored', () => {
-    const d = denied(pod(), { 'eks.amazonaws.com/role-arn': AWS_ARN, 'eks.amazonaws.com/sts-regional-endpoints': 'yes please' });
-    assert.match(d.message, /sts-regional-endpoints="yes please" must be "true" or "false"/);
+  test('an sts-regional-endpoints value the peer cannot read keeps the default, with a warning; --strict refuses it', () => {
+    const annotations = { 'eks.amazonaws.com/role-arn': AWS_ARN, 'eks.amazonaws.com/sts-regional-endpoints': 'yes' };
+    const result = run(pod(), annotations, { 'aws-sts-regional-endpoints': 'true' });
+    assert.equal(result.allowed, true);
+    assert.equal(envOf(apply(pod(), result.allowed ? result.patch : []).spec!.containers![0]).AWS_STS_REGIONAL_ENDPOINTS, 'regional');
+    assert.deepEqual(result.allowed && result.warnings, [
+      'ServiceAccount team-a/app annotation eks.amazonaws.com/sts-regional-endpoints="yes" must be "true" or "false"; using true, as the peer webhook does (--strict refuses it)',
+    ]);
+    const d = denied(pod(), annotations, { strict: 'true' });
+    assert.match(d.message, /sts-regional-endpoints="yes" must be "true" or "false"/);
+  });
+
+  test('a container that sets either web-identity variable gets neither: the pair travels together', () => {
+    const p = pod({ spec: { containers: [{ name: 'app', env: [{ name: 'AWS_WEB_IDENTITY_TOKEN_FILE', value: '/mine/token' }] }] } });
+    const env = envOf(mutated(p, { 'eks.amazonaws.com/role-arn': AWS_ARN }).spec!.containers![0]);
+    assert.equal(env.AWS_ROLE_ARN, undefined);
+    assert.equal(env.AWS_WEB_IDENTITY_TOKEN_FILE, '/mine/token');
+  });
+
+  test('a Pod selecting Windows nodes by the beta label gets Windows paths', () => {
+    const p = pod({ spec: { containers: [{ name: 'app' }], nodeSelector: { 'beta.kubernetes.io/os': 'windows' } } });
+    const env = envOf(mutated(p, { 'eks.amazonaws.com/role-arn': AWS_ARN }).spec!.containers![0]);
+    assert.equal(env.AWS_WEB_IDENTITY_TOKEN_FILE, 'C:\\var\\run\\secrets\\eks.amazonaws.com\\serviceaccount\\token');
   });
 
   test('the skip label opts the Pod out and skip-containers leaves named containers alone', () => {
@@ -135,6 +164,19 @@ describe('Azure (Microsoft Entra Workload ID)', () => {
       { name: 'azure-identity-token', projected: { sources: [{ serviceAccountToken: { audience: 'api://AzureADTokenExchange', expirationSeconds: 3600, path: 'azure-identity-token' } }] } },
     ]);
     assert.deepEqual(out.spec!.containers![0].volumeMounts, [{ name: 'azure-identity-token', mountPath: '/var/run/secrets/azure/tokens', readOnly: true }]);
+  });
+
+  test('an empty service-account-token-expiration is ignored as in the peer, with a warning; --strict refuses it', () => {
+    const p = optedIn({ annotations: { 'azure.workload.identity/service-account-token-expiration': '' } });
+    const result = run(p, { ...annotations, 'azure.workload.identity/service-account-token-expiration': '7200' });
+    assert.equal(result.allowed, true);
+    const out = apply(p, result.allowed ? result.patch : []);
+    assert.equal(out.spec!.volumes![0].projected!.sources![0].serviceAccountToken!.expirationSeconds, 7200);
+    assert.deepEqual(result.allowed && result.warnings, [
+      'Pod annotation azure.workload.identity/service-account-token-expiration="" is empty; expected whole seconds from 3600 to 86400, or no annotation; ignoring it, as the peer webhook does (--strict refuses it)',
+    ]);
+    const d = denied(p, annotations, { strict: 'true' });
+    assert.equal(d.reason, 'InvalidTokenExpiration');
   });
 
   test('the tenant defaults to --azure-tenant-id and the authority host follows --azure-cloud', () => {
@@ -308,6 +350,14 @@ describe('several providers on one ServiceAccount', () => {
   test('a ServiceAccount with no identity leaves the Pod untouched', () => {
     const r = run(pod(), { 'example.com/unrelated': 'x' });
     assert.deepEqual(r.allowed && r.patch, []);
+  });
+});
+
+describe('Pods the webhook leaves alone', () => {
+  test('a mirror Pod (kubernetes.io/config.mirror) is admitted unchanged even when its ServiceAccount carries identities', () => {
+    const p = pod({ annotations: { 'kubernetes.io/config.mirror': '3b1e3f0a' } });
+    const result = run(p, { 'eks.amazonaws.com/role-arn': AWS_ARN, 'cloud.google.com/workload-identity-provider': GCP_PROVIDER });
+    assert.deepEqual(result.allowed && result.patch, []);
   });
 });
 

@@ -10,6 +10,8 @@ export const SKIP_POD_LABEL = 'workload-identity-webhook.io/skip';
 
 export { INJECTED_ANNOTATION };
 
+export const MIRROR_POD_ANNOTATION = 'kubernetes.io/config.mirror';
+
 /** Signs records when the caller brings no key: right for one process (tests, one replica). */
 const PROCESS_KEYS = RecordKeys.random();
 
@@ -52,6 +54,9 @@ export function resolvePodInjections(
   const injections: Injection[] = [];
   const denials: Denial[] = [];
   if (pod.metadata?.labels?.[SKIP_POD_LABEL] !== undefined) return { injections, denials };
+  // A static Pod's mirror: the API server refuses mirror Pods that reference a ServiceAccount
+  // token or any other API object, and the kubelet runs the manifest, not this object, anyway.
+  if (pod.metadata?.annotations?.[MIRROR_POD_ANNOTATION] !== undefined) return { injections, denials };
   const ctx = { pod, namespace, serviceAccount, windows: isWindowsPod(pod) };
   for (const provider of providers) {
     const result = provider.resolvePod(ctx);

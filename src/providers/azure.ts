@@ -1,6 +1,6 @@
 import { denial, type Denial } from '../errors.ts';
 import type { EnvVar } from '../kube/types.ts';
-import { parseSeconds, splitNames, tokenVolume, windowsPath } from './common.ts';
+import { parseSeconds, splitNames, tokenVolume, tolerated, windowsPath } from './common.ts';
 import type { Injection, PodContext, PodProvider } from './types.ts';
 
 /**
@@ -35,6 +35,8 @@ export interface AzureOptions {
   cloud: AzureCloud;
   audience: string;
   defaultTokenExpiration: number;
+  /** Refuse the values the peer read its own way (see tolerated) instead of warning. */
+  strict?: boolean;
 }
 
 export const azureDefaults: AzureOptions = {
@@ -77,8 +79,18 @@ export function createAzureProvider(options: AzureOptions): PodProvider {
       if (!tenantId) warnings.push(`no tenant: annotate the ServiceAccount with ${KEYS.tenantId} or start the webhook with --azure-tenant-id; AZURE_TENANT_ID is not injected`);
 
       let expiration = options.defaultTokenExpiration;
-      const podExpiration = pod.metadata?.annotations?.[KEYS.expiration];
-      const rawExpiration = podExpiration ?? sa[KEYS.expiration];
+      // The peer reads an empty annotation as no annotation (webhook.go getServiceAccountTokenExpiration).
+      const blank = (raw: string | undefined, where: string) => {
+        if (raw === undefined || raw.trim() !== '') return false;
+        const problem = denial('InvalidTokenExpiration', `${where} annotation ${KEYS.expiration}="${raw}" is empty; expected whole seconds from ${AZURE_MIN_EXPIRATION} to ${AZURE_MAX_EXPIRATION}, or no annotation`);
+        return tolerated(options.strict ?? false, warnings, problem, true, 'ignoring it');
+      };
+      const podBlank = blank(pod.metadata?.annotations?.[KEYS.expiration], 'Pod');
+      if (typeof podBlank !== 'boolean') return podBlank;
+      const saBlank = blank(sa[KEYS.expiration], saName);
+      if (typeof saBlank !== 'boolean') return saBlank;
+      const podExpiration = podBlank ? undefined : pod.metadata?.annotations?.[KEYS.expiration];
+      const rawExpiration = podExpiration ?? (saBlank ? undefined : sa[KEYS.expiration]);
       if (rawExpiration !== undefined) {
         const where = podExpiration !== undefined ? 'Pod' : saName;
         const parsed = parseSeconds(rawExpiration, KEYS.expiration, where);

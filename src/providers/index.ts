@@ -12,12 +12,14 @@ export function createProviders(config: Config): PodProvider[] {
       defaultTokenExpiration: config.awsTokenExpiration,
       region: config.awsDefaultRegion,
       regionalStsEndpoints: config.awsStsRegionalEndpoints,
+      strict: config.strict,
     }),
     createAzureProvider({
       tenantId: config.azureTenantId,
       cloud: config.azureCloud,
       audience: config.azureAudience,
       defaultTokenExpiration: config.azureTokenExpiration,
+      strict: config.strict,
     }),
     createGcpProvider({
       defaultTokenExpiration: config.gcpTokenExpiration,
