@@ -353,7 +353,7 @@ describe('values cover the webhook', () => {
   test('each config value reaches the container as its WIW_ variable, and the webhook reads it back', async () => {
     const values = {
       config: {
-        port: 9443, metricsPort: 9191, drainSeconds: 7, logLevel: 'debug', cacheMissTimeoutMs: 3000, cacheMissRate: 20,
+        port: 9443, metricsPort: 9191, drainSeconds: 7, logLevel: 'debug', cacheMissTimeoutMs: 3000, cacheMissRate: 20, strict: true,
         awsAnnotationPrefix: 'iam.example.com', awsDefaultRegion: 'eu-west-1', awsAudience: 'aud', awsTokenExpiration: 7200,
         awsStsRegionalEndpoints: true, azureTenantId: 'contoso.onmicrosoft.com', azureCloud: 'AzureChinaCloud', azureAudience: 'api://x',
         azureTokenExpiration: 7200, gcpDefaultRegion: 'europe-west1', gcpAudience: 'gcp-aud', gcpTokenExpiration: 7200,

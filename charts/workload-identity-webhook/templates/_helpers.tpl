@@ -113,6 +113,7 @@ drainSeconds: drain-seconds
 logLevel: log-level
 cacheMissTimeoutMs: cache-miss-timeout-ms
 cacheMissRate: cache-miss-reads-per-second
+strict: strict
 awsAnnotationPrefix: aws-annotation-prefix
 awsDefaultRegion: aws-default-region
 awsAudience: aws-audience
