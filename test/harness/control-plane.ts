@@ -27,8 +27,10 @@ export interface ControlPlane {
   caPem: string;
   clientCertPem: string;
   clientKeyPem: string;
-  /** ServiceAccount token issuer (--service-account-issuer); equals `server`. */
+  /** ServiceAccount token issuer (--service-account-issuer); equals `server` unless options.issuer says otherwise. */
   issuer: string;
+  /** The public key files of --service-account-key-file, in order. */
+  serviceAccountKeyFiles: string[];
   /** Temp folder holding certificates, etcd data, kubeconfig and the logs (etcd.log, kube-apiserver.log). */
   dir: string;
   pids: { etcd: number; kubeApiserver: number };
@@ -43,6 +45,15 @@ const READY_TIMEOUT_MS = 60_000;
 
 export interface ControlPlaneOptions {
   name?: string;
+  /** --service-account-issuer from the API server's URL; default: the URL itself. */
+  issuer?: (server: string) => string;
+  /** --service-account-jwks-uri, for an issuer hosted elsewhere. */
+  jwksUri?: string;
+  /**
+   * A rotation: a second key pair signs new tokens. `published`: --service-account-key-file lists
+   * its public key too (after the original's); otherwise only the original is listed.
+   */
+  rotatedSigningKey?: { published: boolean };
   /** More kube-apiserver flags, e.g. --admission-control-config-file. */
   extraArgs?: string[];
 }
@@ -52,14 +63,14 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
   // in between; start over on that (rare) collision.
   for (let attempt = 1; ; attempt++) {
     try {
-      return await startOnce(options.name ?? 'control-plane', options.extraArgs ?? []);
+      return await startOnce(options.name ?? 'control-plane', options);
     } catch (err) {
       if (attempt >= 3 || !/address already in use/i.test(String(err))) throw err;
     }
   }
 }
 
-async function startOnce(name: string, extraArgs: string[]): Promise<ControlPlane> {
+async function startOnce(name: string, options: ControlPlaneOptions): Promise<ControlPlane> {
   const bins = await resolveBinaries();
   const dir = await mkdtemp(join(tmpdir(), `wiw-${name.replace(/[^\w.-]/g, '_')}-`));
   guardDir(dir);
@@ -73,7 +84,7 @@ async function startOnce(name: string, extraArgs: string[]): Promise<ControlPlan
   try {
     const [etcdPort, peerPort, apiPort] = await freePorts(3);
     const server = `https://127.0.0.1:${apiPort}`;
-    const issuer = server;
+    const issuer = options.issuer ? options.issuer(server) : server;
 
     const ca = await createCa(`${name}-ca`);
     const serving = await createServingCert(ca, 'kube-apiserver', {
@@ -81,11 +92,13 @@ async function startOnce(name: string, extraArgs: string[]): Promise<ControlPlan
       ips: ['127.0.0.1', '10.0.0.1'],
     });
     const admin = await createClientCert(ca, 'admin', ['system:masters']);
-    const sa = generateKeyPairSync('rsa', {
+    const rsa = () => generateKeyPairSync('rsa', {
       modulusLength: 2048,
       publicKeyEncoding: { type: 'spki', format: 'pem' },
       privateKeyEncoding: { type: 'pkcs8', format: 'pem' },
     });
+    const sa = rsa();
+    const next = options.rotatedSigningKey ? rsa() : undefined;
     const file = (n: string): string => join(dir, n);
     await Promise.all([
       writeFile(file('ca.crt'), ca.cert),
@@ -93,10 +106,12 @@ async function startOnce(name: string, extraArgs: string[]): Promise<ControlPlan
       writeFile(file('apiserver.key'), serving.key, { mode: 0o600 }),
       writeFile(file('sa.pub'), sa.publicKey),
       writeFile(file('sa.key'), sa.privateKey, { mode: 0o600 }),
+      ...(next ? [writeFile(file('sa-next.pub'), next.publicKey), writeFile(file('sa-next.key'), next.privateKey, { mode: 0o600 })] : []),
       mkdir(file('etcd-data'), { mode: 0o700 }),
       mkdir(file('cert-dir')),
     ]);
 
+    const serviceAccountKeyFiles = [file('sa.pub'), ...(next && options.rotatedSigningKey?.published ? [file('sa-next.pub')] : [])];
     const etcdUrl = `http://127.0.0.1:${etcdPort}`;
     const peerUrl = `http://127.0.0.1:${peerPort}`;
     const etcd = startProcess(
@@ -133,8 +148,9 @@ async function startOnce(name: string, extraArgs: string[]): Promise<ControlPlan
         '--allow-privileged=true',
         '--authorization-mode=RBAC',
         `--service-account-issuer=${issuer}`,
-        `--service-account-key-file=${file('sa.pub')}`,
-        `--service-account-signing-key-file=${file('sa.key')}`,
+        ...serviceAccountKeyFiles.map((f) => `--service-account-key-file=${f}`),
+        `--service-account-signing-key-file=${file(next ? 'sa-next.key' : 'sa.key')}`,
+        ...(options.jwksUri ? [`--service-account-jwks-uri=${options.jwksUri}`] : []),
         // Lets TokenRequest honour expirationSeconds up to a day instead of capping it.
         '--service-account-max-token-expiration=48h',
         // No controller-manager creates the `default` ServiceAccount this plugin would require.
@@ -142,7 +158,7 @@ async function startOnce(name: string, extraArgs: string[]): Promise<ControlPlan
         // The endpoint reconciler refuses a loopback address for the `kubernetes` Service and
         // logs an error every 10 s; nothing here needs that Service's endpoints.
         '--endpoint-reconciler-type=none',
-        ...extraArgs,
+        ...(options.extraArgs ?? []),
       ],
       file('kube-apiserver.log'),
     );
@@ -163,6 +179,7 @@ async function startOnce(name: string, extraArgs: string[]): Promise<ControlPlan
       ...tls, // server, caPem, clientCertPem, clientKeyPem
       kubeconfigPath,
       issuer,
+      serviceAccountKeyFiles,
       dir,
       pids: { etcd: etcd.pid, kubeApiserver: kubeApiserver.pid },
       kubeConfig() {
