@@ -2,6 +2,7 @@ import { ConfigError } from './errors.ts';
 import { DEFAULT_LIMITS } from './limits.ts';
 import { DEFAULT_TLS12_SUITES, parseCipherSuites, parseTlsVersion, type TlsVersion } from './tls/policy.ts';
 import { AZURE_AUDIENCE, AZURE_CLOUDS, type AzureCloud } from './providers/azure.ts';
+import { PFNET } from './providers/gcp.ts';
 import { DEFAULT_SECRET_TOKEN_PATH, isTokenPath } from './mutate/secret-labels.ts';
 
 /**
@@ -92,6 +93,17 @@ function tokenPath(raw: string, flag: string): string {
   return raw;
 }
 
+function nonEmpty(raw: string, flag: string): string {
+  if (raw.trim() === '') throw new ConfigError(`--${flag} must not be empty`);
+  return raw.trim();
+}
+
+/** An octal file mode such as 0440 (a leading 0 optional), as pfnet's flag takes it. */
+function fileMode(raw: string, flag: string): number {
+  if (!/^0?[0-7]{3}$/.test(raw.trim())) throw new ConfigError(`--${flag}="${raw}" is not an octal file mode (for example 0440)`);
+  return parseInt(raw.trim(), 8);
+}
+
 function hostList(raw: string): string[] {
   return raw.split(',').map((s) => s.trim()).filter(Boolean);
 }
@@ -145,6 +157,8 @@ export const settings = {
   gcpDefaultRegion: { flag: 'gcp-default-region', description: 'CLOUDSDK_COMPUTE_REGION for containers that do not set it', parse: optionalString, default: undefined },
   gcpAudience: { flag: 'gcp-audience', description: 'Token audience when the ServiceAccount names none (default: //iam.googleapis.com/<provider>)', parse: optionalString, default: undefined },
   gcpTokenExpiration: { flag: 'gcp-token-expiration', description: 'Token expiry in seconds when no annotation sets one', parse: integer(3600, 2 ** 32), default: 86400 },
+  gcpGcloudImage: { flag: 'gcp-gcloud-image', description: "Image of the gcloud setup init container of ServiceAccounts in the pfnet dialect (cloud.google.com/*) in gcloud mode (pfnet's -gcloud-image)", parse: nonEmpty, default: PFNET.gcloudImage },
+  gcpFileMode: { flag: 'gcp-file-mode', description: "File mode of the token and credential volumes of ServiceAccounts in the pfnet dialect, octal (pfnet's -token-default-mode)", parse: fileMode, default: PFNET.fileMode },
   gcpAllowedTokenUrls: { flag: 'gcp-allowed-token-urls', description: 'token_url values a labelled Secret\'s GCP credentialsConfig may use (comma-separated https URLs)', parse: httpsUrlList, default: ['https://sts.googleapis.com/v1/token'] },
   // Labelled Secrets (GEP-26)
   secretTokenPath: { flag: 'secret-token-path', description: 'Where Pods mount a labelled Secret\'s token key, written into its derived files (per Secret: annotation workload-identity-webhook.io/token-path)', parse: tokenPath, default: DEFAULT_SECRET_TOKEN_PATH },

@@ -232,8 +232,8 @@ describe('GCP (Workload Identity Federation)', () => {
 
   test('impersonation: the external_account file gcloud writes, projected next to the token', () => {
     const out = mutated(pod(), {
-      'cloud.google.com/workload-identity-provider': GCP_PROVIDER,
-      'cloud.google.com/service-account-email': 'reader@my-project.iam.gserviceaccount.com',
+      'gcp.auth.fluxcd.io/workload-identity-provider': GCP_PROVIDER,
+      'iam.gke.io/gcp-service-account': 'reader@my-project.iam.gserviceaccount.com',
     });
     assert.deepEqual(Object.keys(credentials(out)), [
       'universe_domain', 'type', 'audience', 'subject_token_type', 'token_url', 'service_account_impersonation_url', 'credential_source',
@@ -305,10 +305,85 @@ describe('GCP (Workload Identity Federation)', () => {
     assert.match(d.message, /sets both cloud\.google\.com\/workload-identity-provider=.* and gcp\.auth\.fluxcd\.io\/workload-identity-provider=/);
   });
 
-  test('injection-mode gcloud points gcloud at the same file instead of running an init container', () => {
-    const out = mutated(pod(), { 'cloud.google.com/workload-identity-provider': GCP_PROVIDER, 'cloud.google.com/injection-mode': 'gcloud' });
+  test('the Flux dialect with injection-mode gcloud points gcloud at the same file instead of running an init container', () => {
+    const out = mutated(pod(), { 'gcp.auth.fluxcd.io/workload-identity-provider': GCP_PROVIDER, 'cloud.google.com/injection-mode': 'gcloud' });
     assert.equal(out.spec!.initContainers, undefined);
     assert.equal(envOf(out.spec!.containers![0]).CLOUDSDK_AUTH_CREDENTIAL_FILE_OVERRIDE, '/var/run/secrets/sts.googleapis.com/serviceaccount/federation.json');
+  });
+
+  const PFNET_SA = {
+    'cloud.google.com/workload-identity-provider': GCP_PROVIDER,
+    'cloud.google.com/service-account-email': 'reader@my-project.iam.gserviceaccount.com',
+  };
+
+  test("the pfnet dialect gets pfnet's defaults: audience sts.googleapis.com, gcloud mode with its setup init container, files mode 0440", () => {
+    const p = pod({ spec: { initContainers: [{ name: 'migrate', image: 'busybox' }], containers: [{ name: 'app', image: 'busybox' }] } });
+    const out = mutated(p, PFNET_SA);
+    assert.deepEqual(out.spec!.volumes, [
+      { name: 'gcp-iam-token', projected: { sources: [{ serviceAccountToken: { audience: 'sts.googleapis.com', expirationSeconds: 86400, path: 'token' } }], defaultMode: 0o440 } },
+      { name: 'gcloud-config', emptyDir: {} },
+    ]);
+    const [setup, migrate] = out.spec!.initContainers!;
+    assert.equal(migrate.name, 'migrate', 'the setup container runs first');
+    assert.equal(setup.name, 'gcloud-setup');
+    assert.equal(setup.image, 'gcr.io/google.com/cloudsdktool/google-cloud-cli:stable');
+    assert.deepEqual(setup.command, ['sh', '-c', 'gcloud iam workload-identity-pools create-cred-config \\\n  $(GCP_WORKLOAD_IDENTITY_PROVIDER) \\\n  --service-account=$(GCP_SERVICE_ACCOUNT) \\\n  --output-file=$(CLOUDSDK_CONFIG)/federation.json \\\n  --credential-source-file=/var/run/secrets/sts.googleapis.com/serviceaccount/token\ngcloud auth login --cred-file=$(CLOUDSDK_CONFIG)/federation.json\n']);
+    assert.deepEqual(envOf(setup), {
+      GCP_WORKLOAD_IDENTITY_PROVIDER: GCP_PROVIDER,
+      GCP_SERVICE_ACCOUNT: 'reader@my-project.iam.gserviceaccount.com',
+      CLOUDSDK_CONFIG: '/var/run/secrets/gcloud/config',
+      CLOUDSDK_CORE_PROJECT: 'my-project',
+    });
+    assert.deepEqual(setup.securityContext, { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } });
+    for (const c of [migrate, out.spec!.containers![0]]) {
+      assert.deepEqual(c.volumeMounts, [
+        { name: 'gcp-iam-token', mountPath: '/var/run/secrets/sts.googleapis.com/serviceaccount', readOnly: true },
+        { name: 'gcloud-config', mountPath: '/var/run/secrets/gcloud/config' },
+      ]);
+      assert.deepEqual(c.env, [
+        { name: 'GOOGLE_APPLICATION_CREDENTIALS', value: '/var/run/secrets/gcloud/config/federation.json' },
+        { name: 'CLOUDSDK_CONFIG', value: '/var/run/secrets/gcloud/config' },
+        { name: 'CLOUDSDK_COMPUTE_REGION', value: 'asia-northeast1' },
+        { name: 'CLOUDSDK_CORE_PROJECT', value: 'my-project' },
+        { name: 'GOOGLE_CLOUD_PROJECT', value: 'my-project' },
+      ]);
+    }
+    assert.equal(out.metadata!.annotations!['cloud.google.com/audience'], 'sts.googleapis.com');
+    assert.equal(out.metadata!.annotations!['cloud.google.com/token-expiration'], '86400');
+    assert.equal(out.metadata!.annotations!['cloud.google.com/external-credentials-json'], undefined);
+  });
+
+  test('pfnet dialect: --gcp-gcloud-image, --gcp-file-mode and gcloud-run-as-user shape the setup container and volumes', () => {
+    const out = mutated(pod(), { ...PFNET_SA, 'cloud.google.com/gcloud-run-as-user': '1000' }, { 'gcp-gcloud-image': 'registry.example/cloud-sdk:512', 'gcp-file-mode': '0400' });
+    const setup = out.spec!.initContainers![0];
+    assert.equal(setup.image, 'registry.example/cloud-sdk:512');
+    assert.deepEqual(setup.securityContext, { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] }, runAsUser: 1000 });
+    assert.equal(out.spec!.volumes![0].projected!.defaultMode, 0o400);
+  });
+
+  test("pfnet dialect: injection-mode direct (any case) puts the file at pfnet's path in its own volume", () => {
+    const out = mutated(pod(), { ...PFNET_SA, 'cloud.google.com/injection-mode': 'Direct' });
+    assert.equal(out.spec!.initContainers, undefined);
+    assert.deepEqual(out.spec!.volumes![1], {
+      name: 'external-credential-config',
+      downwardAPI: {
+        items: [{ path: 'federation.json', fieldRef: { apiVersion: 'v1', fieldPath: "metadata.annotations['cloud.google.com/external-credentials-json']" } }],
+        defaultMode: 0o440,
+      },
+    });
+    assert.equal(envOf(out.spec!.containers![0]).GOOGLE_APPLICATION_CREDENTIALS, '/var/run/secrets/workload-identity/federation.json');
+    assert.equal(credentials(out).credential_source.file, '/var/run/secrets/sts.googleapis.com/serviceaccount/token');
+  });
+
+  test('pfnet dialect: gcloud mode without a Google service account is refused with what is missing', () => {
+    const d = denied(pod(), { 'cloud.google.com/workload-identity-provider': GCP_PROVIDER, 'cloud.google.com/injection-mode': 'GCLOUD' });
+    assert.match(d.message, /injection-mode="gcloud" needs cloud\.google\.com\/service-account-email/);
+  });
+
+  test('an init container of the setup name that is not ours is a conflict, not taken over', () => {
+    const d = denied(pod({ spec: { initContainers: [{ name: 'gcloud-setup', image: 'busybox' }], containers: [{ name: 'app' }] } }), PFNET_SA);
+    assert.equal(d.reason, 'Conflict');
+    assert.match(d.message, /init container named "gcloud-setup"/);
   });
 
   test('Windows Pods get Windows paths inside the credential file too', () => {
@@ -328,13 +403,14 @@ describe('several providers on one ServiceAccount', () => {
   test('each gets its own token, audience, volume and path, with no collision', () => {
     const out = mutated(pod({ labels: { 'azure.workload.identity/use': 'true' } }), all);
     const volumes = out.spec!.volumes!;
-    assert.deepEqual(volumes.map((v) => v.name), ['aws-iam-token', 'azure-identity-token', 'gcp-iam-token']);
+    // The pfnet dialect without a Google service account: pfnet's direct mode, its own file volume.
+    assert.deepEqual(volumes.map((v) => v.name), ['aws-iam-token', 'azure-identity-token', 'gcp-iam-token', 'external-credential-config']);
     assert.deepEqual(
-      volumes.map((v) => v.projected!.sources![0].serviceAccountToken!.audience),
-      ['sts.amazonaws.com', 'api://AzureADTokenExchange', `//iam.googleapis.com/${GCP_PROVIDER}`],
+      volumes.slice(0, 3).map((v) => v.projected!.sources![0].serviceAccountToken!.audience),
+      ['sts.amazonaws.com', 'api://AzureADTokenExchange', 'sts.googleapis.com'],
     );
     const paths = out.spec!.containers![0].volumeMounts!.map((m) => m.mountPath);
-    assert.equal(new Set(paths).size, 3);
+    assert.equal(new Set(paths).size, 4);
   });
 
   test('every invalid provider is reported in one denial', () => {
@@ -497,8 +573,8 @@ describe('patch discipline', () => {
     const p = pod({ annotations: { 'a~b/c': 'x' } });
     const r = run(p, annotations);
     assert.ok(r.allowed);
-    const op = r.patch.find((o) => o.path.startsWith('/metadata/annotations/'));
-    assert.equal(op?.path, '/metadata/annotations/cloud.google.com~1external-credentials-json');
+    const op = r.patch.find((o) => o.path.startsWith('/metadata/annotations/cloud.google.com'));
+    assert.equal(op?.path, '/metadata/annotations/cloud.google.com~1workload-identity-provider');
     assert.equal(apply(p, r.patch).metadata!.annotations!['a~b/c'], 'x');
   });
 

@@ -1,5 +1,6 @@
 import { denial, type Denial } from '../errors.ts';
-import type { Container, Pod, ServiceAccountView, Volume } from '../kube/types.ts';
+import { isDeepStrictEqual } from 'node:util';
+import type { Container, Pod, ServiceAccountView, Volume, VolumeMount } from '../kube/types.ts';
 import type { Injection, PodProvider, ProviderName } from '../providers/types.ts';
 import { digest, EntrySet, INJECTED_ANNOTATION, readRecord, RecordKeys, writeRecord, type InjectionRecord } from './injection-record.ts';
 import { escapePointerToken } from './json-pointer.ts';
@@ -120,7 +121,7 @@ export function planPodPatch(original: Pod, injections: Injection[], ctx: PlanCo
   // Volumes: one per provider. A user volume of the same name is ours only if it projects the
   // same token; anything else is the user's and is never taken over.
   const newVolumes: Volume[] = [];
-  for (const { volume } of injections) {
+  for (const volume of injections.flatMap(volumesOf)) {
     const existing = spec.volumes?.find((v) => v.name === volume.name);
     if (!existing) newVolumes.push(volume);
     else if (!sameProjection(existing, volume)) {
@@ -141,6 +142,16 @@ export function planPodPatch(original: Pod, injections: Injection[], ctx: PlanCo
   const containerOps: PatchOperation[] = [];
   planContainers(containerOps, conflicts, '/spec/initContainers', 'init/', spec.initContainers, injections, next);
   planContainers(containerOps, conflicts, '/spec/containers', '', spec.containers, injections, next);
+  // Setup init containers go first, after the operations that address init containers by index.
+  const setups: Container[] = [];
+  for (const { initContainer } of injections) {
+    if (!initContainer) continue;
+    const existing = spec.initContainers?.find((c) => c.name === initContainer.name);
+    if (!existing) setups.push(initContainer);
+    else if (!isDeepStrictEqual(existing, initContainer)) {
+      conflicts.push(`the Pod already has an init container named "${initContainer.name}" that is not the one the webhook injects; rename it`);
+    }
+  }
 
   if (conflicts.length > 0) {
     return { allowed: false, denial: denial('Conflict', conflicts.join('; '), 409) };
@@ -162,6 +173,10 @@ export function planPodPatch(original: Pod, injections: Injection[], ctx: PlanCo
   else setMembers(ops, '/metadata/annotations', pod.metadata.annotations, annotations);
   appendAll(ops, '/spec/volumes', spec.volumes, newVolumes);
   for (const op of containerOps) ops.push(op);
+  if (setups.length > 0) {
+    if (spec.initContainers === undefined) ops.push({ op: 'add', path: '/spec/initContainers', value: setups });
+    else for (const c of setups.reverse()) ops.push({ op: 'add', path: '/spec/initContainers/0', value: c });
+  }
   return { allowed: true, patch: ops, injections, warnings };
 }
 
@@ -218,20 +233,25 @@ function planContainers(
   record: NextRecord,
 ): void {
   if (!containers) return;
+  // Setup containers the webhook injects are its own: no provider mutates them, so a second
+  // admission changes nothing.
+  const setups = new Set(injections.flatMap((i) => (i.initContainer ? [i.initContainer.name] : [])));
   for (let i = 0; i < containers.length; i++) {
     const container = containers[i];
+    if (setups.has(container.name)) continue;
     const mounts = [];
     const env = [];
     let userEnv: Map<string, string | undefined> | undefined;
     for (const injection of injections) {
       if (injection.skipContainers.has(container.name)) continue;
       if (injection.satisfied?.(new Set((container.env ?? []).map((e) => e.name)))) continue;
-      const volumeName = injection.volume.name;
-      const atPath = container.volumeMounts?.find((m) => m.mountPath === injection.mountPath);
-      if (atPath === undefined) {
-        mounts.push({ name: volumeName, mountPath: injection.mountPath, readOnly: true });
-      } else if (atPath.name !== volumeName) {
-        conflicts.push(`container "${container.name}" already mounts volume "${atPath.name}" at ${injection.mountPath}, where the webhook mounts "${volumeName}"; move that mount or list the container in the provider's skip-containers annotation`);
+      for (const wanted of mountsOf(injection)) {
+        const atPath = container.volumeMounts?.find((m) => m.mountPath === wanted.mountPath);
+        if (atPath === undefined) {
+          mounts.push(wanted);
+        } else if (atPath.name !== wanted.name) {
+          conflicts.push(`container "${container.name}" already mounts volume "${atPath.name}" at ${wanted.mountPath}, where the webhook mounts "${wanted.name}"; move that mount or list the container in the provider's skip-containers annotation`);
+        }
       }
       userEnv ??= new Map((container.env ?? []).map((e) => [e.name, e.value]));
       for (const group of injection.envGroups) {
@@ -256,6 +276,14 @@ function planContainers(
   }
 }
 
+function volumesOf(injection: Injection): Volume[] {
+  return [injection.volume, ...(injection.extraVolumes ?? []).map((e) => e.volume)];
+}
+
+function mountsOf(injection: Injection): VolumeMount[] {
+  return [{ name: injection.volume.name, mountPath: injection.mountPath, readOnly: true }, ...(injection.extraVolumes ?? []).map((e) => e.mount)];
+}
+
 /** Same token (audience, expiry, path) and same files; API-server defaults are ignored. */
 function sameProjection(a: Volume, b: Volume): boolean {
   return projectionKey(a) === projectionKey(b);
@@ -263,7 +291,12 @@ function sameProjection(a: Volume, b: Volume): boolean {
 
 function projectionKey(volume: Volume): string | undefined {
   const sources = volume.projected?.sources;
-  if (!sources) return undefined;
+  if (!sources) {
+    // Other kinds (pfnet's emptyDir and downward-API volumes): the source itself, modes aside.
+    const { name: _name, ...source } = volume;
+    if (Object.keys(source).length === 0) return undefined;
+    return JSON.stringify(source, (k, v) => (k === 'defaultMode' ? undefined : v));
+  }
   const parts: string[] = [];
   for (const s of sources) {
     if (s.serviceAccountToken) {

@@ -25,6 +25,8 @@ export function createProviders(config: Config): PodProvider[] {
       defaultTokenExpiration: config.gcpTokenExpiration,
       region: config.gcpDefaultRegion,
       audience: config.gcpAudience,
+      gcloudImage: config.gcpGcloudImage,
+      fileMode: config.gcpFileMode,
     }),
   ];
 }

@@ -126,6 +126,8 @@ azureTokenExpiration: azure-token-expiration
 gcpDefaultRegion: gcp-default-region
 gcpAudience: gcp-audience
 gcpTokenExpiration: gcp-token-expiration
+gcpGcloudImage: gcp-gcloud-image
+gcpFileMode: gcp-file-mode
 gcpAllowedTokenUrls: gcp-allowed-token-urls
 secretTokenPath: secret-token-path
 watchPolicies: watch-policies
