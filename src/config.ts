@@ -104,6 +104,18 @@ function fileMode(raw: string, flag: string): number {
   return parseInt(raw.trim(), 8);
 }
 
+function resources(raw: string, flag: string): Record<string, unknown> | undefined {
+  if (raw.trim() === '') return undefined;
+  let value: unknown;
+  try {
+    value = JSON.parse(raw);
+  } catch {}
+  const ok = typeof value === 'object' && value !== null && !Array.isArray(value)
+    && Object.entries(value).every(([k, v]) => ['requests', 'limits'].includes(k) && typeof v === 'object' && v !== null && Object.values(v).every((q) => typeof q === 'string'));
+  if (!ok) throw new ConfigError(`--${flag} must be JSON such as {"requests":{"cpu":"100m"},"limits":{"memory":"256Mi"}}`);
+  return value as Record<string, unknown>;
+}
+
 function hostList(raw: string): string[] {
   return raw.split(',').map((s) => s.trim()).filter(Boolean);
 }
@@ -159,6 +171,7 @@ export const settings = {
   gcpTokenExpiration: { flag: 'gcp-token-expiration', description: 'Token expiry in seconds when no annotation sets one', parse: integer(3600, 2 ** 32), default: 86400 },
   gcpGcloudImage: { flag: 'gcp-gcloud-image', description: "Image of the gcloud setup init container of ServiceAccounts in the pfnet dialect (cloud.google.com/*) in gcloud mode (pfnet's -gcloud-image)", parse: nonEmpty, default: PFNET.gcloudImage },
   gcpFileMode: { flag: 'gcp-file-mode', description: "File mode of the token and credential volumes of ServiceAccounts in the pfnet dialect, octal (pfnet's -token-default-mode)", parse: fileMode, default: PFNET.fileMode },
+  gcpSetupContainerResources: { flag: 'gcp-setup-container-resources', description: "Resources of the gcloud setup init container, as JSON (pfnet's -setup-container-resources), for example {\"requests\":{\"cpu\":\"100m\"}}", parse: resources, default: undefined as Record<string, unknown> | undefined },
   gcpAllowedTokenUrls: { flag: 'gcp-allowed-token-urls', description: 'token_url values a labelled Secret\'s GCP credentialsConfig may use (comma-separated https URLs)', parse: httpsUrlList, default: ['https://sts.googleapis.com/v1/token'] },
   // Labelled Secrets (GEP-26)
   secretTokenPath: { flag: 'secret-token-path', description: 'Where Pods mount a labelled Secret\'s token key, written into its derived files (per Secret: annotation workload-identity-webhook.io/token-path)', parse: tokenPath, default: DEFAULT_SECRET_TOKEN_PATH },

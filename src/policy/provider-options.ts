@@ -40,6 +40,8 @@ export function providerOptionsFromConfig(config: Config): ProviderOptions {
       audience: config.gcpAudience,
       gcloudImage: config.gcpGcloudImage,
       fileMode: config.gcpFileMode,
+      setupResources: config.gcpSetupContainerResources,
+      strict: config.strict,
     },
   };
 }

@@ -1,6 +1,6 @@
 import { denial, type Denial } from '../errors.ts';
 import type { Container, EnvVar, VolumeMount } from '../kube/types.ts';
-import { MAX_TOKEN_EXPIRATION, parseSeconds, splitNames, tokenVolume, windowsPath } from './common.ts';
+import { MAX_TOKEN_EXPIRATION, parseSeconds, splitNames, tokenVolume, tolerated, windowsPath } from './common.ts';
 import type { Injection, PodContext, PodProvider } from './types.ts';
 
 /**
@@ -59,6 +59,10 @@ export interface GcpOptions {
   gcloudImage?: string;
   /** File mode of the pfnet dialect's token and credential volumes (pfnet's -token-default-mode). */
   fileMode?: number;
+  /** Resources of the gcloud setup init container (pfnet's -setup-container-resources). */
+  setupResources?: Record<string, unknown>;
+  /** Refuse the values the peer read its own way (see tolerated) instead of warning. */
+  strict?: boolean;
 }
 
 export const gcpDefaults: GcpOptions = {
@@ -157,7 +161,15 @@ export function createGcpProvider(options: GcpOptions): PodProvider {
       const providerEntry = dialectValue(sa, KEYS.provider, saName);
       if (providerEntry === undefined) return undefined;
       if ('reason' in providerEntry) return providerEntry;
-      const provider = parseWorkloadIdentityProvider(providerEntry[1], `${saName} annotation ${providerEntry[0]}`);
+      const warnings: string[] = [];
+      let provider = parseWorkloadIdentityProvider(providerEntry[1], `${saName} annotation ${providerEntry[0]}`);
+      // pfnet accepts any projects/.+/locations/.+/workloadIdentityPools/.+/providers/.+ name.
+      const loose = /^projects\/(.+)\/locations\/.+\/workloadIdentityPools\/(.+)\/providers\/(.+)$/.exec(providerEntry[1].trim());
+      if ('reason' in provider && providerEntry[0] === KEYS.provider[0] && loose) {
+        const accepted = tolerated(options.strict ?? false, warnings, provider, undefined, 'passing it through');
+        if (accepted !== undefined) return accepted;
+        provider = { name: providerEntry[1].trim(), projectNumber: loose[1], pool: loose[2], provider: loose[3] };
+      }
       if ('reason' in provider) return provider;
 
       const emailEntry = dialectValue(sa, KEYS.email, saName);
@@ -236,6 +248,7 @@ export function createGcpProvider(options: GcpOptions): PodProvider {
           annotations: { [GCP_CREDENTIALS_ANNOTATION]: credentials },
           skipContainers,
           identity,
+          warnings: warnings.length ? warnings : undefined,
         };
       }
 
@@ -274,6 +287,7 @@ export function createGcpProvider(options: GcpOptions): PodProvider {
           annotations,
           skipContainers,
           identity,
+          warnings: warnings.length ? warnings : undefined,
         };
       }
 
@@ -296,6 +310,7 @@ export function createGcpProvider(options: GcpOptions): PodProvider {
           ...(runAsUser !== undefined ? { runAsUser: Number(runAsUser.trim()) } : {}),
         },
       };
+      if (options.setupResources) setup.resources = options.setupResources;
       return {
         provider: 'gcp',
         volume,
@@ -310,6 +325,7 @@ export function createGcpProvider(options: GcpOptions): PodProvider {
         skipContainers: new Set([...skipContainers, PFNET.setupContainer]),
         initContainer: setup,
         identity,
+        warnings: warnings.length ? warnings : undefined,
       };
     },
   };

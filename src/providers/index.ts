@@ -27,6 +27,8 @@ export function createProviders(config: Config): PodProvider[] {
       audience: config.gcpAudience,
       gcloudImage: config.gcpGcloudImage,
       fileMode: config.gcpFileMode,
+      setupResources: config.gcpSetupContainerResources,
+      strict: config.strict,
     }),
   ];
 }
