@@ -215,7 +215,8 @@ export function createGcpProvider(options: GcpOptions): PodProvider {
 
       const path = (p: string) => (windows ? windowsPath(p) : p);
       const tokenFile = path(`${GCP_MOUNT_PATH}/${GCP_TOKEN_FILE}`);
-      const project = email ? projectOfEmail(email) : undefined;
+      // pfnet takes the project from any NAME@PROJECT.iam.gserviceaccount.com (webhooks/mutatepod.go).
+      const project = !email ? undefined : pfnet ? /@(.+)\.iam\.gserviceaccount\.com$/.exec(email)?.[1] : projectOfEmail(email);
       const identity: Record<string, string> = {
         workloadIdentityProvider: provider.name,
         projectNumber: provider.projectNumber,
