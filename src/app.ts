@@ -85,9 +85,11 @@ export function buildApp({ https, log, metrics, admit, isReady, isDraining = () 
   let inflight = 0;
   app.addHook('onRequest', async (req, reply) => {
     // From the first request on, Node's own timeouts govern the connection (keep-alive included).
-    if (!req.raw.socket[FIRST_REQUEST_SEEN]) {
-      req.raw.socket[FIRST_REQUEST_SEEN] = true;
-      req.raw.socket.setTimeout(0);
+    const socket = req.raw.socket;
+    // (fastify's inject() hands a socket stand-in without timers)
+    if (!socket[FIRST_REQUEST_SEEN] && typeof socket.setTimeout === 'function') {
+      socket[FIRST_REQUEST_SEEN] = true;
+      socket.setTimeout(0);
     }
     if (isDraining()) void reply.header('connection', 'close');
     if (req.method !== 'POST') return;

@@ -96,7 +96,7 @@ describe('server-side dry run', () => {
 
 describe('restricted Pod Security', () => {
   test("Pods from both Deployments' templates are admitted in a namespace enforcing restricted", async () => {
-    const { manifests } = await renderChart({ tokenRequestor: { enabled: true } }, { release: RELEASE, namespace: NS });
+    const { manifests } = await renderChart({ tokenRequestor: { enabled: true, namespaces: ['apps'] } }, { release: RELEASE, namespace: NS });
     const pods = all(manifests, 'Deployment').map((d, i): Manifest => ({
       apiVersion: 'v1',
       kind: 'Pod',
@@ -145,7 +145,7 @@ describe('helm install, upgrade and uninstall', () => {
 
   test('install: the caBundle is patched and Pods and labelled Secrets are mutated behind the chart', async () => {
     [port] = await freePorts(1);
-    const out = await helmUpgradeInstall(cp, RELEASE, NS, { webhook: { url: `https://127.0.0.1:${port}` }, tokenRequestor: { enabled: true } });
+    const out = await helmUpgradeInstall(cp, RELEASE, NS, { webhook: { url: `https://127.0.0.1:${port}` }, tokenRequestor: { enabled: true, namespaces: ['apps'] } });
     assert.match(out, /STATUS: deployed/);
     assert.match(out, /Certificates: selfManaged/, 'NOTES.txt is shown');
     installed = await releaseManifests();
@@ -208,7 +208,7 @@ describe('helm install, upgrade and uninstall', () => {
     const before = await caBundleAndSecret();
     const out = await helmUpgradeInstall(
       cp, RELEASE, NS,
-      { webhook: { url: `https://127.0.0.1:${port}`, timeoutSeconds: 5 }, tokenRequestor: { enabled: true }, config: { awsDefaultRegion: 'eu-west-1' } },
+      { webhook: { url: `https://127.0.0.1:${port}`, timeoutSeconds: 5 }, tokenRequestor: { enabled: true, namespaces: ['apps'] }, config: { awsDefaultRegion: 'eu-west-1' } },
       'upgrade',
     );
     assert.match(out, /REVISION: 2/);
@@ -241,7 +241,7 @@ describe('helm install, upgrade and uninstall', () => {
     assert.deepEqual(left, []);
     assert.ok(last.some((m) => m.kind === 'Lease') && last.some((m) => m.kind === 'Secret'), 'the Lease and the certificate Secret were the release\'s');
     // Nothing labelled with the release anywhere, in any kind the chart can render.
-    const { manifests: everything } = await renderChart({ tokenRequestor: { enabled: true }, networkPolicy: { enabled: true }, serviceMonitor: { enabled: true }, certificates: { mode: 'certManager' } }, { release: RELEASE, namespace: NS });
+    const { manifests: everything } = await renderChart({ tokenRequestor: { enabled: true, namespaces: ['apps'] }, networkPolicy: { enabled: true }, serviceMonitor: { enabled: true }, certificates: { mode: 'certManager' } }, { release: RELEASE, namespace: NS });
     const kinds = new Map(everything.map((m) => [`${m.apiVersion}/${m.kind}`, m]));
     for (const m of kinds.values()) {
       const path = (await resourcePath(cp, m, NS)).replace(`/namespaces/${NS}/`, '/');
