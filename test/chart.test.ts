@@ -409,7 +409,7 @@ describe('values cover the webhook', () => {
         port: 9443, metricsPort: 9191, drainSeconds: 7, logLevel: 'debug', cacheMissTimeoutMs: 3000, cacheMissRate: 20, strict: true,
         awsAnnotationPrefix: 'iam.example.com', awsDefaultRegion: 'eu-west-1', awsAudience: 'aud', awsTokenExpiration: 7200,
         awsStsRegionalEndpoints: true, azureTenantId: 'contoso.onmicrosoft.com', azureCloud: 'AzureChinaCloud', azureAudience: 'api://x',
-        azureTokenExpiration: 7200, gcpDefaultRegion: 'europe-west1', gcpAudience: 'gcp-aud', gcpTokenExpiration: 7200, gcpGcloudImage: 'registry.example/cloud-sdk:1', gcpFileMode: '0400',
+        azureTokenExpiration: 7200, gcpDefaultRegion: 'europe-west1', gcpAudience: 'gcp-aud', gcpTokenExpiration: 7200, gcpGcloudImage: 'registry.example/cloud-sdk:1', gcpFileMode: '0400', gcpSetupContainerResources: '{"requests":{"cpu":"100m"}}',
         host: '0.0.0.0', metricsHost: '127.0.0.1',
         gcpAllowedTokenUrls: ['https://sts.googleapis.com/v1/token', 'https://sts.example.com/v1/token'], secretTokenPath: '/var/run/identity/token',
         watchPolicies: true, policyFailureMode: 'keep-last-good',
@@ -422,7 +422,7 @@ describe('values cover the webhook', () => {
     const env = containerEnv(webhookDeployment((await renderChart(values)).manifests));
     for (const [key, value] of Object.entries(values.config)) assert.equal(env[envName(table[key])], String(value), `config.${key}`); // arrays join with commas
     const config = loadConfig(new Map(), env);
-    const asRead: Record<string, unknown> = { gcpFileMode: 0o400 };
+    const asRead: Record<string, unknown> = { gcpFileMode: 0o400, gcpSetupContainerResources: { requests: { cpu: '100m' } } };
     for (const [key, value] of Object.entries(values.config)) assert.deepEqual((config as Record<string, unknown>)[key], key in asRead ? asRead[key] : value, `config.${key} read back`);
   });
 

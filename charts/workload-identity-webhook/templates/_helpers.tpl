@@ -128,6 +128,7 @@ gcpAudience: gcp-audience
 gcpTokenExpiration: gcp-token-expiration
 gcpGcloudImage: gcp-gcloud-image
 gcpFileMode: gcp-file-mode
+gcpSetupContainerResources: gcp-setup-container-resources
 gcpAllowedTokenUrls: gcp-allowed-token-urls
 secretTokenPath: secret-token-path
 watchPolicies: watch-policies
