@@ -160,6 +160,25 @@ describe('the peers\' own test cases give the same Pod', () => {
     }
   });
 
+  // Both webhooks installed during a migration: the peer's Pod reaches us already mutated.
+  for (const [name, fixture] of fixtures) {
+    if (!fixture.expected || fixture.differences.some((d) => d in outcomes || d.startsWith('denied-'))) continue;
+    test(`side by side, ${name}: the Pod the peer mutated gets no second identity from us`, () => {
+      const ours = run({ ...fixture, pod: fixture.expected! });
+      assert.equal(ours.denied, undefined, `we refused the peer's Pod: ${ours.denied}`);
+      const added = structuredClone(ours.pod);
+      const peers = structuredClone(fixture.expected!);
+      // Our record, and the additions the table lists (same values, other names or form).
+      for (const d of ['injection-record', 'gcp-google-cloud-project', 'gcp-credentials-file-form']) {
+        if (d === 'injection-record' || fixture.differences.includes(d)) normalizers[d](added, peers, fixture);
+      }
+      for (const key of Object.keys(added.metadata?.annotations ?? {})) {
+        assert.equal(added.metadata!.annotations![key], peers.metadata?.annotations?.[key] ?? added.metadata!.annotations![key]);
+      }
+      assert.deepEqual(added.spec, peers.spec, 'no volume, mount, env var or container added');
+    });
+  }
+
   for (const [name, fixture] of fixtures) {
     test(`${name}: ${fixture.case}`, () => {
       const ours = run(fixture);

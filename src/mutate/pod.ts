@@ -148,7 +148,7 @@ export function planPodPatch(original: Pod, injections: Injection[], ctx: PlanCo
     if (!initContainer) continue;
     const existing = spec.initContainers?.find((c) => c.name === initContainer.name);
     if (!existing) setups.push(initContainer);
-    else if (!isDeepStrictEqual(existing, initContainer)) {
+    else if (!sameSetup(existing, initContainer)) {
       conflicts.push(`the Pod already has an init container named "${initContainer.name}" that is not the one the webhook injects; rename it`);
     }
   }
@@ -274,6 +274,16 @@ function planContainers(
     appendAll(ops, `${base}/${i}/volumeMounts`, container.volumeMounts, mounts);
     appendAll(ops, `${base}/${i}/env`, container.env, env);
   }
+}
+
+/**
+ * The setup container is already there, from an earlier admission or from the peer webhook
+ * running side by side (with the API server's defaults and Go's empty fields added): same image,
+ * command and environment.
+ */
+function sameSetup(existing: Container, ours: Container): boolean {
+  return existing.image === ours.image && isDeepStrictEqual(existing.command, ours.command)
+    && isDeepStrictEqual((existing.env ?? []).map((e) => [e.name, e.value]), (ours.env ?? []).map((e) => [e.name, e.value]));
 }
 
 function volumesOf(injection: Injection): Volume[] {
