@@ -179,6 +179,13 @@ describe('Azure (Microsoft Entra Workload ID)', () => {
     assert.equal(d.reason, 'InvalidTokenExpiration');
   });
 
+  test('every environment the peer knows by name sets its authority host, the name in any case', () => {
+    for (const [cloud, host] of [['AzureGermanCloud', 'https://login.microsoftonline.de/'], ['azureusgovernmentcloud', 'https://login.microsoftonline.us/']]) {
+      const out = mutated(optedIn(), annotations, { 'azure-cloud': cloud });
+      assert.equal(envOf(out.spec!.containers![0]).AZURE_AUTHORITY_HOST, host);
+    }
+  });
+
   test('the tenant defaults to --azure-tenant-id and the authority host follows --azure-cloud', () => {
     const out = mutated(optedIn(), { 'azure.workload.identity/client-id': AZ_CLIENT }, { 'azure-tenant-id': AZ_TENANT, 'azure-cloud': 'AzureChinaCloud' });
     const env = envOf(out.spec!.containers![0]);
