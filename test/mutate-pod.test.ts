@@ -226,8 +226,12 @@ describe('Azure (Microsoft Entra Workload ID)', () => {
     assert.deepEqual(out.spec!.containers!.map((c) => Boolean(c.env)), [false, false, true]);
   });
 
-  test('a client id that is not a GUID denies with the expected form', () => {
-    const d = denied(optedIn(), { 'azure.workload.identity/client-id': 'my-app' });
+  test('a client id that is not a GUID is injected as the peer injects it, with a warning naming the expected form; --strict refuses it', () => {
+    const result = run(optedIn(), { 'azure.workload.identity/client-id': 'my-app' }, { 'azure-tenant-id': AZ_TENANT });
+    assert.equal(result.allowed, true);
+    assert.equal(envOf(apply(optedIn(), result.allowed ? result.patch : []).spec!.containers![0]).AZURE_CLIENT_ID, 'my-app');
+    assert.match((result.allowed && result.warnings.join('\n')) || '', /client-id="my-app" is not a client id; expected a GUID .*; injecting it as written/);
+    const d = denied(optedIn(), { 'azure.workload.identity/client-id': 'my-app' }, { strict: 'true' });
     assert.match(d.message, /client-id="my-app" is not a client id; expected a GUID/);
   });
 });

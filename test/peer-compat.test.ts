@@ -75,6 +75,17 @@ const normalizers: Record<string, (ours: Pod, peers: Pod, fixture: Fixture) => v
     assert.deepEqual(mine, JSON.parse(peers.metadata!.annotations![key]), 'the credential files differ beyond form');
     ours.metadata!.annotations![key] = peers.metadata!.annotations![key];
   },
+  'azure-token-layout-1.5': (ours, peers) => {
+    // Rename our 0.8-1.5 layout to the peer's current one; nothing else may differ.
+    const theirs = peers.spec!.volumes!.find((v) => v.name.startsWith('azure-workload-identity-reserved-'))!;
+    const mine = ours.spec!.volumes!.find((v) => v.name === 'azure-identity-token')!;
+    mine.name = theirs.name;
+    mine.projected!.sources![0].serviceAccountToken!.path = 'token/azure-identity-token';
+    for (const c of [...(ours.spec?.containers ?? []), ...(ours.spec?.initContainers ?? [])]) {
+      for (const m of c.volumeMounts ?? []) if (m.name === 'azure-identity-token') Object.assign(m, { name: theirs.name, mountPath: '/var/run/secrets/azure/wi' });
+      for (const e of c.env ?? []) if (e.name === 'AZURE_FEDERATED_TOKEN_FILE') e.value = '/var/run/secrets/azure/wi/token/azure-identity-token';
+    }
+  },
   'additive-volume-order': (ours, peers) => {
     // Our patch only appends; where the peer inserts the same volume first, compare volumes by name.
     for (const p of [ours, peers]) p.spec?.volumes?.sort((a, b) => a.name.localeCompare(b.name));
@@ -86,6 +97,11 @@ const normalizers: Record<string, (ours: Pod, peers: Pod, fixture: Fixture) => v
  * the API server never sends): the case then checks that difference, exactly.
  */
 const outcomes: Record<string, (ours: Pod, peers: Pod, fixture: Fixture) => void> = {
+  'azure-opt-in-label': (ours, peers, fixture) => {
+    assert.notEqual(fixture.pod.metadata?.labels?.['azure.workload.identity/use'], 'true');
+    assert.ok(peers.spec?.volumes?.length, 'the peer\'s Handle mutates the unlabelled Pod');
+    assert.equal(ours.spec?.volumes, undefined, 'we leave an unlabelled Pod alone');
+  },
   'empty-serviceaccount-name': (ours, peers, fixture) => {
     assert.deepEqual(peers.spec?.volumes, undefined, 'the peer leaves the Pod alone');
     assert.equal(fixture.pod.spec?.serviceAccountName, '');
@@ -142,6 +158,7 @@ describe('the peers\' own test cases give the same Pod', () => {
     const peers = new Set(fixtures.map(([, f]) => f.peer));
     assert.ok(peers.has('aws/amazon-eks-pod-identity-webhook'));
     assert.ok(peers.has('pfnet-research/gcp-workload-identity-federation-webhook'));
+    assert.ok(peers.has('Azure/azure-workload-identity'));
     for (const [name, f] of fixtures) {
       for (const d of f.differences) {
         assert.ok(documented.has(d), `${name}: difference "${d}" is not in docs/compatibility.md`);

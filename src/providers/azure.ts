@@ -12,6 +12,8 @@ export const AZURE_MOUNT_PATH = '/var/run/secrets/azure/tokens';
 export const AZURE_TOKEN_FILE = 'azure-identity-token';
 export const AZURE_AUDIENCE = 'api://AzureADTokenExchange';
 export const AZURE_USE_LABEL = 'azure.workload.identity/use';
+/** The peer's own token volume from release 1.6 on: azure-workload-identity-reserved-<hash>. */
+const AZURE_PEER_VOLUME_PREFIX = 'azure-workload-identity-reserved-';
 const PREFIX = 'azure.workload.identity';
 const KEYS = {
   clientId: `${PREFIX}/client-id`,
@@ -64,17 +66,25 @@ export function createAzureProvider(options: AzureOptions): PodProvider {
     resolvePod({ pod, serviceAccount, windows }: PodContext): Injection | Denial | undefined {
       // Opt-in by label, exactly "true", as in the peer.
       if (pod.metadata?.labels?.[AZURE_USE_LABEL] !== 'true') return undefined;
+      // The peer (1.6 on) ran first, side by side during a migration: its token is there already.
+      if (pod.spec?.volumes?.some((v) => v.name.startsWith(AZURE_PEER_VOLUME_PREFIX))) return undefined;
       const sa = serviceAccount?.annotations ?? {};
       const saName = serviceAccount ? `ServiceAccount ${serviceAccount.namespace}/${serviceAccount.name}` : 'ServiceAccount';
       const warnings: string[] = [];
 
+      // The peer injects any value as written; Entra will refuse it, so say so, and --strict refuses.
+      const strict = options.strict ?? false;
       const clientId = sa[KEYS.clientId]?.trim() ?? '';
       if (clientId && !GUID_PATTERN.test(clientId)) {
-        return denial('InvalidClientId', `${saName} annotation ${KEYS.clientId}="${clientId}" is not a client id; expected a GUID such as 00000000-0000-0000-0000-000000000000`);
+        const problem = denial('InvalidClientId', `${saName} annotation ${KEYS.clientId}="${clientId}" is not a client id; expected a GUID such as 00000000-0000-0000-0000-000000000000`);
+        const kept = tolerated(strict, warnings, problem, clientId, 'injecting it as written');
+        if (typeof kept !== 'string') return kept;
       }
       const tenantAnnotation = sa[KEYS.tenantId]?.trim() ?? '';
       if (tenantAnnotation && !isTenantId(tenantAnnotation)) {
-        return denial('InvalidTenantId', `${saName} annotation ${KEYS.tenantId}="${tenantAnnotation}" is not a tenant; expected a GUID or the tenant's domain`);
+        const problem = denial('InvalidTenantId', `${saName} annotation ${KEYS.tenantId}="${tenantAnnotation}" is not a tenant; expected a GUID or the tenant's domain`);
+        const kept = tolerated(strict, warnings, problem, tenantAnnotation, 'injecting it as written');
+        if (typeof kept !== 'string') return kept;
       }
       const tenantId = tenantAnnotation || options.tenantId || '';
       if (!clientId) warnings.push(`${saName} has no ${KEYS.clientId} annotation: AZURE_CLIENT_ID is not injected`);
@@ -85,7 +95,7 @@ export function createAzureProvider(options: AzureOptions): PodProvider {
       const blank = (raw: string | undefined, where: string) => {
         if (raw === undefined || raw.trim() !== '') return false;
         const problem = denial('InvalidTokenExpiration', `${where} annotation ${KEYS.expiration}="${raw}" is empty; expected whole seconds from ${AZURE_MIN_EXPIRATION} to ${AZURE_MAX_EXPIRATION}, or no annotation`);
-        return tolerated(options.strict ?? false, warnings, problem, true, 'ignoring it');
+        return tolerated(strict, warnings, problem, true, 'ignoring it');
       };
       const podBlank = blank(pod.metadata?.annotations?.[KEYS.expiration], 'Pod');
       if (typeof podBlank !== 'boolean') return podBlank;
