@@ -1,5 +1,4 @@
 import { denial, type Denial } from '../errors.ts';
-import { isDeepStrictEqual } from 'node:util';
 import type { Container, Pod, ServiceAccountView, Volume, VolumeMount } from '../kube/types.ts';
 import type { Injection, PodProvider, ProviderName } from '../providers/types.ts';
 import { digest, EntrySet, INJECTED_ANNOTATION, readRecord, RecordKeys, writeRecord, type InjectionRecord } from './injection-record.ts';
@@ -138,6 +137,7 @@ export function planPodPatch(original: Pod, injections: Injection[], ctx: PlanCo
     vol: new EntrySet(record?.vol),
     ann: new EntrySet(record?.ann),
     keep: new EntrySet(record?.keep),
+    init: new EntrySet(record?.init),
   };
   const containerOps: PatchOperation[] = [];
   planContainers(containerOps, conflicts, '/spec/initContainers', 'init/', spec.initContainers, injections, next);
@@ -157,7 +157,8 @@ export function planPodPatch(original: Pod, injections: Injection[], ctx: PlanCo
     return { allowed: false, denial: denial('Conflict', conflicts.join('; '), 409) };
   }
 
-  for (const v of newVolumes) next.vol.add(v.name, digest(projectionKey(v) ?? ''));
+  for (const v of newVolumes) next.vol.add(v.name, digest(volumeKey(v)));
+  for (const c of setups) next.init.add(c.name, digest(setupKey(c)));
   for (const [key, value] of Object.entries(annotations)) next.ann.add(key, digest(value));
   const written: InjectionRecord = {
     v: 2,
@@ -166,6 +167,7 @@ export function planPodPatch(original: Pod, injections: Injection[], ctx: PlanCo
     vol: next.vol.entries,
     ann: next.ann.entries,
     keep: next.keep.entries,
+    ...(next.init.entries.length ? { init: next.init.entries } : {}),
   };
   annotations[INJECTED_ANNOTATION] = writeRecord(ctx.keys, ctx.namespace, written);
 
@@ -190,7 +192,9 @@ function removeRecorded(pod: Pod, record: InjectionRecord, ops: PatchOperation[]
   const env = new EntrySet(record.env);
   const keep = new EntrySet(record.keep);
   const vols = new EntrySet(record.vol);
-  const removedVolumes = new Set((spec.volumes ?? []).filter((v) => vols.has(v.name, digest(projectionKey(v) ?? ''))).map((v) => v.name));
+  const removedVolumes = new Set((spec.volumes ?? []).filter((v) => vols.has(v.name, digest(volumeKey(v)))).map((v) => v.name));
+  const inits = new EntrySet(record.init);
+  const removedInit = new Set((spec.initContainers ?? []).filter((c) => inits.has(c.name, digest(setupKey(c)))).map((c) => c.name));
   const prune = <T>(base: string, list: T[] | undefined, drop: (item: T) => boolean): T[] | undefined => {
     if (!list) return list;
     for (let i = list.length - 1; i >= 0; i--) if (drop(list[i])) ops.push({ op: 'remove', path: `${base}/${i}` });
@@ -203,7 +207,13 @@ function removeRecorded(pod: Pod, record: InjectionRecord, ops: PatchOperation[]
       // A mount of a volume that goes would leave the Pod invalid: it goes too.
       volumeMounts: prune(`${base}/${i}/volumeMounts`, c.volumeMounts, (m) => removedVolumes.has(m.name)),
     }));
-  const initContainers = cleanContainers('/spec/initContainers', 'init/', spec.initContainers);
+  // A setup container that goes is removed whole, after the edits that address others by index.
+  const initContainers = cleanContainers('/spec/initContainers', 'init/', spec.initContainers?.map((c) => (removedInit.has(c.name) ? { name: c.name } : c)))
+    ?.filter((c) => !removedInit.has(c.name));
+  (spec.initContainers ?? []).forEach((c, i, all) => {
+    const j = all.length - 1 - i;
+    if (removedInit.has(all[j].name)) ops.push({ op: 'remove', path: `/spec/initContainers/${j}` });
+  });
   const containers = cleanContainers('/spec/containers', '', spec.containers);
   const keptVolumes = prune('/spec/volumes', spec.volumes, (v) => removedVolumes.has(v.name));
   const annotations = { ...pod.metadata?.annotations };
@@ -282,8 +292,17 @@ function planContainers(
  * command and environment.
  */
 function sameSetup(existing: Container, ours: Container): boolean {
-  return existing.image === ours.image && isDeepStrictEqual(existing.command, ours.command)
-    && isDeepStrictEqual((existing.env ?? []).map((e) => [e.name, e.value]), (ours.env ?? []).map((e) => [e.name, e.value]));
+  return setupKey(existing) === setupKey(ours);
+}
+
+/** What a setup container runs (image, command, env), whatever the API server defaulted. */
+function setupKey(c: Container): string {
+  return JSON.stringify([c.image, c.command ?? null, (c.env ?? []).map((e) => [e.name, e.value])]);
+}
+
+/** A volume's identity for the record: its projection, or the volume as written (emptyDir). */
+function volumeKey(v: Volume): string {
+  return projectionKey(v) ?? JSON.stringify({ ...v, name: undefined });
 }
 
 function volumesOf(injection: Injection): Volume[] {
