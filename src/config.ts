@@ -10,6 +10,7 @@ import { bool, envName, integer, oneOf, optionalString, type Setting, string } f
 // The webhook's settings: the server, certificates, caches, tenant policy and, from each cloud's
 // folder, the clouds' own. Validated once at start-up; an error names the flag.
 export { envName };
+export type { Setting };
 
 function tokenPath(raw: string, flag: string): string {
   if (!isTokenPath(raw)) throw new ConfigError(`--${flag}="${raw}" must be an absolute path of letters, digits and . _ - /`);
@@ -52,6 +53,7 @@ export const settings = {
   kubeconfig: { flag: 'kubeconfig', description: 'Kubeconfig file; default: in-cluster, then $KUBECONFIG, then ~/.kube/config', parse: optionalString, default: undefined },
   cacheMissTimeoutMs: { flag: 'cache-miss-timeout-ms', description: 'Timeout of the direct API read when a ServiceAccount is not yet cached', parse: integer(50, 10000), default: 2000 },
   failurePolicy: { flag: 'failure-policy', description: "The Pod webhook's failurePolicy, to act alike when a ServiceAccount cannot be read: Fail refuses the Pod (retryably), Ignore admits it without identity and with a warning", parse: oneOf(['Fail', 'Ignore'] as const), default: 'Fail' as const },
+  strict: { flag: 'strict', description: 'Refuse annotation values a peer webhook accepted and read its own way (default: admit them with that reading and an admission warning; docs/compatibility.md)', parse: bool, default: false, boolean: true },
   cacheMissRate: { flag: 'cache-miss-reads-per-second', description: 'Rate limit of direct ServiceAccount reads on cache misses', parse: integer(1, 10000), default: 50 },
   // Per cloud (src/clouds/<cloud>/settings.ts)
   ...AWS_SETTINGS,

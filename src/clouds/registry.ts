@@ -30,7 +30,8 @@ export interface CloudFacts {
   region?: RegionFormat;
 }
 
-export const AWS_REGION_PATTERN = /^[a-z]{2}(-[a-z]+)+-\d+$/;
+/** Region codes of every partition, the European Sovereign Cloud's (eusc-de-east-1) included. */
+export const AWS_REGION_PATTERN = /^[a-z]{2,4}(-[a-z]+)+-\d+$/;
 export const GCP_REGION_PATTERN = /^[a-z]+(-[a-z]+)+\d+$/;
 
 export const CLOUDS = {

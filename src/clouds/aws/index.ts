@@ -12,6 +12,7 @@ export const awsCloud: Cloud<AwsOptions> = {
     defaultTokenExpiration: config.awsTokenExpiration,
     region: config.awsDefaultRegion,
     regionalStsEndpoints: config.awsStsRegionalEndpoints,
+    strict: config.strict,
   }),
   withOverrides: (options, o) => ({
     ...options,

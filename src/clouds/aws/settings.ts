@@ -1,11 +1,14 @@
 // AWS's flags and their environment twins (WIW_AWS_...), part of the webhook's settings.
 import { ConfigError } from '../../errors.ts';
 import { bool, integer, type Setting, string } from '../../settings.ts';
-import { AWS_REGION_PATTERN, CLOUDS } from '../registry.ts';
+import { CLOUDS } from '../registry.ts';
 
+// The peer passes its --aws-default-region through untouched, so the flag refuses only what no
+// SDK could read as a region name; region shapes AWS adds later keep working.
+const AWS_REGION_NAME = /^[a-z0-9]+(-[a-z0-9]+)*$/;
 function awsRegion(raw: string, flag: string): string | undefined {
   if (raw === '') return undefined;
-  if (!AWS_REGION_PATTERN.test(raw)) throw new ConfigError(`--${flag}="${raw}" is not an AWS region (for example eu-west-1)`);
+  if (!AWS_REGION_NAME.test(raw)) throw new ConfigError(`--${flag}="${raw}" is not an AWS region name (lower-case letters, digits and hyphens, for example eu-west-1 or eusc-de-east-1)`);
   return raw;
 }
 

@@ -6,5 +6,7 @@ export const AZURE_CLOUDS = {
   AzurePublicCloud: 'https://login.microsoftonline.com/',
   AzureUSGovernmentCloud: 'https://login.microsoftonline.us/',
   AzureChinaCloud: 'https://login.chinacloudapi.cn/',
+  // Closed to new customers, still known to the peer (go-autorest's GermanCloud).
+  AzureGermanCloud: 'https://login.microsoftonline.de/',
 } as const;
 export type AzureCloud = keyof typeof AZURE_CLOUDS;

@@ -11,6 +11,7 @@ export const azureCloud: Cloud<AzureOptions> = {
     cloud: config.azureCloud,
     audience: config.azureAudience,
     defaultTokenExpiration: config.azureTokenExpiration,
+    strict: config.strict,
   }),
   withOverrides: (options, o) => ({
     ...options,

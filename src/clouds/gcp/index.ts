@@ -10,6 +10,10 @@ export const gcpCloud: Cloud<GcpOptions> = {
     defaultTokenExpiration: config.gcpTokenExpiration,
     region: config.gcpDefaultRegion,
     audience: config.gcpAudience,
+    gcloudImage: config.gcpGcloudImage,
+    fileMode: config.gcpFileMode,
+    setupResources: config.gcpSetupContainerResources,
+    strict: config.strict,
   }),
   withOverrides: (options, o) => ({
     ...options,
