@@ -35,25 +35,35 @@ export interface ControlPlane {
   kubeConfig(): KubeConfig;
   /** A raw request as admin, e.g. request('GET', '/version'). `body` is sent as JSON. */
   request(method: string, path: string, body?: unknown): Promise<RawResponse>;
+  /** A client certificate and key signed by the cluster's CA (for a kubelet, a controller). */
+  issueClientCert(user: string, groups?: string[]): Promise<{ cert: string; key: string }>;
   /** Stops kube-apiserver, then etcd, and removes `dir`. Idempotent. */
   stop(): Promise<void>;
 }
 
 const READY_TIMEOUT_MS = 60_000;
 
-export async function startControlPlane(options: { name?: string } = {}): Promise<ControlPlane> {
+export interface ControlPlaneOptions {
+  name?: string;
+  /** More kube-apiserver flags; a flag given again here wins over the harness's own. */
+  apiserverArgs?: string[];
+  /** More IP addresses in the serving certificate (a node's view of the API server). */
+  servingIps?: string[];
+}
+
+export async function startControlPlane(options: ControlPlaneOptions = {}): Promise<ControlPlane> {
   // Free ports are found by binding port 0 and releasing it, so another process can take one
   // in between; start over on that (rare) collision.
   for (let attempt = 1; ; attempt++) {
     try {
-      return await startOnce(options.name ?? 'control-plane');
+      return await startOnce(options.name ?? 'control-plane', options);
     } catch (err) {
       if (attempt >= 3 || !/address already in use/i.test(String(err))) throw err;
     }
   }
 }
 
-async function startOnce(name: string): Promise<ControlPlane> {
+async function startOnce(name: string, options: ControlPlaneOptions): Promise<ControlPlane> {
   const bins = await resolveBinaries();
   const dir = await mkdtemp(join(tmpdir(), `wiw-${name.replace(/[^\w.-]/g, '_')}-`));
   guardDir(dir);
@@ -72,7 +82,7 @@ async function startOnce(name: string): Promise<ControlPlane> {
     const ca = await createCa(`${name}-ca`);
     const serving = await createServingCert(ca, 'kube-apiserver', {
       dns: ['localhost', 'kubernetes', 'kubernetes.default', 'kubernetes.default.svc'],
-      ips: ['127.0.0.1', '10.0.0.1'],
+      ips: ['127.0.0.1', '10.0.0.1', ...(options.servingIps ?? [])],
     });
     const admin = await createClientCert(ca, 'admin', ['system:masters']);
     const sa = generateKeyPairSync('rsa', {
@@ -91,6 +101,8 @@ async function startOnce(name: string): Promise<ControlPlane> {
       mkdir(file('cert-dir')),
     ]);
 
+    // List flags (admission plugins, authorization modes) add up when repeated: replace instead.
+    const overridden = new Set((options.apiserverArgs ?? []).map((arg) => arg.split('=')[0]));
     const etcdUrl = `http://127.0.0.1:${etcdPort}`;
     const peerUrl = `http://127.0.0.1:${peerPort}`;
     const etcd = startProcess(
@@ -136,7 +148,7 @@ async function startOnce(name: string): Promise<ControlPlane> {
         // The endpoint reconciler refuses a loopback address for the `kubernetes` Service and
         // logs an error every 10 s; nothing here needs that Service's endpoints.
         '--endpoint-reconciler-type=none',
-      ],
+      ].filter((arg) => !overridden.has(arg.split('=')[0])).concat(options.apiserverArgs ?? []),
       file('kube-apiserver.log'),
     );
     started.push(kubeApiserver);
@@ -164,6 +176,7 @@ async function startOnce(name: string): Promise<ControlPlane> {
         return kc;
       },
       request: (method, path, body) => httpsRequest(tls, method, path, body),
+      issueClientCert: (user, groups = []) => createClientCert(ca, user, groups),
       stop: () => (stopping ??= cleanup()),
     };
   } catch (err) {
