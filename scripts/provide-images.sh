@@ -11,6 +11,11 @@ cd "$(dirname "$0")/.."
 
 WEBHOOK_IMAGE=${WEBHOOK_IMAGE:-docker.io/library/workload-identity-webhook:dev}
 
+# One build at a time (test files run in parallel and each asks for the images).
+mkdir -p "$STORAGE"
+exec 9>"$STORAGE/provide-images.lock"
+flock 9
+
 base=$(bash scripts/base-image.sh)
 pause=$(bash scripts/pause-image.sh)
 

@@ -4,23 +4,21 @@
 // scripts/provide-binaries.sh --node. The API server reaches Pods (webhook Services included)
 // by their endpoints (--enable-aggregator-routing); Pods reach the API server through its
 // Service's ClusterIP, forwarded by one NAT rule. Needs root.
-import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { fileURLToPath } from 'node:url';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { stringify } from 'yaml';
 import { freePorts, startControlPlane, type ControlPlane } from './control-plane.ts';
+import { scriptVars } from './node-images.ts';
 import { startProcess, type Managed } from './processes.ts';
 import {
   createBridge, createCgroupRoot, createNodeDir, forwardServiceIp, killProcessesUsing, sh, sweepStaleNodes, undoHost,
   type HostRecord,
 } from './node-host.ts';
 
-const REPO = fileURLToPath(new URL('../../', import.meta.url));
 const CNI_BIN = '/usr/lib/cni';
 const KUBERNETES_SERVICE_IP = '10.0.0.1';
 const READY_TIMEOUT_MS = 120_000;
@@ -52,24 +50,6 @@ export interface NodeCluster {
 
 export interface NodeOptions {
   name?: string;
-}
-
-/** Runs a provide-* script and returns the NAME=value lines it printed. */
-async function scriptVars(script: string, args: string[] = []): Promise<Record<string, string>> {
-  const child = spawn('bash', [script, ...args], { cwd: REPO, stdio: ['ignore', 'pipe', 'inherit'] });
-  let stdout = '';
-  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
-  const code = await new Promise<number | null>((resolve, reject) => {
-    child.on('error', reject);
-    child.on('close', resolve);
-  });
-  if (code !== 0) throw new Error(`${script} failed (exit ${code}); see its messages above`);
-  const vars: Record<string, string> = {};
-  for (const line of stdout.split('\n')) {
-    const m = /^([A-Z_]+)=(.*)$/.exec(line);
-    if (m) vars[m[1]] = m[2].replace(/\\(.)/g, '$1');
-  }
-  return vars;
 }
 
 /** Why this machine cannot run a node, or undefined if it can. */
