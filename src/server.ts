@@ -67,6 +67,13 @@ export async function serve(config: Config, log: Logger): Promise<RunningServer>
   };
 
   const app = buildApp({ https: tls.pair, log, metrics, admit, isReady: () => !draining && cache.synced && (tenantPolicy?.synced() ?? true) });
+  // The API server pools keep-alive connections per Service name, so it keeps sending to a
+  // draining replica on connections opened before. While draining, every answer closes its
+  // connection (the client then dials again and reaches a ready replica); closing idle ones
+  // only at the end would race with a request sent on one (a reset, a lost admission).
+  app.addHook('onSend', async (_request, reply) => {
+    if (draining) void reply.header('connection', 'close');
+  });
   void cache.start();
   tenantPolicy?.start();
   await app.listen({ port: config.port, host: config.host });

@@ -4,159 +4,33 @@
 // inside them the official Node.js SDKs get credentials from the strict cloud stand-ins, reading
 // the files the kubelet projected at the paths the injected env vars name.
 import assert from 'node:assert/strict';
-import { mkdir } from 'node:fs/promises';
-import { join, resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { AdmissionregistrationV1Api, AppsV1Api, CoreV1Api, type V1Container, type V1Pod } from '@kubernetes/client-node';
-import { createNamespace, createServiceAccount } from './harness/control-plane.ts';
+import { AdmissionregistrationV1Api, AppsV1Api, CoreV1Api } from '@kubernetes/client-node';
 import { startNode, type NodeCluster } from './harness/node.ts';
-import { createAwsSts, type AwsSts } from './sdk/aws-sts.ts';
-import { createEntra, type Entra } from './sdk/entra.ts';
-import { createGoogleCloud, type GoogleCloud } from './sdk/google.ts';
-import { loadClusterIssuer, tokenDigest } from './sdk/oidc.ts';
-import { startStandInServer, type StandInServer } from './sdk/standin-server.ts';
-import { helmUpgradeInstall } from './support/chart.ts';
+import { tokenDigest } from './sdk/oidc.ts';
+import { AZURE_USE, EMAIL, FULLNAME, PROVIDER, ROLE, SYSTEM_NS, TENANT, installChart, startNodeClouds, type NodeClouds, type ProbeReport } from './support/node-clouds.ts';
 import { until } from './support/webhook.ts';
 
-const REPO = resolve(import.meta.dirname, '..');
-const SYSTEM_NS = 'wiw-system';
-const RELEASE = 'wiw';
-const FULLNAME = 'wiw-workload-identity-webhook';
 const NS = 'apps';
-const ROLE = 'arn:aws:iam::111122223333:role/on-the-node';
-const TENANT = '72f988bf-86f1-41af-91ab-2d7cd011db47';
-const CLIENT = '8f3b2c1a-7d4e-4f5a-9b6c-0d1e2f3a4b5c';
-const PROJECT_NUMBER = '123456789012';
-const PROVIDER = `projects/${PROJECT_NUMBER}/locations/global/workloadIdentityPools/on-prem/providers/node`;
-const EMAIL = 'reader@my-project.iam.gserviceaccount.com';
 const SECRET_MOUNT = '/var/run/secrets/gardener.cloud/workload-identity';
-const subject = (sa: string): string => `system:serviceaccount:${NS}:${sa}`;
-const principal = (sa: string): string =>
-  `principal://iam.googleapis.com/projects/${PROJECT_NUMBER}/locations/global/workloadIdentityPools/on-prem/subject/${subject(sa)}`;
-
-const AWS = { 'eks.amazonaws.com/role-arn': ROLE, 'eks.amazonaws.com/sts-regional-endpoints': 'true' };
-const AZURE = { 'azure.workload.identity/client-id': CLIENT };
-const GCP = { 'cloud.google.com/workload-identity-provider': PROVIDER, 'cloud.google.com/service-account-email': EMAIL };
 
 let node: NodeCluster;
-let standIn: StandInServer;
-let sts: AwsSts;
-let entra: Entra;
-let google: GoogleCloud;
+let clouds: NodeClouds;
 let core: CoreV1Api;
 let apps: AppsV1Api;
-
-interface ProbeReport {
-  answer: { ok: boolean; error?: unknown; [key: string]: unknown };
-  files: Record<string, { path: string; mode?: string; size?: number; sha256?: string; content?: string; error?: string }>;
-}
 
 before(async () => {
   node = await startNode({ name: 'node-e2e' });
   core = node.cp.kubeConfig().makeApiClient(CoreV1Api);
   apps = node.cp.kubeConfig().makeApiClient(AppsV1Api);
-  const issuer = await loadClusterIssuer(node.cp);
-  const dir = join(node.cp.dir, 'stand-ins');
-  await mkdir(dir);
-  standIn = await startStandInServer(dir, [
-    (sts = createAwsSts({
-      issuer,
-      clientIds: ['sts.amazonaws.com'],
-      roles: [{ arn: ROLE, audience: 'sts.amazonaws.com', subjects: [subject('aws'), subject('multi'), subject('secret-reader')] }],
-    })),
-    (entra = createEntra({
-      issuer,
-      applications: [{
-        tenantId: TENANT,
-        clientId: CLIENT,
-        federatedCredentials: ['azure', 'multi'].map((sa) => ({ issuer: issuer.issuer, subject: subject(sa), audiences: ['api://AzureADTokenExchange'] })),
-      }],
-    })),
-    (google = createGoogleCloud({
-      issuer,
-      providers: [{ name: PROVIDER, issuer: issuer.issuer }],
-      serviceAccounts: [{ email: EMAIL, workloadIdentityUsers: [principal('gcp'), principal('multi')] }],
-      projects: { [PROJECT_NUMBER]: 'my-project' },
-    })),
-  ], { address: node.hostIp });
-
-  await createNamespace(node.cp, SYSTEM_NS, { 'pod-security.kubernetes.io/enforce': 'restricted' });
-  await createNamespace(node.cp, NS);
-  for (const [name, annotations] of Object.entries({ aws: AWS, azure: AZURE, gcp: GCP, multi: { ...AWS, ...AZURE, ...GCP } })) {
-    await createServiceAccount(node.cp, NS, name, annotations);
-  }
-  await createServiceAccount(node.cp, NS, 'secret-reader');
-  await createServiceAccount(node.cp, NS, 'secret-consumer');
-  // The stand-ins' CA, for NODE_EXTRA_CA_CERTS in the probes.
-  const { readFile } = await import('node:fs/promises');
-  await core.createNamespacedConfigMap({ namespace: NS, body: { metadata: { name: 'stand-in-ca' }, data: { 'ca.pem': await readFile(standIn.caFile, 'utf8') } } });
-
-  const [repository, tag] = node.images.webhook.split(/:(?=[^:/]+$)/);
-  await helmUpgradeInstall(node.cp, RELEASE, SYSTEM_NS, {
-    image: { repository, tag, pullPolicy: 'Never' },
-    config: { awsDefaultRegion: 'eu-west-1', azureTenantId: TENANT },
-    tokenRequestor: { enabled: true },
-  });
+  clouds = await startNodeClouds(node, NS);
+  await installChart(node);
 });
 
 after(async () => {
-  await standIn?.stop();
+  await clouds?.stop();
   await node?.stop();
 });
-
-/** A probe container: the official SDK of `cloud` inside the Pod, reporting through its termination message. */
-function probe(cloud: 'aws' | 'azure' | 'gcp', env: Record<string, string> = {}): V1Container {
-  return {
-    name: cloud,
-    image: node.images.base,
-    imagePullPolicy: 'Never',
-    command: ['node', '/wiw/test/sdk/node/pod-probe.ts', cloud],
-    env: Object.entries({
-      HOME: '/tmp',
-      NODE_EXTRA_CA_CERTS: '/stand-in/ca.pem',
-      WIW_SDK_STANDIN_ADDRESS: standIn.address,
-      WIW_SDK_STANDIN_HOSTS: standIn.hosts.join(','),
-      ...env,
-    }).map(([name, value]) => ({ name, value })),
-    volumeMounts: [{ name: 'repo', mountPath: '/wiw', readOnly: true }, { name: 'stand-in-ca', mountPath: '/stand-in', readOnly: true }],
-  };
-}
-
-async function runPod(name: string, serviceAccountName: string, containers: V1Container[], extra: Partial<V1Pod['spec']> = {}, labels: Record<string, string> = {}): Promise<Map<string, ProbeReport>> {
-  await core.createNamespacedPod({
-    namespace: NS,
-    body: {
-      metadata: { name, labels },
-      spec: {
-        serviceAccountName,
-        restartPolicy: 'Never',
-        containers,
-        ...extra,
-        volumes: [
-          // The SDKs and the probe come from the checkout, read-only.
-          { name: 'repo', hostPath: { path: REPO, type: 'Directory' } },
-          { name: 'stand-in-ca', configMap: { name: 'stand-in-ca' } },
-          ...(extra?.volumes ?? []),
-        ],
-      },
-    },
-  });
-  const pod = await until(`Pod ${name} to finish`, async () => {
-    const p = await core.readNamespacedPod({ namespace: NS, name });
-    return p.status?.phase === 'Succeeded' || p.status?.phase === 'Failed' ? p : undefined;
-  }, 120_000);
-  const reports = new Map<string, ProbeReport>();
-  for (const status of pod.status?.containerStatuses ?? []) {
-    const message = status.state?.terminated?.message ?? '';
-    try {
-      reports.set(status.name, JSON.parse(message) as ProbeReport);
-    } catch {
-      assert.fail(`container ${status.name} of Pod ${name} left no report (exit ${status.state?.terminated?.exitCode}): ${message}`);
-    }
-  }
-  assert.equal(reports.size, containers.length, `Pod ${name}: ${JSON.stringify(pod.status)}`);
-  return reports;
-}
 
 const digest = (report: ProbeReport, variable: string): string => {
   const file = report.files[variable];
@@ -170,9 +44,9 @@ const sameToken = (fileSha256: string, seen: string): boolean =>
 
 function checkAws(report: ProbeReport, sa: string): void {
   assert.ok(report.answer.ok, JSON.stringify(report));
-  const exchange = sts.exchanges.find((e) => e.accessKeyId === report.answer.accessKeyId);
+  const exchange = clouds.sts.exchanges.find((e) => e.accessKeyId === report.answer.accessKeyId);
   assert.ok(exchange, 'the SDK returned credentials the stand-in issued');
-  assert.equal(exchange.subject, subject(sa));
+  assert.equal(exchange.subject, clouds.subject(sa));
   assert.equal(exchange.roleArn, ROLE);
   assert.equal(exchange.host, 'sts.eu-west-1.amazonaws.com');
   assert.ok(sameToken(digest(report, 'AWS_WEB_IDENTITY_TOKEN_FILE'), exchange.tokenDigest), 'the stand-in saw the token the kubelet projected');
@@ -180,18 +54,18 @@ function checkAws(report: ProbeReport, sa: string): void {
 
 function checkAzure(report: ProbeReport, sa: string): void {
   assert.ok(report.answer.ok, JSON.stringify(report));
-  const exchange = entra.exchanges.find((e) => e.accessToken === report.answer.token);
+  const exchange = clouds.entra.exchanges.find((e) => e.accessToken === report.answer.token);
   assert.ok(exchange, 'the SDK returned a token the stand-in issued');
-  assert.equal(exchange.subject, subject(sa));
+  assert.equal(exchange.subject, clouds.subject(sa));
   assert.equal(exchange.tenantId, TENANT);
   assert.ok(sameToken(digest(report, 'AZURE_FEDERATED_TOKEN_FILE'), exchange.tokenDigest));
 }
 
 function checkGcp(report: ProbeReport, sa: string): void {
   assert.ok(report.answer.ok, JSON.stringify(report));
-  const impersonation = google.impersonations.find((i) => i.accessToken === report.answer.token);
+  const impersonation = clouds.google.impersonations.find((i) => i.accessToken === report.answer.token);
   assert.ok(impersonation, 'the SDK returned the impersonated access token');
-  assert.equal(impersonation.principal, principal(sa));
+  assert.equal(impersonation.principal, clouds.principal(sa));
   assert.equal(impersonation.email, EMAIL);
   // The external_account file the downward API delivered, complete.
   const file = report.files.GOOGLE_APPLICATION_CREDENTIALS;
@@ -203,7 +77,7 @@ function checkGcp(report: ProbeReport, sa: string): void {
   assert.equal(config.token_url, 'https://sts.googleapis.com/v1/token');
   assert.equal(config.service_account_impersonation_url, `https://iamcredentials.googleapis.com/v1/projects/-/serviceAccounts/${EMAIL}:generateAccessToken`);
   assert.equal(typeof config.credential_source?.file, 'string');
-  const exchange = google.exchanges.find((e) => e.principal === principal(sa));
+  const exchange = clouds.google.exchanges.find((e) => e.principal === clouds.principal(sa));
   assert.ok(exchange);
 }
 
@@ -243,22 +117,22 @@ describe('the chart installed on a real node', () => {
   });
 
   test('an AWS Pod starts; inside it the AWS SDK assumes the role with the projected token', async () => {
-    const reports = await runPod('aws', 'aws', [probe('aws')]);
+    const reports = await clouds.runPod('aws', 'aws', [clouds.probe('aws')]);
     checkAws(reports.get('aws')!, 'aws');
   });
 
   test('an Azure Pod starts; inside it @azure/identity gets a token with the projected assertion', async () => {
-    const reports = await runPod('azure', 'azure', [probe('azure')], {}, { 'azure.workload.identity/use': 'true' });
+    const reports = await clouds.runPod('azure', 'azure', [clouds.probe('azure')], {}, AZURE_USE);
     checkAzure(reports.get('azure')!, 'azure');
   });
 
   test('a GCP Pod starts; inside it google-auth-library reads the downward-API external_account file and impersonates', async () => {
-    const reports = await runPod('gcp', 'gcp', [probe('gcp')]);
+    const reports = await clouds.runPod('gcp', 'gcp', [clouds.probe('gcp')]);
     checkGcp(reports.get('gcp')!, 'gcp');
   });
 
   test('a multi-cloud Pod starts; each container gets credentials from all three clouds\' SDKs', async () => {
-    const reports = await runPod('multi', 'multi', [probe('aws'), probe('azure'), probe('gcp')], {}, { 'azure.workload.identity/use': 'true' });
+    const reports = await clouds.runPod('multi', 'multi', [clouds.probe('aws'), clouds.probe('azure'), clouds.probe('gcp')], {}, AZURE_USE);
     checkAws(reports.get('aws')!, 'multi');
     checkAzure(reports.get('azure')!, 'multi');
     checkGcp(reports.get('gcp')!, 'multi');
@@ -281,14 +155,14 @@ describe('the chart installed on a real node', () => {
       return s.data?.token ? s : undefined;
     }, 90_000);
     const token = Buffer.from(secret.data!.token, 'base64').toString('utf8');
-    const reports = await runPod('uses-secret', 'secret-consumer', [
-      { ...probe('aws', { AWS_CONFIG_FILE: `${SECRET_MOUNT}/credentialsFile` }), volumeMounts: [...probe('aws').volumeMounts!, { name: 'credentials', mountPath: SECRET_MOUNT, readOnly: true }] },
+    const reports = await clouds.runPod('uses-secret', 'secret-consumer', [
+      { ...clouds.probe('aws', { AWS_CONFIG_FILE: `${SECRET_MOUNT}/credentialsFile` }), volumeMounts: [...clouds.probe('aws').volumeMounts!, { name: 'credentials', mountPath: SECRET_MOUNT, readOnly: true }] },
     ], { volumes: [{ name: 'credentials', secret: { secretName: 'aws-credentials' } }] });
     const report = reports.get('aws')!;
     assert.ok(report.answer.ok, JSON.stringify(report));
-    const exchange = sts.exchanges.find((e) => e.accessKeyId === report.answer.accessKeyId);
+    const exchange = clouds.sts.exchanges.find((e) => e.accessKeyId === report.answer.accessKeyId);
     assert.ok(exchange);
-    assert.equal(exchange.subject, subject('secret-reader'));
+    assert.equal(exchange.subject, clouds.subject('secret-reader'));
     assert.equal(exchange.tokenDigest, tokenDigest(token));
     assert.match(report.files.AWS_CONFIG_FILE.content!, new RegExp(`web_identity_token_file = ${SECRET_MOUNT}/token`));
   });

@@ -11,7 +11,10 @@ import { until } from './support/webhook.ts';
 describe('node harness', () => {
   let node: NodeCluster;
   let stopped = false;
+  const netns = (): string[] => (existsSync('/var/run/netns') ? readdirSync('/var/run/netns') : []);
+  let netnsBefore: string[] = [];
   before(async () => {
+    netnsBefore = netns();
     node = await startNode({ name: 'node-harness' });
   });
   after(async () => {
@@ -48,7 +51,7 @@ describe('node harness', () => {
     assert.match(pod.status!.podIP!, /^10\.\d+\.\d+\.\d+$/);
   });
 
-  test('stopping the node leaves no container, process, cgroup, bridge, NAT rule, mount or folder', async () => {
+  test('stopping the node leaves no container, process, cgroup, bridge, NAT rule, network namespace, mount or folder', async () => {
     const { dir } = node;
     const bridge = `wiw${dir.split('/').pop()}`;
     assert.ok(existsSync(`/sys/class/net/${bridge}`), 'the bridge exists while the node runs');
@@ -77,5 +80,6 @@ describe('node harness', () => {
       }
     });
     assert.deepEqual(leftover, [], 'no process names the node folder');
+    assert.deepEqual(netns().filter((n) => !netnsBefore.includes(n)), [], 'no network namespace left');
   });
 });
