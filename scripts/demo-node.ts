@@ -28,7 +28,7 @@ try {
   console.log(`Node ${node.nodeName} Ready in ${((Date.now() - started) / 1000).toFixed(0)} s (images: ${node.images.webhook}, ${node.images.base}).`);
   clouds = await startNodeClouds(node, 'demo');
   console.log(`helm install wiw charts/workload-identity-webhook --namespace ${SYSTEM_NS} (image ${node.images.webhook}, pullPolicy Never) ...`);
-  await installChart(node);
+  await installChart(node, ['demo']);
   const apps = node.cp.kubeConfig().makeApiClient(AppsV1Api);
   await until('both webhook replicas Ready', async () =>
     (await apps.readNamespacedDeployment({ namespace: SYSTEM_NS, name: FULLNAME })).status?.readyReplicas === 2 || undefined, 180_000);

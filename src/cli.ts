@@ -15,6 +15,9 @@ const USAGE = `Usage:
   workload-identity-webhook preview -f FILE [-f FILE ...] [--old FILE] [--policy FILE ...] [-o yaml|json|patch] [flags]
   workload-identity-webhook check-policy -f FILE [-f FILE ...]
   workload-identity-webhook token-requestor [flags]
+  workload-identity-webhook doctor [--namespace NS] [--issuer-ca FILE] [-o text|json] [flags]
+  workload-identity-webhook trust [-f FILE ... --issuer URL] [--namespace NS] [-o text|json] [flags]
+  workload-identity-webhook issuer publish --dir DIR [--issuer URL] [--key-file FILE ...] [flags]
   workload-identity-webhook help
 
 preview runs the same mutation core offline. Input: YAML or JSON documents (use - for stdin):
@@ -31,6 +34,20 @@ token-requestor keeps a fresh ServiceAccount token in every Secret labelled
 workload-identity-webhook.io/provider (see docs/secrets.md). Run it as its own Deployment: it
 alone needs access to Secrets. One instance writes at a time (a coordination.k8s.io Lease).
 
+doctor checks the cluster's side of the handshake with the clouds (docs/trust.md): discovery, JWKS,
+the public issuer URL, and the token of every ServiceAccount with an identity verified against the
+published keys. Exit 0 all good, 1 a problem found (each with its fix), 2 something could not be
+checked. --issuer-ca FILE trusts a private CA for the public issuer URL.
+
+trust prints, per cloud, the configuration that makes each identity's token accepted: the AWS IAM
+OIDC provider and role trust policies, the Azure federated identity credentials, the Google pool
+provider and service account bindings, with the aws / az / gcloud commands. Reads the cluster
+(--kubeconfig), or manifests offline (-f FILE, with --issuer URL).
+
+issuer publish writes .well-known/openid-configuration and openid/v1/jwks into DIR for static
+hosting, from the API server's keys or from --key-file FILE (the --service-account-key-file
+files), and prints the kube-apiserver flags that point tokens at them.
+
 Flags (each also read from the environment variable shown):
 ${configHelp()}
 
@@ -40,11 +57,23 @@ ${requestorHelp()}`;
 
 class UsageError extends Error {}
 
+/** Flags of one subcommand, besides the configuration flags; repeatable ones collect every value. */
+const COMMAND_FLAGS: Record<string, readonly string[]> = {
+  doctor: ['issuer-ca', 'namespace'],
+  trust: ['issuer', 'namespace'],
+  'issuer publish': ['issuer', 'dir', 'key-file'],
+};
+const OUTPUTS: Record<string, readonly string[]> = { preview: ['yaml', 'json', 'patch'], doctor: ['text', 'json'], trust: ['text', 'json'] };
+
 interface ParsedArgs {
   command: string;
   flags: Map<string, string>;
   files: string[];
   output: OutputFormat;
+  /** -o of doctor and trust: text (default) or json. */
+  reportOutput: 'text' | 'json';
+  /** COMMAND_FLAGS values. */
+  commandFlags: Map<string, string[]>;
   /** preview: the stored version of the Secret, for an UPDATE. */
   old?: string;
   /** preview: tenant policy files. */
@@ -52,7 +81,14 @@ interface ParsedArgs {
 }
 
 export function parseArgs(argv: string[]): ParsedArgs {
-  const [command = 'help', ...rest] = argv;
+  let [command = 'help', ...rest] = argv;
+  if (command === 'issuer') {
+    if (rest[0] !== 'publish') throw new UsageError(`issuer ${rest[0] ?? ''}: expected "issuer publish"`);
+    command = 'issuer publish';
+    rest = rest.slice(1);
+  }
+  const commandFlags = new Map<string, string[]>();
+  let reportOutput: 'text' | 'json' = 'text';
   const flags = new Map<string, string>();
   const files: string[] = [];
   let output: OutputFormat = 'yaml';
@@ -71,8 +107,16 @@ export function parseArgs(argv: string[]): ParsedArgs {
       files.push(takeValue('-f', arg.startsWith('--filename=') ? arg.slice(11) : undefined));
     } else if (arg === '-o' || arg === '--output' || arg.startsWith('--output=')) {
       const v = takeValue('-o', arg.startsWith('--output=') ? arg.slice(9) : undefined);
-      if (v !== 'yaml' && v !== 'json' && v !== 'patch') throw new UsageError(`-o ${v}: expected yaml, json or patch`);
-      output = v;
+      const allowed = OUTPUTS[command];
+      if (!allowed) throw new UsageError(`${command} has no -o`);
+      if (!allowed.includes(v)) throw new UsageError(`-o ${v}: expected ${allowed.slice(0, -1).join(', ')} or ${allowed.at(-1)}`);
+      if (command === 'doctor' || command === 'trust') reportOutput = v as 'text' | 'json';
+      else output = v as OutputFormat;
+    } else if ((arg === '-n' || arg.startsWith('--')) && COMMAND_FLAGS[command]?.includes(arg === '-n' ? 'namespace' : arg.slice(2).split('=')[0])) {
+      const name = arg === '-n' ? 'namespace' : arg.slice(2).split('=')[0];
+      const eq = arg.indexOf('=');
+      const value = takeValue(`--${name}`, eq === -1 ? undefined : arg.slice(eq + 1));
+      commandFlags.set(name, [...(commandFlags.get(name) ?? []), value]);
     } else if (arg === '--policy' || arg.startsWith('--policy=')) {
       policies.push(takeValue('--policy', arg.startsWith('--policy=') ? arg.slice(9) : undefined));
     } else if (arg === '--old' || arg.startsWith('--old=')) {
@@ -87,7 +131,7 @@ export function parseArgs(argv: string[]): ParsedArgs {
       throw new UsageError(`unexpected argument "${arg}"`);
     }
   }
-  return { command, flags, files, output, old, policies };
+  return { command, flags, files, output, reportOutput, commandFlags, old, policies };
 }
 
 function readInput(file: string): string {
@@ -162,6 +206,30 @@ async function main(argv: string[]): Promise<number> {
         process.once('SIGTERM', stop);
         process.once('SIGINT', stop);
         return -1;
+      }
+      case 'doctor':
+      case 'trust':
+      case 'issuer publish': {
+        const { runIssuerCommand } = await import('./trust/commands.ts');
+        const config = loadConfig(args.flags);
+        const one = (name: string): string | undefined => {
+          const values = args.commandFlags.get(name);
+          if (values && values.length > 1) throw new UsageError(`--${name} given ${values.length} times`);
+          return values?.[0];
+        };
+        const result = await runIssuerCommand(args.command, {
+          config,
+          files: args.files.map((source) => ({ source, text: readInput(source) })),
+          output: args.reportOutput,
+          issuer: one('issuer'),
+          issuerCa: one('issuer-ca'),
+          namespace: one('namespace'),
+          dir: one('dir'),
+          keyFiles: args.commandFlags.get('key-file') ?? [],
+        });
+        for (const w of result.warnings) process.stderr.write(`warning: ${w}\n`);
+        process.stdout.write(result.output);
+        return result.code;
       }
       default:
         throw new UsageError(`unknown command "${args.command}"`);

@@ -1,4 +1,6 @@
 import { ConfigError } from './errors.ts';
+import { DEFAULT_LIMITS } from './limits.ts';
+import { DEFAULT_TLS12_SUITES, parseCipherSuites, parseTlsVersion, type TlsVersion } from './tls/policy.ts';
 import { AZURE_AUDIENCE, AZURE_CLOUDS, type AzureCloud } from './providers/azure.ts';
 import { DEFAULT_SECRET_TOKEN_PATH, isTokenPath } from './mutate/secret-labels.ts';
 
@@ -108,10 +110,20 @@ export const settings = {
   certRenewBeforeSeconds: { flag: 'cert-renew-before-seconds', description: 'With --cert-secret: start a rotation this long before the serving certificate expires', parse: integer(5, 10 * 365 * 86400), default: 60 * 86400 },
   certPropagationSeconds: { flag: 'cert-propagation-seconds', description: 'With --cert-secret: how long a new CA sits in the caBundle before any replica serves a certificate it signed', parse: integer(1, 86400), default: 60 },
   certResyncSeconds: { flag: 'cert-resync-seconds', description: 'With --cert-secret: re-check the Secret and caBundle at least this often (changes are also watched)', parse: integer(1, 86400), default: 60 },
+  tlsMinVersion: { flag: 'tls-min-version', description: 'Lowest TLS version served: 1.2 or 1.3 (also VersionTLS12, VersionTLS13)', parse: parseTlsVersion, default: 'TLSv1.2' as TlsVersion },
+  tlsCipherSuites: { flag: 'tls-cipher-suites', description: 'TLS 1.2 cipher suites, IANA names (comma-separated); only forward-secret AEAD suites are accepted', parse: parseCipherSuites, default: DEFAULT_TLS12_SUITES },
+  clientCaFile: { flag: 'client-ca-file', description: "CA (PEM) of the API server's client certificate (its admission kubeconfig): /mutate then requires a certificate it signed", parse: optionalString, default: undefined },
+  maxRequestBytes: { flag: 'max-request-bytes', description: 'Largest AdmissionReview accepted (413 beyond)', parse: integer(64 * 1024, 64 * 1024 * 1024), default: DEFAULT_LIMITS.maxRequestBytes },
+  maxInflightRequestBytes: { flag: 'max-inflight-request-bytes', description: 'Request bytes held at once across connections (503 and retry beyond)', parse: integer(64 * 1024, 1024 * 1024 * 1024), default: DEFAULT_LIMITS.maxInflightRequestBytes },
+  maxContainers: { flag: 'max-containers', description: 'Containers (all kinds) of one Pod the webhook admits', parse: integer(1, 100_000), default: DEFAULT_LIMITS.maxContainers },
+  maxPatchBytes: { flag: 'max-patch-bytes', description: 'Largest JSON Patch answered; an object needing more is denied', parse: integer(1024, 64 * 1024 * 1024), default: DEFAULT_LIMITS.maxPatchBytes },
+  maxConnections: { flag: 'max-connections', description: 'Open connections at once', parse: integer(1, 1_000_000), default: DEFAULT_LIMITS.maxConnections },
+  recordKeyFile: { flag: 'record-key-file', description: 'File of at least 32 random bytes that signs the injection record; replicas must share it (default: derived from the serving key)', parse: optionalString, default: undefined },
   drainSeconds: { flag: 'drain-seconds', description: 'On SIGTERM, keep serving this long while reporting not-ready', parse: integer(0, 600), default: 5 },
   logLevel: { flag: 'log-level', description: 'Log level', parse: oneOf(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const), default: 'info' as const },
   kubeconfig: { flag: 'kubeconfig', description: 'Kubeconfig file; default: in-cluster, then $KUBECONFIG, then ~/.kube/config', parse: optionalString, default: undefined },
   cacheMissTimeoutMs: { flag: 'cache-miss-timeout-ms', description: 'Timeout of the direct API read when a ServiceAccount is not yet cached', parse: integer(50, 10000), default: 2000 },
+  failurePolicy: { flag: 'failure-policy', description: "The Pod webhook's failurePolicy, to act alike when a ServiceAccount cannot be read: Fail refuses the Pod (retryably), Ignore admits it without identity and with a warning", parse: oneOf(['Fail', 'Ignore'] as const), default: 'Fail' as const },
   cacheMissRate: { flag: 'cache-miss-reads-per-second', description: 'Rate limit of direct ServiceAccount reads on cache misses', parse: integer(1, 10000), default: 50 },
   // AWS
   awsAnnotationPrefix: { flag: 'aws-annotation-prefix', description: 'Annotation prefix of the AWS keys', parse: string, default: 'eks.amazonaws.com' },
@@ -173,6 +185,9 @@ export function loadConfig(flags: ReadonlyMap<string, string>, env: NodeJS.Proce
   if (c.selfSigned && c.tlsCertFile) throw new ConfigError('--self-signed and --tls-cert-file exclude each other');
   if (c.caBundleOut && !c.selfSigned) throw new ConfigError('--ca-bundle-out needs --self-signed');
   if (c.certSecret && (c.selfSigned || c.tlsCertFile)) throw new ConfigError('--cert-secret excludes --self-signed and --tls-cert-file: choose one certificate source');
+  if (c.maxInflightRequestBytes < c.maxRequestBytes) {
+    throw new ConfigError(`--max-inflight-request-bytes=${c.maxInflightRequestBytes} must be at least --max-request-bytes=${c.maxRequestBytes}`);
+  }
   if (c.certRenewBeforeSeconds >= c.certValiditySeconds) {
     throw new ConfigError(`--cert-renew-before-seconds=${c.certRenewBeforeSeconds} must be below --cert-validity-seconds=${c.certValiditySeconds}`);
   }

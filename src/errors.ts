@@ -22,11 +22,11 @@ export class ConfigError extends WebhookError {
 /**
  * Why an object is refused at admission. `reason` is a short stable label (the metrics label
  * of denials); `status` the HTTP-like code the API server shows (400 invalid, 403 forbidden,
- * 409 conflict).
+ * 409 conflict, 503 retry later).
  */
 export interface Denial {
   reason: string;
-  status: 400 | 403 | 409;
+  status: 400 | 403 | 409 | 503;
   message: string;
 }
 

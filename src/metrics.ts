@@ -21,6 +21,12 @@ export function createMetrics() {
       buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
       registers: [registry],
     }),
+    rejected: new Counter({
+      name: 'wiw_requests_rejected_total',
+      help: 'Requests turned away before admission, by reason (too_large, busy, unauthenticated)',
+      labelNames: ['reason'] as const,
+      registers: [registry],
+    }),
     injections: new Counter({
       name: 'wiw_injections_total',
       help: 'Identities injected, by provider',

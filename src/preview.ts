@@ -2,10 +2,15 @@ import fastJsonPatch from 'fast-json-patch';
 import { parseAllDocuments, stringify } from 'yaml';
 import { WebhookError, type Denial } from './errors.ts';
 import type { Pod, ServiceAccountView } from './kube/types.ts';
+import { RecordKeys } from './mutate/injection-record.ts';
 import { mutatePod, serviceAccountNameOf } from './mutate/pod.ts';
 import type { PatchOperation } from './mutate/patch.ts';
 import { podShapeError } from './admission/pods.ts';
 import type { PodProvider } from './providers/types.ts';
+
+// A fixed key: preview's output is the same on every run. It proves nothing to a real webhook,
+// whose key is its own, so a previewed Pod's record is never trusted by one.
+const PREVIEW_KEYS = RecordKeys.derive('workload-identity-webhook preview');
 import { previewPodPolicy, type PreviewPolicy } from './policy/preview.ts';
 
 export type OutputFormat = 'yaml' | 'json' | 'patch';
@@ -62,7 +67,7 @@ export function previewPod(providers: readonly PodProvider[], input: PreviewInpu
   const sa = accounts.get(`${namespace}/${saName}`);
   const warnings: string[] = [];
   if (!sa) warnings.push(`ServiceAccount ${namespace}/${saName} is not among the documents: previewed as if it did not exist`);
-  const result = mutatePod(providers, { pod, namespace, serviceAccount: sa }, previewPodPolicy(policy, manifests, namespace, warnings));
+  const result = mutatePod(providers, { pod, namespace, serviceAccount: sa, recordKeys: PREVIEW_KEYS }, previewPodPolicy(policy, manifests, namespace, warnings));
   if (!result.allowed) return { allowed: false, denial: result.denial, warnings };
   warnings.push(...result.warnings);
   if (format === 'patch') return { allowed: true, patch: result.patch, output: JSON.stringify(result.patch, null, 2) + '\n', warnings };

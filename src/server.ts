@@ -1,7 +1,7 @@
-import { writeFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
-import { buildApp } from './app.ts';
+import { buildApp, type AdmitContext } from './app.ts';
 import { admitPod } from './admission/pods.ts';
 import { admitSecret } from './admission/secrets.ts';
 import type { AdmissionRequest, Decision } from './admission/review.ts';
@@ -14,7 +14,9 @@ import { annotationPrefixes, createProviders } from './providers/index.ts';
 import { createSecretProviders } from './providers/secret-index.ts';
 import { createTenantPolicy } from './policy/runtime.ts';
 import { SECRET_ANNOTATION_PREFIXES } from './mutate/secret-labels.ts';
+import { RecordKeys } from './mutate/injection-record.ts';
 import { selfManagedTls } from './tls/certificate-manager.ts';
+import { tlsPolicy } from './tls/policy.ts';
 import { generateCertificates } from './tls/self-signed.ts';
 import { readKeyPair, watchKeyPair, type KeyPair } from './tls/reloader.ts';
 
@@ -43,6 +45,30 @@ async function loadTls(config: Config, log: Logger): Promise<{ pair: KeyPair; wa
   throw new ConfigError('serve needs a certificate: --tls-cert-file and --tls-key-file, --cert-secret, or --self-signed');
 }
 
+/**
+ * The key that signs injection records. Every replica must hold the same one: a key file, or
+ * else one derived from the serving key, which replicas share through their certificate Secret.
+ * After a certificate rotation the previous key still verifies.
+ */
+async function injectionRecordKeys(config: Config, pair: KeyPair, log: Logger): Promise<{ current: RecordKeys; rotate(p: KeyPair): void }> {
+  if (config.recordKeyFile) {
+    const file = config.recordKeyFile;
+    const material = await readFile(file).catch((err: Error) => {
+      throw new ConfigError(`cannot read --record-key-file: ${err.message}`);
+    });
+    if (material.length < 32) throw new ConfigError(`--record-key-file ${file} holds ${material.length} bytes; at least 32 random bytes are needed`);
+    return { current: RecordKeys.derive(material), rotate: () => {} };
+  }
+  if (config.selfSigned) log.info('injection records are signed with a key of this process: run one replica, or set --record-key-file');
+  let last = pair.key;
+  const keys = { current: RecordKeys.derive(pair.key), rotate(next: KeyPair) {
+    if (next.key === last) return;
+    keys.current = RecordKeys.derive(next.key, last);
+    last = next.key;
+  } };
+  return keys;
+}
+
 export async function serve(config: Config, log: Logger): Promise<RunningServer> {
   const tls = await loadTls(config, log);
   const providers = createProviders(config);
@@ -58,21 +84,39 @@ export async function serve(config: Config, log: Logger): Promise<RunningServer>
     missReadsPerSecond: config.cacheMissRate,
   });
   const tenantPolicy = createTenantPolicy(config, kubeConfig, log);
+  const recordKeys = await injectionRecordKeys(config, tls.pair, log);
   let draining = false;
   const lookup = (ns: string, name: string) => cache.lookup(ns, name);
-  const admit = (request: AdmissionRequest): Decision | Promise<Decision> => {
-    if (request.kind.kind === 'Pod' && request.kind.group === '') return admitPod(providers, lookup, request, tenantPolicy?.gate);
+  const admit = (request: AdmissionRequest, context: AdmitContext): Decision | Promise<Decision> => {
+    if (request.kind.kind === 'Pod' && request.kind.group === '') return admitPod(providers, lookup, request, tenantPolicy?.gate, {
+      onUnresolved: context.failurePolicy ?? config.failurePolicy,
+      recordKeys: recordKeys.current,
+      maxContainers: config.maxContainers,
+    });
     if (request.kind.kind === 'Secret' && request.kind.group === '') return admitSecret(secretCore, lookup, request, tenantPolicy?.gate);
     return { allowed: true };
   };
 
-  const app = buildApp({ https: tls.pair, log, metrics, admit, isReady: () => !draining && cache.synced && (tenantPolicy?.synced() ?? true) });
-  // The API server pools keep-alive connections per Service name, so it keeps sending to a
-  // draining replica on connections opened before. While draining, every answer closes its
-  // connection (the client then dials again and reaches a ready replica); closing idle ones
-  // only at the end would race with a request sent on one (a reset, a lost admission).
-  app.addHook('onSend', async (_request, reply) => {
-    if (draining) void reply.header('connection', 'close');
+  const clientCa = config.clientCaFile ? await readFile(config.clientCaFile, 'utf8').catch((err: Error) => {
+    throw new ConfigError(`cannot read --client-ca-file: ${err.message}`);
+  }) : undefined;
+  const policy = tlsPolicy(config.tlsMinVersion, config.tlsCipherSuites);
+  const app = buildApp({
+    https: tls.pair,
+    log,
+    metrics,
+    admit,
+    isReady: () => !draining && cache.synced && (tenantPolicy?.synced() ?? true),
+    isDraining: () => draining,
+    limits: {
+      maxRequestBytes: config.maxRequestBytes,
+      maxInflightRequestBytes: config.maxInflightRequestBytes,
+      maxContainers: config.maxContainers,
+      maxPatchBytes: config.maxPatchBytes,
+      maxConnections: config.maxConnections,
+    },
+    tls: policy,
+    clientCa,
   });
   void cache.start();
   tenantPolicy?.start();
@@ -80,7 +124,13 @@ export async function serve(config: Config, log: Logger): Promise<RunningServer>
   const port = (app.server.address() as AddressInfo).port;
   const stopWatching = tls.watch?.((pair) => {
     // New handshakes get the new certificate; connections already open keep theirs.
-    (app.server as unknown as { setSecureContext(o: object): void }).setSecureContext({ ...pair, minVersion: 'TLSv1.2' });
+    (app.server as unknown as { setSecureContext(o: object): void }).setSecureContext({
+      ...pair,
+      minVersion: policy.minVersion,
+      ciphers: policy.ciphers,
+      ...(clientCa ? { ca: clientCa } : {}),
+    });
+    recordKeys.rotate(pair);
   });
 
   const { server: metricsServer, port: metricsPort } = await serveMetrics(metrics.registry, config.metricsHost, config.metricsPort);
@@ -94,6 +144,8 @@ export async function serve(config: Config, log: Logger): Promise<RunningServer>
       shutdown ??= (async () => {
         draining = true;
         log.info({ drainSeconds: config.drainSeconds }, 'draining: reporting not ready');
+        // Keep-alive clients learn it from their next answer (Connection: close). Idle connections
+        // are not cut now: a client may be sending on one, and a POST cut mid-flight is not retried.
         await new Promise((resolve) => setTimeout(resolve, config.drainSeconds * 1000));
         stopWatching?.();
         cache.stop();

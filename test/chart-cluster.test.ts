@@ -96,7 +96,7 @@ describe('server-side dry run', () => {
 
 describe('restricted Pod Security', () => {
   test("Pods from both Deployments' templates are admitted in a namespace enforcing restricted", async () => {
-    const { manifests } = await renderChart({ tokenRequestor: { enabled: true } }, { release: RELEASE, namespace: NS });
+    const { manifests } = await renderChart({ tokenRequestor: { enabled: true, namespaces: ['apps'] } }, { release: RELEASE, namespace: NS });
     const pods = all(manifests, 'Deployment').map((d, i): Manifest => ({
       apiVersion: 'v1',
       kind: 'Pod',
@@ -145,14 +145,14 @@ describe('helm install, upgrade and uninstall', () => {
 
   test('install: the caBundle is patched and Pods and labelled Secrets are mutated behind the chart', async () => {
     [port] = await freePorts(1);
-    const out = await helmUpgradeInstall(cp, RELEASE, NS, { webhook: { url: `https://127.0.0.1:${port}` }, tokenRequestor: { enabled: true } });
+    const out = await helmUpgradeInstall(cp, RELEASE, NS, { webhook: { url: `https://127.0.0.1:${port}` }, tokenRequestor: { enabled: true, namespaces: ['apps'] } });
     assert.match(out, /STATUS: deployed/);
     assert.match(out, /Certificates: selfManaged/, 'NOTES.txt is shown');
     installed = await releaseManifests();
 
     webhook = await startAsDeployed(installed);
     const { caBundles, secret } = await caBundleAndSecret();
-    assert.equal(caBundles.length, 3);
+    assert.equal(caBundles.length, 4);
     for (const caBundle of caBundles) assert.equal(caBundle, secret['ca.crt']);
 
     await createServiceAccount(cp, 'apps', 'worker', { 'eks.amazonaws.com/role-arn': ROLE });
@@ -161,6 +161,16 @@ describe('helm install, upgrade and uninstall', () => {
     );
     assert.equal(podEnv(pod).AWS_ROLE_ARN, ROLE);
     assert.equal(podEnv(pod).AWS_WEB_IDENTITY_TOKEN_FILE, '/var/run/secrets/eks.amazonaws.com/serviceaccount/token');
+
+    // IRSA add-ons in kube-system get their identity too, through the system entry.
+    await createServiceAccount(cp, 'kube-system', 'ebs-csi-controller-sa', { 'eks.amazonaws.com/role-arn': ROLE });
+    const addon = await core.createNamespacedPod({ namespace: 'kube-system', body: { metadata: { name: 'ebs-csi-controller' }, spec: { serviceAccountName: 'ebs-csi-controller-sa', containers: [{ name: 'app', image: 'busybox' }] } } });
+    assert.equal(podEnv(addon).AWS_ROLE_ARN, ROLE);
+    // The webhook's own namespace is never sent to it.
+    await createServiceAccount(cp, NS, 'own', { 'eks.amazonaws.com/role-arn': ROLE });
+    const own = await core.createNamespacedPod({ namespace: NS, body: { metadata: { name: 'own' }, spec: { serviceAccountName: 'own', securityContext: { runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } }, containers: [{ name: 'app', image: 'busybox', securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } } }] } } });
+    assert.equal(podEnv(own).AWS_ROLE_ARN, undefined);
+    assert.ok(!webhook.logs().some((l) => l.msg === 'admission' && l.namespace === NS));
 
     // An opted-out Pod never reaches the webhook (objectSelector).
     const skipped = await core.createNamespacedPod({
@@ -198,12 +208,12 @@ describe('helm install, upgrade and uninstall', () => {
     const before = await caBundleAndSecret();
     const out = await helmUpgradeInstall(
       cp, RELEASE, NS,
-      { webhook: { url: `https://127.0.0.1:${port}`, timeoutSeconds: 5 }, tokenRequestor: { enabled: true }, config: { awsDefaultRegion: 'eu-west-1' } },
+      { webhook: { url: `https://127.0.0.1:${port}`, timeoutSeconds: 5 }, tokenRequestor: { enabled: true, namespaces: ['apps'] }, config: { awsDefaultRegion: 'eu-west-1' } },
       'upgrade',
     );
     assert.match(out, /REVISION: 2/);
     const mwc = await admission.readMutatingWebhookConfiguration({ name: FULLNAME });
-    assert.deepEqual(mwc.webhooks!.map((w) => w.timeoutSeconds), [5, 5, 5]);
+    assert.deepEqual(mwc.webhooks!.map((w) => w.timeoutSeconds), [5, 5, 5, 5]);
     const afterUpgrade = await caBundleAndSecret();
     assert.deepEqual(afterUpgrade, before, 'helm upgrade kept the patched caBundle and the Secret the webhook filled');
 
@@ -231,7 +241,7 @@ describe('helm install, upgrade and uninstall', () => {
     assert.deepEqual(left, []);
     assert.ok(last.some((m) => m.kind === 'Lease') && last.some((m) => m.kind === 'Secret'), 'the Lease and the certificate Secret were the release\'s');
     // Nothing labelled with the release anywhere, in any kind the chart can render.
-    const { manifests: everything } = await renderChart({ tokenRequestor: { enabled: true }, networkPolicy: { enabled: true }, serviceMonitor: { enabled: true }, certificates: { mode: 'certManager' } }, { release: RELEASE, namespace: NS });
+    const { manifests: everything } = await renderChart({ tokenRequestor: { enabled: true, namespaces: ['apps'] }, networkPolicy: { enabled: true }, serviceMonitor: { enabled: true }, certificates: { mode: 'certManager' } }, { release: RELEASE, namespace: NS });
     const kinds = new Map(everything.map((m) => [`${m.apiVersion}/${m.kind}`, m]));
     for (const m of kinds.values()) {
       const path = (await resourcePath(cp, m, NS)).replace(`/namespaces/${NS}/`, '/');

@@ -16,10 +16,12 @@ import {
   all,
   containerEnv,
   find,
+  helm,
   lintChart,
   plainManifests,
   readPlainManifests,
   renderChart,
+  withValuesFile,
   type Manifest,
 } from './support/chart.ts';
 
@@ -45,12 +47,15 @@ const CHART_MANAGED: Partial<Record<SettingKey, { values: Record<string, any>; e
   certPropagationSeconds: { values: { certificates: { selfManaged: { propagationSeconds: 30 } } }, expect: '30' },
   certResyncSeconds: { values: { certificates: { selfManaged: { resyncSeconds: 20 } } }, expect: '20' },
   policyFile: { values: { policy: { configMap: 'wiw-policy' } }, expect: '/etc/workload-identity-webhook/policy/policy.yaml' },
+  failurePolicy: { values: { webhook: { failurePolicy: 'Ignore' } }, expect: 'Ignore' },
+  clientCaFile: { values: { clientAuth: { caBundle: TEST_CA_PEM } }, expect: '/etc/workload-identity-webhook/client-ca/ca.crt' },
 };
 /** Flags with no meaning inside a cluster; the chart never sets them. */
 const DEVELOPMENT_ONLY: Partial<Record<SettingKey, string>> = {
   selfSigned: 'a throwaway CA nobody could put in a caBundle',
   caBundleOut: 'goes with --self-signed',
   kubeconfig: 'the in-cluster ServiceAccount is used',
+  recordKeyFile: 'replicas share the key derived from the serving key they read from one Secret',
 };
 
 function envName(flag: string): string {
@@ -78,22 +83,35 @@ describe('helm lint and helm template over the values matrix', () => {
       const mwc = find(manifests, 'MutatingWebhookConfiguration', FULLNAME)!;
       const failurePolicy = values.webhook?.failurePolicy ?? 'Fail';
       const secretsOn = values.webhook?.secrets?.enabled ?? true;
+      const systemNamespaces: string[] = values.webhook?.systemNamespaces ?? ['kube-system'];
       assert.deepEqual(
         mwc.webhooks.map((w: any) => w.name),
-        ['pods.workload-identity-webhook.io', ...(secretsOn ? ['secrets.workload-identity-webhook.io', 'gardener-secrets.workload-identity-webhook.io'] : [])],
+        [
+          'pods.workload-identity-webhook.io',
+          ...(systemNamespaces.length ? ['system-pods.workload-identity-webhook.io'] : []),
+          ...(secretsOn ? ['secrets.workload-identity-webhook.io', 'gardener-secrets.workload-identity-webhook.io'] : []),
+        ],
       );
-      for (const w of mwc.webhooks) {
+      const system = mwc.webhooks.find((w: any) => w.name === 'system-pods.workload-identity-webhook.io');
+      if (system) {
+        assert.equal(system.failurePolicy, values.webhook?.systemFailurePolicy ?? 'Ignore');
+        assert.deepEqual(system.namespaceSelector, { matchExpressions: [{ key: 'kubernetes.io/metadata.name', operator: 'In', values: systemNamespaces }] });
+        const path = `/mutate/${(values.webhook?.systemFailurePolicy ?? 'Ignore').toLowerCase()}`;
+        if (values.webhook?.url) assert.deepEqual(system.clientConfig, { url: `${values.webhook.url}${path}` });
+        else assert.equal(system.clientConfig.service.path, path);
+      }
+      for (const w of mwc.webhooks.filter((x: any) => x !== system)) {
         assert.deepEqual(w.admissionReviewVersions, ['v1']);
         assert.equal(w.sideEffects, 'None');
         assert.equal(w.reinvocationPolicy, 'IfNeeded');
         assert.equal(w.failurePolicy, failurePolicy);
         assert.equal(w.timeoutSeconds, values.webhook?.timeoutSeconds ?? 10);
         const excluded = w.namespaceSelector.matchExpressions[0];
-        assert.deepEqual(excluded, { key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: ['kube-system', 'wiw-system', ...(values.webhook?.excludeNamespaces ?? [])] });
+        assert.deepEqual(excluded, { key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: ['wiw-system', ...systemNamespaces, ...(values.webhook?.excludeNamespaces ?? [])] });
         if (values.webhook?.url) assert.deepEqual(w.clientConfig, { url: `${values.webhook.url}/mutate` });
         else assert.deepEqual(w.clientConfig.service, { name: FULLNAME, namespace: 'wiw-system', path: '/mutate', port: 443 });
       }
-      const [pods, secrets, gardener] = mwc.webhooks;
+      const [pods, secrets, gardener] = mwc.webhooks.filter((x: any) => x !== system);
       assert.deepEqual(pods.rules, [{ apiGroups: [''], apiVersions: ['v1'], operations: ['CREATE'], resources: ['pods'], scope: 'Namespaced' }]);
       assert.deepEqual(pods.objectSelector.matchExpressions, [
         { key: 'workload-identity-webhook.io/skip', operator: 'DoesNotExist' },
@@ -113,6 +131,18 @@ describe('helm lint and helm template over the values matrix', () => {
       assert.doesNotThrow(() => loadConfig(new Map(), containerEnv(webhookDeployment(manifests))));
     });
   }
+
+  test('kube-system is mutated through its own entry; the release namespace never, even when listed', async () => {
+    const { manifests } = await renderChart({ webhook: { systemNamespaces: ['kube-system', 'wiw-system', 'addons'], systemFailurePolicy: 'Fail', excludeNamespaces: ['addons'] } });
+    const [pods, system] = find(manifests, 'MutatingWebhookConfiguration')!.webhooks;
+    assert.equal(system.name, 'system-pods.workload-identity-webhook.io');
+    assert.deepEqual(system.namespaceSelector.matchExpressions[0].values, ['kube-system']);
+    assert.equal(system.failurePolicy, 'Fail');
+    assert.equal(system.clientConfig.service.path, '/mutate/fail');
+    assert.deepEqual(pods.namespaceSelector.matchExpressions[0].values, ['wiw-system', 'kube-system', 'addons']);
+    const none = find((await renderChart({ webhook: { systemNamespaces: [] } })).manifests, 'MutatingWebhookConfiguration')!.webhooks;
+    assert.ok(!none.some((w: { name: string }) => w.name.startsWith('system-')));
+  });
 
   test('custom namespace selectors are ANDed with the exclusions', async () => {
     const { manifests } = await renderChart(VALUES_MATRIX[3].values);
@@ -189,7 +219,7 @@ describe('availability, security and least privilege', () => {
   });
 
   test('every container runs under the restricted profile', async () => {
-    const { manifests } = await renderChart({ tokenRequestor: { enabled: true } });
+    const { manifests } = await renderChart({ tokenRequestor: { enabled: true, namespaces: ['apps'] } });
     const deployments = all(manifests, 'Deployment');
     assert.equal(deployments.length, 2);
     for (const d of deployments) {
@@ -219,11 +249,12 @@ describe('availability, security and least privilege', () => {
     }
   });
 
-  test('the token requestor has its own ServiceAccount, TokenRequest rights and a Lease by name', async () => {
-    const { manifests } = await renderChart({ tokenRequestor: { enabled: true } });
+  test('the token requestor has its own ServiceAccount, its rights only in the namespaces it serves, and a Lease by name', async () => {
+    const { manifests } = await renderChart({ tokenRequestor: { enabled: true, namespaces: ['apps', 'platform'] } });
     const name = `${FULLNAME}-token-requestor`;
     const d = find(manifests, 'Deployment', name)!;
     assert.equal(d.spec.template.spec.serviceAccountName, name);
+    assert.equal(containerEnv(d).WIW_NAMESPACES, 'apps,platform');
     assert.ok(find(manifests, 'ServiceAccount', name));
     assert.deepEqual(find(manifests, 'ClusterRole', name)!.rules, [
       { apiGroups: [''], resources: ['secrets'], verbs: ['list', 'watch', 'patch'] },
@@ -231,14 +262,62 @@ describe('availability, security and least privilege', () => {
       { apiGroups: [''], resources: ['serviceaccounts/token'], verbs: ['create'] },
       { apiGroups: [''], resources: ['events'], verbs: ['create'] },
     ]);
+    // Never bound cluster-wide: one RoleBinding per served namespace.
+    assert.ok(all(manifests, 'ClusterRoleBinding').every((b) => b.roleRef.name !== name));
+    const bindings = all(manifests, 'RoleBinding').filter((b) => b.roleRef.kind === 'ClusterRole' && b.roleRef.name === name);
+    assert.deepEqual(bindings.map((b) => b.metadata.namespace), ['apps', 'platform']);
+    for (const b of bindings) assert.deepEqual(b.subjects, [{ kind: 'ServiceAccount', name, namespace: 'wiw-system' }]);
     const lease = find(manifests, 'Role', name)!;
     assert.equal(lease.metadata.namespace, 'wiw-system');
     assert.deepEqual(lease.rules, [{ apiGroups: ['coordination.k8s.io'], resources: ['leases'], resourceNames: [name], verbs: ['get', 'update'] }]);
     assert.equal(find(manifests, 'Lease', name)!.metadata.namespace, 'wiw-system', 'the chart creates the Lease: no create permission, and uninstall removes it');
-    assert.deepEqual(find(manifests, 'RoleBinding', name)!.subjects, [{ kind: 'ServiceAccount', name, namespace: 'wiw-system' }]);
+    // The admission policy that limits its identity (proved in token-requestor-privileges.test.ts).
+    const policy = find(manifests, 'ValidatingAdmissionPolicy', name)!;
+    assert.equal(policy.spec.failurePolicy, 'Fail');
+    assert.equal(policy.spec.matchConditions[0].expression, `request.userInfo.username == "system:serviceaccount:wiw-system:${name}"`);
+    const variables = Object.fromEntries(policy.spec.variables.map((v: { name: string; expression: string }) => [v.name, v.expression]));
+    assert.equal(variables.served, '["apps","platform"]');
+    assert.equal(variables.audiences, '["sts.amazonaws.com","api://AzureADTokenExchange"]');
+    assert.deepEqual(find(manifests, 'ValidatingAdmissionPolicyBinding', name)!.spec, { policyName: name, validationActions: ['Deny'] });
     // The webhook's own ServiceAccount gets none of that.
     const webhookBindings = [...all(manifests, 'ClusterRoleBinding'), ...all(manifests, 'RoleBinding')].filter((b) => b.subjects[0].name === FULLNAME);
     assert.ok(webhookBindings.every((b) => !b.roleRef.name.includes('token-requestor')));
+  });
+
+  test('the token requestor needs its namespaces, each covered by the webhook, and Kubernetes 1.30', async () => {
+    await assert.rejects(renderChart({ tokenRequestor: { enabled: true } }), /tokenRequestor\.namespaces is required: the namespaces whose labelled Secrets the token requestor serves/);
+    await assert.rejects(renderChart({ tokenRequestor: { enabled: true, namespaces: ['apps', 'kube-system'] } }), /tokenRequestor\.namespaces: "kube-system" is excluded from the webhook/);
+    await assert.rejects(renderChart({ tokenRequestor: { enabled: true, namespaces: ['wiw-system'] } }), /"wiw-system" is excluded from the webhook/);
+    await assert.rejects(renderChart({ tokenRequestor: { enabled: true, namespaces: ['monitoring'] }, webhook: { excludeNamespaces: ['monitoring'] } }), /"monitoring" is excluded from the webhook/);
+    await assert.rejects(renderChart({ tokenRequestor: { enabled: true, namespaces: ['addons'] }, webhook: { systemNamespaces: ['kube-system', 'addons'] } }), /"addons" is excluded from the webhook/);
+    // kube-system never, even when no longer a system namespace.
+    await assert.rejects(renderChart({ tokenRequestor: { enabled: true, namespaces: ['kube-system'] }, webhook: { systemNamespaces: [] } }), /"kube-system" is excluded from the webhook/);
+    await assert.rejects(renderChart({ tokenRequestor: { enabled: true, namespaces: ['Apps'] } }), /tokenRequestor\.namespaces\.0: Does not match pattern/);
+    await assert.rejects(
+      withValuesFile({ tokenRequestor: { enabled: true, namespaces: ['apps'] } }, (file) => helm(['template', 'wiw', CHART, '--namespace', 'wiw-system', '--kube-version', '1.29.9', '-f', file])),
+      /tokenRequestor\.enabled needs Kubernetes 1\.30 or later/,
+    );
+  });
+
+  test("the token requestor's policy mirrors the webhook's namespace selector and the GCP audience setting", async () => {
+    const policyOf = async (values: object) => find((await renderChart(values)).manifests, 'ValidatingAdmissionPolicy', `${FULLNAME}-token-requestor`)!;
+    const selected = await policyOf({
+      tokenRequestor: { enabled: true, namespaces: ['apps'] },
+      webhook: { excludeNamespaces: ['monitoring'], namespaceSelector: { matchLabels: { team: 'a' }, matchExpressions: [{ key: 'tier', operator: 'In', values: ['prod', 'stage'] }, { key: 'legacy', operator: 'DoesNotExist' }] } },
+    });
+    assert.equal(
+      selected.spec.validations[0].expression,
+      'namespaceObject.metadata.name in variables.served && !(namespaceObject.metadata.name in ["wiw-system","kube-system","monitoring"]) && ("team" in variables.nsLabels && variables.nsLabels["team"] == "a") && ("tier" in variables.nsLabels && variables.nsLabels["tier"] in ["prod","stage"]) && !("legacy" in variables.nsLabels)',
+    );
+    assert.match(selected.spec.validations[1].expression, /workloadIdentityPools/, 'without config.gcpAudience any workload identity provider is a GCP audience');
+    const fixed = await policyOf({ tokenRequestor: { enabled: true, namespaces: ['apps'] }, config: { gcpAudience: 'https://gcp.example.com' } });
+    const variables = Object.fromEntries(fixed.spec.variables.map((v: { name: string; expression: string }) => [v.name, v.expression]));
+    assert.equal(variables.audiences, '["sts.amazonaws.com","api://AzureADTokenExchange","https://gcp.example.com"]');
+    assert.doesNotMatch(fixed.spec.validations[1].expression, /workloadIdentityPools/);
+    // Derived keys may change in the requestor's writes only because the Secret webhook rewrites them in the same request.
+    const derivedKeys = async (values: object) => (await policyOf(values)).spec.variables.find((v: { name: string }) => v.name === 'derivedKeys').expression;
+    assert.match(await derivedKeys({ tokenRequestor: { enabled: true, namespaces: ['apps'] } }), /"credentialsFile"/);
+    assert.equal(await derivedKeys({ tokenRequestor: { enabled: true, namespaces: ['apps'] }, webhook: { secrets: { enabled: false } } }), '[]');
   });
 
   test('tenant policy: read access to policies and namespaces only when enabled; starter policy and ConfigMap wired', async () => {
@@ -266,10 +345,32 @@ describe('availability, security and least privilege', () => {
     await assert.rejects(renderChart({ policy: { starter: true } }), /policy.starter needs config.watchPolicies=true/);
   });
 
-  test('optional ServiceMonitor and NetworkPolicy render only when enabled', async () => {
+  test('the NetworkPolicy is on by default and opens only the webhook port (from anywhere) and metrics (from Pods)', async () => {
+    const np = find((await renderChart({})).manifests, 'NetworkPolicy')!;
+    assert.deepEqual(np.spec.policyTypes, ['Ingress']);
+    assert.deepEqual(np.spec.ingress, [
+      { ports: [{ port: 'https', protocol: 'TCP' }] },
+      { ports: [{ port: 'metrics', protocol: 'TCP' }], from: [{ namespaceSelector: {} }] },
+    ]);
+    assert.equal(find((await renderChart({ networkPolicy: { enabled: false } })).manifests, 'NetworkPolicy'), undefined);
+  });
+
+  test('client authentication: the CA becomes a ConfigMap mounted for --client-ca-file', async () => {
+    const { manifests } = await renderChart({ clientAuth: { caBundle: TEST_CA_PEM } });
+    const cm = manifests.find((m) => m.kind === 'ConfigMap' && m.metadata.name.endsWith('-client-ca'))!;
+    assert.equal(cm.data!['ca.crt'], TEST_CA_PEM);
+    const pod = webhookDeployment(manifests).spec.template.spec;
+    assert.deepEqual(pod.volumes.find((v: { name: string }) => v.name === 'client-ca').configMap, { name: cm.metadata.name });
+  });
+
+  test('the heap is sized from the memory limit (NODE_OPTIONS)', async () => {
+    const env = webhookDeployment((await renderChart({})).manifests).spec.template.spec.containers[0].env;
+    assert.deepEqual(env.find((e: { name: string }) => e.name === 'NODE_OPTIONS'), { name: 'NODE_OPTIONS', value: '--max-old-space-size-percentage=50' });
+  });
+
+  test('optional ServiceMonitor renders only when enabled', async () => {
     const off = (await renderChart({})).manifests;
     assert.equal(find(off, 'ServiceMonitor'), undefined);
-    assert.equal(find(off, 'NetworkPolicy'), undefined);
     const on = (await renderChart(VALUES_MATRIX.find((m) => m.name.startsWith('everything optional on'))!.values)).manifests;
     const sm = find(on, 'ServiceMonitor')!;
     assert.equal(sm.metadata.labels!.release, 'prometheus');
@@ -310,6 +411,8 @@ describe('values cover the webhook', () => {
         host: '0.0.0.0', metricsHost: '127.0.0.1',
         gcpAllowedTokenUrls: ['https://sts.googleapis.com/v1/token', 'https://sts.example.com/v1/token'], secretTokenPath: '/var/run/identity/token',
         watchPolicies: true, policyFailureMode: 'keep-last-good',
+        tlsMinVersion: 'TLSv1.3', tlsCipherSuites: ['TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256', 'TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384'],
+        maxRequestBytes: 8388608, maxInflightRequestBytes: 67108864, maxContainers: 100, maxPatchBytes: 2097152, maxConnections: 1000,
       },
     };
     const table = configFlagTable();
@@ -332,7 +435,7 @@ describe('values cover the webhook', () => {
   test('every token-requestor setting is a tokenRequestor.config value or set by the chart, and it reads them back', async () => {
     const helpers = readFileSync(join(CHART, 'templates/_helpers.tpl'), 'utf8');
     const table = parse(/define "wiw\.tokenRequestorFlags" -\}\}\n([\s\S]*?)\{\{- end \}\}/.exec(helpers)![1]) as Record<string, string>;
-    const chartManaged = { leaseNamespace: 'WIW_LEASE_NAMESPACE', leaseName: 'WIW_LEASE_NAME', identity: 'WIW_IDENTITY (the Pod name)' };
+    const chartManaged = { leaseNamespace: 'WIW_LEASE_NAMESPACE', leaseName: 'WIW_LEASE_NAME', identity: 'WIW_IDENTITY (the Pod name)', namespaces: 'WIW_NAMESPACES (tokenRequestor.namespaces)' };
     assert.deepEqual(Object.keys(table).sort(), Object.keys(valuesYaml.tokenRequestor.config).sort());
     for (const [key, s] of Object.entries(requestorSettings)) {
       assert.equal([key in table, key in chartManaged].filter(Boolean).length, 1, `token-requestor setting ${key} (--${s.flag}) has one home in the chart`);
@@ -341,13 +444,13 @@ describe('values cover the webhook', () => {
         assert.equal(valuesYaml.tokenRequestor.config[key], s.default, `tokenRequestor.config.${key} default`);
       }
     }
-    const { manifests } = await renderChart({ tokenRequestor: { enabled: true, leaseName: 'wi-lease', config: { leaseDurationSeconds: 20, tokenExpiration: 7200 } } });
+    const { manifests } = await renderChart({ tokenRequestor: { enabled: true, namespaces: ['apps', 'batch'], leaseName: 'wi-lease', config: { leaseDurationSeconds: 20, tokenExpiration: 7200 } } });
     const d = find(manifests, 'Deployment', `${FULLNAME}-token-requestor`)!;
     const env = containerEnv(d);
     const identity = d.spec.template.spec.containers[0].env.find((e: any) => e.name === 'WIW_IDENTITY');
     assert.deepEqual(identity.valueFrom, { fieldRef: { fieldPath: 'metadata.name' } });
     const rc = loadRequestorConfig(new Map(), { ...env, WIW_IDENTITY: 'pod-1' });
-    assert.deepEqual(rc, { leaseNamespace: 'wiw-system', leaseName: 'wi-lease', leaseDurationSeconds: 20, identity: 'pod-1', tokenExpiration: 7200 });
+    assert.deepEqual(rc, { leaseNamespace: 'wiw-system', leaseName: 'wi-lease', leaseDurationSeconds: 20, identity: 'pod-1', namespaces: ['apps', 'batch'], tokenExpiration: 7200 });
     assert.doesNotThrow(() => loadConfig(new Map(), env), 'the shared settings it reads are valid too');
     assert.deepEqual(find(manifests, 'Role', `${FULLNAME}-token-requestor`)!.rules[0].resourceNames, ['wi-lease']);
     assert.ok(find(manifests, 'Lease', 'wi-lease'));

@@ -211,6 +211,10 @@ describe('validation messages', () => {
     ['no config key', labelledSecret('aws', { config: null }), {
       reason: 'MissingConfig', status: 400, message: 'the Secret has no data key "config"; it must hold the aws WorkloadIdentityConfig (JSON or YAML)',
     }],
+    ['a YAML alias bomb', labelledSecret('aws', { config: 'a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]\ne: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d]\nf: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e]\nroleARN: [*f, *f, *f, *f, *f, *f, *f, *f, *f]\n' }), {
+      reason: 'InvalidConfig', status: 400,
+      message: 'data key "config" uses YAML aliases (*name), which are not accepted: write the aws config out in full',
+    }],
     ['config that is not YAML', labelledSecret('aws', { config: 'roleARN: [' }), {
       reason: 'InvalidConfig', status: 400, message: 'data key "config" is neither JSON nor YAML: Flow sequence in block collection must be sufficiently indented and end with a ] at line 1, column 11',
     }],

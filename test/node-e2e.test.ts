@@ -24,7 +24,7 @@ before(async () => {
   core = node.cp.kubeConfig().makeApiClient(CoreV1Api);
   apps = node.cp.kubeConfig().makeApiClient(AppsV1Api);
   clouds = await startNodeClouds(node, NS);
-  await installChart(node);
+  await installChart(node, [NS]);
 });
 
 after(async () => {

@@ -40,7 +40,18 @@ before(async () => {
       (sts = createAwsSts({
         issuer,
         clientIds: ['sts.amazonaws.com'],
-        roles: [{ arn: ROLE, audience: 'sts.amazonaws.com', subjects: [subject('reader'), subject('secret-reader')] }],
+        roles: [{
+          arn: ROLE,
+          trustPolicy: {
+            Version: '2012-10-17',
+            Statement: [{
+              Effect: 'Allow',
+              Principal: { Federated: `arn:aws:iam::111122223333:oidc-provider/${issuer.issuer.replace('https://', '')}` },
+              Action: 'sts:AssumeRoleWithWebIdentity',
+              Condition: { StringEquals: { [`${issuer.issuer.replace('https://', '')}:sub`]: [subject('reader'), subject('secret-reader')], [`${issuer.issuer.replace('https://', '')}:aud`]: 'sts.amazonaws.com' } },
+            }],
+          },
+        }],
       })),
     ],
   });

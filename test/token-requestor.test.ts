@@ -8,7 +8,7 @@ import type { ServiceAccountView } from '../src/kube/types.ts';
 import { createSecretProviders } from '../src/providers/secret-index.ts';
 import { loadRequestorConfig } from '../src/token-requestor/config.ts';
 import { createRequestorMetrics } from '../src/token-requestor/metrics.ts';
-import { TokenRequestor, apiMessage, type RequestorApi } from '../src/token-requestor/requestor.ts';
+import { TokenRequestor, UNBOUND_TOKEN_SECONDS, apiMessage, type RequestorApi } from '../src/token-requestor/requestor.ts';
 import { readTokenClaims, renewal, renewalFraction, type RenewalInput } from '../src/token-requestor/schedule.ts';
 import { trackSecret, type TrackedSecret } from '../src/token-requestor/secret-informer.ts';
 import { until } from './support/webhook.ts';
@@ -69,7 +69,7 @@ describe('renewal schedule', () => {
 /** A RequestorApi that records calls and issues fake tokens. */
 function fakeApi(accounts: ServiceAccountView[] = []) {
   const calls: string[] = [];
-  const writes: { key: string; token: string; cleared: boolean }[] = [];
+  const writes: { key: string; token: string | null; cleared: boolean }[] = [];
   const events: { reason: string; message: string }[] = [];
   let n = 0;
   const api: RequestorApi = {
@@ -97,9 +97,10 @@ function tracked(secret: ReturnType<typeof labelledSecret>, uid = 'uid-1'): Trac
   return trackSecret({ ...secret, metadata: { ...secret.metadata, uid, resourceVersion: '1' } } as Parameters<typeof trackSecret>[0])!;
 }
 
-function requestor(api: RequestorApi) {
+function requestor(api: RequestorApi, namespaces: string[] = []) {
   const c = config();
   return new TokenRequestor({
+    namespaces,
     core: { providers: createSecretProviders(c), defaultTokenPath: c.secretTokenPath },
     api,
     log: pino({ level: 'silent' }),
@@ -119,12 +120,38 @@ describe('TokenRequestor', () => {
     r.stop();
   });
 
-  test('a cross-namespace reference reads the target and is not bound (the Secret is elsewhere)', async () => {
+  test('a cross-namespace reference reads the target and, unbindable (the Secret is elsewhere), gets the shortest lifetime', async () => {
     const fake = fakeApi([{ namespace: 'team-b', name: 'shared', uid: 'x', annotations: { 'workload-identity-webhook.io/allowed-referrer-namespaces': 'team-a' } }]);
     const r = requestor(fake.api);
     r.onChange('team-a/aws', tracked(labelledSecret('aws', { serviceAccount: 'team-b/shared' })));
     await until('a write', () => fake.writes.length === 1 || undefined);
-    assert.deepEqual(fake.calls, ['get team-b/shared', 'token team-b/shared sts.amazonaws.com 1200 unbound']);
+    assert.deepEqual(fake.calls, ['get team-b/shared', `token team-b/shared sts.amazonaws.com ${UNBOUND_TOKEN_SECONDS} unbound`]);
+    r.stop();
+  });
+
+  test('a reference into a namespace it does not serve is refused before any call, with a message naming the setting', async () => {
+    const fake = fakeApi([{ namespace: 'team-b', name: 'shared', uid: 'x', annotations: { 'workload-identity-webhook.io/allowed-referrer-namespaces': 'team-a' } }]);
+    const r = requestor(fake.api, ['team-a']);
+    r.onChange('team-a/aws', tracked(labelledSecret('aws', { serviceAccount: 'team-b/shared' })));
+    await until('an event', () => fake.events.length === 1 || undefined);
+    assert.deepEqual(fake.calls, []);
+    assert.deepEqual(fake.events[0], { reason: 'TokenRefused', message: 'no token issued: ServiceAccount team-b/shared is in namespace team-b, which the token requestor does not serve (it serves team-a; tokenRequestor.namespaces in the chart)' });
+    r.stop();
+  });
+
+  test('a withdrawn grant removes the live token it lent, and only a live one', async () => {
+    const fake = fakeApi([{ namespace: 'team-b', name: 'shared', uid: 'x', annotations: {} }]);
+    const r = requestor(fake.api);
+    const now = Math.floor(Date.now() / 1000);
+    const live = fakeJwt({ sub: 'system:serviceaccount:team-b:shared', aud: ['sts.amazonaws.com'], iat: now - 60, exp: now + 540 });
+    r.onChange('team-a/live', tracked(labelledSecret('aws', { name: 'live', serviceAccount: 'team-b/shared', data: { token: live } })));
+    await until('the removal', () => fake.writes.length === 1 || undefined);
+    assert.deepEqual(fake.writes, [{ key: 'team-a/live', token: null, cleared: false }]);
+    assert.equal(fake.events[0].reason, 'TokenRefused');
+    const expired = fakeJwt({ sub: 'system:serviceaccount:team-b:shared', aud: ['sts.amazonaws.com'], iat: now - 700, exp: now - 100 });
+    r.onChange('team-a/expired', tracked(labelledSecret('aws', { name: 'expired', serviceAccount: 'team-b/shared', data: { token: expired } })));
+    await until('the second refusal', () => fake.events.length === 2 || undefined);
+    assert.equal(fake.writes.length, 1, 'an expired token is left alone');
     r.stop();
   });
 
@@ -200,8 +227,11 @@ describe('token-requestor settings', () => {
   test('values are validated at start-up', () => {
     assert.throws(() => loadRequestorConfig(new Map([['lease-namespace', 'x'], ['token-expiration', '60']]), {}), new ConfigError('--token-expiration=60 is out of range; expected 600 to 4294967296'));
     assert.throws(() => loadRequestorConfig(new Map([['lease-namespace', 'x'], ['lease-name', 'Bad_Name']]), {}), new ConfigError('--lease-name="Bad_Name" is not a DNS subdomain'));
+    assert.throws(() => loadRequestorConfig(new Map([['lease-namespace', 'x'], ['namespaces', 'apps,Team_B']]), {}), new ConfigError('--namespaces: "Team_B" is not a namespace name'));
+    assert.deepEqual(loadRequestorConfig(new Map([['lease-namespace', 'x']]), { WIW_NAMESPACES: 'apps, platform,apps' }).namespaces, ['apps', 'platform']);
     const c = loadRequestorConfig(new Map([['lease-namespace', 'x']]), {});
     assert.equal(c.tokenExpiration, 3600);
+    assert.deepEqual(c.namespaces, [], 'no list: every namespace (cluster-wide access)');
     assert.equal(c.leaseDurationSeconds, 15);
     assert.match(c.identity, /_[0-9a-f]{8}$/);
   });

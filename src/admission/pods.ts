@@ -1,6 +1,7 @@
-import { denial } from '../errors.ts';
+import { denial, WebhookError } from '../errors.ts';
 import type { Pod, ServiceAccountView } from '../kube/types.ts';
 import { mutatePod, serviceAccountNameOf, type InjectionPolicy } from '../mutate/pod.ts';
+import type { RecordKeys } from '../mutate/injection-record.ts';
 import { podPolicyFor, type PolicyGate } from '../policy/gate.ts';
 import type { PodProvider } from '../providers/types.ts';
 import type { AdmissionRequest, Decision } from './review.ts';
@@ -32,8 +33,13 @@ export function podShapeError(pod: unknown): string | undefined {
   return undefined;
 }
 
-function decide(providers: readonly PodProvider[], pod: Pod, namespace: string, sa: ServiceAccountView | undefined, policy?: InjectionPolicy): Decision {
-  const result = mutatePod(providers, { pod, namespace, serviceAccount: sa }, policy);
+function containerCount(pod: Pod): number {
+  const spec = pod.spec as { containers?: unknown[]; initContainers?: unknown[]; ephemeralContainers?: unknown[] } | undefined;
+  return (spec?.containers?.length ?? 0) + (spec?.initContainers?.length ?? 0) + (spec?.ephemeralContainers?.length ?? 0);
+}
+
+function decide(providers: readonly PodProvider[], pod: Pod, namespace: string, sa: ServiceAccountView | undefined, policy: InjectionPolicy | undefined, recordKeys: RecordKeys | undefined): Decision {
+  const result = mutatePod(providers, { pod, namespace, serviceAccount: sa, recordKeys }, policy);
   if (!result.allowed) return { allowed: false, denial: result.denial };
   const providersInjected = result.injections.map((i) => i.provider);
   return {
@@ -45,23 +51,47 @@ function decide(providers: readonly PodProvider[], pod: Pod, namespace: string, 
   };
 }
 
+/**
+ * What to do with a Pod whose ServiceAccount cannot be read (not cached, direct read failed):
+ * the webhook configuration's failurePolicy. Fail refuses it, retryably, so no Pod starts without
+ * the identity its ServiceAccount may carry; Ignore admits it unchanged with a warning.
+ */
+export type UnresolvedPolicy = 'Fail' | 'Ignore';
+
+function unresolved(err: unknown, policy: UnresolvedPolicy): Decision {
+  if (!(err instanceof WebhookError) || err.code !== 'WIW_SERVICEACCOUNT_UNAVAILABLE') throw err;
+  if (policy === 'Ignore') {
+    return { allowed: true, warnings: [`workload-identity-webhook: ${err.message}; the Pod was admitted without a cloud identity`] };
+  }
+  return { allowed: false, denial: denial('ServiceAccountUnavailable', `${err.message}; the Pod is refused so that it does not start without its cloud identity: retry shortly`, 503) };
+}
+
 /** Pods on CREATE: look the ServiceAccount up (cache first) and run the pure core. */
 export function admitPod(
   providers: readonly PodProvider[],
   lookup: ServiceAccountLookup,
   request: AdmissionRequest,
   policyGate?: PolicyGate,
+  { onUnresolved = 'Fail', recordKeys, maxContainers }: { onUnresolved?: UnresolvedPolicy; recordKeys?: RecordKeys; maxContainers?: number } = {},
 ): Decision | Promise<Decision> {
   if (request.operation !== 'CREATE' || request.subResource) return { allowed: true };
   const pod = request.object as Pod;
   const shape = podShapeError(pod);
   if (shape) return { allowed: false, denial: denial('MalformedObject', `the Pod cannot be read: ${shape}`) };
+  // Checked before any work: the cost of a Pod grows with its containers.
+  const containers = containerCount(pod);
+  if (maxContainers !== undefined && containers > maxContainers) {
+    return { allowed: false, denial: denial('TooLarge', `the Pod has ${containers} containers, more than the ${maxContainers} workload-identity-webhook admits (--max-containers); split it into several Pods`) };
+  }
   const namespace = request.namespace || pod.metadata?.namespace || 'default';
   const sa = lookup(namespace, serviceAccountNameOf(pod));
   // Tenant policy needs the namespace's labels: cached, or read when the cache has not seen it yet.
   const policy = podPolicyFor(policyGate, namespace);
   if (sa instanceof Promise || policy instanceof Promise) {
-    return Promise.all([sa, policy]).then(([view, hook]) => decide(providers, pod, namespace, view, hook));
+    return Promise.all([sa, policy]).then(
+      ([view, hook]) => decide(providers, pod, namespace, view, hook, recordKeys),
+      (err: unknown) => unresolved(err, onUnresolved),
+    );
   }
-  return decide(providers, pod, namespace, sa, policy);
+  return decide(providers, pod, namespace, sa, policy, recordKeys);
 }

@@ -69,17 +69,25 @@ export interface Decision {
   injected?: string[];
 }
 
-/** The response, in the request's apiVersion, echoing its uid. */
-export function reviewResponse(apiVersion: AdmissionReview['apiVersion'], uid: string, decision: Decision): unknown {
+const STATUS_REASONS: Record<Denial['status'], string> = { 400: 'BadRequest', 403: 'Forbidden', 409: 'Conflict', 503: 'ServiceUnavailable' };
+
+/**
+ * The response, in the request's apiVersion, echoing its uid, serialised; with the size of the
+ * patch, which the server bounds.
+ */
+export function reviewResponse(apiVersion: AdmissionReview['apiVersion'], uid: string, decision: Decision): { json: string; patchBytes: number } {
   const response: Record<string, unknown> = { uid, allowed: decision.allowed };
+  let patchBytes = 0;
   if (decision.allowed && decision.patch && decision.patch.length > 0) {
+    const patch = Buffer.from(JSON.stringify(decision.patch));
+    patchBytes = patch.length;
     response.patchType = 'JSONPatch';
-    response.patch = Buffer.from(JSON.stringify(decision.patch)).toString('base64');
+    response.patch = patch.toString('base64');
   }
   if (decision.denial) {
     response.status = {
       code: decision.denial.status,
-      reason: decision.denial.status === 409 ? 'Conflict' : decision.denial.status === 403 ? 'Forbidden' : 'BadRequest',
+      reason: STATUS_REASONS[decision.denial.status],
       message: decision.denial.message,
     };
   }
@@ -87,5 +95,5 @@ export function reviewResponse(apiVersion: AdmissionReview['apiVersion'], uid: s
   if (decision.auditAnnotations && Object.keys(decision.auditAnnotations).length > 0) {
     response.auditAnnotations = decision.auditAnnotations;
   }
-  return { apiVersion, kind: 'AdmissionReview', response };
+  return { json: JSON.stringify({ apiVersion, kind: 'AdmissionReview', response }), patchBytes };
 }

@@ -1,4 +1,4 @@
-import { denial } from '../errors.ts';
+import { denial, WebhookError } from '../errors.ts';
 import type { Secret, ServiceAccountView } from '../kube/types.ts';
 import { mutateSecret, secretReference, type SecretCoreOptions } from '../mutate/secret.ts';
 import { secretPolicyFor, type PolicyGate, type SecretPolicy } from '../policy/gate.ts';
@@ -58,7 +58,14 @@ export function admitSecret(core: SecretCoreOptions, lookup: ServiceAccountLooku
   const sa = ref === undefined || 'reason' in ref || ref.namespace === namespace ? undefined : lookup(ref.namespace, ref.name);
   const policy = secretPolicyFor(policyGate, namespace);
   if (sa instanceof Promise || policy instanceof Promise) {
-    return Promise.all([sa, policy]).then(([view, judge]) => decide(core, secret, oldSecret, namespace, view, judge));
+    return Promise.all([sa, policy]).then(
+      ([view, judge]) => decide(core, secret, oldSecret, namespace, view, judge),
+      (err: unknown) => {
+        // A grant that cannot be checked is no grant: refused whatever the failure policy.
+        if (!(err instanceof WebhookError) || err.code !== 'WIW_SERVICEACCOUNT_UNAVAILABLE') throw err;
+        return { allowed: false, denial: denial('ServiceAccountUnavailable', `${err.message}; it is needed to check the reference: retry shortly`, 503) };
+      },
+    );
   }
   return decide(core, secret, oldSecret, namespace, sa, policy);
 }

@@ -27,15 +27,22 @@ export interface ListWatchOptions {
   absentStatus?: number;
   absentRetryMs?: number;
   watchIdleTimeoutMs?: number;
+  /** The client library's own inactivity timeout; longer than the idle watchdog by default. */
+  clientTimeoutMs?: number;
   pageSize?: number;
-  /** Each restart of the list/watch, by cause (for a metric). */
-  onRestart?: (cause: 'closed' | 'gone' | 'idle' | 'watch_error' | 'list_error') => void;
+  /**
+   * Each restart after a real failure, by cause (for a metric). A watch that ends normally (the
+   * server's timeout, the client library's inactivity timeout) is resumed at once and not counted.
+   */
+  onRestart?: (cause: RestartCause) => void;
 }
 
+export type RestartCause = 'gone' | 'idle' | 'watch_error' | 'list_error';
+
 /**
- * List, then watch from the list's resourceVersion; a watch that ends (the client library closes
- * every watch after 30 s), errors or goes silent is restarted, relisting on 410 Gone and backing
- * off after errors. `synced` turns true after the first list and stays true.
+ * List, then watch from the list's resourceVersion. A watch that ends normally is resumed at once
+ * from the last resourceVersion; 410 Gone relists; errors and silence back off (reset as soon as a
+ * watch is established again). `synced` turns true after the first list and stays true.
  */
 export class ListWatch {
   readonly #o: Required<ListWatchOptions>;
@@ -45,18 +52,28 @@ export class ListWatch {
   #stopped = false;
   #abort: AbortController | undefined;
   #seq = 0;
+  #connects = 0;
   #idleTimer: NodeJS.Timeout | undefined;
   #retryTimer: NodeJS.Timeout | undefined;
   #backoffMs = 0;
   #waiters: (() => void)[] = [];
 
   constructor(options: ListWatchOptions) {
-    this.#o = { absentStatus: 0, absentRetryMs: 30_000, watchIdleTimeoutMs: 90_000, pageSize: 500, onRestart: () => {}, watchQuery: {}, ...options };
+    const idle = options.watchIdleTimeoutMs ?? 90_000;
+    this.#o = { absentStatus: 0, absentRetryMs: 30_000, watchIdleTimeoutMs: idle, clientTimeoutMs: idle + 30_000, pageSize: 500, onRestart: () => {}, watchQuery: {}, ...options };
     this.#watch = new Watch(options.kubeConfig);
+    // client-node aborts a watch after 30 s without a byte (its issue #3020), shorter than the
+    // API server's bookmark interval; our own idle watchdog is the one that judges silence.
+    (this.#watch as unknown as { requestTimeoutMs: number }).requestTimeoutMs = this.#o.clientTimeoutMs;
   }
 
   get synced(): boolean {
     return this.#synced;
+  }
+
+  /** Watch connections established so far (a diagnostic: each normal end opens another). */
+  get connects(): number {
+    return this.#connects;
   }
 
   /** A watch connection is open: the list is in and events are flowing. */
@@ -145,19 +162,24 @@ export class ListWatch {
         this.#resourceVersion = '';
         this.#o.onRestart('gone');
         this.#schedule(0);
-      } else if (err && (err as Error).name !== 'AbortError') {
+      } else if (err && !endedNormally(err)) {
         this.#o.onRestart('watch_error');
         this.#retry(err);
       } else {
-        // A watch the server (or the client library's own timeout) closed: resume at once.
-        this.#o.onRestart('closed');
+        // The server's timeout or the client library's inactivity timeout: resume at once.
         this.#schedule(0);
       }
     };
     this.#armIdle();
     const abort = await this.#watch.watch(
       this.#o.path,
-      { ...this.#o.watchQuery, allowWatchBookmarks: true, resourceVersion: this.#resourceVersion },
+      {
+        ...this.#o.watchQuery,
+        allowWatchBookmarks: true,
+        resourceVersion: this.#resourceVersion,
+        // Spread the reconnects of many replicas, as client-go's reflector does (5 to 10 min).
+        timeoutSeconds: 300 + Math.floor(Math.random() * 300),
+      },
       (phase, obj) => {
         if (this.#stopped) return;
         this.#armIdle();
@@ -175,7 +197,12 @@ export class ListWatch {
       onEnd,
     );
     if (this.#stopped || ended) abort.abort();
-    else this.#abort = abort;
+    else {
+      // Established (the API server answered 200): the next failure starts a fresh backoff.
+      this.#abort = abort;
+      this.#backoffMs = 0;
+      this.#connects++;
+    }
   }
 
   #armIdle(): void {
@@ -212,8 +239,16 @@ export class ListWatch {
   }
 }
 
+/** An end that is not a failure: an abort of ours or a timeout of the client library. */
+function endedNormally(err: unknown): boolean {
+  const name = (err as Error).name;
+  return name === 'AbortError' || name === 'TimeoutError';
+}
+
 /** The HTTP status of a client-library error (ApiException.code) or a watch error. */
 export function statusOf(err: unknown): number | undefined {
+  // DOMException has a numeric `code` too (23 for TimeoutError): that is no HTTP status.
+  if (err instanceof DOMException) return undefined;
   const e = err as { code?: unknown; statusCode?: unknown } | null;
   if (typeof e?.code === 'number') return e.code;
   if (typeof e?.statusCode === 'number') return e.statusCode;

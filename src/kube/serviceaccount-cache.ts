@@ -1,5 +1,6 @@
 import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
+import { WebhookError } from '../errors.ts';
 import type { Metrics } from '../metrics.ts';
 import { DirectReads, TimeoutError } from './direct-read.ts';
 import { ListWatch, statusOf, type ListPage } from './list-watch.ts';
@@ -18,6 +19,17 @@ export interface ServiceAccountCacheOptions {
   /** A watch silent this long (no event, no bookmark) is restarted. */
   watchIdleTimeoutMs?: number;
   pageSize?: number;
+}
+
+/**
+ * A ServiceAccount that is neither cached nor readable right now (the direct read timed out,
+ * failed or was rate-limited): whether it exists, and what it says, is unknown.
+ */
+export class ServiceAccountUnavailable extends WebhookError {
+  constructor(namespace: string, name: string, why: string) {
+    super('WIW_SERVICEACCOUNT_UNAVAILABLE', `ServiceAccount ${namespace}/${name} is not cached yet and could not be read (${why})`);
+    this.name = 'ServiceAccountUnavailable';
+  }
 }
 
 type Raw = { metadata?: { name?: string; namespace?: string; uid?: string; annotations?: Record<string, string> | null; resourceVersion?: string } };
@@ -106,6 +118,11 @@ export class ServiceAccountCache {
     return this.#items.size;
   }
 
+  /** The list-watch underneath, for tests' diagnostics. */
+  get listWatchForTests(): ListWatch {
+    return this.#listWatch;
+  }
+
   /** Starts list-and-watch; resolves once the first list is in. */
   start(): Promise<void> {
     return this.#listWatch.start();
@@ -127,6 +144,8 @@ export class ServiceAccountCache {
   /**
    * The cached view, or on a miss a direct read (deduplicated per ServiceAccount, rate-limited,
    * with a short timeout): a Pod created right after its ServiceAccount still gets its identity.
+   * undefined: the ServiceAccount does not exist. A read that cannot be made or answered rejects
+   * with ServiceAccountUnavailable: the caller decides between refusing and admitting.
    */
   lookup(namespace: string, name: string): ServiceAccountView | undefined | Promise<ServiceAccountView | undefined> {
     const key = `${namespace}/${name}`;
@@ -136,13 +155,13 @@ export class ServiceAccountCache {
     if (!this.#reads.has(key) && !this.#takeToken()) {
       this.#opts.metrics?.fallbackReads.inc({ result: 'rate_limited' });
       this.#opts.log.warn({ namespace, serviceAccount: name }, 'ServiceAccount not cached and direct reads are rate-limited');
-      return undefined;
+      return Promise.reject(new ServiceAccountUnavailable(namespace, name, `more than ${this.#opts.missReadsPerSecond} direct reads per second`));
     }
     return this.#reads.read(key, () => this.#readDirect(namespace, name)).catch((err: unknown) => {
       const timedOut = err instanceof TimeoutError;
       this.#opts.metrics?.fallbackReads.inc({ result: timedOut ? 'timeout' : 'error' });
       this.#opts.log.warn({ namespace, serviceAccount: name, err: (err as Error).message }, timedOut ? 'direct ServiceAccount read timed out' : 'direct ServiceAccount read failed');
-      return undefined;
+      throw new ServiceAccountUnavailable(namespace, name, timedOut ? `no answer from the API server in ${this.#opts.missTimeoutMs} ms` : `the API server answered: ${(err as Error).message}`);
     });
   }
 

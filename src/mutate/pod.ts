@@ -1,34 +1,25 @@
 import { denial, type Denial } from '../errors.ts';
 import type { Container, Pod, ServiceAccountView, Volume } from '../kube/types.ts';
 import type { Injection, PodProvider, ProviderName } from '../providers/types.ts';
+import { digest, EntrySet, INJECTED_ANNOTATION, readRecord, RecordKeys, writeRecord, type InjectionRecord } from './injection-record.ts';
 import { escapePointerToken } from './json-pointer.ts';
 import { appendAll, setMembers, type PatchOperation } from './patch.ts';
 
 /** Opts a Pod out of every provider (each provider's own opt-out labels work too). */
 export const SKIP_POD_LABEL = 'workload-identity-webhook.io/skip';
 
-/**
- * What the webhook injected, recorded on the Pod. When a later webhook changes
- * serviceAccountName and the API server reinvokes this one, the record tells the webhook's own
- * env vars, volumes and annotations apart from the user's, so the old identity does not linger
- * (the Azure peer's issue #1475).
- */
-export const INJECTED_ANNOTATION = 'workload-identity-webhook.io/injected';
+export { INJECTED_ANNOTATION };
 
-interface InjectionRecord {
-  /** ServiceAccount the injection was made for. */
-  sa: string;
-  /** Env var names added, by container (`init/NAME` for init containers). */
-  env: Record<string, string[]>;
-  volumes: string[];
-  annotations: string[];
-}
+/** Signs records when the caller brings no key: right for one process (tests, one replica). */
+const PROCESS_KEYS = RecordKeys.random();
 
 export interface PodAdmission {
   pod: Pod;
   /** The request's namespace: a Pod being created may not carry one itself. */
   namespace: string;
   serviceAccount: ServiceAccountView | undefined;
+  /** Signs and checks the injection record; replicas must share it (see injection-record.ts). */
+  recordKeys?: RecordKeys;
 }
 
 export type PodMutation =
@@ -78,7 +69,11 @@ export function mutatePod(providers: readonly PodProvider[], admission: PodAdmis
   if (resolved.denials.length > 0) return { allowed: false, denial: mergeDenials(resolved.denials) };
   const { injections, denials } = policy ? policy(admission, resolved.injections) : resolved;
   if (denials.length > 0) return { allowed: false, denial: mergeDenials(denials) };
-  return planPodPatch(admission.pod, injections, serviceAccountNameOf(admission.pod));
+  return planPodPatch(admission.pod, injections, {
+    serviceAccountName: serviceAccountNameOf(admission.pod),
+    namespace: admission.namespace,
+    keys: admission.recordKeys ?? PROCESS_KEYS,
+  });
 }
 
 /**
@@ -92,15 +87,21 @@ export function mergeDenials(denials: Denial[]): Denial {
   return denial(denials[0].reason, denials.map((d) => d.message).join('; '), denials[0].status);
 }
 
+interface PlanContext {
+  serviceAccountName: string;
+  namespace: string;
+  keys: RecordKeys;
+}
+
 /** Turns resolved injections into patch operations, refusing conflicts with the user's Pod. */
-export function planPodPatch(original: Pod, injections: Injection[], serviceAccountName: string): PodMutation {
+export function planPodPatch(original: Pod, injections: Injection[], ctx: PlanContext): PodMutation {
   const warnings: string[] = [];
   for (const injection of injections) if (injection.warnings) warnings.push(...injection.warnings);
   const ops: PatchOperation[] = [];
 
   let pod = original;
-  let record = readRecord(original);
-  if (record && record.sa !== serviceAccountName) {
+  let record = readRecord(ctx.keys, ctx.namespace, original.metadata?.annotations?.[INJECTED_ANNOTATION]);
+  if (record && record.sa !== ctx.serviceAccountName) {
     pod = removeRecorded(original, record, ops);
     record = undefined;
   }
@@ -123,9 +124,13 @@ export function planPodPatch(original: Pod, injections: Injection[], serviceAcco
   const annotations: Record<string, string> = {};
   for (const injection of injections) Object.assign(annotations, injection.annotations);
 
-  const next: InjectionRecord = record
-    ? { sa: record.sa, env: { ...record.env }, volumes: [...record.volumes], annotations: [...record.annotations] }
-    : { sa: serviceAccountName, env: {}, volumes: [], annotations: [] };
+  const next = {
+    prior: new EntrySet(record?.env),
+    env: new EntrySet(record?.env),
+    vol: new EntrySet(record?.vol),
+    ann: new EntrySet(record?.ann),
+    keep: new EntrySet(record?.keep),
+  };
   const containerOps: PatchOperation[] = [];
   planContainers(containerOps, conflicts, '/spec/initContainers', 'init/', spec.initContainers, injections, next);
   planContainers(containerOps, conflicts, '/spec/containers', '', spec.containers, injections, next);
@@ -134,9 +139,17 @@ export function planPodPatch(original: Pod, injections: Injection[], serviceAcco
     return { allowed: false, denial: denial('Conflict', conflicts.join('; '), 409) };
   }
 
-  for (const v of newVolumes) if (!next.volumes.includes(v.name)) next.volumes.push(v.name);
-  for (const key of Object.keys(annotations)) if (!next.annotations.includes(key)) next.annotations.push(key);
-  annotations[INJECTED_ANNOTATION] = JSON.stringify(next);
+  for (const v of newVolumes) next.vol.add(v.name, digest(projectionKey(v) ?? ''));
+  for (const [key, value] of Object.entries(annotations)) next.ann.add(key, digest(value));
+  const written: InjectionRecord = {
+    v: 2,
+    sa: record?.sa ?? ctx.serviceAccountName,
+    env: next.env.entries,
+    vol: next.vol.entries,
+    ann: next.ann.entries,
+    keep: next.keep.entries,
+  };
+  annotations[INJECTED_ANNOTATION] = writeRecord(ctx.keys, ctx.namespace, written);
 
   if (pod.metadata === undefined) ops.push({ op: 'add', path: '/metadata', value: { annotations } });
   else setMembers(ops, '/metadata/annotations', pod.metadata.annotations, annotations);
@@ -145,49 +158,47 @@ export function planPodPatch(original: Pod, injections: Injection[], serviceAcco
   return { allowed: true, patch: ops, injections, warnings };
 }
 
-function readRecord(pod: Pod): InjectionRecord | undefined {
-  const raw = pod.metadata?.annotations?.[INJECTED_ANNOTATION];
-  if (!raw) return undefined;
-  try {
-    const r = JSON.parse(raw) as InjectionRecord;
-    if (typeof r.sa === 'string' && typeof r.env === 'object' && Array.isArray(r.volumes) && Array.isArray(r.annotations)) return r;
-  } catch {
-    // Not ours to trust: treat the Pod as never injected.
-  }
-  return undefined;
-}
-
 /**
  * Emits `remove` operations for what a previous injection recorded (highest index first, so
- * each index is still right when applied) and returns the Pod as it looks after them.
+ * each index is still right when applied) and returns the Pod as it looks after them. Only items
+ * equal to what was recorded go: a value the user set, or another webhook's, stays.
  */
 function removeRecorded(pod: Pod, record: InjectionRecord, ops: PatchOperation[]): Pod {
   const spec = pod.spec ?? {};
-  const volumes = new Set(record.volumes);
+  const env = new EntrySet(record.env);
+  const keep = new EntrySet(record.keep);
+  const vols = new EntrySet(record.vol);
+  const removedVolumes = new Set((spec.volumes ?? []).filter((v) => vols.has(v.name, digest(projectionKey(v) ?? ''))).map((v) => v.name));
   const prune = <T>(base: string, list: T[] | undefined, drop: (item: T) => boolean): T[] | undefined => {
     if (!list) return list;
     for (let i = list.length - 1; i >= 0; i--) if (drop(list[i])) ops.push({ op: 'remove', path: `${base}/${i}` });
     return list.filter((item) => !drop(item));
   };
   const cleanContainers = (base: string, prefix: string, containers: Container[] | undefined) =>
-    containers?.map((c, i) => {
-      const names = new Set(record.env[prefix + c.name] ?? []);
-      return {
-        ...c,
-        env: prune(`${base}/${i}/env`, c.env, (e) => names.has(e.name)),
-        volumeMounts: prune(`${base}/${i}/volumeMounts`, c.volumeMounts, (m) => volumes.has(m.name)),
-      };
-    });
+    containers?.map((c, i) => ({
+      ...c,
+      env: prune(`${base}/${i}/env`, c.env, (e) => e.value !== undefined && env.has(e.name, digest(e.value)) && !keep.has(prefix + c.name, e.name)),
+      // A mount of a volume that goes would leave the Pod invalid: it goes too.
+      volumeMounts: prune(`${base}/${i}/volumeMounts`, c.volumeMounts, (m) => removedVolumes.has(m.name)),
+    }));
   const initContainers = cleanContainers('/spec/initContainers', 'init/', spec.initContainers);
   const containers = cleanContainers('/spec/containers', '', spec.containers);
-  const keptVolumes = prune('/spec/volumes', spec.volumes, (v) => volumes.has(v.name));
+  const keptVolumes = prune('/spec/volumes', spec.volumes, (v) => removedVolumes.has(v.name));
   const annotations = { ...pod.metadata?.annotations };
-  for (const key of [...record.annotations, INJECTED_ANNOTATION]) {
-    if (annotations[key] === undefined) continue;
+  const ann = new EntrySet(record.ann);
+  for (const key of Object.keys(annotations)) {
+    if (key !== INJECTED_ANNOTATION && !ann.has(key, digest(annotations[key]))) continue;
     ops.push({ op: 'remove', path: `/metadata/annotations/${escapePointerToken(key)}` });
     delete annotations[key];
   }
   return { ...pod, metadata: { ...pod.metadata, annotations }, spec: { ...spec, initContainers, containers, volumes: keptVolumes } };
+}
+
+interface NextRecord {
+  /** Env vars recorded by an earlier call: a var equal to one of them is the webhook's own. */
+  prior: EntrySet;
+  env: EntrySet;
+  keep: EntrySet;
 }
 
 function planContainers(
@@ -197,14 +208,14 @@ function planContainers(
   recordPrefix: string,
   containers: Container[] | undefined,
   injections: Injection[],
-  record: InjectionRecord,
+  record: NextRecord,
 ): void {
   if (!containers) return;
   for (let i = 0; i < containers.length; i++) {
     const container = containers[i];
     const mounts = [];
     const env = [];
-    let envNames: Set<string> | undefined;
+    let userEnv: Map<string, string | undefined> | undefined;
     for (const injection of injections) {
       if (injection.skipContainers.has(container.name)) continue;
       const volumeName = injection.volume.name;
@@ -214,19 +225,23 @@ function planContainers(
       } else if (atPath.name !== volumeName) {
         conflicts.push(`container "${container.name}" already mounts volume "${atPath.name}" at ${injection.mountPath}, where the webhook mounts "${volumeName}"; move that mount or list the container in the provider's skip-containers annotation`);
       }
-      envNames ??= new Set((container.env ?? []).map((e) => e.name));
+      userEnv ??= new Map((container.env ?? []).map((e) => [e.name, e.value]));
       for (const group of injection.envGroups) {
         // The user's value always wins: a group is added only when none of its names is set.
-        if (group.some((e) => envNames!.has(e.name))) continue;
+        if (group.some((e) => userEnv!.has(e.name))) {
+          // The user's own copy of the very value the webhook adds stays the user's.
+          for (const e of group) {
+            if (e.value === undefined || userEnv.get(e.name) !== e.value || record.prior.has(e.name, digest(e.value))) continue;
+            record.keep.add(recordPrefix + container.name, e.name);
+          }
+          continue;
+        }
         for (const e of group) {
           env.push(e);
-          envNames.add(e.name);
+          userEnv.set(e.name, undefined);
+          if (e.value !== undefined) record.env.add(e.name, digest(e.value));
         }
       }
-    }
-    if (env.length > 0) {
-      const key = recordPrefix + container.name;
-      record.env[key] = [...(record.env[key] ?? []), ...env.map((e) => e.name)];
     }
     appendAll(ops, `${base}/${i}/volumeMounts`, container.volumeMounts, mounts);
     appendAll(ops, `${base}/${i}/env`, container.env, env);

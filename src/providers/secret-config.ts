@@ -48,7 +48,13 @@ export function parseSecretConfig(provider: SecretProvider, base64: string | und
   if (doc.errors.length > 0) {
     return { denial: denial('InvalidConfig', `data key "config" is neither JSON nor YAML: ${doc.errors[0].message.split('\n')[0].replace(/:$/, '')}`) };
   }
-  const value = doc.toJS() as unknown;
+  let value: unknown;
+  try {
+    // No config needs YAML aliases; refusing them defuses alias bombs (exponential expansion).
+    value = doc.toJS({ maxAliasCount: 0 });
+  } catch {
+    return { denial: denial('InvalidConfig', `data key "config" uses YAML aliases (*name), which are not accepted: write the ${provider.name} config out in full`) };
+  }
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     return { denial: denial('InvalidConfig', `data key "config" must be an object with the fields ${provider.fields.join(', ')}`) };
   }

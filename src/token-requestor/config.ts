@@ -14,8 +14,18 @@ export const requestorSettings = {
   leaseName: { flag: 'lease-name', description: 'Name of that Lease', parse: string, default: 'workload-identity-webhook-token-requestor' },
   leaseDurationSeconds: { flag: 'lease-duration-seconds', description: 'A standby takes over after the leader has not renewed the Lease this long', parse: integer(2, 300), default: 15 },
   identity: { flag: 'identity', description: 'This instance\'s name in the Lease (default: the host name, in a cluster the Pod name, and a random suffix)', parse: optionalString, default: undefined },
+  namespaces: { flag: 'namespaces', description: 'Comma-separated namespaces it serves: their labelled Secrets and the ServiceAccounts they reference (empty: all, which needs cluster-wide Secret access)', parse: namespaceList, default: [] as string[] },
   tokenExpiration: { flag: 'token-expiration', description: 'Lifetime of each requested token in seconds; renewed at about half of it', parse: integer(600, 2 ** 32), default: 3600 },
 } satisfies Record<string, Setting<unknown>>;
+
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+function namespaceList(raw: string, flag: string): string[] {
+  const names = [...new Set(raw.split(',').map((s) => s.trim()).filter(Boolean))];
+  for (const n of names) {
+    if (n.length > 63 || !DNS_LABEL.test(n)) throw new ConfigError(`--${flag}: "${n}" is not a namespace name`);
+  }
+  return names;
+}
 
 type RequestorSettings = typeof requestorSettings;
 export interface RequestorConfig {
@@ -23,6 +33,8 @@ export interface RequestorConfig {
   leaseName: string;
   leaseDurationSeconds: number;
   identity: string;
+  /** Empty: every namespace. */
+  namespaces: string[];
   tokenExpiration: number;
 }
 
@@ -56,6 +68,7 @@ export function loadRequestorConfig(flags: ReadonlyMap<string, string>, env: Nod
     leaseName,
     leaseDurationSeconds: raw.leaseDurationSeconds as number,
     identity: (raw.identity as string | undefined) ?? `${hostname()}_${randomBytes(4).toString('hex')}`,
+    namespaces: raw.namespaces as string[],
     tokenExpiration: raw.tokenExpiration as number,
   };
 }
@@ -63,7 +76,7 @@ export function loadRequestorConfig(flags: ReadonlyMap<string, string>, env: Nod
 export function requestorHelp(): string {
   const lines: string[] = [];
   for (const s of Object.values(requestorSettings) as Setting<unknown>[]) {
-    const def = s.default === undefined ? '' : ` (default ${String(s.default)})`;
+    const def = s.default === undefined || (Array.isArray(s.default) && s.default.length === 0) ? '' : ` (default ${String(s.default)})`;
     lines.push(`  --${s.flag} VALUE`.padEnd(40) + `${s.description}${def} [$${envName(s.flag)}]`);
   }
   return lines.join('\n');

@@ -39,7 +39,7 @@ export function kubeRequestorApi(kubeConfig: KubeConfig, instance: string): Requ
       const metadata: Record<string, unknown> = { resourceVersion };
       if (clearRenewAnnotation) metadata.annotations = { [RENEW_ANNOTATION]: null };
       const res = await core.patchNamespacedSecret(
-        { namespace, name, body: { metadata, data: { token: Buffer.from(token, 'utf8').toString('base64') } } },
+        { namespace, name, body: { metadata, data: { token: token === null ? null : Buffer.from(token, 'utf8').toString('base64') } } },
         setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
       );
       return res.metadata?.resourceVersion ?? '';

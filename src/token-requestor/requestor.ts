@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { Denial } from '../errors.ts';
+import { denial, type Denial } from '../errors.ts';
 import type { Secret, ServiceAccountView } from '../kube/types.ts';
 import { mutateSecret, secretReference, selectSecret, type SecretCoreOptions } from '../mutate/secret.ts';
 import { RENEW_ANNOTATION } from '../mutate/secret-labels.ts';
@@ -19,8 +19,8 @@ export interface RequestorApi {
     expirationSeconds: number;
     boundSecret?: { name: string; uid: string };
   }): Promise<string>;
-  /** Writes `token` if the Secret is still at `resourceVersion`; returns the new resourceVersion. */
-  writeToken(secret: { namespace: string; name: string; resourceVersion: string }, token: string, clearRenewAnnotation: boolean): Promise<string>;
+  /** Writes `token` (null: removes it) if the Secret is still at `resourceVersion`; returns the new resourceVersion. */
+  writeToken(secret: { namespace: string; name: string; resourceVersion: string }, token: string | null, clearRenewAnnotation: boolean): Promise<string>;
   /** A Warning event on the Secret, where `kubectl describe secret` shows it. */
   warn(secret: TrackedSecret, reason: string, message: string): Promise<void>;
 }
@@ -31,6 +31,8 @@ export interface TokenRequestorOptions {
   log: Logger;
   metrics: RequestorMetrics;
   expirationSeconds: number;
+  /** The namespaces it serves (its RBAC and admission policy allow no other); empty: all. */
+  namespaces?: readonly string[];
   now?: () => number;
 }
 
@@ -46,6 +48,10 @@ interface Entry {
 /** setTimeout's limit is about 24.8 days; longer waits are re-evaluated after a day. */
 const MAX_DELAY_MS = 86_400_000;
 const MAX_BACKOFF_MS = 300_000;
+/** The API server's minimum token lifetime: what a token that cannot be bound to its Secret gets. */
+export const UNBOUND_TOKEN_SECONDS = 600;
+/** Refusals that mean a ServiceAccount no longer lends its tokens to this Secret. */
+const WITHDRAWN = new Set(['ReferenceNotGranted', 'NamespaceNotServed']);
 
 /**
  * Keeps a fresh token in every Secret carrying the project's label: a TokenRequest for the
@@ -131,6 +137,10 @@ export class TokenRequestor {
     const ref = secretReference(secret, s.namespace);
     if (ref === undefined) return;
     if ('reason' in ref) return this.#refuse(key, entry, ref);
+    const served = this.#o.namespaces ?? [];
+    if (served.length && !served.includes(ref.namespace)) {
+      return this.#refuse(key, entry, denial('NamespaceNotServed', `ServiceAccount ${ref.namespace}/${ref.name} is in namespace ${ref.namespace}, which the token requestor does not serve (it serves ${served.join(', ')}; tokenRequestor.namespaces in the chart)`, 403));
+    }
 
     let target: ServiceAccountView | undefined;
     if (ref.namespace !== s.namespace) {
@@ -148,11 +158,16 @@ export class TokenRequestor {
 
     const { audience, provider } = verdict.derivation;
     const subject = `system:serviceaccount:${ref.namespace}:${ref.name}`;
+    // The API server binds a token only to a Secret of the ServiceAccount's own namespace, so a
+    // cross-namespace token cannot be bound: it gets the shortest lifetime instead, and a
+    // withdrawn grant ends it within UNBOUND_TOKEN_SECONDS (the admission policy enforces both).
+    const bound = ref.namespace === s.namespace && s.uid !== '';
+    const expirationSeconds = bound ? this.#o.expirationSeconds : Math.min(this.#o.expirationSeconds, UNBOUND_TOKEN_SECONDS);
     const plan = () => renewal({
       claims: entry.secret.claims,
       subject,
       audience,
-      expirationSeconds: this.#o.expirationSeconds,
+      expirationSeconds,
       now: this.#now() / 1000,
       jitterSeed: entry.secret.uid,
       forced: entry.secret.annotations[RENEW_ANNOTATION] !== undefined,
@@ -166,8 +181,8 @@ export class TokenRequestor {
         namespace: ref.namespace,
         name: ref.name,
         audience,
-        expirationSeconds: this.#o.expirationSeconds,
-        boundSecret: ref.namespace === s.namespace && s.uid ? { name: s.name, uid: s.uid } : undefined,
+        expirationSeconds,
+        boundSecret: bound ? { name: s.name, uid: s.uid } : undefined,
       });
     } catch (err) {
       this.#o.metrics.failures.inc({ stage: 'tokenrequest' });
@@ -209,8 +224,27 @@ export class TokenRequestor {
     this.#o.metrics.refused.inc({ reason: d.reason });
     this.#o.log.warn({ secret: key, reason: d.reason, message: d.message }, 'no token: the webhook would refuse this Secret');
     await this.#warn(entry, 'TokenRefused', `no token issued: ${d.message}`);
+    if (WITHDRAWN.has(d.reason)) await this.#removeToken(key, entry);
     // A grant may be added to the ServiceAccount later, which raises no event on the Secret.
     this.#backoff(key, entry);
+  }
+
+  /**
+   * A withdrawn grant: the token still in the Secret cannot be revoked (a cross-namespace token
+   * is not bound to it; it expires within UNBOUND_TOKEN_SECONDS), but Pods that mount the Secret
+   * and readers of it stop getting it now.
+   */
+  async #removeToken(key: string, entry: Entry): Promise<void> {
+    const exp = entry.secret.claims?.exp;
+    if (exp === undefined || exp * 1000 <= this.#now()) return;
+    try {
+      const resourceVersion = await this.#o.api.writeToken(entry.secret, null, false);
+      entry.secret = { ...entry.secret, resourceVersion, claims: undefined };
+      this.#o.log.info({ secret: key }, 'token removed: the reference is no longer granted');
+    } catch (err) {
+      // 409/404: the watch brings the new state; the next refusal tries again.
+      this.#o.log.warn({ secret: key, err: apiMessage(err) }, 'could not remove the token');
+    }
   }
 
   async #warn(entry: Entry, reason: string, message: string): Promise<void> {

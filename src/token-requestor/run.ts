@@ -28,7 +28,7 @@ export async function runTokenRequestor(config: Config, rc: RequestorConfig, log
   const api = kubeRequestorApi(kubeConfig, rc.identity);
   const core = { providers: createSecretProviders(config), defaultTokenPath: config.secretTokenPath };
 
-  let term: { requestor: TokenRequestor; informer: SecretInformer } | undefined;
+  let term: { requestor: TokenRequestor; informers: SecretInformer[] } | undefined;
   const elector = new LeaderElector({
     kubeConfig,
     namespace: rc.leaseNamespace,
@@ -38,14 +38,16 @@ export async function runTokenRequestor(config: Config, rc: RequestorConfig, log
     log,
     onStartedLeading: () => {
       metrics.leader.set(1);
-      const requestor = new TokenRequestor({ core, api, log, metrics, expirationSeconds: rc.tokenExpiration });
-      const informer = new SecretInformer({ kubeConfig, labelSelector: PROVIDER_LABEL, log, onChange: (key, s) => requestor.onChange(key, s) });
-      term = { requestor, informer };
-      void informer.start();
+      const requestor = new TokenRequestor({ core, api, log, metrics, expirationSeconds: rc.tokenExpiration, namespaces: rc.namespaces });
+      // Namespace-scoped access (the chart's RoleBindings) allows no cluster-wide list: one watch per namespace.
+      const scopes = rc.namespaces.length ? rc.namespaces : [undefined];
+      const informers = scopes.map((namespace) => new SecretInformer({ kubeConfig, labelSelector: PROVIDER_LABEL, namespace, log, onChange: (key, s) => requestor.onChange(key, s) }));
+      term = { requestor, informers };
+      for (const informer of informers) void informer.start();
     },
     onStoppedLeading: () => {
       metrics.leader.set(0);
-      term?.informer.stop();
+      for (const informer of term?.informers ?? []) informer.stop();
       term?.requestor.stop();
       term = undefined;
     },
@@ -55,7 +57,7 @@ export async function runTokenRequestor(config: Config, rc: RequestorConfig, log
     '/healthz': () => ({ status: 'ok', leader: elector.isLeader }),
   });
   elector.start();
-  log.info({ metricsPort, identity: rc.identity, lease: `${rc.leaseNamespace}/${rc.leaseName}` }, 'token requestor started');
+  log.info({ metricsPort, identity: rc.identity, lease: `${rc.leaseNamespace}/${rc.leaseName}`, namespaces: rc.namespaces.length ? rc.namespaces : 'all' }, 'token requestor started');
 
   let stopping: Promise<void> | undefined;
   return {

@@ -43,6 +43,8 @@ export function trackSecret(raw: Raw): TrackedSecret | undefined {
 export interface SecretInformerOptions {
   kubeConfig: KubeConfig;
   labelSelector: string;
+  /** One namespace (namespace-scoped access); undefined: every namespace (cluster-wide access). */
+  namespace?: string;
   log: Logger;
   /** A Secret added or changed (`secret` set) or gone (undefined). Key: namespace/name. */
   onChange: (key: string, secret: TrackedSecret | undefined) => void;
@@ -51,29 +53,32 @@ export interface SecretInformerOptions {
 }
 
 /**
- * The labelled Secrets, cluster-wide, for one label selector: the shared ListWatch (resume,
+ * The labelled Secrets of one namespace or all, for one label selector: the shared ListWatch (resume,
  * backoff, relist on 410 Gone, idle watchdog) plus the slimming above and change events.
  */
 export class SecretInformer {
-  readonly #o: Required<SecretInformerOptions>;
+  readonly #o: Required<Omit<SecretInformerOptions, 'namespace'>>;
   readonly #listWatch: ListWatch;
   readonly #keys = new Set<string>();
 
   constructor(options: SecretInformerOptions) {
     this.#o = { watchIdleTimeoutMs: 90_000, ...options };
     const api = options.kubeConfig.makeApiClient(CoreV1Api);
+    const { namespace } = options;
     this.#listWatch = new ListWatch({
       kubeConfig: options.kubeConfig,
       what: 'labelled Secret',
-      path: '/api/v1/secrets',
+      path: namespace === undefined ? '/api/v1/secrets' : `/api/v1/namespaces/${namespace}/secrets`,
       watchQuery: { labelSelector: options.labelSelector },
-      list: (page) => api.listSecretForAllNamespaces({ ...page, labelSelector: options.labelSelector }) as Promise<ListPage>,
+      list: (page) => (namespace === undefined
+        ? api.listSecretForAllNamespaces({ ...page, labelSelector: options.labelSelector })
+        : api.listNamespacedSecret({ ...page, namespace, labelSelector: options.labelSelector })) as Promise<ListPage>,
       onList: (raw) => {
         const items = raw.map((item) => trackSecret(item as Raw)).filter((s): s is TrackedSecret => s !== undefined);
         const seen = new Set(items.map((s) => `${s.namespace}/${s.name}`));
         for (const key of this.#keys) if (!seen.has(key)) this.#emit(key, undefined);
         for (const s of items) this.#emit(`${s.namespace}/${s.name}`, s);
-        this.#o.log.info({ secrets: items.length }, 'labelled Secrets listed');
+        this.#o.log.info({ secrets: items.length, namespace }, 'labelled Secrets listed');
       },
       onEvent: (type, obj) => {
         const tracked = trackSecret(obj as Raw);

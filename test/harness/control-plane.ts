@@ -27,8 +27,10 @@ export interface ControlPlane {
   caPem: string;
   clientCertPem: string;
   clientKeyPem: string;
-  /** ServiceAccount token issuer (--service-account-issuer); equals `server`. */
+  /** ServiceAccount token issuer (--service-account-issuer); equals `server` unless options.issuer says otherwise. */
   issuer: string;
+  /** The public key files of --service-account-key-file, in order. */
+  serviceAccountKeyFiles: string[];
   /** Temp folder holding certificates, etcd data, kubeconfig and the logs (etcd.log, kube-apiserver.log). */
   dir: string;
   pids: { etcd: number; kubeApiserver: number };
@@ -45,8 +47,20 @@ const READY_TIMEOUT_MS = 60_000;
 
 export interface ControlPlaneOptions {
   name?: string;
-  /** More kube-apiserver flags; a flag given again here wins over the harness's own. */
-  apiserverArgs?: string[];
+  /** --service-account-issuer from the API server's URL; default: the URL itself. */
+  issuer?: (server: string) => string;
+  /** --service-account-jwks-uri, for an issuer hosted elsewhere. */
+  jwksUri?: string;
+  /**
+   * A rotation: a second key pair signs new tokens. `published`: --service-account-key-file lists
+   * its public key too (after the original's); otherwise only the original is listed.
+   */
+  rotatedSigningKey?: { published: boolean };
+  /**
+   * More kube-apiserver flags, e.g. --admission-control-config-file. A flag the harness sets is
+   * replaced, not repeated (list flags such as admission plugins would add up).
+   */
+  extraArgs?: string[];
   /** More IP addresses in the serving certificate (a node's view of the API server). */
   servingIps?: string[];
 }
@@ -77,7 +91,7 @@ async function startOnce(name: string, options: ControlPlaneOptions): Promise<Co
   try {
     const [etcdPort, peerPort, apiPort] = await freePorts(3);
     const server = `https://127.0.0.1:${apiPort}`;
-    const issuer = server;
+    const issuer = options.issuer ? options.issuer(server) : server;
 
     const ca = await createCa(`${name}-ca`);
     const serving = await createServingCert(ca, 'kube-apiserver', {
@@ -85,11 +99,13 @@ async function startOnce(name: string, options: ControlPlaneOptions): Promise<Co
       ips: ['127.0.0.1', '10.0.0.1', ...(options.servingIps ?? [])],
     });
     const admin = await createClientCert(ca, 'admin', ['system:masters']);
-    const sa = generateKeyPairSync('rsa', {
+    const rsa = () => generateKeyPairSync('rsa', {
       modulusLength: 2048,
       publicKeyEncoding: { type: 'spki', format: 'pem' },
       privateKeyEncoding: { type: 'pkcs8', format: 'pem' },
     });
+    const sa = rsa();
+    const next = options.rotatedSigningKey ? rsa() : undefined;
     const file = (n: string): string => join(dir, n);
     await Promise.all([
       writeFile(file('ca.crt'), ca.cert),
@@ -97,12 +113,13 @@ async function startOnce(name: string, options: ControlPlaneOptions): Promise<Co
       writeFile(file('apiserver.key'), serving.key, { mode: 0o600 }),
       writeFile(file('sa.pub'), sa.publicKey),
       writeFile(file('sa.key'), sa.privateKey, { mode: 0o600 }),
+      ...(next ? [writeFile(file('sa-next.pub'), next.publicKey), writeFile(file('sa-next.key'), next.privateKey, { mode: 0o600 })] : []),
       mkdir(file('etcd-data'), { mode: 0o700 }),
       mkdir(file('cert-dir')),
     ]);
 
-    // List flags (admission plugins, authorization modes) add up when repeated: replace instead.
-    const overridden = new Set((options.apiserverArgs ?? []).map((arg) => arg.split('=')[0]));
+    const overridden = new Set((options.extraArgs ?? []).map((arg) => arg.split('=')[0]));
+    const serviceAccountKeyFiles = [file('sa.pub'), ...(next && options.rotatedSigningKey?.published ? [file('sa-next.pub')] : [])];
     const etcdUrl = `http://127.0.0.1:${etcdPort}`;
     const peerUrl = `http://127.0.0.1:${peerPort}`;
     const etcd = startProcess(
@@ -139,8 +156,9 @@ async function startOnce(name: string, options: ControlPlaneOptions): Promise<Co
         '--allow-privileged=true',
         '--authorization-mode=RBAC',
         `--service-account-issuer=${issuer}`,
-        `--service-account-key-file=${file('sa.pub')}`,
-        `--service-account-signing-key-file=${file('sa.key')}`,
+        ...serviceAccountKeyFiles.map((f) => `--service-account-key-file=${f}`),
+        `--service-account-signing-key-file=${file(next ? 'sa-next.key' : 'sa.key')}`,
+        ...(options.jwksUri ? [`--service-account-jwks-uri=${options.jwksUri}`] : []),
         // Lets TokenRequest honour expirationSeconds up to a day instead of capping it.
         '--service-account-max-token-expiration=48h',
         // No controller-manager creates the `default` ServiceAccount this plugin would require.
@@ -148,7 +166,7 @@ async function startOnce(name: string, options: ControlPlaneOptions): Promise<Co
         // The endpoint reconciler refuses a loopback address for the `kubernetes` Service and
         // logs an error every 10 s; nothing here needs that Service's endpoints.
         '--endpoint-reconciler-type=none',
-      ].filter((arg) => !overridden.has(arg.split('=')[0])).concat(options.apiserverArgs ?? []),
+      ].filter((arg) => !overridden.has(arg.split('=')[0])).concat(options.extraArgs ?? []),
       file('kube-apiserver.log'),
     );
     started.push(kubeApiserver);
@@ -168,6 +186,7 @@ async function startOnce(name: string, options: ControlPlaneOptions): Promise<Co
       ...tls, // server, caPem, clientCertPem, clientKeyPem
       kubeconfigPath,
       issuer,
+      serviceAccountKeyFiles,
       dir,
       pids: { etcd: etcd.pid, kubeApiserver: kubeApiserver.pid },
       kubeConfig() {

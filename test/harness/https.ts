@@ -11,6 +11,7 @@ export interface TlsClient {
 export interface RawResponse {
   status: number;
   body: string;
+  headers: Record<string, string | string[] | undefined>;
 }
 
 export function httpsRequest(
@@ -37,7 +38,7 @@ export function httpsRequest(
         let text = '';
         res.setEncoding('utf8');
         res.on('data', (chunk: string) => (text += chunk));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text, headers: res.headers }));
         res.on('error', reject);
       },
     );

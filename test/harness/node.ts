@@ -96,7 +96,7 @@ export async function startNode(options: NodeOptions = {}): Promise<NodeCluster>
     cp = await startControlPlane({
       name: options.name ?? 'node',
       servingIps: [gateway],
-      apiserverArgs: [
+      extraArgs: [
         // Pods (on the bridge) reach the API server at the gateway address.
         '--bind-address=0.0.0.0',
         `--advertise-address=${gateway}`,

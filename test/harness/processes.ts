@@ -91,12 +91,12 @@ export function releaseDir(dir: string): void {
 }
 
 /** Starts `command` with its stdout and stderr appended to `logPath`. */
-export function startProcess(name: string, command: string, args: string[], logPath: string): Managed {
+export function startProcess(name: string, command: string, args: string[], logPath: string, env?: Record<string, string>): Managed {
   installHooks();
   const fd = openSync(logPath, 'a');
   let child: ChildProcess;
   try {
-    child = spawn(command, args, { stdio: ['ignore', fd, fd] });
+    child = spawn(command, args, { stdio: ['ignore', fd, fd], ...(env ? { env: { ...process.env, ...env } } : {}) });
   } finally {
     closeSync(fd); // the child holds its own copy
   }

@@ -15,10 +15,45 @@ export const STS_HOSTS = [
 
 export interface AwsRole {
   arn: string;
-  /** Trust policy: `<provider>:aud` StringEquals. */
-  audience: string;
-  /** Trust policy: `<provider>:sub` StringEquals, any of these. */
-  subjects: string[];
+  /** The role's trust policy document, evaluated as IAM does for AssumeRoleWithWebIdentity. */
+  trustPolicy: TrustPolicy;
+}
+
+export interface TrustPolicy {
+  Version: string;
+  Statement: TrustStatement[];
+}
+
+interface TrustStatement {
+  Effect: 'Allow' | 'Deny';
+  Principal?: { Federated?: string | string[] };
+  Action?: string | string[];
+  Condition?: Record<string, Record<string, string | string[]>>;
+}
+
+/**
+ * Whether a trust policy lets this web identity assume the role: a Deny statement that matches
+ * wins, else an Allow statement must match. A statement matches when it names the action, the
+ * account's OIDC provider as Federated principal, and every condition holds. Stricter than IAM:
+ * only StringEquals on `<provider>:sub` and `<provider>:aud` is understood (any other operator or
+ * key never holds), and an Allow must constrain both, so no policy of a test can trust everyone.
+ */
+export function trustPolicyAllows(policy: TrustPolicy, providerArn: string, issuerHostPath: string, claims: { sub: string; aud: string }): boolean {
+  const list = (v: string | string[] | undefined): string[] => (v === undefined ? [] : [v].flat());
+  const matches = (st: TrustStatement): boolean => {
+    if (!list(st.Action).includes('sts:AssumeRoleWithWebIdentity')) return false;
+    if (!list(st.Principal?.Federated).includes(providerArn)) return false;
+    const conditions = Object.entries(st.Condition ?? {});
+    if (conditions.some(([operator]) => operator !== 'StringEquals')) return false;
+    const keys = Object.entries(st.Condition?.StringEquals ?? {});
+    const known: Record<string, string> = { [`${issuerHostPath}:sub`]: claims.sub, [`${issuerHostPath}:aud`]: claims.aud };
+    return keys.every(([key, values]) => key in known && list(values).includes(known[key]));
+  };
+  const constrainsBoth = (st: TrustStatement): boolean =>
+    [`${issuerHostPath}:sub`, `${issuerHostPath}:aud`].every((k) => st.Condition?.StringEquals?.[k] !== undefined);
+  const statements = policy.Statement ?? [];
+  if (statements.some((st) => st.Effect === 'Deny' && matches(st))) return false;
+  return statements.some((st) => st.Effect === 'Allow' && constrainsBoth(st) && matches(st));
 }
 
 export interface AwsStsOptions {
@@ -95,8 +130,10 @@ export function createAwsSts(options: AwsStsOptions): AwsSts {
       const audience = audiences.find((a) => options.clientIds.includes(a));
       if (!audience) return fail(400, 'InvalidIdentityToken', 'Incorrect token audience', digest);
       const role = options.roles.find((r) => r.arn === roleArn);
+      const [, rolePartition, , , roleAccount] = roleArn!.split(':');
+      const providerArn = `arn:${rolePartition}:iam::${roleAccount}:oidc-provider/${issuerHostPath}`;
       // A missing role and an untrusting one look the same from outside, as in AWS.
-      if (!role || role.audience !== audience || !role.subjects.includes(payload.sub)) {
+      if (!role || !trustPolicyAllows(role.trustPolicy, providerArn, issuerHostPath, { sub: payload.sub, aud: audience })) {
         return fail(403, 'AccessDenied', 'Not authorized to perform sts:AssumeRoleWithWebIdentity', digest);
       }
       const duration = Number(params.get('DurationSeconds') ?? 3600);

@@ -44,7 +44,8 @@ const CLIENT_CREDENTIALS = 'client_credentials';
 const JWT_BEARER = 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer';
 
 export function createEntra(options: { issuer: ClusterIssuer; applications: EntraApplication[] }): Entra {
-  const tenants = new Set(options.applications.map((a) => a.tenantId));
+  // Read at each request: a test may add applications (and their credentials) later.
+  const tenants = { has: (tenant: string) => options.applications.some((a) => a.tenantId === tenant) };
 
   const entra: Entra = {
     hosts: ENTRA_HOSTS,

@@ -24,6 +24,11 @@ export interface WorkloadIdentityProvider {
   issuer: string;
   /** Default: the provider's own resource name, with `https:` or `//` in front. */
   allowedAudiences?: string[];
+  /**
+   * Default: google.subject=assertion.sub. Only `google.subject` mapped from one claim
+   * (`assertion.<claim>`) is understood; anything else is refused, as an invalid mapping.
+   */
+  attributeMapping?: Record<string, string>;
 }
 
 export interface GoogleServiceAccount {
@@ -147,8 +152,18 @@ export function createGoogleCloud(options: {
     if (!audience) {
       return oauthError(400, 'invalid_grant', `The audience in ID Token [${audiences.join(', ')}] does not match the expected audience.`, digest);
     }
-    // Attribute mapping google.subject=assertion.sub, the default for OIDC providers.
-    const principal = `principal://iam.googleapis.com/projects/${providerMatch[2]}/locations/global/workloadIdentityPools/${providerMatch[3]}/subject/${payload.sub}`;
+    // The provider's attribute mapping names the principal: google.subject from one claim.
+    const mapping = provider.attributeMapping ?? { 'google.subject': 'assertion.sub' };
+    const claim = /^assertion\.([A-Za-z_][\w]*)$/.exec(mapping['google.subject'] ?? '')?.[1];
+    const unsupported = Object.keys(mapping).filter((k) => k !== 'google.subject');
+    if (!claim || unsupported.length > 0) {
+      return oauthError(400, 'invalid_request', `The attribute mapping ${JSON.stringify(mapping)} is not supported by this stand-in: map google.subject=assertion.<claim>.`, digest);
+    }
+    const mapped = (payload as Record<string, unknown>)[claim];
+    if (typeof mapped !== 'string' || mapped === '') {
+      return oauthError(400, 'invalid_grant', `The mapped attribute 'google.subject' must not be empty (assertion.${claim}).`, digest);
+    }
+    const principal = `principal://iam.googleapis.com/projects/${providerMatch[2]}/locations/global/workloadIdentityPools/${providerMatch[3]}/subject/${mapped}`;
     const accessToken = `ya29.d.${randomBytes(96).toString('base64url')}`;
     const exchange = { provider: provider.name, principal, subject: payload.sub, audience, tokenDigest: digest, accessToken };
     cloud.exchanges.push(exchange);

@@ -61,7 +61,7 @@ export async function helm(args: string[], options: { kubeconfig?: string } = {}
 }
 
 /** Runs `fn` with the values written to a temporary file. */
-async function withValuesFile<T>(values: object, fn: (file: string) => Promise<T>): Promise<T> {
+export async function withValuesFile<T>(values: object, fn: (file: string) => Promise<T>): Promise<T> {
   const dir = await mkdtemp(join(tmpdir(), 'wiw-values-'));
   const file = join(dir, 'values.yaml');
   await writeFile(file, stringify(values));
@@ -289,13 +289,13 @@ export const TEST_CA_PEM = '-----BEGIN CERTIFICATE-----\nMIIBtest\n-----END CERT
 /** Each certificate mode, token requestor on and off, both failure policies, custom selectors. */
 export const VALUES_MATRIX: { name: string; values: Record<string, any> }[] = [
   { name: 'defaults (self-managed)', values: {} },
-  { name: 'self-managed, token requestor, Ignore', values: { tokenRequestor: { enabled: true }, webhook: { failurePolicy: 'Ignore' } } },
+  { name: 'self-managed, token requestor, Ignore', values: { tokenRequestor: { enabled: true, namespaces: ['apps'] }, webhook: { failurePolicy: 'Ignore' } } },
   { name: 'cert-manager with its own CA', values: { certificates: { mode: 'certManager' } } },
   {
     name: 'cert-manager with a ClusterIssuer, token requestor, custom namespace selectors',
     values: {
       certificates: { mode: 'certManager', certManager: { issuerRef: { name: 'corp-ca', kind: 'ClusterIssuer', group: 'cert-manager.io' } } },
-      tokenRequestor: { enabled: true },
+      tokenRequestor: { enabled: true, namespaces: ['apps'] },
       webhook: {
         excludeNamespaces: ['monitoring'],
         namespaceSelector: { matchLabels: { 'identity.example.com/enabled': 'true' }, matchExpressions: [{ key: 'tier', operator: 'NotIn', values: ['sandbox'] }] },
@@ -314,7 +314,7 @@ export const VALUES_MATRIX: { name: string; values: Record<string, any> }[] = [
   {
     name: 'everything optional on, url clientConfig, all config set',
     values: {
-      tokenRequestor: { enabled: true, extraArgs: ['--log-level=debug'] },
+      tokenRequestor: { enabled: true, namespaces: ['apps'], extraArgs: ['--log-level=debug'] },
       networkPolicy: { enabled: true, metricsFrom: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } } }], egress: [{}] },
       serviceMonitor: { enabled: true, labels: { release: 'prometheus' } },
       webhook: { url: 'https://127.0.0.1:9443', timeoutSeconds: 5, annotations: { 'example.com/owner': 'platform' } },

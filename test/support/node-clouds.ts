@@ -64,12 +64,24 @@ export async function startNodeClouds(node: NodeCluster, namespace: string): Pro
   const principal = (sa: string): string =>
     `principal://iam.googleapis.com/projects/${PROJECT_NUMBER}/locations/global/workloadIdentityPools/on-prem/subject/${subject(sa)}`;
   const issuer = await loadClusterIssuer(node.cp);
+  const issuerHostPath = issuer.issuer.replace('https://', '');
   const dir = join(node.cp.dir, 'stand-ins');
   await mkdir(dir);
   const sts = createAwsSts({
     issuer,
     clientIds: ['sts.amazonaws.com'],
-    roles: [{ arn: ROLE, audience: 'sts.amazonaws.com', subjects: [subject('aws'), subject('multi'), subject('secret-reader')] }],
+    roles: [{
+      arn: ROLE,
+      trustPolicy: {
+        Version: '2012-10-17',
+        Statement: [{
+          Effect: 'Allow',
+          Principal: { Federated: `arn:aws:iam::111122223333:oidc-provider/${issuerHostPath}` },
+          Action: 'sts:AssumeRoleWithWebIdentity',
+          Condition: { StringEquals: { [`${issuerHostPath}:sub`]: [subject('aws'), subject('multi'), subject('secret-reader')], [`${issuerHostPath}:aud`]: 'sts.amazonaws.com' } },
+        }],
+      },
+    }],
   });
   const entra = createEntra({
     issuer,
@@ -152,12 +164,13 @@ export async function startNodeClouds(node: NodeCluster, namespace: string): Pro
 }
 
 /** `helm install` of the chart with the locally built image, as a user would (pullPolicy Never: nothing is pulled). */
-export async function installChart(node: NodeCluster): Promise<void> {
+export async function installChart(node: NodeCluster, requestorNamespaces: string[]): Promise<void> {
   await createNamespace(node.cp, SYSTEM_NS, { 'pod-security.kubernetes.io/enforce': 'restricted' });
   const [repository, tag] = node.images.webhook.split(/:(?=[^:/]+$)/);
   await helmUpgradeInstall(node.cp, RELEASE, SYSTEM_NS, {
     image: { repository, tag, pullPolicy: 'Never' },
     config: { awsDefaultRegion: 'eu-west-1', azureTenantId: TENANT },
-    tokenRequestor: { enabled: true },
+    // Its RoleBindings go into these, which must exist first.
+    tokenRequestor: { enabled: true, namespaces: requestorNamespaces },
   });
 }

@@ -138,7 +138,11 @@ export async function startTokenRequestor(cp: ControlPlane, kubeconfigPath: stri
   };
 }
 
-/** The RBAC the token requestor needs, and nothing more (the Helm chart grants the same). */
+/**
+ * The rules of the chart's token-requestor ClusterRole. Bound cluster-wide here (the requestor
+ * without --namespaces); the chart binds them per served namespace and adds an admission policy,
+ * which test/token-requestor-privileges.test.ts runs exactly as rendered.
+ */
 export const REQUESTOR_CLUSTER_RULES = [
   { apiGroups: [''], resources: ['secrets'], verbs: ['list', 'watch', 'patch'] },
   { apiGroups: [''], resources: ['serviceaccounts'], verbs: ['get'] },

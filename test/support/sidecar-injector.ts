@@ -5,7 +5,10 @@ import type { AddressInfo } from 'node:net';
 import Fastify from 'fastify';
 import { generateCertificates } from '../../src/tls/self-signed.ts';
 
-export async function startSidecarInjector(sidecarName = 'mesh-proxy', options: { serviceAccountName?: string } = {}) {
+export async function startSidecarInjector(
+  sidecarName = 'mesh-proxy',
+  options: { serviceAccountName?: string; extraPatch?: object[]; noSidecar?: boolean } = {},
+) {
   const certs = await generateCertificates(['127.0.0.1']);
   const seen: Record<string, unknown>[] = [];
   const app = Fastify({ https: { cert: certs.certPem, key: certs.keyPem } });
@@ -13,9 +16,11 @@ export async function startSidecarInjector(sidecarName = 'mesh-proxy', options: 
     const review = req.body as { request: { uid: string; object: { metadata?: { name?: string }; spec: { serviceAccountName?: string; containers: { name: string }[] } } } };
     const pod = review.request.object;
     seen.push({ msg: 'admission', name: pod.metadata?.name });
-    const patch: object[] = pod.spec.containers.some((c) => c.name === sidecarName)
+    const patch: object[] = options.noSidecar || pod.spec.containers.some((c) => c.name === sidecarName)
       ? []
       : [{ op: 'add', path: '/spec/containers/-', value: { name: sidecarName, image: 'mesh/proxy:1' } }];
+    // Other work of an earlier webhook (a proxy, a CA bundle).
+    if (options.extraPatch) patch.push(...options.extraPatch);
     if (options.serviceAccountName && pod.spec.serviceAccountName !== options.serviceAccountName) {
       patch.push({ op: 'replace', path: '/spec/serviceAccountName', value: options.serviceAccountName });
     }

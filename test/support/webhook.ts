@@ -8,7 +8,8 @@ import type { ControlPlane } from '../harness/control-plane.ts';
 import { startProcess, type Managed } from '../harness/processes.ts';
 import { httpsRequest } from '../https-client.ts';
 
-const CLI = resolve(import.meta.dirname, '../../dist/cli.js');
+// WIW_CLI: another build of the CLI (the benchmark compares releases).
+const CLI = process.env.WIW_CLI ?? resolve(import.meta.dirname, '../../dist/cli.js');
 let counter = 0;
 
 export interface WebhookProcess {
@@ -46,6 +47,9 @@ export async function until<T>(what: string, check: () => T | undefined | Promis
 export interface StartOptions {
   /** Serve these files instead of a self-signed certificate; `caPem` is what clients trust. */
   tls?: { certFile: string; keyFile: string; caPem: string };
+  /** Start the process through a wrapper (the benchmark puts it in a memory cgroup). */
+  wrap?: (command: string, args: string[]) => [string, string[]];
+  env?: Record<string, string>;
 }
 
 export async function startWebhook(cp: ControlPlane, extraArgs: string[] = [], options: StartOptions = {}): Promise<WebhookProcess> {
@@ -56,7 +60,7 @@ export async function startWebhook(cp: ControlPlane, extraArgs: string[] = [], o
   const tlsArgs = options.tls
     ? ['--tls-cert-file', options.tls.certFile, '--tls-key-file', options.tls.keyFile]
     : ['--self-signed', '--ca-bundle-out', caFile];
-  const proc = startProcess(`webhook-${n}`, process.execPath, [
+  const [command, args] = (options.wrap ?? ((c, a) => [c, a]))(process.execPath, [
     CLI, 'serve',
     '--kubeconfig', cp.kubeconfigPath,
     ...tlsArgs,
@@ -64,7 +68,8 @@ export async function startWebhook(cp: ControlPlane, extraArgs: string[] = [], o
     '--metrics-host', '127.0.0.1', '--metrics-port', '0',
     '--drain-seconds', '0',
     ...extraArgs,
-  ], logPath);
+  ]);
+  const proc = startProcess(`webhook-${n}`, command, args, logPath, options.env);
   const logs = (): Record<string, unknown>[] => {
     const text = existsSync(logPath) ? readFileSync(logPath, 'utf8') : '';
     return text.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>);

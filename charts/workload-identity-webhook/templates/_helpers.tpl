@@ -129,6 +129,13 @@ gcpAllowedTokenUrls: gcp-allowed-token-urls
 secretTokenPath: secret-token-path
 watchPolicies: watch-policies
 policyFailureMode: policy-failure-mode
+tlsMinVersion: tls-min-version
+tlsCipherSuites: tls-cipher-suites
+maxRequestBytes: max-request-bytes
+maxInflightRequestBytes: max-inflight-request-bytes
+maxContainers: max-containers
+maxPatchBytes: max-patch-bytes
+maxConnections: max-connections
 {{- end }}
 
 {{/* tokenRequestor.config key -> flag of `workload-identity-webhook token-requestor`. */}}
@@ -167,6 +174,16 @@ tokenExpiration: token-expiration
 {{/* The webhook container's environment: config, the policy file, then the certificate source. */}}
 {{- define "wiw.env" -}}
 {{ include "wiw.envFrom" (dict "values" .Values.config "flags" (include "wiw.configFlags" .) "prefix" "config") }}
+- name: WIW_FAILURE_POLICY
+  value: {{ .Values.webhook.failurePolicy | quote }}
+{{- if .Values.nodeOptions }}
+- name: NODE_OPTIONS
+  value: {{ .Values.nodeOptions | quote }}
+{{- end }}
+{{- if .Values.clientAuth.caBundle }}
+- name: WIW_CLIENT_CA_FILE
+  value: /etc/workload-identity-webhook/client-ca/ca.crt
+{{- end }}
 {{- if .Values.policy.configMap }}
 - name: WIW_POLICY_FILE
   value: /etc/workload-identity-webhook/policy/policy.yaml

@@ -1,0 +1,73 @@
+// The AWS side of the handshake: an IAM OIDC identity provider for the cluster's issuer, and for
+// each role the trust policy that admits exactly its ServiceAccounts' tokens (sub and aud).
+import { parseRoleArn } from '../../providers/aws.ts';
+import type { TrustIdentity } from '../../trust/identities.ts';
+import { groupBy, shellQuote, unique } from '../../trust/shell.ts';
+
+export interface AwsTrustPolicy {
+  Version: '2012-10-17';
+  Statement: {
+    Effect: 'Allow';
+    Principal: { Federated: string };
+    Action: 'sts:AssumeRoleWithWebIdentity';
+    Condition: { StringEquals: Record<string, string | string[]> };
+  }[];
+}
+
+export interface AwsTrust {
+  oidcProviders: { arn: string; url: string; account: string; clientIds: string[] }[];
+  roles: { roleArn: string; roleName: string; trustedBy: string[]; trustPolicy: AwsTrustPolicy }[];
+  commands: string[];
+}
+
+/** IAM names OIDC providers and their condition keys by the issuer without its scheme. */
+export function issuerHostPath(issuer: string): string {
+  return issuer.replace(/^https:\/\//, '');
+}
+
+export function oidcProviderArn(partition: string, account: string, issuer: string): string {
+  return `arn:${partition}:iam::${account}:oidc-provider/${issuerHostPath(issuer)}`;
+}
+
+export function awsTrust(issuer: string, identities: readonly TrustIdentity[]): AwsTrust {
+  const ours = identities.filter((i) => i.cloud === 'aws');
+  const hostPath = issuerHostPath(issuer);
+  const roles: AwsTrust['roles'] = [];
+  const providers = new Map<string, AwsTrust['oidcProviders'][number] & { partition: string }>();
+  for (const [roleArn, members] of groupBy(ours, (i) => i.identity.roleArn)) {
+    const role = parseRoleArn(roleArn, 'role');
+    if ('reason' in role) continue; // the provider validated it already
+    const providerArn = oidcProviderArn(role.partition, role.account, issuer);
+    const provider = providers.get(providerArn) ?? { arn: providerArn, url: issuer, account: role.account, partition: role.partition, clientIds: [] };
+    providers.set(providerArn, provider);
+    // One statement per audience: conditions on different keys are ANDed, values of one key ORed,
+    // so mixing audiences in one statement would admit a subject with another's audience.
+    const statements = [...groupBy(members, (i) => i.audience)].map(([audience, group]) => {
+      provider.clientIds = unique([...provider.clientIds, audience]);
+      const subjects = unique(group.map((i) => i.subject)).sort();
+      return {
+        Effect: 'Allow' as const,
+        Principal: { Federated: providerArn },
+        Action: 'sts:AssumeRoleWithWebIdentity' as const,
+        Condition: { StringEquals: { [`${hostPath}:sub`]: subjects.length === 1 ? subjects[0] : subjects, [`${hostPath}:aud`]: audience } },
+      };
+    });
+    roles.push({
+      roleArn,
+      roleName: roleArn.slice(roleArn.lastIndexOf('/') + 1),
+      trustedBy: unique(members.map((i) => i.source)),
+      trustPolicy: { Version: '2012-10-17', Statement: statements },
+    });
+  }
+
+  const commands: string[] = [];
+  for (const p of providers.values()) {
+    commands.push(`# account ${p.account}: the cluster's issuer as an IAM OIDC identity provider (if it exists: aws iam add-client-id-to-open-id-connect-provider)`);
+    commands.push(`aws iam create-open-id-connect-provider --url ${shellQuote(p.url)} --client-id-list ${p.clientIds.map(shellQuote).join(' ')}`);
+  }
+  for (const r of roles) {
+    commands.push(`# role ${r.roleArn}, trusted by ${r.trustedBy.join(', ')} (a new role: aws iam create-role --role-name ${shellQuote(r.roleName)} --assume-role-policy-document with the same JSON)`);
+    commands.push(`aws iam update-assume-role-policy --role-name ${shellQuote(r.roleName)} --policy-document ${shellQuote(JSON.stringify(r.trustPolicy))}`);
+  }
+  return { oidcProviders: [...providers.values()].map(({ partition: _, ...p }) => p), roles, commands };
+}

@@ -1,0 +1,59 @@
+// The Azure side: one federated identity credential per ServiceAccount on the application or
+// user-assigned managed identity its client id names. Entra matches issuer, subject and audience
+// byte for byte, so each is printed exactly as the token carries it.
+import type { TrustIdentity } from '../../trust/identities.ts';
+import { groupBy, shellQuote } from '../../trust/shell.ts';
+
+export interface FederatedIdentityCredential {
+  name: string;
+  issuer: string;
+  subject: string;
+  audiences: string[];
+  description: string;
+}
+
+export interface AzureTrust {
+  identities: { clientId: string; tenantId?: string; trustedBy: string[]; federatedCredentials: FederatedIdentityCredential[] }[];
+  commands: string[];
+}
+
+/** Entra's credential names: 3 to 120 letters, digits, - and _, starting with a letter or digit. */
+export function credentialName(namespace: string, serviceAccount: string): string {
+  return `kubernetes-${namespace}-${serviceAccount}`.replace(/[^A-Za-z0-9_-]/g, '-').slice(0, 120);
+}
+
+export function azureTrust(issuer: string, identities: readonly TrustIdentity[]): AzureTrust {
+  const ours = identities.filter((i) => i.cloud === 'azure' && i.identity.clientId);
+  const result: AzureTrust = { identities: [], commands: [] };
+  for (const [clientId, members] of groupBy(ours, (i) => i.identity.clientId.toLowerCase())) {
+    const credentials = new Map<string, FederatedIdentityCredential>();
+    for (const m of members) {
+      const key = `${m.subject}\n${m.audience}`;
+      if (credentials.has(key)) continue;
+      credentials.set(key, {
+        name: credentialName(m.namespace, m.serviceAccount),
+        issuer,
+        subject: m.subject,
+        audiences: [m.audience],
+        description: `Kubernetes ServiceAccount ${m.namespace}/${m.serviceAccount}`,
+      });
+    }
+    const tenantId = members.find((m) => m.identity.tenantId)?.identity.tenantId;
+    const entry = { clientId, ...(tenantId && { tenantId }), trustedBy: [...new Set(members.map((m) => m.source))], federatedCredentials: [...credentials.values()] };
+    result.identities.push(entry);
+
+    // The client id is a validated GUID: safe inside double quotes.
+    const pick = (field: string) => `"$(az identity list --query "[?clientId=='${clientId}'].${field} | [0]" -o tsv)"`;
+    result.commands.push(`# client id ${clientId}${tenantId ? ` (tenant ${tenantId})` : ''}, trusted by ${entry.trustedBy.join(', ')}`);
+    for (const c of entry.federatedCredentials) {
+      result.commands.push(
+        `az identity federated-credential create --name ${shellQuote(c.name)} --identity-name ${pick('name')} --resource-group ${pick('resourceGroup')} --issuer ${shellQuote(c.issuer)} --subject ${shellQuote(c.subject)} --audiences ${c.audiences.map(shellQuote).join(' ')}`,
+      );
+    }
+    result.commands.push('# or, when the client id is an app registration rather than a managed identity:');
+    for (const c of entry.federatedCredentials) {
+      result.commands.push(`az ad app federated-credential create --id ${clientId} --parameters ${shellQuote(JSON.stringify(c))}`);
+    }
+  }
+  return result;
+}

@@ -1,0 +1,76 @@
+// The Google side: the workload identity pool provider that trusts the cluster's issuer and
+// allows the audiences the webhook injects, with google.subject mapped from the token's sub, and
+// for each service account the roles/iam.workloadIdentityUser binding of its ServiceAccounts'
+// principals (or, without one, the principal to grant roles on resources directly).
+import { parseWorkloadIdentityProvider } from '../../providers/gcp.ts';
+import type { TrustIdentity } from '../../trust/identities.ts';
+import { groupBy, shellQuote, unique } from '../../trust/shell.ts';
+
+export const ATTRIBUTE_MAPPING = { 'google.subject': 'assertion.sub' } as const;
+export const WORKLOAD_IDENTITY_USER = 'roles/iam.workloadIdentityUser';
+
+export interface GcpTrust {
+  providers: {
+    name: string;
+    projectNumber: string;
+    pool: string;
+    provider: string;
+    issuerUri: string;
+    allowedAudiences: string[];
+    attributeMapping: Record<string, string>;
+    trustedBy: string[];
+  }[];
+  serviceAccounts: { email: string; binding: { role: string; members: string[] }; trustedBy: string[] }[];
+  /** ServiceAccounts without a Google service account: their principal, for direct resource access. */
+  directAccess: { source: string; principal: string }[];
+  commands: string[];
+}
+
+export function principalOf(projectNumber: string, pool: string, subject: string): string {
+  return `principal://iam.googleapis.com/projects/${projectNumber}/locations/global/workloadIdentityPools/${pool}/subject/${subject}`;
+}
+
+export function gcpTrust(issuer: string, identities: readonly TrustIdentity[]): GcpTrust {
+  const result: GcpTrust = { providers: [], serviceAccounts: [], directAccess: [], commands: [] };
+  const resolved = identities
+    .filter((i) => i.cloud === 'gcp')
+    .map((i) => ({ i, provider: parseWorkloadIdentityProvider(i.identity.workloadIdentityProvider, 'provider') }))
+    .filter((r): r is { i: TrustIdentity; provider: Exclude<typeof r.provider, { reason: string }> } => !('reason' in r.provider));
+
+  for (const [name, members] of groupBy(resolved, (r) => r.provider.name)) {
+    const p = members[0].provider;
+    const entry = {
+      name,
+      projectNumber: p.projectNumber,
+      pool: p.pool,
+      provider: p.provider,
+      issuerUri: issuer,
+      allowedAudiences: unique(members.map((m) => m.i.audience)),
+      attributeMapping: { ...ATTRIBUTE_MAPPING },
+      trustedBy: unique(members.map((m) => m.i.source)),
+    };
+    result.providers.push(entry);
+    const flags = `--project=${p.projectNumber} --location=global --workload-identity-pool=${shellQuote(p.pool)} --issuer-uri=${shellQuote(issuer)} --allowed-audiences=${shellQuote(entry.allowedAudiences.join(','))} --attribute-mapping=google.subject=assertion.sub`;
+    result.commands.push(`# pool provider ${name} (existing: providers update-oidc with the same flags)`);
+    result.commands.push(`gcloud iam workload-identity-pools providers create-oidc ${shellQuote(p.provider)} ${flags}`);
+  }
+
+  for (const [email, members] of groupBy(resolved.filter((r) => r.i.identity.serviceAccountEmail), (r) => r.i.identity.serviceAccountEmail)) {
+    const principals = unique(members.map((m) => principalOf(m.provider.projectNumber, m.provider.pool, m.i.subject)));
+    const entry = { email, binding: { role: WORKLOAD_IDENTITY_USER, members: principals }, trustedBy: unique(members.map((m) => m.i.source)) };
+    result.serviceAccounts.push(entry);
+    result.commands.push(`# service account ${email}, impersonated by ${entry.trustedBy.join(', ')}`);
+    for (const member of principals) {
+      result.commands.push(`gcloud iam service-accounts add-iam-policy-binding ${shellQuote(email)} --role=${WORKLOAD_IDENTITY_USER} --member=${shellQuote(member)}`);
+    }
+  }
+
+  for (const m of resolved.filter((r) => !r.i.identity.serviceAccountEmail)) {
+    const principal = principalOf(m.provider.projectNumber, m.provider.pool, m.i.subject);
+    if (result.directAccess.some((d) => d.principal === principal)) continue;
+    result.directAccess.push({ source: m.i.source, principal });
+    result.commands.push(`# ${m.i.source} has no Google service account: grant roles on resources to its principal, for example`);
+    result.commands.push(`gcloud projects add-iam-policy-binding PROJECT_ID --role=ROLE --member=${shellQuote(principal)}`);
+  }
+  return result;
+}

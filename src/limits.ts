@@ -1,0 +1,55 @@
+// The admission server's resource limits. Each bounds one way a caller could make a replica hold
+// memory or connections; together they keep a replica inside the chart's 256 MiB with margin.
+// How each default was derived (measured on Node 24, see docs/hardening.md):
+// - requests: kube-apiserver refuses request bodies over 3 MiB, and an UPDATE review carries
+//   `object` and `oldObject`: 6 MiB.
+// - in flight: a parsed review costs ~2x its size in heap (measured: 12 MiB for a 6 MiB review);
+//   32 MiB of bodies in flight at once (~64 MiB of heap) fits the heap next to the caches.
+// - containers: each costs ~1.5 KB of patch with three clouds; 500 containers give a 0.75 MiB
+//   patch, and etcd stores no object over 1.5 MiB, so beyond that the Pod could not be stored.
+// - patch: 1 MiB of JSON Patch (1.4 MiB base64) is the most any legitimate Pod needs.
+// - connections: an idle TLS connection costs ~60 KB; 512 of them ~30 MiB.
+export interface ServerLimits {
+  /** Largest request body accepted (413 beyond). */
+  maxRequestBytes: number;
+  /** Request bodies held at once across connections (503, retry, beyond). */
+  maxInflightRequestBytes: number;
+  /** Containers, init containers and ephemeral containers of one Pod (denied beyond). */
+  maxContainers: number;
+  /** Largest JSON Patch answered (the object is denied beyond). */
+  maxPatchBytes: number;
+  /** Open connections at once; more are refused at accept. */
+  maxConnections: number;
+  /** Time to receive a request's headers. */
+  headersTimeoutMs: number;
+  /** Time to receive a whole request, body included. */
+  requestTimeoutMs: number;
+  /** Time to complete the TLS handshake. */
+  handshakeTimeoutMs: number;
+  /** An idle keep-alive connection is closed after this long (kube-apiserver reuses them). */
+  keepAliveTimeoutMs: number;
+  /** Time for a client to take a whole answer; a client that does not read is cut off. */
+  responseTimeoutMs: number;
+}
+
+export const DEFAULT_LIMITS: ServerLimits = {
+  maxRequestBytes: 6 * 1024 * 1024,
+  maxInflightRequestBytes: 32 * 1024 * 1024,
+  maxContainers: 500,
+  maxPatchBytes: 1024 * 1024,
+  maxConnections: 512,
+  headersTimeoutMs: 10_000,
+  // kube-apiserver gives a webhook at most 30 s; a body still arriving after 15 s is an attack.
+  requestTimeoutMs: 15_000,
+  handshakeTimeoutMs: 10_000,
+  keepAliveTimeoutMs: 75_000,
+  responseTimeoutMs: 10_000,
+};
+
+/** Longest string a log field keeps: a Kubernetes name is at most 253 characters. */
+export const MAX_LOG_FIELD = 253;
+
+export function clip(value: string | undefined, max = MAX_LOG_FIELD): string | undefined {
+  if (value === undefined || value.length <= max) return value;
+  return `${value.slice(0, max)}…(${value.length} chars)`;
+}

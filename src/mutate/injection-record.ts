@@ -1,0 +1,143 @@
+// The injection record: what the webhook added to a Pod, kept in one Pod annotation. When a later
+// webhook changes serviceAccountName and the API server reinvokes this one, the record lets it
+// remove exactly its own additions, so the old identity does not linger (the Azure peer's #1475).
+//
+// The Pod's author writes that annotation too, so nothing in it is trusted as written: the record
+// is signed with a key only the webhook holds (HMAC-SHA256, bound to the namespace), and lists a
+// digest of each value it added. A forged record fails the signature; a genuine one copied from
+// another Pod removes only items equal to what the webhook itself injected. Its size does not grow
+// with the number of containers: values are recorded once, not per container.
+import { createHmac, createSecretKey, hash, hkdfSync, randomBytes, timingSafeEqual, type KeyObject } from 'node:crypto';
+
+export const INJECTED_ANNOTATION = 'workload-identity-webhook.io/injected';
+
+/** [name, digest of the value] */
+export type Entry = [string, string];
+
+export interface InjectionRecord {
+  v: 2;
+  /** ServiceAccount the injection was made for. */
+  sa: string;
+  /** Env vars added (the same value in every container that got it). */
+  env: Entry[];
+  /** Volumes added, with a digest of their projection. */
+  vol: Entry[];
+  /** Pod annotations added. */
+  ann: Entry[];
+  /**
+   * [container key, env name] where the user had set the very value the webhook would add: those
+   * are the user's and survive a removal. Container keys are `init/NAME` for init containers.
+   */
+  keep: Entry[];
+}
+
+/** Short, collision-resistant digest of a value: the record never holds a value itself. */
+export function digest(value: string): string {
+  // The same few values (a role ARN, a token path) come back on every admission: remembered.
+  let d = DIGESTS.get(value);
+  if (d === undefined) {
+    if (DIGESTS.size >= 4096) DIGESTS.clear();
+    d = hash('sha256', value, 'base64url').slice(0, 16);
+    DIGESTS.set(value, d);
+  }
+  return d;
+}
+const DIGESTS = new Map<string, string>();
+
+/**
+ * Keys that sign records. The first signs; all verify (the previous key stays valid across a
+ * rotation of the material it is derived from).
+ */
+export class RecordKeys {
+  // KeyObjects: an HMAC from a raw Buffer key costs ~75 µs, from a KeyObject ~7 µs.
+  readonly #keys: KeyObject[];
+
+  constructor(keys: Buffer[]) {
+    if (keys.length === 0) throw new Error('RecordKeys needs at least one key');
+    this.#keys = keys.map((k) => createSecretKey(k));
+  }
+
+  /** A key derived from secret material (the serving key, a key file): replicas sharing it agree. */
+  static derive(...materials: (string | Buffer)[]): RecordKeys {
+    return new RecordKeys(materials.map((m) => Buffer.from(hkdfSync('sha256', m, 'workload-identity-webhook', 'injection-record', 32))));
+  }
+
+  /** A key of this process only: right for one replica, tests and `preview`. */
+  static random(): RecordKeys {
+    return new RecordKeys([randomBytes(32)]);
+  }
+
+  sign(namespace: string, record: InjectionRecord): string {
+    return this.#mac(this.#keys[0], namespace, record);
+  }
+
+  verify(namespace: string, record: InjectionRecord, mac: string): boolean {
+    const given = Buffer.from(mac);
+    return this.#keys.some((key) => {
+      const expected = Buffer.from(this.#mac(key, namespace, record));
+      return expected.length === given.length && timingSafeEqual(expected, given);
+    });
+  }
+
+  // Records repeat (every Pod of a Deployment gets the same): their MACs are remembered per key.
+  readonly #macs = new Map<KeyObject, Map<string, string>>();
+
+  #mac(key: KeyObject, namespace: string, r: InjectionRecord): string {
+    const body = JSON.stringify([r.v, namespace, r.sa, r.env, r.vol, r.ann, r.keep]);
+    let memo = this.#macs.get(key);
+    if (!memo) this.#macs.set(key, (memo = new Map()));
+    let mac = memo.get(body);
+    if (mac === undefined) {
+      if (memo.size >= 4096) memo.clear();
+      mac = createHmac('sha256', key).update(body).digest('base64url').slice(0, 22);
+      memo.set(body, mac);
+    }
+    return mac;
+  }
+}
+
+/** The annotation's value: the record and its signature. */
+export function writeRecord(keys: RecordKeys, namespace: string, record: InjectionRecord): string {
+  return JSON.stringify({ ...record, mac: keys.sign(namespace, record) });
+}
+
+/** The record, if the annotation holds one this webhook signed for this namespace. */
+export function readRecord(keys: RecordKeys, namespace: string, raw: string | undefined): InjectionRecord | undefined {
+  if (!raw || raw.length > 256 * 1024) return undefined;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(raw);
+  } catch {
+    return undefined;
+  }
+  const r = parsed as Partial<InjectionRecord> & { mac?: unknown };
+  if (typeof r !== 'object' || r === null || r.v !== 2 || typeof r.sa !== 'string' || typeof r.mac !== 'string') return undefined;
+  if (![r.env, r.vol, r.ann, r.keep].every(isEntries)) return undefined;
+  const record: InjectionRecord = { v: 2, sa: r.sa, env: r.env!, vol: r.vol!, ann: r.ann!, keep: r.keep! };
+  return keys.verify(namespace, record, r.mac) ? record : undefined;
+}
+
+function isEntries(value: unknown): value is Entry[] {
+  return Array.isArray(value) && value.every((e) => Array.isArray(e) && e.length === 2 && typeof e[0] === 'string' && typeof e[1] === 'string');
+}
+
+/** Set semantics over entries, without object-as-map pitfalls (a container may be named `constructor`). */
+export class EntrySet {
+  readonly #set = new Set<string>();
+  readonly entries: Entry[] = [];
+
+  constructor(entries: readonly Entry[] = []) {
+    for (const e of entries) this.add(e[0], e[1]);
+  }
+
+  add(name: string, value: string): void {
+    const key = `${name}\u0000${value}`;
+    if (this.#set.has(key)) return;
+    this.#set.add(key);
+    this.entries.push([name, value]);
+  }
+
+  has(name: string, value: string): boolean {
+    return this.#set.has(`${name}\u0000${value}`);
+  }
+}

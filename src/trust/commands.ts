@@ -1,0 +1,125 @@
+// The three subcommands of the cluster's side of the handshake: doctor, trust, issuer publish.
+import { readFileSync } from 'node:fs';
+import type { Config } from '../config.ts';
+import { runDoctor } from '../doctor/checks.ts';
+import { exitCode, reportJson, reportText } from '../doctor/verdicts.ts';
+import { WebhookError } from '../errors.ts';
+import { loadKubeConfig } from '../kube/client.ts';
+import { publishIssuer } from '../issuer/publish.ts';
+import { jwksFromKeyFiles } from '../issuer/keys.ts';
+import { apiServerOf, readApiServerDiscovery, readApiServerJwks } from '../issuer/read.ts';
+import { createProviders } from '../providers/index.ts';
+import { createSecretProviders } from '../providers/secret-index.ts';
+import type { PreviewInput } from '../preview.ts';
+import { identitiesOfSecrets, identitiesOfServiceAccounts } from './identities.ts';
+import { trustJson, trustReport, trustText } from './report.ts';
+import { objectsOfCluster, objectsOfManifests, type Objects } from './sources.ts';
+
+export interface IssuerCommandInput {
+  config: Config;
+  files: PreviewInput['documents'];
+  output: 'text' | 'json';
+  issuer?: string;
+  issuerCa?: string;
+  namespace?: string;
+  dir?: string;
+  keyFiles: string[];
+}
+
+export interface CommandResult {
+  code: number;
+  output: string;
+  warnings: string[];
+}
+
+export async function runIssuerCommand(command: string, input: IssuerCommandInput): Promise<CommandResult> {
+  switch (command) {
+    case 'doctor':
+      return doctor(input);
+    case 'trust':
+      return trust(input);
+    default:
+      return publish(input);
+  }
+}
+
+function usage(message: string): WebhookError {
+  return new WebhookError('WIW_BAD_USAGE', message);
+}
+
+async function doctor(input: IssuerCommandInput): Promise<CommandResult> {
+  if (input.files.length > 0) throw usage('doctor reads the cluster; -f is for trust and preview');
+  let issuerCa: string | undefined;
+  if (input.issuerCa) {
+    try {
+      issuerCa = readFileSync(input.issuerCa, 'utf8');
+    } catch (err) {
+      throw new WebhookError('WIW_BAD_INPUT', `cannot read --issuer-ca ${input.issuerCa}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+    }
+  }
+  const report = await runDoctor({
+    kc: loadKubeConfig(input.config.kubeconfig),
+    providers: createProviders(input.config),
+    secrets: { providers: createSecretProviders(input.config), defaultTokenPath: input.config.secretTokenPath },
+    issuerCa,
+    namespace: input.namespace,
+  });
+  return { code: exitCode(report), output: input.output === 'json' ? reportJson(report) : reportText(report), warnings: [] };
+}
+
+async function trust(input: IssuerCommandInput): Promise<CommandResult> {
+  let objects: Objects;
+  let issuer = input.issuer;
+  const warnings: string[] = [];
+  if (input.files.length > 0) {
+    if (!issuer) throw usage('trust -f FILE needs --issuer URL (the cluster\'s --service-account-issuer): offline, nothing else tells it');
+    objects = objectsOfManifests({ documents: input.files });
+    if (input.namespace) objects = { accounts: objects.accounts.filter((a) => a.namespace === input.namespace), secrets: objects.secrets.filter((s) => s.metadata?.namespace === input.namespace) };
+  } else {
+    const kc = loadKubeConfig(input.config.kubeconfig);
+    const discovery = await readApiServerDiscovery(await apiServerOf(kc));
+    if (!issuer) {
+      if (!discovery.ok) throw new WebhookError('WIW_ISSUER_UNKNOWN', `cannot read the issuer from the API server (${discovery.url}: ${discovery.problem}); pass --issuer URL, and run doctor`);
+      issuer = discovery.value.issuer;
+    } else if (discovery.ok && discovery.value.issuer !== issuer) {
+      warnings.push(`the cluster's tokens carry iss ${discovery.value.issuer}, not --issuer ${issuer}: a cloud given this trust refuses them`);
+    }
+    objects = await objectsOfCluster(kc, input.namespace);
+    warnings.push(...(objects.warnings ?? []));
+  }
+  if (issuer.endsWith('/')) warnings.push(`the issuer ${issuer} ends with "/": AWS refuses such tokens; see workload-identity-webhook doctor`);
+  const fromAccounts = identitiesOfServiceAccounts(createProviders(input.config), objects.accounts);
+  const fromSecrets = identitiesOfSecrets({ providers: createSecretProviders(input.config), defaultTokenPath: input.config.secretTokenPath }, objects.secrets, objects.accounts);
+  const problems = [...fromAccounts.problems, ...fromSecrets.problems];
+  warnings.push(...problems.map((p) => `${p} (left out)`));
+  const report = trustReport(issuer, [...fromAccounts.identities, ...fromSecrets.identities]);
+  return { code: problems.length > 0 ? 1 : 0, output: input.output === 'json' ? trustJson(report) : trustText(report), warnings };
+}
+
+async function publish(input: IssuerCommandInput): Promise<CommandResult> {
+  if (!input.dir) throw usage('issuer publish needs --dir DIR');
+  if (input.files.length > 0) throw usage('issuer publish reads keys with --key-file, not -f');
+  let issuer = input.issuer;
+  let jwks;
+  if (input.keyFiles.length > 0) {
+    if (!issuer) throw usage('issuer publish --key-file needs --issuer URL: the URL where DIR will be served');
+    jwks = jwksFromKeyFiles(input.keyFiles);
+  } else {
+    const api = await apiServerOf(loadKubeConfig(input.config.kubeconfig));
+    const read = await readApiServerJwks(api);
+    if (!read.ok) throw new WebhookError('WIW_ISSUER_UNKNOWN', `cannot read the API server's JWKS (${read.url}: ${read.problem}); pass --key-file with the --service-account-key-file files`);
+    jwks = read.value;
+    if (!issuer) {
+      const discovery = await readApiServerDiscovery(api);
+      if (!discovery.ok) throw new WebhookError('WIW_ISSUER_UNKNOWN', `cannot read the issuer from the API server (${discovery.problem}); pass --issuer URL`);
+      issuer = discovery.value.issuer;
+    }
+  }
+  const pub = await publishIssuer(input.dir, issuer, jwks);
+  const output = [
+    `wrote ${pub.files.map((f) => `${input.dir}/${f}`).join(' and ')} (${pub.jwks.keys.length} key(s): ${pub.jwks.keys.map((k) => k.kid).join(', ')})`,
+    `serve ${input.dir} at ${issuer} without credentials, then start kube-apiserver with:`,
+    ...pub.apiServerFlags.map((f) => `  ${f}`),
+  ];
+  return { code: 0, output: output.join('\n') + '\n', warnings: [] };
+}

@@ -1,0 +1,110 @@
+// Which identities the webhook would hand out, and to whom: every ServiceAccount (through the
+// same providers that mutate Pods) and every labelled Secret (through the same Secret core), so
+// the audience and subject printed for the cloud side are the ones the token will carry.
+import type { Pod, Secret, ServiceAccountView } from '../kube/types.ts';
+import { mutateSecret, type SecretCoreOptions } from '../mutate/secret.ts';
+import { SERVICE_ACCOUNT_ANNOTATION } from '../mutate/secret-labels.ts';
+import { AZURE_USE_LABEL } from '../providers/azure.ts';
+import { isDenial, type PodProvider, type ProviderName } from '../providers/types.ts';
+
+export interface TrustIdentity {
+  cloud: ProviderName;
+  /** Where it was read: `ServiceAccount ns/name` or `Secret ns/name`. */
+  source: string;
+  namespace: string;
+  serviceAccount: string;
+  /** The token's `sub`. */
+  subject: string;
+  /** The token's `aud`: exactly the audience the webhook (or the token requestor) requests. */
+  audience: string;
+  /** Projected token lifetime; undefined for labelled Secrets (the token requestor decides). */
+  expirationSeconds?: number;
+  /** The provider's identity record: roleArn, clientId and tenantId, workloadIdentityProvider and serviceAccountEmail... */
+  identity: Record<string, string>;
+}
+
+export interface Collected {
+  identities: TrustIdentity[];
+  /** Objects whose identity the webhook would refuse: their message. */
+  problems: string[];
+}
+
+export function subjectOf(namespace: string, name: string): string {
+  return `system:serviceaccount:${namespace}:${name}`;
+}
+
+/**
+ * A Pod of this ServiceAccount, labelled for Azure (the only provider that opts in per Pod), as
+ * the providers see it. Pod annotations can shorten a token's lifetime but never change its
+ * audience or subject, which is all the trust depends on.
+ */
+function probePod(sa: ServiceAccountView): Pod {
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name: 'trust-probe', namespace: sa.namespace, labels: { [AZURE_USE_LABEL]: 'true' } },
+    spec: { serviceAccountName: sa.name, containers: [{ name: 'app', image: 'app' }] },
+  } as Pod;
+}
+
+export function identitiesOfServiceAccounts(providers: readonly PodProvider[], accounts: readonly ServiceAccountView[]): Collected {
+  const identities: TrustIdentity[] = [];
+  const problems: string[] = [];
+  for (const sa of accounts) {
+    const pod = probePod(sa);
+    for (const provider of providers) {
+      const result = provider.resolvePod({ pod, namespace: sa.namespace, serviceAccount: sa, windows: false });
+      if (result === undefined) continue;
+      if (isDenial(result)) {
+        problems.push(`ServiceAccount ${sa.namespace}/${sa.name}: ${result.message}`);
+        continue;
+      }
+      // Azure injects for any labelled Pod; only a client id makes it an identity to trust.
+      if (provider.name === 'azure' && !result.identity.clientId) continue;
+      const token = result.volume.projected?.sources?.find((s) => s.serviceAccountToken)?.serviceAccountToken;
+      if (!token?.audience) continue;
+      identities.push({
+        cloud: provider.name,
+        source: `ServiceAccount ${sa.namespace}/${sa.name}`,
+        namespace: sa.namespace,
+        serviceAccount: sa.name,
+        subject: subjectOf(sa.namespace, sa.name),
+        audience: token.audience,
+        expirationSeconds: token.expirationSeconds,
+        identity: result.identity,
+      });
+    }
+  }
+  return { identities, problems };
+}
+
+/** Labelled Secrets (the project's label): the token requestor issues their token for the referenced ServiceAccount. */
+export function identitiesOfSecrets(options: SecretCoreOptions, secrets: readonly Secret[], accounts: readonly ServiceAccountView[]): Collected {
+  const identities: TrustIdentity[] = [];
+  const problems: string[] = [];
+  const byName = new Map(accounts.map((sa) => [`${sa.namespace}/${sa.name}`, sa]));
+  for (const secret of secrets) {
+    const namespace = secret.metadata?.namespace || 'default';
+    const where = `Secret ${namespace}/${secret.metadata?.name ?? '?'}`;
+    const annotations = secret.metadata?.annotations ?? {};
+    const refName = annotations[SERVICE_ACCOUNT_ANNOTATION]?.trim() ?? '';
+    const refKey = refName.includes('/') ? refName : `${namespace}/${refName}`;
+    const result = mutateSecret(options, { secret, namespace, referencedServiceAccount: byName.get(refKey) });
+    if (!result.allowed) {
+      problems.push(`${where}: ${result.denial.message}`);
+      continue;
+    }
+    // Gardener-only Secrets get their token from the garden cluster's issuer: not this cluster's trust.
+    if (!result.selected || !result.reference) continue;
+    identities.push({
+      cloud: result.selection.provider,
+      source: where,
+      namespace: result.reference.namespace,
+      serviceAccount: result.reference.name,
+      subject: subjectOf(result.reference.namespace, result.reference.name),
+      audience: result.derivation.audience,
+      identity: result.derivation.identity,
+    });
+  }
+  return { identities, problems };
+}
