@@ -109,6 +109,19 @@ export function mountsUnder(dir: string): string[] {
   return [...new Set(points)].sort((a, b) => b.length - a.length);
 }
 
+async function deleteNetnsOnBridge(bridge: string): Promise<void> {
+  if (!existsSync(`/sys/class/net/${bridge}`)) return;
+  const links = await sh('ip', ['-o', 'link', 'show', 'master', bridge]);
+  // The peer of each veth: by name for named namespaces, else by id.
+  const names = new Set([...links.matchAll(/link-netns (\S+)/g)].map((m) => m[1]));
+  const ids = new Set([...links.matchAll(/link-netnsid (\d+)/g)].map((m) => m[1]));
+  // `ip netns list`: "cni-... (id: 3)"
+  for (const line of (await sh('ip', ['netns', 'list'])).split('\n')) {
+    const m = /^(\S+)(?: \(id: (\d+)\))?/.exec(line);
+    if (m && (names.has(m[1]) || (m[2] && ids.has(m[2])))) await sh('ip', ['netns', 'delete', m[1]]);
+  }
+}
+
 /** SIGKILLs every process in the cgroup tree and waits (up to 5 s) until it is empty. */
 async function killCgroupTree(root: string): Promise<void> {
   const pids = (): number[] => {
@@ -178,6 +191,9 @@ export async function undoHost(host: HostRecord): Promise<void> {
   }
   if (host.bridge) {
     const bridge = host.bridge;
+    // Pods' network namespaces still attached to the bridge (a run that ended without the
+    // kubelet stopping its Pods): containerd keeps them outside the node's folder.
+    await attempt('network namespaces', () => deleteNetnsOnBridge(bridge));
     await attempt(`bridge ${bridge}`, async () => {
       if (existsSync(`/sys/class/net/${bridge}`)) await sh('ip', ['link', 'del', bridge]);
     });
