@@ -12,9 +12,7 @@ describe('node harness', () => {
   let node: NodeCluster;
   let stopped = false;
   const netns = (): string[] => (existsSync('/var/run/netns') ? readdirSync('/var/run/netns') : []);
-  let netnsBefore: string[] = [];
   before(async () => {
-    netnsBefore = netns();
     node = await startNode({ name: 'node-harness' });
   });
   after(async () => {
@@ -55,6 +53,16 @@ describe('node harness', () => {
     const { dir } = node;
     const bridge = `wiw${dir.split('/').pop()}`;
     assert.ok(existsSync(`/sys/class/net/${bridge}`), 'the bridge exists while the node runs');
+    // A Pod still running at stop: its network namespace (the peer of its veth on the bridge).
+    const core = node.cp.kubeConfig().makeApiClient(CoreV1Api);
+    await core.createNamespacedPod({
+      namespace: 'default',
+      body: { metadata: { name: 'running' }, spec: { containers: [{ name: 'sleep', image: node.images.base, imagePullPolicy: 'Never', command: ['sleep', '3600'] }] } },
+    });
+    await until('Pod running to run', async () =>
+      (await core.readNamespacedPod({ namespace: 'default', name: 'running' })).status?.phase === 'Running' || undefined, 90_000);
+    const ours = [...(await sh('ip', ['-o', 'link', 'show', 'master', bridge])).matchAll(/link-netns (\S+)/g)].map((m) => m[1]);
+    assert.ok(ours.length > 0 && ours.every((n) => netns().includes(n)), `the Pod's network namespace: ${ours}`);
     const pids = Object.values(node.daemons).map((d) => d.pid);
     stopped = true;
     await node.stop();
@@ -80,6 +88,6 @@ describe('node harness', () => {
       }
     });
     assert.deepEqual(leftover, [], 'no process names the node folder');
-    assert.deepEqual(netns().filter((n) => !netnsBefore.includes(n)), [], 'no network namespace left');
+    assert.deepEqual(ours.filter((n) => netns().includes(n)), [], 'no network namespace left');
   });
 });
