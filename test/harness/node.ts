@@ -9,7 +9,7 @@ import { existsSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { CoreV1Api } from '@kubernetes/client-node';
+import { AppsV1Api, CoreV1Api } from '@kubernetes/client-node';
 import { stringify } from 'yaml';
 import { freePorts, startControlPlane, type ControlPlane } from './control-plane.ts';
 import { scriptVars } from './node-images.ts';
@@ -230,7 +230,6 @@ async function drain(cp: ControlPlane, running: () => Promise<string[]>): Promis
   const core = cp.kubeConfig().makeApiClient(CoreV1Api);
   // Deployments would only make new Pods: stop the controllers' work first by deleting them.
   const namespaces = (await core.listNamespace()).items.map((n) => n.metadata!.name!);
-  const { AppsV1Api } = await import('@kubernetes/client-node');
   const apps = cp.kubeConfig().makeApiClient(AppsV1Api);
   for (const namespace of namespaces) {
     await apps.deleteCollectionNamespacedDeployment({ namespace }).catch(() => {});
