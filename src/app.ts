@@ -176,6 +176,13 @@ export function buildApp({ https, log, metrics, admit, isReady, isDraining = () 
     metrics.requests.inc({ kind, operation: request.operation, result });
     metrics.latency.observe({ kind }, seconds);
     if (decision.injected) for (const provider of decision.injected) metrics.injections.inc({ provider });
+    if (request.kind.kind === 'Pod' && request.operation === 'CREATE') {
+      const labels = (request.object as { metadata?: { labels?: Record<string, string> } } | undefined)?.metadata?.labels;
+      metrics.peers.pod({
+        path: req.url.split('?')[0], code: 200, seconds, namespace: request.namespace ?? '',
+        azureOptIn: labels?.['azure.workload.identity/use'] === 'true', awsInjected: decision.injected?.includes('aws') ?? false,
+      });
+    }
     if (decision.denial) metrics.denials.inc({ reason: decision.denial.reason });
     const obj = request.object as { metadata?: { name?: string; generateName?: string } } | undefined;
     log.info(

@@ -2,6 +2,7 @@ import { ConfigError } from './errors.ts';
 import { DEFAULT_LIMITS } from './limits.ts';
 import { DEFAULT_TLS12_SUITES, parseCipherSuites, parseTlsVersion, type TlsVersion } from './tls/policy.ts';
 import { AZURE_AUDIENCE, AZURE_CLOUDS, type AzureCloud } from './providers/azure.ts';
+import { PFNET } from './providers/gcp.ts';
 import { DEFAULT_SECRET_TOKEN_PATH, isTokenPath } from './mutate/secret-labels.ts';
 
 /**
@@ -44,10 +45,14 @@ function oneOf<T extends string>(values: readonly T[]) {
   };
 }
 
-export const AWS_REGION_PATTERN = /^[a-z]{2}(-[a-z]+)+-\d+$/;
+/** Region codes of every partition, the European Sovereign Cloud's (eusc-de-east-1) included. */
+export const AWS_REGION_PATTERN = /^[a-z]{2,4}(-[a-z]+)+-\d+$/;
+// The peer passes its --aws-default-region through untouched, so the flag refuses only what no
+// SDK could read as a region name; region shapes AWS adds later keep working.
+const AWS_REGION_NAME = /^[a-z0-9]+(-[a-z0-9]+)*$/;
 function awsRegion(raw: string, flag: string): string | undefined {
   if (raw === '') return undefined;
-  if (!AWS_REGION_PATTERN.test(raw)) throw new ConfigError(`--${flag}="${raw}" is not an AWS region (for example eu-west-1)`);
+  if (!AWS_REGION_NAME.test(raw)) throw new ConfigError(`--${flag}="${raw}" is not an AWS region name (lower-case letters, digits and hyphens, for example eu-west-1 or eusc-de-east-1)`);
   return raw;
 }
 
@@ -55,6 +60,7 @@ const AZURE_CLOUD_ALIASES: Record<string, AzureCloud> = {
   azurepubliccloud: 'AzurePublicCloud', public: 'AzurePublicCloud',
   azureusgovernmentcloud: 'AzureUSGovernmentCloud', usgovernment: 'AzureUSGovernmentCloud', usgov: 'AzureUSGovernmentCloud',
   azurechinacloud: 'AzureChinaCloud', china: 'AzureChinaCloud',
+  azuregermancloud: 'AzureGermanCloud', german: 'AzureGermanCloud',
 };
 function azureCloud(raw: string, flag: string): AzureCloud {
   const cloud = AZURE_CLOUD_ALIASES[raw.toLowerCase()];
@@ -86,6 +92,29 @@ function httpsUrlList(raw: string, flag: string): string[] {
 function tokenPath(raw: string, flag: string): string {
   if (!isTokenPath(raw)) throw new ConfigError(`--${flag}="${raw}" must be an absolute path of letters, digits and . _ - /`);
   return raw;
+}
+
+function nonEmpty(raw: string, flag: string): string {
+  if (raw.trim() === '') throw new ConfigError(`--${flag} must not be empty`);
+  return raw.trim();
+}
+
+/** An octal file mode such as 0440 (a leading 0 optional), as pfnet's flag takes it. */
+function fileMode(raw: string, flag: string): number {
+  if (!/^0?[0-7]{3}$/.test(raw.trim())) throw new ConfigError(`--${flag}="${raw}" is not an octal file mode (for example 0440)`);
+  return parseInt(raw.trim(), 8);
+}
+
+function resources(raw: string, flag: string): Record<string, unknown> | undefined {
+  if (raw.trim() === '') return undefined;
+  let value: unknown;
+  try {
+    value = JSON.parse(raw);
+  } catch {}
+  const ok = typeof value === 'object' && value !== null && !Array.isArray(value)
+    && Object.entries(value).every(([k, v]) => ['requests', 'limits'].includes(k) && typeof v === 'object' && v !== null && Object.values(v).every((q) => typeof q === 'string'));
+  if (!ok) throw new ConfigError(`--${flag} must be JSON such as {"requests":{"cpu":"100m"},"limits":{"memory":"256Mi"}}`);
+  return value as Record<string, unknown>;
 }
 
 function hostList(raw: string): string[] {
@@ -124,6 +153,7 @@ export const settings = {
   kubeconfig: { flag: 'kubeconfig', description: 'Kubeconfig file; default: in-cluster, then $KUBECONFIG, then ~/.kube/config', parse: optionalString, default: undefined },
   cacheMissTimeoutMs: { flag: 'cache-miss-timeout-ms', description: 'Timeout of the direct API read when a ServiceAccount is not yet cached', parse: integer(50, 10000), default: 2000 },
   failurePolicy: { flag: 'failure-policy', description: "The Pod webhook's failurePolicy, to act alike when a ServiceAccount cannot be read: Fail refuses the Pod (retryably), Ignore admits it without identity and with a warning", parse: oneOf(['Fail', 'Ignore'] as const), default: 'Fail' as const },
+  strict: { flag: 'strict', description: 'Refuse annotation values a peer webhook accepted and read its own way (default: admit them with that reading and an admission warning; docs/compatibility.md)', parse: bool, default: false, boolean: true },
   cacheMissRate: { flag: 'cache-miss-reads-per-second', description: 'Rate limit of direct ServiceAccount reads on cache misses', parse: integer(1, 10000), default: 50 },
   // AWS
   awsAnnotationPrefix: { flag: 'aws-annotation-prefix', description: 'Annotation prefix of the AWS keys', parse: string, default: 'eks.amazonaws.com' },
@@ -133,13 +163,16 @@ export const settings = {
   awsStsRegionalEndpoints: { flag: 'aws-sts-regional-endpoints', description: 'Inject AWS_STS_REGIONAL_ENDPOINTS=regional unless the ServiceAccount says otherwise', parse: bool, default: false, boolean: true },
   // Azure
   azureTenantId: { flag: 'azure-tenant-id', description: 'Tenant for ServiceAccounts without the tenant-id annotation', parse: tenant, default: undefined },
-  azureCloud: { flag: 'azure-cloud', description: 'AzurePublicCloud, AzureUSGovernmentCloud or AzureChinaCloud (sets AZURE_AUTHORITY_HOST)', parse: azureCloud, default: 'AzurePublicCloud' as AzureCloud },
+  azureCloud: { flag: 'azure-cloud', description: 'AzurePublicCloud, AzureUSGovernmentCloud, AzureChinaCloud or AzureGermanCloud, in any case as the peer reads them (sets AZURE_AUTHORITY_HOST)', parse: azureCloud, default: 'AzurePublicCloud' as AzureCloud },
   azureAudience: { flag: 'azure-audience', description: 'Token audience', parse: string, default: AZURE_AUDIENCE },
   azureTokenExpiration: { flag: 'azure-token-expiration', description: 'Token expiry in seconds when no annotation sets one', parse: integer(3600, 86400), default: 3600 },
   // GCP
   gcpDefaultRegion: { flag: 'gcp-default-region', description: 'CLOUDSDK_COMPUTE_REGION for containers that do not set it', parse: optionalString, default: undefined },
   gcpAudience: { flag: 'gcp-audience', description: 'Token audience when the ServiceAccount names none (default: //iam.googleapis.com/<provider>)', parse: optionalString, default: undefined },
   gcpTokenExpiration: { flag: 'gcp-token-expiration', description: 'Token expiry in seconds when no annotation sets one', parse: integer(3600, 2 ** 32), default: 86400 },
+  gcpGcloudImage: { flag: 'gcp-gcloud-image', description: "Image of the gcloud setup init container of ServiceAccounts in the pfnet dialect (cloud.google.com/*) in gcloud mode (pfnet's -gcloud-image)", parse: nonEmpty, default: PFNET.gcloudImage },
+  gcpFileMode: { flag: 'gcp-file-mode', description: "File mode of the token and credential volumes of ServiceAccounts in the pfnet dialect, octal (pfnet's -token-default-mode)", parse: fileMode, default: PFNET.fileMode },
+  gcpSetupContainerResources: { flag: 'gcp-setup-container-resources', description: "Resources of the gcloud setup init container, as JSON (pfnet's -setup-container-resources), for example {\"requests\":{\"cpu\":\"100m\"}}", parse: resources, default: undefined as Record<string, unknown> | undefined },
   gcpAllowedTokenUrls: { flag: 'gcp-allowed-token-urls', description: 'token_url values a labelled Secret\'s GCP credentialsConfig may use (comma-separated https URLs)', parse: httpsUrlList, default: ['https://sts.googleapis.com/v1/token'] },
   // Labelled Secrets (GEP-26)
   secretTokenPath: { flag: 'secret-token-path', description: 'Where Pods mount a labelled Secret\'s token key, written into its derived files (per Secret: annotation workload-identity-webhook.io/token-path)', parse: tokenPath, default: DEFAULT_SECRET_TOKEN_PATH },

@@ -1,6 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { createPeerMetrics } from './metrics-peers.ts';
 
 /** One registry per server instance, so tests and the bench can run several side by side. */
 export function createMetrics() {
@@ -8,6 +9,7 @@ export function createMetrics() {
   collectDefaultMetrics({ register: registry, prefix: 'wiw_' });
   return {
     registry,
+    peers: createPeerMetrics(registry),
     requests: new Counter({
       name: 'wiw_admission_requests_total',
       help: 'Admission reviews by object kind, operation and result (mutated, allowed, denied, error)',

@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { parse } from 'yaml';
-import { loadConfig, settings } from '../src/config.ts';
+import { loadConfig, settings, type Setting } from '../src/config.ts';
 import { loadRequestorConfig, requestorSettings } from '../src/token-requestor/config.ts';
 import {
   CHART,
@@ -396,18 +396,20 @@ describe('values cover the webhook', () => {
 
   test("values.yaml config defaults are the webhook's defaults", () => {
     for (const [key, value] of Object.entries(valuesYaml.config)) {
-      const def = (settings as Record<string, { default: unknown }>)[key].default;
-      assert.deepEqual(value === '' ? undefined : value, def, `config.${key}`);
+      const setting = (settings as Record<string, Setting<unknown>>)[key];
+      // A file mode is written as an octal string in YAML; the webhook holds the number.
+      const read = typeof setting.default === 'number' && typeof value === 'string' ? setting.parse(value, setting.flag) : value;
+      assert.deepEqual(read === '' ? undefined : read, setting.default, `config.${key}`);
     }
   });
 
   test('each config value reaches the container as its WIW_ variable, and the webhook reads it back', async () => {
     const values = {
       config: {
-        port: 9443, metricsPort: 9191, drainSeconds: 7, logLevel: 'debug', cacheMissTimeoutMs: 3000, cacheMissRate: 20,
+        port: 9443, metricsPort: 9191, drainSeconds: 7, logLevel: 'debug', cacheMissTimeoutMs: 3000, cacheMissRate: 20, strict: true,
         awsAnnotationPrefix: 'iam.example.com', awsDefaultRegion: 'eu-west-1', awsAudience: 'aud', awsTokenExpiration: 7200,
         awsStsRegionalEndpoints: true, azureTenantId: 'contoso.onmicrosoft.com', azureCloud: 'AzureChinaCloud', azureAudience: 'api://x',
-        azureTokenExpiration: 7200, gcpDefaultRegion: 'europe-west1', gcpAudience: 'gcp-aud', gcpTokenExpiration: 7200,
+        azureTokenExpiration: 7200, gcpDefaultRegion: 'europe-west1', gcpAudience: 'gcp-aud', gcpTokenExpiration: 7200, gcpGcloudImage: 'registry.example/cloud-sdk:1', gcpFileMode: '0400', gcpSetupContainerResources: '{"requests":{"cpu":"100m"}}',
         host: '0.0.0.0', metricsHost: '127.0.0.1',
         gcpAllowedTokenUrls: ['https://sts.googleapis.com/v1/token', 'https://sts.example.com/v1/token'], secretTokenPath: '/var/run/identity/token',
         watchPolicies: true, policyFailureMode: 'keep-last-good',
@@ -420,7 +422,8 @@ describe('values cover the webhook', () => {
     const env = containerEnv(webhookDeployment((await renderChart(values)).manifests));
     for (const [key, value] of Object.entries(values.config)) assert.equal(env[envName(table[key])], String(value), `config.${key}`); // arrays join with commas
     const config = loadConfig(new Map(), env);
-    for (const [key, value] of Object.entries(values.config)) assert.deepEqual((config as Record<string, unknown>)[key], value, `config.${key} read back`);
+    const asRead: Record<string, unknown> = { gcpFileMode: 0o400, gcpSetupContainerResources: { requests: { cpu: '100m' } } };
+    for (const [key, value] of Object.entries(values.config)) assert.deepEqual((config as Record<string, unknown>)[key], key in asRead ? asRead[key] : value, `config.${key} read back`);
   });
 
   for (const [key, { values, expect }] of Object.entries(CHART_MANAGED)) {

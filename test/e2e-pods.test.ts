@@ -30,20 +30,25 @@ const objectSelector = {
 before(async () => {
   cp = await startControlPlane({ name: 'e2e-pods' });
   core = cp.kubeConfig().makeApiClient(CoreV1Api);
-  for (const ns of [NS, 'reinvoke', 'reinvoke-sa']) await createNamespace(cp, ns, { 'e2e.workload-identity-webhook.io/main': 'on' });
+  for (const ns of [NS, 'reinvoke', 'reinvoke-sa', 'static']) await createNamespace(cp, ns, { 'e2e.workload-identity-webhook.io/main': 'on' });
   await createNamespace(cp, 'down-fail');
   await createNamespace(cp, 'down-ignore');
   const accounts: [string, string, Record<string, string>][] = [
     [NS, 'aws', { 'eks.amazonaws.com/role-arn': ARN, 'eks.amazonaws.com/token-expiration': '3600' }],
     [NS, 'azure', { 'azure.workload.identity/client-id': CLIENT }],
-    [NS, 'gcp', { 'cloud.google.com/workload-identity-provider': PROVIDER, 'cloud.google.com/service-account-email': 'reader@my-project.iam.gserviceaccount.com' }],
+    // Google's defaults (the Flux/GKE dialect): the file inside the token's projected volume.
+    [NS, 'gcp', { 'gcp.auth.fluxcd.io/workload-identity-provider': PROVIDER, 'iam.gke.io/gcp-service-account': 'reader@my-project.iam.gserviceaccount.com' }],
+    // A ServiceAccount written for pfnet's webhook, no injection-mode: pfnet's gcloud mode.
+    [NS, 'pfnet', { 'cloud.google.com/workload-identity-provider': PROVIDER, 'cloud.google.com/service-account-email': 'reader@my-project.iam.gserviceaccount.com' }],
     [NS, 'flux', { 'gcp.auth.fluxcd.io/workload-identity-provider': PROVIDER }],
-    [NS, 'multi', { 'eks.amazonaws.com/role-arn': ARN, 'azure.workload.identity/client-id': CLIENT, 'cloud.google.com/workload-identity-provider': PROVIDER }],
+    [NS, 'multi', { 'eks.amazonaws.com/role-arn': ARN, 'azure.workload.identity/client-id': CLIENT, 'gcp.auth.fluxcd.io/workload-identity-provider': PROVIDER }],
     [NS, 'bad-arn', { 'eks.amazonaws.com/role-arn': 'arn:aws:iam::123:role/x' }],
     [NS, 'plain', {}],
     ['reinvoke', 'aws', { 'eks.amazonaws.com/role-arn': ARN }],
     ['reinvoke-sa', 'azure', { 'azure.workload.identity/client-id': CLIENT }],
     ['reinvoke-sa', 'aws', { 'eks.amazonaws.com/role-arn': ARN }],
+    // Mirror Pods name no ServiceAccount: the namespace's default one is what an injection would read.
+    ['static', 'default', { 'eks.amazonaws.com/role-arn': ARN }],
     ['down-fail', 'aws', { 'eks.amazonaws.com/role-arn': ARN }],
     ['down-ignore', 'aws', { 'eks.amazonaws.com/role-arn': ARN }],
   ];
@@ -137,6 +142,45 @@ describe('stored Pods carry exactly what each provider needs', () => {
       { name: 'GOOGLE_CLOUD_PROJECT', value: 'my-project' },
     ]);
     assert.equal(pod.spec!.initContainers, undefined);
+  });
+
+  test("GCP, pfnet dialect without injection-mode: pfnet's gcloud setup init container, and the API server accepts the Pod", async () => {
+    const pod = await createPod(NS, 'pfnet', { spec: { initContainers: [{ name: 'migrate', image: 'busybox' }] } });
+    assert.deepEqual(pod.spec!.initContainers!.map((c) => c.name), ['gcloud-setup', 'migrate']);
+    const setup = pod.spec!.initContainers![0];
+    assert.equal(setup.image, 'gcr.io/google.com/cloudsdktool/google-cloud-cli:stable');
+    assert.deepEqual(setup.command!.slice(0, 2), ['sh', '-c']);
+    assert.deepEqual(env(setup), [
+      { name: 'GCP_WORKLOAD_IDENTITY_PROVIDER', value: PROVIDER },
+      { name: 'GCP_SERVICE_ACCOUNT', value: 'reader@my-project.iam.gserviceaccount.com' },
+      { name: 'CLOUDSDK_CONFIG', value: '/var/run/secrets/gcloud/config' },
+      { name: 'CLOUDSDK_CORE_PROJECT', value: 'my-project' },
+    ]);
+    const token = plain(volume(pod, 'gcp-iam-token'));
+    assert.equal(token.projected.sources[0].serviceAccountToken.audience, 'sts.googleapis.com');
+    assert.equal(token.projected.defaultMode, 0o440);
+    assert.deepEqual(plain(volume(pod, 'gcloud-config')), { name: 'gcloud-config', emptyDir: {} });
+    for (const c of [pod.spec!.initContainers![1], pod.spec!.containers[0]]) {
+      assert.equal(env(c).find((e) => e.name === 'GOOGLE_APPLICATION_CREDENTIALS')?.value, '/var/run/secrets/gcloud/config/federation.json');
+      assert.equal(env(c).find((e) => e.name === 'CLOUDSDK_CONFIG')?.value, '/var/run/secrets/gcloud/config');
+      assert.deepEqual(c.volumeMounts!.map((m) => m.mountPath), ['/var/run/secrets/sts.googleapis.com/serviceaccount', '/var/run/secrets/gcloud/config']);
+    }
+  });
+
+  test('a mirror Pod is stored unchanged although its ServiceAccount carries an identity', async () => {
+    // What a kubelet creates for a static Pod: no ServiceAccount, a node, the mirror annotation.
+    // The API server's ServiceAccount admission refuses a mirror Pod that mounts a token, which
+    // is what an injection from the namespace's default ServiceAccount would add.
+    const pod = await core.createNamespacedPod({
+      namespace: 'static',
+      body: {
+        metadata: { name: 'etcd-node-1', annotations: { 'kubernetes.io/config.mirror': 'e2e-static-pod' } },
+        spec: { nodeName: 'node-1', containers: [{ name: 'app', image: 'busybox' }] },
+      } as V1Pod,
+    });
+    assert.equal(pod.spec!.volumes, undefined);
+    assert.equal(pod.spec!.containers[0].env, undefined);
+    assert.deepEqual(pod.metadata!.annotations, { 'kubernetes.io/config.mirror': 'e2e-static-pod' });
   });
 
   test('GCP, Flux dialect: direct resource access', async () => {

@@ -124,6 +124,20 @@ describe('the genuine record', () => {
   });
 });
 
+describe('setup init containers', () => {
+  test('pfnet\'s gcloud setup container goes with the identity when the ServiceAccount changes; a user\'s init container stays', () => {
+    const pfnet = { 'cloud.google.com/workload-identity-provider': 'projects/123456789012/locations/global/workloadIdentityPools/on-prem/providers/cluster-a', 'cloud.google.com/service-account-email': 'reader@my-project.iam.gserviceaccount.com' };
+    const p = pod({ spec: { initContainers: [{ name: 'migrate', image: 'db:1', env: [{ name: 'X', value: '1' }] }] } });
+    const once = mutated(p, pfnet);
+    assert.deepEqual(once.spec!.initContainers!.map((c) => c.name), ['gcloud-setup', 'migrate']);
+    once.spec!.serviceAccountName = 'plain';
+    const back = mutated(once, {}, 'team-a', 'plain');
+    assert.deepEqual(back.spec!.initContainers, [{ name: 'migrate', image: 'db:1', env: [{ name: 'X', value: '1' }], volumeMounts: [] }]);
+    assert.deepEqual(back.spec!.volumes, []);
+    assert.deepEqual(envOf(back.spec!.containers![0]), {});
+  });
+});
+
 describe('container names that are also object property names', () => {
   for (const name of ['constructor', '__proto__', 'toString', 'hasOwnProperty']) {
     test(`a container named "${name}" is injected and cleaned like any other`, () => {

@@ -74,14 +74,43 @@ describe('AWS (IAM Roles for Service Accounts)', () => {
     assert.match(d.message, /12-digit account/);
   });
 
-  test('a token-expiration that is not a number denies with the annotation named', () => {
-    const d = denied(pod({ annotations: { 'eks.amazonaws.com/token-expiration': '1h' } }), { 'eks.amazonaws.com/role-arn': AWS_ARN });
+  test('a token-expiration the peer cannot read falls back as in the peer, with a warning; --strict refuses it', () => {
+    const p = pod({ annotations: { 'eks.amazonaws.com/token-expiration': '1h' } });
+    const result = run(p, { 'eks.amazonaws.com/role-arn': AWS_ARN, 'eks.amazonaws.com/token-expiration': '7200' });
+    assert.equal(result.allowed, true);
+    const out = apply(p, result.allowed ? result.patch : []);
+    // The Pod's unreadable value gives way to the ServiceAccount's, as the peer's parsePodAnnotations does.
+    assert.equal(out.spec!.volumes![0].projected!.sources![0].serviceAccountToken!.expirationSeconds, 7200);
+    assert.deepEqual(result.allowed && result.warnings, [
+      'Pod annotation eks.amazonaws.com/token-expiration="1h" is not a whole number of seconds (for example "3600"); using 7200, as the peer webhook does (--strict refuses it)',
+    ]);
+    const d = denied(p, { 'eks.amazonaws.com/role-arn': AWS_ARN }, { strict: 'true' });
     assert.match(d.message, /eks\.amazonaws\.com\/token-expiration="1h" is not a whole number of seconds/);
   });
 
-  test('an unknown sts-regional-endpoints value is refused, not ignored', () => {
-    const d = denied(pod(), { 'eks.amazonaws.com/role-arn': AWS_ARN, 'eks.amazonaws.com/sts-regional-endpoints': 'yes please' });
-    assert.match(d.message, /sts-regional-endpoints="yes please" must be "true" or "false"/);
+  test('an sts-regional-endpoints value the peer cannot read keeps the default, with a warning; --strict refuses it', () => {
+    const annotations = { 'eks.amazonaws.com/role-arn': AWS_ARN, 'eks.amazonaws.com/sts-regional-endpoints': 'yes' };
+    const result = run(pod(), annotations, { 'aws-sts-regional-endpoints': 'true' });
+    assert.equal(result.allowed, true);
+    assert.equal(envOf(apply(pod(), result.allowed ? result.patch : []).spec!.containers![0]).AWS_STS_REGIONAL_ENDPOINTS, 'regional');
+    assert.deepEqual(result.allowed && result.warnings, [
+      'ServiceAccount team-a/app annotation eks.amazonaws.com/sts-regional-endpoints="yes" must be "true" or "false"; using true, as the peer webhook does (--strict refuses it)',
+    ]);
+    const d = denied(pod(), annotations, { strict: 'true' });
+    assert.match(d.message, /sts-regional-endpoints="yes" must be "true" or "false"/);
+  });
+
+  test('a container that sets either web-identity variable gets neither: the pair travels together', () => {
+    const p = pod({ spec: { containers: [{ name: 'app', env: [{ name: 'AWS_WEB_IDENTITY_TOKEN_FILE', value: '/mine/token' }] }] } });
+    const env = envOf(mutated(p, { 'eks.amazonaws.com/role-arn': AWS_ARN }).spec!.containers![0]);
+    assert.equal(env.AWS_ROLE_ARN, undefined);
+    assert.equal(env.AWS_WEB_IDENTITY_TOKEN_FILE, '/mine/token');
+  });
+
+  test('a Pod selecting Windows nodes by the beta label gets Windows paths', () => {
+    const p = pod({ spec: { containers: [{ name: 'app' }], nodeSelector: { 'beta.kubernetes.io/os': 'windows' } } });
+    const env = envOf(mutated(p, { 'eks.amazonaws.com/role-arn': AWS_ARN }).spec!.containers![0]);
+    assert.equal(env.AWS_WEB_IDENTITY_TOKEN_FILE, 'C:\\var\\run\\secrets\\eks.amazonaws.com\\serviceaccount\\token');
   });
 
   test('the skip label opts the Pod out and skip-containers leaves named containers alone', () => {
@@ -137,6 +166,26 @@ describe('Azure (Microsoft Entra Workload ID)', () => {
     assert.deepEqual(out.spec!.containers![0].volumeMounts, [{ name: 'azure-identity-token', mountPath: '/var/run/secrets/azure/tokens', readOnly: true }]);
   });
 
+  test('an empty service-account-token-expiration is ignored as in the peer, with a warning; --strict refuses it', () => {
+    const p = optedIn({ annotations: { 'azure.workload.identity/service-account-token-expiration': '' } });
+    const result = run(p, { ...annotations, 'azure.workload.identity/service-account-token-expiration': '7200' });
+    assert.equal(result.allowed, true);
+    const out = apply(p, result.allowed ? result.patch : []);
+    assert.equal(out.spec!.volumes![0].projected!.sources![0].serviceAccountToken!.expirationSeconds, 7200);
+    assert.deepEqual(result.allowed && result.warnings, [
+      'Pod annotation azure.workload.identity/service-account-token-expiration="" is empty; expected whole seconds from 3600 to 86400, or no annotation; ignoring it, as the peer webhook does (--strict refuses it)',
+    ]);
+    const d = denied(p, annotations, { strict: 'true' });
+    assert.equal(d.reason, 'InvalidTokenExpiration');
+  });
+
+  test('every environment the peer knows by name sets its authority host, the name in any case', () => {
+    for (const [cloud, host] of [['AzureGermanCloud', 'https://login.microsoftonline.de/'], ['azureusgovernmentcloud', 'https://login.microsoftonline.us/']]) {
+      const out = mutated(optedIn(), annotations, { 'azure-cloud': cloud });
+      assert.equal(envOf(out.spec!.containers![0]).AZURE_AUTHORITY_HOST, host);
+    }
+  });
+
   test('the tenant defaults to --azure-tenant-id and the authority host follows --azure-cloud', () => {
     const out = mutated(optedIn(), { 'azure.workload.identity/client-id': AZ_CLIENT }, { 'azure-tenant-id': AZ_TENANT, 'azure-cloud': 'AzureChinaCloud' });
     const env = envOf(out.spec!.containers![0]);
@@ -177,8 +226,12 @@ describe('Azure (Microsoft Entra Workload ID)', () => {
     assert.deepEqual(out.spec!.containers!.map((c) => Boolean(c.env)), [false, false, true]);
   });
 
-  test('a client id that is not a GUID denies with the expected form', () => {
-    const d = denied(optedIn(), { 'azure.workload.identity/client-id': 'my-app' });
+  test('a client id that is not a GUID is injected as the peer injects it, with a warning naming the expected form; --strict refuses it', () => {
+    const result = run(optedIn(), { 'azure.workload.identity/client-id': 'my-app' }, { 'azure-tenant-id': AZ_TENANT });
+    assert.equal(result.allowed, true);
+    assert.equal(envOf(apply(optedIn(), result.allowed ? result.patch : []).spec!.containers![0]).AZURE_CLIENT_ID, 'my-app');
+    assert.match((result.allowed && result.warnings.join('\n')) || '', /client-id="my-app" is not a client id; expected a GUID .*; injecting it as written/);
+    const d = denied(optedIn(), { 'azure.workload.identity/client-id': 'my-app' }, { strict: 'true' });
     assert.match(d.message, /client-id="my-app" is not a client id; expected a GUID/);
   });
 });
@@ -190,8 +243,8 @@ describe('GCP (Workload Identity Federation)', () => {
 
   test('impersonation: the external_account file gcloud writes, projected next to the token', () => {
     const out = mutated(pod(), {
-      'cloud.google.com/workload-identity-provider': GCP_PROVIDER,
-      'cloud.google.com/service-account-email': 'reader@my-project.iam.gserviceaccount.com',
+      'gcp.auth.fluxcd.io/workload-identity-provider': GCP_PROVIDER,
+      'iam.gke.io/gcp-service-account': 'reader@my-project.iam.gserviceaccount.com',
     });
     assert.deepEqual(Object.keys(credentials(out)), [
       'universe_domain', 'type', 'audience', 'subject_token_type', 'token_url', 'service_account_impersonation_url', 'credential_source',
@@ -263,10 +316,85 @@ describe('GCP (Workload Identity Federation)', () => {
     assert.match(d.message, /sets both cloud\.google\.com\/workload-identity-provider=.* and gcp\.auth\.fluxcd\.io\/workload-identity-provider=/);
   });
 
-  test('injection-mode gcloud points gcloud at the same file instead of running an init container', () => {
-    const out = mutated(pod(), { 'cloud.google.com/workload-identity-provider': GCP_PROVIDER, 'cloud.google.com/injection-mode': 'gcloud' });
+  test('the Flux dialect with injection-mode gcloud points gcloud at the same file instead of running an init container', () => {
+    const out = mutated(pod(), { 'gcp.auth.fluxcd.io/workload-identity-provider': GCP_PROVIDER, 'cloud.google.com/injection-mode': 'gcloud' });
     assert.equal(out.spec!.initContainers, undefined);
     assert.equal(envOf(out.spec!.containers![0]).CLOUDSDK_AUTH_CREDENTIAL_FILE_OVERRIDE, '/var/run/secrets/sts.googleapis.com/serviceaccount/federation.json');
+  });
+
+  const PFNET_SA = {
+    'cloud.google.com/workload-identity-provider': GCP_PROVIDER,
+    'cloud.google.com/service-account-email': 'reader@my-project.iam.gserviceaccount.com',
+  };
+
+  test("the pfnet dialect gets pfnet's defaults: audience sts.googleapis.com, gcloud mode with its setup init container, files mode 0440", () => {
+    const p = pod({ spec: { initContainers: [{ name: 'migrate', image: 'busybox' }], containers: [{ name: 'app', image: 'busybox' }] } });
+    const out = mutated(p, PFNET_SA);
+    assert.deepEqual(out.spec!.volumes, [
+      { name: 'gcp-iam-token', projected: { sources: [{ serviceAccountToken: { audience: 'sts.googleapis.com', expirationSeconds: 86400, path: 'token' } }], defaultMode: 0o440 } },
+      { name: 'gcloud-config', emptyDir: {} },
+    ]);
+    const [setup, migrate] = out.spec!.initContainers!;
+    assert.equal(migrate.name, 'migrate', 'the setup container runs first');
+    assert.equal(setup.name, 'gcloud-setup');
+    assert.equal(setup.image, 'gcr.io/google.com/cloudsdktool/google-cloud-cli:stable');
+    assert.deepEqual(setup.command, ['sh', '-c', 'gcloud iam workload-identity-pools create-cred-config \\\n  $(GCP_WORKLOAD_IDENTITY_PROVIDER) \\\n  --service-account=$(GCP_SERVICE_ACCOUNT) \\\n  --output-file=$(CLOUDSDK_CONFIG)/federation.json \\\n  --credential-source-file=/var/run/secrets/sts.googleapis.com/serviceaccount/token\ngcloud auth login --cred-file=$(CLOUDSDK_CONFIG)/federation.json\n']);
+    assert.deepEqual(envOf(setup), {
+      GCP_WORKLOAD_IDENTITY_PROVIDER: GCP_PROVIDER,
+      GCP_SERVICE_ACCOUNT: 'reader@my-project.iam.gserviceaccount.com',
+      CLOUDSDK_CONFIG: '/var/run/secrets/gcloud/config',
+      CLOUDSDK_CORE_PROJECT: 'my-project',
+    });
+    assert.deepEqual(setup.securityContext, { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } });
+    for (const c of [migrate, out.spec!.containers![0]]) {
+      assert.deepEqual(c.volumeMounts, [
+        { name: 'gcp-iam-token', mountPath: '/var/run/secrets/sts.googleapis.com/serviceaccount', readOnly: true },
+        { name: 'gcloud-config', mountPath: '/var/run/secrets/gcloud/config' },
+      ]);
+      assert.deepEqual(c.env, [
+        { name: 'GOOGLE_APPLICATION_CREDENTIALS', value: '/var/run/secrets/gcloud/config/federation.json' },
+        { name: 'CLOUDSDK_CONFIG', value: '/var/run/secrets/gcloud/config' },
+        { name: 'CLOUDSDK_COMPUTE_REGION', value: 'asia-northeast1' },
+        { name: 'CLOUDSDK_CORE_PROJECT', value: 'my-project' },
+        { name: 'GOOGLE_CLOUD_PROJECT', value: 'my-project' },
+      ]);
+    }
+    assert.equal(out.metadata!.annotations!['cloud.google.com/audience'], 'sts.googleapis.com');
+    assert.equal(out.metadata!.annotations!['cloud.google.com/token-expiration'], '86400');
+    assert.equal(out.metadata!.annotations!['cloud.google.com/external-credentials-json'], undefined);
+  });
+
+  test('pfnet dialect: --gcp-gcloud-image, --gcp-file-mode and gcloud-run-as-user shape the setup container and volumes', () => {
+    const out = mutated(pod(), { ...PFNET_SA, 'cloud.google.com/gcloud-run-as-user': '1000' }, { 'gcp-gcloud-image': 'registry.example/cloud-sdk:512', 'gcp-file-mode': '0400' });
+    const setup = out.spec!.initContainers![0];
+    assert.equal(setup.image, 'registry.example/cloud-sdk:512');
+    assert.deepEqual(setup.securityContext, { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] }, runAsUser: 1000 });
+    assert.equal(out.spec!.volumes![0].projected!.defaultMode, 0o400);
+  });
+
+  test("pfnet dialect: injection-mode direct (any case) puts the file at pfnet's path in its own volume", () => {
+    const out = mutated(pod(), { ...PFNET_SA, 'cloud.google.com/injection-mode': 'Direct' });
+    assert.equal(out.spec!.initContainers, undefined);
+    assert.deepEqual(out.spec!.volumes![1], {
+      name: 'external-credential-config',
+      downwardAPI: {
+        items: [{ path: 'federation.json', fieldRef: { apiVersion: 'v1', fieldPath: "metadata.annotations['cloud.google.com/external-credentials-json']" } }],
+        defaultMode: 0o440,
+      },
+    });
+    assert.equal(envOf(out.spec!.containers![0]).GOOGLE_APPLICATION_CREDENTIALS, '/var/run/secrets/workload-identity/federation.json');
+    assert.equal(credentials(out).credential_source.file, '/var/run/secrets/sts.googleapis.com/serviceaccount/token');
+  });
+
+  test('pfnet dialect: gcloud mode without a Google service account is refused with what is missing', () => {
+    const d = denied(pod(), { 'cloud.google.com/workload-identity-provider': GCP_PROVIDER, 'cloud.google.com/injection-mode': 'GCLOUD' });
+    assert.match(d.message, /injection-mode="gcloud" needs cloud\.google\.com\/service-account-email/);
+  });
+
+  test('an init container of the setup name that is not ours is a conflict, not taken over', () => {
+    const d = denied(pod({ spec: { initContainers: [{ name: 'gcloud-setup', image: 'busybox' }], containers: [{ name: 'app' }] } }), PFNET_SA);
+    assert.equal(d.reason, 'Conflict');
+    assert.match(d.message, /init container named "gcloud-setup"/);
   });
 
   test('Windows Pods get Windows paths inside the credential file too', () => {
@@ -286,13 +414,14 @@ describe('several providers on one ServiceAccount', () => {
   test('each gets its own token, audience, volume and path, with no collision', () => {
     const out = mutated(pod({ labels: { 'azure.workload.identity/use': 'true' } }), all);
     const volumes = out.spec!.volumes!;
-    assert.deepEqual(volumes.map((v) => v.name), ['aws-iam-token', 'azure-identity-token', 'gcp-iam-token']);
+    // The pfnet dialect without a Google service account: pfnet's direct mode, its own file volume.
+    assert.deepEqual(volumes.map((v) => v.name), ['aws-iam-token', 'azure-identity-token', 'gcp-iam-token', 'external-credential-config']);
     assert.deepEqual(
-      volumes.map((v) => v.projected!.sources![0].serviceAccountToken!.audience),
-      ['sts.amazonaws.com', 'api://AzureADTokenExchange', `//iam.googleapis.com/${GCP_PROVIDER}`],
+      volumes.slice(0, 3).map((v) => v.projected!.sources![0].serviceAccountToken!.audience),
+      ['sts.amazonaws.com', 'api://AzureADTokenExchange', 'sts.googleapis.com'],
     );
     const paths = out.spec!.containers![0].volumeMounts!.map((m) => m.mountPath);
-    assert.equal(new Set(paths).size, 3);
+    assert.equal(new Set(paths).size, 4);
   });
 
   test('every invalid provider is reported in one denial', () => {
@@ -308,6 +437,14 @@ describe('several providers on one ServiceAccount', () => {
   test('a ServiceAccount with no identity leaves the Pod untouched', () => {
     const r = run(pod(), { 'example.com/unrelated': 'x' });
     assert.deepEqual(r.allowed && r.patch, []);
+  });
+});
+
+describe('Pods the webhook leaves alone', () => {
+  test('a mirror Pod (kubernetes.io/config.mirror) is admitted unchanged even when its ServiceAccount carries identities', () => {
+    const p = pod({ annotations: { 'kubernetes.io/config.mirror': '3b1e3f0a' } });
+    const result = run(p, { 'eks.amazonaws.com/role-arn': AWS_ARN, 'cloud.google.com/workload-identity-provider': GCP_PROVIDER });
+    assert.deepEqual(result.allowed && result.patch, []);
   });
 });
 
@@ -447,8 +584,8 @@ describe('patch discipline', () => {
     const p = pod({ annotations: { 'a~b/c': 'x' } });
     const r = run(p, annotations);
     assert.ok(r.allowed);
-    const op = r.patch.find((o) => o.path.startsWith('/metadata/annotations/'));
-    assert.equal(op?.path, '/metadata/annotations/cloud.google.com~1external-credentials-json');
+    const op = r.patch.find((o) => o.path.startsWith('/metadata/annotations/cloud.google.com'));
+    assert.equal(op?.path, '/metadata/annotations/cloud.google.com~1workload-identity-provider');
     assert.equal(apply(p, r.patch).metadata!.annotations!['a~b/c'], 'x');
   });
 

@@ -28,7 +28,9 @@ let cluster: SdkCluster;
 let google: GoogleCloud;
 
 before(async () => {
-  const impersonate = { 'cloud.google.com/workload-identity-provider': PROVIDER, 'cloud.google.com/service-account-email': EMAIL };
+  // The pfnet dialect in its direct mode: its file volume and path (gcloud mode's file is written
+  // by the gcloud image at run time, which no test here runs).
+  const impersonate = { 'cloud.google.com/workload-identity-provider': PROVIDER, 'cloud.google.com/service-account-email': EMAIL, 'cloud.google.com/injection-mode': 'direct' };
   cluster = await startSdkCluster({
     name: 'sdk-gcp',
     namespace: NS,
@@ -47,7 +49,8 @@ before(async () => {
     services: (issuer) => [
       (google = createGoogleCloud({
         issuer,
-        providers: [{ name: PROVIDER, issuer: issuer.issuer }],
+        // pfnet's README has users allow its default audience on the provider.
+        providers: [{ name: PROVIDER, issuer: issuer.issuer, allowedAudiences: ['sts.googleapis.com', AUDIENCE] }],
         serviceAccounts: [{ email: EMAIL, workloadIdentityUsers: [principal('reader'), principal('secret-reader')] }],
         projects: { [PROJECT_NUMBER]: 'my-project' },
       })),
@@ -97,7 +100,8 @@ for (const language of ['node', 'python'] as const) {
       assert.equal(impersonation.principal, principal('reader'));
       const exchange = google.exchanges.find((e) => e.principal === principal('reader') && e.tokenDigest === tokenDigest(container.tokens[0].token));
       assert.ok(exchange, 'the stand-in exchanged the projected token');
-      assert.equal(exchange.audience, AUDIENCE);
+      // The pfnet dialect's token carries pfnet's audience, which the provider allows.
+      assert.equal(exchange.audience, 'sts.googleapis.com');
       assert.equal(exchange.subject, subject('reader'));
       await sdk.stop();
     });

@@ -8,6 +8,8 @@ import { buildApp } from '../src/app.ts';
 import { admitPod } from '../src/admission/pods.ts';
 import type { ServiceAccountView } from '../src/kube/types.ts';
 import { createMetrics } from '../src/metrics.ts';
+import { createPeerMetrics } from '../src/metrics-peers.ts';
+import { Registry } from 'prom-client';
 import { generateCertificates } from '../src/tls/self-signed.ts';
 import { apply, pod, providers, sa } from './helpers.ts';
 import { httpsRequest } from './https-client.ts';
@@ -169,5 +171,33 @@ describe('TLS and probes', () => {
     assert.match(text, /wiw_admission_requests_total\{kind="Pod",operation="CREATE",result="mutated"\} [1-9]/);
     assert.match(text, /wiw_denials_total\{reason="InvalidRoleArn"\} 1/);
     assert.match(text, /wiw_admission_duration_seconds_bucket\{le="0.0001",kind="Pod"\}/);
+  });
+
+  test("the peers' metric names are served beside ours, so their dashboards keep working", async () => {
+    const text = await metrics.registry.metrics();
+    // aws/amazon-eks-pod-identity-webhook
+    assert.match(text, /^http_request_count\{verb="POST",path="\/mutate",code="200"\} [1-9]/m);
+    assert.match(text, /^http_request_latencies_bucket\{le="125000",verb="POST",path="\/mutate"\} [1-9]/m);
+    assert.match(text, /^http_request_duration_microseconds_count\{verb="POST",path="\/mutate"\} [1-9]/m);
+    assert.match(text, /^pod_identity_webhook_pod_count\{method="sts_web_identity"\} [1-9]/m);
+    assert.match(text, /^pod_identity_webhook_missing_sa_count [0-9]/m);
+    // pfnet-research/gcp-workload-identity-federation-webhook (controller-runtime)
+    assert.match(text, /^controller_runtime_webhook_requests_total\{webhook="\/mutate-v1-pod",code="200"\} [1-9]/m);
+    assert.match(text, /^controller_runtime_webhook_latency_seconds_count\{webhook="\/mutate-v1-pod"\} [1-9]/m);
+    assert.match(text, /^controller_runtime_webhook_requests_in_flight\{webhook="\/mutate-v1-pod"\} 0/m);
+    // Azure/azure-workload-identity: declared (observed for Pods labelled azure.workload.identity/use)
+    assert.match(text, /^# TYPE azwi_mutation_request histogram/m);
+  });
+
+  test('the Azure peer\'s histogram counts the Pods it would have seen: those labelled azure.workload.identity/use', async () => {
+    const registry = new Registry();
+    const peers = createPeerMetrics(registry);
+    peers.pod({ path: '/mutate', code: 200, seconds: 0.002, namespace: 'team-a', azureOptIn: true, awsInjected: false });
+    peers.pod({ path: '/mutate', code: 200, seconds: 0.002, namespace: 'team-b', azureOptIn: false, awsInjected: true });
+    const text = await registry.metrics();
+    assert.match(text, /^azwi_mutation_request_count\{namespace="team-a"\} 1$/m);
+    assert.doesNotMatch(text, /namespace="team-b"/);
+    assert.match(text, /^pod_identity_webhook_missing_sa_count 1$/m);
+    assert.match(text, /^pod_identity_webhook_pod_count\{method="sts_web_identity"\} 1$/m);
   });
 });

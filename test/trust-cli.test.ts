@@ -98,13 +98,14 @@ describe('trust -f (offline)', () => {
     const principal = (name: string) => `principal://iam.googleapis.com/projects/123456789012/locations/global/workloadIdentityPools/on-prem/subject/system:serviceaccount:apps:${name}`;
     assert.deepEqual(report.gcp!.providers.map(({ trustedBy: _, ...p }) => p), [{
       name: PROVIDER, projectNumber: '123456789012', pool: 'on-prem', provider: 'cluster-a', issuerUri: ISSUER,
-      allowedAudiences: [`//iam.googleapis.com/${PROVIDER}`, 'https://custom.example.com'],
+      // reader is in the pfnet dialect: pfnet's audience; writer in Flux's: the provider's own.
+      allowedAudiences: ['sts.googleapis.com', `//iam.googleapis.com/${PROVIDER}`, 'https://custom.example.com'],
       attributeMapping: { 'google.subject': 'assertion.sub' },
     }]);
     assert.deepEqual(report.gcp!.serviceAccounts.map((s) => [s.email, s.binding]), [[EMAIL, { role: 'roles/iam.workloadIdentityUser', members: [principal('reader'), principal('writer')] }]]);
     assert.deepEqual(report.gcp!.directAccess, [{ source: 'ServiceAccount apps/custom', principal: principal('custom') }]);
     assert.ok(report.gcp!.commands.includes(
-      `gcloud iam workload-identity-pools providers create-oidc cluster-a --project=123456789012 --location=global --workload-identity-pool=on-prem --issuer-uri=${ISSUER} --allowed-audiences=//iam.googleapis.com/${PROVIDER},https://custom.example.com --attribute-mapping=google.subject=assertion.sub`,
+      `gcloud iam workload-identity-pools providers create-oidc cluster-a --project=123456789012 --location=global --workload-identity-pool=on-prem --issuer-uri=${ISSUER} --allowed-audiences=sts.googleapis.com,//iam.googleapis.com/${PROVIDER},https://custom.example.com --attribute-mapping=google.subject=assertion.sub`,
     ));
     assert.ok(report.gcp!.commands.includes(`gcloud iam service-accounts add-iam-policy-binding ${EMAIL} --role=roles/iam.workloadIdentityUser --member=${principal('writer')}`));
   });

@@ -34,7 +34,7 @@ const ACCOUNTS: Record<string, Record<string, string>> = {
   // Same role: its trust policy must admit both.
   'aws-writer': { 'eks.amazonaws.com/role-arn': ROLE },
   'azure-reader': { 'azure.workload.identity/client-id': CLIENT, 'azure.workload.identity/tenant-id': TENANT },
-  'gcp-reader': { 'cloud.google.com/workload-identity-provider': PROVIDER, 'cloud.google.com/service-account-email': EMAIL },
+  'gcp-reader': { 'cloud.google.com/workload-identity-provider': PROVIDER, 'cloud.google.com/service-account-email': EMAIL, 'cloud.google.com/injection-mode': 'direct' },
 };
 const subject = (sa: string, ns = NS) => `system:serviceaccount:${ns}:${sa}`;
 

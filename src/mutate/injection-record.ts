@@ -29,6 +29,8 @@ export interface InjectionRecord {
    * are the user's and survive a removal. Container keys are `init/NAME` for init containers.
    */
   keep: Entry[];
+  /** Setup init containers added (pfnet's gcloud mode), with a digest of what they run. */
+  init?: Entry[];
 }
 
 /** Short, collision-resistant digest of a value: the record never holds a value itself. */
@@ -83,7 +85,7 @@ export class RecordKeys {
   readonly #macs = new Map<KeyObject, Map<string, string>>();
 
   #mac(key: KeyObject, namespace: string, r: InjectionRecord): string {
-    const body = JSON.stringify([r.v, namespace, r.sa, r.env, r.vol, r.ann, r.keep]);
+    const body = JSON.stringify([r.v, namespace, r.sa, r.env, r.vol, r.ann, r.keep, r.init ?? []]);
     let memo = this.#macs.get(key);
     if (!memo) this.#macs.set(key, (memo = new Map()));
     let mac = memo.get(body);
@@ -112,8 +114,9 @@ export function readRecord(keys: RecordKeys, namespace: string, raw: string | un
   }
   const r = parsed as Partial<InjectionRecord> & { mac?: unknown };
   if (typeof r !== 'object' || r === null || r.v !== 2 || typeof r.sa !== 'string' || typeof r.mac !== 'string') return undefined;
-  if (![r.env, r.vol, r.ann, r.keep].every(isEntries)) return undefined;
+  if (![r.env, r.vol, r.ann, r.keep, r.init ?? []].every(isEntries)) return undefined;
   const record: InjectionRecord = { v: 2, sa: r.sa, env: r.env!, vol: r.vol!, ann: r.ann!, keep: r.keep! };
+  if (r.init?.length) record.init = r.init;
   return keys.verify(namespace, record, r.mac) ? record : undefined;
 }
 

@@ -1,5 +1,5 @@
 import { denial, type Denial } from '../errors.ts';
-import type { Container, Pod, ServiceAccountView, Volume } from '../kube/types.ts';
+import type { Container, Pod, ServiceAccountView, Volume, VolumeMount } from '../kube/types.ts';
 import type { Injection, PodProvider, ProviderName } from '../providers/types.ts';
 import { digest, EntrySet, INJECTED_ANNOTATION, readRecord, RecordKeys, writeRecord, type InjectionRecord } from './injection-record.ts';
 import { escapePointerToken } from './json-pointer.ts';
@@ -9,6 +9,8 @@ import { appendAll, setMembers, type PatchOperation } from './patch.ts';
 export const SKIP_POD_LABEL = 'workload-identity-webhook.io/skip';
 
 export { INJECTED_ANNOTATION };
+
+export const MIRROR_POD_ANNOTATION = 'kubernetes.io/config.mirror';
 
 /** Signs records when the caller brings no key: right for one process (tests, one replica). */
 const PROCESS_KEYS = RecordKeys.random();
@@ -36,7 +38,9 @@ export function serviceAccountNameOf(pod: Pod): string {
 }
 
 export function isWindowsPod(pod: Pod): boolean {
-  return pod.spec?.os?.name === 'windows' || pod.spec?.nodeSelector?.['kubernetes.io/os'] === 'windows';
+  const selector = pod.spec?.nodeSelector;
+  // The beta label still selects Windows nodes on older clusters; the AWS peer honours it.
+  return pod.spec?.os?.name === 'windows' || selector?.['kubernetes.io/os'] === 'windows' || selector?.['beta.kubernetes.io/os'] === 'windows';
 }
 
 /**
@@ -50,6 +54,9 @@ export function resolvePodInjections(
   const injections: Injection[] = [];
   const denials: Denial[] = [];
   if (pod.metadata?.labels?.[SKIP_POD_LABEL] !== undefined) return { injections, denials };
+  // A static Pod's mirror: the API server refuses mirror Pods that reference a ServiceAccount
+  // token or any other API object, and the kubelet runs the manifest, not this object, anyway.
+  if (pod.metadata?.annotations?.[MIRROR_POD_ANNOTATION] !== undefined) return { injections, denials };
   const ctx = { pod, namespace, serviceAccount, windows: isWindowsPod(pod) };
   for (const provider of providers) {
     const result = provider.resolvePod(ctx);
@@ -113,7 +120,7 @@ export function planPodPatch(original: Pod, injections: Injection[], ctx: PlanCo
   // Volumes: one per provider. A user volume of the same name is ours only if it projects the
   // same token; anything else is the user's and is never taken over.
   const newVolumes: Volume[] = [];
-  for (const { volume } of injections) {
+  for (const volume of injections.flatMap(volumesOf)) {
     const existing = spec.volumes?.find((v) => v.name === volume.name);
     if (!existing) newVolumes.push(volume);
     else if (!sameProjection(existing, volume)) {
@@ -130,16 +137,28 @@ export function planPodPatch(original: Pod, injections: Injection[], ctx: PlanCo
     vol: new EntrySet(record?.vol),
     ann: new EntrySet(record?.ann),
     keep: new EntrySet(record?.keep),
+    init: new EntrySet(record?.init),
   };
   const containerOps: PatchOperation[] = [];
   planContainers(containerOps, conflicts, '/spec/initContainers', 'init/', spec.initContainers, injections, next);
   planContainers(containerOps, conflicts, '/spec/containers', '', spec.containers, injections, next);
+  // Setup init containers go first, after the operations that address init containers by index.
+  const setups: Container[] = [];
+  for (const { initContainer } of injections) {
+    if (!initContainer) continue;
+    const existing = spec.initContainers?.find((c) => c.name === initContainer.name);
+    if (!existing) setups.push(initContainer);
+    else if (!sameSetup(existing, initContainer)) {
+      conflicts.push(`the Pod already has an init container named "${initContainer.name}" that is not the one the webhook injects; rename it`);
+    }
+  }
 
   if (conflicts.length > 0) {
     return { allowed: false, denial: denial('Conflict', conflicts.join('; '), 409) };
   }
 
-  for (const v of newVolumes) next.vol.add(v.name, digest(projectionKey(v) ?? ''));
+  for (const v of newVolumes) next.vol.add(v.name, digest(volumeKey(v)));
+  for (const c of setups) next.init.add(c.name, digest(setupKey(c)));
   for (const [key, value] of Object.entries(annotations)) next.ann.add(key, digest(value));
   const written: InjectionRecord = {
     v: 2,
@@ -148,6 +167,7 @@ export function planPodPatch(original: Pod, injections: Injection[], ctx: PlanCo
     vol: next.vol.entries,
     ann: next.ann.entries,
     keep: next.keep.entries,
+    ...(next.init.entries.length ? { init: next.init.entries } : {}),
   };
   annotations[INJECTED_ANNOTATION] = writeRecord(ctx.keys, ctx.namespace, written);
 
@@ -155,6 +175,10 @@ export function planPodPatch(original: Pod, injections: Injection[], ctx: PlanCo
   else setMembers(ops, '/metadata/annotations', pod.metadata.annotations, annotations);
   appendAll(ops, '/spec/volumes', spec.volumes, newVolumes);
   for (const op of containerOps) ops.push(op);
+  if (setups.length > 0) {
+    if (spec.initContainers === undefined) ops.push({ op: 'add', path: '/spec/initContainers', value: setups });
+    else for (const c of setups.reverse()) ops.push({ op: 'add', path: '/spec/initContainers/0', value: c });
+  }
   return { allowed: true, patch: ops, injections, warnings };
 }
 
@@ -168,7 +192,9 @@ function removeRecorded(pod: Pod, record: InjectionRecord, ops: PatchOperation[]
   const env = new EntrySet(record.env);
   const keep = new EntrySet(record.keep);
   const vols = new EntrySet(record.vol);
-  const removedVolumes = new Set((spec.volumes ?? []).filter((v) => vols.has(v.name, digest(projectionKey(v) ?? ''))).map((v) => v.name));
+  const removedVolumes = new Set((spec.volumes ?? []).filter((v) => vols.has(v.name, digest(volumeKey(v)))).map((v) => v.name));
+  const inits = new EntrySet(record.init);
+  const removedInit = new Set((spec.initContainers ?? []).filter((c) => inits.has(c.name, digest(setupKey(c)))).map((c) => c.name));
   const prune = <T>(base: string, list: T[] | undefined, drop: (item: T) => boolean): T[] | undefined => {
     if (!list) return list;
     for (let i = list.length - 1; i >= 0; i--) if (drop(list[i])) ops.push({ op: 'remove', path: `${base}/${i}` });
@@ -181,7 +207,13 @@ function removeRecorded(pod: Pod, record: InjectionRecord, ops: PatchOperation[]
       // A mount of a volume that goes would leave the Pod invalid: it goes too.
       volumeMounts: prune(`${base}/${i}/volumeMounts`, c.volumeMounts, (m) => removedVolumes.has(m.name)),
     }));
-  const initContainers = cleanContainers('/spec/initContainers', 'init/', spec.initContainers);
+  // A setup container that goes is removed whole, after the edits that address others by index.
+  const initContainers = cleanContainers('/spec/initContainers', 'init/', spec.initContainers?.map((c) => (removedInit.has(c.name) ? { name: c.name } : c)))
+    ?.filter((c) => !removedInit.has(c.name));
+  (spec.initContainers ?? []).forEach((c, i, all) => {
+    const j = all.length - 1 - i;
+    if (removedInit.has(all[j].name)) ops.push({ op: 'remove', path: `/spec/initContainers/${j}` });
+  });
   const containers = cleanContainers('/spec/containers', '', spec.containers);
   const keptVolumes = prune('/spec/volumes', spec.volumes, (v) => removedVolumes.has(v.name));
   const annotations = { ...pod.metadata?.annotations };
@@ -211,19 +243,25 @@ function planContainers(
   record: NextRecord,
 ): void {
   if (!containers) return;
+  // Setup containers the webhook injects are its own: no provider mutates them, so a second
+  // admission changes nothing.
+  const setups = new Set(injections.flatMap((i) => (i.initContainer ? [i.initContainer.name] : [])));
   for (let i = 0; i < containers.length; i++) {
     const container = containers[i];
+    if (setups.has(container.name)) continue;
     const mounts = [];
     const env = [];
     let userEnv: Map<string, string | undefined> | undefined;
     for (const injection of injections) {
       if (injection.skipContainers.has(container.name)) continue;
-      const volumeName = injection.volume.name;
-      const atPath = container.volumeMounts?.find((m) => m.mountPath === injection.mountPath);
-      if (atPath === undefined) {
-        mounts.push({ name: volumeName, mountPath: injection.mountPath, readOnly: true });
-      } else if (atPath.name !== volumeName) {
-        conflicts.push(`container "${container.name}" already mounts volume "${atPath.name}" at ${injection.mountPath}, where the webhook mounts "${volumeName}"; move that mount or list the container in the provider's skip-containers annotation`);
+      if (injection.satisfied?.(new Set((container.env ?? []).map((e) => e.name)))) continue;
+      for (const wanted of mountsOf(injection)) {
+        const atPath = container.volumeMounts?.find((m) => m.mountPath === wanted.mountPath);
+        if (atPath === undefined) {
+          mounts.push(wanted);
+        } else if (atPath.name !== wanted.name) {
+          conflicts.push(`container "${container.name}" already mounts volume "${atPath.name}" at ${wanted.mountPath}, where the webhook mounts "${wanted.name}"; move that mount or list the container in the provider's skip-containers annotation`);
+        }
       }
       userEnv ??= new Map((container.env ?? []).map((e) => [e.name, e.value]));
       for (const group of injection.envGroups) {
@@ -248,6 +286,33 @@ function planContainers(
   }
 }
 
+/**
+ * The setup container is already there, from an earlier admission or from the peer webhook
+ * running side by side (with the API server's defaults and Go's empty fields added): same image,
+ * command and environment.
+ */
+function sameSetup(existing: Container, ours: Container): boolean {
+  return setupKey(existing) === setupKey(ours);
+}
+
+/** What a setup container runs (image, command, env), whatever the API server defaulted. */
+function setupKey(c: Container): string {
+  return JSON.stringify([c.image, c.command ?? null, (c.env ?? []).map((e) => [e.name, e.value])]);
+}
+
+/** A volume's identity for the record: its projection, or the volume as written (emptyDir). */
+function volumeKey(v: Volume): string {
+  return projectionKey(v) ?? JSON.stringify({ ...v, name: undefined });
+}
+
+function volumesOf(injection: Injection): Volume[] {
+  return [injection.volume, ...(injection.extraVolumes ?? []).map((e) => e.volume)];
+}
+
+function mountsOf(injection: Injection): VolumeMount[] {
+  return [{ name: injection.volume.name, mountPath: injection.mountPath, readOnly: true }, ...(injection.extraVolumes ?? []).map((e) => e.mount)];
+}
+
 /** Same token (audience, expiry, path) and same files; API-server defaults are ignored. */
 function sameProjection(a: Volume, b: Volume): boolean {
   return projectionKey(a) === projectionKey(b);
@@ -255,7 +320,12 @@ function sameProjection(a: Volume, b: Volume): boolean {
 
 function projectionKey(volume: Volume): string | undefined {
   const sources = volume.projected?.sources;
-  if (!sources) return undefined;
+  if (!sources) {
+    // Other kinds (pfnet's emptyDir and downward-API volumes): the source itself, modes aside.
+    const { name: _name, ...source } = volume;
+    if (Object.keys(source).length === 0) return undefined;
+    return JSON.stringify(source, (k, v) => (k === 'defaultMode' ? undefined : v));
+  }
   const parts: string[] = [];
   for (const s of sources) {
     if (s.serviceAccountToken) {

@@ -25,17 +25,23 @@ export function providerOptionsFromConfig(config: Config): ProviderOptions {
       defaultTokenExpiration: config.awsTokenExpiration,
       region: config.awsDefaultRegion,
       regionalStsEndpoints: config.awsStsRegionalEndpoints,
+      strict: config.strict,
     },
     azure: {
       tenantId: config.azureTenantId,
       cloud: config.azureCloud,
       audience: config.azureAudience,
       defaultTokenExpiration: config.azureTokenExpiration,
+      strict: config.strict,
     },
     gcp: {
       defaultTokenExpiration: config.gcpTokenExpiration,
       region: config.gcpDefaultRegion,
       audience: config.gcpAudience,
+      gcloudImage: config.gcpGcloudImage,
+      fileMode: config.gcpFileMode,
+      setupResources: config.gcpSetupContainerResources,
+      strict: config.strict,
     },
   };
 }

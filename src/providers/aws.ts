@@ -1,7 +1,7 @@
 import { denial, type Denial } from '../errors.ts';
 import type { EnvVar } from '../kube/types.ts';
 import {
-  MAX_TOKEN_EXPIRATION, MIN_TOKEN_EXPIRATION, parseBool, parseSeconds, splitNames, tokenVolume, windowsPath,
+  MAX_TOKEN_EXPIRATION, MIN_TOKEN_EXPIRATION, parseBool, parseSeconds, splitNames, tokenVolume, tolerated, windowsPath,
 } from './common.ts';
 import type { Injection, PodContext, PodProvider } from './types.ts';
 
@@ -23,6 +23,8 @@ export interface AwsOptions {
   region: string | undefined;
   /** AWS_STS_REGIONAL_ENDPOINTS=regional unless a ServiceAccount says otherwise. */
   regionalStsEndpoints: boolean;
+  /** Refuse the values the peer read its own way (see tolerated) instead of warning. */
+  strict?: boolean;
 }
 
 export const awsDefaults: AwsOptions = {
@@ -49,6 +51,16 @@ export function parseRoleArn(value: string, where: string): RoleArn | Denial {
   return { partition: arn.split(':')[1], account: match[1], arn };
 }
 
+/**
+ * The peer leaves a container alone, mount included, when it sets its web identity, region and
+ * regional STS variables itself (handler.go addEnvToContainer); so do we.
+ */
+function configuresItself(env: ReadonlySet<string>): boolean {
+  return (env.has('AWS_ROLE_ARN') || env.has('AWS_WEB_IDENTITY_TOKEN_FILE'))
+    && (env.has('AWS_REGION') || env.has('AWS_DEFAULT_REGION'))
+    && env.has('AWS_STS_REGIONAL_ENDPOINTS');
+}
+
 export function createAwsProvider(options: AwsOptions): PodProvider {
   const p = options.annotationPrefix;
   const keys = {
@@ -70,28 +82,37 @@ export function createAwsProvider(options: AwsOptions): PodProvider {
       const rawArn = sa[keys.roleArn];
       if (rawArn === undefined || rawArn.trim() === '') return undefined;
 
-      const saWhere = `ServiceAccount ${serviceAccount.namespace}/${serviceAccount.name} annotation ${keys.roleArn}`;
-      const role = parseRoleArn(rawArn, saWhere);
+      const saName = `ServiceAccount ${serviceAccount.namespace}/${serviceAccount.name}`;
+      const role = parseRoleArn(rawArn, `${saName} annotation ${keys.roleArn}`);
       if ('reason' in role) return role;
 
       const audience = sa[keys.audience]?.trim() || options.defaultAudience;
 
+      const strict = options.strict ?? false;
+      const warnings: string[] = [];
       let regional = options.regionalStsEndpoints;
       const rawRegional = sa[keys.regional];
       if (rawRegional !== undefined) {
-        const parsed = parseBool(rawRegional, keys.regional, 'ServiceAccount');
+        // The peer ignores a value strconv.ParseBool cannot read and keeps its default.
+        let parsed = parseBool(rawRegional, keys.regional, saName);
+        if (typeof parsed !== 'boolean') parsed = tolerated(strict, warnings, parsed, regional, `using ${regional}`);
         if (typeof parsed !== 'boolean') return parsed;
         regional = parsed;
       }
 
-      // The Pod's annotation wins over the ServiceAccount's, as in the peer.
+      // The Pod's annotation wins over the ServiceAccount's, as in the peer; a value the peer
+      // cannot read falls back to the next source (Pod, then ServiceAccount, then the default).
       let expiration = options.defaultTokenExpiration;
-      const podExpiration = pod.metadata?.annotations?.[keys.expiration];
-      const rawExpiration = podExpiration ?? sa[keys.expiration];
-      if (rawExpiration !== undefined) {
-        const parsed = parseSeconds(rawExpiration, keys.expiration, podExpiration !== undefined ? 'Pod' : 'ServiceAccount');
-        if (typeof parsed !== 'number') return parsed;
-        expiration = parsed;
+      const sources: [string, string | undefined][] = [
+        [saName, sa[keys.expiration]],
+        ['Pod', pod.metadata?.annotations?.[keys.expiration]],
+      ];
+      for (const [where, raw] of sources) {
+        if (raw === undefined) continue;
+        const parsed = parseSeconds(raw, keys.expiration, where);
+        const value = typeof parsed === 'number' ? parsed : tolerated(strict, warnings, parsed, expiration, `using ${expiration}`);
+        if (typeof value !== 'number') return value;
+        expiration = value;
       }
       if (expiration < MIN_TOKEN_EXPIRATION) expiration = MIN_TOKEN_EXPIRATION;
       if (expiration > MAX_TOKEN_EXPIRATION) {
@@ -107,8 +128,11 @@ export function createAwsProvider(options: AwsOptions): PodProvider {
           { name: 'AWS_REGION', value: options.region },
         ]);
       }
-      envGroups.push([{ name: 'AWS_ROLE_ARN', value: role.arn }]);
-      envGroups.push([{ name: 'AWS_WEB_IDENTITY_TOKEN_FILE', value: windows ? windowsPath(tokenFile) : tokenFile }]);
+      // A pair, as in the peer: a container that sets either one gets neither.
+      envGroups.push([
+        { name: 'AWS_ROLE_ARN', value: role.arn },
+        { name: 'AWS_WEB_IDENTITY_TOKEN_FILE', value: windows ? windowsPath(tokenFile) : tokenFile },
+      ]);
 
       return {
         provider: 'aws',
@@ -117,6 +141,8 @@ export function createAwsProvider(options: AwsOptions): PodProvider {
         envGroups,
         annotations: {},
         skipContainers: splitNames(pod.metadata?.annotations?.[keys.skipContainers], ','),
+        satisfied: configuresItself,
+        warnings: warnings.length ? warnings : undefined,
         identity: { roleArn: role.arn, account: role.account, partition: role.partition, audience },
       };
     },

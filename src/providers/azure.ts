@@ -1,6 +1,6 @@
 import { denial, type Denial } from '../errors.ts';
 import type { EnvVar } from '../kube/types.ts';
-import { parseSeconds, splitNames, tokenVolume, windowsPath } from './common.ts';
+import { parseSeconds, splitNames, tokenVolume, tolerated, windowsPath } from './common.ts';
 import type { Injection, PodContext, PodProvider } from './types.ts';
 
 /**
@@ -12,6 +12,8 @@ export const AZURE_MOUNT_PATH = '/var/run/secrets/azure/tokens';
 export const AZURE_TOKEN_FILE = 'azure-identity-token';
 export const AZURE_AUDIENCE = 'api://AzureADTokenExchange';
 export const AZURE_USE_LABEL = 'azure.workload.identity/use';
+/** The peer's own token volume from release 1.6 on: azure-workload-identity-reserved-<hash>. */
+const AZURE_PEER_VOLUME_PREFIX = 'azure-workload-identity-reserved-';
 const PREFIX = 'azure.workload.identity';
 const KEYS = {
   clientId: `${PREFIX}/client-id`,
@@ -26,6 +28,8 @@ export const AZURE_CLOUDS = {
   AzurePublicCloud: 'https://login.microsoftonline.com/',
   AzureUSGovernmentCloud: 'https://login.microsoftonline.us/',
   AzureChinaCloud: 'https://login.chinacloudapi.cn/',
+  // Closed to new customers, still known to the peer (go-autorest's GermanCloud).
+  AzureGermanCloud: 'https://login.microsoftonline.de/',
 } as const;
 export type AzureCloud = keyof typeof AZURE_CLOUDS;
 
@@ -35,6 +39,8 @@ export interface AzureOptions {
   cloud: AzureCloud;
   audience: string;
   defaultTokenExpiration: number;
+  /** Refuse the values the peer read its own way (see tolerated) instead of warning. */
+  strict?: boolean;
 }
 
 export const azureDefaults: AzureOptions = {
@@ -60,25 +66,43 @@ export function createAzureProvider(options: AzureOptions): PodProvider {
     resolvePod({ pod, serviceAccount, windows }: PodContext): Injection | Denial | undefined {
       // Opt-in by label, exactly "true", as in the peer.
       if (pod.metadata?.labels?.[AZURE_USE_LABEL] !== 'true') return undefined;
+      // The peer (1.6 on) ran first, side by side during a migration: its token is there already.
+      if (pod.spec?.volumes?.some((v) => v.name.startsWith(AZURE_PEER_VOLUME_PREFIX))) return undefined;
       const sa = serviceAccount?.annotations ?? {};
       const saName = serviceAccount ? `ServiceAccount ${serviceAccount.namespace}/${serviceAccount.name}` : 'ServiceAccount';
       const warnings: string[] = [];
 
+      // The peer injects any value as written; Entra will refuse it, so say so, and --strict refuses.
+      const strict = options.strict ?? false;
       const clientId = sa[KEYS.clientId]?.trim() ?? '';
       if (clientId && !GUID_PATTERN.test(clientId)) {
-        return denial('InvalidClientId', `${saName} annotation ${KEYS.clientId}="${clientId}" is not a client id; expected a GUID such as 00000000-0000-0000-0000-000000000000`);
+        const problem = denial('InvalidClientId', `${saName} annotation ${KEYS.clientId}="${clientId}" is not a client id; expected a GUID such as 00000000-0000-0000-0000-000000000000`);
+        const kept = tolerated(strict, warnings, problem, clientId, 'injecting it as written');
+        if (typeof kept !== 'string') return kept;
       }
       const tenantAnnotation = sa[KEYS.tenantId]?.trim() ?? '';
       if (tenantAnnotation && !isTenantId(tenantAnnotation)) {
-        return denial('InvalidTenantId', `${saName} annotation ${KEYS.tenantId}="${tenantAnnotation}" is not a tenant; expected a GUID or the tenant's domain`);
+        const problem = denial('InvalidTenantId', `${saName} annotation ${KEYS.tenantId}="${tenantAnnotation}" is not a tenant; expected a GUID or the tenant's domain`);
+        const kept = tolerated(strict, warnings, problem, tenantAnnotation, 'injecting it as written');
+        if (typeof kept !== 'string') return kept;
       }
       const tenantId = tenantAnnotation || options.tenantId || '';
       if (!clientId) warnings.push(`${saName} has no ${KEYS.clientId} annotation: AZURE_CLIENT_ID is not injected`);
       if (!tenantId) warnings.push(`no tenant: annotate the ServiceAccount with ${KEYS.tenantId} or start the webhook with --azure-tenant-id; AZURE_TENANT_ID is not injected`);
 
       let expiration = options.defaultTokenExpiration;
-      const podExpiration = pod.metadata?.annotations?.[KEYS.expiration];
-      const rawExpiration = podExpiration ?? sa[KEYS.expiration];
+      // The peer reads an empty annotation as no annotation (webhook.go getServiceAccountTokenExpiration).
+      const blank = (raw: string | undefined, where: string) => {
+        if (raw === undefined || raw.trim() !== '') return false;
+        const problem = denial('InvalidTokenExpiration', `${where} annotation ${KEYS.expiration}="${raw}" is empty; expected whole seconds from ${AZURE_MIN_EXPIRATION} to ${AZURE_MAX_EXPIRATION}, or no annotation`);
+        return tolerated(strict, warnings, problem, true, 'ignoring it');
+      };
+      const podBlank = blank(pod.metadata?.annotations?.[KEYS.expiration], 'Pod');
+      if (typeof podBlank !== 'boolean') return podBlank;
+      const saBlank = blank(sa[KEYS.expiration], saName);
+      if (typeof saBlank !== 'boolean') return saBlank;
+      const podExpiration = podBlank ? undefined : pod.metadata?.annotations?.[KEYS.expiration];
+      const rawExpiration = podExpiration ?? (saBlank ? undefined : sa[KEYS.expiration]);
       if (rawExpiration !== undefined) {
         const where = podExpiration !== undefined ? 'Pod' : saName;
         const parsed = parseSeconds(rawExpiration, KEYS.expiration, where);

@@ -33,6 +33,16 @@ export function parseBool(value: string, key: string, where: string): boolean | 
   }
 }
 
+/**
+ * A value a peer accepted and read its own way: admitted with that reading and a warning naming
+ * the problem and the expected form, or, with --strict, refused with the same message.
+ */
+export function tolerated<T>(strict: boolean, warnings: string[], problem: Denial, fallback: T, reading: string): T | Denial {
+  if (strict) return problem;
+  warnings.push(`${problem.message}; ${reading}, as the peer webhook does (--strict refuses it)`);
+  return fallback;
+}
+
 /** Splits a container-name list; empty items (", ,") are ignored. */
 export function splitNames(value: string | undefined, separator: string): ReadonlySet<string> {
   if (!value) return EMPTY;

@@ -1,6 +1,6 @@
 import { denial, type Denial } from '../errors.ts';
-import type { EnvVar } from '../kube/types.ts';
-import { MAX_TOKEN_EXPIRATION, parseSeconds, splitNames, tokenVolume, windowsPath } from './common.ts';
+import type { Container, EnvVar, VolumeMount } from '../kube/types.ts';
+import { MAX_TOKEN_EXPIRATION, parseSeconds, splitNames, tokenVolume, tolerated, windowsPath } from './common.ts';
 import type { Injection, PodContext, PodProvider } from './types.ts';
 
 /**
@@ -8,9 +8,12 @@ import type { Injection, PodContext, PodProvider } from './types.ts';
  * pfnet-research/gcp-workload-identity-federation-webhook (`cloud.google.com/...`) and
  * Flux (`gcp.auth.fluxcd.io/workload-identity-provider` with GKE's `iam.gke.io/gcp-service-account`).
  *
- * The credential file is delivered as the peer's "direct" mode does, but inside the token's own
- * projected volume: a Pod annotation projected by the downward API. No init container, no extra
- * object to create or clean up.
+ * Defaults follow the dialect the ServiceAccount is written in. The pfnet dialect gets pfnet's:
+ * audience sts.googleapis.com, "gcloud" mode (a setup init container logs gcloud in and writes the
+ * credential file into a gcloud-config emptyDir) unless injection-mode says "direct" (the file in
+ * its own downward-API volume at /var/run/secrets/workload-identity), files mode 0440. The Flux
+ * dialect gets Google's: the provider's own audience and the file inside the token's projected
+ * volume, with no init container and no extra object.
  */
 export const GCP_VOLUME_NAME = 'gcp-iam-token';
 export const GCP_MOUNT_PATH = '/var/run/secrets/sts.googleapis.com/serviceaccount';
@@ -18,6 +21,19 @@ export const GCP_TOKEN_FILE = 'token';
 export const GCP_CREDENTIALS_FILE = 'federation.json';
 export const GCP_CREDENTIALS_ANNOTATION = 'cloud.google.com/external-credentials-json';
 export const GCP_MIN_EXPIRATION = 3600;
+
+/** pfnet-research/gcp-workload-identity-federation-webhook's names and defaults (webhooks/constants.go). */
+export const PFNET = {
+  audience: 'sts.googleapis.com',
+  region: 'asia-northeast1',
+  gcloudImage: 'gcr.io/google.com/cloudsdktool/google-cloud-cli:stable',
+  fileMode: 0o440,
+  setupContainer: 'gcloud-setup',
+  configVolume: 'gcloud-config',
+  configMountPath: '/var/run/secrets/gcloud/config',
+  directVolume: 'external-credential-config',
+  directMountPath: '/var/run/secrets/workload-identity',
+} as const;
 
 const KEYS = {
   provider: ['cloud.google.com/workload-identity-provider', 'gcp.auth.fluxcd.io/workload-identity-provider'],
@@ -37,14 +53,24 @@ export interface GcpOptions {
   defaultTokenExpiration: number;
   /** CLOUDSDK_COMPUTE_REGION for containers that do not set it. */
   region: string | undefined;
-  /** Projected token audience when the ServiceAccount names none; default: the provider's audience. */
+  /** Projected token audience when the ServiceAccount names none; default: the dialect's. */
   audience: string | undefined;
+  /** Image of the pfnet dialect's gcloud setup init container (pfnet's -gcloud-image). */
+  gcloudImage?: string;
+  /** File mode of the pfnet dialect's token and credential volumes (pfnet's -token-default-mode). */
+  fileMode?: number;
+  /** Resources of the gcloud setup init container (pfnet's -setup-container-resources). */
+  setupResources?: Record<string, unknown>;
+  /** Refuse the values the peer read its own way (see tolerated) instead of warning. */
+  strict?: boolean;
 }
 
 export const gcpDefaults: GcpOptions = {
   defaultTokenExpiration: 86400,
   region: undefined,
   audience: undefined,
+  gcloudImage: PFNET.gcloudImage,
+  fileMode: PFNET.fileMode,
 };
 
 export interface WorkloadIdentityProvider {
@@ -113,6 +139,17 @@ function dialectValue(
   return undefined;
 }
 
+/** pfnet's setup script, byte for byte (its heredoc.Docf output). */
+const GCLOUD_SETUP_SCRIPT = [
+  'gcloud iam workload-identity-pools create-cred-config \\',
+  '  $(GCP_WORKLOAD_IDENTITY_PROVIDER) \\',
+  '  --service-account=$(GCP_SERVICE_ACCOUNT) \\',
+  `  --output-file=$(CLOUDSDK_CONFIG)/${GCP_CREDENTIALS_FILE} \\`,
+  `  --credential-source-file=${GCP_MOUNT_PATH}/${GCP_TOKEN_FILE}`,
+  `gcloud auth login --cred-file=$(CLOUDSDK_CONFIG)/${GCP_CREDENTIALS_FILE}`,
+  '',
+].join('\n');
+
 export function createGcpProvider(options: GcpOptions): PodProvider {
   return {
     name: 'gcp',
@@ -124,7 +161,15 @@ export function createGcpProvider(options: GcpOptions): PodProvider {
       const providerEntry = dialectValue(sa, KEYS.provider, saName);
       if (providerEntry === undefined) return undefined;
       if ('reason' in providerEntry) return providerEntry;
-      const provider = parseWorkloadIdentityProvider(providerEntry[1], `${saName} annotation ${providerEntry[0]}`);
+      const warnings: string[] = [];
+      let provider = parseWorkloadIdentityProvider(providerEntry[1], `${saName} annotation ${providerEntry[0]}`);
+      // pfnet accepts any projects/.+/locations/.+/workloadIdentityPools/.+/providers/.+ name.
+      const loose = /^projects\/(.+)\/locations\/.+\/workloadIdentityPools\/(.+)\/providers\/(.+)$/.exec(providerEntry[1].trim());
+      if ('reason' in provider && providerEntry[0] === KEYS.provider[0] && loose) {
+        const accepted = tolerated(options.strict ?? false, warnings, provider, undefined, 'passing it through');
+        if (accepted !== undefined) return accepted;
+        provider = { name: providerEntry[1].trim(), projectNumber: loose[1], pool: loose[2], provider: loose[3] };
+      }
       if ('reason' in provider) return provider;
 
       const emailEntry = dialectValue(sa, KEYS.email, saName);
@@ -134,11 +179,25 @@ export function createGcpProvider(options: GcpOptions): PodProvider {
         return denial('InvalidServiceAccountEmail', `${saName} annotation ${emailEntry![0]}="${email}" is not a Google service account email; expected NAME@PROJECT.iam.gserviceaccount.com`);
       }
 
-      const audience = sa[KEYS.audience]?.trim() || options.audience || `//iam.googleapis.com/${provider.name}`;
+      // The dialect: pfnet's when its provider annotation names the provider.
+      const pfnet = providerEntry[0] === KEYS.provider[0];
+      const audience = sa[KEYS.audience]?.trim() || options.audience || (pfnet ? PFNET.audience : `//iam.googleapis.com/${provider.name}`);
 
-      const mode = sa[KEYS.injectionMode]?.trim();
-      if (mode !== undefined && mode !== '' && mode !== 'direct' && mode !== 'gcloud') {
-        return denial('InvalidAnnotation', `${saName} annotation ${KEYS.injectionMode}="${mode}" must be "direct" or "gcloud"`);
+      // Case-insensitive, as pfnet's identityconfig.go reads it.
+      const rawMode = sa[KEYS.injectionMode];
+      const mode = rawMode?.trim().toLowerCase() || undefined;
+      if (mode !== undefined && mode !== 'direct' && mode !== 'gcloud') {
+        return denial('InvalidAnnotation', `${saName} annotation ${KEYS.injectionMode}="${rawMode}" must be "direct" or "gcloud"`);
+      }
+      // pfnet's gcloud mode needs the Google service account to log in as; without one the pfnet
+      // peer refuses the ServiceAccount, and direct resource access needs no gcloud login.
+      if (pfnet && mode === 'gcloud' && !email) {
+        return denial('InvalidAnnotation', `${saName} annotation ${KEYS.injectionMode}="gcloud" needs ${KEYS.email[0]}: gcloud logs in as that Google service account`);
+      }
+      const layout = !pfnet ? 'projected' : (mode ?? (email ? 'gcloud' : 'direct')) === 'gcloud' ? 'pfnet-gcloud' : 'pfnet-direct';
+      const runAsUser = sa['cloud.google.com/gcloud-run-as-user'];
+      if (runAsUser !== undefined && !/^\d{1,10}$/.test(runAsUser.trim())) {
+        return denial('InvalidAnnotation', `${saName} annotation cloud.google.com/gcloud-run-as-user="${runAsUser}" is not a user id; expected a whole number such as "1000"`);
       }
 
       let expiration = options.defaultTokenExpiration;
@@ -156,22 +215,8 @@ export function createGcpProvider(options: GcpOptions): PodProvider {
 
       const path = (p: string) => (windows ? windowsPath(p) : p);
       const tokenFile = path(`${GCP_MOUNT_PATH}/${GCP_TOKEN_FILE}`);
-      const credentialsFile = path(`${GCP_MOUNT_PATH}/${GCP_CREDENTIALS_FILE}`);
-      const credentials = JSON.stringify(externalAccountConfig({ provider, serviceAccountEmail: email, tokenFile }));
-
-      const envGroups: EnvVar[][] = [[{ name: 'GOOGLE_APPLICATION_CREDENTIALS', value: credentialsFile }]];
-      // gcloud reads its own setting, not GOOGLE_APPLICATION_CREDENTIALS; the peer's "gcloud"
-      // mode logged it in with an init container, this gives the same result without one.
-      if (mode === 'gcloud') envGroups.push([{ name: 'CLOUDSDK_AUTH_CREDENTIAL_FILE_OVERRIDE', value: credentialsFile }]);
-      const project = email ? projectOfEmail(email) : undefined;
-      if (project) {
-        envGroups.push([{ name: 'CLOUDSDK_CORE_PROJECT', value: project }]);
-        // The Google client libraries read this one; without it they probe the metadata
-        // server (seconds of retries off GCE) before asking Resource Manager.
-        envGroups.push([{ name: 'GOOGLE_CLOUD_PROJECT', value: project }]);
-      }
-      if (options.region) envGroups.push([{ name: 'CLOUDSDK_COMPUTE_REGION', value: options.region }]);
-
+      // pfnet takes the project from any NAME@PROJECT.iam.gserviceaccount.com (webhooks/mutatepod.go).
+      const project = !email ? undefined : pfnet ? /@(.+)\.iam\.gserviceaccount\.com$/.exec(email)?.[1] : projectOfEmail(email);
       const identity: Record<string, string> = {
         workloadIdentityProvider: provider.name,
         projectNumber: provider.projectNumber,
@@ -179,20 +224,109 @@ export function createGcpProvider(options: GcpOptions): PodProvider {
         audience,
       };
       if (email) identity.serviceAccountEmail = email;
+      const skipContainers = splitNames(pod.metadata?.annotations?.[KEYS.skipContainers], ',');
+      const projectEnv: EnvVar[][] = project
+        // GOOGLE_CLOUD_PROJECT: the Google client libraries read it; without it they probe the
+        // metadata server (seconds of retries off GCE) before asking Resource Manager.
+        ? [[{ name: 'CLOUDSDK_CORE_PROJECT', value: project }], [{ name: 'GOOGLE_CLOUD_PROJECT', value: project }]]
+        : [];
 
+      if (layout === 'projected') {
+        const credentialsFile = path(`${GCP_MOUNT_PATH}/${GCP_CREDENTIALS_FILE}`);
+        const credentials = JSON.stringify(externalAccountConfig({ provider, serviceAccountEmail: email, tokenFile }));
+        const envGroups: EnvVar[][] = [[{ name: 'GOOGLE_APPLICATION_CREDENTIALS', value: credentialsFile }]];
+        // gcloud reads its own setting, not GOOGLE_APPLICATION_CREDENTIALS.
+        if (mode === 'gcloud') envGroups.push([{ name: 'CLOUDSDK_AUTH_CREDENTIAL_FILE_OVERRIDE', value: credentialsFile }]);
+        envGroups.push(...projectEnv);
+        if (options.region) envGroups.push([{ name: 'CLOUDSDK_COMPUTE_REGION', value: options.region }]);
+        return {
+          provider: 'gcp',
+          volume: tokenVolume(GCP_VOLUME_NAME, audience, expiration, GCP_TOKEN_FILE, [
+            { path: GCP_CREDENTIALS_FILE, fieldRef: { apiVersion: 'v1', fieldPath: `metadata.annotations['${GCP_CREDENTIALS_ANNOTATION}']` } },
+          ]),
+          mountPath: GCP_MOUNT_PATH,
+          envGroups,
+          annotations: { [GCP_CREDENTIALS_ANNOTATION]: credentials },
+          skipContainers,
+          identity,
+          warnings: warnings.length ? warnings : undefined,
+        };
+      }
+
+      // The pfnet dialect, laid out as pfnet lays it out (webhooks/mutatepod.go, mutatepod_parts.go).
+      const fileMode = options.fileMode ?? PFNET.fileMode;
+      const volume = tokenVolume(GCP_VOLUME_NAME, audience, expiration, GCP_TOKEN_FILE);
+      volume.projected!.defaultMode = fileMode;
+      // pfnet records the identity on the Pod; tools that read these keep working.
+      const annotations: Record<string, string> = {
+        [KEYS.provider[0]]: provider.name,
+        ...(email ? { [KEYS.email[0]]: email } : {}),
+        [KEYS.audience]: audience,
+        [KEYS.expiration]: String(expiration),
+      };
+      const region = options.region ?? PFNET.region;
+      const tail: EnvVar[][] = [[{ name: 'CLOUDSDK_COMPUTE_REGION', value: region }], ...projectEnv];
+
+      if (layout === 'pfnet-direct') {
+        const credentialsFile = path(`${PFNET.directMountPath}/${GCP_CREDENTIALS_FILE}`);
+        annotations[GCP_CREDENTIALS_ANNOTATION] = JSON.stringify(externalAccountConfig({ provider, serviceAccountEmail: email, tokenFile }));
+        return {
+          provider: 'gcp',
+          volume,
+          mountPath: GCP_MOUNT_PATH,
+          extraVolumes: [{
+            volume: {
+              name: PFNET.directVolume,
+              downwardAPI: {
+                items: [{ path: GCP_CREDENTIALS_FILE, fieldRef: { apiVersion: 'v1', fieldPath: `metadata.annotations['${GCP_CREDENTIALS_ANNOTATION}']` } }],
+                defaultMode: fileMode,
+              },
+            },
+            mount: { name: PFNET.directVolume, mountPath: PFNET.directMountPath, readOnly: true },
+          }],
+          envGroups: [[{ name: 'GOOGLE_APPLICATION_CREDENTIALS', value: credentialsFile }], ...tail],
+          annotations,
+          skipContainers,
+          identity,
+          warnings: warnings.length ? warnings : undefined,
+        };
+      }
+
+      const configMount: VolumeMount = { name: PFNET.configVolume, mountPath: PFNET.configMountPath };
+      const setup: Container = {
+        name: PFNET.setupContainer,
+        image: options.gcloudImage ?? PFNET.gcloudImage,
+        command: ['sh', '-c', GCLOUD_SETUP_SCRIPT],
+        volumeMounts: [{ name: GCP_VOLUME_NAME, mountPath: GCP_MOUNT_PATH, readOnly: true }, configMount],
+        env: [
+          { name: 'GCP_WORKLOAD_IDENTITY_PROVIDER', value: provider.name },
+          { name: 'GCP_SERVICE_ACCOUNT', value: email! },
+          { name: 'CLOUDSDK_CONFIG', value: PFNET.configMountPath },
+          ...(project ? [{ name: 'CLOUDSDK_CORE_PROJECT', value: project }] : []),
+        ],
+        // Runs under the Restricted Pod Security Standard, as pfnet's does.
+        securityContext: {
+          allowPrivilegeEscalation: false,
+          capabilities: { drop: ['ALL'] },
+          ...(runAsUser !== undefined ? { runAsUser: Number(runAsUser.trim()) } : {}),
+        },
+      };
+      if (options.setupResources) setup.resources = options.setupResources;
       return {
         provider: 'gcp',
-        volume: tokenVolume(GCP_VOLUME_NAME, audience, expiration, GCP_TOKEN_FILE, [
-          {
-            path: GCP_CREDENTIALS_FILE,
-            fieldRef: { apiVersion: 'v1', fieldPath: `metadata.annotations['${GCP_CREDENTIALS_ANNOTATION}']` },
-          },
-        ]),
+        volume,
         mountPath: GCP_MOUNT_PATH,
-        envGroups,
-        annotations: { [GCP_CREDENTIALS_ANNOTATION]: credentials },
-        skipContainers: splitNames(pod.metadata?.annotations?.[KEYS.skipContainers], ','),
+        extraVolumes: [{ volume: { name: PFNET.configVolume, emptyDir: {} }, mount: configMount }],
+        envGroups: [
+          [{ name: 'GOOGLE_APPLICATION_CREDENTIALS', value: path(`${PFNET.configMountPath}/${GCP_CREDENTIALS_FILE}`) }],
+          [{ name: 'CLOUDSDK_CONFIG', value: path(PFNET.configMountPath) }],
+          ...tail,
+        ],
+        annotations,
+        skipContainers: new Set([...skipContainers, PFNET.setupContainer]),
+        initContainer: setup,
         identity,
+        warnings: warnings.length ? warnings : undefined,
       };
     },
   };

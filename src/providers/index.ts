@@ -12,17 +12,23 @@ export function createProviders(config: Config): PodProvider[] {
       defaultTokenExpiration: config.awsTokenExpiration,
       region: config.awsDefaultRegion,
       regionalStsEndpoints: config.awsStsRegionalEndpoints,
+      strict: config.strict,
     }),
     createAzureProvider({
       tenantId: config.azureTenantId,
       cloud: config.azureCloud,
       audience: config.azureAudience,
       defaultTokenExpiration: config.azureTokenExpiration,
+      strict: config.strict,
     }),
     createGcpProvider({
       defaultTokenExpiration: config.gcpTokenExpiration,
       region: config.gcpDefaultRegion,
       audience: config.gcpAudience,
+      gcloudImage: config.gcpGcloudImage,
+      fileMode: config.gcpFileMode,
+      setupResources: config.gcpSetupContainerResources,
+      strict: config.strict,
     }),
   ];
 }

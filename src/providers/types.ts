@@ -1,5 +1,5 @@
 import type { Denial } from '../errors.ts';
-import type { EnvVar, Pod, ServiceAccountView, Volume } from '../kube/types.ts';
+import type { Container, EnvVar, Pod, ServiceAccountView, Volume, VolumeMount } from '../kube/types.ts';
 
 export type ProviderName = 'aws' | 'azure' | 'gcp';
 
@@ -12,6 +12,10 @@ export interface Injection {
   /** The projected volume: a ServiceAccount token with this provider's audience, and any files. */
   volume: Volume;
   mountPath: string;
+  /** More volumes, each mounted into every container the provider serves (pfnet's layout). */
+  extraVolumes?: { volume: Volume; mount: VolumeMount }[];
+  /** Runs before every other init container (pfnet's gcloud setup); never mutated itself. */
+  initContainer?: Container;
   /**
    * Env vars in groups: a group is added to a container only when none of its names is set
    * there already (AWS_REGION and AWS_DEFAULT_REGION travel together; most groups hold one).
@@ -21,6 +25,11 @@ export interface Injection {
   annotations: Record<string, string>;
   /** Container and init container names this provider leaves alone. */
   skipContainers: ReadonlySet<string>;
+  /**
+   * The container already configures this identity itself (given its env var names): the
+   * provider adds nothing to it, not even the mount.
+   */
+  satisfied?: (envNames: ReadonlySet<string>) => boolean;
   /** The identity claimed, for logs, audit annotations and tenant policy. */
   identity: Record<string, string>;
   /** Shown to the client by the API server; the Pod is still admitted. */

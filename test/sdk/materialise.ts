@@ -78,8 +78,10 @@ export async function materialiseContainer(
       secretMounts.push({ mountPath: mount.mountPath, secretName: volume.secret.secretName! });
       continue;
     }
-    if (!volume?.projected) throw new Error(`volume ${mount.name} is neither projected nor a Secret; only those are materialised`);
-    for (const source of volume.projected.sources ?? []) {
+    // A downwardAPI volume (the pfnet dialect's direct mode) is one projected downwardAPI source.
+    const sources = volume?.projected?.sources ?? (volume?.downwardAPI ? [{ downwardAPI: volume.downwardAPI }] : undefined);
+    if (!sources) throw new Error(`volume ${mount.name} is neither projected, downwardAPI nor a Secret; only those are materialised`);
+    for (const source of sources) {
       if (source.serviceAccountToken) {
         const { audience, expirationSeconds, path } = source.serviceAccountToken;
         const requested = options.tokenAudience ?? audience!;

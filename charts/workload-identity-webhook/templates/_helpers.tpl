@@ -113,6 +113,7 @@ drainSeconds: drain-seconds
 logLevel: log-level
 cacheMissTimeoutMs: cache-miss-timeout-ms
 cacheMissRate: cache-miss-reads-per-second
+strict: strict
 awsAnnotationPrefix: aws-annotation-prefix
 awsDefaultRegion: aws-default-region
 awsAudience: aws-audience
@@ -125,6 +126,9 @@ azureTokenExpiration: azure-token-expiration
 gcpDefaultRegion: gcp-default-region
 gcpAudience: gcp-audience
 gcpTokenExpiration: gcp-token-expiration
+gcpGcloudImage: gcp-gcloud-image
+gcpFileMode: gcp-file-mode
+gcpSetupContainerResources: gcp-setup-container-resources
 gcpAllowedTokenUrls: gcp-allowed-token-urls
 secretTokenPath: secret-token-path
 watchPolicies: watch-policies

@@ -1,0 +1,220 @@
+// Replays the peers' own handler test cases (test/fixtures/peers/<peer>/<case>.yaml) through the
+// pure mutation core, as `preview` does, and compares our Pod with the peer's expected Pod. The
+// only differences removed are the ones a fixture names, and each name must be a row of the table
+// in docs/compatibility.md: an unlisted difference fails.
+import { describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parse } from 'yaml';
+import { mutatePod } from '../src/mutate/pod.ts';
+import { INJECTED_ANNOTATION } from '../src/mutate/injection-record.ts';
+import type { Pod, ServiceAccountView } from '../src/kube/types.ts';
+import { apply, providers } from './helpers.ts';
+
+const ROOT = new URL('..', import.meta.url).pathname;
+const FIXTURES = join(ROOT, 'test/fixtures/peers');
+
+interface Fixture {
+  peer: string;
+  source: string;
+  case: string;
+  /** Our flags that give the peer's settings. */
+  flags: Record<string, string>;
+  /** The peer's settings we have no flag for; a difference must explain each. */
+  peerFlags?: Record<string, string>;
+  serviceAccount?: { metadata: { name: string; namespace: string; annotations?: Record<string, string> } };
+  pod: Pod;
+  /** The peer's Pod after its mutation; absent when the peer refused the Pod. */
+  expected?: Pod;
+  /** Rows of docs/compatibility.md that apply to this case. */
+  differences: string[];
+  /** Our admission warnings, exactly (the peer has none to compare with). */
+  warnings?: string[];
+}
+
+type Outcome = { pod: Pod; denied?: string; warnings: string[] };
+
+/**
+ * One function per row of docs/compatibility.md: it removes that difference from both Pods.
+ * `denied-*` rows stand for cases where we refuse what the peer admitted (or the reverse); the
+ * test then checks our denial's reason instead of the Pod.
+ */
+const normalizers: Record<string, (ours: Pod, peers: Pod, fixture: Fixture) => void> = {
+  'injection-record': (ours) => {
+    const ann = ours.metadata?.annotations;
+    if (!ann) return;
+    delete ann[INJECTED_ANNOTATION];
+    if (Object.keys(ann).length === 0) delete ours.metadata!.annotations;
+  },
+  'go-zero-values': (_ours, peers) => {
+    // Go writes an empty struct as `{}` and a nil pointer as `null` where a field lacks omitempty
+    // (resources, grpc.service); the API server stores the same Pod either way.
+    for (const c of [...(peers.spec?.containers ?? []), ...(peers.spec?.initContainers ?? [])]) {
+      if (c.resources && Object.keys(c.resources).length === 0) delete c.resources;
+      dropNulls(c);
+    }
+  },
+  'api-server-defaults': (ours, peers) => {
+    // The peer's test reads its Pod back from envtest's API server, which defaults these.
+    const ourNames = new Map([...(ours.spec?.containers ?? []), ...(ours.spec?.initContainers ?? [])].map((c) => [c.name, c]));
+    for (const c of [...(peers.spec?.containers ?? []), ...(peers.spec?.initContainers ?? [])]) {
+      for (const k of ['terminationMessagePath', 'terminationMessagePolicy', 'imagePullPolicy']) if (ourNames.get(c.name)?.[k] === undefined) delete c[k];
+    }
+  },
+  'gcp-google-cloud-project': (ours) => {
+    for (const c of [...(ours.spec?.containers ?? []), ...(ours.spec?.initContainers ?? [])]) {
+      c.env = c.env?.filter((e) => e.name !== 'GOOGLE_CLOUD_PROJECT');
+    }
+  },
+  'gcp-credentials-file-form': (ours, peers) => {
+    // Same file for the SDKs: our gcloud-written form adds universe_domain and orders keys as gcloud does.
+    const key = 'cloud.google.com/external-credentials-json';
+    const mine = JSON.parse(ours.metadata!.annotations![key]);
+    delete mine.universe_domain;
+    assert.deepEqual(mine, JSON.parse(peers.metadata!.annotations![key]), 'the credential files differ beyond form');
+    ours.metadata!.annotations![key] = peers.metadata!.annotations![key];
+  },
+  'azure-token-layout-1.5': (ours, peers) => {
+    // Rename our 0.8-1.5 layout to the peer's current one; nothing else may differ.
+    const theirs = peers.spec!.volumes!.find((v) => v.name.startsWith('azure-workload-identity-reserved-'))!;
+    const mine = ours.spec!.volumes!.find((v) => v.name === 'azure-identity-token')!;
+    mine.name = theirs.name;
+    mine.projected!.sources![0].serviceAccountToken!.path = 'token/azure-identity-token';
+    for (const c of [...(ours.spec?.containers ?? []), ...(ours.spec?.initContainers ?? [])]) {
+      for (const m of c.volumeMounts ?? []) if (m.name === 'azure-identity-token') Object.assign(m, { name: theirs.name, mountPath: '/var/run/secrets/azure/wi' });
+      for (const e of c.env ?? []) if (e.name === 'AZURE_FEDERATED_TOKEN_FILE') e.value = '/var/run/secrets/azure/wi/token/azure-identity-token';
+    }
+  },
+  'additive-volume-order': (ours, peers) => {
+    // Our patch only appends; where the peer inserts the same volume first, compare volumes by name.
+    for (const p of [ours, peers]) p.spec?.volumes?.sort((a, b) => a.name.localeCompare(b.name));
+  },
+};
+
+/**
+ * Rows where the outcome itself differs (a mode of the peer this webhook does not have, an input
+ * the API server never sends): the case then checks that difference, exactly.
+ */
+const outcomes: Record<string, (ours: Pod, peers: Pod, fixture: Fixture) => void> = {
+  'azure-opt-in-label': (ours, peers, fixture) => {
+    assert.notEqual(fixture.pod.metadata?.labels?.['azure.workload.identity/use'], 'true');
+    assert.ok(peers.spec?.volumes?.length, 'the peer\'s Handle mutates the unlabelled Pod');
+    assert.equal(ours.spec?.volumes, undefined, 'we leave an unlabelled Pod alone');
+  },
+  'empty-serviceaccount-name': (ours, peers, fixture) => {
+    assert.deepEqual(peers.spec?.volumes, undefined, 'the peer leaves the Pod alone');
+    assert.equal(fixture.pod.spec?.serviceAccountName, '');
+    // We read the namespace's default ServiceAccount, which the API server names before any webhook runs.
+    assert.ok(ours.spec?.volumes?.some((v) => v.name === 'gcp-iam-token'));
+  },
+  'gap-eks-pod-identity': (ours, peers) => {
+    const names = (p: Pod) => (p.spec?.containers ?? []).flatMap((c) => (c.env ?? []).map((e) => e.name));
+    assert.ok(names(peers).includes('AWS_CONTAINER_CREDENTIALS_FULL_URI'), 'the peer\'s Pod does not use EKS Pod Identity');
+    assert.equal(peers.metadata?.labels?.['eks.amazonaws.com/pod-identity'], 'enabled');
+    assert.ok(!names(ours).includes('AWS_CONTAINER_CREDENTIALS_FULL_URI'));
+  },
+};
+
+function dropNulls(value: unknown): void {
+  if (typeof value !== 'object' || value === null) return;
+  for (const [k, v] of Object.entries(value)) {
+    if (v === null) delete (value as Record<string, unknown>)[k];
+    else dropNulls(v);
+  }
+}
+
+function loadFixtures(): [string, Fixture][] {
+  const out: [string, Fixture][] = [];
+  for (const peer of readdirSync(FIXTURES).sort()) {
+    for (const file of readdirSync(join(FIXTURES, peer)).sort()) {
+      if (file.endsWith('.yaml')) out.push([`${peer}/${file}`, parse(readFileSync(join(FIXTURES, peer, file), 'utf8')) as Fixture]);
+    }
+  }
+  return out;
+}
+
+/** The ids of the table's rows: the first cell, in backticks. */
+function documentedDifferences(): Set<string> {
+  const text = readFileSync(join(ROOT, 'docs/compatibility.md'), 'utf8');
+  return new Set([...text.matchAll(/^\| `([a-z0-9.-]+)` \|/gm)].map((m) => m[1]));
+}
+
+function run(fixture: Fixture): Outcome {
+  const meta = fixture.serviceAccount?.metadata;
+  const sa: ServiceAccountView | undefined = meta && { namespace: meta.namespace, name: meta.name, uid: 'uid-1', annotations: meta.annotations ?? {} };
+  const pod = structuredClone(fixture.pod);
+  const namespace = pod.metadata?.namespace ?? 'default';
+  const result = mutatePod(providers(fixture.flags), { pod, namespace, serviceAccount: sa });
+  if (!result.allowed) return { pod, denied: result.denial.reason, warnings: [] };
+  return { pod: apply(pod, result.patch), warnings: result.warnings };
+}
+
+const fixtures = loadFixtures();
+const documented = documentedDifferences();
+
+describe('the peers\' own test cases give the same Pod', () => {
+  test('there are fixtures for each peer, and every difference a fixture names is a row of docs/compatibility.md', () => {
+    const peers = new Set(fixtures.map(([, f]) => f.peer));
+    assert.ok(peers.has('aws/amazon-eks-pod-identity-webhook'));
+    assert.ok(peers.has('pfnet-research/gcp-workload-identity-federation-webhook'));
+    assert.ok(peers.has('Azure/azure-workload-identity'));
+    for (const [name, f] of fixtures) {
+      for (const d of f.differences) {
+        assert.ok(documented.has(d), `${name}: difference "${d}" is not in docs/compatibility.md`);
+        assert.ok(d in normalizers || d in outcomes || d.startsWith('denied-'), `${name}: difference "${d}" has no check in this test`);
+      }
+      if (f.peerFlags) assert.ok(f.differences.length > 0, `${name}: peer settings without a flag here need a listed difference`);
+    }
+  });
+
+  test('every row of docs/compatibility.md is used by a fixture or says why none can show it', () => {
+    const used = new Set(fixtures.flatMap(([, f]) => f.differences));
+    const text = readFileSync(join(ROOT, 'docs/compatibility.md'), 'utf8');
+    for (const id of documented) {
+      const row = text.split('\n').find((l) => l.startsWith(`| \`${id}\` |`))!;
+      assert.ok(used.has(id) || row.includes('(no fixture:'), `docs/compatibility.md row ${id} is used by no fixture`);
+    }
+  });
+
+  // Both webhooks installed during a migration: the peer's Pod reaches us already mutated.
+  for (const [name, fixture] of fixtures) {
+    if (!fixture.expected || fixture.differences.some((d) => d in outcomes || d.startsWith('denied-'))) continue;
+    test(`side by side, ${name}: the Pod the peer mutated gets no second identity from us`, () => {
+      const ours = run({ ...fixture, pod: fixture.expected! });
+      assert.equal(ours.denied, undefined, `we refused the peer's Pod: ${ours.denied}`);
+      const added = structuredClone(ours.pod);
+      const peers = structuredClone(fixture.expected!);
+      // Our record, and the additions the table lists (same values, other names or form).
+      for (const d of ['injection-record', 'gcp-google-cloud-project', 'gcp-credentials-file-form']) {
+        if (d === 'injection-record' || fixture.differences.includes(d)) normalizers[d](added, peers, fixture);
+      }
+      for (const key of Object.keys(added.metadata?.annotations ?? {})) {
+        assert.equal(added.metadata!.annotations![key], peers.metadata?.annotations?.[key] ?? added.metadata!.annotations![key]);
+      }
+      assert.deepEqual(added.spec, peers.spec, 'no volume, mount, env var or container added');
+    });
+  }
+
+  for (const [name, fixture] of fixtures) {
+    test(`${name}: ${fixture.case}`, () => {
+      const ours = run(fixture);
+      const denial = fixture.differences.find((d) => d.startsWith('denied-'));
+      const peerDenied = fixture.expected === undefined;
+      if (denial || peerDenied) {
+        assert.ok(ours.denied, `expected a denial (${denial ?? 'the peer refuses this Pod'}), got an admitted Pod`);
+        return;
+      }
+      assert.equal(ours.denied, undefined, `we refused a Pod the peer admits: ${ours.denied}`);
+      const outcome = fixture.differences.find((d) => d in outcomes);
+      if (outcome) {
+        outcomes[outcome](ours.pod, fixture.expected!, fixture);
+        return;
+      }
+      const peers = structuredClone(fixture.expected!);
+      for (const d of fixture.differences) normalizers[d]?.(ours.pod, peers, fixture);
+      assert.deepEqual(ours.pod, peers);
+      assert.deepEqual(ours.warnings, fixture.warnings ?? []);
+    });
+  }
+});
