@@ -30,7 +30,9 @@ export const AZURE_USE = { 'azure.workload.identity/use': 'true' };
 
 const AWS = { 'eks.amazonaws.com/role-arn': ROLE, 'eks.amazonaws.com/sts-regional-endpoints': 'true' };
 const AZURE = { 'azure.workload.identity/client-id': CLIENT };
-const GCP = { 'cloud.google.com/workload-identity-provider': PROVIDER, 'cloud.google.com/service-account-email': EMAIL };
+// pfnet's dialect; `direct`: the external_account file comes from the downward API (its default
+// with an email, `gcloud`, adds a setup init container of a registry image this node never pulls).
+const GCP = { 'cloud.google.com/workload-identity-provider': PROVIDER, 'cloud.google.com/service-account-email': EMAIL, 'cloud.google.com/injection-mode': 'direct' };
 
 export type Cloud = 'aws' | 'azure' | 'gcp';
 
@@ -93,7 +95,8 @@ export async function startNodeClouds(node: NodeCluster, namespace: string): Pro
   });
   const google = createGoogleCloud({
     issuer,
-    providers: [{ name: PROVIDER, issuer: issuer.issuer }],
+    // pfnet's dialect asks tokens for sts.googleapis.com; its users allow that audience on the provider.
+    providers: [{ name: PROVIDER, issuer: issuer.issuer, allowedAudiences: ['sts.googleapis.com'] }],
     serviceAccounts: [{ email: EMAIL, workloadIdentityUsers: [principal('gcp'), principal('multi')] }],
     projects: { [PROJECT_NUMBER]: 'my-project' },
   });
