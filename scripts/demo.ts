@@ -1,11 +1,18 @@
 // `npm run demo` (scripts/dev.sh demo): a local control plane with the webhook registered,
 // the samples from examples/ applied, and a summary of what each Pod received.
+// `npm run demo -- --node`: Pods that really run on a node instead (scripts/demo-node.ts).
 import { readdirSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { CoreV1Api, type V1Pod, type V1ServiceAccount } from '@kubernetes/client-node';
 import { parseAllDocuments } from 'yaml';
 import { createNamespace, startControlPlane } from '../test/harness/control-plane.ts';
 import { registerWebhook, startWebhook } from '../test/support/webhook.ts';
+
+if (process.argv.includes('--node')) {
+  await import('./demo-node.ts');
+  // It runs until Ctrl-C and exits by itself.
+  await new Promise(() => {});
+}
 
 const EXAMPLES = resolve(import.meta.dirname, '../examples');
 const bold = (s: string) => (process.stdout.isTTY ? `\x1b[1m${s}\x1b[0m` : s);

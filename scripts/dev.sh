@@ -3,7 +3,9 @@
 #   scripts/dev.sh demo   a local control plane with the webhook registered and sample workloads
 #   scripts/dev.sh test   lint, typecheck and the whole test suite
 # On a fresh machine it fetches Node.js 24 from the npm registry when the machine's node is
-# another major, installs the dependencies, and builds kube-apiserver, etcd and helm once.
+# another major, installs the dependencies, and builds kube-apiserver, etcd and helm once; for
+# the node suite (test/node-*.test.ts) and `demo --node` also the kubelet, controller-manager and
+# scheduler, the Debian packages of a node (scripts/node-packages.sh) and the images.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -41,9 +43,21 @@ ensure_python_sdks() {
 
 ensure_binaries() {
   local vars
-  vars=$(bash scripts/provide-binaries.sh)
+  vars=$(bash scripts/provide-binaries.sh "$@")
   eval "$vars"
   export TEST_ASSET_KUBE_APISERVER=$KUBE_APISERVER TEST_ASSET_ETCD=$ETCD TEST_ASSET_HELM=$HELM
+}
+
+# A node's packages, binaries and images, timed: the first run builds them (minutes), later
+# runs find them cached (seconds).
+ensure_node_parts() {
+  local start=$SECONDS
+  bash scripts/node-packages.sh
+  ensure_binaries --node
+  log "node binaries ready in $((SECONDS - start)) s"
+  start=$SECONDS
+  bash scripts/provide-images.sh >/dev/null
+  log "images ready in $((SECONDS - start)) s"
 }
 
 cmd=${1:-}
@@ -54,13 +68,14 @@ case "$cmd" in
     # Lint (formatting included) and types of src, tests, benchmarks and scripts: CI fails on either.
     npm run --silent lint
     npm run --silent typecheck
-    ensure_binaries; ensure_python_sdks
+    ensure_binaries; ensure_python_sdks; ensure_node_parts
     npm run --silent build
     node --version >&2
     exec node --test --test-concurrency=2 "$@" 'test/**/*.test.ts'
     ;;
   demo)
     ensure_node; ensure_deps; ensure_binaries
+    if [[ " $* " == *" --node "* ]]; then ensure_node_parts; fi
     npm run --silent build
     exec node scripts/demo.ts "$@"
     ;;

@@ -3,7 +3,8 @@
 # Release downloads are not an option here, so they are built from Go modules once and
 # cached per version; later runs only print the cached paths.
 #
-# Prints shell assignments: KUBE_APISERVER=... ETCD=... HELM=...
+# Prints shell assignments: KUBE_APISERVER=... ETCD=... HELM=...; with --node also KUBELET,
+# KUBE_CONTROLLER_MANAGER and KUBE_SCHEDULER (built together, at the API server's version).
 # Reuses binaries the user already has (envtest conventions):
 #   KUBEBUILDER_ASSETS (a folder holding kube-apiserver and etcd),
 #   TEST_ASSET_KUBE_APISERVER, TEST_ASSET_ETCD, TEST_ASSET_HELM.
@@ -25,21 +26,38 @@ or point KUBEBUILDER_ASSETS at a folder holding kube-apiserver and etcd
 (or set TEST_ASSET_KUBE_APISERVER, TEST_ASSET_ETCD and TEST_ASSET_HELM)."
 }
 
-# Builds into a temporary folder and moves the binary into place last, so a build that
-# is interrupted never leaves a half-written binary that later runs would trust.
-build_kube_apiserver() {
-  local out=$CACHE/kubernetes-$K8S_VERSION/kube-apiserver
-  [ -x "$out" ] && { echo "$out"; return; }
-  need_go
-  log "building kube-apiserver $K8S_VERSION from Go modules (first run only, ~10-20 min)"
-  local minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
+# The go.mod of a build against k8s.io/kubernetes: the staging repositories it replaces with
+# their v0.X.Y twins, as the Kubernetes repository itself does.
+kube_go_mod() {
   local staging=v0.${K8S_VERSION#v1.}
-  local work; work=$(mktemp -d); trap 'rm -rf "$work"' RETURN
-  mkdir -p "$(dirname "$out")"
-  cat >"$work/main.go" <<'GO'
+  echo "module wiw/$1"
+  echo "go 1.24"
+  echo "require k8s.io/kubernetes $K8S_VERSION"
+  for m in api apiextensions-apiserver apimachinery apiserver cli-runtime client-go \
+    cloud-provider cluster-bootstrap code-generator component-base component-helpers \
+    controller-manager cri-api cri-client csi-translation-lib dynamic-resource-allocation \
+    endpointslice externaljwt kms kube-aggregator kube-controller-manager kube-proxy \
+    kube-scheduler kubectl kubelet metrics mount-utils pod-security-admission sample-apiserver; do
+    echo "replace k8s.io/$m => k8s.io/$m $staging"
+  done
+}
+
+# The main package of each command, as in k8s.io/kubernetes/cmd/<name>.
+kube_main() {
+  local name=$1 app=k8s.io/kubernetes/cmd/$1/app call
+  case "$name" in
+    kube-apiserver) call='app.NewAPIServerCommand()' ;;
+    kubelet) call='app.NewKubeletCommand(context.Background())' ;;
+    kube-controller-manager) call='app.NewControllerManagerCommand()' ;;
+    kube-scheduler) call='app.NewSchedulerCommand()' ;;
+    kube-proxy) call='app.NewProxyCommand()' ;;
+    *) die "unknown Kubernetes command $name" ;;
+  esac
+  cat <<GO
 package main
 
 import (
+	"context"
 	"os"
 
 	_ "time/tzdata"
@@ -48,32 +66,44 @@ import (
 	_ "k8s.io/component-base/logs/json/register"
 	_ "k8s.io/component-base/metrics/prometheus/clientgo"
 	_ "k8s.io/component-base/metrics/prometheus/version"
-	"k8s.io/kubernetes/cmd/kube-apiserver/app"
+	"$app"
 )
 
+var _ = context.Background
+
 func main() {
-	os.Exit(cli.Run(app.NewAPIServerCommand()))
+	os.Exit(cli.Run($call))
 }
 GO
-  {
-    echo "module wiw/kube-apiserver"
-    echo "go 1.24"
-    echo "require k8s.io/kubernetes $K8S_VERSION"
-    for m in api apiextensions-apiserver apimachinery apiserver cli-runtime client-go \
-      cloud-provider cluster-bootstrap code-generator component-base component-helpers \
-      controller-manager cri-api cri-client csi-translation-lib dynamic-resource-allocation \
-      endpointslice externaljwt kms kube-aggregator kube-controller-manager kube-proxy \
-      kube-scheduler kubectl kubelet metrics mount-utils pod-security-admission sample-apiserver; do
-      echo "replace k8s.io/$m => k8s.io/$m $staging"
-    done
-  } >"$work/go.mod"
-  (cd "$work" && go mod tidy >&2 && CGO_ENABLED=0 go build -trimpath -o kube-apiserver -ldflags "-s -w \
-    -X k8s.io/component-base/version.gitVersion=$K8S_VERSION \
-    -X k8s.io/component-base/version.gitMajor=1 \
-    -X k8s.io/component-base/version.gitMinor=$minor" . >&2)
-  mv "$work/kube-apiserver" "$out"
-  echo "$out"
 }
+
+# Builds Kubernetes commands at K8S_VERSION into one temporary module (they share most
+# packages, so one build of several costs little more than one), then moves each binary into
+# place last, so an interrupted build never leaves a half-written binary that later runs trust.
+build_kube() {
+  local dir=$CACHE/kubernetes-$K8S_VERSION missing=() name
+  for name in "$@"; do [ -x "$dir/$name" ] || missing+=("$name"); done
+  if [ ${#missing[@]} -gt 0 ]; then
+    need_go
+    log "building ${missing[*]} $K8S_VERSION from Go modules (first run only, ~5-20 min)"
+    local minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
+    local work; work=$(mktemp -d); trap 'rm -rf "$work"' RETURN
+    mkdir -p "$dir"
+    kube_go_mod build >"$work/go.mod"
+    for name in "${missing[@]}"; do
+      mkdir -p "$work/cmd/$name"
+      kube_main "$name" >"$work/cmd/$name/main.go"
+    done
+    (cd "$work" && go mod tidy >&2 && mkdir bin && CGO_ENABLED=0 go build -trimpath -o bin/ -ldflags "-s -w \
+      -X k8s.io/component-base/version.gitVersion=$K8S_VERSION \
+      -X k8s.io/component-base/version.gitMajor=1 \
+      -X k8s.io/component-base/version.gitMinor=$minor" "${missing[@]/#/./cmd/}" >&2)
+    for name in "${missing[@]}"; do mv "$work/bin/$name" "$dir/$name"; done
+  fi
+  for name in "$@"; do echo "$dir/$name"; done
+}
+
+build_kube_apiserver() { build_kube kube-apiserver; }
 
 build_etcd() {
   local out=$CACHE/etcd-$ETCD_VERSION/etcd
@@ -126,3 +156,9 @@ kas=${TEST_ASSET_KUBE_APISERVER:-$(build_kube_apiserver)}
 etcd=${TEST_ASSET_ETCD:-$(build_etcd)}
 helm=${TEST_ASSET_HELM:-$(build_helm)}
 printf 'KUBE_APISERVER=%q\nETCD=%q\nHELM=%q\n' "$kas" "$etcd" "$helm"
+
+# --node: also the node's and the controllers' commands (test/node-*.test.ts, demo --node).
+if [ "${1:-}" = "--node" ]; then
+  mapfile -t node_bins < <(build_kube kubelet kube-controller-manager kube-scheduler)
+  printf 'KUBELET=%q\nKUBE_CONTROLLER_MANAGER=%q\nKUBE_SCHEDULER=%q\n' "${node_bins[@]}"
+fi

@@ -1,23 +1,24 @@
-// The container image without a Docker engine: the Dockerfile is read and its stages replayed
-// in temporary folders (same COPY and RUN commands, each stage its own root), then the final
-// stage, made read-only, starts the server against a real API server.
+// The container image, built for real from the Dockerfile with buildah (scripts/provide-images.sh:
+// the base image is produced locally from Debian's packages and the npm registry, the build never
+// pulls), then checked as built: its configuration, what it ships, and its entrypoint serving
+// admission reviews as the image user from the read-only image, run by runc.
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { chmod, cp as copy, mkdir, mkdtemp, readFile, readdir, rm, stat } from 'node:fs/promises';
+import { cp as copy, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import { existsSync, readFileSync } from 'node:fs';
-import { homedir, tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { createNamespace, createServiceAccount, startControlPlane, type ControlPlane } from './harness/control-plane.ts';
+import { imageTools, type BuiltImage } from './harness/node-images.ts';
 import { startProcess, type Managed } from './harness/processes.ts';
 import { httpsRequest } from './https-client.ts';
 import { registerWebhook, until } from './support/webhook.ts';
 
+const run = promisify(execFile);
 const REPO = resolve(import.meta.dirname, '..');
-// The replay's own npm cache (kept between runs), so no RUN line can touch the user's.
-const NPM_CACHE = join(process.env.WIW_CACHE_DIR ?? join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'workload-identity-webhook'), 'image-test-npm-cache');
 const ROLE = 'arn:aws:iam::111122223333:role/from-image';
 
 interface Instruction {
@@ -54,81 +55,6 @@ function parseDockerfile(text: string): Stage[] {
   return stages;
 }
 
-interface Built {
-  root: string;
-  workdir: string;
-  env: Record<string, string>;
-  user?: string;
-  entrypoint: string[];
-  cmd: string[];
-  ran: string[];
-}
-
-/** Replays the stages: each gets `<base>/<name>` as its root; COPY from the context or a stage. */
-async function build(stages: Stage[], base: string): Promise<Map<string, Built>> {
-  const built = new Map<string, Built>();
-  for (const stage of stages) {
-    const root = join(base, stage.name);
-    const b: Built = { root, workdir: root, env: {}, entrypoint: [], cmd: [], ran: [] };
-    await mkdir(root, { recursive: true });
-    const inRoot = (p: string, from = b.workdir, r = root) => (p.startsWith('/') ? join(r, p) : join(from, p));
-    for (const { op, args } of stage.steps) {
-      switch (op) {
-        case 'WORKDIR':
-          b.workdir = inRoot(args);
-          await mkdir(b.workdir, { recursive: true });
-          break;
-        case 'ENV': {
-          const [k, v] = args.split('=');
-          b.env[k] = v;
-          break;
-        }
-        case 'COPY': {
-          const parts = args.split(/\s+/);
-          const from = parts[0].startsWith('--from=') ? built.get(parts.shift()!.slice(7)) : undefined;
-          const rawDest = parts.pop()!;
-          const dest = inRoot(rawDest);
-          // Docker's rule: a destination ending in / (or several sources) is a folder to copy into.
-          const intoFolder = rawDest.endsWith('/') || parts.length > 1;
-          for (const src of parts) {
-            const source = from ? inRoot(src, from.workdir, from.root) : join(REPO, src);
-            const isDir = (await stat(source)).isDirectory();
-            const target = intoFolder && !isDir ? join(dest, src.split('/').pop()!) : dest;
-            await mkdir(isDir ? target : dirname(target), { recursive: true });
-            await copy(source, target, { recursive: true });
-          }
-          break;
-        }
-        case 'RUN':
-          b.ran.push(args);
-          await promisify(execFile)('bash', ['-euo', 'pipefail', '-c', args], {
-            cwd: b.workdir,
-            env: { ...process.env, ...b.env, PATH: `${dirname(process.execPath)}:${process.env.PATH}`, npm_config_cache: NPM_CACHE },
-            maxBuffer: 64 << 20,
-          }).catch((err: { stderr?: string; message: string }) => {
-            throw new Error(`RUN ${args} (stage ${stage.name}) failed:\n${err.stderr ?? err.message}`);
-          });
-          break;
-        case 'USER':
-          b.user = args;
-          break;
-        case 'ENTRYPOINT':
-          b.entrypoint = JSON.parse(args);
-          break;
-        case 'CMD':
-          b.cmd = JSON.parse(args);
-          break;
-        case 'EXPOSE':
-          break;
-        default:
-          throw new Error(`Dockerfile instruction ${op} is not replayed by this test; extend it`);
-      }
-    }
-    built.set(stage.name, b);
-  }
-  return built;
-}
-
 const dockerfile = readFileSync(join(REPO, 'Dockerfile'), 'utf8');
 const stages = parseDockerfile(dockerfile);
 
@@ -156,34 +82,38 @@ describe('Dockerfile', () => {
   });
 });
 
-describe('the image, replayed', () => {
+describe('the image, built with buildah', () => {
   let cp: ControlPlane;
-  let base: string;
-  let final: Built;
+  let image: BuiltImage;
   let proc: Managed | undefined;
+  const containerId = `wiw-image-test-${process.pid}`;
 
   before(async () => {
-    base = await mkdtemp(join(tmpdir(), 'wiw-image-'));
-    const [built, plane] = await Promise.all([build(stages, base), startControlPlane({ name: 'image' })]);
-    cp = plane;
-    final = built.get(stages.at(-1)!.name)!;
-    // readOnlyRootFilesystem: nothing in the image may be written at run time.
-    await promisify(execFile)('chmod', ['-R', 'a-w', final.root]);
-    await chmod(base, 0o755); // mkdtemp's 0700 would keep the image user out
+    [image, cp] = await Promise.all([imageTools().mountWebhookImage(), startControlPlane({ name: 'image' })]);
     await createNamespace(cp, 'apps');
   });
 
   after(async () => {
     await proc?.stop();
+    await run('runc', ['delete', '--force', containerId]).catch(() => {});
+    await image?.release();
     await cp?.stop();
-    if (base) {
-      await promisify(execFile)('chmod', ['-R', 'u+w', base]).catch(() => {});
-      await rm(base, { recursive: true, force: true });
-    }
+  });
+
+  test('runs as the numeric non-root user, node /app/dist/cli.js serve, on the locally built base', (t) => {
+    const config = image.config;
+    assert.equal(config.User, '65532:65532');
+    assert.deepEqual(config.Entrypoint, ['node', '/app/dist/cli.js']);
+    assert.deepEqual(config.Cmd, ['serve']);
+    assert.ok(config.Env.includes('NODE_ENV=production'));
+    assert.equal(config.WorkingDir, '/app');
+    // Inherited from the base scripts/base-image.sh made: the build used it and pulled nothing.
+    assert.match(config.Labels['io.workload-identity-webhook.base'] ?? '', /^suite=bookworm node=24 /);
+    t.diagnostic(`image ${image.name}: ${(image.sizeBytes / 1e6).toFixed(1)} MB (base ${(image.baseSizeBytes / 1e6).toFixed(1)} MB)`);
   });
 
   test('ships dist and production dependencies only', async () => {
-    const app = final.workdir;
+    const app = join(image.root, 'app');
     assert.deepEqual((await readdir(app)).sort(), ['dist', 'node_modules', 'package.json']);
     const lock = JSON.parse(await readFile(join(REPO, 'package-lock.json'), 'utf8')) as { packages: Record<string, { dev?: boolean }> };
     const dev = Object.entries(lock.packages).filter(([p, v]) => p.startsWith('node_modules/') && v.dev).map(([p]) => p);
@@ -191,38 +121,38 @@ describe('the image, replayed', () => {
     for (const p of dev) assert.equal(existsSync(join(app, p)), false, `dev dependency ${p} is not shipped`);
     for (const p of ['fastify', '@kubernetes/client-node', 'pino']) assert.ok(existsSync(join(app, 'node_modules', p)), p);
     assert.ok(existsSync(join(app, 'dist/cli.js')));
+    // No npm cache or build stage left in the final image.
+    assert.equal(existsSync(join(image.root, 'src')), false);
+    assert.equal(existsSync(join(image.root, 'root/.npm')), false);
   });
 
-  test('the entrypoint serves admission reviews as the image user, from the read-only image', async () => {
-    // The image user, as the kubelet would run it; its only writable place is a scratch folder
-    // (the chart's /tmp emptyDir). Root here, so drop to that user; otherwise we already are one.
-    const [uid, gid] = final.user!.split(':').map(Number);
+  test('the entrypoint serves admission reviews as the image user, from the read-only image (runc)', async () => {
+    const [uid, gid] = image.config.User.split(':').map(Number);
+    // The only writable places: /tmp (as the chart's emptyDir) and a scratch folder for the
+    // kubeconfig and the CA bundle the server writes.
     const scratch = await mkdtemp(join(tmpdir(), 'wiw-image-run-'));
-    const kubeconfig = join(scratch, 'kubeconfig');
-    await copy(cp.kubeconfigPath, kubeconfig);
-    const asImageUser = process.getuid?.() === 0;
-    if (asImageUser) await promisify(execFile)('chown', ['-R', `${uid}:${gid ?? uid}`, scratch]);
-    const caFile = join(scratch, 'ca.pem');
-    const logPath = join(cp.dir, 'image-webhook.log');
-    const [exe, ...entry] = final.entrypoint;
-    assert.equal(exe, 'node');
-    const script = entry.map((a) => (a.startsWith('/') ? join(final.root, a) : a));
-    const [command, ...prefix] = asImageUser
-      ? ['setpriv', `--reuid=${uid}`, `--regid=${gid ?? uid}`, '--clear-groups', process.execPath]
-      : [process.execPath];
-    proc = startProcess('image-webhook', command, [
-      ...prefix, ...script, ...final.cmd,
-      '--kubeconfig', kubeconfig,
-      '--self-signed', '--self-signed-hosts', '127.0.0.1', '--ca-bundle-out', caFile,
+    await copy(cp.kubeconfigPath, join(scratch, 'kubeconfig'));
+    await run('chown', ['-R', `${uid}:${gid}`, scratch]);
+    const bundle = join(scratch, 'bundle');
+    const { mkdir } = await import('node:fs/promises');
+    await mkdir(bundle);
+    const args = [
+      ...image.config.Entrypoint, ...image.config.Cmd,
+      '--kubeconfig', '/scratch/kubeconfig',
+      '--self-signed', '--self-signed-hosts', '127.0.0.1', '--ca-bundle-out', '/scratch/ca.pem',
       '--host', '127.0.0.1', '--port', '0', '--metrics-host', '127.0.0.1', '--metrics-port', '0', '--drain-seconds', '0',
-    ], logPath);
+    ];
+    await writeFile(join(bundle, 'config.json'), JSON.stringify(runcSpec(image, args, uid, gid, scratch)));
+    const logPath = join(cp.dir, 'image-webhook.log');
+    // The host's network (no network namespace): it reaches the API server on loopback.
+    proc = startProcess('image-webhook', 'runc', ['run', '--bundle', bundle, containerId], logPath);
     const logs = () => (existsSync(logPath) ? readFileSync(logPath, 'utf8') : '').split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l));
     const listening = await until('the image entrypoint to listen', () => {
       if (proc!.exitStatus() !== null) throw new Error(`exited: ${proc!.logTail(20)}`);
       return logs().find((l) => l.msg === 'listening');
-    });
+    }, 30_000);
     const url = `https://127.0.0.1:${listening.port}`;
-    const caPem = readFileSync(caFile, 'utf8');
+    const caPem = readFileSync(join(scratch, 'ca.pem'), 'utf8');
     await until('ready', async () => (await httpsRequest(`${url}/readyz`, { ca: caPem })).status === 200 || undefined);
 
     await createServiceAccount(cp, 'apps', 'worker', { 'eks.amazonaws.com/role-arn': ROLE });
@@ -234,11 +164,44 @@ describe('the image, replayed', () => {
     const env = Object.fromEntries((pod.spec!.containers[0].env ?? []).map((e) => [e.name, e.value]));
     assert.equal(env.AWS_ROLE_ARN, ROLE);
     assert.ok(!logs().some((l) => l.level >= 50), 'no errors logged');
-    if (asImageUser) {
-      const status = readFileSync(`/proc/${proc.pid}/status`, 'utf8');
-      assert.match(status, new RegExp(`^Uid:\\s+${uid}\\s`, 'm'), 'the server ran as the image user');
-    }
+    // The server's process (runc's child's child), as the kernel sees it: the image user.
+    const { stdout } = await run('runc', ['ps', '--format', 'json', containerId]);
+    const [pid] = JSON.parse(stdout) as number[];
+    assert.match(readFileSync(`/proc/${pid}/status`, 'utf8'), new RegExp(`^Uid:\\s+${uid}\\s`, 'm'), 'the server ran as the image user');
+    // And the root really is read-only for it.
+    const { stdout: mounts } = await run('cat', [`/proc/${pid}/mounts`]);
+    assert.match(mounts.split('\n').find((l) => l.split(' ')[1] === '/') ?? '', /\bro\b/);
     await proc.stop();
     await rm(scratch, { recursive: true, force: true });
   });
 });
+
+/** An OCI runtime spec: read-only root, the image user, no capabilities, /tmp and /scratch writable. */
+function runcSpec(image: BuiltImage, args: string[], uid: number, gid: number, scratch: string): object {
+  return {
+    ociVersion: '1.0.2',
+    process: {
+      user: { uid, gid },
+      args,
+      env: image.config.Env,
+      cwd: image.config.WorkingDir,
+      noNewPrivileges: true,
+      capabilities: { bounding: [], effective: [], permitted: [], inheritable: [], ambient: [] },
+    },
+    root: { path: image.root, readonly: true },
+    hostname: 'wiw-image',
+    mounts: [
+      { destination: '/proc', type: 'proc', source: 'proc' },
+      { destination: '/dev', type: 'tmpfs', source: 'tmpfs', options: ['nosuid', 'strictatime', 'mode=755', 'size=65536k'] },
+      { destination: '/tmp', type: 'tmpfs', source: 'tmpfs', options: ['nosuid', 'nodev', 'mode=1777'] },
+      { destination: '/scratch', type: 'bind', source: scratch, options: ['rbind', 'rw'] },
+      // Name resolution of the host, read-only (the kubeconfig names 127.0.0.1; nothing else is looked up).
+      { destination: '/etc/hosts', type: 'bind', source: '/etc/hosts', options: ['rbind', 'ro'] },
+    ],
+    linux: {
+      namespaces: [{ type: 'pid' }, { type: 'ipc' }, { type: 'uts' }, { type: 'mount' }],
+      maskedPaths: ['/proc/kcore', '/proc/keys', '/proc/timer_list'],
+      readonlyPaths: ['/proc/sys', '/proc/sysrq-trigger'],
+    },
+  };
+}

@@ -104,6 +104,8 @@ describe('serve', () => {
     const res = await httpsRequest(`${wh.url}/mutate`, { method: 'POST', ca: wh.caPem, body: JSON.stringify(review), headers: { 'content-type': 'application/json' } });
     assert.equal(res.status, 200);
     assert.equal(res.json().response.uid, 'u1');
+    // Clients pooling connections to this replica must dial again (and reach a ready one).
+    assert.equal(res.headers.connection, 'close');
     assert.equal(await wh.process.exited, 0);
     assert.ok(wh.logs().some((l) => l.msg === 'stopped'));
   });

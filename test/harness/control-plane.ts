@@ -37,6 +37,8 @@ export interface ControlPlane {
   kubeConfig(): KubeConfig;
   /** A raw request as admin, e.g. request('GET', '/version'). `body` is sent as JSON. */
   request(method: string, path: string, body?: unknown): Promise<RawResponse>;
+  /** A client certificate and key signed by the cluster's CA (for a kubelet, a controller). */
+  issueClientCert(user: string, groups?: string[]): Promise<{ cert: string; key: string }>;
   /** Stops kube-apiserver, then etcd, and removes `dir`. Idempotent. */
   stop(): Promise<void>;
 }
@@ -54,8 +56,13 @@ export interface ControlPlaneOptions {
    * its public key too (after the original's); otherwise only the original is listed.
    */
   rotatedSigningKey?: { published: boolean };
-  /** More kube-apiserver flags, e.g. --admission-control-config-file. */
+  /**
+   * More kube-apiserver flags, e.g. --admission-control-config-file. A flag the harness sets is
+   * replaced, not repeated (list flags such as admission plugins would add up).
+   */
   extraArgs?: string[];
+  /** More IP addresses in the serving certificate (a node's view of the API server). */
+  servingIps?: string[];
 }
 
 export async function startControlPlane(options: ControlPlaneOptions = {}): Promise<ControlPlane> {
@@ -89,7 +96,7 @@ async function startOnce(name: string, options: ControlPlaneOptions): Promise<Co
     const ca = await createCa(`${name}-ca`);
     const serving = await createServingCert(ca, 'kube-apiserver', {
       dns: ['localhost', 'kubernetes', 'kubernetes.default', 'kubernetes.default.svc'],
-      ips: ['127.0.0.1', '10.0.0.1'],
+      ips: ['127.0.0.1', '10.0.0.1', ...(options.servingIps ?? [])],
     });
     const admin = await createClientCert(ca, 'admin', ['system:masters']);
     const rsa = () => generateKeyPairSync('rsa', {
@@ -111,6 +118,7 @@ async function startOnce(name: string, options: ControlPlaneOptions): Promise<Co
       mkdir(file('cert-dir')),
     ]);
 
+    const overridden = new Set((options.extraArgs ?? []).map((arg) => arg.split('=')[0]));
     const serviceAccountKeyFiles = [file('sa.pub'), ...(next && options.rotatedSigningKey?.published ? [file('sa-next.pub')] : [])];
     const etcdUrl = `http://127.0.0.1:${etcdPort}`;
     const peerUrl = `http://127.0.0.1:${peerPort}`;
@@ -158,8 +166,7 @@ async function startOnce(name: string, options: ControlPlaneOptions): Promise<Co
         // The endpoint reconciler refuses a loopback address for the `kubernetes` Service and
         // logs an error every 10 s; nothing here needs that Service's endpoints.
         '--endpoint-reconciler-type=none',
-        ...(options.extraArgs ?? []),
-      ],
+      ].filter((arg) => !overridden.has(arg.split('=')[0])).concat(options.extraArgs ?? []),
       file('kube-apiserver.log'),
     );
     started.push(kubeApiserver);
@@ -188,6 +195,7 @@ async function startOnce(name: string, options: ControlPlaneOptions): Promise<Co
         return kc;
       },
       request: (method, path, body) => httpsRequest(tls, method, path, body),
+      issueClientCert: (user, groups = []) => createClientCert(ca, user, groups),
       stop: () => (stopping ??= cleanup()),
     };
   } catch (err) {

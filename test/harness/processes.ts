@@ -53,10 +53,13 @@ function installHooks(): void {
   process.on('exit', cleanUpSync);
   for (const signal of ['SIGINT', 'SIGTERM'] as const) {
     const onSignal = (): void => {
-      cleanUpSync();
       process.removeListener(signal, onSignal);
-      // Re-raise so the default action (exit by signal) applies, unless someone else handles it.
-      if (process.listenerCount(signal) === 0) process.kill(process.pid, signal);
+      // A program that handles the signal itself (the demo) stops things in order, which needs
+      // them running; the 'exit' hook still removes what it leaves.
+      if (process.listenerCount(signal) > 0) return;
+      cleanUpSync();
+      // Re-raise so the default action (exit by signal) applies.
+      process.kill(process.pid, signal);
     };
     process.on(signal, onSignal);
   }

@@ -43,7 +43,8 @@ export interface StandInServer {
 
 const MAX_BODY = 1 << 20;
 
-export async function startStandInServer(dir: string, services: StandInService[]): Promise<StandInServer> {
+/** `address`: where to listen (port 443); default a random 127.x.y.z. */
+export async function startStandInServer(dir: string, services: StandInService[], options: { address?: string } = {}): Promise<StandInServer> {
   const byHost = new Map<string, StandInService>();
   for (const service of services) for (const host of service.hosts) byHost.set(host, service);
   const hosts = [...byHost.keys()];
@@ -60,7 +61,7 @@ export async function startStandInServer(dir: string, services: StandInService[]
 
   // Port 443 on a random 127.x.y.z: the real URLs carry no port, so the stand-in must sit on 443.
   for (let attempt = 1; ; attempt++) {
-    const address = `127.${randomInt(1, 255)}.${randomInt(0, 256)}.${randomInt(1, 255)}`;
+    const address = options.address ?? `127.${randomInt(1, 255)}.${randomInt(0, 256)}.${randomInt(1, 255)}`;
     try {
       await listen(server, address);
       return {
@@ -74,7 +75,7 @@ export async function startStandInServer(dir: string, services: StandInService[]
         }),
       };
     } catch (err) {
-      if (attempt >= 5 || (err as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw err;
+      if (attempt >= 5 || options.address || (err as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw err;
     }
   }
 }

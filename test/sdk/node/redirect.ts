@@ -49,7 +49,7 @@ async function promiseLookup(hostname: string, options?: any): Promise<any> {
 (dns.promises as { lookup: unknown }).lookup = promiseLookup;
 syncBuiltinESMExports();
 
-// Connections by IP address skip the lookup: fail every one that is not loopback.
+// Connections by IP address skip the lookup: fail every one that is not loopback (or the stand-in).
 const connect = net.Socket.prototype.connect;
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 net.Socket.prototype.connect = function guardedConnect(this: net.Socket, ...args: any[]): net.Socket {
@@ -57,7 +57,8 @@ net.Socket.prototype.connect = function guardedConnect(this: net.Socket, ...args
   const options = typeof first === 'object' && first !== null ? first : { port: first, host: typeof args[1] === 'string' ? args[1] : undefined };
   // A unix socket has a `path`; http's agent sets path: null for TCP.
   const host: string | undefined = options.path == null ? (options.host ?? options.hostname) : undefined;
-  if (host && net.isIP(host) && !isLoopback(host)) {
+  // The stand-in's own address is off loopback when the SDK runs in a Pod (test/node-e2e.test.ts).
+  if (host && net.isIP(host) && !isLoopback(host) && host !== address) {
     process.stderr.write(`redirect: blocked a connection to ${host}\n`);
     // What a host without a route there sees.
     const err = Object.assign(new Error(`connect ENETUNREACH ${host}:${options.port} (blocked off loopback)`), { code: 'ENETUNREACH', errno: -101, syscall: 'connect', address: host, port: options.port });

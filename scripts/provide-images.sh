@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Provides the images the node suite and `demo --node` load into containerd, built without any
+# registry: the base image (scripts/base-image.sh), the pause image (scripts/pause-image.sh) and
+# the webhook image built from the Dockerfile with buildah, which never pulls. Each is exported
+# once per image ID as a docker-archive in the cache; later runs reuse the archives.
+#
+# Prints shell assignments: WEBHOOK_IMAGE, BASE_IMAGE, PAUSE_IMAGE (names) and *_ARCHIVE (files).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/image-lib.sh
+
+WEBHOOK_IMAGE=${WEBHOOK_IMAGE:-docker.io/library/workload-identity-webhook:dev}
+
+# One build at a time (test files run in parallel and each asks for the images).
+mkdir -p "$STORAGE"
+exec 9>"$STORAGE/provide-images.lock"
+flock 9
+
+base=$(bash scripts/base-image.sh)
+pause=$(bash scripts/pause-image.sh)
+
+build_args=()
+if [ -n "${NODE_EXTRA_CA_CERTS:-}" ] && [ -f "$NODE_EXTRA_CA_CERTS" ]; then
+  # The machine's extra CA for npm inside RUN steps: mounted for the build only.
+  build_args+=(--volume "$NODE_EXTRA_CA_CERTS:/run/wiw-extra-ca.pem:ro" --build-arg NODE_EXTRA_CA_CERTS=/run/wiw-extra-ca.pem)
+fi
+start=$(date +%s)
+# --layers: unchanged steps come from the cache; --pull=never: FROM resolves to the local base.
+bh build --quiet --layers --pull-never --network host "${build_args[@]}" \
+  --tag "$WEBHOOK_IMAGE" --file Dockerfile . >"$STORAGE/webhook-build.log" 2>&1 ||
+  die "building $WEBHOOK_IMAGE failed: $(tail -30 "$STORAGE/webhook-build.log")"
+log "built $WEBHOOK_IMAGE in $(( $(date +%s) - start )) s"
+
+# docker-archive: what `ctr images import` reads, with the name kept.
+archive() {
+  local id; id=$(bh inspect --type image --format '{{.FromImageID}}' "$1")
+  local out=$CACHE/images/${id:0:20}.tar
+  if [ ! -f "$out" ]; then
+    mkdir -p "$CACHE/images"
+    rm -f "$out.part"
+    bh push --quiet "$1" "docker-archive:$out.part:$1" >&2
+    mv "$out.part" "$out"
+  fi
+  echo "$out"
+}
+printf 'WEBHOOK_IMAGE=%q\nWEBHOOK_IMAGE_ARCHIVE=%q\n' "$WEBHOOK_IMAGE" "$(archive "$WEBHOOK_IMAGE")"
+printf 'BASE_IMAGE=%q\nBASE_IMAGE_ARCHIVE=%q\n' "$base" "$(archive "$base")"
+printf 'PAUSE_IMAGE=%q\nPAUSE_IMAGE_ARCHIVE=%q\n' "$pause" "$(archive "$pause")"

@@ -1,0 +1,207 @@
+// End to end on a real node, as a user runs it: `helm install` of the chart with the image built
+// from the Dockerfile (scripts/provide-images.sh, never pulled), both replicas Ready, the
+// self-managed certificate made in-cluster and the caBundle patched, and Pods that really start:
+// inside them the official Node.js SDKs get credentials from the strict cloud stand-ins, reading
+// the files the kubelet projected at the paths the injected env vars name.
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { AdmissionregistrationV1Api, AppsV1Api, CoreV1Api } from '@kubernetes/client-node';
+import { startNode, type NodeCluster } from './harness/node.ts';
+import { tokenDigest } from './sdk/oidc.ts';
+import { AZURE_USE, EMAIL, FULLNAME, PROVIDER, ROLE, SYSTEM_NS, TENANT, installChart, startNodeClouds, type NodeClouds, type ProbeReport } from './support/node-clouds.ts';
+import { until } from './support/webhook.ts';
+
+const NS = 'apps';
+const SECRET_MOUNT = '/var/run/secrets/gardener.cloud/workload-identity';
+
+let node: NodeCluster;
+let clouds: NodeClouds;
+let core: CoreV1Api;
+let apps: AppsV1Api;
+
+before(async () => {
+  node = await startNode({ name: 'node-e2e' });
+  core = node.cp.kubeConfig().makeApiClient(CoreV1Api);
+  apps = node.cp.kubeConfig().makeApiClient(AppsV1Api);
+  clouds = await startNodeClouds(node, NS);
+  await installChart(node, [NS]);
+});
+
+after(async () => {
+  await clouds?.stop();
+  await node?.stop();
+});
+
+const digest = (report: ProbeReport, variable: string): string => {
+  const file = report.files[variable];
+  assert.ok(file && !file.error && file.sha256, `${variable}: ${JSON.stringify(file)}`);
+  return file.sha256!;
+};
+/** tokenDigest of a file the probe only reported by its sha256: compare on the same function. */
+const sameToken = (fileSha256: string, seen: string): boolean =>
+  // tokenDigest is the first 16 hex digits of the sha256 of the trimmed token; files hold no newline.
+  fileSha256.slice(0, 16) === seen;
+
+function checkAws(report: ProbeReport, sa: string): void {
+  assert.ok(report.answer.ok, JSON.stringify(report));
+  const exchange = clouds.sts.exchanges.find((e) => e.accessKeyId === report.answer.accessKeyId);
+  assert.ok(exchange, 'the SDK returned credentials the stand-in issued');
+  assert.equal(exchange.subject, clouds.subject(sa));
+  assert.equal(exchange.roleArn, ROLE);
+  assert.equal(exchange.host, 'sts.eu-west-1.amazonaws.com');
+  assert.ok(sameToken(digest(report, 'AWS_WEB_IDENTITY_TOKEN_FILE'), exchange.tokenDigest), 'the stand-in saw the token the kubelet projected');
+}
+
+function checkAzure(report: ProbeReport, sa: string): void {
+  assert.ok(report.answer.ok, JSON.stringify(report));
+  const exchange = clouds.entra.exchanges.find((e) => e.accessToken === report.answer.token);
+  assert.ok(exchange, 'the SDK returned a token the stand-in issued');
+  assert.equal(exchange.subject, clouds.subject(sa));
+  assert.equal(exchange.tenantId, TENANT);
+  assert.ok(sameToken(digest(report, 'AZURE_FEDERATED_TOKEN_FILE'), exchange.tokenDigest));
+}
+
+function checkGcp(report: ProbeReport, sa: string): void {
+  assert.ok(report.answer.ok, JSON.stringify(report));
+  const impersonation = clouds.google.impersonations.find((i) => i.accessToken === report.answer.token);
+  assert.ok(impersonation, 'the SDK returned the impersonated access token');
+  assert.equal(impersonation.principal, clouds.principal(sa));
+  assert.equal(impersonation.email, EMAIL);
+  // The external_account file the downward API delivered, complete.
+  const file = report.files.GOOGLE_APPLICATION_CREDENTIALS;
+  assert.ok(file?.content, JSON.stringify(file));
+  const config = JSON.parse(file.content) as Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+  assert.equal(config.type, 'external_account');
+  assert.equal(config.audience, `//iam.googleapis.com/${PROVIDER}`);
+  assert.equal(config.subject_token_type, 'urn:ietf:params:oauth:token-type:jwt');
+  assert.equal(config.token_url, 'https://sts.googleapis.com/v1/token');
+  assert.equal(config.service_account_impersonation_url, `https://iamcredentials.googleapis.com/v1/projects/-/serviceAccounts/${EMAIL}:generateAccessToken`);
+  assert.equal(typeof config.credential_source?.file, 'string');
+  const exchange = clouds.google.exchanges.find((e) => e.principal === clouds.principal(sa));
+  assert.ok(exchange);
+}
+
+describe('the chart installed on a real node', () => {
+  test('both webhook replicas become Ready, from the image built from the Dockerfile', async () => {
+    const deployment = await until('both webhook replicas Ready', async () => {
+      const d = await apps.readNamespacedDeployment({ namespace: SYSTEM_NS, name: FULLNAME });
+      return d.status?.readyReplicas === 2 ? d : undefined;
+    }, 180_000).catch(async (err: Error) => {
+      const pods = await core.listNamespacedPod({ namespace: SYSTEM_NS });
+      throw new Error(`${err.message}\n${JSON.stringify(pods.items.map((p) => ({ name: p.metadata?.name, status: p.status?.containerStatuses })), null, 1)}`);
+    });
+    const pods = (await core.listNamespacedPod({ namespace: SYSTEM_NS, labelSelector: 'app.kubernetes.io/component=webhook' })).items;
+    assert.equal(pods.length, 2);
+    for (const pod of pods) {
+      assert.equal(pod.spec?.nodeName, node.nodeName);
+      assert.equal(pod.status?.containerStatuses?.[0].image, node.images.webhook);
+      assert.equal(pod.status?.containerStatuses?.[0].ready, true);
+      assert.equal(pod.spec?.containers[0].securityContext?.readOnlyRootFilesystem, true);
+    }
+    assert.equal(deployment.spec?.template.spec?.containers[0].imagePullPolicy, 'Never');
+  });
+
+  test('the self-managed certificate is created in the cluster and the caBundle patched with it', async () => {
+    const admission = node.cp.kubeConfig().makeApiClient(AdmissionregistrationV1Api);
+    const secret = await until('the certificate Secret', () => core.readNamespacedSecret({ namespace: SYSTEM_NS, name: `${FULLNAME}-certs` }), 60_000);
+    const ca = Buffer.from(secret.data!['ca.crt'], 'base64').toString('utf8');
+    assert.match(ca, /^-----BEGIN CERTIFICATE-----/);
+    const config = await until('caBundle patched', async () => {
+      const c = await admission.readMutatingWebhookConfiguration({ name: FULLNAME });
+      return c.webhooks?.every((w) => w.clientConfig.caBundle) ? c : undefined;
+    }, 60_000);
+    for (const webhook of config.webhooks!) {
+      assert.equal(Buffer.from(webhook.clientConfig.caBundle!, 'base64').toString('utf8'), ca);
+      assert.equal(webhook.clientConfig.service?.name, FULLNAME);
+    }
+  });
+
+  test('an AWS Pod starts; inside it the AWS SDK assumes the role with the projected token', async () => {
+    const reports = await clouds.runPod('aws', 'aws', [clouds.probe('aws')]);
+    checkAws(reports.get('aws')!, 'aws');
+  });
+
+  test('an Azure Pod starts; inside it @azure/identity gets a token with the projected assertion', async () => {
+    const reports = await clouds.runPod('azure', 'azure', [clouds.probe('azure')], {}, AZURE_USE);
+    checkAzure(reports.get('azure')!, 'azure');
+  });
+
+  test('a GCP Pod starts; inside it google-auth-library reads the downward-API external_account file and impersonates', async () => {
+    const reports = await clouds.runPod('gcp', 'gcp', [clouds.probe('gcp')]);
+    checkGcp(reports.get('gcp')!, 'gcp');
+  });
+
+  test('a multi-cloud Pod starts; each container gets credentials from all three clouds\' SDKs', async () => {
+    const reports = await clouds.runPod('multi', 'multi', [clouds.probe('aws'), clouds.probe('azure'), clouds.probe('gcp')], {}, AZURE_USE);
+    checkAws(reports.get('aws')!, 'multi');
+    checkAzure(reports.get('azure')!, 'multi');
+    checkGcp(reports.get('gcp')!, 'multi');
+  });
+
+  test('a labelled Secret gets its token from the in-cluster token requestor; a Pod using it through a volume assumes the role', async () => {
+    await core.createNamespacedSecret({
+      namespace: NS,
+      body: {
+        metadata: {
+          name: 'aws-credentials',
+          labels: { 'workload-identity-webhook.io/provider': 'aws' },
+          annotations: { 'workload-identity-webhook.io/service-account': 'secret-reader' },
+        },
+        data: { config: Buffer.from(JSON.stringify({ roleARN: ROLE })).toString('base64') },
+      },
+    });
+    const secret = await until('the in-cluster token requestor to write the token', async () => {
+      const s = await core.readNamespacedSecret({ namespace: NS, name: 'aws-credentials' });
+      return s.data?.token ? s : undefined;
+    }, 90_000);
+    const token = Buffer.from(secret.data!.token, 'base64').toString('utf8');
+    const reports = await clouds.runPod('uses-secret', 'secret-consumer', [
+      { ...clouds.probe('aws', { AWS_CONFIG_FILE: `${SECRET_MOUNT}/credentialsFile` }), volumeMounts: [...clouds.probe('aws').volumeMounts!, { name: 'credentials', mountPath: SECRET_MOUNT, readOnly: true }] },
+    ], { volumes: [{ name: 'credentials', secret: { secretName: 'aws-credentials' } }] });
+    const report = reports.get('aws')!;
+    assert.ok(report.answer.ok, JSON.stringify(report));
+    const exchange = clouds.sts.exchanges.find((e) => e.accessKeyId === report.answer.accessKeyId);
+    assert.ok(exchange);
+    assert.equal(exchange.subject, clouds.subject('secret-reader'));
+    assert.equal(exchange.tokenDigest, tokenDigest(token));
+    assert.match(report.files.AWS_CONFIG_FILE.content!, new RegExp(`web_identity_token_file = ${SECRET_MOUNT}/token`));
+  });
+
+  test('deleting one webhook Pod while Pods are being created loses no admission', async () => {
+    const webhookPods = (await core.listNamespacedPod({ namespace: SYSTEM_NS, labelSelector: 'app.kubernetes.io/component=webhook' })).items;
+    assert.equal(webhookPods.length, 2);
+    const created: string[] = [];
+    const failures: string[] = [];
+    const victim = webhookPods[0].metadata!.name!;
+    await core.deleteNamespacedPod({ namespace: SYSTEM_NS, name: victim });
+    const victimExists = async (): Promise<boolean> =>
+      core.readNamespacedPod({ namespace: SYSTEM_NS, name: victim }).then(() => true, () => false);
+    // Back to back, from the deletion until the Pod is gone (its drain and termination), and
+    // some more after. Pods held by a scheduling gate: admitted and stored, never started.
+    for (let i = 0, after = 0; after < 10 && i < 2000; i++) {
+      if (!(await victimExists())) after++;
+      const name = `admitted-${i}`;
+      try {
+        await core.createNamespacedPod({
+          namespace: NS,
+          body: {
+            metadata: { name },
+            spec: { serviceAccountName: 'aws', schedulingGates: [{ name: 'example.com/hold' }], containers: [{ name: 'app', image: node.images.base, imagePullPolicy: 'Never' }] },
+          },
+        });
+        created.push(name);
+      } catch (err) {
+        failures.push(`${name}: ${(err as Error).message}`);
+      }
+    }
+    assert.equal(await victimExists(), false, 'the deleted webhook Pod is gone');
+    assert.deepEqual(failures, []);
+    for (const name of created) {
+      const pod = await core.readNamespacedPod({ namespace: NS, name });
+      const env = Object.fromEntries((pod.spec!.containers[0].env ?? []).map((e) => [e.name, e.value]));
+      assert.equal(env.AWS_ROLE_ARN, ROLE, `Pod ${name} was mutated`);
+    }
+    assert.ok(created.length > 10, `${created.length} Pods created`);
+  });
+});
+
