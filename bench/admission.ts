@@ -26,18 +26,26 @@ const NS = 'bench';
 
 const IDENTITIES: Record<string, Record<string, string>> = {
   aws: { 'eks.amazonaws.com/role-arn': 'arn:aws:iam::111122223333:role/bench' },
-  azure: { 'azure.workload.identity/client-id': '8f3b2c1a-7d4e-4f5a-9b6c-0d1e2f3a4b5c', 'azure.workload.identity/tenant-id': '72f988bf-86f1-41af-91ab-2d7cd011db47' },
-  gcp: { 'cloud.google.com/workload-identity-provider': 'projects/123456789012/locations/global/workloadIdentityPools/pool-1/providers/cluster', 'cloud.google.com/service-account-email': 'b@proj-1234.iam.gserviceaccount.com' },
+  azure: {
+    'azure.workload.identity/client-id': '8f3b2c1a-7d4e-4f5a-9b6c-0d1e2f3a4b5c',
+    'azure.workload.identity/tenant-id': '72f988bf-86f1-41af-91ab-2d7cd011db47',
+  },
+  gcp: {
+    'cloud.google.com/workload-identity-provider':
+      'projects/123456789012/locations/global/workloadIdentityPools/pool-1/providers/cluster',
+    'cloud.google.com/service-account-email': 'b@proj-1234.iam.gserviceaccount.com',
+  },
   multi: {
     'eks.amazonaws.com/role-arn': 'arn:aws:iam::111122223333:role/bench',
-    'cloud.google.com/workload-identity-provider': 'projects/123456789012/locations/global/workloadIdentityPools/pool-1/providers/cluster',
+    'cloud.google.com/workload-identity-provider':
+      'projects/123456789012/locations/global/workloadIdentityPools/pool-1/providers/cluster',
   },
   plain: {},
 };
 
 /** Deterministic pseudo-random numbers, so every run sends the same mix. */
 function rng(seed: number) {
-  return () => ((seed = (seed * 1664525 + 1013904223) >>> 0) / 2 ** 32);
+  return () => (seed = (seed * 1664525 + 1013904223) >>> 0) / 2 ** 32;
 }
 
 function makeReviews(count: number): Buffer[] {
@@ -55,7 +63,11 @@ function makeReviews(count: number): Buffer[] {
       metadata: {
         generateName: `app-${i}-`,
         namespace: NS,
-        labels: { app: `app-${i}`, 'pod-template-hash': '5d8f7c9b4', ...(sa === 'azure' ? { 'azure.workload.identity/use': 'true' } : {}) },
+        labels: {
+          app: `app-${i}`,
+          'pod-template-hash': '5d8f7c9b4',
+          ...(sa === 'azure' ? { 'azure.workload.identity/use': 'true' } : {}),
+        },
         annotations: { 'kubectl.kubernetes.io/restartedAt': '2026-11-01T00:00:00Z' },
       },
       spec: {
@@ -66,27 +78,34 @@ function makeReviews(count: number): Buffer[] {
           args: ['--config=/etc/app/config.yaml', '--verbose'],
           ports: [{ containerPort: 8080 + c, protocol: 'TCP' }],
           resources: { requests: { cpu: '100m', memory: '128Mi' }, limits: { memory: '256Mi' } },
-          env: Array.from({ length: Math.max(1, Math.floor(perContainer / 60)) }, (_, e) => ({ name: `SETTING_${e}`, value: `value-${e}-${'x'.repeat(30)}` })),
+          env: Array.from({ length: Math.max(1, Math.floor(perContainer / 60)) }, (_, e) => ({
+            name: `SETTING_${e}`,
+            value: `value-${e}-${'x'.repeat(30)}`,
+          })),
           volumeMounts: [{ name: 'config', mountPath: '/etc/app' }],
           readinessProbe: { httpGet: { path: '/ready', port: 8080 + c } },
         })),
         volumes: [{ name: 'config', configMap: { name: 'app-config' } }],
       },
     };
-    out.push(Buffer.from(JSON.stringify({
-      apiVersion: 'admission.k8s.io/v1',
-      kind: 'AdmissionReview',
-      request: {
-        uid: `00000000-0000-0000-0000-${String(i).padStart(12, '0')}`,
-        kind: { group: '', version: 'v1', kind: 'Pod' },
-        resource: { group: '', version: 'v1', resource: 'pods' },
-        namespace: NS,
-        operation: 'CREATE',
-        userInfo: { username: 'system:serviceaccount:kube-system:replicaset-controller' },
-        object: pod,
-        dryRun: false,
-      },
-    })));
+    out.push(
+      Buffer.from(
+        JSON.stringify({
+          apiVersion: 'admission.k8s.io/v1',
+          kind: 'AdmissionReview',
+          request: {
+            uid: `00000000-0000-0000-0000-${String(i).padStart(12, '0')}`,
+            kind: { group: '', version: 'v1', kind: 'Pod' },
+            resource: { group: '', version: 'v1', resource: 'pods' },
+            namespace: NS,
+            operation: 'CREATE',
+            userInfo: { username: 'system:serviceaccount:kube-system:replicaset-controller' },
+            object: pod,
+            dryRun: false,
+          },
+        }),
+      ),
+    );
   }
   return out;
 }
@@ -100,7 +119,7 @@ function report(name: string, latencies: number[], seconds: number, errors: numb
   const ms = (v: number) => v.toFixed(2).padStart(7);
   console.log(
     `${name.padEnd(28)} ${String(Math.round(latencies.length / seconds)).padStart(6)} reviews/s   ` +
-    `p50 ${ms(percentile(sorted, 0.5))} ms   p99 ${ms(percentile(sorted, 0.99))} ms   p99.9 ${ms(percentile(sorted, 0.999))} ms   errors ${errors}`,
+      `p50 ${ms(percentile(sorted, 0.5))} ms   p99 ${ms(percentile(sorted, 0.99))} ms   p99.9 ${ms(percentile(sorted, 0.999))} ms   errors ${errors}`,
   );
 }
 
@@ -112,7 +131,8 @@ function cpuSecondsOf(pid: number): number {
 
 function rssOf(pid: number): { rss: number; peak: number } {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-  const kb = (key: string) => Number(/\s(\d+) kB/.exec(status.split('\n').find((l) => l.startsWith(key)) ?? '')?.[1] ?? 0);
+  const kb = (key: string) =>
+    Number(/\s(\d+) kB/.exec(status.split('\n').find((l) => l.startsWith(key)) ?? '')?.[1] ?? 0);
   return { rss: kb('VmRSS:') / 1024, peak: kb('VmHWM:') / 1024 };
 }
 
@@ -123,40 +143,68 @@ try {
   for (const [name, annotations] of Object.entries(IDENTITIES)) await createServiceAccount(cp, NS, name, annotations);
   const core = cp.kubeConfig().makeApiClient(CoreV1Api);
   for (let i = 0; i < EXTRA_SAS; i += 50) {
-    await Promise.all(Array.from({ length: Math.min(50, EXTRA_SAS - i) }, (_, j) => core.createNamespacedServiceAccount({
-      namespace: NS,
-      body: { metadata: { name: `sa-${i + j}`, annotations: { ...IDENTITIES.aws, 'example.com/unrelated': 'x'.repeat(200) } } },
-    })));
+    await Promise.all(
+      Array.from({ length: Math.min(50, EXTRA_SAS - i) }, (_, j) =>
+        core.createNamespacedServiceAccount({
+          namespace: NS,
+          body: {
+            metadata: {
+              name: `sa-${i + j}`,
+              annotations: { ...IDENTITIES.aws, 'example.com/unrelated': 'x'.repeat(200) },
+            },
+          },
+        }),
+      ),
+    );
   }
   const wh = await startWebhook(cp, ['--log-level', 'info']);
   const reviews = makeReviews(300);
   const sizes = reviews.map((b) => b.length).sort((a, b) => a - b);
-  console.log(`mix: ${reviews.length} distinct Pods, ${sizes[0]}..${sizes[sizes.length - 1]} bytes per review, a third without identity; ${EXTRA_SAS + 5} ServiceAccounts cached`);
+  console.log(
+    `mix: ${reviews.length} distinct Pods, ${sizes[0]}..${sizes[sizes.length - 1]} bytes per review, a third without identity; ${EXTRA_SAS + 5} ServiceAccounts cached`,
+  );
 
   const agent = new Agent({ keepAlive: true, maxSockets: CONNECTIONS, ca: wh.caPem });
   let errors = 0;
   const outcomes: Record<string, number> = {};
-  const send = (body: Buffer, inspect = false) => new Promise<number>((resolve) => {
-    const start = process.hrtime.bigint();
-    const req = request(`${wh.url}/mutate`, { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': body.length } }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => { if (inspect) chunks.push(c); });
-      res.on('end', () => {
-        if (res.statusCode !== 200) errors++;
-        if (inspect) {
-          const { response } = JSON.parse(Buffer.concat(chunks).toString());
-          const outcome = !response.allowed ? `denied (${response.status?.message})` : response.patch ? 'mutated' : 'unchanged';
-          outcomes[outcome] = (outcomes[outcome] ?? 0) + 1;
-        }
+  const send = (body: Buffer, inspect = false) =>
+    new Promise<number>((resolve) => {
+      const start = process.hrtime.bigint();
+      const req = request(
+        `${wh.url}/mutate`,
+        { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': body.length } },
+        (res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (c: Buffer) => {
+            if (inspect) chunks.push(c);
+          });
+          res.on('end', () => {
+            if (res.statusCode !== 200) errors++;
+            if (inspect) {
+              const { response } = JSON.parse(Buffer.concat(chunks).toString());
+              const outcome = !response.allowed
+                ? `denied (${response.status?.message})`
+                : response.patch
+                  ? 'mutated'
+                  : 'unchanged';
+              outcomes[outcome] = (outcomes[outcome] ?? 0) + 1;
+            }
+            resolve(Number(process.hrtime.bigint() - start) / 1e6);
+          });
+        },
+      );
+      req.on('error', () => {
+        errors++;
         resolve(Number(process.hrtime.bigint() - start) / 1e6);
       });
+      req.end(body);
     });
-    req.on('error', () => { errors++; resolve(Number(process.hrtime.bigint() - start) / 1e6); });
-    req.end(body);
-  });
 
   // Warm-up (JIT, connections), checking that the mix gets the decisions it should.
-  for (let i = 0; i < 2000; i += CONNECTIONS) await Promise.all(Array.from({ length: CONNECTIONS }, (_, j) => send(reviews[(i + j) % reviews.length], i < reviews.length)));
+  for (let i = 0; i < 2000; i += CONNECTIONS)
+    await Promise.all(
+      Array.from({ length: CONNECTIONS }, (_, j) => send(reviews[(i + j) % reviews.length], i < reviews.length)),
+    );
   console.log(`decisions for the mix: ${JSON.stringify(outcomes)}`);
   if (Object.keys(outcomes).some((k) => k.startsWith('denied'))) throw new Error('the benchmark mix must be admitted');
 
@@ -167,15 +215,19 @@ try {
   let next = 0;
   const cpu0 = cpuSecondsOf(wh.process.pid);
   const t0 = process.hrtime.bigint();
-  await Promise.all(Array.from({ length: CONNECTIONS }, async () => {
-    while (Date.now() < deadline) closed.push(await send(reviews[next++ % reviews.length]));
-  }));
+  await Promise.all(
+    Array.from({ length: CONNECTIONS }, async () => {
+      while (Date.now() < deadline) closed.push(await send(reviews[next++ % reviews.length]));
+    }),
+  );
   const closedSeconds = Number(process.hrtime.bigint() - t0) / 1e9;
   report(`max throughput (${CONNECTIONS} conns)`, closed, closedSeconds, errors);
   // The load generator shares the machine's cores; the server's own CPU time per review tells
   // what one core of the server sustains, whatever the client costs.
   const cpuPerReview = (cpuSecondsOf(wh.process.pid) - cpu0) / closed.length;
-  console.log(`server CPU per review: ${(cpuPerReview * 1e6).toFixed(0)} µs, i.e. ${Math.round(1 / cpuPerReview)} reviews/s per core of the webhook (server busy ${((cpuPerReview * closed.length / closedSeconds) * 100).toFixed(0)}% of one core)`);
+  console.log(
+    `server CPU per review: ${(cpuPerReview * 1e6).toFixed(0)} µs, i.e. ${Math.round(1 / cpuPerReview)} reviews/s per core of the webhook (server busy ${(((cpuPerReview * closed.length) / closedSeconds) * 100).toFixed(0)}% of one core)`,
+  );
 
   // Open loop at a fixed rate: latency when the server is not saturated.
   errors = 0;
@@ -212,8 +264,13 @@ for (let i = 0; i < 50_000; i++) {
       annotations: { ...IDENTITIES.aws, 'kubectl.kubernetes.io/last-applied-configuration': 'x'.repeat(2000) },
     },
   };
-  kept.set(`${raw.metadata.namespace}/${raw.metadata.name}`, slimServiceAccount(raw, ['eks.amazonaws.com/', 'azure.workload.identity/', 'cloud.google.com/']));
+  kept.set(
+    `${raw.metadata.namespace}/${raw.metadata.name}`,
+    slimServiceAccount(raw, ['eks.amazonaws.com/', 'azure.workload.identity/', 'cloud.google.com/']),
+  );
 }
 globalThis.gc?.();
 const after = process.memoryUsage().heapUsed;
-console.log(`ServiceAccount cache: ${kept.size} entries take ${((after - before) / 1024 / 1024).toFixed(1)} MiB of heap`);
+console.log(
+  `ServiceAccount cache: ${kept.size} entries take ${((after - before) / 1024 / 1024).toFixed(1)} MiB of heap`,
+);

@@ -8,7 +8,9 @@ import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { bufbuild, conformanceSlice, score, type Candidate, type Canonical } from '../test/support/cel-conformance.ts';
 
-const { values: opts } = parseArgs({ options: { candidates: { type: 'string' }, failures: { type: 'boolean', default: false } } });
+const { values: opts } = parseArgs({
+  options: { candidates: { type: 'string' }, failures: { type: 'boolean', default: false } },
+});
 
 async function load(name: string): Promise<Record<string, unknown> | undefined> {
   if (!opts.candidates) return undefined;
@@ -26,21 +28,32 @@ type Fn = (expr: string, vars?: Record<string, unknown>) => unknown;
 function marcbachmann(mod: Record<string, unknown>, permissive: boolean): Candidate {
   const evaluate = mod.evaluate as Fn;
   const Env = mod.Environment as new (o: object) => { evaluate: Fn };
-  const env = new Env({ unlistedVariablesAreDyn: true, homogeneousAggregateLiterals: false, enableOptionalTypes: true });
+  const env = new Env({
+    unlistedVariablesAreDyn: true,
+    homogeneousAggregateLiterals: false,
+    enableOptionalTypes: true,
+  });
   const run = permissive ? (e: string, v: Record<string, unknown>) => env.evaluate(e, v) : evaluate;
   const Uint = (evaluate('0u') as object).constructor as new (v: bigint) => { value: bigint };
   const Type = (evaluate('type(1)') as object).constructor as new () => { name: string };
   const toIn = ([t, v]: Canonical): unknown => {
     switch (t) {
-      case 'uint': return new Uint(v as bigint);
-      case 'bytes': return new Uint8Array(Buffer.from(v as string, 'hex'));
-      case 'list': return (v as Canonical[]).map(toIn);
+      case 'uint':
+        return new Uint(v as bigint);
+      case 'bytes':
+        return new Uint8Array(Buffer.from(v as string, 'hex'));
+      case 'list':
+        return (v as Canonical[]).map(toIn);
       case 'map': {
         const entries = v as [Canonical, Canonical][];
-        return entries.every(([k]) => k[0] === 'string') ? Object.fromEntries(entries.map(([k, x]) => [k[1], toIn(x)])) : new Map(entries.map(([k, x]) => [toIn(k), toIn(x)]));
+        return entries.every(([k]) => k[0] === 'string')
+          ? Object.fromEntries(entries.map(([k, x]) => [k[1], toIn(x)]))
+          : new Map(entries.map(([k, x]) => [toIn(k), toIn(x)]));
       }
-      case 'type': throw new Error('a type as a binding');
-      default: return v;
+      case 'type':
+        throw new Error('a type as a binding');
+      default:
+        return v;
     }
   };
   const out = (v: unknown): Canonical => {
@@ -54,12 +67,14 @@ function marcbachmann(mod: Record<string, unknown>, permissive: boolean): Candid
     if (Array.isArray(v)) return ['list', v.map(out)];
     if (v instanceof Map) return ['map', [...v.entries()].map(([k, x]) => [out(k), out(x)])];
     if (v instanceof Type) return ['type', v.name];
-    if (v && typeof v === 'object' && [Object.prototype, null].includes(Object.getPrototypeOf(v))) return ['map', Object.entries(v).map(([k, x]) => [['string', k], out(x)])];
+    if (v && typeof v === 'object' && [Object.prototype, null].includes(Object.getPrototypeOf(v)))
+      return ['map', Object.entries(v).map(([k, x]) => [['string', k], out(x)])];
     return ['other', String(v)];
   };
   return {
     name: `@marcbachmann/cel-js 8.0.0${permissive ? ' (dyn variables, mixed literals, optionals)' : ' (defaults)'}`,
-    evaluate: (expr, bindings) => out(run(expr, Object.fromEntries(Object.entries(bindings).map(([k, v]) => [k, toIn(v)])))),
+    evaluate: (expr, bindings) =>
+      out(run(expr, Object.fromEntries(Object.entries(bindings).map(([k, v]) => [k, toIn(v)])))),
   };
 }
 
@@ -67,12 +82,19 @@ function celJs(mod: Record<string, unknown>): Candidate {
   const evaluate = mod.evaluate as Fn;
   const toIn = ([t, v]: Canonical): unknown => {
     switch (t) {
-      case 'int': case 'uint': return Number(v);
-      case 'bytes': return new Uint8Array(Buffer.from(v as string, 'hex'));
-      case 'list': return (v as Canonical[]).map(toIn);
-      case 'map': return Object.fromEntries((v as [Canonical, Canonical][]).map(([k, x]) => [String(k[1]), toIn(x)]));
-      case 'type': throw new Error('a type as a binding');
-      default: return v;
+      case 'int':
+      case 'uint':
+        return Number(v);
+      case 'bytes':
+        return new Uint8Array(Buffer.from(v as string, 'hex'));
+      case 'list':
+        return (v as Canonical[]).map(toIn);
+      case 'map':
+        return Object.fromEntries((v as [Canonical, Canonical][]).map(([k, x]) => [String(k[1]), toIn(x)]));
+      case 'type':
+        throw new Error('a type as a binding');
+      default:
+        return v;
     }
   };
   const out = (v: unknown): Canonical => {
@@ -87,12 +109,15 @@ function celJs(mod: Record<string, unknown>): Candidate {
   return {
     name: 'cel-js 0.8.2',
     numbersAreOneType: true,
-    evaluate: (expr, bindings) => out(evaluate(expr, Object.fromEntries(Object.entries(bindings).map(([k, v]) => [k, toIn(v)])))),
+    evaluate: (expr, bindings) =>
+      out(evaluate(expr, Object.fromEntries(Object.entries(bindings).map(([k, v]) => [k, toIn(v)])))),
   };
 }
 
 const { cases, excluded, total } = conformanceSlice();
-console.log(`cel-spec v0.25.1 conformance slice: ${total} cases in the chosen suites, ${cases.length} runnable without protobuf messages or a type checker (excluded: ${JSON.stringify(excluded)})`);
+console.log(
+  `cel-spec v0.25.1 conformance slice: ${total} cases in the chosen suites, ${cases.length} runnable without protobuf messages or a type checker (excluded: ${JSON.stringify(excluded)})`,
+);
 const candidates: Candidate[] = [bufbuild];
 const marc = await load('@marcbachmann/cel-js');
 if (marc) candidates.push(marcbachmann(marc, false), marcbachmann(marc, true));
@@ -101,8 +126,16 @@ if (celjs) candidates.push(celJs(celjs));
 
 for (const c of candidates) {
   const s = score(c, cases);
-  const pct = (x: { passed: number; failed: number }) => `${x.passed}/${x.passed + x.failed} (${((100 * x.passed) / (x.passed + x.failed)).toFixed(1)}%)`;
-  console.log(`\n${c.name}\n  core language: ${pct(s.core)}   extensions (strings, two-variable comprehensions): ${pct(s.extensions)}`);
-  console.log('  ' + Object.entries(s.bySuite).map(([k, v]) => `${k} ${v.passed}/${v.passed + v.failed}`).join(', '));
+  const pct = (x: { passed: number; failed: number }) =>
+    `${x.passed}/${x.passed + x.failed} (${((100 * x.passed) / (x.passed + x.failed)).toFixed(1)}%)`;
+  console.log(
+    `\n${c.name}\n  core language: ${pct(s.core)}   extensions (strings, two-variable comprehensions): ${pct(s.extensions)}`,
+  );
+  console.log(
+    '  ' +
+      Object.entries(s.bySuite)
+        .map(([k, v]) => `${k} ${v.passed}/${v.passed + v.failed}`)
+        .join(', '),
+  );
   if (opts.failures) for (const f of s.failures) console.log(`    FAIL ${f}`);
 }

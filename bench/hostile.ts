@@ -32,22 +32,39 @@ function memoryCgroup(limit: number) {
   writeFileSync(`${dir}/${v2 ? 'memory.max' : 'memory.limit_in_bytes'}`, String(limit));
   // No swap: beyond the limit the kernel kills, as in a Pod.
   if (v2) writeFileSync(`${dir}/memory.swap.max`, '0');
-  else if (existsSync(`${dir}/memory.memsw.limit_in_bytes`)) writeFileSync(`${dir}/memory.memsw.limit_in_bytes`, String(limit));
+  else if (existsSync(`${dir}/memory.memsw.limit_in_bytes`))
+    writeFileSync(`${dir}/memory.memsw.limit_in_bytes`, String(limit));
   const read = (f: string) => readFileSync(`${dir}/${f}`, 'utf8');
   return {
     procs: `${dir}/cgroup.procs`,
-    peakMiB: () => Number(v2 ? (existsSync(`${dir}/memory.peak`) ? read('memory.peak') : read('memory.current')) : read('memory.max_usage_in_bytes')) / 2 ** 20,
+    peakMiB: () =>
+      Number(
+        v2
+          ? existsSync(`${dir}/memory.peak`)
+            ? read('memory.peak')
+            : read('memory.current')
+          : read('memory.max_usage_in_bytes'),
+      ) /
+      2 ** 20,
     oomKills: () => Number(/oom_kill (\d+)/.exec(read(v2 ? 'memory.events' : 'memory.oom_control'))?.[1] ?? 0),
-    remove: () => { try { rmdirSync(dir); } catch { /* still has a process: left for the next run */ } },
+    remove: () => {
+      try {
+        rmdirSync(dir);
+      } catch {
+        /* still has a process: left for the next run */
+      }
+    },
   };
 }
 
 function review(object: unknown, kind = 'Pod', uid = 'u'): Buffer {
-  return Buffer.from(JSON.stringify({
-    apiVersion: 'admission.k8s.io/v1',
-    kind: 'AdmissionReview',
-    request: { uid, kind: { group: '', version: 'v1', kind }, namespace: NS, operation: 'CREATE', object },
-  }));
+  return Buffer.from(
+    JSON.stringify({
+      apiVersion: 'admission.k8s.io/v1',
+      kind: 'AdmissionReview',
+      request: { uid, kind: { group: '', version: 'v1', kind }, namespace: NS, operation: 'CREATE', object },
+    }),
+  );
 }
 
 function normalPod(i: number) {
@@ -56,14 +73,16 @@ function normalPod(i: number) {
     spec: {
       serviceAccountName: i % 2 ? 'aws' : 'multi',
       containers: Array.from({ length: 1 + (i % 4) }, (_, c) => ({
-        name: `c${c}`, image: 'registry.example.com/app:1',
+        name: `c${c}`,
+        image: 'registry.example.com/app:1',
         env: Array.from({ length: 20 }, (_, e) => ({ name: `SETTING_${e}`, value: `value-${e}-${'x'.repeat(40)}` })),
       })),
     },
   };
 }
 
-const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))] ?? NaN;
+const percentile = (sorted: number[], p: number) =>
+  sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))] ?? NaN;
 
 const cgroup = memoryCgroup(MEMORY);
 const cp = await startControlPlane({ name: 'bench-hostile' });
@@ -75,7 +94,8 @@ try {
     'eks.amazonaws.com/role-arn': 'arn:aws:iam::111122223333:role/bench',
     'azure.workload.identity/client-id': '8f3b2c1a-7d4e-4f5a-9b6c-0d1e2f3a4b5c',
     'azure.workload.identity/tenant-id': '72f988bf-86f1-41af-91ab-2d7cd011db47',
-    'cloud.google.com/workload-identity-provider': 'projects/123456789012/locations/global/workloadIdentityPools/pool-1/providers/cluster',
+    'cloud.google.com/workload-identity-provider':
+      'projects/123456789012/locations/global/workloadIdentityPools/pool-1/providers/cluster',
   });
   const wh = await startWebhook(cp, ['--log-level', 'info'], {
     wrap: (command, args) => ['/bin/sh', ['-c', `echo $$ > ${cgroup.procs} && exec "$0" "$@"`, command, ...args]],
@@ -83,19 +103,34 @@ try {
   });
   const port = wh.port;
   const normal = Array.from({ length: 64 }, (_, i) => review(normalPod(i), 'Pod', `n-${i}`));
-  console.log(`webhook in a ${MEMORY / 2 ** 20} MiB memory cgroup, NODE_OPTIONS="${opts['node-options']}"; normal reviews ${normal[0].length}..${normal[63].length} bytes`);
+  console.log(
+    `webhook in a ${MEMORY / 2 ** 20} MiB memory cgroup, NODE_OPTIONS="${opts['node-options']}"; normal reviews ${normal[0].length}..${normal[63].length} bytes`,
+  );
 
   const agent = new Agent({ keepAlive: true, maxSockets: 4, ca: wh.caPem });
-  const post = (body: Buffer, a: Agent | false = agent) => new Promise<{ status: number; ms: number }>((resolve) => {
-    const t = performance.now();
-    const req = request({ host: '127.0.0.1', port, path: '/mutate', method: 'POST', agent: a, ca: wh.caPem, servername: 'localhost', headers: { 'content-type': 'application/json', 'content-length': body.length } }, (res) => {
-      res.resume();
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, ms: performance.now() - t }));
+  const post = (body: Buffer, a: Agent | false = agent) =>
+    new Promise<{ status: number; ms: number }>((resolve) => {
+      const t = performance.now();
+      const req = request(
+        {
+          host: '127.0.0.1',
+          port,
+          path: '/mutate',
+          method: 'POST',
+          agent: a,
+          ca: wh.caPem,
+          servername: 'localhost',
+          headers: { 'content-type': 'application/json', 'content-length': body.length },
+        },
+        (res) => {
+          res.resume();
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, ms: performance.now() - t }));
+        },
+      );
+      req.on('error', () => resolve({ status: 0, ms: performance.now() - t }));
+      req.setTimeout(15_000, () => req.destroy());
+      req.end(body);
     });
-    req.on('error', () => resolve({ status: 0, ms: performance.now() - t }));
-    req.setTimeout(15_000, () => req.destroy());
-    req.end(body);
-  });
 
   /** The normal stream: 4 connections, closed loop, for `seconds`. */
   async function normalLoad(label: string, seconds: number) {
@@ -103,15 +138,19 @@ try {
     let errors = 0;
     const end = Date.now() + seconds * 1000;
     let i = 0;
-    await Promise.all(Array.from({ length: 4 }, async () => {
-      while (Date.now() < end) {
-        const r = await post(normal[i++ % normal.length]);
-        if (r.status === 200) lat.push(r.ms);
-        else errors++;
-      }
-    }));
+    await Promise.all(
+      Array.from({ length: 4 }, async () => {
+        while (Date.now() < end) {
+          const r = await post(normal[i++ % normal.length]);
+          if (r.status === 200) lat.push(r.ms);
+          else errors++;
+        }
+      }),
+    );
     lat.sort((a, b) => a - b);
-    console.log(`${label.padEnd(22)} ${String(Math.round(lat.length / seconds)).padStart(5)} reviews/s   p50 ${percentile(lat, 0.5).toFixed(2)} ms   p99 ${percentile(lat, 0.99).toFixed(2)} ms   errors ${errors}`);
+    console.log(
+      `${label.padEnd(22)} ${String(Math.round(lat.length / seconds)).padStart(5)} reviews/s   p50 ${percentile(lat, 0.5).toFixed(2)} ms   p99 ${percentile(lat, 0.99).toFixed(2)} ms   errors ${errors}`,
+    );
   }
 
   await normalLoad('normal, no attack', 5);
@@ -121,43 +160,66 @@ try {
     counts[attack] ??= {};
     counts[attack][outcome] = (counts[attack][outcome] ?? 0) + 1;
   };
-  const openTls = () => new Promise<TLSSocket | undefined>((resolve) => {
-    const s = connect({ host: '127.0.0.1', port, ca: wh.caPem, servername: 'localhost' }, () => resolve(s));
-    s.on('error', () => resolve(undefined));
-    s.on('close', () => resolve(undefined));
-  });
+  const openTls = () =>
+    new Promise<TLSSocket | undefined>((resolve) => {
+      const s = connect({ host: '127.0.0.1', port, ca: wh.caPem, servername: 'localhost' }, () => resolve(s));
+      s.on('error', () => resolve(undefined));
+      s.on('close', () => resolve(undefined));
+    });
   const held: TLSSocket[] = [];
   const deadline = Date.now() + SECONDS * 1000;
   const attacks = [
     // 1. Pods of 8,000 small containers, as a dry-run through the API server would send them.
     (async () => {
-      const huge = review({ metadata: { name: 'huge' }, spec: { serviceAccountName: 'multi', containers: Array.from({ length: 8000 }, (_, i) => ({ name: `c${i}`, image: 'i' })) } });
+      const huge = review({
+        metadata: { name: 'huge' },
+        spec: {
+          serviceAccountName: 'multi',
+          containers: Array.from({ length: 8000 }, (_, i) => ({ name: `c${i}`, image: 'i' })),
+        },
+      });
       const a = new Agent({ keepAlive: true, maxSockets: 2, ca: wh.caPem });
       while (!stopAttacks && Date.now() < deadline) count('8,000-container Pods', String((await post(huge, a)).status));
       a.destroy();
     })(),
     // 2. 30 senders announcing 5.9 MB and stalling after 64 KB; and 22 announcing 8 MB.
     (async () => {
-      for (const [n, size] of [[30, 5.9e6], [22, 8e6]] as const) {
+      for (const [n, size] of [
+        [30, 5.9e6],
+        [22, 8e6],
+      ] as const) {
         for (let i = 0; i < n && !stopAttacks; i++) {
           const s = await openTls();
-          if (!s) { count('stalled bodies', 'refused'); continue; }
+          if (!s) {
+            count('stalled bodies', 'refused');
+            continue;
+          }
           held.push(s);
           s.on('data', (d: Buffer) => count('stalled bodies', d.toString().split(' ')[1] ?? '?'));
-          s.write(`POST /mutate HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: ${Math.round(size)}\r\n\r\n`);
+          s.write(
+            `POST /mutate HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: ${Math.round(size)}\r\n\r\n`,
+          );
           s.write('x'.repeat(64 * 1024));
         }
       }
     })(),
     // 3. 18 clients that send an 8,000-container review and never read the answer.
     (async () => {
-      const body = review({ metadata: { name: 'x' }, spec: { serviceAccountName: 'multi', containers: Array.from({ length: 500 }, (_, i) => ({ name: `c${i}`, image: 'i' })) } });
+      const body = review({
+        metadata: { name: 'x' },
+        spec: {
+          serviceAccountName: 'multi',
+          containers: Array.from({ length: 500 }, (_, i) => ({ name: `c${i}`, image: 'i' })),
+        },
+      });
       for (let i = 0; i < 18 && !stopAttacks; i++) {
         const s = await openTls();
         if (!s) continue;
         held.push(s);
         s.pause();
-        s.write(`POST /mutate HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n`);
+        s.write(
+          `POST /mutate HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n`,
+        );
         s.write(body);
         count('non-reading clients', 'sent');
       }
@@ -173,7 +235,8 @@ try {
     // 5. Reviews with unique kinds (each would have been a new metric label).
     (async () => {
       const a = new Agent({ keepAlive: true, maxSockets: 2, ca: wh.caPem });
-      for (let i = 0; i < 20_000 && !stopAttacks && Date.now() < deadline; i++) count('unique kinds', String((await post(review(normalPod(i), `Kind${i}`), a)).status));
+      for (let i = 0; i < 20_000 && !stopAttacks && Date.now() < deadline; i++)
+        count('unique kinds', String((await post(review(normalPod(i), `Kind${i}`), a)).status));
       a.destroy();
     })(),
   ];
@@ -184,13 +247,18 @@ try {
   for (const s of held) s.destroy();
   const metrics = await wh.metrics();
   const series = metrics.split('\n').filter((l) => l.startsWith('wiw_admission_requests_total')).length;
-  for (const [attack, outcomes] of Object.entries(counts)) console.log(`attack: ${attack.padEnd(22)} ${JSON.stringify(outcomes)}`);
+  for (const [attack, outcomes] of Object.entries(counts))
+    console.log(`attack: ${attack.padEnd(22)} ${JSON.stringify(outcomes)}`);
   console.log(`hostile connections still open at the end: ${open} of ${held.length}`);
   console.log(`metric series of wiw_admission_requests_total after the unique kinds: ${series}`);
   await normalLoad('normal, after attack', 3);
   const alive = wh.process.exitStatus() === null;
-  const hwm = alive ? Number(/VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${wh.process.pid}/status`, 'utf8'))?.[1] ?? 0) / 1024 : NaN;
-  console.log(`webhook: ${alive ? 'alive' : `exited (${wh.process.exitStatus()})`}, peak RSS ${hwm.toFixed(0)} MiB; cgroup peak ${cgroup.peakMiB().toFixed(0)} MiB of ${MEMORY / 2 ** 20} MiB (page cache of its log file included), OOM kills ${cgroup.oomKills()}`);
+  const hwm = alive
+    ? Number(/VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${wh.process.pid}/status`, 'utf8'))?.[1] ?? 0) / 1024
+    : NaN;
+  console.log(
+    `webhook: ${alive ? 'alive' : `exited (${wh.process.exitStatus()})`}, peak RSS ${hwm.toFixed(0)} MiB; cgroup peak ${cgroup.peakMiB().toFixed(0)} MiB of ${MEMORY / 2 ** 20} MiB (page cache of its log file included), OOM kills ${cgroup.oomKills()}`,
+  );
   agent.destroy();
   await wh.stop();
 } finally {

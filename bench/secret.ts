@@ -32,5 +32,7 @@ for (const provider of ['aws', 'azure', 'gcp']) {
   const renewed = { ...stored, data: { config: stored.data!.config, token: b64('eyJhbGciOiJSUzI1NiJ9.e30.bmV3') } };
   const c = measure(() => mutateSecret(core, { secret, namespace: 'team-a' }));
   const u = measure(() => mutateSecret(core, { secret: renewed, oldSecret: stored, namespace: 'team-a' }));
-  console.log(`${provider.padEnd(6)} CREATE ${us(c.p50)} / ${us(c.p99)}   token renewal UPDATE ${us(u.p50)} / ${us(u.p99)}`);
+  console.log(
+    `${provider.padEnd(6)} CREATE ${us(c.p50)} / ${us(c.p99)}   token renewal UPDATE ${us(u.p50)} / ${us(u.p99)}`,
+  );
 }

@@ -35,30 +35,49 @@ console.log('Starting the webhook (serve --self-signed) and registering it ...')
 const wh = await startWebhook(cp, ['--aws-default-region', 'eu-west-1']);
 const core = cp.kubeConfig().makeApiClient(CoreV1Api);
 await createNamespace(cp, 'demo');
-await registerWebhook(cp, wh, 'workload-identity-webhook', [{
-  objectSelector: { matchExpressions: [
-    { key: 'workload-identity-webhook.io/skip', operator: 'DoesNotExist' },
-    { key: 'eks.amazonaws.com/skip-pod-identity-webhook', operator: 'DoesNotExist' },
-  ] },
-  namespaceSelector: { matchExpressions: [{ key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: ['kube-system'] }] },
-}], 'demo');
+await registerWebhook(
+  cp,
+  wh,
+  'workload-identity-webhook',
+  [
+    {
+      objectSelector: {
+        matchExpressions: [
+          { key: 'workload-identity-webhook.io/skip', operator: 'DoesNotExist' },
+          { key: 'eks.amazonaws.com/skip-pod-identity-webhook', operator: 'DoesNotExist' },
+        ],
+      },
+      namespaceSelector: {
+        matchExpressions: [{ key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: ['kube-system'] }],
+      },
+    },
+  ],
+  'demo',
+);
 
 type Doc = { kind?: string; metadata?: { name?: string; namespace?: string } };
 const docs: { file: string; doc: Doc }[] = [];
-for (const file of readdirSync(EXAMPLES).filter((f) => f.endsWith('.yaml')).sort()) {
+for (const file of readdirSync(EXAMPLES)
+  .filter((f) => f.endsWith('.yaml'))
+  .sort()) {
   for (const d of parseAllDocuments(readFileSync(join(EXAMPLES, file), 'utf8'))) {
     const doc = d.toJS() as Doc | null;
     if (doc) docs.push({ file, doc });
   }
 }
 for (const { doc } of docs.filter((d) => d.doc.kind === 'ServiceAccount')) {
-  await core.createNamespacedServiceAccount({ namespace: doc.metadata!.namespace ?? 'demo', body: doc as V1ServiceAccount });
+  await core.createNamespacedServiceAccount({
+    namespace: doc.metadata!.namespace ?? 'demo',
+    body: doc as V1ServiceAccount,
+  });
 }
 
 const WEBHOOK_VOLUMES = new Set(['aws-iam-token', 'azure-identity-token', 'gcp-iam-token']);
 for (const { file, doc } of docs.filter((d) => d.doc.kind === 'Pod')) {
   const pod = await core.createNamespacedPod({ namespace: doc.metadata!.namespace ?? 'demo', body: doc as V1Pod });
-  console.log(`\n${bold(`${pod.metadata!.namespace}/${pod.metadata!.name}`)}  (examples/${file}, ServiceAccount ${pod.spec!.serviceAccountName})`);
+  console.log(
+    `\n${bold(`${pod.metadata!.namespace}/${pod.metadata!.name}`)}  (examples/${file}, ServiceAccount ${pod.spec!.serviceAccountName})`,
+  );
   const volumes = (pod.spec!.volumes ?? []).filter((v) => WEBHOOK_VOLUMES.has(v.name));
   if (volumes.length === 0) {
     console.log('  nothing injected');
@@ -67,14 +86,17 @@ for (const { file, doc } of docs.filter((d) => d.doc.kind === 'Pod')) {
   for (const v of volumes) {
     const token = v.projected!.sources!.find((s) => s.serviceAccountToken)!.serviceAccountToken!;
     const mount = pod.spec!.containers[0].volumeMounts?.find((m) => m.name === v.name);
-    console.log(`  volume ${v.name}: token for audience ${token.audience}, ${token.expirationSeconds}s, at ${mount?.mountPath}/${token.path}`);
+    console.log(
+      `  volume ${v.name}: token for audience ${token.audience}, ${token.expirationSeconds}s, at ${mount?.mountPath}/${token.path}`,
+    );
   }
   const original = new Set(((doc as V1Pod).spec?.containers?.[0]?.env ?? []).map((e) => e.name));
   for (const e of pod.spec!.containers[0].env ?? []) {
-    console.log(`  env ${e.name}=${e.value}${original.has(e.name) ? '   (the Pod\'s own value, kept)' : ''}`);
+    console.log(`  env ${e.name}=${e.value}${original.has(e.name) ? "   (the Pod's own value, kept)" : ''}`);
   }
   const creds = pod.metadata?.annotations?.['cloud.google.com/external-credentials-json'];
-  if (creds) console.log(`  file federation.json (external_account): ${creds.length} bytes, projected from a Pod annotation`);
+  if (creds)
+    console.log(`  file federation.json (external_account): ${creds.length} bytes, projected from a Pod annotation`);
 }
 
 console.log(`

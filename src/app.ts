@@ -47,7 +47,17 @@ declare module 'node:net' {
 const KIND_LABELS = new Set(['Pod', 'Secret']);
 
 /** The admission HTTP(S) application: routes only; listening and lifecycle are the caller's. */
-export function buildApp({ https, log, metrics, admit, isReady, isDraining = () => false, limits: given, tls = tlsPolicy('TLSv1.2'), clientCa }: AppOptions): FastifyInstance {
+export function buildApp({
+  https,
+  log,
+  metrics,
+  admit,
+  isReady,
+  isDraining = () => false,
+  limits: given,
+  tls = tlsPolicy('TLSv1.2'),
+  clientCa,
+}: AppOptions): FastifyInstance {
   const limits: ServerLimits = { ...DEFAULT_LIMITS, ...given };
   const app = Fastify({
     // One line per decision is logged below; fastify's own per-request lines would double it.
@@ -95,12 +105,19 @@ export function buildApp({ https, log, metrics, admit, isReady, isDraining = () 
     if (req.method !== 'POST') return;
     const length = Number(req.headers['content-length']);
     if (!Number.isFinite(length)) {
-      return reply.code(411).header('connection', 'close').send({ code: 'WIW_LENGTH_REQUIRED', message: 'an AdmissionReview is sent with a Content-Length' });
+      return reply
+        .code(411)
+        .header('connection', 'close')
+        .send({ code: 'WIW_LENGTH_REQUIRED', message: 'an AdmissionReview is sent with a Content-Length' });
     }
     if (length > limits.maxRequestBytes) return; // fastify answers 413
     if (inflight + length > limits.maxInflightRequestBytes) {
       metrics.rejected.inc({ reason: 'busy' });
-      return reply.code(503).header('retry-after', '1').header('connection', 'close').send({ code: 'WIW_BUSY', message: 'too many request bytes in flight; retry' });
+      return reply
+        .code(503)
+        .header('retry-after', '1')
+        .header('connection', 'close')
+        .send({ code: 'WIW_BUSY', message: 'too many request bytes in flight; retry' });
     }
     inflight += length;
     let released = false;
@@ -140,7 +157,10 @@ export function buildApp({ https, log, metrics, admit, isReady, isDraining = () 
     const started = process.hrtime.bigint();
     if (clientCa && !(req.raw.socket as TLSSocket).authorized) {
       metrics.rejected.inc({ reason: 'unauthenticated' });
-      return reply.code(401).send({ code: 'WIW_CLIENT_CERTIFICATE_REQUIRED', message: 'a client certificate signed by --client-ca-file is required' });
+      return reply.code(401).send({
+        code: 'WIW_CLIENT_CERTIFICATE_REQUIRED',
+        message: 'a client certificate signed by --client-ca-file is required',
+      });
     }
     let review;
     try {
@@ -167,7 +187,10 @@ export function buildApp({ https, log, metrics, admit, isReady, isDraining = () 
     if (body.patchBytes > limits.maxPatchBytes) {
       decision = {
         allowed: false,
-        denial: denial('TooLarge', `the identity would add ${body.patchBytes} bytes of JSON Patch to this ${request.kind.kind}, more than the webhook's limit of ${limits.maxPatchBytes}; split the workload into smaller Pods`),
+        denial: denial(
+          'TooLarge',
+          `the identity would add ${body.patchBytes} bytes of JSON Patch to this ${request.kind.kind}, more than the webhook's limit of ${limits.maxPatchBytes}; split the workload into smaller Pods`,
+        ),
       };
       body = reviewResponse(review.apiVersion, request.uid, decision);
     }
@@ -177,10 +200,15 @@ export function buildApp({ https, log, metrics, admit, isReady, isDraining = () 
     metrics.latency.observe({ kind }, seconds);
     if (decision.injected) for (const provider of decision.injected) metrics.injections.inc({ provider });
     if (request.kind.kind === 'Pod' && request.operation === 'CREATE') {
-      const labels = (request.object as { metadata?: { labels?: Record<string, string> } } | undefined)?.metadata?.labels;
+      const labels = (request.object as { metadata?: { labels?: Record<string, string> } } | undefined)?.metadata
+        ?.labels;
       metrics.peers.pod({
-        path: req.url.split('?')[0], code: 200, seconds, namespace: request.namespace ?? '',
-        azureOptIn: labels?.['azure.workload.identity/use'] === 'true', awsInjected: decision.injected?.includes('aws') ?? false,
+        path: req.url.split('?')[0],
+        code: 200,
+        seconds,
+        namespace: request.namespace ?? '',
+        azureOptIn: labels?.['azure.workload.identity/use'] === 'true',
+        awsInjected: decision.injected?.includes('aws') ?? false,
       });
     }
     if (decision.denial) metrics.denials.inc({ reason: decision.denial.reason });
@@ -204,7 +232,11 @@ export function buildApp({ https, log, metrics, admit, isReady, isDraining = () 
   app.post('/mutate', (req, reply) => mutate(req, reply, {}));
   app.post<{ Params: { policy: string } }>('/mutate/:policy', (req, reply) => {
     const failurePolicy = FAILURE_POLICIES[req.params.policy];
-    if (!failurePolicy) return reply.code(404).send({ code: 'WIW_NOT_FOUND', message: `no route /mutate/${clip(req.params.policy, 63)}; the webhook serves /mutate, /mutate/fail and /mutate/ignore` });
+    if (!failurePolicy)
+      return reply.code(404).send({
+        code: 'WIW_NOT_FOUND',
+        message: `no route /mutate/${clip(req.params.policy, 63)}; the webhook serves /mutate, /mutate/fail and /mutate/ignore`,
+      });
     return mutate(req, reply, { failurePolicy });
   });
 

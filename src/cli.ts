@@ -62,7 +62,11 @@ const COMMAND_FLAGS: Record<string, readonly string[]> = {
   trust: ['issuer', 'namespace'],
   'issuer publish': ['issuer', 'dir', 'key-file'],
 };
-const OUTPUTS: Record<string, readonly string[]> = { preview: ['yaml', 'json', 'patch'], doctor: ['text', 'json'], trust: ['text', 'json'] };
+const OUTPUTS: Record<string, readonly string[]> = {
+  preview: ['yaml', 'json', 'patch'],
+  doctor: ['text', 'json'],
+  trust: ['text', 'json'],
+};
 
 interface ParsedArgs {
   command: string;
@@ -108,10 +112,14 @@ export function parseArgs(argv: string[]): ParsedArgs {
       const v = takeValue('-o', arg.startsWith('--output=') ? arg.slice(9) : undefined);
       const allowed = OUTPUTS[command];
       if (!allowed) throw new UsageError(`${command} has no -o`);
-      if (!allowed.includes(v)) throw new UsageError(`-o ${v}: expected ${allowed.slice(0, -1).join(', ')} or ${allowed.at(-1)}`);
+      if (!allowed.includes(v))
+        throw new UsageError(`-o ${v}: expected ${allowed.slice(0, -1).join(', ')} or ${allowed.at(-1)}`);
       if (command === 'doctor' || command === 'trust') reportOutput = v as 'text' | 'json';
       else output = v as OutputFormat;
-    } else if ((arg === '-n' || arg.startsWith('--')) && COMMAND_FLAGS[command]?.includes(arg === '-n' ? 'namespace' : arg.slice(2).split('=')[0])) {
+    } else if (
+      (arg === '-n' || arg.startsWith('--')) &&
+      COMMAND_FLAGS[command]?.includes(arg === '-n' ? 'namespace' : arg.slice(2).split('=')[0])
+    ) {
       const name = arg === '-n' ? 'namespace' : arg.slice(2).split('=')[0];
       const eq = arg.indexOf('=');
       const value = takeValue(`--${name}`, eq === -1 ? undefined : arg.slice(eq + 1));
@@ -123,7 +131,8 @@ export function parseArgs(argv: string[]): ParsedArgs {
     } else if (arg.startsWith('--')) {
       const eq = arg.indexOf('=');
       const name = arg.slice(2, eq === -1 ? undefined : eq);
-      if (!isConfigFlag(name) && !(command === 'token-requestor' && isRequestorFlag(name))) throw new UsageError(`unknown flag --${name}`);
+      if (!isConfigFlag(name) && !(command === 'token-requestor' && isRequestorFlag(name)))
+        throw new UsageError(`unknown flag --${name}`);
       const inline = eq === -1 ? undefined : arg.slice(eq + 1);
       flags.set(name, isBooleanFlag(name) && inline === undefined ? 'true' : takeValue(`--${name}`, inline));
     } else {
@@ -137,7 +146,10 @@ function readInput(file: string): string {
   try {
     return readFileSync(file === '-' ? 0 : file, 'utf8');
   } catch (err) {
-    throw new WebhookError('WIW_BAD_INPUT', `cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+    throw new WebhookError(
+      'WIW_BAD_INPUT',
+      `cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
+    );
   }
 }
 
@@ -171,14 +183,23 @@ async function main(argv: string[]): Promise<number> {
         if (args.files.length === 0) throw new UsageError('preview needs at least one -f FILE');
         const config = loadConfig(args.flags);
         const documents = args.files.map((source) => ({ source, text: readInput(source) }));
-        const old = args.old === undefined ? undefined : { documents: [{ source: args.old, text: readInput(args.old) }] };
+        const old =
+          args.old === undefined ? undefined : { documents: [{ source: args.old, text: readInput(args.old) }] };
         const policyFiles = [...args.policies, ...(config.policyFile ? [config.policyFile] : [])];
         const policy = policyFiles.length > 0 ? loadPreviewPolicy(policyFiles, config) : undefined;
         for (const w of policy?.warnings ?? []) process.stderr.write(`warning: ${w}\n`);
         const secret = old || isSecretPreview({ documents });
-        if (secret && policy) process.stderr.write('warning: tenant policy is previewed for Pods only; the Secret is previewed without it\n');
+        if (secret && policy)
+          process.stderr.write(
+            'warning: tenant policy is previewed for Pods only; the Secret is previewed without it\n',
+          );
         const result = secret
-          ? previewSecret({ providers: createSecretProviders(config), defaultTokenPath: config.secretTokenPath }, { documents }, old, args.output)
+          ? previewSecret(
+              { providers: createSecretProviders(config), defaultTokenPath: config.secretTokenPath },
+              { documents },
+              old,
+              args.output,
+            )
           : previewPod(createProviders(config), { documents }, args.output, policy);
         for (const w of result.warnings) process.stderr.write(`warning: ${w}\n`);
         if (!result.allowed) {

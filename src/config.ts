@@ -13,58 +13,245 @@ export { envName };
 export type { Setting };
 
 function tokenPath(raw: string, flag: string): string {
-  if (!isTokenPath(raw)) throw new ConfigError(`--${flag}="${raw}" must be an absolute path of letters, digits and . _ - /`);
+  if (!isTokenPath(raw))
+    throw new ConfigError(`--${flag}="${raw}" must be an absolute path of letters, digits and . _ - /`);
   return raw;
 }
 
 function hostList(raw: string): string[] {
-  return raw.split(',').map((s) => s.trim()).filter(Boolean);
+  return raw
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
 }
 
 export const settings = {
   // Server
   host: { flag: 'host', description: 'Address the admission server listens on', parse: string, default: '0.0.0.0' },
   port: { flag: 'port', description: 'HTTPS port of the admission server', parse: integer(0, 65535), default: 8443 },
-  metricsPort: { flag: 'metrics-port', description: 'Plain-HTTP port for /metrics (0: a free port; -1 is not allowed)', parse: integer(0, 65535), default: 9090 },
-  metricsHost: { flag: 'metrics-host', description: 'Address of the metrics listener', parse: string, default: '0.0.0.0' },
-  tlsCertFile: { flag: 'tls-cert-file', description: 'Serving certificate (PEM); reloaded when the file changes', parse: optionalString, default: undefined },
-  tlsKeyFile: { flag: 'tls-key-file', description: 'Serving key (PEM); reloaded when the file changes', parse: optionalString, default: undefined },
-  selfSigned: { flag: 'self-signed', description: 'Development: generate a CA and serving certificate at start-up', parse: bool, default: false, boolean: true },
-  selfSignedHosts: { flag: 'self-signed-hosts', description: 'DNS names and IPs of the self-signed serving certificate (comma-separated)', parse: hostList, default: ['localhost', '127.0.0.1'] },
-  caBundleOut: { flag: 'ca-bundle-out', description: 'With --self-signed: write the CA certificate (PEM) to this file', parse: optionalString, default: undefined },
-  certSecret: { flag: 'cert-secret', description: 'Self-managed certificates: Secret (existing, may be empty) where the webhook keeps its CA and serving certificate, for hosts --self-signed-hosts; rotated before expiry', parse: optionalString, default: undefined },
-  certSecretNamespace: { flag: 'cert-secret-namespace', description: "Namespace of --cert-secret (default: the webhook's own, in a cluster)", parse: optionalString, default: undefined },
-  certWebhookConfiguration: { flag: 'cert-webhook-configuration', description: 'With --cert-secret: MutatingWebhookConfiguration whose caBundle the webhook keeps current', parse: optionalString, default: undefined },
-  certValiditySeconds: { flag: 'cert-validity-seconds', description: 'With --cert-secret: lifetime of each generated CA and serving certificate', parse: integer(10, 10 * 365 * 86400), default: 365 * 86400 },
-  certRenewBeforeSeconds: { flag: 'cert-renew-before-seconds', description: 'With --cert-secret: start a rotation this long before the serving certificate expires', parse: integer(5, 10 * 365 * 86400), default: 60 * 86400 },
-  certPropagationSeconds: { flag: 'cert-propagation-seconds', description: 'With --cert-secret: how long a new CA sits in the caBundle before any replica serves a certificate it signed', parse: integer(1, 86400), default: 60 },
-  certResyncSeconds: { flag: 'cert-resync-seconds', description: 'With --cert-secret: re-check the Secret and caBundle at least this often (changes are also watched)', parse: integer(1, 86400), default: 60 },
-  tlsMinVersion: { flag: 'tls-min-version', description: 'Lowest TLS version served: 1.2 or 1.3 (also VersionTLS12, VersionTLS13)', parse: parseTlsVersion, default: 'TLSv1.2' as TlsVersion },
-  tlsCipherSuites: { flag: 'tls-cipher-suites', description: 'TLS 1.2 cipher suites, IANA names (comma-separated); only forward-secret AEAD suites are accepted', parse: parseCipherSuites, default: DEFAULT_TLS12_SUITES },
-  clientCaFile: { flag: 'client-ca-file', description: "CA (PEM) of the API server's client certificate (its admission kubeconfig): /mutate then requires a certificate it signed", parse: optionalString, default: undefined },
-  maxRequestBytes: { flag: 'max-request-bytes', description: 'Largest AdmissionReview accepted (413 beyond)', parse: integer(64 * 1024, 64 * 1024 * 1024), default: DEFAULT_LIMITS.maxRequestBytes },
-  maxInflightRequestBytes: { flag: 'max-inflight-request-bytes', description: 'Request bytes held at once across connections (503 and retry beyond)', parse: integer(64 * 1024, 1024 * 1024 * 1024), default: DEFAULT_LIMITS.maxInflightRequestBytes },
-  maxContainers: { flag: 'max-containers', description: 'Containers (all kinds) of one Pod the webhook admits', parse: integer(1, 100_000), default: DEFAULT_LIMITS.maxContainers },
-  maxPatchBytes: { flag: 'max-patch-bytes', description: 'Largest JSON Patch answered; an object needing more is denied', parse: integer(1024, 64 * 1024 * 1024), default: DEFAULT_LIMITS.maxPatchBytes },
-  maxConnections: { flag: 'max-connections', description: 'Open connections at once', parse: integer(1, 1_000_000), default: DEFAULT_LIMITS.maxConnections },
-  recordKeyFile: { flag: 'record-key-file', description: 'File of at least 32 random bytes that signs the injection record; replicas must share it (default: derived from the serving key)', parse: optionalString, default: undefined },
-  drainSeconds: { flag: 'drain-seconds', description: 'On SIGTERM, keep serving this long while reporting not-ready', parse: integer(0, 600), default: 5 },
-  logLevel: { flag: 'log-level', description: 'Log level', parse: oneOf(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const), default: 'info' as const },
-  kubeconfig: { flag: 'kubeconfig', description: 'Kubeconfig file; default: in-cluster, then $KUBECONFIG, then ~/.kube/config', parse: optionalString, default: undefined },
-  cacheMissTimeoutMs: { flag: 'cache-miss-timeout-ms', description: 'Timeout of the direct API read when a ServiceAccount is not yet cached', parse: integer(50, 10000), default: 2000 },
-  failurePolicy: { flag: 'failure-policy', description: "The Pod webhook's failurePolicy, to act alike when a ServiceAccount cannot be read: Fail refuses the Pod (retryably), Ignore admits it without identity and with a warning", parse: oneOf(['Fail', 'Ignore'] as const), default: 'Fail' as const },
-  strict: { flag: 'strict', description: 'Refuse annotation values a peer webhook accepted and read its own way (default: admit them with that reading and an admission warning; docs/compatibility.md)', parse: bool, default: false, boolean: true },
-  cacheMissRate: { flag: 'cache-miss-reads-per-second', description: 'Rate limit of direct ServiceAccount reads on cache misses', parse: integer(1, 10000), default: 50 },
+  metricsPort: {
+    flag: 'metrics-port',
+    description: 'Plain-HTTP port for /metrics (0: a free port; -1 is not allowed)',
+    parse: integer(0, 65535),
+    default: 9090,
+  },
+  metricsHost: {
+    flag: 'metrics-host',
+    description: 'Address of the metrics listener',
+    parse: string,
+    default: '0.0.0.0',
+  },
+  tlsCertFile: {
+    flag: 'tls-cert-file',
+    description: 'Serving certificate (PEM); reloaded when the file changes',
+    parse: optionalString,
+    default: undefined,
+  },
+  tlsKeyFile: {
+    flag: 'tls-key-file',
+    description: 'Serving key (PEM); reloaded when the file changes',
+    parse: optionalString,
+    default: undefined,
+  },
+  selfSigned: {
+    flag: 'self-signed',
+    description: 'Development: generate a CA and serving certificate at start-up',
+    parse: bool,
+    default: false,
+    boolean: true,
+  },
+  selfSignedHosts: {
+    flag: 'self-signed-hosts',
+    description: 'DNS names and IPs of the self-signed serving certificate (comma-separated)',
+    parse: hostList,
+    default: ['localhost', '127.0.0.1'],
+  },
+  caBundleOut: {
+    flag: 'ca-bundle-out',
+    description: 'With --self-signed: write the CA certificate (PEM) to this file',
+    parse: optionalString,
+    default: undefined,
+  },
+  certSecret: {
+    flag: 'cert-secret',
+    description:
+      'Self-managed certificates: Secret (existing, may be empty) where the webhook keeps its CA and serving certificate, for hosts --self-signed-hosts; rotated before expiry',
+    parse: optionalString,
+    default: undefined,
+  },
+  certSecretNamespace: {
+    flag: 'cert-secret-namespace',
+    description: "Namespace of --cert-secret (default: the webhook's own, in a cluster)",
+    parse: optionalString,
+    default: undefined,
+  },
+  certWebhookConfiguration: {
+    flag: 'cert-webhook-configuration',
+    description: 'With --cert-secret: MutatingWebhookConfiguration whose caBundle the webhook keeps current',
+    parse: optionalString,
+    default: undefined,
+  },
+  certValiditySeconds: {
+    flag: 'cert-validity-seconds',
+    description: 'With --cert-secret: lifetime of each generated CA and serving certificate',
+    parse: integer(10, 10 * 365 * 86400),
+    default: 365 * 86400,
+  },
+  certRenewBeforeSeconds: {
+    flag: 'cert-renew-before-seconds',
+    description: 'With --cert-secret: start a rotation this long before the serving certificate expires',
+    parse: integer(5, 10 * 365 * 86400),
+    default: 60 * 86400,
+  },
+  certPropagationSeconds: {
+    flag: 'cert-propagation-seconds',
+    description:
+      'With --cert-secret: how long a new CA sits in the caBundle before any replica serves a certificate it signed',
+    parse: integer(1, 86400),
+    default: 60,
+  },
+  certResyncSeconds: {
+    flag: 'cert-resync-seconds',
+    description: 'With --cert-secret: re-check the Secret and caBundle at least this often (changes are also watched)',
+    parse: integer(1, 86400),
+    default: 60,
+  },
+  tlsMinVersion: {
+    flag: 'tls-min-version',
+    description: 'Lowest TLS version served: 1.2 or 1.3 (also VersionTLS12, VersionTLS13)',
+    parse: parseTlsVersion,
+    default: 'TLSv1.2' as TlsVersion,
+  },
+  tlsCipherSuites: {
+    flag: 'tls-cipher-suites',
+    description: 'TLS 1.2 cipher suites, IANA names (comma-separated); only forward-secret AEAD suites are accepted',
+    parse: parseCipherSuites,
+    default: DEFAULT_TLS12_SUITES,
+  },
+  clientCaFile: {
+    flag: 'client-ca-file',
+    description:
+      "CA (PEM) of the API server's client certificate (its admission kubeconfig): /mutate then requires a certificate it signed",
+    parse: optionalString,
+    default: undefined,
+  },
+  maxRequestBytes: {
+    flag: 'max-request-bytes',
+    description: 'Largest AdmissionReview accepted (413 beyond)',
+    parse: integer(64 * 1024, 64 * 1024 * 1024),
+    default: DEFAULT_LIMITS.maxRequestBytes,
+  },
+  maxInflightRequestBytes: {
+    flag: 'max-inflight-request-bytes',
+    description: 'Request bytes held at once across connections (503 and retry beyond)',
+    parse: integer(64 * 1024, 1024 * 1024 * 1024),
+    default: DEFAULT_LIMITS.maxInflightRequestBytes,
+  },
+  maxContainers: {
+    flag: 'max-containers',
+    description: 'Containers (all kinds) of one Pod the webhook admits',
+    parse: integer(1, 100_000),
+    default: DEFAULT_LIMITS.maxContainers,
+  },
+  maxPatchBytes: {
+    flag: 'max-patch-bytes',
+    description: 'Largest JSON Patch answered; an object needing more is denied',
+    parse: integer(1024, 64 * 1024 * 1024),
+    default: DEFAULT_LIMITS.maxPatchBytes,
+  },
+  maxConnections: {
+    flag: 'max-connections',
+    description: 'Open connections at once',
+    parse: integer(1, 1_000_000),
+    default: DEFAULT_LIMITS.maxConnections,
+  },
+  recordKeyFile: {
+    flag: 'record-key-file',
+    description:
+      'File of at least 32 random bytes that signs the injection record; replicas must share it (default: derived from the serving key)',
+    parse: optionalString,
+    default: undefined,
+  },
+  drainSeconds: {
+    flag: 'drain-seconds',
+    description: 'On SIGTERM, keep serving this long while reporting not-ready',
+    parse: integer(0, 600),
+    default: 5,
+  },
+  logLevel: {
+    flag: 'log-level',
+    description: 'Log level',
+    parse: oneOf(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const),
+    default: 'info' as const,
+  },
+  kubeconfig: {
+    flag: 'kubeconfig',
+    description: 'Kubeconfig file; default: in-cluster, then $KUBECONFIG, then ~/.kube/config',
+    parse: optionalString,
+    default: undefined,
+  },
+  cacheMissTimeoutMs: {
+    flag: 'cache-miss-timeout-ms',
+    description: 'Timeout of the direct API read when a ServiceAccount is not yet cached',
+    parse: integer(50, 10000),
+    default: 2000,
+  },
+  failurePolicy: {
+    flag: 'failure-policy',
+    description:
+      "The Pod webhook's failurePolicy, to act alike when a ServiceAccount cannot be read: Fail refuses the Pod (retryably), Ignore admits it without identity and with a warning",
+    parse: oneOf(['Fail', 'Ignore'] as const),
+    default: 'Fail' as const,
+  },
+  strict: {
+    flag: 'strict',
+    description:
+      'Refuse annotation values a peer webhook accepted and read its own way (default: admit them with that reading and an admission warning; docs/compatibility.md)',
+    parse: bool,
+    default: false,
+    boolean: true,
+  },
+  cacheMissRate: {
+    flag: 'cache-miss-reads-per-second',
+    description: 'Rate limit of direct ServiceAccount reads on cache misses',
+    parse: integer(1, 10000),
+    default: 50,
+  },
   // Per cloud (src/clouds/<cloud>/settings.ts)
   ...AWS_SETTINGS,
   ...AZURE_SETTINGS,
   ...GCP_SETTINGS,
   // Labelled Secrets (GEP-26)
-  secretTokenPath: { flag: 'secret-token-path', description: 'Where Pods mount a labelled Secret\'s token key, written into its derived files (per Secret: annotation workload-identity-webhook.io/token-path)', parse: tokenPath, default: DEFAULT_SECRET_TOKEN_PATH },
+  secretTokenPath: {
+    flag: 'secret-token-path',
+    description:
+      "Where Pods mount a labelled Secret's token key, written into its derived files (per Secret: annotation workload-identity-webhook.io/token-path)",
+    parse: tokenPath,
+    default: DEFAULT_SECRET_TOKEN_PATH,
+  },
   // Tenant policy (docs/policy.md)
-  watchPolicies: { flag: 'watch-policies', description: 'Enforce the cluster\'s WorkloadIdentityPolicy objects and write their status (needs the CRD of charts/workload-identity-webhook/crds, and RBAC on it and on namespaces)', parse: bool, default: false, boolean: true },
-  policyFile: { flag: 'policy-file', description: 'Enforce the WorkloadIdentityPolicy objects of this YAML file (clusters without the CRD); read at start-up', parse: optionalString, default: undefined },
-  policyFailureMode: { flag: 'policy-failure-mode', description: 'While a policy is broken: deny (refuse every cloud identity) or keep-last-good (enforce its last good version)', parse: oneOf(['deny', 'keep-last-good'] as const), default: 'deny' as const },
+  watchPolicies: {
+    flag: 'watch-policies',
+    description:
+      "Enforce the cluster's WorkloadIdentityPolicy objects and write their status (needs the CRD of charts/workload-identity-webhook/crds, and RBAC on it and on namespaces)",
+    parse: bool,
+    default: false,
+    boolean: true,
+  },
+  policyFile: {
+    flag: 'policy-file',
+    description:
+      'Enforce the WorkloadIdentityPolicy objects of this YAML file (clusters without the CRD); read at start-up',
+    parse: optionalString,
+    default: undefined,
+  },
+  policyFailureMode: {
+    flag: 'policy-failure-mode',
+    description:
+      'While a policy is broken: deny (refuse every cloud identity) or keep-last-good (enforce its last good version)',
+    parse: oneOf(['deny', 'keep-last-good'] as const),
+    default: 'deny' as const,
+  },
 } satisfies Record<string, Setting<unknown>>;
 
 type Settings = typeof settings;
@@ -98,16 +285,23 @@ export function loadConfig(flags: ReadonlyMap<string, string>, env: NodeJS.Proce
   }
   if (c.selfSigned && c.tlsCertFile) throw new ConfigError('--self-signed and --tls-cert-file exclude each other');
   if (c.caBundleOut && !c.selfSigned) throw new ConfigError('--ca-bundle-out needs --self-signed');
-  if (c.certSecret && (c.selfSigned || c.tlsCertFile)) throw new ConfigError('--cert-secret excludes --self-signed and --tls-cert-file: choose one certificate source');
+  if (c.certSecret && (c.selfSigned || c.tlsCertFile))
+    throw new ConfigError('--cert-secret excludes --self-signed and --tls-cert-file: choose one certificate source');
   if (c.maxInflightRequestBytes < c.maxRequestBytes) {
-    throw new ConfigError(`--max-inflight-request-bytes=${c.maxInflightRequestBytes} must be at least --max-request-bytes=${c.maxRequestBytes}`);
+    throw new ConfigError(
+      `--max-inflight-request-bytes=${c.maxInflightRequestBytes} must be at least --max-request-bytes=${c.maxRequestBytes}`,
+    );
   }
   if (c.certRenewBeforeSeconds >= c.certValiditySeconds) {
-    throw new ConfigError(`--cert-renew-before-seconds=${c.certRenewBeforeSeconds} must be below --cert-validity-seconds=${c.certValiditySeconds}`);
+    throw new ConfigError(
+      `--cert-renew-before-seconds=${c.certRenewBeforeSeconds} must be below --cert-validity-seconds=${c.certValiditySeconds}`,
+    );
   }
   // The old CA must outlive the switch: propagation, then every replica noticing (resync at worst).
   if (c.certRenewBeforeSeconds <= 2 * (c.certPropagationSeconds + c.certResyncSeconds)) {
-    throw new ConfigError(`--cert-renew-before-seconds=${c.certRenewBeforeSeconds} must exceed twice --cert-propagation-seconds plus --cert-resync-seconds (${2 * (c.certPropagationSeconds + c.certResyncSeconds)})`);
+    throw new ConfigError(
+      `--cert-renew-before-seconds=${c.certRenewBeforeSeconds} must exceed twice --cert-propagation-seconds plus --cert-resync-seconds (${2 * (c.certPropagationSeconds + c.certResyncSeconds)})`,
+    );
   }
   if (!/^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$/.test(c.awsAnnotationPrefix)) {
     throw new ConfigError(`--aws-annotation-prefix="${c.awsAnnotationPrefix}" is not a DNS subdomain`);
@@ -118,7 +312,8 @@ export function loadConfig(flags: ReadonlyMap<string, string>, env: NodeJS.Proce
 export function configHelp(): string {
   const lines: string[] = [];
   for (const s of Object.values(settings) as Setting<unknown>[]) {
-    const def = s.default === undefined ? '' : ` (default ${Array.isArray(s.default) ? s.default.join(',') : String(s.default)})`;
+    const def =
+      s.default === undefined ? '' : ` (default ${Array.isArray(s.default) ? s.default.join(',') : String(s.default)})`;
     lines.push(`  --${s.flag}${s.boolean ? '' : ' VALUE'}`.padEnd(40) + `${s.description}${def} [$${envName(s.flag)}]`);
   }
   return lines.join('\n');

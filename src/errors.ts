@@ -69,5 +69,10 @@ export function denial(reason: DenialReason, message: string): Denial {
 
 /** The one way to tell a denial from a value: every result type of the webhook is `T | Denial`. */
 export function isDenial(value: unknown): value is Denial {
-  return typeof value === 'object' && value !== null && 'reason' in value && Object.hasOwn(DENIAL_STATUS, (value as Denial).reason);
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    'reason' in value &&
+    Object.hasOwn(DENIAL_STATUS, (value as Denial).reason)
+  );
 }

@@ -10,7 +10,12 @@ export function createPeerMetrics(registry: Registry) {
   const registers = [registry];
   const aws = {
     // aws/amazon-eks-pod-identity-webhook pkg/handler/middleware.go
-    requests: new Counter({ name: 'http_request_count', help: 'Counter of requests broken out for each verb, path, and response code.', labelNames: ['verb', 'path', 'code'] as const, registers }),
+    requests: new Counter({
+      name: 'http_request_count',
+      help: 'Counter of requests broken out for each verb, path, and response code.',
+      labelNames: ['verb', 'path', 'code'] as const,
+      registers,
+    }),
     latencies: new Histogram({
       name: 'http_request_latencies',
       help: 'Response latency distribution in microseconds for each verb and path',
@@ -28,8 +33,17 @@ export function createPeerMetrics(registry: Registry) {
       ageBuckets: 5,
       registers,
     }),
-    pods: new Counter({ name: 'pod_identity_webhook_pod_count', help: 'Indicator to how many pods are using sts web identity or container credentials', labelNames: ['method'] as const, registers }),
-    missingServiceAccount: new Counter({ name: 'pod_identity_webhook_missing_sa_count', help: 'Service account did not have the right annotations or was not found in the cache.', registers }),
+    pods: new Counter({
+      name: 'pod_identity_webhook_pod_count',
+      help: 'Indicator to how many pods are using sts web identity or container credentials',
+      labelNames: ['method'] as const,
+      registers,
+    }),
+    missingServiceAccount: new Counter({
+      name: 'pod_identity_webhook_missing_sa_count',
+      help: 'Service account did not have the right annotations or was not found in the cache.',
+      registers,
+    }),
   };
   // Azure/azure-workload-identity pkg/webhook/stats_reporter.go (OpenTelemetry's default buckets)
   const azure = new Histogram({
@@ -41,15 +55,37 @@ export function createPeerMetrics(registry: Registry) {
   });
   // controller-runtime pkg/webhook/internal/metrics, as pfnet's webhook exposes them
   const pfnet = {
-    requests: new Counter({ name: 'controller_runtime_webhook_requests_total', help: 'Total number of admission requests by HTTP status code.', labelNames: ['webhook', 'code'] as const, registers }),
-    latency: new Histogram({ name: 'controller_runtime_webhook_latency_seconds', help: 'Histogram of the latency of processing admission requests', labelNames: ['webhook'] as const, registers }),
-    inFlight: new Gauge({ name: 'controller_runtime_webhook_requests_in_flight', help: 'Current number of admission requests being served.', labelNames: ['webhook'] as const, registers }),
+    requests: new Counter({
+      name: 'controller_runtime_webhook_requests_total',
+      help: 'Total number of admission requests by HTTP status code.',
+      labelNames: ['webhook', 'code'] as const,
+      registers,
+    }),
+    latency: new Histogram({
+      name: 'controller_runtime_webhook_latency_seconds',
+      help: 'Histogram of the latency of processing admission requests',
+      labelNames: ['webhook'] as const,
+      registers,
+    }),
+    inFlight: new Gauge({
+      name: 'controller_runtime_webhook_requests_in_flight',
+      help: 'Current number of admission requests being served.',
+      labelNames: ['webhook'] as const,
+      registers,
+    }),
   };
   pfnet.inFlight.set({ webhook: PFNET_PATH }, 0);
 
   return {
     /** One Pod review answered: HTTP status, seconds, request namespace, Azure opt-in, AWS injected. */
-    pod(review: { path: string; code: number; seconds: number; namespace: string; azureOptIn: boolean; awsInjected: boolean }): void {
+    pod(review: {
+      path: string;
+      code: number;
+      seconds: number;
+      namespace: string;
+      azureOptIn: boolean;
+      awsInjected: boolean;
+    }): void {
       const labels = { verb: 'POST', path: review.path };
       aws.requests.inc({ ...labels, code: String(review.code) });
       aws.latencies.observe(labels, review.seconds * 1e6);

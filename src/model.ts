@@ -11,7 +11,11 @@ export function serviceAccountNameOf(pod: Pod): string {
 export function isWindowsPod(pod: Pod): boolean {
   const selector = pod.spec?.nodeSelector;
   // The beta label still selects Windows nodes on older clusters; the AWS peer honours it.
-  return pod.spec?.os?.name === 'windows' || selector?.['kubernetes.io/os'] === 'windows' || selector?.['beta.kubernetes.io/os'] === 'windows';
+  return (
+    pod.spec?.os?.name === 'windows' ||
+    selector?.['kubernetes.io/os'] === 'windows' ||
+    selector?.['beta.kubernetes.io/os'] === 'windows'
+  );
 }
 
 export const PROJECT_DOMAIN = 'workload-identity-webhook.io/';

@@ -15,15 +15,18 @@ export function isSecretPreview(input: PreviewInput): boolean {
 
 function oneSecret(input: PreviewInput, what: string): Secret {
   const secrets = parseManifests(input).filter((m) => m.kind === 'Secret');
-  if (secrets.length !== 1) throw new WebhookError('WIW_BAD_INPUT', `${what} needs exactly one Secret; found ${secrets.length}`);
+  if (secrets.length !== 1)
+    throw new WebhookError('WIW_BAD_INPUT', `${what} needs exactly one Secret; found ${secrets.length}`);
   const secret = structuredClone(secrets[0]) as Secret;
   const shape = secretShapeError(secret);
   if (shape) throw new WebhookError('WIW_BAD_INPUT', `the Secret cannot be read: ${shape}`);
   // What the API server does before admission: stringData is merged into data, and dropped.
   if (secret.stringData !== undefined) {
-    if (typeof secret.stringData !== 'object' || secret.stringData === null) throw new WebhookError('WIW_BAD_INPUT', 'stringData is not a map');
+    if (typeof secret.stringData !== 'object' || secret.stringData === null)
+      throw new WebhookError('WIW_BAD_INPUT', 'stringData is not a map');
     secret.data = { ...secret.data };
-    for (const [key, value] of Object.entries(secret.stringData)) secret.data[key] = Buffer.from(String(value), 'utf8').toString('base64');
+    for (const [key, value] of Object.entries(secret.stringData))
+      secret.data[key] = Buffer.from(String(value), 'utf8').toString('base64');
     delete secret.stringData;
   }
   return secret;
@@ -34,7 +37,12 @@ function oneSecret(input: PreviewInput, what: string): Secret {
  * given (`--old FILE`). ServiceAccounts among the documents stand in for the cluster's when the
  * Secret references one in another namespace. Same core as `serve`.
  */
-export function previewSecret(core: SecretCoreOptions, input: PreviewInput, old: PreviewInput | undefined, format: OutputFormat): PreviewResult {
+export function previewSecret(
+  core: SecretCoreOptions,
+  input: PreviewInput,
+  old: PreviewInput | undefined,
+  format: OutputFormat,
+): PreviewResult {
   const secret = oneSecret(input, 'preview');
   const oldSecret = old ? oneSecret(old, '--old') : undefined;
   const namespace = secret.metadata?.namespace || 'default';
@@ -43,17 +51,38 @@ export function previewSecret(core: SecretCoreOptions, input: PreviewInput, old:
   let referenced: ServiceAccountView | undefined;
   const ref = secretReference(secret, namespace);
   if (ref && !isDenial(ref) && ref.namespace !== namespace) {
-    const doc = parseManifests(input).find((m) => m.kind === 'ServiceAccount' && m.metadata?.name === ref.name && (m.metadata?.namespace || 'default') === ref.namespace);
-    if (doc) referenced = { namespace: ref.namespace, name: ref.name, uid: '', annotations: doc.metadata?.annotations ?? {} };
-    else warnings.push(`ServiceAccount ${ref.namespace}/${ref.name} is not among the documents: previewed as if it did not exist`);
+    const doc = parseManifests(input).find(
+      (m) =>
+        m.kind === 'ServiceAccount' &&
+        m.metadata?.name === ref.name &&
+        (m.metadata?.namespace || 'default') === ref.namespace,
+    );
+    if (doc)
+      referenced = { namespace: ref.namespace, name: ref.name, uid: '', annotations: doc.metadata?.annotations ?? {} };
+    else
+      warnings.push(
+        `ServiceAccount ${ref.namespace}/${ref.name} is not among the documents: previewed as if it did not exist`,
+      );
   }
 
   const result = mutateSecret(core, { secret, oldSecret, namespace, referencedServiceAccount: referenced });
   if (!result.allowed) return { allowed: false, denial: result.denial, warnings };
   warnings.push(...result.warnings);
-  if (!result.selected) warnings.push(`the Secret has neither label ${PROVIDER_LABEL} nor Gardener's ${GARDENER_PROVIDER_LABEL}: the webhook leaves it alone`);
-  if (format === 'patch') return { allowed: true, patch: result.patch, output: JSON.stringify(result.patch, null, 2) + '\n', warnings };
-  const mutated = fastJsonPatch.applyPatch(structuredClone(secret), result.patch as fastJsonPatch.Operation[], true, false).newDocument;
-  const output = format === 'json' ? JSON.stringify(mutated, null, 2) + '\n' : stringify(mutated, { lineWidth: 0, aliasDuplicateObjects: false });
+  if (!result.selected)
+    warnings.push(
+      `the Secret has neither label ${PROVIDER_LABEL} nor Gardener's ${GARDENER_PROVIDER_LABEL}: the webhook leaves it alone`,
+    );
+  if (format === 'patch')
+    return { allowed: true, patch: result.patch, output: JSON.stringify(result.patch, null, 2) + '\n', warnings };
+  const mutated = fastJsonPatch.applyPatch(
+    structuredClone(secret),
+    result.patch as fastJsonPatch.Operation[],
+    true,
+    false,
+  ).newDocument;
+  const output =
+    format === 'json'
+      ? JSON.stringify(mutated, null, 2) + '\n'
+      : stringify(mutated, { lineWidth: 0, aliasDuplicateObjects: false });
   return { allowed: true, patch: result.patch, output, warnings };
 }

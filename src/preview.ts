@@ -25,7 +25,12 @@ export type PreviewResult =
   | { allowed: true; output: string; patch: PatchOperation[]; warnings: string[] }
   | { allowed: false; denial: Denial; warnings: string[] };
 
-type Manifest = { apiVersion?: string; kind?: string; metadata?: { name?: string; namespace?: string; annotations?: Record<string, string> }; items?: Manifest[] };
+type Manifest = {
+  apiVersion?: string;
+  kind?: string;
+  metadata?: { name?: string; namespace?: string; annotations?: Record<string, string> };
+  items?: Manifest[];
+};
 
 /** Parses YAML or JSON streams (JSON is YAML), flattening `List` kinds. */
 export function parseManifests(input: PreviewInput): Manifest[] {
@@ -35,7 +40,8 @@ export function parseManifests(input: PreviewInput): Manifest[] {
       if (doc.errors.length > 0) throw new WebhookError('WIW_BAD_INPUT', `${source}: ${doc.errors[0].message}`);
       const value = doc.toJS() as unknown;
       if (value === null || value === undefined) continue;
-      if (typeof value !== 'object' || Array.isArray(value)) throw new WebhookError('WIW_BAD_INPUT', `${source}: a document is not a Kubernetes object`);
+      if (typeof value !== 'object' || Array.isArray(value))
+        throw new WebhookError('WIW_BAD_INPUT', `${source}: a document is not a Kubernetes object`);
       const m = value as Manifest;
       if (m.kind?.endsWith('List') && Array.isArray(m.items)) out.push(...m.items);
       else out.push(m);
@@ -48,7 +54,12 @@ export function parseManifests(input: PreviewInput): Manifest[] {
  * The webhook's decision for one Pod, offline: the given ServiceAccounts stand in for the
  * cluster's. Same providers, same core as `serve`.
  */
-export function previewPod(providers: readonly PodProvider[], input: PreviewInput, format: OutputFormat, policy?: PreviewPolicy): PreviewResult {
+export function previewPod(
+  providers: readonly PodProvider[],
+  input: PreviewInput,
+  format: OutputFormat,
+  policy?: PreviewPolicy,
+): PreviewResult {
   const manifests = parseManifests(input);
   const pods = manifests.filter((m) => m.kind === 'Pod');
   if (pods.length !== 1) {
@@ -62,17 +73,36 @@ export function previewPod(providers: readonly PodProvider[], input: PreviewInpu
   for (const m of manifests) {
     if (m.kind !== 'ServiceAccount' || !m.metadata?.name) continue;
     const ns = m.metadata.namespace || 'default';
-    accounts.set(`${ns}/${m.metadata.name}`, { namespace: ns, name: m.metadata.name, uid: '', annotations: m.metadata.annotations ?? {} });
+    accounts.set(`${ns}/${m.metadata.name}`, {
+      namespace: ns,
+      name: m.metadata.name,
+      uid: '',
+      annotations: m.metadata.annotations ?? {},
+    });
   }
   const saName = serviceAccountNameOf(pod);
   const sa = accounts.get(`${namespace}/${saName}`);
   const warnings: string[] = [];
-  if (!sa) warnings.push(`ServiceAccount ${namespace}/${saName} is not among the documents: previewed as if it did not exist`);
-  const result = mutatePod(providers, { pod, namespace, serviceAccount: sa, recordKeys: PREVIEW_KEYS }, previewPodPolicy(policy, manifests, namespace, warnings));
+  if (!sa)
+    warnings.push(`ServiceAccount ${namespace}/${saName} is not among the documents: previewed as if it did not exist`);
+  const result = mutatePod(
+    providers,
+    { pod, namespace, serviceAccount: sa, recordKeys: PREVIEW_KEYS },
+    previewPodPolicy(policy, manifests, namespace, warnings),
+  );
   if (!result.allowed) return { allowed: false, denial: result.denial, warnings };
   warnings.push(...result.warnings);
-  if (format === 'patch') return { allowed: true, patch: result.patch, output: JSON.stringify(result.patch, null, 2) + '\n', warnings };
-  const mutated = fastJsonPatch.applyPatch(structuredClone(pod), result.patch as fastJsonPatch.Operation[], true, false).newDocument;
-  const output = format === 'json' ? JSON.stringify(mutated, null, 2) + '\n' : stringify(mutated, { lineWidth: 0, aliasDuplicateObjects: false });
+  if (format === 'patch')
+    return { allowed: true, patch: result.patch, output: JSON.stringify(result.patch, null, 2) + '\n', warnings };
+  const mutated = fastJsonPatch.applyPatch(
+    structuredClone(pod),
+    result.patch as fastJsonPatch.Operation[],
+    true,
+    false,
+  ).newDocument;
+  const output =
+    format === 'json'
+      ? JSON.stringify(mutated, null, 2) + '\n'
+      : stringify(mutated, { lineWidth: 0, aliasDuplicateObjects: false });
   return { allowed: true, patch: result.patch, output, warnings };
 }

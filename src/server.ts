@@ -26,11 +26,17 @@ export interface RunningServer {
   shutdown(): Promise<void>;
 }
 
-async function loadTls(config: Config, log: Logger): Promise<{ pair: KeyPair; watch?: (apply: (p: KeyPair) => void) => () => void }> {
+async function loadTls(
+  config: Config,
+  log: Logger,
+): Promise<{ pair: KeyPair; watch?: (apply: (p: KeyPair) => void) => () => void }> {
   if (config.selfSigned) {
     const certs = await generateCertificates(config.selfSignedHosts);
     if (config.caBundleOut) await writeFile(config.caBundleOut, certs.caPem);
-    log.info({ hosts: config.selfSignedHosts, caBundle: config.caBundleOut }, 'generated a self-signed CA and serving certificate');
+    log.info(
+      { hosts: config.selfSignedHosts, caBundle: config.caBundleOut },
+      'generated a self-signed CA and serving certificate',
+    );
     return { pair: { cert: certs.certPem, key: certs.keyPem } };
   }
   if (config.tlsCertFile && config.tlsKeyFile) {
@@ -41,7 +47,9 @@ async function loadTls(config: Config, log: Logger): Promise<{ pair: KeyPair; wa
     return { pair, watch: (apply) => watchKeyPair(tlsCertFile, tlsKeyFile, pair, apply, log) };
   }
   if (config.certSecret) return selfManagedTls(config, loadKubeConfig(config.kubeconfig), log);
-  throw new ConfigError('serve needs a certificate: --tls-cert-file and --tls-key-file, --cert-secret, or --self-signed');
+  throw new ConfigError(
+    'serve needs a certificate: --tls-cert-file and --tls-key-file, --cert-secret, or --self-signed',
+  );
 }
 
 /**
@@ -49,22 +57,33 @@ async function loadTls(config: Config, log: Logger): Promise<{ pair: KeyPair; wa
  * else one derived from the serving key, which replicas share through their certificate Secret.
  * After a certificate rotation the previous key still verifies.
  */
-async function injectionRecordKeys(config: Config, pair: KeyPair, log: Logger): Promise<{ current: RecordKeys; rotate(p: KeyPair): void }> {
+async function injectionRecordKeys(
+  config: Config,
+  pair: KeyPair,
+  log: Logger,
+): Promise<{ current: RecordKeys; rotate(p: KeyPair): void }> {
   if (config.recordKeyFile) {
     const file = config.recordKeyFile;
     const material = await readFile(file).catch((err: Error) => {
       throw new ConfigError(`cannot read --record-key-file: ${err.message}`);
     });
-    if (material.length < 32) throw new ConfigError(`--record-key-file ${file} holds ${material.length} bytes; at least 32 random bytes are needed`);
+    if (material.length < 32)
+      throw new ConfigError(
+        `--record-key-file ${file} holds ${material.length} bytes; at least 32 random bytes are needed`,
+      );
     return { current: RecordKeys.derive(material), rotate: () => {} };
   }
-  if (config.selfSigned) log.info('injection records are signed with a key of this process: run one replica, or set --record-key-file');
+  if (config.selfSigned)
+    log.info('injection records are signed with a key of this process: run one replica, or set --record-key-file');
   let last = pair.key;
-  const keys = { current: RecordKeys.derive(pair.key), rotate(next: KeyPair) {
-    if (next.key === last) return;
-    keys.current = RecordKeys.derive(next.key, last);
-    last = next.key;
-  } };
+  const keys = {
+    current: RecordKeys.derive(pair.key),
+    rotate(next: KeyPair) {
+      if (next.key === last) return;
+      keys.current = RecordKeys.derive(next.key, last);
+      last = next.key;
+    },
+  };
   return keys;
 }
 
@@ -87,18 +106,22 @@ export async function serve(config: Config, log: Logger): Promise<RunningServer>
   let draining = false;
   const lookup = (ns: string, name: string) => cache.lookup(ns, name);
   const admit = (request: AdmissionRequest, context: AdmitContext): Decision | Promise<Decision> => {
-    if (request.kind.kind === 'Pod' && request.kind.group === '') return admitPod(providers, lookup, request, tenantPolicy?.gate, {
-      onUnresolved: context.failurePolicy ?? config.failurePolicy,
-      recordKeys: recordKeys.current,
-      maxContainers: config.maxContainers,
-    });
-    if (request.kind.kind === 'Secret' && request.kind.group === '') return admitSecret(secretCore, lookup, request, tenantPolicy?.gate);
+    if (request.kind.kind === 'Pod' && request.kind.group === '')
+      return admitPod(providers, lookup, request, tenantPolicy?.gate, {
+        onUnresolved: context.failurePolicy ?? config.failurePolicy,
+        recordKeys: recordKeys.current,
+        maxContainers: config.maxContainers,
+      });
+    if (request.kind.kind === 'Secret' && request.kind.group === '')
+      return admitSecret(secretCore, lookup, request, tenantPolicy?.gate);
     return { allowed: true };
   };
 
-  const clientCa = config.clientCaFile ? await readFile(config.clientCaFile, 'utf8').catch((err: Error) => {
-    throw new ConfigError(`cannot read --client-ca-file: ${err.message}`);
-  }) : undefined;
+  const clientCa = config.clientCaFile
+    ? await readFile(config.clientCaFile, 'utf8').catch((err: Error) => {
+        throw new ConfigError(`cannot read --client-ca-file: ${err.message}`);
+      })
+    : undefined;
   const policy = tlsPolicy(config.tlsMinVersion, config.tlsCipherSuites);
   const app = buildApp({
     https: tls.pair,
@@ -132,7 +155,11 @@ export async function serve(config: Config, log: Logger): Promise<RunningServer>
     recordKeys.rotate(pair);
   });
 
-  const { server: metricsServer, port: metricsPort } = await serveMetrics(metrics.registry, config.metricsHost, config.metricsPort);
+  const { server: metricsServer, port: metricsPort } = await serveMetrics(
+    metrics.registry,
+    config.metricsHost,
+    config.metricsPort,
+  );
   log.info({ port, metricsPort }, 'listening');
 
   let shutdown: Promise<void> | undefined;

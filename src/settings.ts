@@ -39,7 +39,10 @@ export function oneOf<T extends string>(values: readonly T[]) {
 }
 
 export function httpsUrlList(raw: string, flag: string): string[] {
-  const urls = raw.split(',').map((s) => s.trim()).filter(Boolean);
+  const urls = raw
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
   for (const url of urls) {
     let ok = false;
     try {

@@ -6,15 +6,28 @@ import { loadConfig } from '../src/config.ts';
 import { ConfigError } from '../src/errors.ts';
 import { NEXT_SINCE_ANNOTATION, parseState, planFor } from '../src/tls/certificate-manager.ts';
 import { generateCertificatesValidFor } from '../src/tls/self-signed.ts';
-import { createNamespace, createServiceAccount, freePorts, startControlPlane, type ControlPlane } from './harness/control-plane.ts';
+import {
+  createNamespace,
+  createServiceAccount,
+  freePorts,
+  startControlPlane,
+  type ControlPlane,
+} from './harness/control-plane.ts';
 import { servedCertificate, startLocalWebhook, type LocalWebhook } from './support/chart-webhook.ts';
 import { until } from './support/webhook.ts';
 
 const ROLE = 'arn:aws:iam::111122223333:role/rotation';
 const b64 = (s: string) => Buffer.from(s).toString('base64');
 
-async function secretData(cert: { caPem: string[]; certPem: string; keyPem: string }, next?: { certPem: string; keyPem: string }): Promise<V1Secret> {
-  const data: Record<string, string> = { 'ca.crt': b64(cert.caPem.join('')), 'tls.crt': b64(cert.certPem), 'tls.key': b64(cert.keyPem) };
+async function secretData(
+  cert: { caPem: string[]; certPem: string; keyPem: string },
+  next?: { certPem: string; keyPem: string },
+): Promise<V1Secret> {
+  const data: Record<string, string> = {
+    'ca.crt': b64(cert.caPem.join('')),
+    'tls.crt': b64(cert.certPem),
+    'tls.key': b64(cert.keyPem),
+  };
   if (next) Object.assign(data, { 'next.crt': b64(next.certPem), 'next.key': b64(next.keyPem) });
   return { metadata: { resourceVersion: '1', annotations: {} }, data };
 }
@@ -24,7 +37,10 @@ describe('rotation plan (pure)', () => {
   const timing = { renewBeforeMs: 30_000, propagationMs: 5_000 };
 
   test('an empty Secret is filled', () => {
-    assert.deepEqual(planFor(parseState({ metadata: {} }), hosts, timing), { action: 'replace', why: 'no serving certificate yet' });
+    assert.deepEqual(planFor(parseState({ metadata: {} }), hosts, timing), {
+      action: 'replace',
+      why: 'no serving certificate yet',
+    });
   });
 
   test('a fresh certificate is kept; one inside the renewal window starts a rotation', async () => {
@@ -58,7 +74,9 @@ describe('rotation plan (pure)', () => {
   test('a certificate for other hosts, or not signed by ca.crt, is replaced', async () => {
     const other = await generateCertificatesValidFor(['elsewhere.example'], 3600);
     const mine = await generateCertificatesValidFor(hosts, 3600);
-    const wrongHosts = parseState(await secretData({ caPem: [other.caPem], certPem: other.certPem, keyPem: other.keyPem }));
+    const wrongHosts = parseState(
+      await secretData({ caPem: [other.caPem], certPem: other.certPem, keyPem: other.keyPem }),
+    );
     assert.match((planFor(wrongHosts, hosts, timing) as { why: string }).why, /configured hosts/);
     const wrongCa = parseState(await secretData({ caPem: [other.caPem], certPem: mine.certPem, keyPem: mine.keyPem }));
     assert.match((planFor(wrongCa, hosts, timing) as { why: string }).why, /not signed by a CA/);
@@ -69,15 +87,27 @@ describe('certificate flags', () => {
   const load = (flags: Record<string, string>) => loadConfig(new Map(Object.entries(flags)), {});
 
   test('--cert-secret excludes the other certificate sources', () => {
-    assert.throws(() => load({ 'cert-secret': 's', 'self-signed': 'true' }), (e: unknown) => e instanceof ConfigError && /--cert-secret/.test(e.message));
+    assert.throws(
+      () => load({ 'cert-secret': 's', 'self-signed': 'true' }),
+      (e: unknown) => e instanceof ConfigError && /--cert-secret/.test(e.message),
+    );
   });
 
   test('the renewal window must leave room for propagation and resync, naming the flags', () => {
     assert.throws(
-      () => load({ 'cert-secret': 's', 'cert-renew-before-seconds': '10', 'cert-propagation-seconds': '5', 'cert-resync-seconds': '1' }),
+      () =>
+        load({
+          'cert-secret': 's',
+          'cert-renew-before-seconds': '10',
+          'cert-propagation-seconds': '5',
+          'cert-resync-seconds': '1',
+        }),
       /--cert-renew-before-seconds=10 must exceed twice --cert-propagation-seconds plus --cert-resync-seconds/,
     );
-    assert.throws(() => load({ 'cert-validity-seconds': '100', 'cert-renew-before-seconds': '100' }), /must be below --cert-validity-seconds/);
+    assert.throws(
+      () => load({ 'cert-validity-seconds': '100', 'cert-renew-before-seconds': '100' }),
+      /must be below --cert-validity-seconds/,
+    );
     assert.equal(load({ 'cert-secret': 's' }).certRenewBeforeSeconds, 60 * 86400);
   });
 });
@@ -127,14 +157,24 @@ describe('self-managed certificates against a real API server', () => {
     });
   }
 
-  function replica(secret: string, port: number, configuration: string | undefined, timing: string[] = []): Promise<LocalWebhook> {
+  function replica(
+    secret: string,
+    port: number,
+    configuration: string | undefined,
+    timing: string[] = [],
+  ): Promise<LocalWebhook> {
     return startLocalWebhook(cp, {
       kubeconfigPath: cp.kubeconfigPath,
       args: [
-        '--port', String(port),
-        '--cert-secret', secret, '--cert-secret-namespace', NS,
+        '--port',
+        String(port),
+        '--cert-secret',
+        secret,
+        '--cert-secret-namespace',
+        NS,
         ...(configuration ? ['--cert-webhook-configuration', configuration] : []),
-        '--self-signed-hosts', '127.0.0.1',
+        '--self-signed-hosts',
+        '127.0.0.1',
         ...timing,
       ],
     }).then((w) => (started.push(w), w));
@@ -149,7 +189,10 @@ describe('self-managed certificates against a real API server', () => {
     return core.createNamespacedPod({
       namespace: 'apps',
       dryRun: 'All',
-      body: { metadata: { name }, spec: { serviceAccountName: 'worker', containers: [{ name: 'app', image: 'busybox' }] } },
+      body: {
+        metadata: { name },
+        spec: { serviceAccountName: 'worker', containers: [{ name: 'app', image: 'busybox' }] },
+      },
     });
   }
 
@@ -165,7 +208,9 @@ describe('self-managed certificates against a real API server', () => {
     const served = await servedCertificate(wh.port);
     assert.equal(served, new X509Certificate(Buffer.from(secret.data!['tls.crt'], 'base64')).fingerprint256);
 
-    const pod = await until('a Pod admitted through the patched caBundle', async () => dryRunPod(`first-${Date.now()}`).catch(() => undefined));
+    const pod = await until('a Pod admitted through the patched caBundle', async () =>
+      dryRunPod(`first-${Date.now()}`).catch(() => undefined),
+    );
     const env = Object.fromEntries((pod.spec!.containers[0].env ?? []).map((e) => [e.name, e.value]));
     assert.equal(env.AWS_ROLE_ARN, ROLE);
     await wh.stop();
@@ -196,11 +241,24 @@ describe('self-managed certificates against a real API server', () => {
     const ports = await freePorts(2);
     await webhookConfiguration('certs-c', ports);
     // Each certificate lives 14 s and is renewed 8 s before expiry: a rotation every ~6 s.
-    const timing = ['--cert-validity-seconds', '14', '--cert-renew-before-seconds', '8', '--cert-propagation-seconds', '2', '--cert-resync-seconds', '1'];
+    const timing = [
+      '--cert-validity-seconds',
+      '14',
+      '--cert-renew-before-seconds',
+      '8',
+      '--cert-propagation-seconds',
+      '2',
+      '--cert-resync-seconds',
+      '1',
+    ];
     const replicas = await Promise.all(ports.map((p) => replica('certs-c', p, 'certs-c', timing)));
-    await until('Pods admitted through the first caBundle', async () => dryRunPod(`warm-${Date.now()}`).catch(() => undefined));
+    await until('Pods admitted through the first caBundle', async () =>
+      dryRunPod(`warm-${Date.now()}`).catch(() => undefined),
+    );
 
-    const promoted = () => replicas.flatMap((r) => r.logs()).filter((l) => l.msg === 'certificate rotation: new certificate promoted').length;
+    const promoted = () =>
+      replicas.flatMap((r) => r.logs()).filter((l) => l.msg === 'certificate rotation: new certificate promoted')
+        .length;
     const seen = new Set<string>();
     let ok = 0;
     const failures: string[] = [];
@@ -225,7 +283,9 @@ describe('self-managed certificates against a real API server', () => {
     }
     for (const p of ports) seen.add(await servedCertificate(p));
     const rotations = promoted();
-    console.log(`rotation under traffic: ${ok} Pods admitted, ${failures.length} failed, ${rotations} promotions logged, ${seen.size} distinct serving certificates observed`);
+    console.log(
+      `rotation under traffic: ${ok} Pods admitted, ${failures.length} failed, ${rotations} promotions logged, ${seen.size} distinct serving certificates observed`,
+    );
     assert.deepEqual(failures, []);
     assert.ok(rotations >= 2, `at least two rotations happened (saw ${rotations} promotion log lines)`);
     assert.ok(seen.size >= 3, `the served certificate changed at least twice (saw ${seen.size})`);
@@ -240,7 +300,16 @@ describe('self-managed certificates against a real API server', () => {
     const [port] = await freePorts(1);
     const wh = await startLocalWebhook(cp, {
       kubeconfigPath: cp.kubeconfigPath,
-      args: ['--port', String(port), '--cert-secret', 'absent', '--cert-secret-namespace', NS, '--self-signed-hosts', '127.0.0.1'],
+      args: [
+        '--port',
+        String(port),
+        '--cert-secret',
+        'absent',
+        '--cert-secret-namespace',
+        NS,
+        '--self-signed-hosts',
+        '127.0.0.1',
+      ],
       waitListening: false,
     });
     const status = await wh.process.exited;

@@ -8,7 +8,13 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { AdmissionregistrationV1Api, ApiextensionsV1Api, CoreV1Api } from '@kubernetes/client-node';
 import { parse } from 'yaml';
-import { createNamespace, createServiceAccount, freePorts, startControlPlane, type ControlPlane } from './harness/control-plane.ts';
+import {
+  createNamespace,
+  createServiceAccount,
+  freePorts,
+  startControlPlane,
+  type ControlPlane,
+} from './harness/control-plane.ts';
 import {
   PLAIN_NAMESPACE,
   VALUES_MATRIX,
@@ -82,7 +88,10 @@ describe('server-side dry run', () => {
     await core.createNamespace({ body: namespace as never });
     assert.deepEqual(await dryRunCreate(cp, rest, PLAIN_NAMESPACE), []);
     const kustomization = parse(files.get('kustomization.yaml')!) as { resources: string[] };
-    assert.deepEqual([...kustomization.resources].sort(), [...files.keys()].filter((f) => f !== 'kustomization.yaml').sort());
+    assert.deepEqual(
+      [...kustomization.resources].sort(),
+      [...files.keys()].filter((f) => f !== 'kustomization.yaml').sort(),
+    );
   });
 
   test('a misspelt field is refused, so the dry runs above check something', async () => {
@@ -96,13 +105,18 @@ describe('server-side dry run', () => {
 
 describe('restricted Pod Security', () => {
   test("Pods from both Deployments' templates are admitted in a namespace enforcing restricted", async () => {
-    const { manifests } = await renderChart({ tokenRequestor: { enabled: true, namespaces: ['apps'] } }, { release: RELEASE, namespace: NS });
-    const pods = all(manifests, 'Deployment').map((d, i): Manifest => ({
-      apiVersion: 'v1',
-      kind: 'Pod',
-      metadata: { name: `from-template-${i}`, namespace: NS, labels: d.spec.template.metadata.labels },
-      spec: d.spec.template.spec,
-    }));
+    const { manifests } = await renderChart(
+      { tokenRequestor: { enabled: true, namespaces: ['apps'] } },
+      { release: RELEASE, namespace: NS },
+    );
+    const pods = all(manifests, 'Deployment').map(
+      (d, i): Manifest => ({
+        apiVersion: 'v1',
+        kind: 'Pod',
+        metadata: { name: `from-template-${i}`, namespace: NS, labels: d.spec.template.metadata.labels },
+        spec: d.spec.template.spec,
+      }),
+    );
     assert.equal(pods.length, 2);
     assert.deepEqual(await dryRunCreate(cp, pods, NS), []);
 
@@ -121,14 +135,19 @@ describe('helm install, upgrade and uninstall', () => {
   let installed: Manifest[] = [];
 
   async function releaseManifests(): Promise<Manifest[]> {
-    return parseRendered(await helm(['get', 'manifest', RELEASE, '--namespace', NS], { kubeconfig: cp.kubeconfigPath })).manifests;
+    return parseRendered(await helm(['get', 'manifest', RELEASE, '--namespace', NS], { kubeconfig: cp.kubeconfigPath }))
+      .manifests;
   }
 
   /** The webhook as the installed Deployment runs it: its environment, its ServiceAccount. */
   async function startAsDeployed(manifests: Manifest[]): Promise<LocalWebhook> {
     const deployment = find(manifests, 'Deployment', FULLNAME)!;
     const kubeconfigPath = await serviceAccountKubeconfig(cp, NS, deployment.spec.template.spec.serviceAccountName);
-    const wh = await startLocalWebhook(cp, { env: containerEnv(deployment), kubeconfigPath, args: ['--port', String(port)] });
+    const wh = await startLocalWebhook(cp, {
+      env: containerEnv(deployment),
+      kubeconfigPath,
+      args: ['--port', String(port)],
+    });
     running.push(wh);
     return wh;
   }
@@ -139,13 +158,18 @@ describe('helm install, upgrade and uninstall', () => {
     return { caBundles: (mwc.webhooks ?? []).map((w) => w.clientConfig.caBundle ?? ''), secret: secret.data ?? {} };
   }
 
-  function podEnv(pod: { spec?: { containers: { env?: { name: string; value?: string }[] }[] } }): Record<string, string | undefined> {
+  function podEnv(pod: {
+    spec?: { containers: { env?: { name: string; value?: string }[] }[] };
+  }): Record<string, string | undefined> {
     return Object.fromEntries((pod.spec?.containers[0].env ?? []).map((e) => [e.name, e.value]));
   }
 
   test('install: the caBundle is patched and Pods and labelled Secrets are mutated behind the chart', async () => {
     [port] = await freePorts(1);
-    const out = await helmUpgradeInstall(cp, RELEASE, NS, { webhook: { url: `https://127.0.0.1:${port}` }, tokenRequestor: { enabled: true, namespaces: ['apps'] } });
+    const out = await helmUpgradeInstall(cp, RELEASE, NS, {
+      webhook: { url: `https://127.0.0.1:${port}` },
+      tokenRequestor: { enabled: true, namespaces: ['apps'] },
+    });
     assert.match(out, /STATUS: deployed/);
     assert.match(out, /Certificates: selfManaged/, 'NOTES.txt is shown');
     installed = await releaseManifests();
@@ -157,45 +181,91 @@ describe('helm install, upgrade and uninstall', () => {
 
     await createServiceAccount(cp, 'apps', 'worker', { 'eks.amazonaws.com/role-arn': ROLE });
     const pod = await until('a Pod admitted through the chart configuration', () =>
-      core.createNamespacedPod({ namespace: 'apps', body: { metadata: { name: `app-${Date.now()}` }, spec: { serviceAccountName: 'worker', containers: [{ name: 'app', image: 'busybox' }] } } }),
+      core.createNamespacedPod({
+        namespace: 'apps',
+        body: {
+          metadata: { name: `app-${Date.now()}` },
+          spec: { serviceAccountName: 'worker', containers: [{ name: 'app', image: 'busybox' }] },
+        },
+      }),
     );
     assert.equal(podEnv(pod).AWS_ROLE_ARN, ROLE);
     assert.equal(podEnv(pod).AWS_WEB_IDENTITY_TOKEN_FILE, '/var/run/secrets/eks.amazonaws.com/serviceaccount/token');
 
     // IRSA add-ons in kube-system get their identity too, through the system entry.
     await createServiceAccount(cp, 'kube-system', 'ebs-csi-controller-sa', { 'eks.amazonaws.com/role-arn': ROLE });
-    const addon = await core.createNamespacedPod({ namespace: 'kube-system', body: { metadata: { name: 'ebs-csi-controller' }, spec: { serviceAccountName: 'ebs-csi-controller-sa', containers: [{ name: 'app', image: 'busybox' }] } } });
+    const addon = await core.createNamespacedPod({
+      namespace: 'kube-system',
+      body: {
+        metadata: { name: 'ebs-csi-controller' },
+        spec: { serviceAccountName: 'ebs-csi-controller-sa', containers: [{ name: 'app', image: 'busybox' }] },
+      },
+    });
     assert.equal(podEnv(addon).AWS_ROLE_ARN, ROLE);
     // The webhook's own namespace is never sent to it.
     await createServiceAccount(cp, NS, 'own', { 'eks.amazonaws.com/role-arn': ROLE });
-    const own = await core.createNamespacedPod({ namespace: NS, body: { metadata: { name: 'own' }, spec: { serviceAccountName: 'own', securityContext: { runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } }, containers: [{ name: 'app', image: 'busybox', securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } } }] } } });
+    const own = await core.createNamespacedPod({
+      namespace: NS,
+      body: {
+        metadata: { name: 'own' },
+        spec: {
+          serviceAccountName: 'own',
+          securityContext: { runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } },
+          containers: [
+            {
+              name: 'app',
+              image: 'busybox',
+              securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } },
+            },
+          ],
+        },
+      },
+    });
     assert.equal(podEnv(own).AWS_ROLE_ARN, undefined);
     assert.ok(!webhook.logs().some((l) => l.msg === 'admission' && l.namespace === NS));
 
     // An opted-out Pod never reaches the webhook (objectSelector).
     const skipped = await core.createNamespacedPod({
       namespace: 'apps',
-      body: { metadata: { name: 'skipped', labels: { 'workload-identity-webhook.io/skip': 'true' } }, spec: { serviceAccountName: 'worker', containers: [{ name: 'app', image: 'busybox' }] } },
+      body: {
+        metadata: { name: 'skipped', labels: { 'workload-identity-webhook.io/skip': 'true' } },
+        spec: { serviceAccountName: 'worker', containers: [{ name: 'app', image: 'busybox' }] },
+      },
     });
     assert.equal(podEnv(skipped).AWS_ROLE_ARN, undefined);
     assert.ok(!webhook.logs().some((l) => l.msg === 'admission' && l.name === 'skipped'));
 
     // A labelled Secret gets its derived keys from the webhook...
     await createServiceAccount(cp, 'apps', 'app');
-    const stored = await core.createNamespacedSecret({ namespace: 'apps', body: labelledSecret('aws', { namespace: 'apps', name: 'aws-credentials' }) as never });
+    const stored = await core.createNamespacedSecret({
+      namespace: 'apps',
+      body: labelledSecret('aws', { namespace: 'apps', name: 'aws-credentials' }) as never,
+    });
     assert.equal(textData(stored).roleARN, ARN);
 
     // ...and its token from the token requestor, run as its Deployment with its ServiceAccount.
     const requestor = find(installed, 'Deployment', `${FULLNAME}-token-requestor`)!;
     const requestorKubeconfig = await serviceAccountKubeconfig(cp, NS, requestor.spec.template.spec.serviceAccountName);
-    const tr = await startLocalWebhook(cp, { command: 'token-requestor', env: containerEnv(requestor), kubeconfigPath: requestorKubeconfig, args: ['--identity', 'local-requestor'] });
+    const tr = await startLocalWebhook(cp, {
+      command: 'token-requestor',
+      env: containerEnv(requestor),
+      kubeconfigPath: requestorKubeconfig,
+      args: ['--identity', 'local-requestor'],
+    });
     running.push(tr);
-    const withToken = await until('the token requestor to write the token', async () => {
-      const s = await core.readNamespacedSecret({ namespace: 'apps', name: 'aws-credentials' });
-      return s.data?.token ? s : undefined;
-    }, 30_000);
+    const withToken = await until(
+      'the token requestor to write the token',
+      async () => {
+        const s = await core.readNamespacedSecret({ namespace: 'apps', name: 'aws-credentials' });
+        return s.data?.token ? s : undefined;
+      },
+      30_000,
+    );
     assert.equal(textData(withToken).roleARN, ARN, 'the token write re-derived the keys');
-    const lease = await cp.request('GET', `/apis/coordination.k8s.io/v1/namespaces/${NS}/leases/${FULLNAME}-token-requestor`);
+    const lease = await cp.request(
+      'GET',
+      `/apis/coordination.k8s.io/v1/namespaces/${NS}/leases/${FULLNAME}-token-requestor`,
+    );
     assert.equal(JSON.parse(lease.body).spec.holderIdentity, 'local-requestor');
     await tr.stop();
 
@@ -207,13 +277,22 @@ describe('helm install, upgrade and uninstall', () => {
     assert.ok(webhook, 'installed by the previous test');
     const before = await caBundleAndSecret();
     const out = await helmUpgradeInstall(
-      cp, RELEASE, NS,
-      { webhook: { url: `https://127.0.0.1:${port}`, timeoutSeconds: 5 }, tokenRequestor: { enabled: true, namespaces: ['apps'] }, config: { awsDefaultRegion: 'eu-west-1' } },
+      cp,
+      RELEASE,
+      NS,
+      {
+        webhook: { url: `https://127.0.0.1:${port}`, timeoutSeconds: 5 },
+        tokenRequestor: { enabled: true, namespaces: ['apps'] },
+        config: { awsDefaultRegion: 'eu-west-1' },
+      },
       'upgrade',
     );
     assert.match(out, /REVISION: 2/);
     const mwc = await admission.readMutatingWebhookConfiguration({ name: FULLNAME });
-    assert.deepEqual(mwc.webhooks!.map((w) => w.timeoutSeconds), [5, 5, 5, 5]);
+    assert.deepEqual(
+      mwc.webhooks!.map((w) => w.timeoutSeconds),
+      [5, 5, 5, 5],
+    );
     const afterUpgrade = await caBundleAndSecret();
     assert.deepEqual(afterUpgrade, before, 'helm upgrade kept the patched caBundle and the Secret the webhook filled');
 
@@ -221,7 +300,14 @@ describe('helm install, upgrade and uninstall', () => {
     await webhook.stop();
     webhook = await startAsDeployed(await releaseManifests());
     const pod = await until('a Pod admitted after the upgrade', () =>
-      core.createNamespacedPod({ namespace: 'apps', dryRun: 'All', body: { metadata: { name: `upgraded-${Date.now()}` }, spec: { serviceAccountName: 'worker', containers: [{ name: 'app', image: 'busybox' }] } } }),
+      core.createNamespacedPod({
+        namespace: 'apps',
+        dryRun: 'All',
+        body: {
+          metadata: { name: `upgraded-${Date.now()}` },
+          spec: { serviceAccountName: 'worker', containers: [{ name: 'app', image: 'busybox' }] },
+        },
+      }),
     );
     assert.equal(podEnv(pod).AWS_REGION, 'eu-west-1');
     assert.ok(!webhook.logs().some((l) => l.msg === 'created a CA and serving certificate'), 'no new CA on a rollout');
@@ -239,17 +325,36 @@ describe('helm install, upgrade and uninstall', () => {
       if (res.status !== 404) left.push(`${m.kind} ${m.metadata.name}: HTTP ${res.status}`);
     }
     assert.deepEqual(left, []);
-    assert.ok(last.some((m) => m.kind === 'Lease') && last.some((m) => m.kind === 'Secret'), 'the Lease and the certificate Secret were the release\'s');
+    assert.ok(
+      last.some((m) => m.kind === 'Lease') && last.some((m) => m.kind === 'Secret'),
+      "the Lease and the certificate Secret were the release's",
+    );
     // Nothing labelled with the release anywhere, in any kind the chart can render.
-    const { manifests: everything } = await renderChart({ tokenRequestor: { enabled: true, namespaces: ['apps'] }, networkPolicy: { enabled: true }, serviceMonitor: { enabled: true }, certificates: { mode: 'certManager' } }, { release: RELEASE, namespace: NS });
+    const { manifests: everything } = await renderChart(
+      {
+        tokenRequestor: { enabled: true, namespaces: ['apps'] },
+        networkPolicy: { enabled: true },
+        serviceMonitor: { enabled: true },
+        certificates: { mode: 'certManager' },
+      },
+      { release: RELEASE, namespace: NS },
+    );
     const kinds = new Map(everything.map((m) => [`${m.apiVersion}/${m.kind}`, m]));
     for (const m of kinds.values()) {
       const path = (await resourcePath(cp, m, NS)).replace(`/namespaces/${NS}/`, '/');
       const res = await cp.request('GET', `${path}?labelSelector=app.kubernetes.io/instance%3D${RELEASE}`);
       assert.equal(res.status, 200, `${path}: ${res.body}`);
-      assert.deepEqual(JSON.parse(res.body).items.map((i: Manifest) => i.metadata.name), [], `no ${m.kind} left`);
+      assert.deepEqual(
+        JSON.parse(res.body).items.map((i: Manifest) => i.metadata.name),
+        [],
+        `no ${m.kind} left`,
+      );
     }
     const secrets = await cp.request('GET', `/api/v1/namespaces/${NS}/secrets`);
-    assert.deepEqual(JSON.parse(secrets.body).items.map((i: Manifest) => i.metadata.name), [], 'no Helm release record left');
+    assert.deepEqual(
+      JSON.parse(secrets.body).items.map((i: Manifest) => i.metadata.name),
+      [],
+      'no Helm release record left',
+    );
   });
 });

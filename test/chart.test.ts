@@ -36,19 +36,37 @@ type SettingKey = keyof typeof settings;
  * Every other setting must be a key of `config` in values.yaml, or a development-only flag.
  */
 const CHART_MANAGED: Partial<Record<SettingKey, { values: Record<string, any>; expect: string | RegExp }>> = {
-  tlsCertFile: { values: { certificates: { mode: 'certManager' } }, expect: '/etc/workload-identity-webhook/tls/tls.crt' },
-  tlsKeyFile: { values: { certificates: { mode: 'provided', provided: { secretName: 's', caBundle: TEST_CA_PEM } } }, expect: '/etc/workload-identity-webhook/tls/tls.key' },
+  tlsCertFile: {
+    values: { certificates: { mode: 'certManager' } },
+    expect: '/etc/workload-identity-webhook/tls/tls.crt',
+  },
+  tlsKeyFile: {
+    values: { certificates: { mode: 'provided', provided: { secretName: 's', caBundle: TEST_CA_PEM } } },
+    expect: '/etc/workload-identity-webhook/tls/tls.key',
+  },
   certSecret: { values: { certificates: { selfManaged: { secretName: 'my-certs' } } }, expect: 'my-certs' },
   certSecretNamespace: { values: {}, expect: 'wiw-system' },
   certWebhookConfiguration: { values: {}, expect: FULLNAME },
-  selfSignedHosts: { values: { clusterDomain: 'corp.local' }, expect: `${FULLNAME},${FULLNAME}.wiw-system,${FULLNAME}.wiw-system.svc,${FULLNAME}.wiw-system.svc.corp.local` },
+  selfSignedHosts: {
+    values: { clusterDomain: 'corp.local' },
+    expect: `${FULLNAME},${FULLNAME}.wiw-system,${FULLNAME}.wiw-system.svc,${FULLNAME}.wiw-system.svc.corp.local`,
+  },
   certValiditySeconds: { values: { certificates: { selfManaged: { validitySeconds: 7776000 } } }, expect: '7776000' },
-  certRenewBeforeSeconds: { values: { certificates: { selfManaged: { renewBeforeSeconds: 2592000 } } }, expect: '2592000' },
+  certRenewBeforeSeconds: {
+    values: { certificates: { selfManaged: { renewBeforeSeconds: 2592000 } } },
+    expect: '2592000',
+  },
   certPropagationSeconds: { values: { certificates: { selfManaged: { propagationSeconds: 30 } } }, expect: '30' },
   certResyncSeconds: { values: { certificates: { selfManaged: { resyncSeconds: 20 } } }, expect: '20' },
-  policyFile: { values: { policy: { configMap: 'wiw-policy' } }, expect: '/etc/workload-identity-webhook/policy/policy.yaml' },
+  policyFile: {
+    values: { policy: { configMap: 'wiw-policy' } },
+    expect: '/etc/workload-identity-webhook/policy/policy.yaml',
+  },
   failurePolicy: { values: { webhook: { failurePolicy: 'Ignore' } }, expect: 'Ignore' },
-  clientCaFile: { values: { clientAuth: { caBundle: TEST_CA_PEM } }, expect: '/etc/workload-identity-webhook/client-ca/ca.crt' },
+  clientCaFile: {
+    values: { clientAuth: { caBundle: TEST_CA_PEM } },
+    expect: '/etc/workload-identity-webhook/client-ca/ca.crt',
+  },
 };
 /** Flags with no meaning inside a cluster; the chart never sets them. */
 const DEVELOPMENT_ONLY: Partial<Record<SettingKey, string>> = {
@@ -89,13 +107,17 @@ describe('helm lint and helm template over the values matrix', () => {
         [
           'pods.workload-identity-webhook.io',
           ...(systemNamespaces.length ? ['system-pods.workload-identity-webhook.io'] : []),
-          ...(secretsOn ? ['secrets.workload-identity-webhook.io', 'gardener-secrets.workload-identity-webhook.io'] : []),
+          ...(secretsOn
+            ? ['secrets.workload-identity-webhook.io', 'gardener-secrets.workload-identity-webhook.io']
+            : []),
         ],
       );
       const system = mwc.webhooks.find((w: any) => w.name === 'system-pods.workload-identity-webhook.io');
       if (system) {
         assert.equal(system.failurePolicy, values.webhook?.systemFailurePolicy ?? 'Ignore');
-        assert.deepEqual(system.namespaceSelector, { matchExpressions: [{ key: 'kubernetes.io/metadata.name', operator: 'In', values: systemNamespaces }] });
+        assert.deepEqual(system.namespaceSelector, {
+          matchExpressions: [{ key: 'kubernetes.io/metadata.name', operator: 'In', values: systemNamespaces }],
+        });
         const path = `/mutate/${(values.webhook?.systemFailurePolicy ?? 'Ignore').toLowerCase()}`;
         if (values.webhook?.url) assert.deepEqual(system.clientConfig, { url: `${values.webhook.url}${path}` });
         else assert.equal(system.clientConfig.service.path, path);
@@ -107,19 +129,33 @@ describe('helm lint and helm template over the values matrix', () => {
         assert.equal(w.failurePolicy, failurePolicy);
         assert.equal(w.timeoutSeconds, values.webhook?.timeoutSeconds ?? 10);
         const excluded = w.namespaceSelector.matchExpressions[0];
-        assert.deepEqual(excluded, { key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: ['wiw-system', ...systemNamespaces, ...(values.webhook?.excludeNamespaces ?? [])] });
+        assert.deepEqual(excluded, {
+          key: 'kubernetes.io/metadata.name',
+          operator: 'NotIn',
+          values: ['wiw-system', ...systemNamespaces, ...(values.webhook?.excludeNamespaces ?? [])],
+        });
         if (values.webhook?.url) assert.deepEqual(w.clientConfig, { url: `${values.webhook.url}/mutate` });
-        else assert.deepEqual(w.clientConfig.service, { name: FULLNAME, namespace: 'wiw-system', path: '/mutate', port: 443 });
+        else
+          assert.deepEqual(w.clientConfig.service, {
+            name: FULLNAME,
+            namespace: 'wiw-system',
+            path: '/mutate',
+            port: 443,
+          });
       }
       const [pods, secrets, gardener] = mwc.webhooks.filter((x: any) => x !== system);
-      assert.deepEqual(pods.rules, [{ apiGroups: [''], apiVersions: ['v1'], operations: ['CREATE'], resources: ['pods'], scope: 'Namespaced' }]);
+      assert.deepEqual(pods.rules, [
+        { apiGroups: [''], apiVersions: ['v1'], operations: ['CREATE'], resources: ['pods'], scope: 'Namespaced' },
+      ]);
       assert.deepEqual(pods.objectSelector.matchExpressions, [
         { key: 'workload-identity-webhook.io/skip', operator: 'DoesNotExist' },
         { key: 'eks.amazonaws.com/skip-pod-identity-webhook', operator: 'DoesNotExist' },
       ]);
       if (secretsOn) {
         for (const w of [secrets, gardener]) assert.deepEqual(w.rules[0].operations, ['CREATE', 'UPDATE']);
-        assert.deepEqual(secrets.objectSelector, { matchExpressions: [{ key: 'workload-identity-webhook.io/provider', operator: 'Exists' }] });
+        assert.deepEqual(secrets.objectSelector, {
+          matchExpressions: [{ key: 'workload-identity-webhook.io/provider', operator: 'Exists' }],
+        });
         assert.deepEqual(gardener.objectSelector, {
           matchLabels: { 'security.gardener.cloud/purpose': 'workload-identity-token-requestor' },
           matchExpressions: [{ key: 'workloadidentity.security.gardener.cloud/provider', operator: 'Exists' }],
@@ -133,14 +169,23 @@ describe('helm lint and helm template over the values matrix', () => {
   }
 
   test('kube-system is mutated through its own entry; the release namespace never, even when listed', async () => {
-    const { manifests } = await renderChart({ webhook: { systemNamespaces: ['kube-system', 'wiw-system', 'addons'], systemFailurePolicy: 'Fail', excludeNamespaces: ['addons'] } });
+    const { manifests } = await renderChart({
+      webhook: {
+        systemNamespaces: ['kube-system', 'wiw-system', 'addons'],
+        systemFailurePolicy: 'Fail',
+        excludeNamespaces: ['addons'],
+      },
+    });
     const [pods, system] = find(manifests, 'MutatingWebhookConfiguration')!.webhooks;
     assert.equal(system.name, 'system-pods.workload-identity-webhook.io');
     assert.deepEqual(system.namespaceSelector.matchExpressions[0].values, ['kube-system']);
     assert.equal(system.failurePolicy, 'Fail');
     assert.equal(system.clientConfig.service.path, '/mutate/fail');
     assert.deepEqual(pods.namespaceSelector.matchExpressions[0].values, ['wiw-system', 'kube-system', 'addons']);
-    const none = find((await renderChart({ webhook: { systemNamespaces: [] } })).manifests, 'MutatingWebhookConfiguration')!.webhooks;
+    const none = find(
+      (await renderChart({ webhook: { systemNamespaces: [] } })).manifests,
+      'MutatingWebhookConfiguration',
+    )!.webhooks;
     assert.ok(!none.some((w: { name: string }) => w.name.startsWith('system-')));
   });
 
@@ -159,41 +204,75 @@ describe('certificate modes', () => {
     assert.equal(secret.type, 'Opaque');
     assert.equal(secret.data, undefined, 'the chart creates it empty; the webhook fills it');
     const role = find(manifests, 'Role', `${FULLNAME}-certs`)!;
-    assert.deepEqual(role.rules, [{ apiGroups: [''], resources: ['secrets'], resourceNames: [`${FULLNAME}-certs`], verbs: ['get', 'update', 'watch'] }]);
+    assert.deepEqual(role.rules, [
+      {
+        apiGroups: [''],
+        resources: ['secrets'],
+        resourceNames: [`${FULLNAME}-certs`],
+        verbs: ['get', 'update', 'watch'],
+      },
+    ]);
     const clusterRole = find(manifests, 'ClusterRole', FULLNAME)!;
-    assert.deepEqual(clusterRole.rules[1], { apiGroups: ['admissionregistration.k8s.io'], resources: ['mutatingwebhookconfigurations'], resourceNames: [FULLNAME], verbs: ['get', 'patch'] });
+    assert.deepEqual(clusterRole.rules[1], {
+      apiGroups: ['admissionregistration.k8s.io'],
+      resources: ['mutatingwebhookconfigurations'],
+      resourceNames: [FULLNAME],
+      verbs: ['get', 'patch'],
+    });
     const mwc = find(manifests, 'MutatingWebhookConfiguration')!;
-    assert.ok(mwc.webhooks.every((w: any) => w.clientConfig.caBundle === undefined), 'caBundle left to the webhook (helm upgrade keeps what it patched)');
+    assert.ok(
+      mwc.webhooks.every((w: any) => w.clientConfig.caBundle === undefined),
+      'caBundle left to the webhook (helm upgrade keeps what it patched)',
+    );
     assert.equal(webhookDeployment(manifests).spec.template.spec.volumes.length, 1, 'no certificate volume');
   });
 
   test('cert-manager: a CA, an Issuer for it, a serving Certificate and CA injection; no Secret access', async () => {
     const { manifests } = await renderChart({ certificates: { mode: 'certManager' } });
     const certs = all(manifests, 'Certificate');
-    assert.deepEqual(certs.map((c) => c.metadata.name), [`${FULLNAME}-ca`, `${FULLNAME}-serving`]);
+    assert.deepEqual(
+      certs.map((c) => c.metadata.name),
+      [`${FULLNAME}-ca`, `${FULLNAME}-serving`],
+    );
     const serving = certs[1];
     assert.equal(serving.spec.secretName, `${FULLNAME}-tls`);
     assert.ok(serving.spec.dnsNames.includes(`${FULLNAME}.wiw-system.svc`));
     assert.deepEqual(serving.spec.issuerRef, { name: `${FULLNAME}-ca`, kind: 'Issuer', group: 'cert-manager.io' });
-    assert.equal(find(manifests, 'MutatingWebhookConfiguration')!.metadata.annotations!['cert-manager.io/inject-ca-from'], `wiw-system/${FULLNAME}-serving`);
+    assert.equal(
+      find(manifests, 'MutatingWebhookConfiguration')!.metadata.annotations!['cert-manager.io/inject-ca-from'],
+      `wiw-system/${FULLNAME}-serving`,
+    );
     assert.equal(find(manifests, 'Role'), undefined);
     assert.equal(find(manifests, 'ClusterRole')!.rules.length, 1);
     const pod = webhookDeployment(manifests).spec.template.spec;
     assert.deepEqual(pod.volumes[1], { name: 'tls', secret: { secretName: `${FULLNAME}-tls` } });
 
-    const external = await renderChart({ certificates: { mode: 'certManager', certManager: { issuerRef: { name: 'corp-ca', kind: 'ClusterIssuer' } } } });
+    const external = await renderChart({
+      certificates: { mode: 'certManager', certManager: { issuerRef: { name: 'corp-ca', kind: 'ClusterIssuer' } } },
+    });
     assert.deepEqual(all(external.manifests, 'Issuer'), []);
-    assert.deepEqual(find(external.manifests, 'Certificate')!.spec.issuerRef, { name: 'corp-ca', kind: 'ClusterIssuer' });
+    assert.deepEqual(find(external.manifests, 'Certificate')!.spec.issuerRef, {
+      name: 'corp-ca',
+      kind: 'ClusterIssuer',
+    });
   });
 
   test('provided: the given CA is the caBundle, the given Secret is mounted; missing either fails with the value to set', async () => {
-    const { manifests } = await renderChart({ certificates: { mode: 'provided', provided: { secretName: 'my-tls', caBundle: TEST_CA_PEM } } });
+    const { manifests } = await renderChart({
+      certificates: { mode: 'provided', provided: { secretName: 'my-tls', caBundle: TEST_CA_PEM } },
+    });
     for (const w of find(manifests, 'MutatingWebhookConfiguration')!.webhooks) {
       assert.equal(Buffer.from(w.clientConfig.caBundle, 'base64').toString(), TEST_CA_PEM);
     }
     assert.equal(webhookDeployment(manifests).spec.template.spec.volumes[1].secret.secretName, 'my-tls');
-    await assert.rejects(renderChart({ certificates: { mode: 'provided', provided: { secretName: 'my-tls' } } }), /certificates\.provided\.caBundle/);
-    await assert.rejects(renderChart({ certificates: { mode: 'provided', provided: { caBundle: TEST_CA_PEM } } }), /certificates\.provided\.secretName is required/);
+    await assert.rejects(
+      renderChart({ certificates: { mode: 'provided', provided: { secretName: 'my-tls' } } }),
+      /certificates\.provided\.caBundle/,
+    );
+    await assert.rejects(
+      renderChart({ certificates: { mode: 'provided', provided: { caBundle: TEST_CA_PEM } } }),
+      /certificates\.provided\.secretName is required/,
+    );
   });
 });
 
@@ -204,8 +283,12 @@ describe('availability, security and least privilege', () => {
     assert.equal(d.spec.replicas, 2);
     assert.equal(d.spec.strategy.rollingUpdate.maxUnavailable, 0);
     const pod = d.spec.template.spec;
-    assert.deepEqual(pod.topologySpreadConstraints.map((t: any) => t.topologyKey), ['topology.kubernetes.io/zone', 'kubernetes.io/hostname']);
-    for (const t of pod.topologySpreadConstraints) assert.deepEqual(t.labelSelector.matchLabels, d.spec.selector.matchLabels);
+    assert.deepEqual(
+      pod.topologySpreadConstraints.map((t: any) => t.topologyKey),
+      ['topology.kubernetes.io/zone', 'kubernetes.io/hostname'],
+    );
+    for (const t of pod.topologySpreadConstraints)
+      assert.deepEqual(t.labelSelector.matchLabels, d.spec.selector.matchLabels);
     const pdb = find(manifests, 'PodDisruptionBudget')!;
     assert.equal(pdb.spec.minAvailable, 1);
     assert.deepEqual(pdb.spec.selector, d.spec.selector);
@@ -239,10 +322,21 @@ describe('availability, security and least privilege', () => {
     for (const { values } of VALUES_MATRIX) {
       const { manifests } = await renderChart(values);
       const role = find(manifests, 'ClusterRole', FULLNAME)!;
-      assert.deepEqual(role.rules[0], { apiGroups: [''], resources: ['serviceaccounts'], verbs: ['get', 'list', 'watch'] });
+      assert.deepEqual(role.rules[0], {
+        apiGroups: [''],
+        resources: ['serviceaccounts'],
+        verbs: ['get', 'list', 'watch'],
+      });
       const policyOn = Boolean(values.config?.watchPolicies || values.policy?.configMap);
-      const rest = role.rules.slice(1).filter((r: { resources: string[] }) => !(policyOn && POLICY_RESOURCES.has(r.resources[0])));
-      for (const rule of [...rest, ...all(manifests, 'Role').filter((r) => r.metadata.name === `${FULLNAME}-certs`).flatMap((r) => r.rules)]) {
+      const rest = role.rules
+        .slice(1)
+        .filter((r: { resources: string[] }) => !(policyOn && POLICY_RESOURCES.has(r.resources[0])));
+      for (const rule of [
+        ...rest,
+        ...all(manifests, 'Role')
+          .filter((r) => r.metadata.name === `${FULLNAME}-certs`)
+          .flatMap((r) => r.rules),
+      ]) {
         assert.ok(rule.resourceNames?.length === 1, `rule ${JSON.stringify(rule)} is narrowed to one object`);
         assert.ok(!rule.verbs.includes('create') && !rule.verbs.includes('list') && !rule.verbs.includes('delete'));
       }
@@ -264,75 +358,176 @@ describe('availability, security and least privilege', () => {
     ]);
     // Never bound cluster-wide: one RoleBinding per served namespace.
     assert.ok(all(manifests, 'ClusterRoleBinding').every((b) => b.roleRef.name !== name));
-    const bindings = all(manifests, 'RoleBinding').filter((b) => b.roleRef.kind === 'ClusterRole' && b.roleRef.name === name);
-    assert.deepEqual(bindings.map((b) => b.metadata.namespace), ['apps', 'platform']);
+    const bindings = all(manifests, 'RoleBinding').filter(
+      (b) => b.roleRef.kind === 'ClusterRole' && b.roleRef.name === name,
+    );
+    assert.deepEqual(
+      bindings.map((b) => b.metadata.namespace),
+      ['apps', 'platform'],
+    );
     for (const b of bindings) assert.deepEqual(b.subjects, [{ kind: 'ServiceAccount', name, namespace: 'wiw-system' }]);
     const lease = find(manifests, 'Role', name)!;
     assert.equal(lease.metadata.namespace, 'wiw-system');
-    assert.deepEqual(lease.rules, [{ apiGroups: ['coordination.k8s.io'], resources: ['leases'], resourceNames: [name], verbs: ['get', 'update'] }]);
-    assert.equal(find(manifests, 'Lease', name)!.metadata.namespace, 'wiw-system', 'the chart creates the Lease: no create permission, and uninstall removes it');
+    assert.deepEqual(lease.rules, [
+      { apiGroups: ['coordination.k8s.io'], resources: ['leases'], resourceNames: [name], verbs: ['get', 'update'] },
+    ]);
+    assert.equal(
+      find(manifests, 'Lease', name)!.metadata.namespace,
+      'wiw-system',
+      'the chart creates the Lease: no create permission, and uninstall removes it',
+    );
     // The admission policy that limits its identity (proved in token-requestor-privileges.test.ts).
     const policy = find(manifests, 'ValidatingAdmissionPolicy', name)!;
     assert.equal(policy.spec.failurePolicy, 'Fail');
-    assert.equal(policy.spec.matchConditions[0].expression, `request.userInfo.username == "system:serviceaccount:wiw-system:${name}"`);
-    const variables = Object.fromEntries(policy.spec.variables.map((v: { name: string; expression: string }) => [v.name, v.expression]));
+    assert.equal(
+      policy.spec.matchConditions[0].expression,
+      `request.userInfo.username == "system:serviceaccount:wiw-system:${name}"`,
+    );
+    const variables = Object.fromEntries(
+      policy.spec.variables.map((v: { name: string; expression: string }) => [v.name, v.expression]),
+    );
     assert.equal(variables.served, '["apps","platform"]');
     assert.equal(variables.audiences, '["sts.amazonaws.com","api://AzureADTokenExchange"]');
-    assert.deepEqual(find(manifests, 'ValidatingAdmissionPolicyBinding', name)!.spec, { policyName: name, validationActions: ['Deny'] });
+    assert.deepEqual(find(manifests, 'ValidatingAdmissionPolicyBinding', name)!.spec, {
+      policyName: name,
+      validationActions: ['Deny'],
+    });
     // The webhook's own ServiceAccount gets none of that.
-    const webhookBindings = [...all(manifests, 'ClusterRoleBinding'), ...all(manifests, 'RoleBinding')].filter((b) => b.subjects[0].name === FULLNAME);
+    const webhookBindings = [...all(manifests, 'ClusterRoleBinding'), ...all(manifests, 'RoleBinding')].filter(
+      (b) => b.subjects[0].name === FULLNAME,
+    );
     assert.ok(webhookBindings.every((b) => !b.roleRef.name.includes('token-requestor')));
   });
 
   test('the token requestor needs its namespaces, each covered by the webhook, and Kubernetes 1.30', async () => {
-    await assert.rejects(renderChart({ tokenRequestor: { enabled: true } }), /tokenRequestor\.namespaces is required: the namespaces whose labelled Secrets the token requestor serves/);
-    await assert.rejects(renderChart({ tokenRequestor: { enabled: true, namespaces: ['apps', 'kube-system'] } }), /tokenRequestor\.namespaces: "kube-system" is excluded from the webhook/);
-    await assert.rejects(renderChart({ tokenRequestor: { enabled: true, namespaces: ['wiw-system'] } }), /"wiw-system" is excluded from the webhook/);
-    await assert.rejects(renderChart({ tokenRequestor: { enabled: true, namespaces: ['monitoring'] }, webhook: { excludeNamespaces: ['monitoring'] } }), /"monitoring" is excluded from the webhook/);
-    await assert.rejects(renderChart({ tokenRequestor: { enabled: true, namespaces: ['addons'] }, webhook: { systemNamespaces: ['kube-system', 'addons'] } }), /"addons" is excluded from the webhook/);
-    // kube-system never, even when no longer a system namespace.
-    await assert.rejects(renderChart({ tokenRequestor: { enabled: true, namespaces: ['kube-system'] }, webhook: { systemNamespaces: [] } }), /"kube-system" is excluded from the webhook/);
-    await assert.rejects(renderChart({ tokenRequestor: { enabled: true, namespaces: ['Apps'] } }), /tokenRequestor\.namespaces\.0: Does not match pattern/);
     await assert.rejects(
-      withValuesFile({ tokenRequestor: { enabled: true, namespaces: ['apps'] } }, (file) => helm(['template', 'wiw', CHART, '--namespace', 'wiw-system', '--kube-version', '1.29.9', '-f', file])),
+      renderChart({ tokenRequestor: { enabled: true } }),
+      /tokenRequestor\.namespaces is required: the namespaces whose labelled Secrets the token requestor serves/,
+    );
+    await assert.rejects(
+      renderChart({ tokenRequestor: { enabled: true, namespaces: ['apps', 'kube-system'] } }),
+      /tokenRequestor\.namespaces: "kube-system" is excluded from the webhook/,
+    );
+    await assert.rejects(
+      renderChart({ tokenRequestor: { enabled: true, namespaces: ['wiw-system'] } }),
+      /"wiw-system" is excluded from the webhook/,
+    );
+    await assert.rejects(
+      renderChart({
+        tokenRequestor: { enabled: true, namespaces: ['monitoring'] },
+        webhook: { excludeNamespaces: ['monitoring'] },
+      }),
+      /"monitoring" is excluded from the webhook/,
+    );
+    await assert.rejects(
+      renderChart({
+        tokenRequestor: { enabled: true, namespaces: ['addons'] },
+        webhook: { systemNamespaces: ['kube-system', 'addons'] },
+      }),
+      /"addons" is excluded from the webhook/,
+    );
+    // kube-system never, even when no longer a system namespace.
+    await assert.rejects(
+      renderChart({
+        tokenRequestor: { enabled: true, namespaces: ['kube-system'] },
+        webhook: { systemNamespaces: [] },
+      }),
+      /"kube-system" is excluded from the webhook/,
+    );
+    await assert.rejects(
+      renderChart({ tokenRequestor: { enabled: true, namespaces: ['Apps'] } }),
+      /tokenRequestor\.namespaces\.0: Does not match pattern/,
+    );
+    await assert.rejects(
+      withValuesFile({ tokenRequestor: { enabled: true, namespaces: ['apps'] } }, (file) =>
+        helm(['template', 'wiw', CHART, '--namespace', 'wiw-system', '--kube-version', '1.29.9', '-f', file]),
+      ),
       /tokenRequestor\.enabled needs Kubernetes 1\.30 or later/,
     );
   });
 
   test("the token requestor's policy mirrors the webhook's namespace selector and the GCP audience setting", async () => {
-    const policyOf = async (values: object) => find((await renderChart(values)).manifests, 'ValidatingAdmissionPolicy', `${FULLNAME}-token-requestor`)!;
+    const policyOf = async (values: object) =>
+      find((await renderChart(values)).manifests, 'ValidatingAdmissionPolicy', `${FULLNAME}-token-requestor`)!;
     const selected = await policyOf({
       tokenRequestor: { enabled: true, namespaces: ['apps'] },
-      webhook: { excludeNamespaces: ['monitoring'], namespaceSelector: { matchLabels: { team: 'a' }, matchExpressions: [{ key: 'tier', operator: 'In', values: ['prod', 'stage'] }, { key: 'legacy', operator: 'DoesNotExist' }] } },
+      webhook: {
+        excludeNamespaces: ['monitoring'],
+        namespaceSelector: {
+          matchLabels: { team: 'a' },
+          matchExpressions: [
+            { key: 'tier', operator: 'In', values: ['prod', 'stage'] },
+            { key: 'legacy', operator: 'DoesNotExist' },
+          ],
+        },
+      },
     });
     assert.equal(
       selected.spec.validations[0].expression,
       'namespaceObject.metadata.name in variables.served && !(namespaceObject.metadata.name in ["wiw-system","kube-system","monitoring"]) && ("team" in variables.nsLabels && variables.nsLabels["team"] == "a") && ("tier" in variables.nsLabels && variables.nsLabels["tier"] in ["prod","stage"]) && !("legacy" in variables.nsLabels)',
     );
-    assert.match(selected.spec.validations[1].expression, /workloadIdentityPools/, 'without config.gcpAudience any workload identity provider is a GCP audience');
-    const fixed = await policyOf({ tokenRequestor: { enabled: true, namespaces: ['apps'] }, config: { gcpAudience: 'https://gcp.example.com' } });
-    const variables = Object.fromEntries(fixed.spec.variables.map((v: { name: string; expression: string }) => [v.name, v.expression]));
+    assert.match(
+      selected.spec.validations[1].expression,
+      /workloadIdentityPools/,
+      'without config.gcpAudience any workload identity provider is a GCP audience',
+    );
+    const fixed = await policyOf({
+      tokenRequestor: { enabled: true, namespaces: ['apps'] },
+      config: { gcpAudience: 'https://gcp.example.com' },
+    });
+    const variables = Object.fromEntries(
+      fixed.spec.variables.map((v: { name: string; expression: string }) => [v.name, v.expression]),
+    );
     assert.equal(variables.audiences, '["sts.amazonaws.com","api://AzureADTokenExchange","https://gcp.example.com"]');
     assert.doesNotMatch(fixed.spec.validations[1].expression, /workloadIdentityPools/);
     // Derived keys may change in the requestor's writes only because the Secret webhook rewrites them in the same request.
-    const derivedKeys = async (values: object) => (await policyOf(values)).spec.variables.find((v: { name: string }) => v.name === 'derivedKeys').expression;
+    const derivedKeys = async (values: object) =>
+      (await policyOf(values)).spec.variables.find((v: { name: string }) => v.name === 'derivedKeys').expression;
     assert.match(await derivedKeys({ tokenRequestor: { enabled: true, namespaces: ['apps'] } }), /"credentialsFile"/);
-    assert.equal(await derivedKeys({ tokenRequestor: { enabled: true, namespaces: ['apps'] }, webhook: { secrets: { enabled: false } } }), '[]');
+    assert.equal(
+      await derivedKeys({
+        tokenRequestor: { enabled: true, namespaces: ['apps'] },
+        webhook: { secrets: { enabled: false } },
+      }),
+      '[]',
+    );
   });
 
   test('tenant policy: read access to policies and namespaces only when enabled; starter policy and ConfigMap wired', async () => {
-    const rulesOf = (m: Manifest[]) => find(m, 'ClusterRole', FULLNAME)!.rules as { apiGroups: string[]; resources: string[]; verbs: string[] }[];
+    const rulesOf = (m: Manifest[]) =>
+      find(m, 'ClusterRole', FULLNAME)!.rules as { apiGroups: string[]; resources: string[]; verbs: string[] }[];
     const off = (await renderChart({})).manifests;
-    assert.ok(rulesOf(off).every((r) => !r.resources.includes('namespaces') && !r.resources.some((x) => x.startsWith('workloadidentitypolicies'))));
+    assert.ok(
+      rulesOf(off).every(
+        (r) =>
+          !r.resources.includes('namespaces') && !r.resources.some((x) => x.startsWith('workloadidentitypolicies')),
+      ),
+    );
     assert.equal(find(off, 'WorkloadIdentityPolicy'), undefined);
 
     const cluster = (await renderChart({ config: { watchPolicies: true }, policy: { starter: true } })).manifests;
-    assert.deepEqual(rulesOf(cluster).filter((r) => r.resources[0] !== 'serviceaccounts' && r.resources[0] !== 'mutatingwebhookconfigurations'), [
-      { apiGroups: [''], resources: ['namespaces'], verbs: ['get', 'list', 'watch'] },
-      { apiGroups: ['workload-identity-webhook.io'], resources: ['workloadidentitypolicies'], verbs: ['get', 'list', 'watch'] },
-      { apiGroups: ['workload-identity-webhook.io'], resources: ['workloadidentitypolicies/status'], verbs: ['update'] },
-    ]);
-    assert.equal(find(cluster, 'WorkloadIdentityPolicy', 'namespace-labels')!.apiVersion, 'workload-identity-webhook.io/v1alpha1');
+    assert.deepEqual(
+      rulesOf(cluster).filter(
+        (r) => r.resources[0] !== 'serviceaccounts' && r.resources[0] !== 'mutatingwebhookconfigurations',
+      ),
+      [
+        { apiGroups: [''], resources: ['namespaces'], verbs: ['get', 'list', 'watch'] },
+        {
+          apiGroups: ['workload-identity-webhook.io'],
+          resources: ['workloadidentitypolicies'],
+          verbs: ['get', 'list', 'watch'],
+        },
+        {
+          apiGroups: ['workload-identity-webhook.io'],
+          resources: ['workloadidentitypolicies/status'],
+          verbs: ['update'],
+        },
+      ],
+    );
+    assert.equal(
+      find(cluster, 'WorkloadIdentityPolicy', 'namespace-labels')!.apiVersion,
+      'workload-identity-webhook.io/v1alpha1',
+    );
     const env = webhookDeployment(cluster).spec.template.spec.containers[0].env as { name: string; value: string }[];
     assert.ok(env.some((e) => e.name === 'WIW_WATCH_POLICIES' && e.value === 'true'));
 
@@ -340,7 +535,10 @@ describe('availability, security and least privilege', () => {
     assert.ok(rulesOf(fromFile).some((r) => r.resources.includes('namespaces')));
     assert.ok(rulesOf(fromFile).every((r) => !r.resources.includes('workloadidentitypolicies')));
     const pod = webhookDeployment(fromFile).spec.template.spec;
-    assert.deepEqual(pod.volumes.find((v: { name: string }) => v.name === 'policy').configMap, { name: 'wiw-policy', items: [{ key: 'policy.yaml', path: 'policy.yaml' }] });
+    assert.deepEqual(pod.volumes.find((v: { name: string }) => v.name === 'policy').configMap, {
+      name: 'wiw-policy',
+      items: [{ key: 'policy.yaml', path: 'policy.yaml' }],
+    });
 
     await assert.rejects(renderChart({ policy: { starter: true } }), /policy.starter needs config.watchPolicies=true/);
   });
@@ -352,7 +550,10 @@ describe('availability, security and least privilege', () => {
       { ports: [{ port: 'https', protocol: 'TCP' }] },
       { ports: [{ port: 'metrics', protocol: 'TCP' }], from: [{ namespaceSelector: {} }] },
     ]);
-    assert.equal(find((await renderChart({ networkPolicy: { enabled: false } })).manifests, 'NetworkPolicy'), undefined);
+    assert.equal(
+      find((await renderChart({ networkPolicy: { enabled: false } })).manifests, 'NetworkPolicy'),
+      undefined,
+    );
   });
 
   test('client authentication: the CA becomes a ConfigMap mounted for --client-ca-file', async () => {
@@ -360,18 +561,24 @@ describe('availability, security and least privilege', () => {
     const cm = manifests.find((m) => m.kind === 'ConfigMap' && m.metadata.name.endsWith('-client-ca'))!;
     assert.equal(cm.data!['ca.crt'], TEST_CA_PEM);
     const pod = webhookDeployment(manifests).spec.template.spec;
-    assert.deepEqual(pod.volumes.find((v: { name: string }) => v.name === 'client-ca').configMap, { name: cm.metadata.name });
+    assert.deepEqual(pod.volumes.find((v: { name: string }) => v.name === 'client-ca').configMap, {
+      name: cm.metadata.name,
+    });
   });
 
   test('the heap is sized from the memory limit (NODE_OPTIONS)', async () => {
     const env = webhookDeployment((await renderChart({})).manifests).spec.template.spec.containers[0].env;
-    assert.deepEqual(env.find((e: { name: string }) => e.name === 'NODE_OPTIONS'), { name: 'NODE_OPTIONS', value: '--max-old-space-size-percentage=50' });
+    assert.deepEqual(
+      env.find((e: { name: string }) => e.name === 'NODE_OPTIONS'),
+      { name: 'NODE_OPTIONS', value: '--max-old-space-size-percentage=50' },
+    );
   });
 
   test('optional ServiceMonitor renders only when enabled', async () => {
     const off = (await renderChart({})).manifests;
     assert.equal(find(off, 'ServiceMonitor'), undefined);
-    const on = (await renderChart(VALUES_MATRIX.find((m) => m.name.startsWith('everything optional on'))!.values)).manifests;
+    const on = (await renderChart(VALUES_MATRIX.find((m) => m.name.startsWith('everything optional on'))!.values))
+      .manifests;
     const sm = find(on, 'ServiceMonitor')!;
     assert.equal(sm.metadata.labels!.release, 'prometheus');
     assert.equal(sm.spec.endpoints[0].port, 'metrics');
@@ -385,10 +592,18 @@ describe('values cover the webhook', () => {
   test('every setting in src/config.ts is a chart value, set by the chart, or development-only', () => {
     const table = configFlagTable();
     const configKeys = Object.keys(valuesYaml.config).sort();
-    assert.deepEqual(Object.keys(table).sort(), configKeys, 'wiw.configFlags and values.yaml config have the same keys');
+    assert.deepEqual(
+      Object.keys(table).sort(),
+      configKeys,
+      'wiw.configFlags and values.yaml config have the same keys',
+    );
     for (const key of Object.keys(settings) as SettingKey[]) {
       const homes = [key in table, key in CHART_MANAGED, key in DEVELOPMENT_ONLY].filter(Boolean).length;
-      assert.equal(homes, 1, `setting ${key} (--${settings[key].flag}) must be exactly one of: config.${key} in values.yaml, chart-managed, development-only`);
+      assert.equal(
+        homes,
+        1,
+        `setting ${key} (--${settings[key].flag}) must be exactly one of: config.${key} in values.yaml, chart-managed, development-only`,
+      );
       if (key in table) assert.equal(table[key], settings[key].flag, `config.${key} maps to --${settings[key].flag}`);
     }
     for (const key of configKeys) assert.ok(key in settings, `config.${key} is a setting of src/config.ts`);
@@ -398,7 +613,8 @@ describe('values cover the webhook', () => {
     for (const [key, value] of Object.entries(valuesYaml.config)) {
       const setting = (settings as Record<string, Setting<unknown>>)[key];
       // A file mode is written as an octal string in YAML; the webhook holds the number.
-      const read = typeof setting.default === 'number' && typeof value === 'string' ? setting.parse(value, setting.flag) : value;
+      const read =
+        typeof setting.default === 'number' && typeof value === 'string' ? setting.parse(value, setting.flag) : value;
       assert.deepEqual(read === '' ? undefined : read, setting.default, `config.${key}`);
     }
   });
@@ -406,24 +622,59 @@ describe('values cover the webhook', () => {
   test('each config value reaches the container as its WIW_ variable, and the webhook reads it back', async () => {
     const values = {
       config: {
-        port: 9443, metricsPort: 9191, drainSeconds: 7, logLevel: 'debug', cacheMissTimeoutMs: 3000, cacheMissRate: 20, strict: true,
-        awsAnnotationPrefix: 'iam.example.com', awsDefaultRegion: 'eu-west-1', awsAudience: 'aud', awsTokenExpiration: 7200,
-        awsStsRegionalEndpoints: true, azureTenantId: 'contoso.onmicrosoft.com', azureCloud: 'AzureChinaCloud', azureAudience: 'api://x',
-        azureTokenExpiration: 7200, gcpDefaultRegion: 'europe-west1', gcpAudience: 'gcp-aud', gcpTokenExpiration: 7200, gcpGcloudImage: 'registry.example/cloud-sdk:1', gcpFileMode: '0400', gcpSetupContainerResources: '{"requests":{"cpu":"100m"}}',
-        host: '0.0.0.0', metricsHost: '127.0.0.1',
-        gcpAllowedTokenUrls: ['https://sts.googleapis.com/v1/token', 'https://sts.example.com/v1/token'], secretTokenPath: '/var/run/identity/token',
-        watchPolicies: true, policyFailureMode: 'keep-last-good',
-        tlsMinVersion: 'TLSv1.3', tlsCipherSuites: ['TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256', 'TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384'],
-        maxRequestBytes: 8388608, maxInflightRequestBytes: 67108864, maxContainers: 100, maxPatchBytes: 2097152, maxConnections: 1000,
+        port: 9443,
+        metricsPort: 9191,
+        drainSeconds: 7,
+        logLevel: 'debug',
+        cacheMissTimeoutMs: 3000,
+        cacheMissRate: 20,
+        strict: true,
+        awsAnnotationPrefix: 'iam.example.com',
+        awsDefaultRegion: 'eu-west-1',
+        awsAudience: 'aud',
+        awsTokenExpiration: 7200,
+        awsStsRegionalEndpoints: true,
+        azureTenantId: 'contoso.onmicrosoft.com',
+        azureCloud: 'AzureChinaCloud',
+        azureAudience: 'api://x',
+        azureTokenExpiration: 7200,
+        gcpDefaultRegion: 'europe-west1',
+        gcpAudience: 'gcp-aud',
+        gcpTokenExpiration: 7200,
+        gcpGcloudImage: 'registry.example/cloud-sdk:1',
+        gcpFileMode: '0400',
+        gcpSetupContainerResources: '{"requests":{"cpu":"100m"}}',
+        host: '0.0.0.0',
+        metricsHost: '127.0.0.1',
+        gcpAllowedTokenUrls: ['https://sts.googleapis.com/v1/token', 'https://sts.example.com/v1/token'],
+        secretTokenPath: '/var/run/identity/token',
+        watchPolicies: true,
+        policyFailureMode: 'keep-last-good',
+        tlsMinVersion: 'TLSv1.3',
+        tlsCipherSuites: ['TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256', 'TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384'],
+        maxRequestBytes: 8388608,
+        maxInflightRequestBytes: 67108864,
+        maxContainers: 100,
+        maxPatchBytes: 2097152,
+        maxConnections: 1000,
       },
     };
     const table = configFlagTable();
     assert.deepEqual(Object.keys(values.config).sort(), Object.keys(table).sort(), 'this test sets every config key');
     const env = containerEnv(webhookDeployment((await renderChart(values)).manifests));
-    for (const [key, value] of Object.entries(values.config)) assert.equal(env[envName(table[key])], String(value), `config.${key}`); // arrays join with commas
+    for (const [key, value] of Object.entries(values.config))
+      assert.equal(env[envName(table[key])], String(value), `config.${key}`); // arrays join with commas
     const config = loadConfig(new Map(), env);
-    const asRead: Record<string, unknown> = { gcpFileMode: 0o400, gcpSetupContainerResources: { requests: { cpu: '100m' } } };
-    for (const [key, value] of Object.entries(values.config)) assert.deepEqual((config as Record<string, unknown>)[key], key in asRead ? asRead[key] : value, `config.${key} read back`);
+    const asRead: Record<string, unknown> = {
+      gcpFileMode: 0o400,
+      gcpSetupContainerResources: { requests: { cpu: '100m' } },
+    };
+    for (const [key, value] of Object.entries(values.config))
+      assert.deepEqual(
+        (config as Record<string, unknown>)[key],
+        key in asRead ? asRead[key] : value,
+        `config.${key} read back`,
+      );
   });
 
   for (const [key, { values, expect }] of Object.entries(CHART_MANAGED)) {
@@ -437,30 +688,56 @@ describe('values cover the webhook', () => {
 
   test('every token-requestor setting is a tokenRequestor.config value or set by the chart, and it reads them back', async () => {
     const helpers = readFileSync(join(CHART, 'templates/_helpers.tpl'), 'utf8');
-    const table = parse(/define "wiw\.tokenRequestorFlags" -\}\}\n([\s\S]*?)\{\{- end \}\}/.exec(helpers)![1]) as Record<string, string>;
-    const chartManaged = { leaseNamespace: 'WIW_LEASE_NAMESPACE', leaseName: 'WIW_LEASE_NAME', identity: 'WIW_IDENTITY (the Pod name)', namespaces: 'WIW_NAMESPACES (tokenRequestor.namespaces)' };
+    const table = parse(
+      /define "wiw\.tokenRequestorFlags" -\}\}\n([\s\S]*?)\{\{- end \}\}/.exec(helpers)![1],
+    ) as Record<string, string>;
+    const chartManaged = {
+      leaseNamespace: 'WIW_LEASE_NAMESPACE',
+      leaseName: 'WIW_LEASE_NAME',
+      identity: 'WIW_IDENTITY (the Pod name)',
+      namespaces: 'WIW_NAMESPACES (tokenRequestor.namespaces)',
+    };
     assert.deepEqual(Object.keys(table).sort(), Object.keys(valuesYaml.tokenRequestor.config).sort());
     for (const [key, s] of Object.entries(requestorSettings)) {
-      assert.equal([key in table, key in chartManaged].filter(Boolean).length, 1, `token-requestor setting ${key} (--${s.flag}) has one home in the chart`);
+      assert.equal(
+        [key in table, key in chartManaged].filter(Boolean).length,
+        1,
+        `token-requestor setting ${key} (--${s.flag}) has one home in the chart`,
+      );
       if (key in table) {
         assert.equal(table[key], s.flag);
         assert.equal(valuesYaml.tokenRequestor.config[key], s.default, `tokenRequestor.config.${key} default`);
       }
     }
-    const { manifests } = await renderChart({ tokenRequestor: { enabled: true, namespaces: ['apps', 'batch'], leaseName: 'wi-lease', config: { leaseDurationSeconds: 20, tokenExpiration: 7200 } } });
+    const { manifests } = await renderChart({
+      tokenRequestor: {
+        enabled: true,
+        namespaces: ['apps', 'batch'],
+        leaseName: 'wi-lease',
+        config: { leaseDurationSeconds: 20, tokenExpiration: 7200 },
+      },
+    });
     const d = find(manifests, 'Deployment', `${FULLNAME}-token-requestor`)!;
     const env = containerEnv(d);
     const identity = d.spec.template.spec.containers[0].env.find((e: any) => e.name === 'WIW_IDENTITY');
     assert.deepEqual(identity.valueFrom, { fieldRef: { fieldPath: 'metadata.name' } });
     const rc = loadRequestorConfig(new Map(), { ...env, WIW_IDENTITY: 'pod-1' });
-    assert.deepEqual(rc, { leaseNamespace: 'wiw-system', leaseName: 'wi-lease', leaseDurationSeconds: 20, identity: 'pod-1', namespaces: ['apps', 'batch'], tokenExpiration: 7200 });
+    assert.deepEqual(rc, {
+      leaseNamespace: 'wiw-system',
+      leaseName: 'wi-lease',
+      leaseDurationSeconds: 20,
+      identity: 'pod-1',
+      namespaces: ['apps', 'batch'],
+      tokenExpiration: 7200,
+    });
     assert.doesNotThrow(() => loadConfig(new Map(), env), 'the shared settings it reads are valid too');
     assert.deepEqual(find(manifests, 'Role', `${FULLNAME}-token-requestor`)!.rules[0].resourceNames, ['wi-lease']);
     assert.ok(find(manifests, 'Lease', 'wi-lease'));
   });
 
   test('the container port and the probes follow config.port', async () => {
-    const c = webhookDeployment((await renderChart({ config: { port: 9443 } })).manifests).spec.template.spec.containers[0];
+    const c = webhookDeployment((await renderChart({ config: { port: 9443 } })).manifests).spec.template.spec
+      .containers[0];
     assert.equal(c.ports[0].containerPort, 9443);
     assert.equal(c.livenessProbe.httpGet.port, 'https');
   });
@@ -511,7 +788,16 @@ describe('plain manifests', () => {
   test('webhook-config/ is exactly what the chart renders with its defaults', async () => {
     const expected = await plainManifests();
     const actual = await readPlainManifests();
-    assert.deepEqual([...actual.keys()].sort(), [...expected.keys()].sort(), 'the same files (regenerate: node test/support/chart.ts write-plain-manifests)');
-    for (const [name, text] of expected) assert.equal(actual.get(name), text, `webhook-config/${name} is current (regenerate: node test/support/chart.ts write-plain-manifests)`);
+    assert.deepEqual(
+      [...actual.keys()].sort(),
+      [...expected.keys()].sort(),
+      'the same files (regenerate: node test/support/chart.ts write-plain-manifests)',
+    );
+    for (const [name, text] of expected)
+      assert.equal(
+        actual.get(name),
+        text,
+        `webhook-config/${name} is current (regenerate: node test/support/chart.ts write-plain-manifests)`,
+      );
   });
 });

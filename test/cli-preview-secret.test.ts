@@ -35,7 +35,10 @@ describe('preview of a Secret', () => {
     assert.equal(r.code, 0, r.stderr);
     const secret = parse(r.stdout);
     assert.equal(secret.stringData, undefined);
-    assert.equal(textData(secret).credentialsFile, `[default]\nrole_arn = arn:aws:iam::111122223333:role/backup-writer\nweb_identity_token_file = ${TOKEN_PATH}\nregion = eu-west-1\n`);
+    assert.equal(
+      textData(secret).credentialsFile,
+      `[default]\nrole_arn = arn:aws:iam::111122223333:role/backup-writer\nweb_identity_token_file = ${TOKEN_PATH}\nregion = eu-west-1\n`,
+    );
   });
 
   test('every documented example is admitted', () => {
@@ -50,10 +53,16 @@ describe('preview of a Secret', () => {
   test('--old previews an UPDATE: the Azure tenant may not change', () => {
     const old = file('old.yaml', [exampleSecret('azure')]);
     const next = exampleSecret('azure');
-    next.stringData.config = next.stringData.config.replace('72f988bf-86f1-41af-91ab-2d7cd011db47', '11111111-2222-3333-4444-555555555555');
+    next.stringData.config = next.stringData.config.replace(
+      '72f988bf-86f1-41af-91ab-2d7cd011db47',
+      '11111111-2222-3333-4444-555555555555',
+    );
     const r = preview(['-f', file('new.yaml', [next]), '--old', old]);
     assert.equal(r.code, 1);
-    assert.equal(r.stderr, 'denied (ImmutableAccount): config.tenantID cannot change from "72f988bf-86f1-41af-91ab-2d7cd011db47" to "11111111-2222-3333-4444-555555555555": a workload identity Secret stays with one cloud account; create a new Secret for another\n');
+    assert.equal(
+      r.stderr,
+      'denied (ImmutableAccount): config.tenantID cannot change from "72f988bf-86f1-41af-91ab-2d7cd011db47" to "11111111-2222-3333-4444-555555555555": a workload identity Secret stays with one cloud account; create a new Secret for another\n',
+    );
     assert.equal(preview(['-f', join(EXAMPLES, 'azure.yaml'), '--old', old, '-o', 'patch']).code, 0);
   });
 
@@ -63,11 +72,21 @@ describe('preview of a Secret', () => {
     const secretFile = file('cross.yaml', [secret]);
     const missing = preview(['-f', secretFile]);
     assert.equal(missing.code, 1);
-    assert.match(missing.stderr, /^warning: ServiceAccount platform\/backup is not among the documents: previewed as if it did not exist\ndenied \(ReferenceNotGranted\): /);
-    const granting = file('granting.yaml', [{
-      apiVersion: 'v1', kind: 'ServiceAccount',
-      metadata: { name: 'backup', namespace: 'platform', annotations: { 'workload-identity-webhook.io/allowed-referrer-namespaces': 'apps' } },
-    }]);
+    assert.match(
+      missing.stderr,
+      /^warning: ServiceAccount platform\/backup is not among the documents: previewed as if it did not exist\ndenied \(ReferenceNotGranted\): /,
+    );
+    const granting = file('granting.yaml', [
+      {
+        apiVersion: 'v1',
+        kind: 'ServiceAccount',
+        metadata: {
+          name: 'backup',
+          namespace: 'platform',
+          annotations: { 'workload-identity-webhook.io/allowed-referrer-namespaces': 'apps' },
+        },
+      },
+    ]);
     const granted = preview(['-f', secretFile, '-f', granting, '-o', 'json']);
     assert.equal(granted.code, 0, granted.stderr);
     assert.equal(textData(JSON.parse(granted.stdout)).roleARN, 'arn:aws:iam::111122223333:role/backup-writer');

@@ -41,32 +41,52 @@ describe('preview', () => {
   });
 
   test('ServiceAccounts and the Pod may come from separate files and stdin; namespace defaults to default', () => {
-    const sa = file('sa.json', JSON.stringify({ apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'x', annotations: { 'eks.amazonaws.com/role-arn': 'arn:aws:iam::111122223333:role/x' } } }));
-    const pod = 'apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {serviceAccountName: x, containers: [{name: c}]}\n';
+    const sa = file(
+      'sa.json',
+      JSON.stringify({
+        apiVersion: 'v1',
+        kind: 'ServiceAccount',
+        metadata: { name: 'x', annotations: { 'eks.amazonaws.com/role-arn': 'arn:aws:iam::111122223333:role/x' } },
+      }),
+    );
+    const pod =
+      'apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {serviceAccountName: x, containers: [{name: c}]}\n';
     const r = preview(['-f', sa, '-f', '-', '-o', 'patch'], pod);
     assert.equal(r.code, 0, r.stderr);
     assert.ok(JSON.parse(r.stdout).length > 0);
   });
 
   test('a Pod with nothing to inject gives the empty patch []', () => {
-    const sa = file('backup-sa.yaml', 'apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: backup, namespace: demo, annotations: {eks.amazonaws.com/role-arn: "arn:aws:iam::111122223333:role/backup"}}\n');
+    const sa = file(
+      'backup-sa.yaml',
+      'apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: backup, namespace: demo, annotations: {eks.amazonaws.com/role-arn: "arn:aws:iam::111122223333:role/backup"}}\n',
+    );
     const ok = preview(['-f', sa, '-f', join(EXAMPLES, 'opted-out.yaml'), '-o', 'patch']);
     assert.equal(ok.code, 0, ok.stderr);
     assert.equal(ok.stdout.trim(), '[]');
   });
 
   test('a denial exits 1 with the message on stderr', () => {
-    const input = 'kind: ServiceAccount\napiVersion: v1\nmetadata: {name: x, annotations: {eks.amazonaws.com/role-arn: "arn:aws:iam::1:role/x"}}\n---\nkind: Pod\napiVersion: v1\nmetadata: {name: p}\nspec: {serviceAccountName: x, containers: [{name: c}]}\n';
+    const input =
+      'kind: ServiceAccount\napiVersion: v1\nmetadata: {name: x, annotations: {eks.amazonaws.com/role-arn: "arn:aws:iam::1:role/x"}}\n---\nkind: Pod\napiVersion: v1\nmetadata: {name: p}\nspec: {serviceAccountName: x, containers: [{name: c}]}\n';
     const r = preview(['-f', '-'], input);
     assert.equal(r.code, 1);
     assert.equal(r.stdout, '');
-    assert.match(r.stderr, /denied \(InvalidRoleArn\): ServiceAccount default\/x annotation eks\.amazonaws\.com\/role-arn/);
+    assert.match(
+      r.stderr,
+      /denied \(InvalidRoleArn\): ServiceAccount default\/x annotation eks\.amazonaws\.com\/role-arn/,
+    );
   });
 
-  test('configuration flags are the same as serve\'s', () => {
+  test("configuration flags are the same as serve's", () => {
     const r = preview(['-f', join(EXAMPLES, 'azure.yaml'), '-o', 'json', '--azure-cloud', 'AzureUSGovernmentCloud']);
     const env = JSON.parse(r.stdout).spec.containers[0].env;
-    assert.ok(env.some((e: { name: string; value: string }) => e.name === 'AZURE_AUTHORITY_HOST' && e.value === 'https://login.microsoftonline.us/'));
+    assert.ok(
+      env.some(
+        (e: { name: string; value: string }) =>
+          e.name === 'AZURE_AUTHORITY_HOST' && e.value === 'https://login.microsoftonline.us/',
+      ),
+    );
   });
 
   test('bad usage and unreadable input exit 2 with a precise message', () => {
@@ -76,9 +96,17 @@ describe('preview', () => {
       [['-f', '-'], 'a: [unclosed', /-: /],
       [['-f', '-'], 'kind: ServiceAccount\nmetadata: {name: x}\n', /exactly one Pod among the documents; found 0/],
       [['-f', join(EXAMPLES, 'aws.yaml'), '-o', 'xml'], undefined, /-o xml: expected yaml, json or patch/],
-      [['-f', join(EXAMPLES, 'aws.yaml'), '-f', join(EXAMPLES, 'gcp.yaml')], undefined, /exactly one Pod among the documents; found 2/],
+      [
+        ['-f', join(EXAMPLES, 'aws.yaml'), '-f', join(EXAMPLES, 'gcp.yaml')],
+        undefined,
+        /exactly one Pod among the documents; found 2/,
+      ],
       [['-f', join(EXAMPLES, 'aws.yaml'), '--no-such-flag', 'x'], undefined, /unknown flag --no-such-flag/],
-      [['-f', join(EXAMPLES, 'aws.yaml'), '--aws-default-region', 'Mars'], undefined, /--aws-default-region="Mars" is not an AWS region/],
+      [
+        ['-f', join(EXAMPLES, 'aws.yaml'), '--aws-default-region', 'Mars'],
+        undefined,
+        /--aws-default-region="Mars" is not an AWS region/,
+      ],
     ];
     for (const [args, input, message] of cases) {
       const r = preview(args, input);

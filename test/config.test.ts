@@ -3,7 +3,8 @@ import assert from 'node:assert/strict';
 import { envName, loadConfig, settings } from '../src/config.ts';
 import { ConfigError } from '../src/errors.ts';
 
-const load = (flags: Record<string, string>, env: Record<string, string> = {}) => loadConfig(new Map(Object.entries(flags)), env);
+const load = (flags: Record<string, string>, env: Record<string, string> = {}) =>
+  loadConfig(new Map(Object.entries(flags)), env);
 
 describe('configuration', () => {
   test('defaults match the single-cloud webhooks', () => {
@@ -18,7 +19,10 @@ describe('configuration', () => {
   test('every flag has an environment twin, and the flag wins', () => {
     assert.equal(envName('aws-default-region'), 'WIW_AWS_DEFAULT_REGION');
     assert.equal(load({}, { WIW_AWS_DEFAULT_REGION: 'eu-west-1' }).awsDefaultRegion, 'eu-west-1');
-    assert.equal(load({ 'aws-default-region': 'us-east-2' }, { WIW_AWS_DEFAULT_REGION: 'eu-west-1' }).awsDefaultRegion, 'us-east-2');
+    assert.equal(
+      load({ 'aws-default-region': 'us-east-2' }, { WIW_AWS_DEFAULT_REGION: 'eu-west-1' }).awsDefaultRegion,
+      'us-east-2',
+    );
     for (const s of Object.values(settings)) assert.match(envName(s.flag), /^WIW_[A-Z0-9_]+$/);
   });
 
@@ -40,7 +44,11 @@ describe('configuration', () => {
       [{ 'aws-annotation-prefix': 'Not_A_Domain' }, /--aws-annotation-prefix="Not_A_Domain" is not a DNS subdomain/],
     ];
     for (const [flags, message] of cases) {
-      assert.throws(() => load(flags), (err: unknown) => err instanceof ConfigError && err.code === 'WIW_INVALID_CONFIG' && message.test(err.message), JSON.stringify(flags));
+      assert.throws(
+        () => load(flags),
+        (err: unknown) => err instanceof ConfigError && err.code === 'WIW_INVALID_CONFIG' && message.test(err.message),
+        JSON.stringify(flags),
+      );
     }
   });
 });

@@ -68,18 +68,26 @@ test('a token for another audience fails verification', async () => {
   await createServiceAccount(cp, 'other-audience', 'worker');
   const token = await requestToken(cp, 'other-audience', 'worker', 'api://AzureADTokenExchange', 3600);
   await assert.rejects(
-    verifyServiceAccountToken(cp, token, { audience: 'sts.amazonaws.com', namespace: 'other-audience', name: 'worker' }),
+    verifyServiceAccountToken(cp, token, {
+      audience: 'sts.amazonaws.com',
+      namespace: 'other-audience',
+      name: 'worker',
+    }),
     { code: 'ERR_JWT_CLAIM_VALIDATION_FAILED', claim: 'aud' },
   );
 });
 
-test('a failed start reports the end of the failing process\'s log and leaves nothing behind', async (t) => {
+test("a failed start reports the end of the failing process's log and leaves nothing behind", async (t) => {
   const bin = await mkdtemp(join(tmpdir(), 'fake-etcd-'));
   t.after(() => rm(bin, { recursive: true, force: true }));
   const fakeEtcd = join(bin, 'etcd');
-  await writeFile(fakeEtcd, '#!/bin/sh\nfor i in $(seq 1 60); do echo "line $i"; done\necho "fatal: no disk" >&2\nexit 3\n', {
-    mode: 0o755,
-  });
+  await writeFile(
+    fakeEtcd,
+    '#!/bin/sh\nfor i in $(seq 1 60); do echo "line $i"; done\necho "fatal: no disk" >&2\nexit 3\n',
+    {
+      mode: 0o755,
+    },
+  );
   const saved = process.env.TEST_ASSET_ETCD;
   process.env.TEST_ASSET_ETCD = fakeEtcd;
   t.after(() => {
@@ -95,7 +103,10 @@ test('a failed start reports the end of the failing process\'s log and leaves no
   assert.match(err.message, /^etcd exited \(3\)/);
   assert.match(err.message, /line 22\n[\s\S]*line 60\nfatal: no disk$/);
   assert.doesNotMatch(err.message, /line 21\n/);
-  assert.deepEqual((await readdir(tmpdir())).filter((f) => f.startsWith(`wiw-${name}-`)), []);
+  assert.deepEqual(
+    (await readdir(tmpdir())).filter((f) => f.startsWith(`wiw-${name}-`)),
+    [],
+  );
 });
 
 // Last, as it stops the control plane the other tests share (after() then finds it stopped).

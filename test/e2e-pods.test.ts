@@ -4,7 +4,12 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { CoreV1Api, type V1Pod, type V1Container } from '@kubernetes/client-node';
 import {
-  createNamespace, createServiceAccount, requestToken, startControlPlane, verifyServiceAccountToken, type ControlPlane,
+  createNamespace,
+  createServiceAccount,
+  requestToken,
+  startControlPlane,
+  verifyServiceAccountToken,
+  type ControlPlane,
 } from './harness/control-plane.ts';
 import { registerWebhook, startWebhook, until, type WebhookProcess } from './support/webhook.ts';
 import { startSidecarInjector } from './support/sidecar-injector.ts';
@@ -30,18 +35,41 @@ const objectSelector = {
 before(async () => {
   cp = await startControlPlane({ name: 'e2e-pods' });
   core = cp.kubeConfig().makeApiClient(CoreV1Api);
-  for (const ns of [NS, 'reinvoke', 'reinvoke-sa', 'static']) await createNamespace(cp, ns, { 'e2e.workload-identity-webhook.io/main': 'on' });
+  for (const ns of [NS, 'reinvoke', 'reinvoke-sa', 'static'])
+    await createNamespace(cp, ns, { 'e2e.workload-identity-webhook.io/main': 'on' });
   await createNamespace(cp, 'down-fail');
   await createNamespace(cp, 'down-ignore');
   const accounts: [string, string, Record<string, string>][] = [
     [NS, 'aws', { 'eks.amazonaws.com/role-arn': ARN, 'eks.amazonaws.com/token-expiration': '3600' }],
     [NS, 'azure', { 'azure.workload.identity/client-id': CLIENT }],
     // Google's defaults (the Flux/GKE dialect): the file inside the token's projected volume.
-    [NS, 'gcp', { 'gcp.auth.fluxcd.io/workload-identity-provider': PROVIDER, 'iam.gke.io/gcp-service-account': 'reader@my-project.iam.gserviceaccount.com' }],
+    [
+      NS,
+      'gcp',
+      {
+        'gcp.auth.fluxcd.io/workload-identity-provider': PROVIDER,
+        'iam.gke.io/gcp-service-account': 'reader@my-project.iam.gserviceaccount.com',
+      },
+    ],
     // A ServiceAccount written for pfnet's webhook, no injection-mode: pfnet's gcloud mode.
-    [NS, 'pfnet', { 'cloud.google.com/workload-identity-provider': PROVIDER, 'cloud.google.com/service-account-email': 'reader@my-project.iam.gserviceaccount.com' }],
+    [
+      NS,
+      'pfnet',
+      {
+        'cloud.google.com/workload-identity-provider': PROVIDER,
+        'cloud.google.com/service-account-email': 'reader@my-project.iam.gserviceaccount.com',
+      },
+    ],
     [NS, 'flux', { 'gcp.auth.fluxcd.io/workload-identity-provider': PROVIDER }],
-    [NS, 'multi', { 'eks.amazonaws.com/role-arn': ARN, 'azure.workload.identity/client-id': CLIENT, 'gcp.auth.fluxcd.io/workload-identity-provider': PROVIDER }],
+    [
+      NS,
+      'multi',
+      {
+        'eks.amazonaws.com/role-arn': ARN,
+        'azure.workload.identity/client-id': CLIENT,
+        'gcp.auth.fluxcd.io/workload-identity-provider': PROVIDER,
+      },
+    ],
     [NS, 'bad-arn', { 'eks.amazonaws.com/role-arn': 'arn:aws:iam::123:role/x' }],
     [NS, 'plain', {}],
     ['reinvoke', 'aws', { 'eks.amazonaws.com/role-arn': ARN }],
@@ -54,10 +82,18 @@ before(async () => {
   ];
   for (const [ns, name, annotations] of accounts) await createServiceAccount(cp, ns, name, annotations);
   wh = await startWebhook(cp, ['--azure-tenant-id', TENANT]);
-  await registerWebhook(cp, wh, 'a-workload-identity', [{
-    objectSelector,
-    namespaceSelector: { matchLabels: { 'e2e.workload-identity-webhook.io/main': 'on' } },
-  }], NS);
+  await registerWebhook(
+    cp,
+    wh,
+    'a-workload-identity',
+    [
+      {
+        objectSelector,
+        namespaceSelector: { matchLabels: { 'e2e.workload-identity-webhook.io/main': 'on' } },
+      },
+    ],
+    NS,
+  );
 });
 
 after(async () => {
@@ -93,7 +129,11 @@ function volume(pod: V1Pod, name: string) {
   return pod.spec!.volumes?.find((v) => v.name === name);
 }
 
-const awsMount = { name: 'aws-iam-token', mountPath: '/var/run/secrets/eks.amazonaws.com/serviceaccount', readOnly: true };
+const awsMount = {
+  name: 'aws-iam-token',
+  mountPath: '/var/run/secrets/eks.amazonaws.com/serviceaccount',
+  readOnly: true,
+};
 const awsEnv = [
   { name: 'AWS_ROLE_ARN', value: ARN },
   { name: 'AWS_WEB_IDENTITY_TOKEN_FILE', value: '/var/run/secrets/eks.amazonaws.com/serviceaccount/token' },
@@ -104,7 +144,10 @@ describe('stored Pods carry exactly what each provider needs', () => {
     const pod = await createPod(NS, 'aws');
     assert.deepEqual(JSON.parse(JSON.stringify(volume(pod, 'aws-iam-token'))), {
       name: 'aws-iam-token',
-      projected: { defaultMode: 420, sources: [{ serviceAccountToken: { audience: 'sts.amazonaws.com', expirationSeconds: 3600, path: 'token' } }] },
+      projected: {
+        defaultMode: 420,
+        sources: [{ serviceAccountToken: { audience: 'sts.amazonaws.com', expirationSeconds: 3600, path: 'token' } }],
+      },
     });
     assert.deepEqual(plain(pod.spec!.containers[0].volumeMounts), [awsMount]);
     assert.deepEqual(env(pod.spec!.containers[0]), awsEnv);
@@ -130,14 +173,30 @@ describe('stored Pods carry exactly what each provider needs', () => {
     const config = JSON.parse(pod.metadata!.annotations!['cloud.google.com/external-credentials-json']);
     assert.equal(config.type, 'external_account');
     assert.equal(config.audience, GCP_AUDIENCE);
-    assert.match(config.service_account_impersonation_url, /reader@my-project\.iam\.gserviceaccount\.com:generateAccessToken$/);
+    assert.match(
+      config.service_account_impersonation_url,
+      /reader@my-project\.iam\.gserviceaccount\.com:generateAccessToken$/,
+    );
     assert.equal(config.credential_source.file, '/var/run/secrets/sts.googleapis.com/serviceaccount/token');
     const v = JSON.parse(JSON.stringify(volume(pod, 'gcp-iam-token')));
     assert.deepEqual(v.projected.sources[1], {
-      downwardAPI: { items: [{ path: 'federation.json', fieldRef: { apiVersion: 'v1', fieldPath: "metadata.annotations['cloud.google.com/external-credentials-json']" } }] },
+      downwardAPI: {
+        items: [
+          {
+            path: 'federation.json',
+            fieldRef: {
+              apiVersion: 'v1',
+              fieldPath: "metadata.annotations['cloud.google.com/external-credentials-json']",
+            },
+          },
+        ],
+      },
     });
     assert.deepEqual(env(pod.spec!.containers[0]), [
-      { name: 'GOOGLE_APPLICATION_CREDENTIALS', value: '/var/run/secrets/sts.googleapis.com/serviceaccount/federation.json' },
+      {
+        name: 'GOOGLE_APPLICATION_CREDENTIALS',
+        value: '/var/run/secrets/sts.googleapis.com/serviceaccount/federation.json',
+      },
       { name: 'CLOUDSDK_CORE_PROJECT', value: 'my-project' },
       { name: 'GOOGLE_CLOUD_PROJECT', value: 'my-project' },
     ]);
@@ -146,7 +205,10 @@ describe('stored Pods carry exactly what each provider needs', () => {
 
   test("GCP, pfnet dialect without injection-mode: pfnet's gcloud setup init container, and the API server accepts the Pod", async () => {
     const pod = await createPod(NS, 'pfnet', { spec: { initContainers: [{ name: 'migrate', image: 'busybox' }] } });
-    assert.deepEqual(pod.spec!.initContainers!.map((c) => c.name), ['gcloud-setup', 'migrate']);
+    assert.deepEqual(
+      pod.spec!.initContainers!.map((c) => c.name),
+      ['gcloud-setup', 'migrate'],
+    );
     const setup = pod.spec!.initContainers![0];
     assert.equal(setup.image, 'gcr.io/google.com/cloudsdktool/google-cloud-cli:stable');
     assert.deepEqual(setup.command!.slice(0, 2), ['sh', '-c']);
@@ -161,9 +223,15 @@ describe('stored Pods carry exactly what each provider needs', () => {
     assert.equal(token.projected.defaultMode, 0o440);
     assert.deepEqual(plain(volume(pod, 'gcloud-config')), { name: 'gcloud-config', emptyDir: {} });
     for (const c of [pod.spec!.initContainers![1], pod.spec!.containers[0]]) {
-      assert.equal(env(c).find((e) => e.name === 'GOOGLE_APPLICATION_CREDENTIALS')?.value, '/var/run/secrets/gcloud/config/federation.json');
+      assert.equal(
+        env(c).find((e) => e.name === 'GOOGLE_APPLICATION_CREDENTIALS')?.value,
+        '/var/run/secrets/gcloud/config/federation.json',
+      );
       assert.equal(env(c).find((e) => e.name === 'CLOUDSDK_CONFIG')?.value, '/var/run/secrets/gcloud/config');
-      assert.deepEqual(c.volumeMounts!.map((m) => m.mountPath), ['/var/run/secrets/sts.googleapis.com/serviceaccount', '/var/run/secrets/gcloud/config']);
+      assert.deepEqual(
+        c.volumeMounts!.map((m) => m.mountPath),
+        ['/var/run/secrets/sts.googleapis.com/serviceaccount', '/var/run/secrets/gcloud/config'],
+      );
     }
   });
 
@@ -192,10 +260,18 @@ describe('stored Pods carry exactly what each provider needs', () => {
 
   test('multi-cloud: three tokens, three audiences, no collision', async () => {
     const pod = await createPod(NS, 'multi', { labels: { 'azure.workload.identity/use': 'true' } });
-    assert.deepEqual(pod.spec!.volumes!.map((v) => v.name), ['aws-iam-token', 'azure-identity-token', 'gcp-iam-token']);
-    assert.deepEqual(pod.spec!.containers[0].volumeMounts!.map((m) => m.mountPath), [
-      '/var/run/secrets/eks.amazonaws.com/serviceaccount', '/var/run/secrets/azure/tokens', '/var/run/secrets/sts.googleapis.com/serviceaccount',
-    ]);
+    assert.deepEqual(
+      pod.spec!.volumes!.map((v) => v.name),
+      ['aws-iam-token', 'azure-identity-token', 'gcp-iam-token'],
+    );
+    assert.deepEqual(
+      pod.spec!.containers[0].volumeMounts!.map((m) => m.mountPath),
+      [
+        '/var/run/secrets/eks.amazonaws.com/serviceaccount',
+        '/var/run/secrets/azure/tokens',
+        '/var/run/secrets/sts.googleapis.com/serviceaccount',
+      ],
+    );
   });
 
   test('opted out by label: stored as written', async () => {
@@ -211,7 +287,10 @@ describe('stored Pods carry exactly what each provider needs', () => {
       annotations: { 'eks.amazonaws.com/skip-containers': 'skipped' },
       spec: {
         initContainers: [{ name: 'proxy', image: 'proxy', restartPolicy: 'Always' }],
-        containers: [{ name: 'app', image: 'busybox' }, { name: 'skipped', image: 'busybox' }],
+        containers: [
+          { name: 'app', image: 'busybox' },
+          { name: 'skipped', image: 'busybox' },
+        ],
       },
     });
     assert.equal(pod.spec!.initContainers![0].restartPolicy, 'Always');
@@ -222,8 +301,10 @@ describe('stored Pods carry exactly what each provider needs', () => {
 
   test('Windows: the token path is a Windows path', async () => {
     const pod = await createPod(NS, 'aws', { spec: { nodeSelector: { 'kubernetes.io/os': 'windows' } } });
-    assert.equal(env(pod.spec!.containers[0]).find((e) => e.name === 'AWS_WEB_IDENTITY_TOKEN_FILE')?.value,
-      'C:\\var\\run\\secrets\\eks.amazonaws.com\\serviceaccount\\token');
+    assert.equal(
+      env(pod.spec!.containers[0]).find((e) => e.name === 'AWS_WEB_IDENTITY_TOKEN_FILE')?.value,
+      'C:\\var\\run\\secrets\\eks.amazonaws.com\\serviceaccount\\token',
+    );
   });
 
   test('a ServiceAccount created just before its Pod: the Pod is mutated', async () => {
@@ -232,9 +313,12 @@ describe('stored Pods carry exactly what each provider needs', () => {
     assert.deepEqual(env(pod.spec!.containers[0]), awsEnv);
   });
 
-  test('a denial reaches the client with the webhook\'s message', async () => {
+  test("a denial reaches the client with the webhook's message", async () => {
     await assert.rejects(createPod(NS, 'bad-arn'), (err: { body?: string; code?: number }) => {
-      assert.match(String(err.body), /eks\.amazonaws\.com\/role-arn=\\?"arn:aws:iam::123:role\/x\\?" is not an IAM role ARN/);
+      assert.match(
+        String(err.body),
+        /eks\.amazonaws\.com\/role-arn=\\?"arn:aws:iam::123:role\/x\\?" is not an IAM role ARN/,
+      );
       return true;
     });
   });
@@ -244,12 +328,23 @@ describe('reinvocation', () => {
   test('a sidecar added by a later webhook is completed on the second call', async () => {
     const injector = await startSidecarInjector();
     try {
-      await registerWebhook(cp, injector, 'z-sidecar-injector', [{
-        reinvocationPolicy: 'Never',
-        namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'reinvoke' } },
-      }], 'reinvoke');
+      await registerWebhook(
+        cp,
+        injector,
+        'z-sidecar-injector',
+        [
+          {
+            reinvocationPolicy: 'Never',
+            namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'reinvoke' } },
+          },
+        ],
+        'reinvoke',
+      );
       const pod = await createPod('reinvoke', 'aws');
-      assert.deepEqual(pod.spec!.containers.map((c) => c.name), ['app', 'mesh-proxy']);
+      assert.deepEqual(
+        pod.spec!.containers.map((c) => c.name),
+        ['app', 'mesh-proxy'],
+      );
       assert.deepEqual(env(pod.spec!.containers[1]), awsEnv);
       assert.deepEqual(plain(pod.spec!.containers[1].volumeMounts), [awsMount]);
       assert.equal(pod.spec!.volumes!.filter((v) => v.name === 'aws-iam-token').length, 1);
@@ -261,10 +356,18 @@ describe('reinvocation', () => {
   test('a ServiceAccount changed by a later webhook: the old identity does not linger', async () => {
     const injector = await startSidecarInjector('mesh-proxy', { serviceAccountName: 'aws' });
     try {
-      await registerWebhook(cp, injector, 'z-sa-changer', [{
-        reinvocationPolicy: 'Never',
-        namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'reinvoke-sa' } },
-      }], 'reinvoke-sa');
+      await registerWebhook(
+        cp,
+        injector,
+        'z-sa-changer',
+        [
+          {
+            reinvocationPolicy: 'Never',
+            namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'reinvoke-sa' } },
+          },
+        ],
+        'reinvoke-sa',
+      );
       const pod = await createPod('reinvoke-sa', 'azure', { labels: { 'azure.workload.identity/use': 'true' } });
       assert.equal(pod.spec!.serviceAccountName, 'aws');
       for (const c of pod.spec!.containers) {
@@ -284,10 +387,24 @@ describe('reinvocation', () => {
 describe('the webhook unreachable', () => {
   test('failurePolicy Fail refuses the Pod, Ignore stores it unmutated', async () => {
     const dead = { url: 'https://127.0.0.1:1/mutate', caBundle: Buffer.from(wh.caPem).toString('base64') };
-    await registerWebhook(cp, undefined, 'down', [
-      { failurePolicy: 'Fail', clientConfig: dead, namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'down-fail' } } },
-      { failurePolicy: 'Ignore', clientConfig: dead, namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'down-ignore' } } },
-    ], NS);
+    await registerWebhook(
+      cp,
+      undefined,
+      'down',
+      [
+        {
+          failurePolicy: 'Fail',
+          clientConfig: dead,
+          namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'down-fail' } },
+        },
+        {
+          failurePolicy: 'Ignore',
+          clientConfig: dead,
+          namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'down-ignore' } },
+        },
+      ],
+      NS,
+    );
     // Both webhooks of one configuration take effect together: once Fail refuses, Ignore is live.
     const err = await until('the Fail policy to refuse', async () => {
       try {
@@ -304,9 +421,13 @@ describe('the webhook unreachable', () => {
 });
 
 describe('tokens as a relying party sees them', () => {
-  test('each provider\'s injected audience and expiry yield a token that verifies against the cluster JWKS', async () => {
+  test("each provider's injected audience and expiry yield a token that verifies against the cluster JWKS", async () => {
     const pod = await createPod(NS, 'multi', { labels: { 'azure.workload.identity/use': 'true' } });
-    const expected = [['aws-iam-token', 'sts.amazonaws.com'], ['azure-identity-token', 'api://AzureADTokenExchange'], ['gcp-iam-token', GCP_AUDIENCE]];
+    const expected = [
+      ['aws-iam-token', 'sts.amazonaws.com'],
+      ['azure-identity-token', 'api://AzureADTokenExchange'],
+      ['gcp-iam-token', GCP_AUDIENCE],
+    ];
     for (const [name, audience] of expected) {
       const t = volume(pod, name)!.projected!.sources![0].serviceAccountToken!;
       assert.equal(t.audience, audience);
@@ -314,7 +435,9 @@ describe('tokens as a relying party sees them', () => {
       const payload = await verifyServiceAccountToken(cp, token, { audience, namespace: NS, name: 'multi' });
       assert.equal(payload.sub, `system:serviceaccount:${NS}:multi`);
       assert.equal(payload.exp! - payload.iat!, t.expirationSeconds);
-      await assert.rejects(verifyServiceAccountToken(cp, token, { audience: 'someone-else', namespace: NS, name: 'multi' }));
+      await assert.rejects(
+        verifyServiceAccountToken(cp, token, { audience: 'someone-else', namespace: NS, name: 'multi' }),
+      );
     }
   });
 });
@@ -322,7 +445,9 @@ describe('tokens as a relying party sees them', () => {
 describe('observability', () => {
   test('one JSON log line per decision, without tokens or whole objects', async () => {
     const pod = await createPod(NS, 'aws');
-    const line = await until('the decision log line', () => wh.logs().find((l) => l.msg === 'admission' && l.name === pod.metadata!.name));
+    const line = await until('the decision log line', () =>
+      wh.logs().find((l) => l.msg === 'admission' && l.name === pod.metadata!.name),
+    );
     assert.equal(line.namespace, NS);
     assert.deepEqual(line.providers, ['aws']);
     assert.equal(typeof line.durationMs, 'number');
@@ -339,4 +464,3 @@ describe('observability', () => {
     assert.match(text, /wiw_serviceaccount_cache_size [1-9]/);
   });
 });
-

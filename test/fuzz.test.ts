@@ -36,9 +36,24 @@ function rng(seed: number) {
 type Rng = ReturnType<typeof rng>;
 
 const NAMES = ['app', 'sidecar', 'constructor', '__proto__', 'toString', 'a'.repeat(63), 'init', 'mesh-proxy', ''];
-const ENV_NAMES = ['AWS_ROLE_ARN', 'AWS_WEB_IDENTITY_TOKEN_FILE', 'AWS_REGION', 'AZURE_CLIENT_ID', 'AZURE_TENANT_ID', 'GOOGLE_APPLICATION_CREDENTIALS', 'HTTPS_PROXY', 'constructor', 'X'];
+const ENV_NAMES = [
+  'AWS_ROLE_ARN',
+  'AWS_WEB_IDENTITY_TOKEN_FILE',
+  'AWS_REGION',
+  'AZURE_CLIENT_ID',
+  'AZURE_TENANT_ID',
+  'GOOGLE_APPLICATION_CREDENTIALS',
+  'HTTPS_PROXY',
+  'constructor',
+  'X',
+];
 const VOLUME_NAMES = ['aws-iam-token', 'azure-identity-token', 'gcp-iam-token', 'data', 'corp-ca', 'constructor'];
-const PATHS = ['/var/run/secrets/eks.amazonaws.com/serviceaccount', '/var/run/secrets/azure/tokens', '/data', '/var/run/secrets/sts.googleapis.com/serviceaccount'];
+const PATHS = [
+  '/var/run/secrets/eks.amazonaws.com/serviceaccount',
+  '/var/run/secrets/azure/tokens',
+  '/data',
+  '/var/run/secrets/sts.googleapis.com/serviceaccount',
+];
 const SA_VALUES: Record<string, readonly string[]> = {
   'eks.amazonaws.com/role-arn': [ARN, 'arn:aws:iam::1:role/x', '', 'arn:aws-cn:iam::111122223333:role/a/b/c', '\u0000'],
   'eks.amazonaws.com/token-expiration': ['3600', '1h', '-1', '99999999999999', '', ' 600 '],
@@ -59,7 +74,12 @@ function randomString(r: Rng): string {
 
 function randomContainer(r: Rng): Container {
   const c: Container = { name: r.pick(NAMES.slice(0, 8)) + (r.chance(0.5) ? String(r.int(3)) : ''), image: 'busybox' };
-  if (r.chance(0.5)) c.env = Array.from({ length: r.int(4) }, () => (r.chance(0.8) ? { name: r.pick(ENV_NAMES), value: r.chance(0.5) ? ARN : randomString(r) } : { name: r.pick(ENV_NAMES), valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } } as never));
+  if (r.chance(0.5))
+    c.env = Array.from({ length: r.int(4) }, () =>
+      r.chance(0.8)
+        ? { name: r.pick(ENV_NAMES), value: r.chance(0.5) ? ARN : randomString(r) }
+        : ({ name: r.pick(ENV_NAMES), valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } } as never),
+    );
   if (r.chance(0.3)) c.volumeMounts = [{ name: r.pick(VOLUME_NAMES), mountPath: r.pick(PATHS) }];
   if (r.chance(0.2)) (c as Record<string, unknown>).startupProbe = { exec: { command: ['true'] } };
   if (r.chance(0.1)) (c as Record<string, unknown>).restartPolicy = 'Always';
@@ -73,7 +93,14 @@ function uniqueNames(containers: Container[]): Container[] {
 
 function randomPod(r: Rng): Pod {
   const annotations: Record<string, string> = {};
-  if (r.chance(0.3)) annotations[INJECTED_ANNOTATION] = r.pick(['{}', 'null', '[', JSON.stringify({ v: 2, sa: 'x', env: [['HTTPS_PROXY', 'abc']], vol: [], ann: [], keep: [], mac: 'x' }), JSON.stringify({ sa: 'x', env: { app: ['HTTPS_PROXY'] }, volumes: ['corp-ca'], annotations: [] })]);
+  if (r.chance(0.3))
+    annotations[INJECTED_ANNOTATION] = r.pick([
+      '{}',
+      'null',
+      '[',
+      JSON.stringify({ v: 2, sa: 'x', env: [['HTTPS_PROXY', 'abc']], vol: [], ann: [], keep: [], mac: 'x' }),
+      JSON.stringify({ sa: 'x', env: { app: ['HTTPS_PROXY'] }, volumes: ['corp-ca'], annotations: [] }),
+    ]);
   if (r.chance(0.2)) annotations['eks.amazonaws.com/token-expiration'] = r.pick(['7200', 'x', '']);
   if (r.chance(0.2)) annotations['eks.amazonaws.com/skip-containers'] = r.pick(['app', 'app,sidecar', ',,']);
   if (r.chance(0.2)) annotations['azure.workload.identity/skip-containers'] = r.pick(['app', 'app;sidecar', ';']);
@@ -81,11 +108,33 @@ function randomPod(r: Rng): Pod {
   const labels: Record<string, string> = {};
   if (r.chance(0.5)) labels['azure.workload.identity/use'] = r.pick(['true', 'false', 'TRUE']);
   if (r.chance(0.1)) labels['workload-identity-webhook.io/skip'] = '';
-  const spec: Pod['spec'] = { serviceAccountName: 'app', containers: uniqueNames(Array.from({ length: 1 + r.int(4) }, () => randomContainer(r))) };
-  if (r.chance(0.3)) spec.initContainers = uniqueNames(Array.from({ length: 1 + r.int(2) }, () => randomContainer(r))).map((c) => ({ ...c, name: `init-${c.name}` }));
-  if (r.chance(0.4)) spec.volumes = [{ name: r.pick(VOLUME_NAMES), ...(r.chance(0.5) ? { emptyDir: {} } : { projected: { sources: [{ serviceAccountToken: { audience: 'sts.amazonaws.com', expirationSeconds: 86400, path: 'token' } }] } }) }];
+  const spec: Pod['spec'] = {
+    serviceAccountName: 'app',
+    containers: uniqueNames(Array.from({ length: 1 + r.int(4) }, () => randomContainer(r))),
+  };
+  if (r.chance(0.3))
+    spec.initContainers = uniqueNames(Array.from({ length: 1 + r.int(2) }, () => randomContainer(r))).map((c) => ({
+      ...c,
+      name: `init-${c.name}`,
+    }));
+  if (r.chance(0.4))
+    spec.volumes = [
+      {
+        name: r.pick(VOLUME_NAMES),
+        ...(r.chance(0.5)
+          ? { emptyDir: {} }
+          : {
+              projected: {
+                sources: [
+                  { serviceAccountToken: { audience: 'sts.amazonaws.com', expirationSeconds: 86400, path: 'token' } },
+                ],
+              },
+            }),
+      },
+    ];
   if (r.chance(0.1)) spec.nodeSelector = { 'kubernetes.io/os': 'windows' };
-  if (r.chance(0.05)) (spec as Record<string, unknown>).containers = r.pick([null, 'x', [{}], [{ name: 1 }], [{ name: 'a', env: 'x' }]]);
+  if (r.chance(0.05))
+    (spec as Record<string, unknown>).containers = r.pick([null, 'x', [{}], [{ name: 1 }], [{ name: 'a', env: 'x' }]]);
   const pod: Pod = { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'p', namespace: 'team-a' }, spec };
   if (Object.keys(annotations).length) pod.metadata!.annotations = annotations;
   if (Object.keys(labels).length) pod.metadata!.labels = labels;
@@ -96,18 +145,27 @@ function randomServiceAccount(r: Rng): ServiceAccountView | undefined {
   if (r.chance(0.1)) return undefined;
   const annotations: Record<string, string> = {};
   // Mostly the well-formed value, so that injections happen; sometimes any of the others.
-  for (const [key, values] of Object.entries(SA_VALUES)) if (r.chance(0.35)) annotations[key] = r.chance(0.75) ? values[0] : r.pick(values);
+  for (const [key, values] of Object.entries(SA_VALUES))
+    if (r.chance(0.35)) annotations[key] = r.chance(0.75) ? values[0] : r.pick(values);
   return { namespace: 'team-a', name: 'app', uid: 'u', annotations };
 }
 
 function request(object: unknown, extra: Partial<AdmissionRequest> = {}): AdmissionRequest {
-  return { uid: 'u', kind: { group: '', version: 'v1', kind: 'Pod' }, namespace: 'team-a', operation: 'CREATE', object, ...extra };
+  return {
+    uid: 'u',
+    kind: { group: '', version: 'v1', kind: 'Pod' },
+    namespace: 'team-a',
+    operation: 'CREATE',
+    object,
+    ...extra,
+  };
 }
 
 /** Everything of `before` is still in `after`, but for the keys the webhook owns. */
 function assertKept(before: Pod, after: Pod, context: string): void {
   const owned = new Set([INJECTED_ANNOTATION, 'cloud.google.com/external-credentials-json']);
-  for (const [k, v] of Object.entries(before.metadata?.annotations ?? {})) if (!owned.has(k)) assert.equal(after.metadata?.annotations?.[k], v, `${context}: annotation ${k}`);
+  for (const [k, v] of Object.entries(before.metadata?.annotations ?? {}))
+    if (!owned.has(k)) assert.equal(after.metadata?.annotations?.[k], v, `${context}: annotation ${k}`);
   assert.deepEqual(after.metadata?.labels, before.metadata?.labels, `${context}: labels`);
   for (const field of ['containers', 'initContainers'] as const) {
     const b = before.spec?.[field] ?? [];
@@ -119,18 +177,37 @@ function assertKept(before: Pod, after: Pod, context: string): void {
       const { env: be, volumeMounts: bm, ...rest } = c;
       const { env: ae, volumeMounts: am, ...restAfter } = a[i];
       assert.deepEqual(restAfter, rest, `${context}: ${field}[${i}] fields besides env and mounts`);
-      for (const e of be ?? []) assert.ok((ae ?? []).some((x) => JSON.stringify(x) === JSON.stringify(e)), `${context}: ${field}[${i}] env ${e.name} kept`);
-      for (const m of bm ?? []) assert.ok((am ?? []).some((x) => JSON.stringify(x) === JSON.stringify(m)), `${context}: ${field}[${i}] mount ${m.name} kept`);
+      for (const e of be ?? [])
+        assert.ok(
+          (ae ?? []).some((x) => JSON.stringify(x) === JSON.stringify(e)),
+          `${context}: ${field}[${i}] env ${e.name} kept`,
+        );
+      for (const m of bm ?? [])
+        assert.ok(
+          (am ?? []).some((x) => JSON.stringify(x) === JSON.stringify(m)),
+          `${context}: ${field}[${i}] mount ${m.name} kept`,
+        );
     });
   }
-  for (const v of before.spec?.volumes ?? []) assert.ok(after.spec?.volumes?.some((x) => JSON.stringify(x) === JSON.stringify(v)), `${context}: volume ${v.name} kept`);
+  for (const v of before.spec?.volumes ?? [])
+    assert.ok(
+      after.spec?.volumes?.some((x) => JSON.stringify(x) === JSON.stringify(v)),
+      `${context}: volume ${v.name} kept`,
+    );
 }
 
 function applied(pod: unknown, decision: Decision, context: string): Pod {
   try {
-    return fastJsonPatch.applyPatch(structuredClone(pod), (decision.patch ?? []) as fastJsonPatch.Operation[], true, false).newDocument as Pod;
+    return fastJsonPatch.applyPatch(
+      structuredClone(pod),
+      (decision.patch ?? []) as fastJsonPatch.Operation[],
+      true,
+      false,
+    ).newDocument as Pod;
   } catch (err) {
-    return assert.fail(`${context}: the patch does not apply: ${(err as Error).message}\n${JSON.stringify(decision.patch)}`);
+    return assert.fail(
+      `${context}: the patch does not apply: ${(err as Error).message}\n${JSON.stringify(decision.patch)}`,
+    );
   }
 }
 
@@ -149,7 +226,9 @@ describe('fuzz', () => {
       try {
         decision = await admitPod(p, () => sa, request(pod), undefined, { recordKeys, maxContainers: 500 });
       } catch (err) {
-        return assert.fail(`${context}: admitPod threw ${(err as Error).stack}\npod: ${JSON.stringify(pod)}\nsa: ${JSON.stringify(sa)}`);
+        return assert.fail(
+          `${context}: admitPod threw ${(err as Error).stack}\npod: ${JSON.stringify(pod)}\nsa: ${JSON.stringify(sa)}`,
+        );
       }
       if (!decision.allowed) {
         assert.ok(decision.denial && decision.denial.message.length > 0, `${context}: a denial has a message`);
@@ -171,16 +250,27 @@ describe('fuzz', () => {
     const values = [undefined, null, 0, 1, '', 'x', true, [], {}, [1], { kind: 'Pod' }];
     for (let run = 0; run < RUNS; run++) {
       const r = rng(BASE_SEED * 7 + run);
-      const body: Record<string, unknown> = { apiVersion: r.pick(['admission.k8s.io/v1', 'admission.k8s.io/v1beta1', 'v1', undefined]), kind: r.pick(['AdmissionReview', 'Pod', undefined]) };
+      const body: Record<string, unknown> = {
+        apiVersion: r.pick(['admission.k8s.io/v1', 'admission.k8s.io/v1beta1', 'v1', undefined]),
+        kind: r.pick(['AdmissionReview', 'Pod', undefined]),
+      };
       if (r.chance(0.9)) {
-        const req: Record<string, unknown> = { uid: r.pick(['u', '', 7, undefined]), kind: r.pick([{ group: '', version: 'v1', kind: 'Pod' }, { kind: 'Pod' }, 'Pod', null]), operation: r.pick(['CREATE', 'UPDATE', 'PATCH', undefined]) };
-        for (const key of ['namespace', 'object', 'oldObject', 'name', 'dryRun']) if (r.chance(0.5)) req[key] = r.pick(values);
+        const req: Record<string, unknown> = {
+          uid: r.pick(['u', '', 7, undefined]),
+          kind: r.pick([{ group: '', version: 'v1', kind: 'Pod' }, { kind: 'Pod' }, 'Pod', null]),
+          operation: r.pick(['CREATE', 'UPDATE', 'PATCH', undefined]),
+        };
+        for (const key of ['namespace', 'object', 'oldObject', 'name', 'dryRun'])
+          if (r.chance(0.5)) req[key] = r.pick(values);
         body.request = r.chance(0.95) ? req : r.pick(values);
       }
       try {
         parseAdmissionReview(r.chance(0.05) ? r.pick(values) : body);
       } catch (err) {
-        assert.ok(err instanceof WebhookError && err.code === 'WIW_BAD_ADMISSION_REVIEW', `run ${run}: ${(err as Error).stack}`);
+        assert.ok(
+          err instanceof WebhookError && err.code === 'WIW_BAD_ADMISSION_REVIEW',
+          `run ${run}: ${(err as Error).stack}`,
+        );
       }
     }
   });
@@ -189,9 +279,31 @@ describe('fuzz', () => {
     const c = config({});
     const core = { providers: createSecretProviders(c), defaultTokenPath: c.secretTokenPath };
     const configs: Record<string, unknown[]> = {
-      aws: [{ roleARN: ARN }, { roleARN: 'x' }, { roleArn: ARN }, 'roleARN: [', '{}', 'a: &a [1]\nb: *a', { roleARN: ARN, region: 'eu-west-1' }, null, 42],
+      aws: [
+        { roleARN: ARN },
+        { roleARN: 'x' },
+        { roleArn: ARN },
+        'roleARN: [',
+        '{}',
+        'a: &a [1]\nb: *a',
+        { roleARN: ARN, region: 'eu-west-1' },
+        null,
+        42,
+      ],
       azure: [{ clientID: CLIENT, tenantID: TENANT, subscriptionID: TENANT }, { clientID: 'x' }, '', []],
-      gcp: [{ projectID: 'p', credentialsConfig: { type: 'external_account', audience: GCP_AUDIENCE, subject_token_type: 'urn:ietf:params:oauth:token-type:jwt', token_url: 'https://sts.googleapis.com/v1/token' } }, { credentialsConfig: 'x' }, { credentialsConfig: { type: 'service_account' } }],
+      gcp: [
+        {
+          projectID: 'p',
+          credentialsConfig: {
+            type: 'external_account',
+            audience: GCP_AUDIENCE,
+            subject_token_type: 'urn:ietf:params:oauth:token-type:jwt',
+            token_url: 'https://sts.googleapis.com/v1/token',
+          },
+        },
+        { credentialsConfig: 'x' },
+        { credentialsConfig: { type: 'service_account' } },
+      ],
     };
     for (let run = 0; run < RUNS; run++) {
       const r = rng(BASE_SEED * 13 + run);
@@ -205,9 +317,17 @@ describe('fuzz', () => {
         apiVersion: 'v1',
         kind: 'Secret',
         metadata: {
-          name: 's', namespace: 'team-a',
-          labels: r.chance(0.7) ? { 'workload-identity-webhook.io/provider': provider } : { 'security.gardener.cloud/purpose': 'workload-identity-token-requestor', 'workloadidentity.security.gardener.cloud/provider': provider },
-          annotations: { 'workload-identity-webhook.io/service-account': r.pick(['app', 'other/app', '', 'a/b/c', '../x']) },
+          name: 's',
+          namespace: 'team-a',
+          labels: r.chance(0.7)
+            ? { 'workload-identity-webhook.io/provider': provider }
+            : {
+                'security.gardener.cloud/purpose': 'workload-identity-token-requestor',
+                'workloadidentity.security.gardener.cloud/provider': provider,
+              },
+          annotations: {
+            'workload-identity-webhook.io/service-account': r.pick(['app', 'other/app', '', 'a/b/c', '../x']),
+          },
         },
         data,
       };
@@ -215,7 +335,15 @@ describe('fuzz', () => {
       const context = `seed ${BASE_SEED * 13 + run}`;
       let decision: Decision;
       try {
-        decision = await admitSecret(core, () => undefined, request(secret, { kind: { group: '', version: 'v1', kind: 'Secret' }, operation, oldObject: operation === 'UPDATE' ? secret : undefined }));
+        decision = await admitSecret(
+          core,
+          () => undefined,
+          request(secret, {
+            kind: { group: '', version: 'v1', kind: 'Secret' },
+            operation,
+            oldObject: operation === 'UPDATE' ? secret : undefined,
+          }),
+        );
       } catch (err) {
         return assert.fail(`${context}: admitSecret threw ${(err as Error).stack}\n${JSON.stringify(secret)}`);
       }
@@ -224,7 +352,8 @@ describe('fuzz', () => {
         continue;
       }
       const out = applied(secret, decision, context) as unknown as Secret;
-      for (const [k, v] of Object.entries(data)) assert.equal(out.data?.[k], v, `${context}: data.${k} kept byte for byte`);
+      for (const [k, v] of Object.entries(data))
+        assert.equal(out.data?.[k], v, `${context}: data.${k} kept byte for byte`);
     }
   });
 });

@@ -16,7 +16,13 @@ export function sa(annotations: Record<string, string>, name = 'app', namespace 
   return { namespace, name, uid: 'uid-1', annotations };
 }
 
-export function pod(overrides: { labels?: Record<string, string>; annotations?: Record<string, string>; spec?: Record<string, unknown> } = {}): Pod {
+export function pod(
+  overrides: {
+    labels?: Record<string, string>;
+    annotations?: Record<string, string>;
+    spec?: Record<string, unknown>;
+  } = {},
+): Pod {
   return {
     apiVersion: 'v1',
     kind: 'Pod',
@@ -35,6 +41,8 @@ export function apply(target: Pod, patch: PatchOperation[]): Pod {
   return fastJsonPatch.applyPatch(structuredClone(target), patch as fastJsonPatch.Operation[], true, false).newDocument;
 }
 
-export function envOf(container: { env?: { name: string; value?: string }[] } | undefined): Record<string, string | undefined> {
+export function envOf(
+  container: { env?: { name: string; value?: string }[] } | undefined,
+): Record<string, string | undefined> {
   return Object.fromEntries((container?.env ?? []).map((e) => [e.name, e.value]));
 }

@@ -13,15 +13,19 @@ export function httpsRequest(
   options: { method?: string; ca: string; body?: string | Buffer; headers?: Record<string, string>; agent?: Agent },
 ): Promise<HttpsResponse> {
   return new Promise((resolve, reject) => {
-    const req = request(url, { method: options.method ?? 'GET', ca: options.ca, headers: options.headers, agent: options.agent }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => {
-        const body = Buffer.concat(chunks).toString('utf8');
-        resolve({ status: res.statusCode ?? 0, headers: res.headers, body, json: () => JSON.parse(body) });
-      });
-      res.on('error', reject);
-    });
+    const req = request(
+      url,
+      { method: options.method ?? 'GET', ca: options.ca, headers: options.headers, agent: options.agent },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => {
+          const body = Buffer.concat(chunks).toString('utf8');
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, body, json: () => JSON.parse(body) });
+        });
+        res.on('error', reject);
+      },
+    );
     req.on('error', reject);
     if (options.body !== undefined) req.end(options.body);
     else req.end();

@@ -11,7 +11,12 @@ import { join, resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
 import { CoreV1Api } from '@kubernetes/client-node';
-import { createNamespace, createServiceAccount, startControlPlane, type ControlPlane } from './harness/control-plane.ts';
+import {
+  createNamespace,
+  createServiceAccount,
+  startControlPlane,
+  type ControlPlane,
+} from './harness/control-plane.ts';
 import { imageTools, type BuiltImage } from './harness/node-images.ts';
 import { startProcess, type Managed } from './harness/processes.ts';
 import { httpsRequest } from './https-client.ts';
@@ -72,12 +77,21 @@ describe('Dockerfile', () => {
     const user = final.steps.find((s) => s.op === 'USER')?.args;
     assert.match(user ?? '', /^[1-9]\d*(:\d+)?$/);
     assert.equal(final.steps.filter((s) => s.op === 'RUN').length, 0);
-    const deps = stages.find((s) => final.steps.some((f) => f.op === 'COPY' && f.args.startsWith(`--from=${s.name} `) && f.args.includes('node_modules')))!;
-    assert.ok(deps.steps.some((s) => s.op === 'RUN' && /npm ci .*--omit=dev/.test(s.args)), 'node_modules shipped come from npm ci --omit=dev');
+    const deps = stages.find((s) =>
+      final.steps.some(
+        (f) => f.op === 'COPY' && f.args.startsWith(`--from=${s.name} `) && f.args.includes('node_modules'),
+      ),
+    )!;
+    assert.ok(
+      deps.steps.some((s) => s.op === 'RUN' && /npm ci .*--omit=dev/.test(s.args)),
+      'node_modules shipped come from npm ci --omit=dev',
+    );
   });
 
   test('.dockerignore keeps host builds and dependencies out of the context', () => {
-    const ignored = readFileSync(join(REPO, '.dockerignore'), 'utf8').split('\n').map((l) => l.trim());
+    const ignored = readFileSync(join(REPO, '.dockerignore'), 'utf8')
+      .split('\n')
+      .map((l) => l.trim());
     for (const entry of ['node_modules', 'dist', '.git']) assert.ok(ignored.includes(entry), entry);
   });
 });
@@ -109,17 +123,24 @@ describe('the image, built with buildah', () => {
     assert.equal(config.WorkingDir, '/app');
     // Inherited from the base scripts/base-image.sh made: the build used it and pulled nothing.
     assert.match(config.Labels['io.workload-identity-webhook.base'] ?? '', /^suite=bookworm node=24 /);
-    t.diagnostic(`image ${image.name}: ${(image.sizeBytes / 1e6).toFixed(1)} MB (base ${(image.baseSizeBytes / 1e6).toFixed(1)} MB)`);
+    t.diagnostic(
+      `image ${image.name}: ${(image.sizeBytes / 1e6).toFixed(1)} MB (base ${(image.baseSizeBytes / 1e6).toFixed(1)} MB)`,
+    );
   });
 
   test('ships dist and production dependencies only', async () => {
     const app = join(image.root, 'app');
     assert.deepEqual((await readdir(app)).sort(), ['dist', 'node_modules', 'package.json']);
-    const lock = JSON.parse(await readFile(join(REPO, 'package-lock.json'), 'utf8')) as { packages: Record<string, { dev?: boolean }> };
-    const dev = Object.entries(lock.packages).filter(([p, v]) => p.startsWith('node_modules/') && v.dev).map(([p]) => p);
+    const lock = JSON.parse(await readFile(join(REPO, 'package-lock.json'), 'utf8')) as {
+      packages: Record<string, { dev?: boolean }>;
+    };
+    const dev = Object.entries(lock.packages)
+      .filter(([p, v]) => p.startsWith('node_modules/') && v.dev)
+      .map(([p]) => p);
     assert.ok(dev.length > 0 && dev.some((p) => p === 'node_modules/typescript'));
     for (const p of dev) assert.equal(existsSync(join(app, p)), false, `dev dependency ${p} is not shipped`);
-    for (const p of ['fastify', '@kubernetes/client-node', 'pino']) assert.ok(existsSync(join(app, 'node_modules', p)), p);
+    for (const p of ['fastify', '@kubernetes/client-node', 'pino'])
+      assert.ok(existsSync(join(app, 'node_modules', p)), p);
     assert.ok(existsSync(join(app, 'dist/cli.js')));
     // No npm cache or build stage left in the final image.
     assert.equal(existsSync(join(image.root, 'src')), false);
@@ -137,37 +158,76 @@ describe('the image, built with buildah', () => {
     const { mkdir } = await import('node:fs/promises');
     await mkdir(bundle);
     const args = [
-      ...image.config.Entrypoint, ...image.config.Cmd,
-      '--kubeconfig', '/scratch/kubeconfig',
-      '--self-signed', '--self-signed-hosts', '127.0.0.1', '--ca-bundle-out', '/scratch/ca.pem',
-      '--host', '127.0.0.1', '--port', '0', '--metrics-host', '127.0.0.1', '--metrics-port', '0', '--drain-seconds', '0',
+      ...image.config.Entrypoint,
+      ...image.config.Cmd,
+      '--kubeconfig',
+      '/scratch/kubeconfig',
+      '--self-signed',
+      '--self-signed-hosts',
+      '127.0.0.1',
+      '--ca-bundle-out',
+      '/scratch/ca.pem',
+      '--host',
+      '127.0.0.1',
+      '--port',
+      '0',
+      '--metrics-host',
+      '127.0.0.1',
+      '--metrics-port',
+      '0',
+      '--drain-seconds',
+      '0',
     ];
     await writeFile(join(bundle, 'config.json'), JSON.stringify(runcSpec(image, args, uid, gid, scratch)));
     const logPath = join(cp.dir, 'image-webhook.log');
     // The host's network (no network namespace): it reaches the API server on loopback.
     proc = startProcess('image-webhook', 'runc', ['run', '--bundle', bundle, containerId], logPath);
-    const logs = () => (existsSync(logPath) ? readFileSync(logPath, 'utf8') : '').split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l));
-    const listening = await until('the image entrypoint to listen', () => {
-      if (proc!.exitStatus() !== null) throw new Error(`exited: ${proc!.logTail(20)}`);
-      return logs().find((l) => l.msg === 'listening');
-    }, 30_000);
+    const logs = () =>
+      (existsSync(logPath) ? readFileSync(logPath, 'utf8') : '')
+        .split('\n')
+        .filter((l) => l.startsWith('{'))
+        .map((l) => JSON.parse(l));
+    const listening = await until(
+      'the image entrypoint to listen',
+      () => {
+        if (proc!.exitStatus() !== null) throw new Error(`exited: ${proc!.logTail(20)}`);
+        return logs().find((l) => l.msg === 'listening');
+      },
+      30_000,
+    );
     const url = `https://127.0.0.1:${listening.port}`;
     const caPem = readFileSync(join(scratch, 'ca.pem'), 'utf8');
     await until('ready', async () => (await httpsRequest(`${url}/readyz`, { ca: caPem })).status === 200 || undefined);
 
     await createServiceAccount(cp, 'apps', 'worker', { 'eks.amazonaws.com/role-arn': ROLE });
-    await registerWebhook(cp, { url, caPem, logs }, 'image', [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'apps' } } }], 'apps');
-    const pod = await cp.kubeConfig().makeApiClient(CoreV1Api).createNamespacedPod({
-      namespace: 'apps',
-      body: { metadata: { name: 'from-image' }, spec: { serviceAccountName: 'worker', containers: [{ name: 'app', image: 'busybox' }] } },
-    });
+    await registerWebhook(
+      cp,
+      { url, caPem, logs },
+      'image',
+      [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'apps' } } }],
+      'apps',
+    );
+    const pod = await cp
+      .kubeConfig()
+      .makeApiClient(CoreV1Api)
+      .createNamespacedPod({
+        namespace: 'apps',
+        body: {
+          metadata: { name: 'from-image' },
+          spec: { serviceAccountName: 'worker', containers: [{ name: 'app', image: 'busybox' }] },
+        },
+      });
     const env = Object.fromEntries((pod.spec!.containers[0].env ?? []).map((e) => [e.name, e.value]));
     assert.equal(env.AWS_ROLE_ARN, ROLE);
     assert.ok(!logs().some((l) => l.level >= 50), 'no errors logged');
     // The server's process (runc's child's child), as the kernel sees it: the image user.
     const { stdout } = await run('runc', ['ps', '--format', 'json', containerId]);
     const [pid] = JSON.parse(stdout) as number[];
-    assert.match(readFileSync(`/proc/${pid}/status`, 'utf8'), new RegExp(`^Uid:\\s+${uid}\\s`, 'm'), 'the server ran as the image user');
+    assert.match(
+      readFileSync(`/proc/${pid}/status`, 'utf8'),
+      new RegExp(`^Uid:\\s+${uid}\\s`, 'm'),
+      'the server ran as the image user',
+    );
     // And the root really is read-only for it.
     const { stdout: mounts } = await run('cat', [`/proc/${pid}/mounts`]);
     assert.match(mounts.split('\n').find((l) => l.split(' ')[1] === '/') ?? '', /\bro\b/);
@@ -192,7 +252,12 @@ function runcSpec(image: BuiltImage, args: string[], uid: number, gid: number, s
     hostname: 'wiw-image',
     mounts: [
       { destination: '/proc', type: 'proc', source: 'proc' },
-      { destination: '/dev', type: 'tmpfs', source: 'tmpfs', options: ['nosuid', 'strictatime', 'mode=755', 'size=65536k'] },
+      {
+        destination: '/dev',
+        type: 'tmpfs',
+        source: 'tmpfs',
+        options: ['nosuid', 'strictatime', 'mode=755', 'size=65536k'],
+      },
       { destination: '/tmp', type: 'tmpfs', source: 'tmpfs', options: ['nosuid', 'nodev', 'mode=1777'] },
       { destination: '/scratch', type: 'bind', source: scratch, options: ['rbind', 'rw'] },
       // Name resolution of the host, read-only (the kubeconfig names 127.0.0.1; nothing else is looked up).

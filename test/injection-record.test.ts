@@ -16,7 +16,13 @@ function admit(p: Pod, annotations: Record<string, string>, namespace = 'team-a'
   return mutatePod(providers(), { pod: p, namespace, serviceAccount: sa(annotations, saName, namespace), recordKeys });
 }
 
-function mutated(p: Pod, annotations: Record<string, string>, namespace = 'team-a', saName = 'app', recordKeys = keys): Pod {
+function mutated(
+  p: Pod,
+  annotations: Record<string, string>,
+  namespace = 'team-a',
+  saName = 'app',
+  recordKeys = keys,
+): Pod {
   const r = admit(p, annotations, namespace, saName, recordKeys);
   assert.ok(r.allowed, r.allowed ? '' : r.denial.message);
   return apply(p, r.patch);
@@ -35,16 +41,24 @@ function withOtherWebhooksWork(p: Pod): Pod {
 }
 
 describe('a forged injection record', () => {
-  test('written by the Pod\'s author in the old format, it removes nothing another webhook added', () => {
+  test("written by the Pod's author in the old format, it removes nothing another webhook added", () => {
     const forged = pod({
       annotations: {
-        [INJECTED_ANNOTATION]: JSON.stringify({ sa: 'someone-else', env: { app: ['HTTPS_PROXY'] }, volumes: ['corp-ca'], annotations: ['proxy.example.com/injected'] }),
+        [INJECTED_ANNOTATION]: JSON.stringify({
+          sa: 'someone-else',
+          env: { app: ['HTTPS_PROXY'] },
+          volumes: ['corp-ca'],
+          annotations: ['proxy.example.com/injected'],
+        }),
       },
     });
     const before = withOtherWebhooksWork(forged);
     const r = admit(before, AWS);
     assert.ok(r.allowed);
-    assert.ok(r.patch.every((op) => op.op !== 'remove'), JSON.stringify(r.patch));
+    assert.ok(
+      r.patch.every((op) => op.op !== 'remove'),
+      JSON.stringify(r.patch),
+    );
     const after = apply(before, r.patch);
     assert.equal(envOf(after.spec!.containers![0]).HTTPS_PROXY, 'http://proxy.corp:3128');
     assert.ok(after.spec!.volumes!.some((v) => v.name === 'corp-ca'));
@@ -53,14 +67,25 @@ describe('a forged injection record', () => {
   });
 
   test('in the new format with a made-up signature, it is not trusted', () => {
-    const record = { v: 2, sa: 'someone-else', env: [['HTTPS_PROXY', digest('http://proxy.corp:3128')]], vol: [], ann: [], keep: [], mac: 'A'.repeat(22) };
+    const record = {
+      v: 2,
+      sa: 'someone-else',
+      env: [['HTTPS_PROXY', digest('http://proxy.corp:3128')]],
+      vol: [],
+      ann: [],
+      keep: [],
+      mac: 'A'.repeat(22),
+    };
     const before = withOtherWebhooksWork(pod({ annotations: { [INJECTED_ANNOTATION]: JSON.stringify(record) } }));
     const r = admit(before, AWS);
     assert.ok(r.allowed);
-    assert.ok(r.patch.every((op) => op.op !== 'remove'), JSON.stringify(r.patch));
+    assert.ok(
+      r.patch.every((op) => op.op !== 'remove'),
+      JSON.stringify(r.patch),
+    );
   });
 
-  test('signed with another key (another cluster\'s webhook, preview), it is not trusted', () => {
+  test("signed with another key (another cluster's webhook, preview), it is not trusted", () => {
     const elsewhere = mutated(pod(), AWS, 'team-a', 'app', RecordKeys.random());
     elsewhere.spec!.serviceAccountName = 'plain';
     const r = admit(elsewhere, {}, 'team-a', 'plain');
@@ -70,7 +95,9 @@ describe('a forged injection record', () => {
 
   test('a genuine record replayed in another namespace is not trusted', () => {
     const genuine = mutated(pod(), AWS, 'team-a');
-    const replay = withOtherWebhooksWork(pod({ annotations: { [INJECTED_ANNOTATION]: genuine.metadata!.annotations![INJECTED_ANNOTATION] } }));
+    const replay = withOtherWebhooksWork(
+      pod({ annotations: { [INJECTED_ANNOTATION]: genuine.metadata!.annotations![INJECTED_ANNOTATION] } }),
+    );
     replay.metadata!.namespace = 'team-b';
     replay.spec!.serviceAccountName = 'plain';
     const r = admit(replay, {}, 'team-b', 'plain');
@@ -85,19 +112,37 @@ describe('a forged injection record', () => {
       annotations: { [INJECTED_ANNOTATION]: genuine.metadata!.annotations![INJECTED_ANNOTATION] },
       spec: {
         serviceAccountName: 'plain',
-        volumes: [{ name: 'aws-iam-token', projected: { sources: [{ serviceAccountToken: { audience: 'other', expirationSeconds: 3600, path: 'token' } }] } }],
-        containers: [{ name: 'app', env: [{ name: 'AWS_ROLE_ARN', value: 'arn:aws:iam::999999999999:role/mine' }], volumeMounts: [{ name: 'aws-iam-token', mountPath: '/mine' }] }],
+        volumes: [
+          {
+            name: 'aws-iam-token',
+            projected: {
+              sources: [{ serviceAccountToken: { audience: 'other', expirationSeconds: 3600, path: 'token' } }],
+            },
+          },
+        ],
+        containers: [
+          {
+            name: 'app',
+            env: [{ name: 'AWS_ROLE_ARN', value: 'arn:aws:iam::999999999999:role/mine' }],
+            volumeMounts: [{ name: 'aws-iam-token', mountPath: '/mine' }],
+          },
+        ],
       },
     });
     const r = admit(replay, {}, 'team-a', 'plain');
     assert.ok(r.allowed);
-    assert.deepEqual(r.patch.filter((op) => op.op === 'remove').map((op) => op.path), ['/metadata/annotations/workload-identity-webhook.io~1injected']);
+    assert.deepEqual(
+      r.patch.filter((op) => op.op === 'remove').map((op) => op.path),
+      ['/metadata/annotations/workload-identity-webhook.io~1injected'],
+    );
   });
 });
 
 describe('the genuine record', () => {
-  test('a user value equal to the webhook\'s stays when the identity is removed', () => {
-    const p = pod({ spec: { containers: [{ name: 'app' }, { name: 'mine', env: [{ name: 'AWS_ROLE_ARN', value: ARN }] }] } });
+  test("a user value equal to the webhook's stays when the identity is removed", () => {
+    const p = pod({
+      spec: { containers: [{ name: 'app' }, { name: 'mine', env: [{ name: 'AWS_ROLE_ARN', value: ARN }] }] },
+    });
     const once = mutated(p, AWS);
     once.spec!.serviceAccountName = 'plain';
     const back = mutated(once, {}, 'team-a', 'plain');
@@ -116,23 +161,38 @@ describe('the genuine record', () => {
 
   test('does not grow with the number of containers', () => {
     const containers = Array.from({ length: 2000 }, (_, i) => ({ name: `c${i}`, image: 'busybox' }));
-    const out = mutated(pod({ spec: { containers } }), { ...AWS, 'azure.workload.identity/client-id': '8f3b2c1a-7d4e-4f5a-9b6c-0d1e2f3a4b5c' });
+    const out = mutated(pod({ spec: { containers } }), {
+      ...AWS,
+      'azure.workload.identity/client-id': '8f3b2c1a-7d4e-4f5a-9b6c-0d1e2f3a4b5c',
+    });
     const record = out.metadata!.annotations![INJECTED_ANNOTATION];
-    const small = mutated(pod(), { ...AWS, 'azure.workload.identity/client-id': '8f3b2c1a-7d4e-4f5a-9b6c-0d1e2f3a4b5c' }).metadata!.annotations![INJECTED_ANNOTATION];
+    const small = mutated(pod(), {
+      ...AWS,
+      'azure.workload.identity/client-id': '8f3b2c1a-7d4e-4f5a-9b6c-0d1e2f3a4b5c',
+    }).metadata!.annotations![INJECTED_ANNOTATION];
     assert.equal(record.length, small.length);
     assert.ok(record.length < 1024, `${record.length} bytes`);
   });
 });
 
 describe('setup init containers', () => {
-  test('pfnet\'s gcloud setup container goes with the identity when the ServiceAccount changes; a user\'s init container stays', () => {
-    const pfnet = { 'cloud.google.com/workload-identity-provider': 'projects/123456789012/locations/global/workloadIdentityPools/on-prem/providers/cluster-a', 'cloud.google.com/service-account-email': 'reader@my-project.iam.gserviceaccount.com' };
+  test("pfnet's gcloud setup container goes with the identity when the ServiceAccount changes; a user's init container stays", () => {
+    const pfnet = {
+      'cloud.google.com/workload-identity-provider':
+        'projects/123456789012/locations/global/workloadIdentityPools/on-prem/providers/cluster-a',
+      'cloud.google.com/service-account-email': 'reader@my-project.iam.gserviceaccount.com',
+    };
     const p = pod({ spec: { initContainers: [{ name: 'migrate', image: 'db:1', env: [{ name: 'X', value: '1' }] }] } });
     const once = mutated(p, pfnet);
-    assert.deepEqual(once.spec!.initContainers!.map((c) => c.name), ['gcloud-setup', 'migrate']);
+    assert.deepEqual(
+      once.spec!.initContainers!.map((c) => c.name),
+      ['gcloud-setup', 'migrate'],
+    );
     once.spec!.serviceAccountName = 'plain';
     const back = mutated(once, {}, 'team-a', 'plain');
-    assert.deepEqual(back.spec!.initContainers, [{ name: 'migrate', image: 'db:1', env: [{ name: 'X', value: '1' }], volumeMounts: [] }]);
+    assert.deepEqual(back.spec!.initContainers, [
+      { name: 'migrate', image: 'db:1', env: [{ name: 'X', value: '1' }], volumeMounts: [] },
+    ]);
     assert.deepEqual(back.spec!.volumes, []);
     assert.deepEqual(envOf(back.spec!.containers![0]), {});
   });
@@ -141,7 +201,11 @@ describe('setup init containers', () => {
 describe('container names that are also object property names', () => {
   for (const name of ['constructor', '__proto__', 'toString', 'hasOwnProperty']) {
     test(`a container named "${name}" is injected and cleaned like any other`, () => {
-      const p = pod({ spec: { containers: [{ name, image: 'busybox', env: [{ name: 'AWS_ROLE_ARN', value: ARN }] }, { name: 'app' }] } });
+      const p = pod({
+        spec: {
+          containers: [{ name, image: 'busybox', env: [{ name: 'AWS_ROLE_ARN', value: ARN }] }, { name: 'app' }],
+        },
+      });
       const once = mutated(p, AWS);
       assert.equal(once.spec!.containers![0].name, name);
       assert.equal(envOf(once.spec!.containers![1]).AWS_ROLE_ARN, ARN);

@@ -10,7 +10,11 @@ const AZ_TENANT = '72f988bf-86f1-41af-91ab-2d7cd011db47';
 const GCP_PROVIDER = 'projects/123456789012/locations/global/workloadIdentityPools/on-prem/providers/cluster-a';
 
 function run(p: Pod, annotations: Record<string, string> | undefined, flags: Record<string, string> = {}) {
-  return mutatePod(providers(flags), { pod: p, namespace: 'team-a', serviceAccount: annotations ? sa(annotations) : undefined });
+  return mutatePod(providers(flags), {
+    pod: p,
+    namespace: 'team-a',
+    serviceAccount: annotations ? sa(annotations) : undefined,
+  });
 }
 
 function mutated(p: Pod, annotations: Record<string, string> | undefined, flags: Record<string, string> = {}): Pod {
@@ -29,10 +33,19 @@ describe('AWS (IAM Roles for Service Accounts)', () => {
   test('injects the token volume, read-only mount and web-identity env vars with the peer defaults', () => {
     const out = mutated(pod(), { 'eks.amazonaws.com/role-arn': AWS_ARN });
     assert.deepEqual(out.spec!.volumes, [
-      { name: 'aws-iam-token', projected: { sources: [{ serviceAccountToken: { audience: 'sts.amazonaws.com', expirationSeconds: 86400, path: 'token' } }] } },
+      {
+        name: 'aws-iam-token',
+        projected: {
+          sources: [
+            { serviceAccountToken: { audience: 'sts.amazonaws.com', expirationSeconds: 86400, path: 'token' } },
+          ],
+        },
+      },
     ]);
     const c = out.spec!.containers![0];
-    assert.deepEqual(c.volumeMounts, [{ name: 'aws-iam-token', mountPath: '/var/run/secrets/eks.amazonaws.com/serviceaccount', readOnly: true }]);
+    assert.deepEqual(c.volumeMounts, [
+      { name: 'aws-iam-token', mountPath: '/var/run/secrets/eks.amazonaws.com/serviceaccount', readOnly: true },
+    ]);
     assert.deepEqual(c.env, [
       { name: 'AWS_ROLE_ARN', value: AWS_ARN },
       { name: 'AWS_WEB_IDENTITY_TOKEN_FILE', value: '/var/run/secrets/eks.amazonaws.com/serviceaccount/token' },
@@ -40,11 +53,15 @@ describe('AWS (IAM Roles for Service Accounts)', () => {
   });
 
   test('audience, regional STS and region come from the ServiceAccount and flags', () => {
-    const out = mutated(pod(), {
-      'eks.amazonaws.com/role-arn': AWS_ARN,
-      'eks.amazonaws.com/audience': 'my-audience',
-      'eks.amazonaws.com/sts-regional-endpoints': 'true',
-    }, { 'aws-default-region': 'eu-west-1' });
+    const out = mutated(
+      pod(),
+      {
+        'eks.amazonaws.com/role-arn': AWS_ARN,
+        'eks.amazonaws.com/audience': 'my-audience',
+        'eks.amazonaws.com/sts-regional-endpoints': 'true',
+      },
+      { 'aws-default-region': 'eu-west-1' },
+    );
     const env = envOf(out.spec!.containers![0]);
     assert.equal(env.AWS_STS_REGIONAL_ENDPOINTS, 'regional');
     assert.equal(env.AWS_REGION, 'eu-west-1');
@@ -61,8 +78,12 @@ describe('AWS (IAM Roles for Service Accounts)', () => {
   });
 
   test('a region is added only when the container sets neither AWS_REGION nor AWS_DEFAULT_REGION', () => {
-    const p = pod({ spec: { containers: [{ name: 'app', env: [{ name: 'AWS_DEFAULT_REGION', value: 'us-east-2' }] }] } });
-    const env = envOf(mutated(p, { 'eks.amazonaws.com/role-arn': AWS_ARN }, { 'aws-default-region': 'eu-west-1' }).spec!.containers![0]);
+    const p = pod({
+      spec: { containers: [{ name: 'app', env: [{ name: 'AWS_DEFAULT_REGION', value: 'us-east-2' }] }] },
+    });
+    const env = envOf(
+      mutated(p, { 'eks.amazonaws.com/role-arn': AWS_ARN }, { 'aws-default-region': 'eu-west-1' }).spec!.containers![0],
+    );
     assert.equal(env.AWS_DEFAULT_REGION, 'us-east-2');
     assert.equal('AWS_REGION' in env, false);
   });
@@ -92,7 +113,10 @@ describe('AWS (IAM Roles for Service Accounts)', () => {
     const annotations = { 'eks.amazonaws.com/role-arn': AWS_ARN, 'eks.amazonaws.com/sts-regional-endpoints': 'yes' };
     const result = run(pod(), annotations, { 'aws-sts-regional-endpoints': 'true' });
     assert.equal(result.allowed, true);
-    assert.equal(envOf(apply(pod(), result.allowed ? result.patch : []).spec!.containers![0]).AWS_STS_REGIONAL_ENDPOINTS, 'regional');
+    assert.equal(
+      envOf(apply(pod(), result.allowed ? result.patch : []).spec!.containers![0]).AWS_STS_REGIONAL_ENDPOINTS,
+      'regional',
+    );
     assert.deepEqual(result.allowed && result.warnings, [
       'ServiceAccount team-a/app annotation eks.amazonaws.com/sts-regional-endpoints="yes" must be "true" or "false"; using true, as the peer webhook does (--strict refuses it)',
     ]);
@@ -101,7 +125,9 @@ describe('AWS (IAM Roles for Service Accounts)', () => {
   });
 
   test('a container that sets either web-identity variable gets neither: the pair travels together', () => {
-    const p = pod({ spec: { containers: [{ name: 'app', env: [{ name: 'AWS_WEB_IDENTITY_TOKEN_FILE', value: '/mine/token' }] }] } });
+    const p = pod({
+      spec: { containers: [{ name: 'app', env: [{ name: 'AWS_WEB_IDENTITY_TOKEN_FILE', value: '/mine/token' }] }] },
+    });
     const env = envOf(mutated(p, { 'eks.amazonaws.com/role-arn': AWS_ARN }).spec!.containers![0]);
     assert.equal(env.AWS_ROLE_ARN, undefined);
     assert.equal(env.AWS_WEB_IDENTITY_TOKEN_FILE, '/mine/token');
@@ -114,7 +140,9 @@ describe('AWS (IAM Roles for Service Accounts)', () => {
   });
 
   test('the skip label opts the Pod out and skip-containers leaves named containers alone', () => {
-    const skipped = run(pod({ labels: { 'eks.amazonaws.com/skip-pod-identity-webhook': '' } }), { 'eks.amazonaws.com/role-arn': AWS_ARN });
+    const skipped = run(pod({ labels: { 'eks.amazonaws.com/skip-pod-identity-webhook': '' } }), {
+      'eks.amazonaws.com/role-arn': AWS_ARN,
+    });
     assert.deepEqual(skipped.allowed && skipped.patch, []);
     const p = pod({
       annotations: { 'eks.amazonaws.com/skip-containers': 'sidecar, init' },
@@ -145,8 +173,12 @@ describe('AWS (IAM Roles for Service Accounts)', () => {
 });
 
 describe('Azure (Microsoft Entra Workload ID)', () => {
-  const annotations = { 'azure.workload.identity/client-id': AZ_CLIENT, 'azure.workload.identity/tenant-id': AZ_TENANT };
-  const optedIn = (extra: Parameters<typeof pod>[0] = {}) => pod({ ...extra, labels: { 'azure.workload.identity/use': 'true', ...extra.labels } });
+  const annotations = {
+    'azure.workload.identity/client-id': AZ_CLIENT,
+    'azure.workload.identity/tenant-id': AZ_TENANT,
+  };
+  const optedIn = (extra: Parameters<typeof pod>[0] = {}) =>
+    pod({ ...extra, labels: { 'azure.workload.identity/use': 'true', ...extra.labels } });
 
   test('injects only when the Pod opts in with the exact label value "true"', () => {
     for (const labels of [undefined, { 'azure.workload.identity/use': 'True' }]) {
@@ -161,9 +193,24 @@ describe('Azure (Microsoft Entra Workload ID)', () => {
       { name: 'AZURE_AUTHORITY_HOST', value: 'https://login.microsoftonline.com/' },
     ]);
     assert.deepEqual(out.spec!.volumes, [
-      { name: 'azure-identity-token', projected: { sources: [{ serviceAccountToken: { audience: 'api://AzureADTokenExchange', expirationSeconds: 3600, path: 'azure-identity-token' } }] } },
+      {
+        name: 'azure-identity-token',
+        projected: {
+          sources: [
+            {
+              serviceAccountToken: {
+                audience: 'api://AzureADTokenExchange',
+                expirationSeconds: 3600,
+                path: 'azure-identity-token',
+              },
+            },
+          ],
+        },
+      },
     ]);
-    assert.deepEqual(out.spec!.containers![0].volumeMounts, [{ name: 'azure-identity-token', mountPath: '/var/run/secrets/azure/tokens', readOnly: true }]);
+    assert.deepEqual(out.spec!.containers![0].volumeMounts, [
+      { name: 'azure-identity-token', mountPath: '/var/run/secrets/azure/tokens', readOnly: true },
+    ]);
   });
 
   test('an empty service-account-token-expiration is ignored as in the peer, with a warning; --strict refuses it', () => {
@@ -180,14 +227,21 @@ describe('Azure (Microsoft Entra Workload ID)', () => {
   });
 
   test('every environment the peer knows by name sets its authority host, the name in any case', () => {
-    for (const [cloud, host] of [['AzureGermanCloud', 'https://login.microsoftonline.de/'], ['azureusgovernmentcloud', 'https://login.microsoftonline.us/']]) {
+    for (const [cloud, host] of [
+      ['AzureGermanCloud', 'https://login.microsoftonline.de/'],
+      ['azureusgovernmentcloud', 'https://login.microsoftonline.us/'],
+    ]) {
       const out = mutated(optedIn(), annotations, { 'azure-cloud': cloud });
       assert.equal(envOf(out.spec!.containers![0]).AZURE_AUTHORITY_HOST, host);
     }
   });
 
   test('the tenant defaults to --azure-tenant-id and the authority host follows --azure-cloud', () => {
-    const out = mutated(optedIn(), { 'azure.workload.identity/client-id': AZ_CLIENT }, { 'azure-tenant-id': AZ_TENANT, 'azure-cloud': 'AzureChinaCloud' });
+    const out = mutated(
+      optedIn(),
+      { 'azure.workload.identity/client-id': AZ_CLIENT },
+      { 'azure-tenant-id': AZ_TENANT, 'azure-cloud': 'AzureChinaCloud' },
+    );
     const env = envOf(out.spec!.containers![0]);
     assert.equal(env.AZURE_TENANT_ID, AZ_TENANT);
     assert.equal(env.AZURE_AUTHORITY_HOST, 'https://login.chinacloudapi.cn/');
@@ -209,9 +263,13 @@ describe('Azure (Microsoft Entra Workload ID)', () => {
   });
 
   test('token expiry: the Pod wins, and a value outside 3600..86400 denies with the bounds', () => {
-    const out = mutated(optedIn({ annotations: { 'azure.workload.identity/service-account-token-expiration': '7200' } }), {
-      ...annotations, 'azure.workload.identity/service-account-token-expiration': '5000',
-    });
+    const out = mutated(
+      optedIn({ annotations: { 'azure.workload.identity/service-account-token-expiration': '7200' } }),
+      {
+        ...annotations,
+        'azure.workload.identity/service-account-token-expiration': '5000',
+      },
+    );
     assert.equal(out.spec!.volumes![0].projected!.sources![0].serviceAccountToken!.expirationSeconds, 7200);
     const d = denied(optedIn(), { ...annotations, 'azure.workload.identity/service-account-token-expiration': '600' });
     assert.match(d.message, /service-account-token-expiration=600 is out of range; expected 3600 to 86400 seconds/);
@@ -223,14 +281,23 @@ describe('Azure (Microsoft Entra Workload ID)', () => {
       spec: { containers: [{ name: 'a' }, { name: 'b' }, { name: 'c' }] },
     });
     const out = mutated(p, annotations);
-    assert.deepEqual(out.spec!.containers!.map((c) => Boolean(c.env)), [false, false, true]);
+    assert.deepEqual(
+      out.spec!.containers!.map((c) => Boolean(c.env)),
+      [false, false, true],
+    );
   });
 
   test('a client id that is not a GUID is injected as the peer injects it, with a warning naming the expected form; --strict refuses it', () => {
     const result = run(optedIn(), { 'azure.workload.identity/client-id': 'my-app' }, { 'azure-tenant-id': AZ_TENANT });
     assert.equal(result.allowed, true);
-    assert.equal(envOf(apply(optedIn(), result.allowed ? result.patch : []).spec!.containers![0]).AZURE_CLIENT_ID, 'my-app');
-    assert.match((result.allowed && result.warnings.join('\n')) || '', /client-id="my-app" is not a client id; expected a GUID .*; injecting it as written/);
+    assert.equal(
+      envOf(apply(optedIn(), result.allowed ? result.patch : []).spec!.containers![0]).AZURE_CLIENT_ID,
+      'my-app',
+    );
+    assert.match(
+      (result.allowed && result.warnings.join('\n')) || '',
+      /client-id="my-app" is not a client id; expected a GUID .*; injecting it as written/,
+    );
     const d = denied(optedIn(), { 'azure.workload.identity/client-id': 'my-app' }, { strict: 'true' });
     assert.match(d.message, /client-id="my-app" is not a client id; expected a GUID/);
   });
@@ -247,7 +314,13 @@ describe('GCP (Workload Identity Federation)', () => {
       'iam.gke.io/gcp-service-account': 'reader@my-project.iam.gserviceaccount.com',
     });
     assert.deepEqual(Object.keys(credentials(out)), [
-      'universe_domain', 'type', 'audience', 'subject_token_type', 'token_url', 'service_account_impersonation_url', 'credential_source',
+      'universe_domain',
+      'type',
+      'audience',
+      'subject_token_type',
+      'token_url',
+      'service_account_impersonation_url',
+      'credential_source',
     ]);
     assert.deepEqual(credentials(out), {
       universe_domain: 'googleapis.com',
@@ -255,15 +328,34 @@ describe('GCP (Workload Identity Federation)', () => {
       audience: `//iam.googleapis.com/${GCP_PROVIDER}`,
       subject_token_type: 'urn:ietf:params:oauth:token-type:jwt',
       token_url: 'https://sts.googleapis.com/v1/token',
-      service_account_impersonation_url: 'https://iamcredentials.googleapis.com/v1/projects/-/serviceAccounts/reader@my-project.iam.gserviceaccount.com:generateAccessToken',
+      service_account_impersonation_url:
+        'https://iamcredentials.googleapis.com/v1/projects/-/serviceAccounts/reader@my-project.iam.gserviceaccount.com:generateAccessToken',
       credential_source: { file: '/var/run/secrets/sts.googleapis.com/serviceaccount/token', format: { type: 'text' } },
     });
     assert.deepEqual(out.spec!.volumes![0], {
       name: 'gcp-iam-token',
       projected: {
         sources: [
-          { serviceAccountToken: { audience: `//iam.googleapis.com/${GCP_PROVIDER}`, expirationSeconds: 86400, path: 'token' } },
-          { downwardAPI: { items: [{ path: 'federation.json', fieldRef: { apiVersion: 'v1', fieldPath: "metadata.annotations['cloud.google.com/external-credentials-json']" } }] } },
+          {
+            serviceAccountToken: {
+              audience: `//iam.googleapis.com/${GCP_PROVIDER}`,
+              expirationSeconds: 86400,
+              path: 'token',
+            },
+          },
+          {
+            downwardAPI: {
+              items: [
+                {
+                  path: 'federation.json',
+                  fieldRef: {
+                    apiVersion: 'v1',
+                    fieldPath: "metadata.annotations['cloud.google.com/external-credentials-json']",
+                  },
+                },
+              ],
+            },
+          },
         ],
       },
     });
@@ -288,14 +380,21 @@ describe('GCP (Workload Identity Federation)', () => {
       'gcp.auth.fluxcd.io/workload-identity-provider': GCP_PROVIDER,
       'iam.gke.io/gcp-service-account': 'flux@infra-prod.iam.gserviceaccount.com',
     });
-    assert.match(credentials(out).service_account_impersonation_url, /serviceAccounts\/flux@infra-prod\.iam\.gserviceaccount\.com:generateAccessToken$/);
+    assert.match(
+      credentials(out).service_account_impersonation_url,
+      /serviceAccounts\/flux@infra-prod\.iam\.gserviceaccount\.com:generateAccessToken$/,
+    );
   });
 
   test('expiry is raised to the 3600 s floor, audience and region are configurable', () => {
-    const out = mutated(pod({ annotations: { 'cloud.google.com/token-expiration': '700' } }), {
-      'cloud.google.com/workload-identity-provider': GCP_PROVIDER,
-      'cloud.google.com/audience': 'https://iam.googleapis.com/' + GCP_PROVIDER,
-    }, { 'gcp-default-region': 'europe-west4' });
+    const out = mutated(
+      pod({ annotations: { 'cloud.google.com/token-expiration': '700' } }),
+      {
+        'cloud.google.com/workload-identity-provider': GCP_PROVIDER,
+        'cloud.google.com/audience': 'https://iam.googleapis.com/' + GCP_PROVIDER,
+      },
+      { 'gcp-default-region': 'europe-west4' },
+    );
     const token = out.spec!.volumes![0].projected!.sources![0].serviceAccountToken!;
     assert.equal(token.expirationSeconds, 3600);
     assert.equal(token.audience, 'https://iam.googleapis.com/' + GCP_PROVIDER);
@@ -305,7 +404,10 @@ describe('GCP (Workload Identity Federation)', () => {
   test('a provider of the wrong form denies with the expected form', () => {
     const d = denied(pod(), { 'cloud.google.com/workload-identity-provider': 'projects/my-project/providers/x' });
     assert.equal(d.reason, 'InvalidWorkloadIdentityProvider');
-    assert.match(d.message, /expected projects\/<project number>\/locations\/global\/workloadIdentityPools\/<pool>\/providers\/<provider>/);
+    assert.match(
+      d.message,
+      /expected projects\/<project number>\/locations\/global\/workloadIdentityPools\/<pool>\/providers\/<provider>/,
+    );
   });
 
   test('the two dialects naming different providers is a conflict, not a guess', () => {
@@ -313,13 +415,22 @@ describe('GCP (Workload Identity Federation)', () => {
       'cloud.google.com/workload-identity-provider': GCP_PROVIDER,
       'gcp.auth.fluxcd.io/workload-identity-provider': GCP_PROVIDER.replace('cluster-a', 'cluster-b'),
     });
-    assert.match(d.message, /sets both cloud\.google\.com\/workload-identity-provider=.* and gcp\.auth\.fluxcd\.io\/workload-identity-provider=/);
+    assert.match(
+      d.message,
+      /sets both cloud\.google\.com\/workload-identity-provider=.* and gcp\.auth\.fluxcd\.io\/workload-identity-provider=/,
+    );
   });
 
   test('the Flux dialect with injection-mode gcloud points gcloud at the same file instead of running an init container', () => {
-    const out = mutated(pod(), { 'gcp.auth.fluxcd.io/workload-identity-provider': GCP_PROVIDER, 'cloud.google.com/injection-mode': 'gcloud' });
+    const out = mutated(pod(), {
+      'gcp.auth.fluxcd.io/workload-identity-provider': GCP_PROVIDER,
+      'cloud.google.com/injection-mode': 'gcloud',
+    });
     assert.equal(out.spec!.initContainers, undefined);
-    assert.equal(envOf(out.spec!.containers![0]).CLOUDSDK_AUTH_CREDENTIAL_FILE_OVERRIDE, '/var/run/secrets/sts.googleapis.com/serviceaccount/federation.json');
+    assert.equal(
+      envOf(out.spec!.containers![0]).CLOUDSDK_AUTH_CREDENTIAL_FILE_OVERRIDE,
+      '/var/run/secrets/sts.googleapis.com/serviceaccount/federation.json',
+    );
   });
 
   const PFNET_SA = {
@@ -328,17 +439,34 @@ describe('GCP (Workload Identity Federation)', () => {
   };
 
   test("the pfnet dialect gets pfnet's defaults: audience sts.googleapis.com, gcloud mode with its setup init container, files mode 0440", () => {
-    const p = pod({ spec: { initContainers: [{ name: 'migrate', image: 'busybox' }], containers: [{ name: 'app', image: 'busybox' }] } });
+    const p = pod({
+      spec: {
+        initContainers: [{ name: 'migrate', image: 'busybox' }],
+        containers: [{ name: 'app', image: 'busybox' }],
+      },
+    });
     const out = mutated(p, PFNET_SA);
     assert.deepEqual(out.spec!.volumes, [
-      { name: 'gcp-iam-token', projected: { sources: [{ serviceAccountToken: { audience: 'sts.googleapis.com', expirationSeconds: 86400, path: 'token' } }], defaultMode: 0o440 } },
+      {
+        name: 'gcp-iam-token',
+        projected: {
+          sources: [
+            { serviceAccountToken: { audience: 'sts.googleapis.com', expirationSeconds: 86400, path: 'token' } },
+          ],
+          defaultMode: 0o440,
+        },
+      },
       { name: 'gcloud-config', emptyDir: {} },
     ]);
     const [setup, migrate] = out.spec!.initContainers!;
     assert.equal(migrate.name, 'migrate', 'the setup container runs first');
     assert.equal(setup.name, 'gcloud-setup');
     assert.equal(setup.image, 'gcr.io/google.com/cloudsdktool/google-cloud-cli:stable');
-    assert.deepEqual(setup.command, ['sh', '-c', 'gcloud iam workload-identity-pools create-cred-config \\\n  $(GCP_WORKLOAD_IDENTITY_PROVIDER) \\\n  --service-account=$(GCP_SERVICE_ACCOUNT) \\\n  --output-file=$(CLOUDSDK_CONFIG)/federation.json \\\n  --credential-source-file=/var/run/secrets/sts.googleapis.com/serviceaccount/token\ngcloud auth login --cred-file=$(CLOUDSDK_CONFIG)/federation.json\n']);
+    assert.deepEqual(setup.command, [
+      'sh',
+      '-c',
+      'gcloud iam workload-identity-pools create-cred-config \\\n  $(GCP_WORKLOAD_IDENTITY_PROVIDER) \\\n  --service-account=$(GCP_SERVICE_ACCOUNT) \\\n  --output-file=$(CLOUDSDK_CONFIG)/federation.json \\\n  --credential-source-file=/var/run/secrets/sts.googleapis.com/serviceaccount/token\ngcloud auth login --cred-file=$(CLOUDSDK_CONFIG)/federation.json\n',
+    ]);
     assert.deepEqual(envOf(setup), {
       GCP_WORKLOAD_IDENTITY_PROVIDER: GCP_PROVIDER,
       GCP_SERVICE_ACCOUNT: 'reader@my-project.iam.gserviceaccount.com',
@@ -365,10 +493,18 @@ describe('GCP (Workload Identity Federation)', () => {
   });
 
   test('pfnet dialect: --gcp-gcloud-image, --gcp-file-mode and gcloud-run-as-user shape the setup container and volumes', () => {
-    const out = mutated(pod(), { ...PFNET_SA, 'cloud.google.com/gcloud-run-as-user': '1000' }, { 'gcp-gcloud-image': 'registry.example/cloud-sdk:512', 'gcp-file-mode': '0400' });
+    const out = mutated(
+      pod(),
+      { ...PFNET_SA, 'cloud.google.com/gcloud-run-as-user': '1000' },
+      { 'gcp-gcloud-image': 'registry.example/cloud-sdk:512', 'gcp-file-mode': '0400' },
+    );
     const setup = out.spec!.initContainers![0];
     assert.equal(setup.image, 'registry.example/cloud-sdk:512');
-    assert.deepEqual(setup.securityContext, { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] }, runAsUser: 1000 });
+    assert.deepEqual(setup.securityContext, {
+      allowPrivilegeEscalation: false,
+      capabilities: { drop: ['ALL'] },
+      runAsUser: 1000,
+    });
     assert.equal(out.spec!.volumes![0].projected!.defaultMode, 0o400);
   });
 
@@ -378,28 +514,50 @@ describe('GCP (Workload Identity Federation)', () => {
     assert.deepEqual(out.spec!.volumes![1], {
       name: 'external-credential-config',
       downwardAPI: {
-        items: [{ path: 'federation.json', fieldRef: { apiVersion: 'v1', fieldPath: "metadata.annotations['cloud.google.com/external-credentials-json']" } }],
+        items: [
+          {
+            path: 'federation.json',
+            fieldRef: {
+              apiVersion: 'v1',
+              fieldPath: "metadata.annotations['cloud.google.com/external-credentials-json']",
+            },
+          },
+        ],
         defaultMode: 0o440,
       },
     });
-    assert.equal(envOf(out.spec!.containers![0]).GOOGLE_APPLICATION_CREDENTIALS, '/var/run/secrets/workload-identity/federation.json');
+    assert.equal(
+      envOf(out.spec!.containers![0]).GOOGLE_APPLICATION_CREDENTIALS,
+      '/var/run/secrets/workload-identity/federation.json',
+    );
     assert.equal(credentials(out).credential_source.file, '/var/run/secrets/sts.googleapis.com/serviceaccount/token');
   });
 
   test('pfnet dialect: gcloud mode without a Google service account is refused with what is missing', () => {
-    const d = denied(pod(), { 'cloud.google.com/workload-identity-provider': GCP_PROVIDER, 'cloud.google.com/injection-mode': 'GCLOUD' });
+    const d = denied(pod(), {
+      'cloud.google.com/workload-identity-provider': GCP_PROVIDER,
+      'cloud.google.com/injection-mode': 'GCLOUD',
+    });
     assert.match(d.message, /injection-mode="gcloud" needs cloud\.google\.com\/service-account-email/);
   });
 
   test('an init container of the setup name that is not ours is a conflict, not taken over', () => {
-    const d = denied(pod({ spec: { initContainers: [{ name: 'gcloud-setup', image: 'busybox' }], containers: [{ name: 'app' }] } }), PFNET_SA);
+    const d = denied(
+      pod({ spec: { initContainers: [{ name: 'gcloud-setup', image: 'busybox' }], containers: [{ name: 'app' }] } }),
+      PFNET_SA,
+    );
     assert.equal(d.reason, 'Conflict');
     assert.match(d.message, /init container named "gcloud-setup"/);
   });
 
   test('Windows Pods get Windows paths inside the credential file too', () => {
-    const out = mutated(pod({ spec: { os: { name: 'windows' } } }), { 'cloud.google.com/workload-identity-provider': GCP_PROVIDER });
-    assert.equal(credentials(out).credential_source.file, 'C:\\var\\run\\secrets\\sts.googleapis.com\\serviceaccount\\token');
+    const out = mutated(pod({ spec: { os: { name: 'windows' } } }), {
+      'cloud.google.com/workload-identity-provider': GCP_PROVIDER,
+    });
+    assert.equal(
+      credentials(out).credential_source.file,
+      'C:\\var\\run\\secrets\\sts.googleapis.com\\serviceaccount\\token',
+    );
   });
 });
 
@@ -415,7 +573,10 @@ describe('several providers on one ServiceAccount', () => {
     const out = mutated(pod({ labels: { 'azure.workload.identity/use': 'true' } }), all);
     const volumes = out.spec!.volumes!;
     // The pfnet dialect without a Google service account: pfnet's direct mode, its own file volume.
-    assert.deepEqual(volumes.map((v) => v.name), ['aws-iam-token', 'azure-identity-token', 'gcp-iam-token', 'external-credential-config']);
+    assert.deepEqual(
+      volumes.map((v) => v.name),
+      ['aws-iam-token', 'azure-identity-token', 'gcp-iam-token', 'external-credential-config'],
+    );
     assert.deepEqual(
       volumes.slice(0, 3).map((v) => v.projected!.sources![0].serviceAccountToken!.audience),
       ['sts.amazonaws.com', 'api://AzureADTokenExchange', 'sts.googleapis.com'],
@@ -425,12 +586,19 @@ describe('several providers on one ServiceAccount', () => {
   });
 
   test('every invalid provider is reported in one denial', () => {
-    const d = denied(pod(), { ...all, 'eks.amazonaws.com/role-arn': 'nope', 'cloud.google.com/workload-identity-provider': 'nope' });
+    const d = denied(pod(), {
+      ...all,
+      'eks.amazonaws.com/role-arn': 'nope',
+      'cloud.google.com/workload-identity-provider': 'nope',
+    });
     assert.match(d.message, /role-arn="nope".*; .*workload-identity-provider="nope"/);
   });
 
   test('the project skip label opts out of every provider', () => {
-    const r = run(pod({ labels: { 'azure.workload.identity/use': 'true', 'workload-identity-webhook.io/skip': 'true' } }), all);
+    const r = run(
+      pod({ labels: { 'azure.workload.identity/use': 'true', 'workload-identity-webhook.io/skip': 'true' } }),
+      all,
+    );
     assert.deepEqual(r.allowed && r.patch, []);
   });
 
@@ -443,13 +611,19 @@ describe('several providers on one ServiceAccount', () => {
 describe('Pods the webhook leaves alone', () => {
   test('a mirror Pod (kubernetes.io/config.mirror) is admitted unchanged even when its ServiceAccount carries identities', () => {
     const p = pod({ annotations: { 'kubernetes.io/config.mirror': '3b1e3f0a' } });
-    const result = run(p, { 'eks.amazonaws.com/role-arn': AWS_ARN, 'cloud.google.com/workload-identity-provider': GCP_PROVIDER });
+    const result = run(p, {
+      'eks.amazonaws.com/role-arn': AWS_ARN,
+      'cloud.google.com/workload-identity-provider': GCP_PROVIDER,
+    });
     assert.deepEqual(result.allowed && result.patch, []);
   });
 });
 
 describe('patch discipline', () => {
-  const annotations = { 'eks.amazonaws.com/role-arn': AWS_ARN, 'cloud.google.com/workload-identity-provider': GCP_PROVIDER };
+  const annotations = {
+    'eks.amazonaws.com/role-arn': AWS_ARN,
+    'cloud.google.com/workload-identity-provider': GCP_PROVIDER,
+  };
   const rich = (): Pod => ({
     apiVersion: 'v1',
     kind: 'Pod',
@@ -467,7 +641,10 @@ describe('patch discipline', () => {
           image: 'app',
           startupProbe: { httpGet: { path: '/', port: 80 } },
           resizePolicy: [{ resourceName: 'cpu', restartPolicy: 'NotRequired' }],
-          env: [{ name: 'AWS_ROLE_ARN', value: 'user-chose-this' }, { name: 'X', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } }],
+          env: [
+            { name: 'AWS_ROLE_ARN', value: 'user-chose-this' },
+            { name: 'X', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
+          ],
           volumeMounts: [{ name: 'data', mountPath: '/data' }],
         },
       ],
@@ -479,7 +656,10 @@ describe('patch discipline', () => {
     const r = run(rich(), annotations);
     assert.ok(r.allowed);
     for (const op of r.patch) {
-      assert.ok(op.op === 'add' || (op.op === 'replace' && op.path.startsWith('/metadata/annotations/')), JSON.stringify(op));
+      assert.ok(
+        op.op === 'add' || (op.op === 'replace' && op.path.startsWith('/metadata/annotations/')),
+        JSON.stringify(op),
+      );
       assert.doesNotMatch(op.path, /^\/spec\/(containers|initContainers|volumes)(\/\d+)?$/);
     }
   });
@@ -516,27 +696,48 @@ describe('patch discipline', () => {
     assert.ok(r.allowed);
     assert.ok(r.patch.length > 0);
     assert.ok(
-      r.patch.every((op) => op.path.startsWith('/spec/containers/1/') || op.path === '/metadata/annotations/workload-identity-webhook.io~1injected'),
+      r.patch.every(
+        (op) =>
+          op.path.startsWith('/spec/containers/1/') ||
+          op.path === '/metadata/annotations/workload-identity-webhook.io~1injected',
+      ),
       JSON.stringify(r.patch),
     );
     const twice = apply(once, r.patch);
     assert.deepEqual(envOf(twice.spec!.containers![1]), envOf(twice.spec!.containers![0]));
   });
 
-  test('a ServiceAccount changed by a later webhook: the old identity is removed, the user\'s values kept', () => {
+  test("a ServiceAccount changed by a later webhook: the old identity is removed, the user's values kept", () => {
     const azure = { 'azure.workload.identity/client-id': AZ_CLIENT, 'azure.workload.identity/tenant-id': AZ_TENANT };
     const first = pod({
       labels: { 'azure.workload.identity/use': 'true' },
-      spec: { containers: [{ name: 'app', env: [{ name: 'AZURE_TENANT_ID', value: 'contoso.onmicrosoft.com' }, { name: 'KEEP', value: '1' }] }] },
+      spec: {
+        containers: [
+          {
+            name: 'app',
+            env: [
+              { name: 'AZURE_TENANT_ID', value: 'contoso.onmicrosoft.com' },
+              { name: 'KEEP', value: '1' },
+            ],
+          },
+        ],
+      },
     });
     const once = mutated(first, azure);
     const raw = (p: typeof once) => p.metadata!.annotations!['workload-identity-webhook.io/injected'];
     const record = JSON.parse(raw(once));
-    assert.deepEqual(record.env.map(([name]: [string]) => name), ['AZURE_CLIENT_ID', 'AZURE_FEDERATED_TOKEN_FILE', 'AZURE_AUTHORITY_HOST']);
+    assert.deepEqual(
+      record.env.map(([name]: [string]) => name),
+      ['AZURE_CLIENT_ID', 'AZURE_FEDERATED_TOKEN_FILE', 'AZURE_AUTHORITY_HOST'],
+    );
     assert.ok(!raw(once).includes(AZ_CLIENT), 'the record holds digests, never values');
     // Another webhook moves the Pod to a ServiceAccount with an AWS role and no Azure client.
     once.spec!.serviceAccountName = 'other';
-    const r = mutatePod(providers(), { pod: once, namespace: 'team-a', serviceAccount: sa({ 'eks.amazonaws.com/role-arn': AWS_ARN }, 'other') });
+    const r = mutatePod(providers(), {
+      pod: once,
+      namespace: 'team-a',
+      serviceAccount: sa({ 'eks.amazonaws.com/role-arn': AWS_ARN }, 'other'),
+    });
     assert.ok(r.allowed);
     const twice = apply(once, r.patch);
     // The Pod still opts into Azure, but the new ServiceAccount names no client: the old
@@ -550,7 +751,16 @@ describe('patch discipline', () => {
       AWS_WEB_IDENTITY_TOKEN_FILE: '/var/run/secrets/eks.amazonaws.com/serviceaccount/token',
     });
     assert.deepEqual(twice.spec!.volumes!.map((v) => v.name).sort(), ['aws-iam-token', 'azure-identity-token']);
-    assert.deepEqual((mutatePod(providers(), { pod: twice, namespace: 'team-a', serviceAccount: sa({ 'eks.amazonaws.com/role-arn': AWS_ARN }, 'other') }) as { patch: unknown }).patch, []);
+    assert.deepEqual(
+      (
+        mutatePod(providers(), {
+          pod: twice,
+          namespace: 'team-a',
+          serviceAccount: sa({ 'eks.amazonaws.com/role-arn': AWS_ARN }, 'other'),
+        }) as { patch: unknown }
+      ).patch,
+      [],
+    );
   });
 
   test('a ServiceAccount changed to one without identity: everything the webhook added is removed', () => {
@@ -567,17 +777,30 @@ describe('patch discipline', () => {
     assert.deepEqual(back, expected);
   });
 
-  test('a user volume that merely shares the name is not taken for the webhook\'s own', () => {
+  test("a user volume that merely shares the name is not taken for the webhook's own", () => {
     const p = pod({ spec: { volumes: [{ name: 'aws-iam-token', secret: { secretName: 'static-keys' } }] } });
     const d = denied(p, annotations);
     assert.equal(d.status, 409);
     assert.match(d.message, /already has a volume named "aws-iam-token"/);
   });
 
-  test('a user mount at the webhook\'s path denies naming container, volume and path', () => {
-    const p = pod({ spec: { volumes: [{ name: 'mine', emptyDir: {} }], containers: [{ name: 'app', volumeMounts: [{ name: 'mine', mountPath: '/var/run/secrets/eks.amazonaws.com/serviceaccount' }] }] } });
+  test("a user mount at the webhook's path denies naming container, volume and path", () => {
+    const p = pod({
+      spec: {
+        volumes: [{ name: 'mine', emptyDir: {} }],
+        containers: [
+          {
+            name: 'app',
+            volumeMounts: [{ name: 'mine', mountPath: '/var/run/secrets/eks.amazonaws.com/serviceaccount' }],
+          },
+        ],
+      },
+    });
     const d = denied(p, annotations);
-    assert.match(d.message, /container "app" already mounts volume "mine" at \/var\/run\/secrets\/eks\.amazonaws\.com\/serviceaccount/);
+    assert.match(
+      d.message,
+      /container "app" already mounts volume "mine" at \/var\/run\/secrets\/eks\.amazonaws\.com\/serviceaccount/,
+    );
   });
 
   test('annotation keys with "/" and "~" are escaped in JSON Pointers', () => {
@@ -589,10 +812,14 @@ describe('patch discipline', () => {
     assert.equal(apply(p, r.patch).metadata!.annotations!['a~b/c'], 'x');
   });
 
-  test('a stale credential annotation is replaced: the key is the webhook\'s own', () => {
+  test("a stale credential annotation is replaced: the key is the webhook's own", () => {
     const p = pod({ annotations: { 'cloud.google.com/external-credentials-json': '{}' } });
     const r = run(p, annotations);
     assert.ok(r.allowed);
-    assert.ok(r.patch.some((o) => o.op === 'replace' && o.path === '/metadata/annotations/cloud.google.com~1external-credentials-json'));
+    assert.ok(
+      r.patch.some(
+        (o) => o.op === 'replace' && o.path === '/metadata/annotations/cloud.google.com~1external-credentials-json',
+      ),
+    );
   });
 });

@@ -10,8 +10,22 @@ import { grantsReferrer } from '../src/mutate/secret-reference.ts';
 import { createSecretProviders } from '../src/clouds/index.ts';
 import { config } from './helpers.ts';
 import {
-  ARN, CLIENT, GCP_AUDIENCE, GCP_EMAIL, IMPERSONATION_URL, SUBSCRIPTION, TENANT, WIF_PROVIDER,
-  applySecretPatch, awsConfig, azureConfig, b64, gcpConfig, gcpCredentials, labelledSecret, textData,
+  ARN,
+  CLIENT,
+  GCP_AUDIENCE,
+  GCP_EMAIL,
+  IMPERSONATION_URL,
+  SUBSCRIPTION,
+  TENANT,
+  WIF_PROVIDER,
+  applySecretPatch,
+  awsConfig,
+  azureConfig,
+  b64,
+  gcpConfig,
+  gcpCredentials,
+  labelledSecret,
+  textData,
 } from './support/secrets.ts';
 
 const TOKEN_PATH = '/var/run/secrets/gardener.cloud/workload-identity/token';
@@ -27,7 +41,11 @@ function run(secret: Secret, extra: Partial<SecretAdmission> = {}, flags: Record
 }
 
 /** The derived data after applying the patch, decoded. */
-function derived(secret: Secret, extra: Partial<SecretAdmission> = {}, flags: Record<string, string> = {}): Record<string, string> {
+function derived(
+  secret: Secret,
+  extra: Partial<SecretAdmission> = {},
+  flags: Record<string, string> = {},
+): Record<string, string> {
   const result = run(secret, extra, flags);
   assert.ok(result.allowed, `expected admission, got ${!result.allowed ? result.denial.message : ''}`);
   return textData(applySecretPatch(secret, result.patch));
@@ -53,18 +71,26 @@ describe('AWS derivation', () => {
     const data = derived(labelledSecret('aws'));
     assert.equal(data.roleARN, ARN);
     assert.equal(data.workloadIdentityTokenFile, TOKEN_PATH);
-    assert.equal(data.credentialsFile, [
-      '[default]',
-      `role_arn = ${ARN}`,
-      `web_identity_token_file = ${TOKEN_PATH}`,
-      '',
-    ].join('\n'));
+    assert.equal(
+      data.credentialsFile,
+      ['[default]', `role_arn = ${ARN}`, `web_identity_token_file = ${TOKEN_PATH}`, ''].join('\n'),
+    );
   });
 
   test('adds region from the config, else from --aws-default-region', () => {
-    assert.match(derived(labelledSecret('aws', { config: { roleARN: ARN, region: 'eu-central-1' } })).credentialsFile, /\nregion = eu-central-1\n$/);
-    assert.match(derived(labelledSecret('aws'), {}, { 'aws-default-region': 'us-east-2' }).credentialsFile, /\nregion = us-east-2\n$/);
-    const both = derived(labelledSecret('aws', { config: { roleARN: ARN, region: 'eu-central-1' } }), {}, { 'aws-default-region': 'us-east-2' });
+    assert.match(
+      derived(labelledSecret('aws', { config: { roleARN: ARN, region: 'eu-central-1' } })).credentialsFile,
+      /\nregion = eu-central-1\n$/,
+    );
+    assert.match(
+      derived(labelledSecret('aws'), {}, { 'aws-default-region': 'us-east-2' }).credentialsFile,
+      /\nregion = us-east-2\n$/,
+    );
+    const both = derived(
+      labelledSecret('aws', { config: { roleARN: ARN, region: 'eu-central-1' } }),
+      {},
+      { 'aws-default-region': 'us-east-2' },
+    );
     assert.match(both.credentialsFile, /\nregion = eu-central-1\n$/);
   });
 
@@ -74,21 +100,31 @@ describe('AWS derivation', () => {
   });
 
   test('the token-path annotation moves the path in every derived key', () => {
-    const data = derived(labelledSecret('aws', { annotations: { 'workload-identity-webhook.io/token-path': '/creds/aws/token' } }));
+    const data = derived(
+      labelledSecret('aws', { annotations: { 'workload-identity-webhook.io/token-path': '/creds/aws/token' } }),
+    );
     assert.equal(data.workloadIdentityTokenFile, '/creds/aws/token');
     assert.match(data.credentialsFile, /\nweb_identity_token_file = \/creds\/aws\/token\n/);
   });
 
   test('--secret-token-path changes the default path', () => {
-    assert.equal(derived(labelledSecret('aws'), {}, { 'secret-token-path': '/var/run/cloud/token' }).workloadIdentityTokenFile, '/var/run/cloud/token');
+    assert.equal(
+      derived(labelledSecret('aws'), {}, { 'secret-token-path': '/var/run/cloud/token' }).workloadIdentityTokenFile,
+      '/var/run/cloud/token',
+    );
   });
 
   test('emits one add per derived key on a Secret that has none', () => {
     const result = run(labelledSecret('aws'));
     assert.ok(result.allowed && result.selected);
-    assert.deepEqual(result.patch.map((op) => [op.op, op.path]), [
-      ['add', '/data/roleARN'], ['add', '/data/workloadIdentityTokenFile'], ['add', '/data/credentialsFile'],
-    ]);
+    assert.deepEqual(
+      result.patch.map((op) => [op.op, op.path]),
+      [
+        ['add', '/data/roleARN'],
+        ['add', '/data/workloadIdentityTokenFile'],
+        ['add', '/data/credentialsFile'],
+      ],
+    );
     assert.equal(result.derivation.audience, 'sts.amazonaws.com');
   });
 });
@@ -100,18 +136,24 @@ describe('Azure derivation', () => {
     assert.equal(data.tenantID, TENANT);
     assert.equal(data.subscriptionID, SUBSCRIPTION);
     assert.equal(data.workloadIdentityTokenFile, TOKEN_PATH);
-    assert.equal(data['azure.env'], [
-      `AZURE_CLIENT_ID=${CLIENT}`,
-      `AZURE_TENANT_ID=${TENANT}`,
-      `AZURE_SUBSCRIPTION_ID=${SUBSCRIPTION}`,
-      `AZURE_FEDERATED_TOKEN_FILE=${TOKEN_PATH}`,
-      'AZURE_AUTHORITY_HOST=https://login.microsoftonline.com/',
-      '',
-    ].join('\n'));
+    assert.equal(
+      data['azure.env'],
+      [
+        `AZURE_CLIENT_ID=${CLIENT}`,
+        `AZURE_TENANT_ID=${TENANT}`,
+        `AZURE_SUBSCRIPTION_ID=${SUBSCRIPTION}`,
+        `AZURE_FEDERATED_TOKEN_FILE=${TOKEN_PATH}`,
+        'AZURE_AUTHORITY_HOST=https://login.microsoftonline.com/',
+        '',
+      ].join('\n'),
+    );
   });
 
   test('the authority host follows --azure-cloud', () => {
-    assert.match(derived(labelledSecret('azure'), {}, { 'azure-cloud': 'usgovernment' })['azure.env'], /\nAZURE_AUTHORITY_HOST=https:\/\/login\.microsoftonline\.us\/\n$/);
+    assert.match(
+      derived(labelledSecret('azure'), {}, { 'azure-cloud': 'usgovernment' })['azure.env'],
+      /\nAZURE_AUTHORITY_HOST=https:\/\/login\.microsoftonline\.us\/\n$/,
+    );
   });
 
   test('azure.env parses as a dotenv file into exactly the five variables', async () => {
@@ -129,37 +171,52 @@ describe('Azure derivation', () => {
 describe('GCP derivation', () => {
   test('writes the external_account file reading the mounted token, impersonating the service account', () => {
     const data = derived(labelledSecret('gcp'));
-    assert.equal(data.credentialsConfig, JSON.stringify({
-      universe_domain: 'googleapis.com',
-      type: 'external_account',
-      audience: GCP_AUDIENCE,
-      subject_token_type: 'urn:ietf:params:oauth:token-type:jwt',
-      token_url: 'https://sts.googleapis.com/v1/token',
-      service_account_impersonation_url: IMPERSONATION_URL,
-      credential_source: { file: TOKEN_PATH, format: { type: 'text' } },
-    }));
+    assert.equal(
+      data.credentialsConfig,
+      JSON.stringify({
+        universe_domain: 'googleapis.com',
+        type: 'external_account',
+        audience: GCP_AUDIENCE,
+        subject_token_type: 'urn:ietf:params:oauth:token-type:jwt',
+        token_url: 'https://sts.googleapis.com/v1/token',
+        service_account_impersonation_url: IMPERSONATION_URL,
+        credential_source: { file: TOKEN_PATH, format: { type: 'text' } },
+      }),
+    );
     assert.equal(data.projectID, 'my-project');
   });
 
-  test('direct access (no impersonation) gets gcloud\'s token_info_url, and the token lifetime is kept', () => {
+  test("direct access (no impersonation) gets gcloud's token_info_url, and the token lifetime is kept", () => {
     const { service_account_impersonation_url: _, ...direct } = gcpCredentials;
-    assert.equal(derived(labelledSecret('gcp', { config: { credentialsConfig: direct } })).credentialsConfig, JSON.stringify({
-      universe_domain: 'googleapis.com',
-      type: 'external_account',
-      audience: GCP_AUDIENCE,
-      subject_token_type: 'urn:ietf:params:oauth:token-type:jwt',
-      token_url: 'https://sts.googleapis.com/v1/token',
-      credential_source: { file: TOKEN_PATH, format: { type: 'text' } },
-      token_info_url: 'https://sts.googleapis.com/v1/introspect',
-    }));
+    assert.equal(
+      derived(labelledSecret('gcp', { config: { credentialsConfig: direct } })).credentialsConfig,
+      JSON.stringify({
+        universe_domain: 'googleapis.com',
+        type: 'external_account',
+        audience: GCP_AUDIENCE,
+        subject_token_type: 'urn:ietf:params:oauth:token-type:jwt',
+        token_url: 'https://sts.googleapis.com/v1/token',
+        credential_source: { file: TOKEN_PATH, format: { type: 'text' } },
+        token_info_url: 'https://sts.googleapis.com/v1/introspect',
+      }),
+    );
     const lifetime = { ...gcpCredentials, service_account_impersonation: { token_lifetime_seconds: 1800 } };
-    const parsed = JSON.parse(derived(labelledSecret('gcp', { config: { credentialsConfig: lifetime } })).credentialsConfig);
-    assert.deepEqual(Object.keys(parsed).slice(5, 8), ['service_account_impersonation_url', 'service_account_impersonation', 'credential_source']);
+    const parsed = JSON.parse(
+      derived(labelledSecret('gcp', { config: { credentialsConfig: lifetime } })).credentialsConfig,
+    );
+    assert.deepEqual(Object.keys(parsed).slice(5, 8), [
+      'service_account_impersonation_url',
+      'service_account_impersonation',
+      'credential_source',
+    ]);
     assert.deepEqual(parsed.service_account_impersonation, { token_lifetime_seconds: 1800 });
   });
 
   test('projectID comes from the config, else from the impersonated account, else is not written', () => {
-    assert.equal(derived(labelledSecret('gcp', { config: { credentialsConfig: gcpCredentials } })).projectID, 'my-project');
+    assert.equal(
+      derived(labelledSecret('gcp', { config: { credentialsConfig: gcpCredentials } })).projectID,
+      'my-project',
+    );
     const { service_account_impersonation_url: _, ...direct } = gcpCredentials;
     assert.equal('projectID' in derived(labelledSecret('gcp', { config: { credentialsConfig: direct } })), false);
   });
@@ -175,122 +232,331 @@ describe('GCP derivation', () => {
 
   test('accepts the https:// audience form and writes the // form STS expects', () => {
     const creds = { ...gcpCredentials, audience: `https://iam.googleapis.com/${WIF_PROVIDER}` };
-    assert.equal(JSON.parse(derived(labelledSecret('gcp', { config: { credentialsConfig: creds } })).credentialsConfig).audience, GCP_AUDIENCE);
+    assert.equal(
+      JSON.parse(derived(labelledSecret('gcp', { config: { credentialsConfig: creds } })).credentialsConfig).audience,
+      GCP_AUDIENCE,
+    );
   });
 
   test('a token_url on --gcp-allowed-token-urls is kept', () => {
     const creds = { ...gcpCredentials, token_url: 'https://sts.example.com/v1/token' };
-    const data = derived(labelledSecret('gcp', { config: { credentialsConfig: creds } }), {}, { 'gcp-allowed-token-urls': 'https://sts.googleapis.com/v1/token,https://sts.example.com/v1/token' });
+    const data = derived(
+      labelledSecret('gcp', { config: { credentialsConfig: creds } }),
+      {},
+      { 'gcp-allowed-token-urls': 'https://sts.googleapis.com/v1/token,https://sts.example.com/v1/token' },
+    );
     assert.equal(JSON.parse(data.credentialsConfig).token_url, 'https://sts.example.com/v1/token');
   });
 });
 
 describe('validation messages', () => {
   const cases: [string, Secret, { reason: string; status: number; message: string }, Record<string, string>?][] = [
-    ['AWS role ARN form', labelledSecret('aws', { config: { roleARN: 'arn:aws:iam::123:role/x' } }), {
-      reason: 'InvalidRoleArn', status: 400,
-      message: 'config.roleARN="arn:aws:iam::123:role/x" is not an IAM role ARN; expected arn:<partition>:iam::<12-digit account>:role/<optional path/><name>',
-    }],
-    ['AWS role ARN missing', labelledSecret('aws', { config: {} }), {
-      reason: 'MissingConfigField', status: 400,
-      message: 'config.roleARN is required: the IAM role the token is exchanged for (arn:aws:iam::<account>:role/<name>)',
-    }],
-    ['AWS region', labelledSecret('aws', { config: { roleARN: ARN, region: 'Frankfurt' } }), {
-      reason: 'InvalidConfig', status: 400, message: 'config.region="Frankfurt" is not an AWS region (for example eu-west-1)',
-    }],
-    ['a field that is not a string', labelledSecret('aws', { config: { roleARN: 42 } }), {
-      reason: 'InvalidConfig', status: 400, message: 'config.roleARN must be a string; got 42',
-    }],
-    ['an unknown field (a typo)', labelledSecret('aws', { config: { roleArn: ARN } }), {
-      reason: 'InvalidConfig', status: 400, message: 'config has unknown field "roleArn"; the aws config accepts apiVersion, kind, roleARN, region',
-    }],
-    ['another provider\'s apiVersion and a wrong kind', labelledSecret('aws', { config: { apiVersion: 'azure.provider.extensions.gardener.cloud/v1alpha1', kind: 'Config', roleARN: ARN } }), {
-      reason: 'InvalidConfig', status: 400,
-      message: 'config.apiVersion="azure.provider.extensions.gardener.cloud/v1alpha1" is not aws.provider.extensions.gardener.cloud/v1alpha1; config.kind="Config" is not WorkloadIdentityConfig',
-    }],
-    ['no config key', labelledSecret('aws', { config: null }), {
-      reason: 'MissingConfig', status: 400, message: 'the Secret has no data key "config"; it must hold the aws WorkloadIdentityConfig (JSON or YAML)',
-    }],
-    ['a YAML alias bomb', labelledSecret('aws', { config: 'a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]\ne: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d]\nf: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e]\nroleARN: [*f, *f, *f, *f, *f, *f, *f, *f, *f]\n' }), {
-      reason: 'InvalidConfig', status: 400,
-      message: 'data key "config" uses YAML aliases (*name), which are not accepted: write the aws config out in full',
-    }],
-    ['config that is not YAML', labelledSecret('aws', { config: 'roleARN: [' }), {
-      reason: 'InvalidConfig', status: 400, message: 'data key "config" is neither JSON nor YAML: Flow sequence in block collection must be sufficiently indented and end with a ] at line 1, column 11',
-    }],
-    ['config that is a list', labelledSecret('aws', { config: '- a' }), {
-      reason: 'InvalidConfig', status: 400, message: 'data key "config" must be an object with the fields roleARN, region',
-    }],
-    ['Azure ids as GUIDs', labelledSecret('azure', { config: { clientID: 'my-app', tenantID: 'contoso.onmicrosoft.com', subscriptionID: SUBSCRIPTION } }), {
-      reason: 'InvalidConfig', status: 400,
-      message: 'config.clientID="my-app" is not a GUID (the application (client) id of the Entra app or user-assigned managed identity, such as 00000000-0000-0000-0000-000000000000); config.tenantID="contoso.onmicrosoft.com" is not a GUID (the Entra tenant id, such as 00000000-0000-0000-0000-000000000000)',
-    }],
-    ['Azure ids required', labelledSecret('azure', { config: { clientID: CLIENT } }), {
-      reason: 'MissingConfigField', status: 400,
-      message: 'config.tenantID is required: the Entra tenant id, a GUID; config.subscriptionID is required: the Azure subscription id, a GUID',
-    }],
-    ['GCP fields outside external_account', labelledSecret('gcp', { config: { credentialsConfig: { ...gcpCredentials, credential_source: { file: '/x' }, token_info_url: 'https://x' } } }), {
-      reason: 'InvalidConfig', status: 400,
-      message: 'config.credentialsConfig has fields "credential_source", "token_info_url" that are not allowed (credential_source is written by the webhook: it points at the mounted token); allowed: universe_domain, type, audience, subject_token_type, token_url, service_account_impersonation_url, service_account_impersonation',
-    }],
-    ['GCP type and subject_token_type fixed', labelledSecret('gcp', { config: { credentialsConfig: { ...gcpCredentials, type: 'service_account', subject_token_type: 'urn:ietf:params:oauth:token-type:id_token' } } }), {
-      reason: 'InvalidConfig', status: 400,
-      message: 'config.credentialsConfig.type="service_account" must be "external_account"; config.credentialsConfig.subject_token_type="urn:ietf:params:oauth:token-type:id_token" must be "urn:ietf:params:oauth:token-type:jwt"',
-    }],
-    ['GCP token_url https', labelledSecret('gcp', { config: { credentialsConfig: { ...gcpCredentials, token_url: 'http://sts.googleapis.com/v1/token' } } }), {
-      reason: 'InvalidConfig', status: 400, message: 'config.credentialsConfig.token_url="http://sts.googleapis.com/v1/token" must be an https URL',
-    }],
-    ['GCP token_url allow-listed', labelledSecret('gcp', { config: { credentialsConfig: { ...gcpCredentials, token_url: 'https://attacker.example/v1/token' } } }), {
-      reason: 'TokenUrlNotAllowed', status: 403,
-      message: 'config.credentialsConfig.token_url="https://attacker.example/v1/token" is not allowed; allowed: https://sts.googleapis.com/v1/token (the operator\'s --gcp-allowed-token-urls)',
-    }],
-    ['GCP audience a workload identity provider', labelledSecret('gcp', { config: { credentialsConfig: { ...gcpCredentials, audience: 'sts.googleapis.com' } } }), {
-      reason: 'InvalidWorkloadIdentityProvider', status: 400,
-      message: 'config.credentialsConfig.audience="sts.googleapis.com" is not a workload identity provider; expected projects/<project number>/locations/global/workloadIdentityPools/<pool>/providers/<provider>',
-    }],
-    ['GCP impersonation URL form', labelledSecret('gcp', { config: { credentialsConfig: { ...gcpCredentials, service_account_impersonation_url: 'https://attacker.example/token' } } }), {
-      reason: 'InvalidConfig', status: 400,
-      message: 'config.credentialsConfig.service_account_impersonation_url="https://attacker.example/token" must be https://iamcredentials.googleapis.com/v1/projects/-/serviceAccounts/<email>:generateAccessToken',
-    }],
-    ['GCP token lifetime range', labelledSecret('gcp', { config: { credentialsConfig: { ...gcpCredentials, service_account_impersonation: { token_lifetime_seconds: 60 } } } }), {
-      reason: 'InvalidConfig', status: 400,
-      message: 'config.credentialsConfig.service_account_impersonation.token_lifetime_seconds=60 must be a whole number from 600 to 43200',
-    }],
-    ['GCP required fields', labelledSecret('gcp', { config: { credentialsConfig: { universe_domain: 'googleapis.com' } } }), {
-      reason: 'MissingConfigField', status: 400,
-      message: 'config.credentialsConfig.type is required: "external_account"; config.credentialsConfig.subject_token_type is required: "urn:ietf:params:oauth:token-type:jwt"; config.credentialsConfig.token_url is required: the STS token endpoint, one of: https://sts.googleapis.com/v1/token; config.credentialsConfig.audience is required: the workload identity provider, //iam.googleapis.com/projects/<number>/locations/global/workloadIdentityPools/<pool>/providers/<provider>',
-    }],
-    ['GCP credentialsConfig missing', labelledSecret('gcp', { config: { projectID: 'my-project' } }), {
-      reason: 'MissingConfigField', status: 400,
-      message: 'config.credentialsConfig is required: the external_account configuration, as `gcloud iam workload-identity-pools create-cred-config` writes it, without credential_source',
-    }],
-    ['GCP project id', labelledSecret('gcp', { config: { ...gcpConfig, projectID: 'My_Project' } }), {
-      reason: 'InvalidConfig', status: 400,
-      message: 'config.projectID="My_Project" is not a project id (6 to 30 lowercase letters, digits and hyphens, starting with a letter)',
-    }],
-    ['an unknown provider label value', labelledSecret('alicloud'), {
-      reason: 'UnknownProvider', status: 400, message: 'label workload-identity-webhook.io/provider="alicloud" must be one of: aws, azure, gcp',
-    }],
-    ['labels naming two providers', labelledSecret('aws', { gardener: 'gcp' }), {
-      reason: 'ConflictingLabels', status: 400,
-      message: 'label workload-identity-webhook.io/provider="aws" and label workloadidentity.security.gardener.cloud/provider="gcp" name different providers; keep one',
-    }],
-    ['a token path that could inject settings', labelledSecret('aws', { annotations: { 'workload-identity-webhook.io/token-path': '/x\ncredential_process = /bin/sh' } }), {
-      reason: 'InvalidTokenPath', status: 400,
-      message: 'annotation workload-identity-webhook.io/token-path="/x\ncredential_process = /bin/sh" must be an absolute path of letters, digits and . _ - / (or a Windows path such as C:\\var\\run\\token)',
-    }],
-    ['a relative token path', labelledSecret('aws', { annotations: { 'workload-identity-webhook.io/token-path': 'token' } }), {
-      reason: 'InvalidTokenPath', status: 400,
-      message: 'annotation workload-identity-webhook.io/token-path="token" must be an absolute path of letters, digits and . _ - / (or a Windows path such as C:\\var\\run\\token)',
-    }],
-    ['the project label without a ServiceAccount', labelledSecret('aws', { serviceAccount: null }), {
-      reason: 'MissingServiceAccount', status: 400,
-      message: 'annotation workload-identity-webhook.io/service-account is required on a Secret labelled workload-identity-webhook.io/provider: it names the ServiceAccount the token is issued for, "name" in the Secret\'s namespace or "namespace/name"',
-    }],
-    ['a malformed ServiceAccount reference', labelledSecret('aws', { serviceAccount: 'a/b/c' }), {
-      reason: 'InvalidServiceAccountReference', status: 400,
-      message: 'annotation workload-identity-webhook.io/service-account="a/b/c" is not a ServiceAccount reference; expected "name" or "namespace/name"',
-    }],
+    [
+      'AWS role ARN form',
+      labelledSecret('aws', { config: { roleARN: 'arn:aws:iam::123:role/x' } }),
+      {
+        reason: 'InvalidRoleArn',
+        status: 400,
+        message:
+          'config.roleARN="arn:aws:iam::123:role/x" is not an IAM role ARN; expected arn:<partition>:iam::<12-digit account>:role/<optional path/><name>',
+      },
+    ],
+    [
+      'AWS role ARN missing',
+      labelledSecret('aws', { config: {} }),
+      {
+        reason: 'MissingConfigField',
+        status: 400,
+        message:
+          'config.roleARN is required: the IAM role the token is exchanged for (arn:aws:iam::<account>:role/<name>)',
+      },
+    ],
+    [
+      'AWS region',
+      labelledSecret('aws', { config: { roleARN: ARN, region: 'Frankfurt' } }),
+      {
+        reason: 'InvalidConfig',
+        status: 400,
+        message: 'config.region="Frankfurt" is not an AWS region (for example eu-west-1)',
+      },
+    ],
+    [
+      'a field that is not a string',
+      labelledSecret('aws', { config: { roleARN: 42 } }),
+      {
+        reason: 'InvalidConfig',
+        status: 400,
+        message: 'config.roleARN must be a string; got 42',
+      },
+    ],
+    [
+      'an unknown field (a typo)',
+      labelledSecret('aws', { config: { roleArn: ARN } }),
+      {
+        reason: 'InvalidConfig',
+        status: 400,
+        message: 'config has unknown field "roleArn"; the aws config accepts apiVersion, kind, roleARN, region',
+      },
+    ],
+    [
+      "another provider's apiVersion and a wrong kind",
+      labelledSecret('aws', {
+        config: { apiVersion: 'azure.provider.extensions.gardener.cloud/v1alpha1', kind: 'Config', roleARN: ARN },
+      }),
+      {
+        reason: 'InvalidConfig',
+        status: 400,
+        message:
+          'config.apiVersion="azure.provider.extensions.gardener.cloud/v1alpha1" is not aws.provider.extensions.gardener.cloud/v1alpha1; config.kind="Config" is not WorkloadIdentityConfig',
+      },
+    ],
+    [
+      'no config key',
+      labelledSecret('aws', { config: null }),
+      {
+        reason: 'MissingConfig',
+        status: 400,
+        message: 'the Secret has no data key "config"; it must hold the aws WorkloadIdentityConfig (JSON or YAML)',
+      },
+    ],
+    [
+      'a YAML alias bomb',
+      labelledSecret('aws', {
+        config:
+          'a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]\ne: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d]\nf: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e]\nroleARN: [*f, *f, *f, *f, *f, *f, *f, *f, *f]\n',
+      }),
+      {
+        reason: 'InvalidConfig',
+        status: 400,
+        message:
+          'data key "config" uses YAML aliases (*name), which are not accepted: write the aws config out in full',
+      },
+    ],
+    [
+      'config that is not YAML',
+      labelledSecret('aws', { config: 'roleARN: [' }),
+      {
+        reason: 'InvalidConfig',
+        status: 400,
+        message:
+          'data key "config" is neither JSON nor YAML: Flow sequence in block collection must be sufficiently indented and end with a ] at line 1, column 11',
+      },
+    ],
+    [
+      'config that is a list',
+      labelledSecret('aws', { config: '- a' }),
+      {
+        reason: 'InvalidConfig',
+        status: 400,
+        message: 'data key "config" must be an object with the fields roleARN, region',
+      },
+    ],
+    [
+      'Azure ids as GUIDs',
+      labelledSecret('azure', {
+        config: { clientID: 'my-app', tenantID: 'contoso.onmicrosoft.com', subscriptionID: SUBSCRIPTION },
+      }),
+      {
+        reason: 'InvalidConfig',
+        status: 400,
+        message:
+          'config.clientID="my-app" is not a GUID (the application (client) id of the Entra app or user-assigned managed identity, such as 00000000-0000-0000-0000-000000000000); config.tenantID="contoso.onmicrosoft.com" is not a GUID (the Entra tenant id, such as 00000000-0000-0000-0000-000000000000)',
+      },
+    ],
+    [
+      'Azure ids required',
+      labelledSecret('azure', { config: { clientID: CLIENT } }),
+      {
+        reason: 'MissingConfigField',
+        status: 400,
+        message:
+          'config.tenantID is required: the Entra tenant id, a GUID; config.subscriptionID is required: the Azure subscription id, a GUID',
+      },
+    ],
+    [
+      'GCP fields outside external_account',
+      labelledSecret('gcp', {
+        config: {
+          credentialsConfig: { ...gcpCredentials, credential_source: { file: '/x' }, token_info_url: 'https://x' },
+        },
+      }),
+      {
+        reason: 'InvalidConfig',
+        status: 400,
+        message:
+          'config.credentialsConfig has fields "credential_source", "token_info_url" that are not allowed (credential_source is written by the webhook: it points at the mounted token); allowed: universe_domain, type, audience, subject_token_type, token_url, service_account_impersonation_url, service_account_impersonation',
+      },
+    ],
+    [
+      'GCP type and subject_token_type fixed',
+      labelledSecret('gcp', {
+        config: {
+          credentialsConfig: {
+            ...gcpCredentials,
+            type: 'service_account',
+            subject_token_type: 'urn:ietf:params:oauth:token-type:id_token',
+          },
+        },
+      }),
+      {
+        reason: 'InvalidConfig',
+        status: 400,
+        message:
+          'config.credentialsConfig.type="service_account" must be "external_account"; config.credentialsConfig.subject_token_type="urn:ietf:params:oauth:token-type:id_token" must be "urn:ietf:params:oauth:token-type:jwt"',
+      },
+    ],
+    [
+      'GCP token_url https',
+      labelledSecret('gcp', {
+        config: { credentialsConfig: { ...gcpCredentials, token_url: 'http://sts.googleapis.com/v1/token' } },
+      }),
+      {
+        reason: 'InvalidConfig',
+        status: 400,
+        message: 'config.credentialsConfig.token_url="http://sts.googleapis.com/v1/token" must be an https URL',
+      },
+    ],
+    [
+      'GCP token_url allow-listed',
+      labelledSecret('gcp', {
+        config: { credentialsConfig: { ...gcpCredentials, token_url: 'https://attacker.example/v1/token' } },
+      }),
+      {
+        reason: 'TokenUrlNotAllowed',
+        status: 403,
+        message:
+          'config.credentialsConfig.token_url="https://attacker.example/v1/token" is not allowed; allowed: https://sts.googleapis.com/v1/token (the operator\'s --gcp-allowed-token-urls)',
+      },
+    ],
+    [
+      'GCP audience a workload identity provider',
+      labelledSecret('gcp', { config: { credentialsConfig: { ...gcpCredentials, audience: 'sts.googleapis.com' } } }),
+      {
+        reason: 'InvalidWorkloadIdentityProvider',
+        status: 400,
+        message:
+          'config.credentialsConfig.audience="sts.googleapis.com" is not a workload identity provider; expected projects/<project number>/locations/global/workloadIdentityPools/<pool>/providers/<provider>',
+      },
+    ],
+    [
+      'GCP impersonation URL form',
+      labelledSecret('gcp', {
+        config: {
+          credentialsConfig: { ...gcpCredentials, service_account_impersonation_url: 'https://attacker.example/token' },
+        },
+      }),
+      {
+        reason: 'InvalidConfig',
+        status: 400,
+        message:
+          'config.credentialsConfig.service_account_impersonation_url="https://attacker.example/token" must be https://iamcredentials.googleapis.com/v1/projects/-/serviceAccounts/<email>:generateAccessToken',
+      },
+    ],
+    [
+      'GCP token lifetime range',
+      labelledSecret('gcp', {
+        config: {
+          credentialsConfig: { ...gcpCredentials, service_account_impersonation: { token_lifetime_seconds: 60 } },
+        },
+      }),
+      {
+        reason: 'InvalidConfig',
+        status: 400,
+        message:
+          'config.credentialsConfig.service_account_impersonation.token_lifetime_seconds=60 must be a whole number from 600 to 43200',
+      },
+    ],
+    [
+      'GCP required fields',
+      labelledSecret('gcp', { config: { credentialsConfig: { universe_domain: 'googleapis.com' } } }),
+      {
+        reason: 'MissingConfigField',
+        status: 400,
+        message:
+          'config.credentialsConfig.type is required: "external_account"; config.credentialsConfig.subject_token_type is required: "urn:ietf:params:oauth:token-type:jwt"; config.credentialsConfig.token_url is required: the STS token endpoint, one of: https://sts.googleapis.com/v1/token; config.credentialsConfig.audience is required: the workload identity provider, //iam.googleapis.com/projects/<number>/locations/global/workloadIdentityPools/<pool>/providers/<provider>',
+      },
+    ],
+    [
+      'GCP credentialsConfig missing',
+      labelledSecret('gcp', { config: { projectID: 'my-project' } }),
+      {
+        reason: 'MissingConfigField',
+        status: 400,
+        message:
+          'config.credentialsConfig is required: the external_account configuration, as `gcloud iam workload-identity-pools create-cred-config` writes it, without credential_source',
+      },
+    ],
+    [
+      'GCP project id',
+      labelledSecret('gcp', { config: { ...gcpConfig, projectID: 'My_Project' } }),
+      {
+        reason: 'InvalidConfig',
+        status: 400,
+        message:
+          'config.projectID="My_Project" is not a project id (6 to 30 lowercase letters, digits and hyphens, starting with a letter)',
+      },
+    ],
+    [
+      'an unknown provider label value',
+      labelledSecret('alicloud'),
+      {
+        reason: 'UnknownProvider',
+        status: 400,
+        message: 'label workload-identity-webhook.io/provider="alicloud" must be one of: aws, azure, gcp',
+      },
+    ],
+    [
+      'labels naming two providers',
+      labelledSecret('aws', { gardener: 'gcp' }),
+      {
+        reason: 'ConflictingLabels',
+        status: 400,
+        message:
+          'label workload-identity-webhook.io/provider="aws" and label workloadidentity.security.gardener.cloud/provider="gcp" name different providers; keep one',
+      },
+    ],
+    [
+      'a token path that could inject settings',
+      labelledSecret('aws', {
+        annotations: { 'workload-identity-webhook.io/token-path': '/x\ncredential_process = /bin/sh' },
+      }),
+      {
+        reason: 'InvalidTokenPath',
+        status: 400,
+        message:
+          'annotation workload-identity-webhook.io/token-path="/x\ncredential_process = /bin/sh" must be an absolute path of letters, digits and . _ - / (or a Windows path such as C:\\var\\run\\token)',
+      },
+    ],
+    [
+      'a relative token path',
+      labelledSecret('aws', { annotations: { 'workload-identity-webhook.io/token-path': 'token' } }),
+      {
+        reason: 'InvalidTokenPath',
+        status: 400,
+        message:
+          'annotation workload-identity-webhook.io/token-path="token" must be an absolute path of letters, digits and . _ - / (or a Windows path such as C:\\var\\run\\token)',
+      },
+    ],
+    [
+      'the project label without a ServiceAccount',
+      labelledSecret('aws', { serviceAccount: null }),
+      {
+        reason: 'MissingServiceAccount',
+        status: 400,
+        message:
+          'annotation workload-identity-webhook.io/service-account is required on a Secret labelled workload-identity-webhook.io/provider: it names the ServiceAccount the token is issued for, "name" in the Secret\'s namespace or "namespace/name"',
+      },
+    ],
+    [
+      'a malformed ServiceAccount reference',
+      labelledSecret('aws', { serviceAccount: 'a/b/c' }),
+      {
+        reason: 'InvalidServiceAccountReference',
+        status: 400,
+        message:
+          'annotation workload-identity-webhook.io/service-account="a/b/c" is not a ServiceAccount reference; expected "name" or "namespace/name"',
+      },
+    ],
   ];
   for (const [what, secret, expected, flags] of cases) {
     test(`denies ${what}`, () => assert.deepEqual(denied(secret, {}, flags), expected));
@@ -299,11 +565,21 @@ describe('validation messages', () => {
   test('several problems are reported together, in one message', () => {
     const d = denied(labelledSecret('aws', { serviceAccount: 'other/app', config: { roleARN: 'nope' } }));
     assert.equal(d.reason, 'ReferenceNotGranted');
-    assert.match(d.message, /^annotation workload-identity-webhook\.io\/service-account references .*; config\.roleARN="nope" is not an IAM role ARN/);
+    assert.match(
+      d.message,
+      /^annotation workload-identity-webhook\.io\/service-account references .*; config\.roleARN="nope" is not an IAM role ARN/,
+    );
   });
 
   test('a Windows token path is accepted', () => {
-    assert.equal(derived(labelledSecret('aws', { annotations: { 'workload-identity-webhook.io/token-path': 'C:\\var\\run\\secrets\\token' } })).workloadIdentityTokenFile, 'C:\\var\\run\\secrets\\token');
+    assert.equal(
+      derived(
+        labelledSecret('aws', {
+          annotations: { 'workload-identity-webhook.io/token-path': 'C:\\var\\run\\secrets\\token' },
+        }),
+      ).workloadIdentityTokenFile,
+      'C:\\var\\run\\secrets\\token',
+    );
   });
 });
 
@@ -351,7 +627,10 @@ describe('UPDATE', () => {
 
   test('a derived key changed by hand is restored with a replace', () => {
     const stored = applySecretPatch(labelledSecret('aws'), patchOf(run(labelledSecret('aws'))));
-    const edited: Secret = { ...stored, data: { ...stored.data, roleARN: b64('arn:aws:iam::999999999999:role/admin') } };
+    const edited: Secret = {
+      ...stored,
+      data: { ...stored.data, roleARN: b64('arn:aws:iam::999999999999:role/admin') },
+    };
     const result = run(edited, { oldSecret: stored });
     assert.ok(result.allowed);
     assert.deepEqual(result.patch, [{ op: 'replace', path: '/data/roleARN', value: b64(ARN) }]);
@@ -365,35 +644,62 @@ describe('UPDATE', () => {
   });
 
   const changes: [string, string, Record<string, unknown>, Record<string, unknown>, string][] = [
-    ['Azure tenant', 'azure', azureConfig, { ...azureConfig, tenantID: '11111111-2222-3333-4444-555555555555' },
-      `config.tenantID cannot change from "${TENANT}" to "11111111-2222-3333-4444-555555555555": a workload identity Secret stays with one cloud account; create a new Secret for another`],
-    ['Azure subscription', 'azure', azureConfig, { ...azureConfig, subscriptionID: '11111111-2222-3333-4444-555555555555' },
-      `config.subscriptionID cannot change from "${SUBSCRIPTION}" to "11111111-2222-3333-4444-555555555555": a workload identity Secret stays with one cloud account; create a new Secret for another`],
-    ['GCP project', 'gcp', gcpConfig, { ...gcpConfig, projectID: 'other-project' },
-      'config.projectID cannot change from "my-project" to "other-project": a workload identity Secret stays with one cloud account; create a new Secret for another'],
+    [
+      'Azure tenant',
+      'azure',
+      azureConfig,
+      { ...azureConfig, tenantID: '11111111-2222-3333-4444-555555555555' },
+      `config.tenantID cannot change from "${TENANT}" to "11111111-2222-3333-4444-555555555555": a workload identity Secret stays with one cloud account; create a new Secret for another`,
+    ],
+    [
+      'Azure subscription',
+      'azure',
+      azureConfig,
+      { ...azureConfig, subscriptionID: '11111111-2222-3333-4444-555555555555' },
+      `config.subscriptionID cannot change from "${SUBSCRIPTION}" to "11111111-2222-3333-4444-555555555555": a workload identity Secret stays with one cloud account; create a new Secret for another`,
+    ],
+    [
+      'GCP project',
+      'gcp',
+      gcpConfig,
+      { ...gcpConfig, projectID: 'other-project' },
+      'config.projectID cannot change from "my-project" to "other-project": a workload identity Secret stays with one cloud account; create a new Secret for another',
+    ],
   ];
   for (const [what, provider, before, after, message] of changes) {
     test(`the ${what} cannot change`, () => {
-      const d = denied(labelledSecret(provider, { config: after }), { oldSecret: labelledSecret(provider, { config: before }) });
+      const d = denied(labelledSecret(provider, { config: after }), {
+        oldSecret: labelledSecret(provider, { config: before }),
+      });
       assert.deepEqual(d, { reason: 'ImmutableAccount', status: 400, message });
     });
   }
 
   test('the Azure client may change within the same tenant and subscription', () => {
-    const next = labelledSecret('azure', { config: { ...azureConfig, clientID: '11111111-2222-3333-4444-555555555555' } });
-    assert.equal(derived(next, { oldSecret: labelledSecret('azure') }).clientID, '11111111-2222-3333-4444-555555555555');
+    const next = labelledSecret('azure', {
+      config: { ...azureConfig, clientID: '11111111-2222-3333-4444-555555555555' },
+    });
+    assert.equal(
+      derived(next, { oldSecret: labelledSecret('azure') }).clientID,
+      '11111111-2222-3333-4444-555555555555',
+    );
   });
 
   test('the provider cannot change', () => {
     const d = denied(labelledSecret('azure'), { oldSecret: labelledSecret('aws') });
     assert.deepEqual(d, {
-      reason: 'ImmutableProvider', status: 400,
-      message: 'the provider cannot change from aws to azure: a workload identity Secret stays with one cloud account; create a new Secret instead',
+      reason: 'ImmutableProvider',
+      status: 400,
+      message:
+        'the provider cannot change from aws to azure: a workload identity Secret stays with one cloud account; create a new Secret instead',
     });
   });
 
   test('labelling a plain Secret is judged like a CREATE', () => {
-    const plain = labelledSecret('azure', { provider: null, config: { ...azureConfig, tenantID: '11111111-2222-3333-4444-555555555555' } });
+    const plain = labelledSecret('azure', {
+      provider: null,
+      config: { ...azureConfig, tenantID: '11111111-2222-3333-4444-555555555555' },
+    });
     assert.equal(derived(labelledSecret('azure'), { oldSecret: plain }).tenantID, TENANT);
   });
 
@@ -406,9 +712,11 @@ describe('UPDATE', () => {
 describe('cross-namespace references', () => {
   const cross = () => labelledSecret('aws', { serviceAccount: 'team-b/deployer' });
   const refusal = {
-    reason: 'ReferenceNotGranted', status: 403,
-    message: 'annotation workload-identity-webhook.io/service-account references ServiceAccount team-b/deployer in another namespace, which has not granted references from namespace team-a (or does not exist); ' +
-      'the owner of namespace team-b grants it by adding team-a to that ServiceAccount\'s annotation workload-identity-webhook.io/allowed-referrer-namespaces (comma-separated namespaces, * for all), ' +
+    reason: 'ReferenceNotGranted',
+    status: 403,
+    message:
+      'annotation workload-identity-webhook.io/service-account references ServiceAccount team-b/deployer in another namespace, which has not granted references from namespace team-a (or does not exist); ' +
+      "the owner of namespace team-b grants it by adding team-a to that ServiceAccount's annotation workload-identity-webhook.io/allowed-referrer-namespaces (comma-separated namespaces, * for all), " +
       'for example: kubectl annotate serviceaccount -n team-b deployer workload-identity-webhook.io/allowed-referrer-namespaces=team-a',
   };
 
@@ -424,7 +732,9 @@ describe('cross-namespace references', () => {
   });
 
   test('denied when the grant lists other namespaces only', () => {
-    const target = sa('team-b', 'deployer', { 'workload-identity-webhook.io/allowed-referrer-namespaces': 'team-c, team-aa' });
+    const target = sa('team-b', 'deployer', {
+      'workload-identity-webhook.io/allowed-referrer-namespaces': 'team-c, team-aa',
+    });
     assert.deepEqual(denied(cross(), { referencedServiceAccount: target }), refusal);
   });
 
@@ -446,12 +756,16 @@ describe('cross-namespace references', () => {
     const granted = sa('team-b', 'deployer', { 'workload-identity-webhook.io/allowed-referrer-namespaces': 'team-a' });
     assert.ok(run(cross(), { referencedServiceAccount: granted }).allowed);
     const moved = labelledSecret('aws', { serviceAccount: 'team-c/admin' });
-    assert.equal(denied(moved, { oldSecret: cross(), referencedServiceAccount: undefined }).reason, 'ReferenceNotGranted');
+    assert.equal(
+      denied(moved, { oldSecret: cross(), referencedServiceAccount: undefined }).reason,
+      'ReferenceNotGranted',
+    );
   });
 
   test("Gardener's name and namespace annotations are not judged as local references", () => {
     const secret = labelledSecret('aws', {
-      provider: null, gardener: 'aws',
+      provider: null,
+      gardener: 'aws',
       annotations: {
         'workloadidentity.security.gardener.cloud/name': 'deployer',
         'workloadidentity.security.gardener.cloud/namespace': 'garden-other-project',
@@ -478,7 +792,10 @@ describe('selection', () => {
   test('unlabelled Secrets and Gardener Secrets of other providers are left alone', () => {
     assert.equal(selectSecret(labelledSecret('aws', { provider: null })), undefined);
     assert.equal(selectSecret(labelledSecret('aws', { provider: null, gardener: 'alicloud' })), undefined);
-    const providerOnly = labelledSecret('aws', { provider: null, labels: { 'workloadidentity.security.gardener.cloud/provider': 'aws' } });
+    const providerOnly = labelledSecret('aws', {
+      provider: null,
+      labels: { 'workloadidentity.security.gardener.cloud/provider': 'aws' },
+    });
     assert.equal(selectSecret(providerOnly), undefined);
   });
 
@@ -491,20 +808,31 @@ describe('selection', () => {
   test('both label sets for one provider are admitted with a warning about two writers', () => {
     const result = run(labelledSecret('gcp', { gardener: 'gcp' }));
     assert.ok(result.allowed && result.selected);
-    assert.deepEqual(result.warnings, ["the Secret carries both workload-identity-webhook.io/provider and Gardener's labels, so two token requestors would write its token; keep one of them"]);
+    assert.deepEqual(result.warnings, [
+      "the Secret carries both workload-identity-webhook.io/provider and Gardener's labels, so two token requestors would write its token; keep one of them",
+    ]);
   });
 
   test('a service-account annotation on a Gardener-only Secret is pointed out as having no effect', () => {
     const result = run(labelledSecret('aws', { provider: null, gardener: 'aws', serviceAccount: 'app' }));
     assert.ok(result.allowed && result.selected);
-    assert.deepEqual(result.warnings, ["annotation workload-identity-webhook.io/service-account has no effect without label workload-identity-webhook.io/provider: Gardener's token requestor writes this Secret's token"]);
+    assert.deepEqual(result.warnings, [
+      "annotation workload-identity-webhook.io/service-account has no effect without label workload-identity-webhook.io/provider: Gardener's token requestor writes this Secret's token",
+    ]);
   });
 });
 
 describe('admission glue', () => {
   const c = core();
   function request(object: unknown, extra: Partial<AdmissionRequest> = {}): AdmissionRequest {
-    return { uid: 'u', kind: { group: '', version: 'v1', kind: 'Secret' }, namespace: 'team-a', operation: 'CREATE', object, ...extra };
+    return {
+      uid: 'u',
+      kind: { group: '', version: 'v1', kind: 'Secret' },
+      namespace: 'team-a',
+      operation: 'CREATE',
+      object,
+      ...extra,
+    };
   }
 
   test('looks the target up only for a reference into another namespace', async () => {
@@ -525,19 +853,31 @@ describe('admission glue', () => {
   test('denies a Secret whose data is not a map of strings', async () => {
     const secret = { ...labelledSecret('aws'), data: { config: 7 } };
     const decision = await admitSecret(c, () => undefined, request(secret));
-    assert.deepEqual(decision.denial, { reason: 'MalformedObject', status: 400, message: 'the Secret cannot be read: data is not a map of base64 strings' });
+    assert.deepEqual(decision.denial, {
+      reason: 'MalformedObject',
+      status: 400,
+      message: 'the Secret cannot be read: data is not a map of base64 strings',
+    });
   });
 
   test('admits DELETE and unlabelled Secrets untouched', async () => {
-    assert.deepEqual(await admitSecret(c, () => undefined, request(labelledSecret('aws'), { operation: 'DELETE' })), { allowed: true });
-    assert.deepEqual(await admitSecret(c, () => undefined, request(labelledSecret('aws', { provider: null }))), { allowed: true });
+    assert.deepEqual(await admitSecret(c, () => undefined, request(labelledSecret('aws'), { operation: 'DELETE' })), {
+      allowed: true,
+    });
+    assert.deepEqual(await admitSecret(c, () => undefined, request(labelledSecret('aws', { provider: null }))), {
+      allowed: true,
+    });
   });
 
   test('an UPDATE compares with the stored version', async () => {
-    const decision = await admitSecret(c, () => undefined, request(
-      labelledSecret('azure', { config: { ...azureConfig, tenantID: '11111111-2222-3333-4444-555555555555' } }),
-      { operation: 'UPDATE', oldObject: labelledSecret('azure') },
-    ));
+    const decision = await admitSecret(
+      c,
+      () => undefined,
+      request(
+        labelledSecret('azure', { config: { ...azureConfig, tenantID: '11111111-2222-3333-4444-555555555555' } }),
+        { operation: 'UPDATE', oldObject: labelledSecret('azure') },
+      ),
+    );
     assert.equal(decision.denial?.reason, 'ImmutableAccount');
   });
 });

@@ -8,7 +8,19 @@ import { after, before, describe, test } from 'node:test';
 import { AdmissionregistrationV1Api, AppsV1Api, CoreV1Api } from '@kubernetes/client-node';
 import { startNode, type NodeCluster } from './harness/node.ts';
 import { tokenDigest } from './sdk/oidc.ts';
-import { AZURE_USE, EMAIL, FULLNAME, PROVIDER, ROLE, SYSTEM_NS, TENANT, installChart, startNodeClouds, type NodeClouds, type ProbeReport } from './support/node-clouds.ts';
+import {
+  AZURE_USE,
+  EMAIL,
+  FULLNAME,
+  PROVIDER,
+  ROLE,
+  SYSTEM_NS,
+  TENANT,
+  installChart,
+  startNodeClouds,
+  type NodeClouds,
+  type ProbeReport,
+} from './support/node-clouds.ts';
 import { until } from './support/webhook.ts';
 
 const NS = 'apps';
@@ -49,7 +61,10 @@ function checkAws(report: ProbeReport, sa: string): void {
   assert.equal(exchange.subject, clouds.subject(sa));
   assert.equal(exchange.roleArn, ROLE);
   assert.equal(exchange.host, 'sts.eu-west-1.amazonaws.com');
-  assert.ok(sameToken(digest(report, 'AWS_WEB_IDENTITY_TOKEN_FILE'), exchange.tokenDigest), 'the stand-in saw the token the kubelet projected');
+  assert.ok(
+    sameToken(digest(report, 'AWS_WEB_IDENTITY_TOKEN_FILE'), exchange.tokenDigest),
+    'the stand-in saw the token the kubelet projected',
+  );
 }
 
 function checkAzure(report: ProbeReport, sa: string): void {
@@ -75,7 +90,10 @@ function checkGcp(report: ProbeReport, sa: string): void {
   assert.equal(config.audience, `//iam.googleapis.com/${PROVIDER}`);
   assert.equal(config.subject_token_type, 'urn:ietf:params:oauth:token-type:jwt');
   assert.equal(config.token_url, 'https://sts.googleapis.com/v1/token');
-  assert.equal(config.service_account_impersonation_url, `https://iamcredentials.googleapis.com/v1/projects/-/serviceAccounts/${EMAIL}:generateAccessToken`);
+  assert.equal(
+    config.service_account_impersonation_url,
+    `https://iamcredentials.googleapis.com/v1/projects/-/serviceAccounts/${EMAIL}:generateAccessToken`,
+  );
   assert.equal(typeof config.credential_source?.file, 'string');
   const exchange = clouds.google.exchanges.find((e) => e.principal === clouds.principal(sa));
   assert.ok(exchange);
@@ -83,14 +101,26 @@ function checkGcp(report: ProbeReport, sa: string): void {
 
 describe('the chart installed on a real node', () => {
   test('both webhook replicas become Ready, from the image built from the Dockerfile', async () => {
-    const deployment = await until('both webhook replicas Ready', async () => {
-      const d = await apps.readNamespacedDeployment({ namespace: SYSTEM_NS, name: FULLNAME });
-      return d.status?.readyReplicas === 2 ? d : undefined;
-    }, 180_000).catch(async (err: Error) => {
+    const deployment = await until(
+      'both webhook replicas Ready',
+      async () => {
+        const d = await apps.readNamespacedDeployment({ namespace: SYSTEM_NS, name: FULLNAME });
+        return d.status?.readyReplicas === 2 ? d : undefined;
+      },
+      180_000,
+    ).catch(async (err: Error) => {
       const pods = await core.listNamespacedPod({ namespace: SYSTEM_NS });
-      throw new Error(`${err.message}\n${JSON.stringify(pods.items.map((p) => ({ name: p.metadata?.name, status: p.status?.containerStatuses })), null, 1)}`);
+      throw new Error(
+        `${err.message}\n${JSON.stringify(
+          pods.items.map((p) => ({ name: p.metadata?.name, status: p.status?.containerStatuses })),
+          null,
+          1,
+        )}`,
+      );
     });
-    const pods = (await core.listNamespacedPod({ namespace: SYSTEM_NS, labelSelector: 'app.kubernetes.io/component=webhook' })).items;
+    const pods = (
+      await core.listNamespacedPod({ namespace: SYSTEM_NS, labelSelector: 'app.kubernetes.io/component=webhook' })
+    ).items;
     assert.equal(pods.length, 2);
     for (const pod of pods) {
       assert.equal(pod.spec?.nodeName, node.nodeName);
@@ -103,13 +133,21 @@ describe('the chart installed on a real node', () => {
 
   test('the self-managed certificate is created in the cluster and the caBundle patched with it', async () => {
     const admission = node.cp.kubeConfig().makeApiClient(AdmissionregistrationV1Api);
-    const secret = await until('the certificate Secret', () => core.readNamespacedSecret({ namespace: SYSTEM_NS, name: `${FULLNAME}-certs` }), 60_000);
+    const secret = await until(
+      'the certificate Secret',
+      () => core.readNamespacedSecret({ namespace: SYSTEM_NS, name: `${FULLNAME}-certs` }),
+      60_000,
+    );
     const ca = Buffer.from(secret.data!['ca.crt'], 'base64').toString('utf8');
     assert.match(ca, /^-----BEGIN CERTIFICATE-----/);
-    const config = await until('caBundle patched', async () => {
-      const c = await admission.readMutatingWebhookConfiguration({ name: FULLNAME });
-      return c.webhooks?.every((w) => w.clientConfig.caBundle) ? c : undefined;
-    }, 60_000);
+    const config = await until(
+      'caBundle patched',
+      async () => {
+        const c = await admission.readMutatingWebhookConfiguration({ name: FULLNAME });
+        return c.webhooks?.every((w) => w.clientConfig.caBundle) ? c : undefined;
+      },
+      60_000,
+    );
     for (const webhook of config.webhooks!) {
       assert.equal(Buffer.from(webhook.clientConfig.caBundle!, 'base64').toString('utf8'), ca);
       assert.equal(webhook.clientConfig.service?.name, FULLNAME);
@@ -131,8 +169,14 @@ describe('the chart installed on a real node', () => {
     checkGcp(reports.get('gcp')!, 'gcp');
   });
 
-  test('a multi-cloud Pod starts; each container gets credentials from all three clouds\' SDKs', async () => {
-    const reports = await clouds.runPod('multi', 'multi', [clouds.probe('aws'), clouds.probe('azure'), clouds.probe('gcp')], {}, AZURE_USE);
+  test("a multi-cloud Pod starts; each container gets credentials from all three clouds' SDKs", async () => {
+    const reports = await clouds.runPod(
+      'multi',
+      'multi',
+      [clouds.probe('aws'), clouds.probe('azure'), clouds.probe('gcp')],
+      {},
+      AZURE_USE,
+    );
     checkAws(reports.get('aws')!, 'multi');
     checkAzure(reports.get('azure')!, 'multi');
     checkGcp(reports.get('gcp')!, 'multi');
@@ -150,14 +194,29 @@ describe('the chart installed on a real node', () => {
         data: { config: Buffer.from(JSON.stringify({ roleARN: ROLE })).toString('base64') },
       },
     });
-    const secret = await until('the in-cluster token requestor to write the token', async () => {
-      const s = await core.readNamespacedSecret({ namespace: NS, name: 'aws-credentials' });
-      return s.data?.token ? s : undefined;
-    }, 90_000);
+    const secret = await until(
+      'the in-cluster token requestor to write the token',
+      async () => {
+        const s = await core.readNamespacedSecret({ namespace: NS, name: 'aws-credentials' });
+        return s.data?.token ? s : undefined;
+      },
+      90_000,
+    );
     const token = Buffer.from(secret.data!.token, 'base64').toString('utf8');
-    const reports = await clouds.runPod('uses-secret', 'secret-consumer', [
-      { ...clouds.probe('aws', { AWS_CONFIG_FILE: `${SECRET_MOUNT}/credentialsFile` }), volumeMounts: [...clouds.probe('aws').volumeMounts!, { name: 'credentials', mountPath: SECRET_MOUNT, readOnly: true }] },
-    ], { volumes: [{ name: 'credentials', secret: { secretName: 'aws-credentials' } }] });
+    const reports = await clouds.runPod(
+      'uses-secret',
+      'secret-consumer',
+      [
+        {
+          ...clouds.probe('aws', { AWS_CONFIG_FILE: `${SECRET_MOUNT}/credentialsFile` }),
+          volumeMounts: [
+            ...clouds.probe('aws').volumeMounts!,
+            { name: 'credentials', mountPath: SECRET_MOUNT, readOnly: true },
+          ],
+        },
+      ],
+      { volumes: [{ name: 'credentials', secret: { secretName: 'aws-credentials' } }] },
+    );
     const report = reports.get('aws')!;
     assert.ok(report.answer.ok, JSON.stringify(report));
     const exchange = clouds.sts.exchanges.find((e) => e.accessKeyId === report.answer.accessKeyId);
@@ -168,14 +227,19 @@ describe('the chart installed on a real node', () => {
   });
 
   test('deleting one webhook Pod while Pods are being created loses no admission', async () => {
-    const webhookPods = (await core.listNamespacedPod({ namespace: SYSTEM_NS, labelSelector: 'app.kubernetes.io/component=webhook' })).items;
+    const webhookPods = (
+      await core.listNamespacedPod({ namespace: SYSTEM_NS, labelSelector: 'app.kubernetes.io/component=webhook' })
+    ).items;
     assert.equal(webhookPods.length, 2);
     const created: string[] = [];
     const failures: string[] = [];
     const victim = webhookPods[0].metadata!.name!;
     await core.deleteNamespacedPod({ namespace: SYSTEM_NS, name: victim });
     const victimExists = async (): Promise<boolean> =>
-      core.readNamespacedPod({ namespace: SYSTEM_NS, name: victim }).then(() => true, () => false);
+      core.readNamespacedPod({ namespace: SYSTEM_NS, name: victim }).then(
+        () => true,
+        () => false,
+      );
     // Back to back, from the deletion until the Pod is gone (its drain and termination), and
     // some more after. Pods held by a scheduling gate: admitted and stored, never started.
     for (let i = 0, after = 0; after < 10 && i < 2000; i++) {
@@ -186,7 +250,11 @@ describe('the chart installed on a real node', () => {
           namespace: NS,
           body: {
             metadata: { name },
-            spec: { serviceAccountName: 'aws', schedulingGates: [{ name: 'example.com/hold' }], containers: [{ name: 'app', image: node.images.base, imagePullPolicy: 'Never' }] },
+            spec: {
+              serviceAccountName: 'aws',
+              schedulingGates: [{ name: 'example.com/hold' }],
+              containers: [{ name: 'app', image: node.images.base, imagePullPolicy: 'Never' }],
+            },
           },
         });
         created.push(name);
@@ -204,4 +272,3 @@ describe('the chart installed on a real node', () => {
     assert.ok(created.length > 10, `${created.length} Pods created`);
   });
 });
-

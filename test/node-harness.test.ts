@@ -27,22 +27,32 @@ describe('node harness', () => {
         metadata: { name: 'hello' },
         spec: {
           restartPolicy: 'Never',
-          containers: [{
-            name: 'hello',
-            image: node.images.base,
-            imagePullPolicy: 'Never',
-            // The in-cluster address every client uses; the API server answers 401/403 without credentials.
-            command: ['node', '-e', `fetch('https://' + process.env.KUBERNETES_SERVICE_HOST + '/version', { signal: AbortSignal.timeout(10000) }).then((r) => console.log('status', r.status), (e) => { console.log('error', e.cause?.code ?? e.message); process.exit(3); })`],
-            env: [{ name: 'NODE_TLS_REJECT_UNAUTHORIZED', value: '0' }],
-            terminationMessagePolicy: 'FallbackToLogsOnError',
-          }],
+          containers: [
+            {
+              name: 'hello',
+              image: node.images.base,
+              imagePullPolicy: 'Never',
+              // The in-cluster address every client uses; the API server answers 401/403 without credentials.
+              command: [
+                'node',
+                '-e',
+                `fetch('https://' + process.env.KUBERNETES_SERVICE_HOST + '/version', { signal: AbortSignal.timeout(10000) }).then((r) => console.log('status', r.status), (e) => { console.log('error', e.cause?.code ?? e.message); process.exit(3); })`,
+              ],
+              env: [{ name: 'NODE_TLS_REJECT_UNAUTHORIZED', value: '0' }],
+              terminationMessagePolicy: 'FallbackToLogsOnError',
+            },
+          ],
         },
       },
     });
-    const pod = await until('Pod hello to finish', async () => {
-      const p = await core.readNamespacedPod({ namespace: 'default', name: 'hello' });
-      return p.status?.phase === 'Succeeded' || p.status?.phase === 'Failed' ? p : undefined;
-    }, 90_000);
+    const pod = await until(
+      'Pod hello to finish',
+      async () => {
+        const p = await core.readNamespacedPod({ namespace: 'default', name: 'hello' });
+        return p.status?.phase === 'Succeeded' || p.status?.phase === 'Failed' ? p : undefined;
+      },
+      90_000,
+    );
     const terminated = pod.status!.containerStatuses![0].state!.terminated!;
     assert.equal(pod.status!.phase, 'Succeeded', `exit ${terminated.exitCode}: ${terminated.message}`);
     assert.equal(pod.spec!.nodeName, node.nodeName);
@@ -57,11 +67,25 @@ describe('node harness', () => {
     const core = node.cp.kubeConfig().makeApiClient(CoreV1Api);
     await core.createNamespacedPod({
       namespace: 'default',
-      body: { metadata: { name: 'running' }, spec: { containers: [{ name: 'sleep', image: node.images.base, imagePullPolicy: 'Never', command: ['sleep', '3600'] }] } },
+      body: {
+        metadata: { name: 'running' },
+        spec: {
+          containers: [
+            { name: 'sleep', image: node.images.base, imagePullPolicy: 'Never', command: ['sleep', '3600'] },
+          ],
+        },
+      },
     });
-    await until('Pod running to run', async () =>
-      (await core.readNamespacedPod({ namespace: 'default', name: 'running' })).status?.phase === 'Running' || undefined, 90_000);
-    const ours = [...(await sh('ip', ['-o', 'link', 'show', 'master', bridge])).matchAll(/link-netns (\S+)/g)].map((m) => m[1]);
+    await until(
+      'Pod running to run',
+      async () =>
+        (await core.readNamespacedPod({ namespace: 'default', name: 'running' })).status?.phase === 'Running' ||
+        undefined,
+      90_000,
+    );
+    const ours = [...(await sh('ip', ['-o', 'link', 'show', 'master', bridge])).matchAll(/link-netns (\S+)/g)].map(
+      (m) => m[1],
+    );
     assert.ok(ours.length > 0 && ours.every((n) => netns().includes(n)), `the Pod's network namespace: ${ours}`);
     const pids = Object.values(node.daemons).map((d) => d.pid);
     stopped = true;
@@ -80,14 +104,20 @@ describe('node harness', () => {
       }
     });
     assert.deepEqual(cgroups, []);
-    const leftover = readdirSync('/proc').filter((p) => /^\d+$/.test(p)).filter((p) => {
-      try {
-        return readFileSync(`/proc/${p}/cmdline`, 'utf8').includes(dir);
-      } catch {
-        return false;
-      }
-    });
+    const leftover = readdirSync('/proc')
+      .filter((p) => /^\d+$/.test(p))
+      .filter((p) => {
+        try {
+          return readFileSync(`/proc/${p}/cmdline`, 'utf8').includes(dir);
+        } catch {
+          return false;
+        }
+      });
     assert.deepEqual(leftover, [], 'no process names the node folder');
-    assert.deepEqual(ours.filter((n) => netns().includes(n)), [], 'no network namespace left');
+    assert.deepEqual(
+      ours.filter((n) => netns().includes(n)),
+      [],
+      'no network namespace left',
+    );
   });
 });

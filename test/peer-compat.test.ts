@@ -57,9 +57,12 @@ const normalizers: Record<string, (ours: Pod, peers: Pod, fixture: Fixture) => v
   },
   'api-server-defaults': (ours, peers) => {
     // The peer's test reads its Pod back from envtest's API server, which defaults these.
-    const ourNames = new Map([...(ours.spec?.containers ?? []), ...(ours.spec?.initContainers ?? [])].map((c) => [c.name, c]));
+    const ourNames = new Map(
+      [...(ours.spec?.containers ?? []), ...(ours.spec?.initContainers ?? [])].map((c) => [c.name, c]),
+    );
     for (const c of [...(peers.spec?.containers ?? []), ...(peers.spec?.initContainers ?? [])]) {
-      for (const k of ['terminationMessagePath', 'terminationMessagePolicy', 'imagePullPolicy']) if (ourNames.get(c.name)?.[k] === undefined) delete c[k];
+      for (const k of ['terminationMessagePath', 'terminationMessagePolicy', 'imagePullPolicy'])
+        if (ourNames.get(c.name)?.[k] === undefined) delete c[k];
     }
   },
   'gcp-google-cloud-project': (ours) => {
@@ -82,8 +85,11 @@ const normalizers: Record<string, (ours: Pod, peers: Pod, fixture: Fixture) => v
     mine.name = theirs.name;
     mine.projected!.sources![0].serviceAccountToken!.path = 'token/azure-identity-token';
     for (const c of [...(ours.spec?.containers ?? []), ...(ours.spec?.initContainers ?? [])]) {
-      for (const m of c.volumeMounts ?? []) if (m.name === 'azure-identity-token') Object.assign(m, { name: theirs.name, mountPath: '/var/run/secrets/azure/wi' });
-      for (const e of c.env ?? []) if (e.name === 'AZURE_FEDERATED_TOKEN_FILE') e.value = '/var/run/secrets/azure/wi/token/azure-identity-token';
+      for (const m of c.volumeMounts ?? [])
+        if (m.name === 'azure-identity-token')
+          Object.assign(m, { name: theirs.name, mountPath: '/var/run/secrets/azure/wi' });
+      for (const e of c.env ?? [])
+        if (e.name === 'AZURE_FEDERATED_TOKEN_FILE') e.value = '/var/run/secrets/azure/wi/token/azure-identity-token';
     }
   },
   'additive-volume-order': (ours, peers) => {
@@ -99,7 +105,7 @@ const normalizers: Record<string, (ours: Pod, peers: Pod, fixture: Fixture) => v
 const outcomes: Record<string, (ours: Pod, peers: Pod, fixture: Fixture) => void> = {
   'azure-opt-in-label': (ours, peers, fixture) => {
     assert.notEqual(fixture.pod.metadata?.labels?.['azure.workload.identity/use'], 'true');
-    assert.ok(peers.spec?.volumes?.length, 'the peer\'s Handle mutates the unlabelled Pod');
+    assert.ok(peers.spec?.volumes?.length, "the peer's Handle mutates the unlabelled Pod");
     assert.equal(ours.spec?.volumes, undefined, 'we leave an unlabelled Pod alone');
   },
   'empty-serviceaccount-name': (ours, peers, fixture) => {
@@ -110,7 +116,10 @@ const outcomes: Record<string, (ours: Pod, peers: Pod, fixture: Fixture) => void
   },
   'gap-eks-pod-identity': (ours, peers) => {
     const names = (p: Pod) => (p.spec?.containers ?? []).flatMap((c) => (c.env ?? []).map((e) => e.name));
-    assert.ok(names(peers).includes('AWS_CONTAINER_CREDENTIALS_FULL_URI'), 'the peer\'s Pod does not use EKS Pod Identity');
+    assert.ok(
+      names(peers).includes('AWS_CONTAINER_CREDENTIALS_FULL_URI'),
+      "the peer's Pod does not use EKS Pod Identity",
+    );
     assert.equal(peers.metadata?.labels?.['eks.amazonaws.com/pod-identity'], 'enabled');
     assert.ok(!names(ours).includes('AWS_CONTAINER_CREDENTIALS_FULL_URI'));
   },
@@ -128,7 +137,8 @@ function loadFixtures(): [string, Fixture][] {
   const out: [string, Fixture][] = [];
   for (const peer of readdirSync(FIXTURES).sort()) {
     for (const file of readdirSync(join(FIXTURES, peer)).sort()) {
-      if (file.endsWith('.yaml')) out.push([`${peer}/${file}`, parse(readFileSync(join(FIXTURES, peer, file), 'utf8')) as Fixture]);
+      if (file.endsWith('.yaml'))
+        out.push([`${peer}/${file}`, parse(readFileSync(join(FIXTURES, peer, file), 'utf8')) as Fixture]);
     }
   }
   return out;
@@ -142,7 +152,12 @@ function documentedDifferences(): Set<string> {
 
 function run(fixture: Fixture): Outcome {
   const meta = fixture.serviceAccount?.metadata;
-  const sa: ServiceAccountView | undefined = meta && { namespace: meta.namespace, name: meta.name, uid: 'uid-1', annotations: meta.annotations ?? {} };
+  const sa: ServiceAccountView | undefined = meta && {
+    namespace: meta.namespace,
+    name: meta.name,
+    uid: 'uid-1',
+    annotations: meta.annotations ?? {},
+  };
   const pod = structuredClone(fixture.pod);
   const namespace = pod.metadata?.namespace ?? 'default';
   const result = mutatePod(providers(fixture.flags), { pod, namespace, serviceAccount: sa });
@@ -153,7 +168,7 @@ function run(fixture: Fixture): Outcome {
 const fixtures = loadFixtures();
 const documented = documentedDifferences();
 
-describe('the peers\' own test cases give the same Pod', () => {
+describe("the peers' own test cases give the same Pod", () => {
   test('there are fixtures for each peer, and every difference a fixture names is a row of docs/compatibility.md', () => {
     const peers = new Set(fixtures.map(([, f]) => f.peer));
     assert.ok(peers.has('aws/amazon-eks-pod-identity-webhook'));
@@ -162,9 +177,13 @@ describe('the peers\' own test cases give the same Pod', () => {
     for (const [name, f] of fixtures) {
       for (const d of f.differences) {
         assert.ok(documented.has(d), `${name}: difference "${d}" is not in docs/compatibility.md`);
-        assert.ok(d in normalizers || d in outcomes || d.startsWith('denied-'), `${name}: difference "${d}" has no check in this test`);
+        assert.ok(
+          d in normalizers || d in outcomes || d.startsWith('denied-'),
+          `${name}: difference "${d}" has no check in this test`,
+        );
       }
-      if (f.peerFlags) assert.ok(f.differences.length > 0, `${name}: peer settings without a flag here need a listed difference`);
+      if (f.peerFlags)
+        assert.ok(f.differences.length > 0, `${name}: peer settings without a flag here need a listed difference`);
     }
   });
 
@@ -190,7 +209,10 @@ describe('the peers\' own test cases give the same Pod', () => {
         if (d === 'injection-record' || fixture.differences.includes(d)) normalizers[d](added, peers, fixture);
       }
       for (const key of Object.keys(added.metadata?.annotations ?? {})) {
-        assert.equal(added.metadata!.annotations![key], peers.metadata?.annotations?.[key] ?? added.metadata!.annotations![key]);
+        assert.equal(
+          added.metadata!.annotations![key],
+          peers.metadata?.annotations?.[key] ?? added.metadata!.annotations![key],
+        );
       }
       assert.deepEqual(added.spec, peers.spec, 'no volume, mount, env var or container added');
     });

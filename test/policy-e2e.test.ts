@@ -8,11 +8,19 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { ApiextensionsV1Api, CoreV1Api, CustomObjectsApi, type V1Pod } from '@kubernetes/client-node';
 import { parse, stringify } from 'yaml';
-import { createNamespace, createServiceAccount, startControlPlane, type ControlPlane } from './harness/control-plane.ts';
+import {
+  createNamespace,
+  createServiceAccount,
+  startControlPlane,
+  type ControlPlane,
+} from './harness/control-plane.ts';
 import { registerWebhook, startWebhook, until, type WebhookProcess } from './support/webhook.ts';
 
 const ROOT = resolve(import.meta.dirname, '..');
-const CRD = join(ROOT, 'charts/workload-identity-webhook/crds/workloadidentitypolicies.workload-identity-webhook.io.yaml');
+const CRD = join(
+  ROOT,
+  'charts/workload-identity-webhook/crds/workloadidentitypolicies.workload-identity-webhook.io.yaml',
+);
 const STARTER = join(ROOT, 'charts/workload-identity-webhook/files/policies/namespace-labels.yaml');
 const CLI = join(ROOT, 'dist/cli.js');
 const GROUP = { group: 'workload-identity-webhook.io', version: 'v1alpha1', plural: 'workloadidentitypolicies' };
@@ -20,7 +28,8 @@ const SELECT = 'policy-e2e.workload-identity-webhook.io/webhook';
 const ACCOUNT_LABEL = (account: string) => `aws-account.workload-identity-webhook.io/${account}`;
 const ROLE_A = 'arn:aws:iam::111111111111:role/app';
 const ROLE_B = 'arn:aws:iam::222222222222:role/app';
-const STARTER_DENIAL = 'namespace tenant-a may not use AWS account 222222222222; a cluster administrator allows it with the namespace label aws-account.workload-identity-webhook.io/222222222222=true (WorkloadIdentityPolicy "namespace-labels", validation "aws-account-of-namespace")';
+const STARTER_DENIAL =
+  'namespace tenant-a may not use AWS account 222222222222; a cluster administrator allows it with the namespace label aws-account.workload-identity-webhook.io/222222222222=true (WorkloadIdentityPolicy "namespace-labels", validation "aws-account-of-namespace")';
 
 let cp: ControlPlane;
 let core: CoreV1Api;
@@ -29,7 +38,11 @@ let denyWh: WebhookProcess;
 let keepWh: WebhookProcess;
 let policyFile: string;
 
-type Policy = { metadata: { name: string; resourceVersion?: string; generation?: number }; spec?: unknown; status?: PolicyStatus };
+type Policy = {
+  metadata: { name: string; resourceVersion?: string; generation?: number };
+  spec?: unknown;
+  status?: PolicyStatus;
+};
 type PolicyStatus = {
   observedGeneration?: number;
   conditions?: { type: string; status: string; reason: string; message: string }[];
@@ -38,7 +51,15 @@ type PolicyStatus = {
 };
 
 async function createPolicy(name: string, spec: unknown): Promise<void> {
-  await objects.createClusterCustomObject({ ...GROUP, body: { apiVersion: 'workload-identity-webhook.io/v1alpha1', kind: 'WorkloadIdentityPolicy', metadata: { name }, spec } });
+  await objects.createClusterCustomObject({
+    ...GROUP,
+    body: {
+      apiVersion: 'workload-identity-webhook.io/v1alpha1',
+      kind: 'WorkloadIdentityPolicy',
+      metadata: { name },
+      spec,
+    },
+  });
 }
 
 async function getPolicy(name: string): Promise<Policy> {
@@ -60,13 +81,26 @@ async function statusOf(name: string, generation: number, check: (s: PolicyStatu
 
 let seq = 0;
 function podBody(serviceAccountName: string): V1Pod {
-  return { metadata: { name: `p${++seq}` }, spec: { serviceAccountName, containers: [{ name: 'app', image: 'busybox' }] } };
+  return {
+    metadata: { name: `p${++seq}` },
+    spec: { serviceAccountName, containers: [{ name: 'app', image: 'busybox' }] },
+  };
 }
 
 /** Creates a Pod; resolves to the stored Pod or to the API server's refusal message. */
-async function tryPod(namespace: string, serviceAccount: string, dryRun = false): Promise<{ pod: V1Pod } | { refused: string }> {
+async function tryPod(
+  namespace: string,
+  serviceAccount: string,
+  dryRun = false,
+): Promise<{ pod: V1Pod } | { refused: string }> {
   try {
-    return { pod: await core.createNamespacedPod({ namespace, body: podBody(serviceAccount), dryRun: dryRun ? 'All' : undefined }) };
+    return {
+      pod: await core.createNamespacedPod({
+        namespace,
+        body: podBody(serviceAccount),
+        dryRun: dryRun ? 'All' : undefined,
+      }),
+    };
   } catch (err) {
     const body = (err as { body?: string }).body;
     if (!body) throw err;
@@ -75,12 +109,19 @@ async function tryPod(namespace: string, serviceAccount: string, dryRun = false)
 }
 
 /** Polls dry-run creations until the outcome is the one wanted: policy and label changes reach the webhooks asynchronously. */
-async function eventually(namespace: string, serviceAccount: string, want: 'admitted' | RegExp): Promise<string | undefined> {
-  return until(`${namespace}/${serviceAccount} to be ${want === 'admitted' ? 'admitted' : `refused with ${want}`}`, async () => {
-    const r = await tryPod(namespace, serviceAccount, true);
-    if (want === 'admitted') return 'pod' in r ? 'admitted' : undefined;
-    return 'refused' in r && want.test(r.refused) ? r.refused : undefined;
-  });
+async function eventually(
+  namespace: string,
+  serviceAccount: string,
+  want: 'admitted' | RegExp,
+): Promise<string | undefined> {
+  return until(
+    `${namespace}/${serviceAccount} to be ${want === 'admitted' ? 'admitted' : `refused with ${want}`}`,
+    async () => {
+      const r = await tryPod(namespace, serviceAccount, true);
+      if (want === 'admitted') return 'pod' in r ? 'admitted' : undefined;
+      return 'refused' in r && want.test(r.refused) ? r.refused : undefined;
+    },
+  );
 }
 
 const envOf = (pod: V1Pod) => Object.fromEntries((pod.spec!.containers[0].env ?? []).map((e) => [e.name, e.value]));
@@ -110,23 +151,52 @@ before(async () => {
   const starter = parse(readFileSync(STARTER, 'utf8'));
   await createPolicy(starter.metadata.name, starter.spec);
   await createPolicy('providers', {
-    identityProviders: [{ name: 'tenants-aws', displayName: 'Tenant accounts', aws: { accountIds: ['111111111111', '222222222222'], region: 'eu-west-1' } }],
+    identityProviders: [
+      {
+        name: 'tenants-aws',
+        displayName: 'Tenant accounts',
+        aws: { accountIds: ['111111111111', '222222222222'], region: 'eu-west-1' },
+      },
+    ],
   });
 
   // The deny webhook also reads a policy file: both sources at once.
   policyFile = join(cp.dir, 'file-policy.yaml');
-  writeFileSync(policyFile, stringify({
-    apiVersion: 'workload-identity-webhook.io/v1alpha1',
-    kind: 'WorkloadIdentityPolicy',
-    metadata: { name: 'from-file' },
-    spec: { validations: [{ name: 'has-a-provider', expression: "identity.provider != ''", examples: [{ name: 'aws', identity: { provider: 'aws' }, expect: { allowed: true } }] }] },
-  }));
+  writeFileSync(
+    policyFile,
+    stringify({
+      apiVersion: 'workload-identity-webhook.io/v1alpha1',
+      kind: 'WorkloadIdentityPolicy',
+      metadata: { name: 'from-file' },
+      spec: {
+        validations: [
+          {
+            name: 'has-a-provider',
+            expression: "identity.provider != ''",
+            examples: [{ name: 'aws', identity: { provider: 'aws' }, expect: { allowed: true } }],
+          },
+        ],
+      },
+    }),
+  );
   [denyWh, keepWh] = await Promise.all([
     startWebhook(cp, ['--watch-policies', '--policy-file', policyFile]),
     startWebhook(cp, ['--watch-policies', '--policy-failure-mode', 'keep-last-good']),
   ]);
-  await registerWebhook(cp, denyWh, 'policy-deny', [{ namespaceSelector: { matchLabels: { [SELECT]: 'deny' } } }], 'probe-deny');
-  await registerWebhook(cp, keepWh, 'policy-keep', [{ namespaceSelector: { matchLabels: { [SELECT]: 'keep' } } }], 'probe-keep');
+  await registerWebhook(
+    cp,
+    denyWh,
+    'policy-deny',
+    [{ namespaceSelector: { matchLabels: { [SELECT]: 'deny' } } }],
+    'probe-deny',
+  );
+  await registerWebhook(
+    cp,
+    keepWh,
+    'policy-keep',
+    [{ namespaceSelector: { matchLabels: { [SELECT]: 'keep' } } }],
+    'probe-keep',
+  );
 });
 
 after(async () => {
@@ -145,7 +215,10 @@ describe('tenant policy in a cluster', () => {
   test("tenant-a claiming tenant-b's role is denied with the policy's message", async () => {
     const r = await tryPod('tenant-a', 'claims-b');
     assert.ok('refused' in r, 'expected a refusal');
-    assert.equal(r.refused, `admission webhook "w0.policy-deny.workload-identity-webhook.io" denied the request: ${STARTER_DENIAL}`);
+    assert.equal(
+      r.refused,
+      `admission webhook "w0.policy-deny.workload-identity-webhook.io" denied the request: ${STARTER_DENIAL}`,
+    );
   });
 
   test("tenant-a's own role is admitted, with the declared provider's region", async () => {
@@ -165,12 +238,37 @@ describe('tenant policy in a cluster', () => {
       return path;
     };
     const nsFile = write('preview-ns.yaml', { apiVersion: 'v1', kind: 'Namespace', ...ns });
-    const policies = [STARTER, write('preview-providers.yaml', { apiVersion: 'workload-identity-webhook.io/v1alpha1', kind: 'WorkloadIdentityPolicy', metadata: { name: 'providers' }, spec: (await getPolicy('providers')).spec })];
+    const policies = [
+      STARTER,
+      write('preview-providers.yaml', {
+        apiVersion: 'workload-identity-webhook.io/v1alpha1',
+        kind: 'WorkloadIdentityPolicy',
+        metadata: { name: 'providers' },
+        spec: (await getPolicy('providers')).spec,
+      }),
+    ];
     const preview = async (sa: string) => {
       const account = await core.readNamespacedServiceAccount({ namespace: 'tenant-a', name: sa });
       const saFile = write(`preview-sa-${sa}.yaml`, { apiVersion: 'v1', kind: 'ServiceAccount', ...account });
-      const podFile = write(`preview-pod-${sa}.yaml`, { apiVersion: 'v1', kind: 'Pod', ...podBody(sa), metadata: { name: 'preview', namespace: 'tenant-a' } });
-      const args = [CLI, 'preview', ...policies.flatMap((p) => ['--policy', p]), '-f', nsFile, '-f', saFile, '-f', podFile, '-o', 'json'];
+      const podFile = write(`preview-pod-${sa}.yaml`, {
+        apiVersion: 'v1',
+        kind: 'Pod',
+        ...podBody(sa),
+        metadata: { name: 'preview', namespace: 'tenant-a' },
+      });
+      const args = [
+        CLI,
+        'preview',
+        ...policies.flatMap((p) => ['--policy', p]),
+        '-f',
+        nsFile,
+        '-f',
+        saFile,
+        '-f',
+        podFile,
+        '-o',
+        'json',
+      ];
       const out = spawnSync(process.execPath, args, { encoding: 'utf8' });
       return { code: out.status, stdout: out.stdout, stderr: out.stderr };
     };
@@ -186,7 +284,10 @@ describe('tenant policy in a cluster', () => {
     const previewed = JSON.parse(admitted.stdout) as V1Pod;
     const created = await tryPod('tenant-a', 'own');
     assert.ok('pod' in created);
-    assert.deepEqual(previewed.spec!.containers[0].env, JSON.parse(JSON.stringify(created.pod.spec!.containers[0].env)));
+    assert.deepEqual(
+      previewed.spec!.containers[0].env,
+      JSON.parse(JSON.stringify(created.pod.spec!.containers[0].env)),
+    );
     const volume = (p: V1Pod) => JSON.parse(JSON.stringify(p.spec!.volumes!.find((v) => v.name === 'aws-iam-token')));
     assert.deepEqual(volume(previewed).projected.sources[0], volume(created.pod).projected.sources[0]);
   });
@@ -210,31 +311,47 @@ describe('tenant policy in a cluster', () => {
   });
 
   test('an identity outside the declared providers is refused', async () => {
-    await createServiceAccount(cp, 'tenant-a', 'elsewhere', { 'eks.amazonaws.com/role-arn': 'arn:aws:iam::333333333333:role/app' });
+    await createServiceAccount(cp, 'tenant-a', 'elsewhere', {
+      'eks.amazonaws.com/role-arn': 'arn:aws:iam::333333333333:role/app',
+    });
     const refused = await eventually('tenant-a', 'elsewhere', /is not an identity provider this cluster trusts/);
-    assert.match(refused!, /AWS account 333333333333 \(partition aws\) of role arn:aws:iam::333333333333:role\/app is not an identity provider this cluster trusts: the AWS identity providers declared are "Tenant accounts" \(accounts 111111111111, 222222222222\)$/);
+    assert.match(
+      refused!,
+      /AWS account 333333333333 \(partition aws\) of role arn:aws:iam::333333333333:role\/app is not an identity provider this cluster trusts: the AWS identity providers declared are "Tenant accounts" \(accounts 111111111111, 222222222222\)$/,
+    );
   });
 });
 
 describe('a policy whose example fails', () => {
   const closed = (expectAllowed: boolean, expression = "identity.account != '111111111111'") => ({
-    validations: [{
-      name: 'account-closed',
-      expression,
-      message: 'account 111111111111 is closed',
-      examples: [{ name: 'the closed account', identity: { provider: 'aws', account: '111111111111' }, expect: { allowed: expectAllowed } }],
-    }],
+    validations: [
+      {
+        name: 'account-closed',
+        expression,
+        message: 'account 111111111111 is closed',
+        examples: [
+          {
+            name: 'the closed account',
+            identity: { provider: 'aws', account: '111111111111' },
+            expect: { allowed: expectAllowed },
+          },
+        ],
+      },
+    ],
   });
 
   test('shows the failing example in its status and is not enforced (keep-last-good) or refuses identities (deny)', async () => {
     await createPolicy('closed-account', closed(true));
     const status = await statusOf('closed-account', 1, (s) => s.conditions?.[0]?.status === 'False');
     assert.equal(status.conditions![0].reason, 'ExampleFailed');
-    assert.deepEqual(status.problems, [{
-      reason: 'ExampleFailed',
-      path: 'spec.validations[0].examples[0]',
-      message: 'validation "account-closed", example "the closed account": expected allowed, but the expression gave false (denied: account 111111111111 is closed)',
-    }]);
+    assert.deepEqual(status.problems, [
+      {
+        reason: 'ExampleFailed',
+        path: 'spec.validations[0].examples[0]',
+        message:
+          'validation "account-closed", example "the closed account": expected allowed, but the expression gave false (denied: account 111111111111 is closed)',
+      },
+    ]);
     assert.deepEqual(status.examples, { total: 1, failed: 1 });
 
     // keep-last-good: never good, so not enforced at all: the closed account is still admitted.
@@ -242,14 +359,22 @@ describe('a policy whose example fails', () => {
     assert.ok('pod' in r, 'refused' in r ? r.refused : '');
     // deny (the default): every cloud identity is refused, naming the broken policy; Pods without one pass.
     const refused = await eventually('tenant-a', 'own', /PolicyUnavailable|broken tenant policy/);
-    assert.match(refused!, /cloud identities are refused until the broken tenant policy is fixed \(--policy-failure-mode=deny\): WorkloadIdentityPolicy "closed-account": spec\.validations\[0\]\.examples\[0\]: validation "account-closed", example "the closed account"/);
+    assert.match(
+      refused!,
+      /cloud identities are refused until the broken tenant policy is fixed \(--policy-failure-mode=deny\): WorkloadIdentityPolicy "closed-account": spec\.validations\[0\]\.examples\[0\]: validation "account-closed", example "the closed account"/,
+    );
     assert.ok('pod' in (await tryPod('tenant-a', 'plain')));
   });
 
   test('fixed, it is enforced by both; broken again, keep-last-good goes on enforcing the last good generation', async () => {
     await replaceSpec('closed-account', closed(false));
     await statusOf('closed-account', 2, (s) => s.conditions?.[0]?.status === 'True');
-    for (const ns of ['tenant-a', 'tenant-k']) await eventually(ns, 'own', /account 111111111111 is closed \(WorkloadIdentityPolicy "closed-account", validation "account-closed"\)$/);
+    for (const ns of ['tenant-a', 'tenant-k'])
+      await eventually(
+        ns,
+        'own',
+        /account 111111111111 is closed \(WorkloadIdentityPolicy "closed-account", validation "account-closed"\)$/,
+      );
 
     await replaceSpec('closed-account', closed(false, "identity.account != '111111111111' &&"));
     const status = await statusOf('closed-account', 3, (s) => s.conditions?.[0]?.status === 'False');
@@ -257,7 +382,13 @@ describe('a policy whose example fails', () => {
     assert.equal(status.problems![0].path, 'spec.validations[0].expression');
     await eventually('tenant-a', 'own', /broken tenant policy/);
     const kept = await tryPod('tenant-k', 'own', true);
-    assert.ok('refused' in kept && kept.refused.endsWith('account 111111111111 is closed (WorkloadIdentityPolicy "closed-account", validation "account-closed")'), JSON.stringify(kept));
+    assert.ok(
+      'refused' in kept &&
+        kept.refused.endsWith(
+          'account 111111111111 is closed (WorkloadIdentityPolicy "closed-account", validation "account-closed")',
+        ),
+      JSON.stringify(kept),
+    );
   });
 
   test('deleted, it no longer applies', async () => {
@@ -275,17 +406,35 @@ describe('the webhooks', () => {
   });
 
   test('the CRD refuses an identity provider that names two clouds', async () => {
-    const body = { apiVersion: 'workload-identity-webhook.io/v1alpha1', kind: 'WorkloadIdentityPolicy', metadata: { name: 'two-clouds' }, spec: { identityProviders: [{ name: 'x', aws: {}, gcp: { projectNumber: '1', pool: 'pool' } }] } };
-    await assert.rejects(objects.createClusterCustomObject({ ...GROUP, body, dryRun: 'All' }), (err: { body?: string }) => /name exactly one of aws, azure or gcp/.test(String(err.body)));
+    const body = {
+      apiVersion: 'workload-identity-webhook.io/v1alpha1',
+      kind: 'WorkloadIdentityPolicy',
+      metadata: { name: 'two-clouds' },
+      spec: { identityProviders: [{ name: 'x', aws: {}, gcp: { projectNumber: '1', pool: 'pool' } }] },
+    };
+    await assert.rejects(
+      objects.createClusterCustomObject({ ...GROUP, body, dryRun: 'All' }),
+      (err: { body?: string }) => /name exactly one of aws, azure or gcp/.test(String(err.body)),
+    );
   });
 
   test('logged each policy outcome and no failed list, watch or status write', () => {
-    assert.ok(denyWh.logs().some((l) => l.msg === 'tenant policy in force' && l.policy === 'from-file' && l.source === policyFile));
+    assert.ok(
+      denyWh
+        .logs()
+        .some((l) => l.msg === 'tenant policy in force' && l.policy === 'from-file' && l.source === policyFile),
+    );
     for (const wh of [denyWh, keepWh]) {
       const logs = wh.logs();
-      assert.ok(logs.some((l) => l.msg === 'tenant policy in force' && l.policy === 'namespace-labels' && l.examples === 11));
-      assert.ok(logs.some((l) => l.msg === 'tenant policy not used' && l.policy === 'closed-account' && l.generation === 3));
-      const failures = logs.filter((l) => typeof l.msg === 'string' && /cannot write|list\/watch failed|forbidden|silent/.test(l.msg));
+      assert.ok(
+        logs.some((l) => l.msg === 'tenant policy in force' && l.policy === 'namespace-labels' && l.examples === 11),
+      );
+      assert.ok(
+        logs.some((l) => l.msg === 'tenant policy not used' && l.policy === 'closed-account' && l.generation === 3),
+      );
+      const failures = logs.filter(
+        (l) => typeof l.msg === 'string' && /cannot write|list\/watch failed|forbidden|silent/.test(l.msg),
+      );
       assert.deepEqual(failures, []);
     }
   });

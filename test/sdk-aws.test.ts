@@ -40,18 +40,29 @@ before(async () => {
       (sts = createAwsSts({
         issuer,
         clientIds: ['sts.amazonaws.com'],
-        roles: [{
-          arn: ROLE,
-          trustPolicy: {
-            Version: '2012-10-17',
-            Statement: [{
-              Effect: 'Allow',
-              Principal: { Federated: `arn:aws:iam::111122223333:oidc-provider/${issuer.issuer.replace('https://', '')}` },
-              Action: 'sts:AssumeRoleWithWebIdentity',
-              Condition: { StringEquals: { [`${issuer.issuer.replace('https://', '')}:sub`]: [subject('reader'), subject('secret-reader')], [`${issuer.issuer.replace('https://', '')}:aud`]: 'sts.amazonaws.com' } },
-            }],
+        roles: [
+          {
+            arn: ROLE,
+            trustPolicy: {
+              Version: '2012-10-17',
+              Statement: [
+                {
+                  Effect: 'Allow',
+                  Principal: {
+                    Federated: `arn:aws:iam::111122223333:oidc-provider/${issuer.issuer.replace('https://', '')}`,
+                  },
+                  Action: 'sts:AssumeRoleWithWebIdentity',
+                  Condition: {
+                    StringEquals: {
+                      [`${issuer.issuer.replace('https://', '')}:sub`]: [subject('reader'), subject('secret-reader')],
+                      [`${issuer.issuer.replace('https://', '')}:aud`]: 'sts.amazonaws.com',
+                    },
+                  },
+                },
+              ],
+            },
           },
-        }],
+        ],
       })),
     ],
   });
@@ -107,7 +118,10 @@ for (const language of ['node', 'python'] as const) {
         const answer = await sdk.credentials();
         assert.equal(answer.ok, false);
         assert.equal(answer.error?.code, 'ExpiredTokenException');
-        assert.match(answer.error!.message, /Token expired: current date\/time \d+ must be before the expiration date\/time\d+/);
+        assert.match(
+          answer.error!.message,
+          /Token expired: current date\/time \d+ must be before the expiration date\/time\d+/,
+        );
       } finally {
         sts.clockOffsetSeconds = 0;
         await sdk.stop();
@@ -127,7 +141,9 @@ for (const language of ['node', 'python'] as const) {
     test('rotation: once the credentials age, the refresh presents the replaced token file', async () => {
       const { container, sdk } = await start(language, 'reader');
       const original = container.tokens[0].token;
-      const { first, second, rotated } = await refreshAcrossRotation(sdk, 'accessKeyId', original, () => container.rotateToken(TOKEN_FILE));
+      const { first, second, rotated } = await refreshAcrossRotation(sdk, 'accessKeyId', original, () =>
+        container.rotateToken(TOKEN_FILE),
+      );
       assert.equal(presented(first), tokenDigest(original));
       assert.equal(presented(second), tokenDigest(rotated));
       await sdk.stop();
@@ -144,7 +160,10 @@ for (const language of ['node', 'python'] as const) {
       const name = `aws-credentials-${++secrets}`;
       const secret = await cluster.createSecret(name, 'aws', 'secret-reader', { roleARN: ROLE });
       const credentialsFile = Buffer.from(secret.data!.credentialsFile!, 'base64').toString('utf8');
-      assert.equal(credentialsFile, `[default]\nrole_arn = ${ROLE}\nweb_identity_token_file = ${SECRET_MOUNT}/token\nregion = eu-west-1\n`);
+      assert.equal(
+        credentialsFile,
+        `[default]\nrole_arn = ${ROLE}\nweb_identity_token_file = ${SECRET_MOUNT}/token\nregion = eu-west-1\n`,
+      );
       const pod = await cluster.createSecretPod(name, SECRET_MOUNT, { [variable]: `${SECRET_MOUNT}/credentialsFile` });
       const container = await cluster.materialise(pod);
       const sdk = cluster.startSdk(language, 'aws', container);
@@ -169,7 +188,7 @@ for (const language of ['node', 'python'] as const) {
       });
     }
 
-    test('rotation: the token requestor renews the Secret\'s token; the next refresh presents it', async () => {
+    test("rotation: the token requestor renews the Secret's token; the next refresh presents it", async () => {
       const { name, container, sdk, token } = await startOnSecret('AWS_CONFIG_FILE');
       const original = token();
       const { first, second, rotated } = await refreshAcrossRotation(sdk, 'accessKeyId', original, async () => {

@@ -33,11 +33,13 @@ before(async () => {
     services: (issuer) => [
       (entra = createEntra({
         issuer,
-        applications: [{
-          tenantId: TENANT,
-          clientId: CLIENT,
-          federatedCredentials: [{ issuer: issuer.issuer, subject: subject('reader'), audiences: [AUDIENCE] }],
-        }],
+        applications: [
+          {
+            tenantId: TENANT,
+            clientId: CLIENT,
+            federatedCredentials: [{ issuer: issuer.issuer, subject: subject('reader'), audiences: [AUDIENCE] }],
+          },
+        ],
       })),
     ],
   });
@@ -80,7 +82,10 @@ for (const language of ['node', 'python'] as const) {
       assert.equal(container.tokens[0].audience, 'api://SomeOtherExchange');
       const answer = await sdk.credentials();
       assert.equal(answer.ok, false);
-      assert.match(answer.error!.message, /AADSTS700212: No matching federated identity record found for presented assertion audience 'api:\/\/SomeOtherExchange'/);
+      assert.match(
+        answer.error!.message,
+        /AADSTS700212: No matching federated identity record found for presented assertion audience 'api:\/\/SomeOtherExchange'/,
+      );
       await sdk.stop();
     });
 
@@ -101,14 +106,21 @@ for (const language of ['node', 'python'] as const) {
       const { sdk } = await start(language, 'intruder');
       const answer = await sdk.credentials();
       assert.equal(answer.ok, false);
-      assert.match(answer.error!.message, new RegExp(`AADSTS700213: No matching federated identity record found for presented assertion subject '${subject('intruder')}'`));
+      assert.match(
+        answer.error!.message,
+        new RegExp(
+          `AADSTS700213: No matching federated identity record found for presented assertion subject '${subject('intruder')}'`,
+        ),
+      );
       await sdk.stop();
     });
 
     test('rotation: once the token ages, the refresh presents the replaced token file', async () => {
       const { container, sdk } = await start(language, 'reader');
       const original = container.tokens[0].token;
-      const { first, second, rotated } = await refreshAcrossRotation(sdk, 'token', original, () => container.rotateToken(TOKEN_FILE));
+      const { first, second, rotated } = await refreshAcrossRotation(sdk, 'token', original, () =>
+        container.rotateToken(TOKEN_FILE),
+      );
       const presented = (answer: SdkAnswer) => entra.exchanges.find((e) => e.accessToken === answer.token)?.tokenDigest;
       assert.equal(presented(first), tokenDigest(original));
       assert.equal(presented(second), tokenDigest(rotated));

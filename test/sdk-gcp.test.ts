@@ -22,7 +22,8 @@ const TOKEN_FILE = '/var/run/secrets/sts.googleapis.com/serviceaccount/token';
 // Where Gardener's extensions mount the Secret; the webhook's default --secret-token-path is in it.
 const SECRET_MOUNT = '/var/run/secrets/gardener.cloud/workload-identity';
 const subject = (sa: string) => `system:serviceaccount:${NS}:${sa}`;
-const principal = (sa: string) => `principal://iam.googleapis.com/projects/${PROJECT_NUMBER}/locations/global/workloadIdentityPools/${POOL}/subject/${subject(sa)}`;
+const principal = (sa: string) =>
+  `principal://iam.googleapis.com/projects/${PROJECT_NUMBER}/locations/global/workloadIdentityPools/${POOL}/subject/${subject(sa)}`;
 
 let cluster: SdkCluster;
 let google: GoogleCloud;
@@ -30,7 +31,11 @@ let google: GoogleCloud;
 before(async () => {
   // The pfnet dialect in its direct mode: its file volume and path (gcloud mode's file is written
   // by the gcloud image at run time, which no test here runs).
-  const impersonate = { 'cloud.google.com/workload-identity-provider': PROVIDER, 'cloud.google.com/service-account-email': EMAIL, 'cloud.google.com/injection-mode': 'direct' };
+  const impersonate = {
+    'cloud.google.com/workload-identity-provider': PROVIDER,
+    'cloud.google.com/service-account-email': EMAIL,
+    'cloud.google.com/injection-mode': 'direct',
+  };
   cluster = await startSdkCluster({
     name: 'sdk-gcp',
     namespace: NS,
@@ -68,7 +73,12 @@ const start = (language: Language, serviceAccount: string) => cluster.start(lang
  * Google's refresh goes through STS and then impersonation: every STS exchange after the
  * replacement must present the new token, and the new access token is the impersonated one.
  */
-async function checkRefreshAcrossRotation(sdk: SdkProcess, serviceAccount: string, original: string, replace: () => Promise<string>) {
+async function checkRefreshAcrossRotation(
+  sdk: SdkProcess,
+  serviceAccount: string,
+  original: string,
+  replace: () => Promise<string>,
+) {
   let exchangesBefore = 0;
   const { second, rotated } = await refreshAcrossRotation(sdk, 'token', original, replace, () => {
     assert.ok(google.exchanges.some((e) => e.tokenDigest === tokenDigest(original)));
@@ -77,7 +87,10 @@ async function checkRefreshAcrossRotation(sdk: SdkProcess, serviceAccount: strin
   assert.ok(google.impersonations.some((i) => i.accessToken === second.token));
   const refreshed = google.exchanges.slice(exchangesBefore).filter((e) => e.principal === principal(serviceAccount));
   assert.ok(refreshed.length > 0, 'the refresh went through STS again');
-  assert.ok(refreshed.every((e) => e.tokenDigest === tokenDigest(rotated)), 'every exchange after the rotation presented the new token');
+  assert.ok(
+    refreshed.every((e) => e.tokenDigest === tokenDigest(rotated)),
+    'every exchange after the rotation presented the new token',
+  );
   await sdk.stop();
 }
 
@@ -98,7 +111,9 @@ for (const language of ['node', 'python'] as const) {
       assert.ok(impersonation, 'the SDK returned a token the stand-in issued for the service account');
       assert.equal(impersonation.email, EMAIL);
       assert.equal(impersonation.principal, principal('reader'));
-      const exchange = google.exchanges.find((e) => e.principal === principal('reader') && e.tokenDigest === tokenDigest(container.tokens[0].token));
+      const exchange = google.exchanges.find(
+        (e) => e.principal === principal('reader') && e.tokenDigest === tokenDigest(container.tokens[0].token),
+      );
       assert.ok(exchange, 'the stand-in exchanged the projected token');
       // The pfnet dialect's token carries pfnet's audience, which the provider allows.
       assert.equal(exchange.audience, 'sts.googleapis.com');
@@ -115,7 +130,10 @@ for (const language of ['node', 'python'] as const) {
       assert.equal(exchange.principal, principal('direct'));
       assert.equal(exchange.audience, AUDIENCE);
       assert.equal(exchange.tokenDigest, tokenDigest(container.tokens[0].token));
-      assert.equal(google.impersonations.some((i) => i.principal === principal('direct')), false);
+      assert.equal(
+        google.impersonations.some((i) => i.principal === principal('direct')),
+        false,
+      );
       await sdk.stop();
     });
 
@@ -125,7 +143,10 @@ for (const language of ['node', 'python'] as const) {
       const answer = await sdk.credentials();
       assert.equal(answer.ok, false);
       assert.match(answer.error!.message, /invalid_grant/);
-      assert.match(answer.error!.message, /The audience in ID Token \[https:\/\/elsewhere\.example\.com\] does not match the expected audience/);
+      assert.match(
+        answer.error!.message,
+        /The audience in ID Token \[https:\/\/elsewhere\.example\.com\] does not match the expected audience/,
+      );
       await sdk.stop();
     });
 
@@ -147,14 +168,22 @@ for (const language of ['node', 'python'] as const) {
       const { sdk } = await start(language, 'intruder');
       const answer = await sdk.credentials();
       assert.equal(answer.ok, false);
-      assert.match(answer.error!.message, /Permission \\?'iam\.serviceAccounts\.getAccessToken\\?' denied on resource \(or it may not exist\)/);
-      assert.ok(google.exchanges.some((e) => e.principal === principal('intruder')), 'the exchange itself succeeded');
+      assert.match(
+        answer.error!.message,
+        /Permission \\?'iam\.serviceAccounts\.getAccessToken\\?' denied on resource \(or it may not exist\)/,
+      );
+      assert.ok(
+        google.exchanges.some((e) => e.principal === principal('intruder')),
+        'the exchange itself succeeded',
+      );
       await sdk.stop();
     });
 
     test('rotation: once the token ages, the refresh presents the replaced token file', async () => {
       const { container, sdk } = await start(language, 'reader');
-      await checkRefreshAcrossRotation(sdk, 'reader', container.tokens[0].token, () => container.rotateToken(TOKEN_FILE));
+      await checkRefreshAcrossRotation(sdk, 'reader', container.tokens[0].token, () =>
+        container.rotateToken(TOKEN_FILE),
+      );
     });
   });
 }
@@ -179,14 +208,16 @@ for (const language of ['node', 'python'] as const) {
       });
       const config = JSON.parse(Buffer.from(secret.data!.credentialsConfig!, 'base64').toString('utf8'));
       assert.deepEqual(config.credential_source, { file: `${SECRET_MOUNT}/token`, format: { type: 'text' } });
-      const pod = await cluster.createSecretPod(name, SECRET_MOUNT, { GOOGLE_APPLICATION_CREDENTIALS: `${SECRET_MOUNT}/credentialsConfig` });
+      const pod = await cluster.createSecretPod(name, SECRET_MOUNT, {
+        GOOGLE_APPLICATION_CREDENTIALS: `${SECRET_MOUNT}/credentialsConfig`,
+      });
       const container = await cluster.materialise(pod);
       const sdk = cluster.startSdk(language, 'gcp', container);
       const token = () => readFileSync(container.files.get(`${SECRET_MOUNT}/token`)!, 'utf8');
       return { name, container, sdk, token };
     }
 
-    test('GOOGLE_APPLICATION_CREDENTIALS naming credentialsConfig: the service account, via the Secret\'s token', async () => {
+    test("GOOGLE_APPLICATION_CREDENTIALS naming credentialsConfig: the service account, via the Secret's token", async () => {
       const { sdk, token } = await startOnSecret();
       const answer = await sdk.credentials();
       assert.ok(answer.ok, `${JSON.stringify(answer.error)}\n${sdk.stderr()}`);
@@ -200,7 +231,7 @@ for (const language of ['node', 'python'] as const) {
       await sdk.stop();
     });
 
-    test('rotation: the token requestor renews the Secret\'s token; the next refresh presents it', async () => {
+    test("rotation: the token requestor renews the Secret's token; the next refresh presents it", async () => {
       const { name, container, sdk, token } = await startOnSecret();
       await checkRefreshAcrossRotation(sdk, 'secret-reader', token(), async () => {
         await cluster.renewSecretToken(name);

@@ -30,7 +30,11 @@ test('Node.js: stand-in names resolve to the stand-in, others not at all, and no
     out.fetch = await fetch('http://169.254.169.254/').then(() => 'connected', (e) => e.cause?.message ?? e.message);
     console.log(JSON.stringify(out));
   `;
-  const { stdout, stderr } = await run('unshare', ['--net', process.execPath, '--import', join(HERE, 'node/redirect.ts'), '--input-type=module', '-e', probe], { env });
+  const { stdout, stderr } = await run(
+    'unshare',
+    ['--net', process.execPath, '--import', join(HERE, 'node/redirect.ts'), '--input-type=module', '-e', probe],
+    { env },
+  );
   const out = JSON.parse(stdout);
   assert.equal(out.standIn, '127.1.2.3');
   assert.equal(out.other, 'ENOTFOUND');

@@ -61,7 +61,13 @@ async function readinessBalancer(backends: { port: number; url: string }[], ca: 
 const review = {
   apiVersion: 'admission.k8s.io/v1',
   kind: 'AdmissionReview',
-  request: { uid: 'u1', kind: { group: '', version: 'v1', kind: 'Pod' }, namespace: 'default', operation: 'CREATE', object: { metadata: { name: 'x' }, spec: { containers: [{ name: 'c' }] } } },
+  request: {
+    uid: 'u1',
+    kind: { group: '', version: 'v1', kind: 'Pod' },
+    namespace: 'default',
+    operation: 'CREATE',
+    object: { metadata: { name: 'x' }, spec: { containers: [{ name: 'c' }] } },
+  },
 };
 
 describe('serve', () => {
@@ -87,8 +93,16 @@ describe('serve', () => {
       await writeFile(`${certFile}.new`, second.certPem);
       await rename(`${certFile}.new`, certFile);
       const expected = new X509Certificate(second.certPem).fingerprint256;
-      await until('the new certificate to be served', async () => (await servedCertificate(wh.port, second.caPem)) === expected || undefined);
-      const res = await httpsRequest(`${wh.url}/mutate`, { method: 'POST', ca: second.caPem, body: JSON.stringify(review), headers: { 'content-type': 'application/json' } });
+      await until(
+        'the new certificate to be served',
+        async () => (await servedCertificate(wh.port, second.caPem)) === expected || undefined,
+      );
+      const res = await httpsRequest(`${wh.url}/mutate`, {
+        method: 'POST',
+        ca: second.caPem,
+        body: JSON.stringify(review),
+        headers: { 'content-type': 'application/json' },
+      });
       assert.equal(res.json().response.allowed, true);
       assert.ok(wh.logs().some((l) => l.msg === 'serving certificate reloaded'));
       assert.equal(wh.process.exitStatus(), null);
@@ -100,8 +114,16 @@ describe('serve', () => {
   test('on SIGTERM it reports not ready, keeps answering for the drain period, then exits 0', async () => {
     const wh = await startWebhook(cp, ['--drain-seconds', '3']);
     process.kill(wh.process.pid, 'SIGTERM');
-    await until('readyz to fail', async () => (await httpsRequest(`${wh.url}/readyz`, { ca: wh.caPem })).status === 503 || undefined);
-    const res = await httpsRequest(`${wh.url}/mutate`, { method: 'POST', ca: wh.caPem, body: JSON.stringify(review), headers: { 'content-type': 'application/json' } });
+    await until(
+      'readyz to fail',
+      async () => (await httpsRequest(`${wh.url}/readyz`, { ca: wh.caPem })).status === 503 || undefined,
+    );
+    const res = await httpsRequest(`${wh.url}/mutate`, {
+      method: 'POST',
+      ca: wh.caPem,
+      body: JSON.stringify(review),
+      headers: { 'content-type': 'application/json' },
+    });
     assert.equal(res.status, 200);
     assert.equal(res.json().response.uid, 'u1');
     // Clients pooling connections to this replica must dial again (and reach a ready one).
@@ -119,8 +141,14 @@ describe('serve', () => {
     await writeFile(certFile, certs.certPem);
     await writeFile(keyFile, certs.keyPem);
     const tls = { certFile, keyFile, caPem: certs.caPem };
-    const [a, b] = await Promise.all([startWebhook(cp, ['--drain-seconds', '2'], { tls }), startWebhook(cp, ['--drain-seconds', '2'], { tls })]);
-    const service = await readinessBalancer([a, b].map((w) => ({ port: w.port, url: w.url })), certs.caPem);
+    const [a, b] = await Promise.all([
+      startWebhook(cp, ['--drain-seconds', '2'], { tls }),
+      startWebhook(cp, ['--drain-seconds', '2'], { tls }),
+    ]);
+    const service = await readinessBalancer(
+      [a, b].map((w) => ({ port: w.port, url: w.url })),
+      certs.caPem,
+    );
     const agent = new Agent({ keepAlive: true, maxSockets: 8, ca: certs.caPem });
     let ok = 0;
     let closes = 0;
@@ -130,7 +158,11 @@ describe('serve', () => {
       while (!stop) {
         try {
           const res = await httpsRequest(`https://127.0.0.1:${service.port}/mutate`, {
-            method: 'POST', ca: certs.caPem, agent, body: JSON.stringify(review), headers: { 'content-type': 'application/json', host: 'localhost' },
+            method: 'POST',
+            ca: certs.caPem,
+            agent,
+            body: JSON.stringify(review),
+            headers: { 'content-type': 'application/json', host: 'localhost' },
           });
           if (res.status === 200) ok++;
           else failures.push(`HTTP ${res.status}`);
@@ -160,6 +192,9 @@ describe('serve', () => {
   });
 
   test('a bad flag value stops start-up with a message naming the flag', async () => {
-    await assert.rejects(startWebhook(cp, ['--azure-cloud', 'Mars']), /--azure-cloud="Mars" must be one of: AzurePublicCloud, AzureUSGovernmentCloud, AzureChinaCloud/);
+    await assert.rejects(
+      startWebhook(cp, ['--azure-cloud', 'Mars']),
+      /--azure-cloud="Mars" must be one of: AzurePublicCloud, AzureUSGovernmentCloud, AzureChinaCloud/,
+    );
   });
 });

@@ -18,7 +18,15 @@ import { pod, providers, sa } from './helpers.ts';
 import { httpsRequest } from './https-client.ts';
 
 const ARN = 'arn:aws:iam::111122223333:role/r';
-const accounts = new Map<string, ServiceAccountView>([['team-a/app', sa({ 'eks.amazonaws.com/role-arn': ARN, 'azure.workload.identity/client-id': '8f3b2c1a-7d4e-4f5a-9b6c-0d1e2f3a4b5c' })]]);
+const accounts = new Map<string, ServiceAccountView>([
+  [
+    'team-a/app',
+    sa({
+      'eks.amazonaws.com/role-arn': ARN,
+      'azure.workload.identity/client-id': '8f3b2c1a-7d4e-4f5a-9b6c-0d1e2f3a4b5c',
+    }),
+  ],
+]);
 let certs: Awaited<ReturnType<typeof generateCertificates>>;
 
 before(async () => {
@@ -44,7 +52,10 @@ async function start(limits: Partial<ServerLimits> = {}, tls = tlsPolicy('TLSv1.
     https: { cert: certs.certPem, key: certs.keyPem },
     log: pino({ level: 'info' }, { write: (line: string) => void logs.push(JSON.parse(line)) }),
     metrics,
-    admit: (request) => admitPod(p, (ns, name) => accounts.get(`${ns}/${name}`), request, undefined, { maxContainers: limits.maxContainers ?? DEFAULT_LIMITS.maxContainers }),
+    admit: (request) =>
+      admitPod(p, (ns, name) => accounts.get(`${ns}/${name}`), request, undefined, {
+        maxContainers: limits.maxContainers ?? DEFAULT_LIMITS.maxContainers,
+      }),
     isReady: () => true,
     limits,
     tls,
@@ -60,19 +71,33 @@ function review(object: unknown, extra: Record<string, unknown> = {}) {
   return {
     apiVersion: 'admission.k8s.io/v1',
     kind: 'AdmissionReview',
-    request: { uid: 'u-1', kind: { group: '', version: 'v1', kind: 'Pod' }, namespace: 'team-a', operation: 'CREATE', object, ...extra },
+    request: {
+      uid: 'u-1',
+      kind: { group: '', version: 'v1', kind: 'Pod' },
+      namespace: 'team-a',
+      operation: 'CREATE',
+      object,
+      ...extra,
+    },
   };
 }
 
 function post(s: Server, body: unknown) {
-  return httpsRequest(`${s.url}/mutate`, { method: 'POST', ca: certs.caPem, body: JSON.stringify(body), headers: { 'content-type': 'application/json' } });
+  return httpsRequest(`${s.url}/mutate`, {
+    method: 'POST',
+    ca: certs.caPem,
+    body: JSON.stringify(body),
+    headers: { 'content-type': 'application/json' },
+  });
 }
 
 /** A TLS connection that sends headers announcing `length` bytes and only `sent` of them. */
 function stalledUpload(s: Server, length: number, sent = 1024): Promise<TLSSocket> {
   return new Promise((resolve, reject) => {
     const socket = connect({ port: s.port, host: '127.0.0.1', ca: certs.caPem, servername: 'localhost' }, () => {
-      socket.write(`POST /mutate HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: ${length}\r\n\r\n`);
+      socket.write(
+        `POST /mutate HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: ${length}\r\n\r\n`,
+      );
       socket.write('x'.repeat(sent));
       resolve(socket);
     });
@@ -90,7 +115,7 @@ function closed(socket: TLSSocket): Promise<string> {
 }
 
 describe('request bodies', () => {
-  test('an UPDATE carrying two objects at the API server\'s 3 MiB limit is accepted', async () => {
+  test("an UPDATE carrying two objects at the API server's 3 MiB limit is accepted", async () => {
     const s = await start();
     const big = pod({ annotations: { 'example.com/blob': 'x'.repeat(2.9 * 1024 * 1024) } });
     const res = await post(s, review(big, { operation: 'UPDATE', oldObject: big }));
@@ -108,10 +133,14 @@ describe('request bodies', () => {
   test('a body without Content-Length is refused with 411', async () => {
     const s = await start();
     const socket = await new Promise<TLSSocket>((resolve) => {
-      const c = connect({ port: s.port, host: '127.0.0.1', ca: certs.caPem, servername: 'localhost' }, () => resolve(c));
+      const c = connect({ port: s.port, host: '127.0.0.1', ca: certs.caPem, servername: 'localhost' }, () =>
+        resolve(c),
+      );
     });
     const answer = closed(socket);
-    socket.write('POST /mutate HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n5\r\n{"a":\r\n');
+    socket.write(
+      'POST /mutate HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n5\r\n{"a":\r\n',
+    );
     assert.match(await answer, /^HTTP\/1\.1 411 /);
   });
 
@@ -145,7 +174,10 @@ describe('size of a Pod and of an answer', () => {
     assert.equal(res.status, 200);
     const { response } = res.json();
     assert.equal(response.allowed, false);
-    assert.match(response.status.message, /8000 containers, more than the 500 workload-identity-webhook admits \(--max-containers\)/);
+    assert.match(
+      response.status.message,
+      /8000 containers, more than the 500 workload-identity-webhook admits \(--max-containers\)/,
+    );
     assert.ok(res.body.length < 1024, `answer of ${res.body.length} bytes`);
   });
 
@@ -165,14 +197,20 @@ describe('clients that do not read', () => {
     // Limits raised so that the answer is far larger than the kernel's socket buffers.
     const s = await start({ maxContainers: 20_000, maxPatchBytes: 64 * 1024 * 1024, responseTimeoutMs: 300 });
     const containers = Array.from({ length: 12_000 }, (_, i) => ({ name: `c${i}`, image: 'i' }));
-    const body = JSON.stringify(review(pod({ labels: { 'azure.workload.identity/use': 'true' }, spec: { containers } })));
+    const body = JSON.stringify(
+      review(pod({ labels: { 'azure.workload.identity/use': 'true' }, spec: { containers } })),
+    );
     const socket = await new Promise<TLSSocket>((resolve) => {
-      const c = connect({ port: s.port, host: '127.0.0.1', ca: certs.caPem, servername: 'localhost' }, () => resolve(c));
+      const c = connect({ port: s.port, host: '127.0.0.1', ca: certs.caPem, servername: 'localhost' }, () =>
+        resolve(c),
+      );
     });
     const gone = new Promise<void>((resolve) => socket.on('close', () => resolve()));
     socket.on('error', () => {});
     socket.pause();
-    socket.write(`POST /mutate HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n`);
+    socket.write(
+      `POST /mutate HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n`,
+    );
     socket.write(body);
     // The server gives up on the unread answer and closes; the paused client then sees the end.
     const { until } = await import('./support/webhook.ts');
@@ -188,11 +226,20 @@ describe('clients that do not read', () => {
 describe('connections', () => {
   test('connections beyond --max-connections are closed at once; others are served', async () => {
     const s = await start({ maxConnections: 3 });
-    const idle = await Promise.all([0, 1, 2].map(() => new Promise<TLSSocket>((resolve) => {
-      const c = connect({ port: s.port, host: '127.0.0.1', ca: certs.caPem, servername: 'localhost' }, () => resolve(c));
-    })));
+    const idle = await Promise.all(
+      [0, 1, 2].map(
+        () =>
+          new Promise<TLSSocket>((resolve) => {
+            const c = connect({ port: s.port, host: '127.0.0.1', ca: certs.caPem, servername: 'localhost' }, () =>
+              resolve(c),
+            );
+          }),
+      ),
+    );
     const fourth = await new Promise<string>((resolve) => {
-      const c = connect({ port: s.port, host: '127.0.0.1', ca: certs.caPem, servername: 'localhost' }, () => resolve('connected'));
+      const c = connect({ port: s.port, host: '127.0.0.1', ca: certs.caPem, servername: 'localhost' }, () =>
+        resolve('connected'),
+      );
       c.on('error', (err) => resolve((err as NodeJS.ErrnoException).code ?? 'error'));
       c.on('close', () => resolve('closed'));
     });
@@ -205,7 +252,9 @@ describe('idle connections', () => {
   test('a TLS connection that never sends a request is closed after the header timeout', async () => {
     const s = await start({ headersTimeoutMs: 300 });
     const socket = await new Promise<TLSSocket>((resolve) => {
-      const c = connect({ port: s.port, host: '127.0.0.1', ca: certs.caPem, servername: 'localhost' }, () => resolve(c));
+      const c = connect({ port: s.port, host: '127.0.0.1', ca: certs.caPem, servername: 'localhost' }, () =>
+        resolve(c),
+      );
     });
     assert.equal(await closed(socket), '');
   });
@@ -251,7 +300,7 @@ describe('metrics and logs', () => {
 });
 
 describe('routes', () => {
-  test('/mutate/ignore and /mutate/fail pass the calling entry\'s failure policy; /mutate the default; others are 404', async () => {
+  test("/mutate/ignore and /mutate/fail pass the calling entry's failure policy; /mutate the default; others are 404", async () => {
     const seen: (string | undefined)[] = [];
     const app = buildApp({
       https: { cert: certs.certPem, key: certs.keyPem },
@@ -266,8 +315,15 @@ describe('routes', () => {
     await app.listen({ port: 0, host: '127.0.0.1' });
     servers.push({ app } as Server);
     const url = `https://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
-    const call = (path: string) => httpsRequest(`${url}${path}`, { method: 'POST', ca: certs.caPem, body: JSON.stringify(review(pod())), headers: { 'content-type': 'application/json' } });
-    for (const path of ['/mutate/ignore', '/mutate/fail', '/mutate']) assert.equal((await call(path)).status, 200, path);
+    const call = (path: string) =>
+      httpsRequest(`${url}${path}`, {
+        method: 'POST',
+        ca: certs.caPem,
+        body: JSON.stringify(review(pod())),
+        headers: { 'content-type': 'application/json' },
+      });
+    for (const path of ['/mutate/ignore', '/mutate/fail', '/mutate'])
+      assert.equal((await call(path)).status, 200, path);
     assert.deepEqual(seen, ['Ignore', 'Fail', undefined]);
     const res = await call('/mutate/maybe');
     assert.equal(res.status, 404);
@@ -276,13 +332,17 @@ describe('routes', () => {
 });
 
 describe('TLS 1.2 cipher suites', () => {
-  const handshake = (s: Server, ciphers: string) => new Promise<string>((resolve) => {
-    const c = connect({ port: s.port, host: '127.0.0.1', ca: certs.caPem, servername: 'localhost', maxVersion: 'TLSv1.2', ciphers }, () => {
-      resolve(c.getCipher().name);
-      c.end();
+  const handshake = (s: Server, ciphers: string) =>
+    new Promise<string>((resolve) => {
+      const c = connect(
+        { port: s.port, host: '127.0.0.1', ca: certs.caPem, servername: 'localhost', maxVersion: 'TLSv1.2', ciphers },
+        () => {
+          resolve(c.getCipher().name);
+          c.end();
+        },
+      );
+      c.on('error', (err) => resolve(`refused: ${(err as NodeJS.ErrnoException).code}`));
     });
-    c.on('error', (err) => resolve(`refused: ${(err as NodeJS.ErrnoException).code}`));
-  });
 
   test('static-RSA and CBC-SHA1 suites are refused; forward-secret AEAD suites are served', async () => {
     const s = await start();
@@ -298,11 +358,17 @@ describe('TLS 1.2 cipher suites', () => {
   });
 
   test('--tls-cipher-suites takes IANA names and refuses weak or unknown ones by name', () => {
-    assert.deepEqual(parseCipherSuites('TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256, TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305', 'tls-cipher-suites'), [
-      'TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256',
-      'TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256',
-    ]);
-    assert.throws(() => parseCipherSuites('TLS_RSA_WITH_AES_128_CBC_SHA', 'tls-cipher-suites'), /TLS_RSA_WITH_AES_128_CBC_SHA is not offered \(only forward-secret AEAD suites are\)/);
+    assert.deepEqual(
+      parseCipherSuites(
+        'TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256, TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305',
+        'tls-cipher-suites',
+      ),
+      ['TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256', 'TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256'],
+    );
+    assert.throws(
+      () => parseCipherSuites('TLS_RSA_WITH_AES_128_CBC_SHA', 'tls-cipher-suites'),
+      /TLS_RSA_WITH_AES_128_CBC_SHA is not offered \(only forward-secret AEAD suites are\)/,
+    );
     assert.throws(() => parseTlsVersion('1.1', 'tls-min-version'), /--tls-min-version="1.1" must be 1.2 or 1.3/);
   });
 });

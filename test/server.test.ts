@@ -75,7 +75,10 @@ describe('POST /mutate', () => {
     assert.equal(body.response.patchType, 'JSONPatch');
     const patch = JSON.parse(Buffer.from(body.response.patch, 'base64').toString());
     const env = apply(pod(), patch).spec!.containers![0].env!;
-    assert.deepEqual(env.map((e) => e.name), ['AWS_ROLE_ARN', 'AWS_WEB_IDENTITY_TOKEN_FILE']);
+    assert.deepEqual(
+      env.map((e) => e.name),
+      ['AWS_ROLE_ARN', 'AWS_WEB_IDENTITY_TOKEN_FILE'],
+    );
     assert.deepEqual(body.response.auditAnnotations, { 'injected-providers': 'aws' });
   });
 
@@ -97,7 +100,10 @@ describe('POST /mutate', () => {
     const body = (await post(review(pod({ spec: { serviceAccountName: 'bad' } })))).json();
     assert.equal(body.response.allowed, false);
     assert.equal(body.response.status.code, 400);
-    assert.match(body.response.status.message, /eks\.amazonaws\.com\/role-arn="arn:aws:iam::1:role\/x" is not an IAM role ARN/);
+    assert.match(
+      body.response.status.message,
+      /eks\.amazonaws\.com\/role-arn="arn:aws:iam::1:role\/x" is not an IAM role ARN/,
+    );
   });
 
   test('UPDATE of a Pod is allowed untouched', async () => {
@@ -121,7 +127,10 @@ describe('POST /mutate', () => {
     const cases: [unknown, RegExp][] = [
       [[1, 2], /not a JSON object/],
       [{ apiVersion: 'v1', kind: 'Pod' }, /kind is "Pod"; expected "AdmissionReview"/],
-      [{ apiVersion: 'admission.k8s.io/v2', kind: 'AdmissionReview', request: {} }, /apiVersion is "admission.k8s.io\/v2"/],
+      [
+        { apiVersion: 'admission.k8s.io/v2', kind: 'AdmissionReview', request: {} },
+        /apiVersion is "admission.k8s.io\/v2"/,
+      ],
       [{ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview' }, /request is missing/],
       [{ ...review(pod()), request: { ...review(pod()).request, uid: 7 } }, /request.uid/],
       [{ ...review(pod()), request: { ...review(pod()).request, operation: 'PATCH' } }, /request.operation is "PATCH"/],
@@ -141,21 +150,33 @@ describe('POST /mutate', () => {
     // The server is still answering.
     assert.equal((await post(review(pod()))).json().response.allowed, true);
   });
-
 });
 
 describe('TLS and probes', () => {
   test('refuses TLS 1.1 and speaks TLS 1.2+', async () => {
     const { port } = app.server.address() as AddressInfo;
     const old = await new Promise<string>((resolve) => {
-      const s = connect({ port, host: '127.0.0.1', ca, servername: 'localhost', maxVersion: 'TLSv1.1', minVersion: 'TLSv1' });
-      s.on('secureConnect', () => { resolve('connected'); s.end(); });
+      const s = connect({
+        port,
+        host: '127.0.0.1',
+        ca,
+        servername: 'localhost',
+        maxVersion: 'TLSv1.1',
+        minVersion: 'TLSv1',
+      });
+      s.on('secureConnect', () => {
+        resolve('connected');
+        s.end();
+      });
       s.on('error', (err) => resolve((err as NodeJS.ErrnoException).code ?? 'error'));
     });
     assert.notEqual(old, 'connected');
     const modern = await new Promise<string>((resolve, reject) => {
       const s = connect({ port, host: '127.0.0.1', ca, servername: 'localhost' });
-      s.on('secureConnect', () => { resolve(s.getProtocol() ?? ''); s.end(); });
+      s.on('secureConnect', () => {
+        resolve(s.getProtocol() ?? '');
+        s.end();
+      });
       s.on('error', reject);
     });
     assert.match(modern, /^TLSv1\.[23]$/);
@@ -189,11 +210,25 @@ describe('TLS and probes', () => {
     assert.match(text, /^# TYPE azwi_mutation_request histogram/m);
   });
 
-  test('the Azure peer\'s histogram counts the Pods it would have seen: those labelled azure.workload.identity/use', async () => {
+  test("the Azure peer's histogram counts the Pods it would have seen: those labelled azure.workload.identity/use", async () => {
     const registry = new Registry();
     const peers = createPeerMetrics(registry);
-    peers.pod({ path: '/mutate', code: 200, seconds: 0.002, namespace: 'team-a', azureOptIn: true, awsInjected: false });
-    peers.pod({ path: '/mutate', code: 200, seconds: 0.002, namespace: 'team-b', azureOptIn: false, awsInjected: true });
+    peers.pod({
+      path: '/mutate',
+      code: 200,
+      seconds: 0.002,
+      namespace: 'team-a',
+      azureOptIn: true,
+      awsInjected: false,
+    });
+    peers.pod({
+      path: '/mutate',
+      code: 200,
+      seconds: 0.002,
+      namespace: 'team-b',
+      azureOptIn: false,
+      awsInjected: true,
+    });
     const text = await registry.metrics();
     assert.match(text, /^azwi_mutation_request_count\{namespace="team-a"\} 1$/m);
     assert.doesNotMatch(text, /namespace="team-b"/);

@@ -8,7 +8,12 @@ import { CoreV1Api } from '@kubernetes/client-node';
 import { ServiceAccountCache, ServiceAccountUnavailable } from '../src/kube/serviceaccount-cache.ts';
 import { ListWatch, statusOf, type ListPage } from '../src/kube/list-watch.ts';
 import { createMetrics } from '../src/metrics.ts';
-import { createNamespace, createServiceAccount, startControlPlane, type ControlPlane } from './harness/control-plane.ts';
+import {
+  createNamespace,
+  createServiceAccount,
+  startControlPlane,
+  type ControlPlane,
+} from './harness/control-plane.ts';
 import { proxyTo } from './support/tcp-proxy.ts';
 import { until } from './support/webhook.ts';
 
@@ -28,12 +33,14 @@ after(() => cp?.stop());
 
 async function metricValue(metrics: ReturnType<typeof createMetrics>, name: string, labels = ''): Promise<number> {
   const text = await metrics.registry.metrics();
-  const line = text.split('\n').find((l) => l.startsWith(`${name}${labels} `) || (labels === '' && l.startsWith(`${name} `)));
+  const line = text
+    .split('\n')
+    .find((l) => l.startsWith(`${name}${labels} `) || (labels === '' && l.startsWith(`${name} `)));
   return line ? Number(line.split(' ').pop()) : 0;
 }
 
 describe('list and watch', () => {
-  test('keeps name, namespace, uid and only the annotations of the providers\' prefixes', async () => {
+  test("keeps name, namespace, uid and only the annotations of the providers' prefixes", async () => {
     const cache = new ServiceAccountCache({ kubeConfig: cp.kubeConfig(), annotationPrefixes: PREFIXES, log });
     await cache.start();
     try {
@@ -57,7 +64,9 @@ describe('cache misses', () => {
     const cache = new ServiceAccountCache({ kubeConfig: cp.kubeConfig(), annotationPrefixes: PREFIXES, log, metrics });
     await cache.start();
     cache.stop(); // no watch: the only way to learn of a new ServiceAccount is the direct read
-    await createServiceAccount(cp, 'ns1', 'brand-new', { 'eks.amazonaws.com/role-arn': 'arn:aws:iam::111122223333:role/b' });
+    await createServiceAccount(cp, 'ns1', 'brand-new', {
+      'eks.amazonaws.com/role-arn': 'arn:aws:iam::111122223333:role/b',
+    });
     assert.equal(cache.get('ns1', 'brand-new'), undefined);
     const [a, b] = await Promise.all([cache.lookup('ns1', 'brand-new'), cache.lookup('ns1', 'brand-new')]);
     assert.equal(a?.annotations['eks.amazonaws.com/role-arn'], 'arn:aws:iam::111122223333:role/b');
@@ -70,13 +79,23 @@ describe('cache misses', () => {
 
   test('a ServiceAccount that does not exist is undefined; reads beyond the rate limit are not made', async () => {
     const metrics = createMetrics();
-    const cache = new ServiceAccountCache({ kubeConfig: cp.kubeConfig(), annotationPrefixes: PREFIXES, log, metrics, missReadsPerSecond: 1 });
+    const cache = new ServiceAccountCache({
+      kubeConfig: cp.kubeConfig(),
+      annotationPrefixes: PREFIXES,
+      log,
+      metrics,
+      missReadsPerSecond: 1,
+    });
     await cache.start();
     cache.stop();
     assert.equal(await cache.lookup('ns1', 'ghost'), undefined);
     assert.equal(await metricValue(metrics, 'wiw_serviceaccount_fallback_reads_total', '{result="not_found"}'), 1);
     // Beyond the rate limit the answer is unknown, not "absent": the caller must not take it for one.
-    await assert.rejects(async () => cache.lookup('ns1', 'ghost-2'), (err: Error) => err instanceof ServiceAccountUnavailable && /ns1\/ghost-2 .*direct reads per second/.test(err.message));
+    await assert.rejects(
+      async () => cache.lookup('ns1', 'ghost-2'),
+      (err: Error) =>
+        err instanceof ServiceAccountUnavailable && /ns1\/ghost-2 .*direct reads per second/.test(err.message),
+    );
     assert.equal(await metricValue(metrics, 'wiw_serviceaccount_fallback_reads_total', '{result="rate_limited"}'), 1);
   });
 
@@ -87,11 +106,23 @@ describe('cache misses', () => {
     const kc = new KubeConfig();
     kc.loadFromFile(cp.kubeconfigPath);
     const cluster = kc.getCurrentCluster()!;
-    kc.clusters = kc.clusters.map((c) => (c.name === cluster.name ? { ...c, server: `https://127.0.0.1:${silent.port}` } : c));
+    kc.clusters = kc.clusters.map((c) =>
+      c.name === cluster.name ? { ...c, server: `https://127.0.0.1:${silent.port}` } : c,
+    );
     const metrics = createMetrics();
-    const cache = new ServiceAccountCache({ kubeConfig: kc, annotationPrefixes: PREFIXES, log, metrics, missTimeoutMs: 200 });
+    const cache = new ServiceAccountCache({
+      kubeConfig: kc,
+      annotationPrefixes: PREFIXES,
+      log,
+      metrics,
+      missTimeoutMs: 200,
+    });
     try {
-      await assert.rejects(async () => cache.lookup('ns1', 'existing'), (err: Error) => err instanceof ServiceAccountUnavailable && /no answer from the API server in 200 ms/.test(err.message));
+      await assert.rejects(
+        async () => cache.lookup('ns1', 'existing'),
+        (err: Error) =>
+          err instanceof ServiceAccountUnavailable && /no answer from the API server in 200 ms/.test(err.message),
+      );
       assert.equal(await metricValue(metrics, 'wiw_serviceaccount_fallback_reads_total', '{result="timeout"}'), 1);
     } finally {
       cache.stop();
@@ -113,7 +144,7 @@ function recordingLog() {
 }
 
 describe('a quiet cluster', () => {
-  test('a watch ended by the client library\'s inactivity timeout resumes at once: no backoff, no failure metric, no warning', async () => {
+  test("a watch ended by the client library's inactivity timeout resumes at once: no backoff, no failure metric, no warning", async () => {
     const { log: recLog, lines } = recordingLog();
     const restarts: string[] = [];
     const core = cp.kubeConfig().makeApiClient(CoreV1Api);
@@ -123,7 +154,9 @@ describe('a quiet cluster', () => {
       what: 'Namespace',
       path: '/api/v1/namespaces',
       list: (page) => core.listNamespace(page) as Promise<ListPage>,
-      onList: (items) => { for (const i of items) seen.add((i as { metadata: { name: string } }).metadata.name); },
+      onList: (items) => {
+        for (const i of items) seen.add((i as { metadata: { name: string } }).metadata.name);
+      },
       onEvent: (_type, obj) => void seen.add((obj as { metadata: { name: string } }).metadata.name),
       onRestart: (cause) => void restarts.push(cause),
       log: recLog,
@@ -134,9 +167,13 @@ describe('a quiet cluster', () => {
     try {
       await lw.start();
       // Each inactivity timeout is a normal end: the watch reopens from the last resourceVersion.
-      await until('five watches ended by the library\'s timeout and reopened', () => lw.connects >= 6 || undefined);
+      await until("five watches ended by the library's timeout and reopened", () => lw.connects >= 6 || undefined);
       assert.deepEqual(restarts, []);
-      assert.deepEqual(lines.filter((l) => (l.level as number) >= 40), [], 'no warning or error for a normal end');
+      assert.deepEqual(
+        lines.filter((l) => (l.level as number) >= 40),
+        [],
+        'no warning or error for a normal end',
+      );
       await createNamespace(cp, 'quiet-new');
       await until('the reopened watch to deliver', () => seen.has('quiet-new') || undefined);
     } finally {
@@ -156,7 +193,9 @@ describe('watch recovery', () => {
     const kc = new KubeConfig();
     kc.loadFromFile(cp.kubeconfigPath);
     const cluster = kc.getCurrentCluster()!;
-    kc.clusters = kc.clusters.map((c) => (c.name === cluster.name ? { ...c, server: `https://127.0.0.1:${proxy.port}`, tlsServerName: 'localhost' } : c));
+    kc.clusters = kc.clusters.map((c) =>
+      c.name === cluster.name ? { ...c, server: `https://127.0.0.1:${proxy.port}`, tlsServerName: 'localhost' } : c,
+    );
     const metrics = createMetrics();
     const cache = new ServiceAccountCache({ kubeConfig: kc, annotationPrefixes: PREFIXES, log, metrics });
     try {
@@ -165,7 +204,9 @@ describe('watch recovery', () => {
       const connects = listWatchOf(cache).connects;
       proxy.cut();
       await until('the watch to be reopened', () => listWatchOf(cache).connects > connects || undefined);
-      await createServiceAccount(cp, 'ns1', 'after-cut', { 'eks.amazonaws.com/role-arn': 'arn:aws:iam::111122223333:role/c' });
+      await createServiceAccount(cp, 'ns1', 'after-cut', {
+        'eks.amazonaws.com/role-arn': 'arn:aws:iam::111122223333:role/c',
+      });
       await until('the restarted watch to deliver', () => cache.get('ns1', 'after-cut'));
     } finally {
       cache.stop();
@@ -175,11 +216,23 @@ describe('watch recovery', () => {
 
   test('a silent watch is restarted', async () => {
     const metrics = createMetrics();
-    const cache = new ServiceAccountCache({ kubeConfig: cp.kubeConfig(), annotationPrefixes: PREFIXES, log, metrics, watchIdleTimeoutMs: 300 });
+    const cache = new ServiceAccountCache({
+      kubeConfig: cp.kubeConfig(),
+      annotationPrefixes: PREFIXES,
+      log,
+      metrics,
+      watchIdleTimeoutMs: 300,
+    });
     try {
       await cache.start();
-      await until('an idle restart', async () => (await metricValue(metrics, 'wiw_serviceaccount_watch_restarts_total', '{cause="idle"}')) >= 1 || undefined);
-      await createServiceAccount(cp, 'ns1', 'after-idle', { 'eks.amazonaws.com/role-arn': 'arn:aws:iam::111122223333:role/d' });
+      await until(
+        'an idle restart',
+        async () =>
+          (await metricValue(metrics, 'wiw_serviceaccount_watch_restarts_total', '{cause="idle"}')) >= 1 || undefined,
+      );
+      await createServiceAccount(cp, 'ns1', 'after-idle', {
+        'eks.amazonaws.com/role-arn': 'arn:aws:iam::111122223333:role/d',
+      });
       await until('the restarted watch to deliver', () => cache.get('ns1', 'after-idle'));
     } finally {
       cache.stop();

@@ -8,7 +8,12 @@ import type { ServiceAccountView } from '../src/kube/types.ts';
 import { createSecretProviders } from '../src/clouds/index.ts';
 import { loadRequestorConfig } from '../src/token-requestor/config.ts';
 import { createRequestorMetrics } from '../src/token-requestor/metrics.ts';
-import { TokenRequestor, UNBOUND_TOKEN_SECONDS, apiMessage, type RequestorApi } from '../src/token-requestor/requestor.ts';
+import {
+  TokenRequestor,
+  UNBOUND_TOKEN_SECONDS,
+  apiMessage,
+  type RequestorApi,
+} from '../src/token-requestor/requestor.ts';
 import { readTokenClaims, renewal, renewalFraction, type RenewalInput } from '../src/token-requestor/schedule.ts';
 import { trackSecret, type TrackedSecret } from '../src/token-requestor/secret-informer.ts';
 import { until } from './support/webhook.ts';
@@ -19,7 +24,14 @@ const SUBJECT = 'system:serviceaccount:team-a:app';
 
 describe('renewal schedule', () => {
   const base = (claims: RenewalInput['claims'], extra: Partial<RenewalInput> = {}): RenewalInput => ({
-    claims, subject: SUBJECT, audience: 'sts.amazonaws.com', expirationSeconds: 3600, now: 10_000, jitterSeed: 'uid-1', forced: false, ...extra,
+    claims,
+    subject: SUBJECT,
+    audience: 'sts.amazonaws.com',
+    expirationSeconds: 3600,
+    now: 10_000,
+    jitterSeed: 'uid-1',
+    forced: false,
+    ...extra,
   });
   const fresh = { sub: SUBJECT, aud: ['sts.amazonaws.com'], iat: 9_000, exp: 12_600 };
 
@@ -42,14 +54,22 @@ describe('renewal schedule', () => {
     assert.deepEqual(renewal(base(fresh, { forced: true })), { now: true, reason: 'forced' });
     assert.deepEqual(renewal(base(undefined)), { now: true, reason: 'missing' });
     assert.deepEqual(renewal(base({ sub: SUBJECT })), { now: true, reason: 'unreadable' });
-    assert.deepEqual(renewal(base({ ...fresh, sub: 'system:serviceaccount:team-a:other' })), { now: true, reason: 'subject' });
+    assert.deepEqual(renewal(base({ ...fresh, sub: 'system:serviceaccount:team-a:other' })), {
+      now: true,
+      reason: 'subject',
+    });
     assert.deepEqual(renewal(base({ ...fresh, aud: 'api://AzureADTokenExchange' })), { now: true, reason: 'audience' });
     // Claims of a token that lives far longer than requested, e.g. written by hand.
     assert.deepEqual(renewal(base({ ...fresh, exp: 9_000 + 86_400 * 365 })), { now: true, reason: 'lifetime' });
   });
 
   test('reads JWT claims and nothing that is not a JWT', () => {
-    assert.deepEqual(readTokenClaims(fakeJwt({ sub: SUBJECT, aud: 'a', iat: 1, exp: 2, extra: 'x' })), { sub: SUBJECT, aud: 'a', iat: 1, exp: 2 });
+    assert.deepEqual(readTokenClaims(fakeJwt({ sub: SUBJECT, aud: 'a', iat: 1, exp: 2, extra: 'x' })), {
+      sub: SUBJECT,
+      aud: 'a',
+      iat: 1,
+      exp: 2,
+    });
     assert.equal(readTokenClaims('not a jwt'), undefined);
     assert.equal(readTokenClaims('a.b.c'), undefined);
     assert.equal(readTokenClaims(undefined), undefined);
@@ -58,7 +78,10 @@ describe('renewal schedule', () => {
   test('tracking a Secret keeps the claims of its token, not the token', () => {
     const token = fakeJwt({ sub: SUBJECT, iat: 5, exp: 10 });
     const secret = labelledSecret('aws', { data: { token, other: 'x' } });
-    const tracked = trackSecret({ ...secret, metadata: { ...secret.metadata, uid: 'u', resourceVersion: '7' } } as Parameters<typeof trackSecret>[0])!;
+    const tracked = trackSecret({
+      ...secret,
+      metadata: { ...secret.metadata, uid: 'u', resourceVersion: '7' },
+    } as Parameters<typeof trackSecret>[0])!;
     assert.deepEqual(tracked.claims, { sub: SUBJECT, aud: undefined, iat: 5, exp: 10 });
     const kept = JSON.stringify(tracked);
     assert.equal(kept.includes(token) || kept.includes(b64(token)), false);
@@ -78,9 +101,17 @@ function fakeApi(accounts: ServiceAccountView[] = []) {
       return accounts.find((a) => a.namespace === namespace && a.name === name);
     },
     async requestToken({ namespace, name, audience, expirationSeconds, boundSecret }) {
-      calls.push(`token ${namespace}/${name} ${audience} ${expirationSeconds} ${boundSecret ? `bound:${boundSecret.name}` : 'unbound'}`);
+      calls.push(
+        `token ${namespace}/${name} ${audience} ${expirationSeconds} ${boundSecret ? `bound:${boundSecret.name}` : 'unbound'}`,
+      );
       const iat = Math.floor(Date.now() / 1000);
-      return fakeJwt({ sub: `system:serviceaccount:${namespace}:${name}`, aud: [audience], iat, exp: iat + expirationSeconds, n: n++ });
+      return fakeJwt({
+        sub: `system:serviceaccount:${namespace}:${name}`,
+        aud: [audience],
+        iat,
+        exp: iat + expirationSeconds,
+        n: n++,
+      });
     },
     async writeToken(secret, token, cleared) {
       writes.push({ key: `${secret.namespace}/${secret.name}`, token, cleared });
@@ -94,7 +125,9 @@ function fakeApi(accounts: ServiceAccountView[] = []) {
 }
 
 function tracked(secret: ReturnType<typeof labelledSecret>, uid = 'uid-1'): TrackedSecret {
-  return trackSecret({ ...secret, metadata: { ...secret.metadata, uid, resourceVersion: '1' } } as Parameters<typeof trackSecret>[0])!;
+  return trackSecret({ ...secret, metadata: { ...secret.metadata, uid, resourceVersion: '1' } } as Parameters<
+    typeof trackSecret
+  >[0])!;
 }
 
 function requestor(api: RequestorApi, namespaces: string[] = []) {
@@ -121,21 +154,42 @@ describe('TokenRequestor', () => {
   });
 
   test('a cross-namespace reference reads the target and, unbindable (the Secret is elsewhere), gets the shortest lifetime', async () => {
-    const fake = fakeApi([{ namespace: 'team-b', name: 'shared', uid: 'x', annotations: { 'workload-identity-webhook.io/allowed-referrer-namespaces': 'team-a' } }]);
+    const fake = fakeApi([
+      {
+        namespace: 'team-b',
+        name: 'shared',
+        uid: 'x',
+        annotations: { 'workload-identity-webhook.io/allowed-referrer-namespaces': 'team-a' },
+      },
+    ]);
     const r = requestor(fake.api);
     r.onChange('team-a/aws', tracked(labelledSecret('aws', { serviceAccount: 'team-b/shared' })));
     await until('a write', () => fake.writes.length === 1 || undefined);
-    assert.deepEqual(fake.calls, ['get team-b/shared', `token team-b/shared sts.amazonaws.com ${UNBOUND_TOKEN_SECONDS} unbound`]);
+    assert.deepEqual(fake.calls, [
+      'get team-b/shared',
+      `token team-b/shared sts.amazonaws.com ${UNBOUND_TOKEN_SECONDS} unbound`,
+    ]);
     r.stop();
   });
 
   test('a reference into a namespace it does not serve is refused before any call, with a message naming the setting', async () => {
-    const fake = fakeApi([{ namespace: 'team-b', name: 'shared', uid: 'x', annotations: { 'workload-identity-webhook.io/allowed-referrer-namespaces': 'team-a' } }]);
+    const fake = fakeApi([
+      {
+        namespace: 'team-b',
+        name: 'shared',
+        uid: 'x',
+        annotations: { 'workload-identity-webhook.io/allowed-referrer-namespaces': 'team-a' },
+      },
+    ]);
     const r = requestor(fake.api, ['team-a']);
     r.onChange('team-a/aws', tracked(labelledSecret('aws', { serviceAccount: 'team-b/shared' })));
     await until('an event', () => fake.events.length === 1 || undefined);
     assert.deepEqual(fake.calls, []);
-    assert.deepEqual(fake.events[0], { reason: 'TokenRefused', message: 'no token issued: ServiceAccount team-b/shared is in namespace team-b, which the token requestor does not serve (it serves team-a; tokenRequestor.namespaces in the chart)' });
+    assert.deepEqual(fake.events[0], {
+      reason: 'TokenRefused',
+      message:
+        'no token issued: ServiceAccount team-b/shared is in namespace team-b, which the token requestor does not serve (it serves team-a; tokenRequestor.namespaces in the chart)',
+    });
     r.stop();
   });
 
@@ -143,13 +197,29 @@ describe('TokenRequestor', () => {
     const fake = fakeApi([{ namespace: 'team-b', name: 'shared', uid: 'x', annotations: {} }]);
     const r = requestor(fake.api);
     const now = Math.floor(Date.now() / 1000);
-    const live = fakeJwt({ sub: 'system:serviceaccount:team-b:shared', aud: ['sts.amazonaws.com'], iat: now - 60, exp: now + 540 });
-    r.onChange('team-a/live', tracked(labelledSecret('aws', { name: 'live', serviceAccount: 'team-b/shared', data: { token: live } })));
+    const live = fakeJwt({
+      sub: 'system:serviceaccount:team-b:shared',
+      aud: ['sts.amazonaws.com'],
+      iat: now - 60,
+      exp: now + 540,
+    });
+    r.onChange(
+      'team-a/live',
+      tracked(labelledSecret('aws', { name: 'live', serviceAccount: 'team-b/shared', data: { token: live } })),
+    );
     await until('the removal', () => fake.writes.length === 1 || undefined);
     assert.deepEqual(fake.writes, [{ key: 'team-a/live', token: null, cleared: false }]);
     assert.equal(fake.events[0].reason, 'TokenRefused');
-    const expired = fakeJwt({ sub: 'system:serviceaccount:team-b:shared', aud: ['sts.amazonaws.com'], iat: now - 700, exp: now - 100 });
-    r.onChange('team-a/expired', tracked(labelledSecret('aws', { name: 'expired', serviceAccount: 'team-b/shared', data: { token: expired } })));
+    const expired = fakeJwt({
+      sub: 'system:serviceaccount:team-b:shared',
+      aud: ['sts.amazonaws.com'],
+      iat: now - 700,
+      exp: now - 100,
+    });
+    r.onChange(
+      'team-a/expired',
+      tracked(labelledSecret('aws', { name: 'expired', serviceAccount: 'team-b/shared', data: { token: expired } })),
+    );
     await until('the second refusal', () => fake.events.length === 2 || undefined);
     assert.equal(fake.writes.length, 1, 'an expired token is left alone');
     r.stop();
@@ -161,7 +231,10 @@ describe('TokenRequestor', () => {
     r.onChange('team-a/aws', tracked(labelledSecret('aws', { serviceAccount: 'team-b/private' })));
     await until('an event', () => fake.events.length === 1 || undefined);
     assert.equal(fake.events[0].reason, 'TokenRefused');
-    assert.match(fake.events[0].message, /^no token issued: annotation workload-identity-webhook\.io\/service-account references ServiceAccount team-b\/private/);
+    assert.match(
+      fake.events[0].message,
+      /^no token issued: annotation workload-identity-webhook\.io\/service-account references ServiceAccount team-b\/private/,
+    );
     assert.deepEqual(fake.calls, ['get team-b/private']);
     assert.deepEqual(fake.writes, []);
     r.stop();
@@ -177,14 +250,17 @@ describe('TokenRequestor', () => {
     r.stop();
   });
 
-  test('leaves Secrets with only Gardener\'s labels to Gardener\'s requestor', async () => {
+  test("leaves Secrets with only Gardener's labels to Gardener's requestor", async () => {
     const fake = fakeApi();
     const r = requestor(fake.api);
     r.onChange('team-a/aws', tracked(labelledSecret('aws', { provider: null, gardener: 'aws' })));
     // A project-labelled Secret after it is a barrier: the requestor handles changes in order.
     r.onChange('team-a/barrier', tracked(labelledSecret('aws', { name: 'barrier' }), 'uid-2'));
-    await until('the barrier\'s write', () => fake.writes.length === 1 || undefined);
-    assert.deepEqual(fake.writes.map((w) => w.key), ['team-a/barrier']);
+    await until("the barrier's write", () => fake.writes.length === 1 || undefined);
+    assert.deepEqual(
+      fake.writes.map((w) => w.key),
+      ['team-a/barrier'],
+    );
     r.stop();
   });
 
@@ -193,7 +269,15 @@ describe('TokenRequestor', () => {
     const r = requestor(fake.api);
     const iat = Math.floor(Date.now() / 1000);
     const current = fakeJwt({ sub: SUBJECT, aud: ['sts.amazonaws.com'], iat, exp: iat + 1200 });
-    r.onChange('team-a/aws', tracked(labelledSecret('aws', { data: { token: current }, annotations: { 'workload-identity-webhook.io/renew-requested-at': 'now' } })));
+    r.onChange(
+      'team-a/aws',
+      tracked(
+        labelledSecret('aws', {
+          data: { token: current },
+          annotations: { 'workload-identity-webhook.io/renew-requested-at': 'now' },
+        }),
+      ),
+    );
     await until('a write', () => fake.writes.length === 1 || undefined);
     assert.equal(fake.writes[0].cleared, true);
     r.stop();
@@ -206,13 +290,19 @@ describe('TokenRequestor', () => {
     const current = fakeJwt({ sub: SUBJECT, aud: ['sts.amazonaws.com'], iat, exp: iat + 1200 });
     r.onChange('team-a/fresh', tracked(labelledSecret('aws', { name: 'fresh', data: { token: current } })));
     r.onChange('team-a/barrier', tracked(labelledSecret('aws', { name: 'barrier' }), 'uid-2'));
-    await until('the barrier\'s write', () => fake.writes.length === 1 || undefined);
-    assert.deepEqual(fake.writes.map((w) => w.key), ['team-a/barrier']);
+    await until("the barrier's write", () => fake.writes.length === 1 || undefined);
+    assert.deepEqual(
+      fake.writes.map((w) => w.key),
+      ['team-a/barrier'],
+    );
     r.stop();
   });
 
-  test('the API server\'s message is passed on, not the raw error', () => {
-    assert.equal(apiMessage({ body: JSON.stringify({ message: 'admission webhook denied the request: x' }) }), 'admission webhook denied the request: x');
+  test("the API server's message is passed on, not the raw error", () => {
+    assert.equal(
+      apiMessage({ body: JSON.stringify({ message: 'admission webhook denied the request: x' }) }),
+      'admission webhook denied the request: x',
+    );
     assert.equal(apiMessage(new Error('socket hang up')), 'socket hang up');
   });
 });
@@ -220,15 +310,51 @@ describe('TokenRequestor', () => {
 describe('token-requestor settings', () => {
   test('the Lease namespace comes from the flag, else the in-cluster namespace file, else is an error naming the flag', () => {
     assert.equal(loadRequestorConfig(new Map([['lease-namespace', 'wiw']]), {}).leaseNamespace, 'wiw');
-    assert.throws(() => loadRequestorConfig(new Map(), {}, '/nonexistent'), new ConfigError('--lease-namespace is required outside a cluster'));
+    assert.throws(
+      () => loadRequestorConfig(new Map(), {}, '/nonexistent'),
+      new ConfigError('--lease-namespace is required outside a cluster'),
+    );
     assert.equal(loadRequestorConfig(new Map(), { WIW_LEASE_NAMESPACE: 'from-env' }).leaseNamespace, 'from-env');
   });
 
   test('values are validated at start-up', () => {
-    assert.throws(() => loadRequestorConfig(new Map([['lease-namespace', 'x'], ['token-expiration', '60']]), {}), new ConfigError('--token-expiration=60 is out of range; expected 600 to 4294967296'));
-    assert.throws(() => loadRequestorConfig(new Map([['lease-namespace', 'x'], ['lease-name', 'Bad_Name']]), {}), new ConfigError('--lease-name="Bad_Name" is not a DNS subdomain'));
-    assert.throws(() => loadRequestorConfig(new Map([['lease-namespace', 'x'], ['namespaces', 'apps,Team_B']]), {}), new ConfigError('--namespaces: "Team_B" is not a namespace name'));
-    assert.deepEqual(loadRequestorConfig(new Map([['lease-namespace', 'x']]), { WIW_NAMESPACES: 'apps, platform,apps' }).namespaces, ['apps', 'platform']);
+    assert.throws(
+      () =>
+        loadRequestorConfig(
+          new Map([
+            ['lease-namespace', 'x'],
+            ['token-expiration', '60'],
+          ]),
+          {},
+        ),
+      new ConfigError('--token-expiration=60 is out of range; expected 600 to 4294967296'),
+    );
+    assert.throws(
+      () =>
+        loadRequestorConfig(
+          new Map([
+            ['lease-namespace', 'x'],
+            ['lease-name', 'Bad_Name'],
+          ]),
+          {},
+        ),
+      new ConfigError('--lease-name="Bad_Name" is not a DNS subdomain'),
+    );
+    assert.throws(
+      () =>
+        loadRequestorConfig(
+          new Map([
+            ['lease-namespace', 'x'],
+            ['namespaces', 'apps,Team_B'],
+          ]),
+          {},
+        ),
+      new ConfigError('--namespaces: "Team_B" is not a namespace name'),
+    );
+    assert.deepEqual(
+      loadRequestorConfig(new Map([['lease-namespace', 'x']]), { WIW_NAMESPACES: 'apps, platform,apps' }).namespaces,
+      ['apps', 'platform'],
+    );
     const c = loadRequestorConfig(new Map([['lease-namespace', 'x']]), {});
     assert.equal(c.tokenExpiration, 3600);
     assert.deepEqual(c.namespaces, [], 'no list: every namespace (cluster-wide access)');

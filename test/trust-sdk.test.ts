@@ -34,7 +34,11 @@ const ACCOUNTS: Record<string, Record<string, string>> = {
   // Same role: its trust policy must admit both.
   'aws-writer': { 'eks.amazonaws.com/role-arn': ROLE },
   'azure-reader': { 'azure.workload.identity/client-id': CLIENT, 'azure.workload.identity/tenant-id': TENANT },
-  'gcp-reader': { 'cloud.google.com/workload-identity-provider': PROVIDER, 'cloud.google.com/service-account-email': EMAIL, 'cloud.google.com/injection-mode': 'direct' },
+  'gcp-reader': {
+    'cloud.google.com/workload-identity-provider': PROVIDER,
+    'cloud.google.com/service-account-email': EMAIL,
+    'cloud.google.com/injection-mode': 'direct',
+  },
 };
 const subject = (sa: string, ns = NS) => `system:serviceaccount:${ns}:${sa}`;
 
@@ -54,9 +58,24 @@ function configure(report: TrustReport): void {
   for (const list of [clientIds, roles, applications, providers, serviceAccounts]) list.length = 0;
   clientIds.push(...report.aws!.oidcProviders.flatMap((p) => p.clientIds));
   roles.push(...report.aws!.roles.map((r) => ({ arn: r.roleArn, trustPolicy: r.trustPolicy })));
-  applications.push(...report.azure!.identities.map((i) => ({ tenantId: i.tenantId!, clientId: i.clientId, federatedCredentials: i.federatedCredentials })));
-  providers.push(...report.gcp!.providers.map((p) => ({ name: p.name, issuer: p.issuerUri, allowedAudiences: p.allowedAudiences, attributeMapping: p.attributeMapping })));
-  serviceAccounts.push(...report.gcp!.serviceAccounts.map((s) => ({ email: s.email, workloadIdentityUsers: s.binding.members })));
+  applications.push(
+    ...report.azure!.identities.map((i) => ({
+      tenantId: i.tenantId!,
+      clientId: i.clientId,
+      federatedCredentials: i.federatedCredentials,
+    })),
+  );
+  providers.push(
+    ...report.gcp!.providers.map((p) => ({
+      name: p.name,
+      issuer: p.issuerUri,
+      allowedAudiences: p.allowedAudiences,
+      attributeMapping: p.attributeMapping,
+    })),
+  );
+  serviceAccounts.push(
+    ...report.gcp!.serviceAccounts.map((s) => ({ email: s.email, workloadIdentityUsers: s.binding.members })),
+  );
 }
 
 async function trust(args: string[], input?: string): Promise<TrustReport> {
@@ -69,7 +88,9 @@ async function trust(args: string[], input?: string): Promise<TrustReport> {
 /** The cluster's ServiceAccounts as manifests, in `namespace`. */
 function manifests(namespace: string): string {
   return Object.entries(ACCOUNTS)
-    .map(([name, annotations]) => stringify({ apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name, namespace, annotations } }))
+    .map(([name, annotations]) =>
+      stringify({ apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name, namespace, annotations } }),
+    )
     .join('---\n');
 }
 
@@ -83,7 +104,12 @@ before(async () => {
     services: (issuer) => [
       (sts = createAwsSts({ issuer, clientIds, roles })),
       (entra = createEntra({ issuer, applications })),
-      (google = createGoogleCloud({ issuer, providers, serviceAccounts, projects: { [PROJECT_NUMBER]: 'my-project' } })),
+      (google = createGoogleCloud({
+        issuer,
+        providers,
+        serviceAccounts,
+        projects: { [PROJECT_NUMBER]: 'my-project' },
+      })),
     ],
   });
   printed = await trust(['--kubeconfig', cluster.cp.kubeconfigPath, '--namespace', NS]);
@@ -95,38 +121,91 @@ after(async () => {
 });
 
 describe('trust, read from the cluster', () => {
-  test('names the issuer of the discovery document and groups one role\'s ServiceAccounts into one policy', () => {
+  test("names the issuer of the discovery document and groups one role's ServiceAccounts into one policy", () => {
     assert.equal(printed.issuer, cluster.issuer.issuer);
     assert.equal(printed.aws!.roles.length, 1);
     const statement = printed.aws!.roles[0].trustPolicy.Statement;
     assert.equal(statement.length, 1);
     const hostPath = cluster.issuer.issuer.replace('https://', '');
-    assert.deepEqual(statement[0].Condition.StringEquals, { [`${hostPath}:sub`]: [subject('aws-reader'), subject('aws-writer')], [`${hostPath}:aud`]: 'sts.amazonaws.com' });
+    assert.deepEqual(statement[0].Condition.StringEquals, {
+      [`${hostPath}:sub`]: [subject('aws-reader'), subject('aws-writer')],
+      [`${hostPath}:aud`]: 'sts.amazonaws.com',
+    });
     assert.equal(statement[0].Principal.Federated, `arn:aws:iam::111122223333:oidc-provider/${hostPath}`);
   });
 
-  test('--issuer other than the cluster\'s: printed as asked, with a warning that the tokens carry another', async () => {
-    const { stdout, stderr } = await run(process.execPath, [CLI, 'trust', '-o', 'json', '--kubeconfig', cluster.cp.kubeconfigPath, '--namespace', NS, '--issuer', 'https://oidc.example.com'], { encoding: 'utf8' });
+  test("--issuer other than the cluster's: printed as asked, with a warning that the tokens carry another", async () => {
+    const { stdout, stderr } = await run(
+      process.execPath,
+      [
+        CLI,
+        'trust',
+        '-o',
+        'json',
+        '--kubeconfig',
+        cluster.cp.kubeconfigPath,
+        '--namespace',
+        NS,
+        '--issuer',
+        'https://oidc.example.com',
+      ],
+      { encoding: 'utf8' },
+    );
     assert.equal((JSON.parse(stdout) as TrustReport).issuer, 'https://oidc.example.com');
-    assert.equal(stderr, `warning: the cluster's tokens carry iss ${cluster.issuer.issuer}, not --issuer https://oidc.example.com: a cloud given this trust refuses them\n`);
+    assert.equal(
+      stderr,
+      `warning: the cluster's tokens carry iss ${cluster.issuer.issuer}, not --issuer https://oidc.example.com: a cloud given this trust refuses them\n`,
+    );
   });
 
   test('a kubeconfig that may list ServiceAccounts but not Secrets: the same trust, and a warning that Secrets were left out', async () => {
     const rbac = cluster.cp.kubeConfig().makeApiClient(RbacAuthorizationV1Api);
-    await rbac.createClusterRole({ body: { metadata: { name: 'trust-viewer' }, rules: [{ apiGroups: [''], resources: ['serviceaccounts'], verbs: ['list'] }] } });
-    await rbac.createClusterRoleBinding({ body: { metadata: { name: 'trust-viewer' }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'trust-viewer' }, subjects: [{ kind: 'ServiceAccount', name: 'trust-viewer', namespace: 'default' }] } });
+    await rbac.createClusterRole({
+      body: {
+        metadata: { name: 'trust-viewer' },
+        rules: [{ apiGroups: [''], resources: ['serviceaccounts'], verbs: ['list'] }],
+      },
+    });
+    await rbac.createClusterRoleBinding({
+      body: {
+        metadata: { name: 'trust-viewer' },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'trust-viewer' },
+        subjects: [{ kind: 'ServiceAccount', name: 'trust-viewer', namespace: 'default' }],
+      },
+    });
     await createServiceAccount(cluster.cp, 'default', 'trust-viewer');
     const token = await requestToken(cluster.cp, 'default', 'trust-viewer', cluster.issuer.issuer, 600);
     const kubeconfig = join(cluster.cp.dir, 'trust-viewer.kubeconfig');
-    await writeFile(kubeconfig, stringify({
-      apiVersion: 'v1', kind: 'Config', 'current-context': 'c',
-      clusters: [{ name: 'c', cluster: { server: cluster.cp.server, 'certificate-authority-data': Buffer.from(cluster.cp.caPem).toString('base64') } }],
-      users: [{ name: 'u', user: { token } }],
-      contexts: [{ name: 'c', context: { cluster: 'c', user: 'u' } }],
-    }), { mode: 0o600 });
-    const { stdout, stderr } = await run(process.execPath, [CLI, 'trust', '-o', 'json', '--kubeconfig', kubeconfig, '--namespace', NS], { encoding: 'utf8' });
+    await writeFile(
+      kubeconfig,
+      stringify({
+        apiVersion: 'v1',
+        kind: 'Config',
+        'current-context': 'c',
+        clusters: [
+          {
+            name: 'c',
+            cluster: {
+              server: cluster.cp.server,
+              'certificate-authority-data': Buffer.from(cluster.cp.caPem).toString('base64'),
+            },
+          },
+        ],
+        users: [{ name: 'u', user: { token } }],
+        contexts: [{ name: 'c', context: { cluster: 'c', user: 'u' } }],
+      }),
+      { mode: 0o600 },
+    );
+    const { stdout, stderr } = await run(
+      process.execPath,
+      [CLI, 'trust', '-o', 'json', '--kubeconfig', kubeconfig, '--namespace', NS],
+      { encoding: 'utf8' },
+    );
     assert.deepEqual(JSON.parse(stdout), printed);
-    assert.equal(stderr, `warning: cannot list Secrets labelled workload-identity-webhook.io/provider (HTTP 403): their identities are left out\n`);
+    assert.equal(
+      stderr,
+      `warning: cannot list Secrets labelled workload-identity-webhook.io/provider (HTTP 403): their identities are left out\n`,
+    );
   });
 
   test('offline from manifests with --issuer: the same trust as from the cluster', async () => {
@@ -134,7 +213,7 @@ describe('trust, read from the cluster', () => {
   });
 });
 
-describe('the stand-ins accept a Pod\'s token with the printed trust (official Node.js SDKs)', () => {
+describe("the stand-ins accept a Pod's token with the printed trust (official Node.js SDKs)", () => {
   for (const sa of ['aws-reader', 'aws-writer']) {
     test(`AWS: ${sa} assumes the role through the printed trust policy`, async () => {
       const { container, sdk } = await cluster.start('node', 'aws', sa);
@@ -149,7 +228,9 @@ describe('the stand-ins accept a Pod\'s token with the printed trust (official N
   }
 
   test('Azure: the printed federated identity credential admits the projected token', async () => {
-    const { container, sdk } = await cluster.start('node', 'azure', 'azure-reader', { labels: { 'azure.workload.identity/use': 'true' } });
+    const { container, sdk } = await cluster.start('node', 'azure', 'azure-reader', {
+      labels: { 'azure.workload.identity/use': 'true' },
+    });
     const answer = await sdk.credentials();
     assert.ok(answer.ok, `${JSON.stringify(answer.error)}\n${sdk.stderr()}`);
     const exchange = entra.exchanges.find((e) => e.accessToken === answer.token);
@@ -186,7 +267,9 @@ describe('the same trust printed for another namespace is refused', () => {
   });
 
   test('Azure: AADSTS700213, no federated identity record for the subject', async () => {
-    const { sdk } = await cluster.start('node', 'azure', 'azure-reader', { labels: { 'azure.workload.identity/use': 'true' } });
+    const { sdk } = await cluster.start('node', 'azure', 'azure-reader', {
+      labels: { 'azure.workload.identity/use': 'true' },
+    });
     const answer = await sdk.credentials();
     assert.equal(answer.ok, false);
     assert.match(answer.error!.message, /AADSTS700213/);
@@ -199,8 +282,14 @@ describe('the same trust printed for another namespace is refused', () => {
     const answer = await sdk.credentials();
     assert.equal(answer.ok, false);
     assert.match(JSON.stringify(answer.error), /iam\.serviceAccounts\.getAccessToken|PERMISSION_DENIED/);
-    assert.ok(google.exchanges.some((e) => e.tokenDigest === tokenDigest(container.tokens[0].token)), 'the provider (same pool, same audience) accepted the token');
-    assert.deepEqual(google.errors.slice(errorsBefore).map((e) => [e.service, e.status]), [['iamcredentials', 403]]);
+    assert.ok(
+      google.exchanges.some((e) => e.tokenDigest === tokenDigest(container.tokens[0].token)),
+      'the provider (same pool, same audience) accepted the token',
+    );
+    assert.deepEqual(
+      google.errors.slice(errorsBefore).map((e) => [e.service, e.status]),
+      [['iamcredentials', 403]],
+    );
     await sdk.stop();
   });
 });

@@ -22,15 +22,23 @@ const DIFFERENCES: Record<string, string[]> = {
   rawPodWithVolumes: ['injection-record', 'go-zero-values', 'additive-volume-order'],
   rawPodHasVolumeMount: ['denied-invalid-input'],
 };
-for (const name of ['rawPodNeedsAll', 'rawPodSkip', 'rawPodWithConflictingVolumeMount', 'rawPodWithRoleArn', 'rawPodWithVolume', 'rawPodWithoutVolumes']) {
+for (const name of [
+  'rawPodNeedsAll',
+  'rawPodSkip',
+  'rawPodWithConflictingVolumeMount',
+  'rawPodWithRoleArn',
+  'rawPodWithVolume',
+  'rawPodWithoutVolumes',
+]) {
   DIFFERENCES[`containercredentials-${name}`] = ['gap-eks-pod-identity'];
 }
 /** Our admission warnings per case. */
-const WARNINGS: Record<string, string[]> = {
-};
+const WARNINGS: Record<string, string[]> = {};
 
 mkdirSync(outDir, { recursive: true });
-for (const path of git('ls-tree', '-r', '--name-only', 'HEAD', 'pkg/handler/testdata').split('\n').filter((p) => p.endsWith('.yaml'))) {
+for (const path of git('ls-tree', '-r', '--name-only', 'HEAD', 'pkg/handler/testdata')
+  .split('\n')
+  .filter((p) => p.endsWith('.yaml'))) {
   // sigs.k8s.io/yaml lets a repeated key win (rawPodWithsecCompProfile repeats serviceAccountName).
   const pod = parse(git('show', `HEAD:${path}`), { uniqueKeys: false });
   const ann: Record<string, string> = pod.metadata.annotations ?? {};
@@ -51,13 +59,21 @@ for (const path of git('ls-tree', '-r', '--name-only', 'HEAD', 'pkg/handler/test
     if (value !== undefined) peerOnly[`container-credentials-${key}`] = value;
   }
   const saAnn: Record<string, string> = {};
-  if (ann[`${T}serviceAccount/roleArn`] !== undefined) saAnn['eks.amazonaws.com/role-arn'] = ann[`${T}serviceAccount/roleArn`];
-  if (ann[`${T}serviceAccount/audience`] !== undefined) saAnn['eks.amazonaws.com/audience'] = ann[`${T}serviceAccount/audience`];
+  if (ann[`${T}serviceAccount/roleArn`] !== undefined)
+    saAnn['eks.amazonaws.com/role-arn'] = ann[`${T}serviceAccount/roleArn`];
+  if (ann[`${T}serviceAccount/audience`] !== undefined)
+    saAnn['eks.amazonaws.com/audience'] = ann[`${T}serviceAccount/audience`];
   for (const k of ['serviceAccount/sts-regional-endpoints', 'handler/injectSTS']) {
-    if (ann[T + k] !== undefined) { saAnn['eks.amazonaws.com/sts-regional-endpoints'] = ann[T + k]; break; }
+    if (ann[T + k] !== undefined) {
+      saAnn['eks.amazonaws.com/sts-regional-endpoints'] = ann[T + k];
+      break;
+    }
   }
   for (const k of ['serviceAccount/token-expiration', 'handler/expiration']) {
-    if (ann[T + k] !== undefined) { saAnn['eks.amazonaws.com/token-expiration'] = ann[T + k]; break; }
+    if (ann[T + k] !== undefined) {
+      saAnn['eks.amazonaws.com/token-expiration'] = ann[T + k];
+      break;
+    }
   }
   const expectedPatch = ann[`${T}expectedPatch`];
 
@@ -69,7 +85,11 @@ for (const path of git('ls-tree', '-r', '--name-only', 'HEAD', 'pkg/handler/test
 
   fixture.flags = flags;
   if (Object.keys(peerOnly).length) fixture.peerFlags = peerOnly;
-  fixture.serviceAccount = { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'default', namespace: 'default', annotations: saAnn } };
+  fixture.serviceAccount = {
+    apiVersion: 'v1',
+    kind: 'ServiceAccount',
+    metadata: { name: 'default', namespace: 'default', annotations: saAnn },
+  };
   fixture.pod = pod;
   fixture.expected = expectedPatch
     ? fastJsonPatch.applyPatch(structuredClone(pod), JSON.parse(expectedPatch), true, false).newDocument

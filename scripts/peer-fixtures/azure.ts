@@ -20,11 +20,28 @@ const TOKEN_PATH = 'token/azure-identity-token';
 const CLIENT = '00000000-0000-0000-0000-000000000001';
 const TENANT = '00000000-0000-0000-0000-000000000002';
 const PUBLIC = 'https://login.microsoftonline.com/';
-type Container = { name: string; image: string; env?: { name: string; value: string }[]; volumeMounts?: unknown[]; [k: string]: unknown };
+type Container = {
+  name: string;
+  image: string;
+  env?: { name: string; value: string }[];
+  volumeMounts?: unknown[];
+  [k: string]: unknown;
+};
 
-const volumeName = (podName: string) => PREFIX + createHash('sha256').update(podName).digest('hex').slice(0, 63 - PREFIX.length);
+const volumeName = (podName: string) =>
+  PREFIX +
+  createHash('sha256')
+    .update(podName)
+    .digest('hex')
+    .slice(0, 63 - PREFIX.length);
 /** The peer's Handle for a Pod without the proxy sidecar. */
-function handle(pod: { metadata: { name: string }; spec: { initContainers?: Container[]; containers: Container[] } }, clientId: string, tenantId: string, host: string, expiration: number) {
+function handle(
+  pod: { metadata: { name: string }; spec: { initContainers?: Container[]; containers: Container[] } },
+  clientId: string,
+  tenantId: string,
+  host: string,
+  expiration: number,
+) {
   const out = structuredClone(pod);
   const name = volumeName(pod.metadata.name);
   const mutate = (c: Container) => {
@@ -35,20 +52,49 @@ function handle(pod: { metadata: { name: string }; spec: { initContainers?: Cont
       { name: 'AZURE_TENANT_ID', value: tenantId },
       { name: 'AZURE_FEDERATED_TOKEN_FILE', value: `${MOUNT}/${TOKEN_PATH}` },
       { name: 'AZURE_AUTHORITY_HOST', value: host },
-    ]) if (!have.has(e.name) && e.value.length > 0) env.push(e);
+    ])
+      if (!have.has(e.name) && e.value.length > 0) env.push(e);
     return { ...c, env, volumeMounts: [...(c.volumeMounts ?? []), { name, mountPath: MOUNT, readOnly: true }] };
   };
   if (out.spec.initContainers) out.spec.initContainers = out.spec.initContainers.map(mutate);
   out.spec.containers = out.spec.containers.map(mutate);
-  (out.spec as Record<string, unknown>).volumes = [{ name, projected: { sources: [{ serviceAccountToken: { path: TOKEN_PATH, expirationSeconds: expiration, audience: 'api://AzureADTokenExchange' } }] } }];
+  (out.spec as Record<string, unknown>).volumes = [
+    {
+      name,
+      projected: {
+        sources: [
+          {
+            serviceAccountToken: {
+              path: TOKEN_PATH,
+              expirationSeconds: expiration,
+              audience: 'api://AzureADTokenExchange',
+            },
+          },
+        ],
+      },
+    },
+  ];
   return out;
 }
 
 const write = (name: string, fixture: Record<string, unknown>) =>
-  writeFileSync(join(outDir, `${name}.yaml`), stringify({ peer: 'Azure/azure-workload-identity', ...fixture }, { lineWidth: 0, aliasDuplicateObjects: false }));
-const sa = (name: string, annotations: Record<string, string>) => ({ apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name, namespace: 'ns1', annotations } });
-const pod = (name: string, sa: string, annotations?: Record<string, string>, labels: Record<string, string> = { 'azure.workload.identity/use': 'true' }) => ({
-  apiVersion: 'v1', kind: 'Pod',
+  writeFileSync(
+    join(outDir, `${name}.yaml`),
+    stringify({ peer: 'Azure/azure-workload-identity', ...fixture }, { lineWidth: 0, aliasDuplicateObjects: false }),
+  );
+const sa = (name: string, annotations: Record<string, string>) => ({
+  apiVersion: 'v1',
+  kind: 'ServiceAccount',
+  metadata: { name, namespace: 'ns1', annotations },
+});
+const pod = (
+  name: string,
+  sa: string,
+  annotations?: Record<string, string>,
+  labels: Record<string, string> = { 'azure.workload.identity/use': 'true' },
+) => ({
+  apiVersion: 'v1',
+  kind: 'Pod',
   metadata: { name, namespace: 'ns1', labels, ...(annotations ? { annotations } : {}) },
   spec: { serviceAccountName: sa, containers: [{ name: 'container', image: 'image' }] },
 });
@@ -58,13 +104,37 @@ const expiry = 'azure.workload.identity/service-account-token-expiration';
 const client = { 'azure.workload.identity/client-id': CLIENT };
 
 // TestGetServiceAccountTokenExpiration: the Pod's annotation, then the ServiceAccount's, 3600..86400.
-const expirationCases: [string, string, Record<string, string> | undefined, Record<string, string>, number | undefined][] = [
+const expirationCases: [
+  string,
+  string,
+  Record<string, string> | undefined,
+  Record<string, string>,
+  number | undefined,
+][] = [
   ['pod-token-expiry-annotation-invalid', 'pod token expiry annotation invalid', { [expiry]: '3600s' }, {}, undefined],
-  ['service-account-token-expiry-annotation-invalid', 'service account token expiry annotation invalid', undefined, { [expiry]: '3600s' }, undefined],
+  [
+    'service-account-token-expiry-annotation-invalid',
+    'service account token expiry annotation invalid',
+    undefined,
+    { [expiry]: '3600s' },
+    undefined,
+  ],
   ['invalid-token-expiry-below-3600', 'invalid token expiry < 3600', undefined, { [expiry]: '3599' }, undefined],
   ['invalid-token-expiry-above-86400', 'invalid token expiry > 86400', undefined, { [expiry]: '86401' }, undefined],
-  ['valid-token-expiry-in-service-account', 'valid token expiry defined in service account', undefined, { [expiry]: '4800' }, 4800],
-  ['pod-token-expiry-preferred', 'token expiry in pod preferred over service account token expiry', { [expiry]: '4000' }, { [expiry]: '4800' }, 4000],
+  [
+    'valid-token-expiry-in-service-account',
+    'valid token expiry defined in service account',
+    undefined,
+    { [expiry]: '4800' },
+    4800,
+  ],
+  [
+    'pod-token-expiry-preferred',
+    'token expiry in pod preferred over service account token expiry',
+    { [expiry]: '4000' },
+    { [expiry]: '4800' },
+    4000,
+  ],
 ];
 for (const [file, name, podAnn, saAnn, exp] of expirationCases) {
   const p = pod('pod', 'sa', podAnn);
@@ -113,15 +183,21 @@ for (const [file, name, saName, labelled] of [
     case: `TestHandle/${name}`,
     // "tenantID" is no tenant: our --azure-tenant-id refuses it at start-up, so the ServiceAccount names it.
     flags: {},
-    serviceAccount: sa(saName || 'default', { 'azure.workload.identity/client-id': 'clientID', 'azure.workload.identity/tenant-id': 'tenantID', [expiry]: '4800' }),
+    serviceAccount: sa(saName || 'default', {
+      'azure.workload.identity/client-id': 'clientID',
+      'azure.workload.identity/tenant-id': 'tenantID',
+      [expiry]: '4800',
+    }),
     pod: p,
     expected: handle(p, 'clientID', 'tenantID', PUBLIC, 4800),
     differences: labelled ? ['injection-record', 'azure-token-layout-1.5'] : ['azure-opt-in-label'],
-    ...(labelled ? {
-      warnings: [
-        'ServiceAccount ns1/sa annotation azure.workload.identity/client-id="clientID" is not a client id; expected a GUID such as 00000000-0000-0000-0000-000000000000; injecting it as written, as the peer webhook does (--strict refuses it)',
-        'ServiceAccount ns1/sa annotation azure.workload.identity/tenant-id="tenantID" is not a tenant; expected a GUID or the tenant\'s domain; injecting it as written, as the peer webhook does (--strict refuses it)',
-      ],
-    } : {}),
+    ...(labelled
+      ? {
+          warnings: [
+            'ServiceAccount ns1/sa annotation azure.workload.identity/client-id="clientID" is not a client id; expected a GUID such as 00000000-0000-0000-0000-000000000000; injecting it as written, as the peer webhook does (--strict refuses it)',
+            'ServiceAccount ns1/sa annotation azure.workload.identity/tenant-id="tenantID" is not a tenant; expected a GUID or the tenant\'s domain; injecting it as written, as the peer webhook does (--strict refuses it)',
+          ],
+        }
+      : {}),
   });
 }

@@ -29,29 +29,59 @@ const tokenVolume = (audience: string, expirationSeconds: number, defaultMode: n
 const volumes = (audience: string, exp: number, mode: number, m: Mode) => [
   tokenVolume(audience, exp, mode),
   m === 'direct'
-    ? { name: 'external-credential-config', downwardAPI: { items: [{ path: 'federation.json', fieldRef: { apiVersion: 'v1', fieldPath: `metadata.annotations['${D}/external-credentials-json']` } }], defaultMode: mode } }
+    ? {
+        name: 'external-credential-config',
+        downwardAPI: {
+          items: [
+            {
+              path: 'federation.json',
+              fieldRef: { apiVersion: 'v1', fieldPath: `metadata.annotations['${D}/external-credentials-json']` },
+            },
+          ],
+          defaultMode: mode,
+        },
+      }
     : { name: 'gcloud-config', emptyDir: {} },
 ];
 const mounts = (m: Mode) => [
   { name: 'gcp-iam-token', mountPath: TOKEN_MOUNT, readOnly: true },
-  m === 'direct' ? { name: 'external-credential-config', mountPath: DIRECT_MOUNT, readOnly: true } : { name: 'gcloud-config', mountPath: CONFIG_MOUNT },
+  m === 'direct'
+    ? { name: 'external-credential-config', mountPath: DIRECT_MOUNT, readOnly: true }
+    : { name: 'gcloud-config', mountPath: CONFIG_MOUNT },
 ];
-const envReplace = (m: Mode) => m === 'direct'
-  ? [{ name: 'GOOGLE_APPLICATION_CREDENTIALS', value: `${DIRECT_MOUNT}/federation.json` }]
-  : [{ name: 'GOOGLE_APPLICATION_CREDENTIALS', value: `${CONFIG_MOUNT}/federation.json` }, { name: 'CLOUDSDK_CONFIG', value: CONFIG_MOUNT }];
-const envIfAbsent = (region: string, project: string) => [{ name: 'CLOUDSDK_COMPUTE_REGION', value: region }, { name: 'CLOUDSDK_CORE_PROJECT', value: project }];
-const setupContainer = (provider: string, email: string, project: string, runAsUser: number | undefined, resources: unknown) => ({
+const envReplace = (m: Mode) =>
+  m === 'direct'
+    ? [{ name: 'GOOGLE_APPLICATION_CREDENTIALS', value: `${DIRECT_MOUNT}/federation.json` }]
+    : [
+        { name: 'GOOGLE_APPLICATION_CREDENTIALS', value: `${CONFIG_MOUNT}/federation.json` },
+        { name: 'CLOUDSDK_CONFIG', value: CONFIG_MOUNT },
+      ];
+const envIfAbsent = (region: string, project: string) => [
+  { name: 'CLOUDSDK_COMPUTE_REGION', value: region },
+  { name: 'CLOUDSDK_CORE_PROJECT', value: project },
+];
+const setupContainer = (
+  provider: string,
+  email: string,
+  project: string,
+  runAsUser: number | undefined,
+  resources: unknown,
+) => ({
   name: 'gcloud-setup',
   image: IMAGE,
-  command: ['sh', '-c', [
-    'gcloud iam workload-identity-pools create-cred-config \\',
-    '  $(GCP_WORKLOAD_IDENTITY_PROVIDER) \\',
-    '  --service-account=$(GCP_SERVICE_ACCOUNT) \\',
-    '  --output-file=$(CLOUDSDK_CONFIG)/federation.json \\',
-    `  --credential-source-file=${TOKEN_MOUNT}/token`,
-    'gcloud auth login --cred-file=$(CLOUDSDK_CONFIG)/federation.json',
-    '',
-  ].join('\n')],
+  command: [
+    'sh',
+    '-c',
+    [
+      'gcloud iam workload-identity-pools create-cred-config \\',
+      '  $(GCP_WORKLOAD_IDENTITY_PROVIDER) \\',
+      '  --service-account=$(GCP_SERVICE_ACCOUNT) \\',
+      '  --output-file=$(CLOUDSDK_CONFIG)/federation.json \\',
+      `  --credential-source-file=${TOKEN_MOUNT}/token`,
+      'gcloud auth login --cred-file=$(CLOUDSDK_CONFIG)/federation.json',
+      '',
+    ].join('\n'),
+  ],
   volumeMounts: mounts('gcloud'),
   env: [
     { name: 'GCP_WORKLOAD_IDENTITY_PROVIDER', value: provider },
@@ -59,37 +89,79 @@ const setupContainer = (provider: string, email: string, project: string, runAsU
     { name: 'CLOUDSDK_CONFIG', value: CONFIG_MOUNT },
     { name: 'CLOUDSDK_CORE_PROJECT', value: project },
   ],
-  securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] }, ...(runAsUser !== undefined ? { runAsUser } : {}) },
+  securityContext: {
+    allowPrivilegeEscalation: false,
+    capabilities: { drop: ['ALL'] },
+    ...(runAsUser !== undefined ? { runAsUser } : {}),
+  },
   ...(resources ? { resources } : {}),
 });
 // external_account_config.go: json.Marshal of ExternalAccountCredentials, field order kept.
-const credentialsJson = (provider: string, email: string) => JSON.stringify({
-  type: 'external_account',
-  audience: `//iam.googleapis.com/${provider}`,
-  subject_token_type: 'urn:ietf:params:oauth:token-type:jwt',
-  token_url: 'https://sts.googleapis.com/v1/token',
-  service_account_impersonation_url: `https://iamcredentials.googleapis.com/v1/projects/-/serviceAccounts/${email}:generateAccessToken`,
-  credential_source: { file: `${TOKEN_MOUNT}/token`, format: { type: 'text' } },
-});
+const credentialsJson = (provider: string, email: string) =>
+  JSON.stringify({
+    type: 'external_account',
+    audience: `//iam.googleapis.com/${provider}`,
+    subject_token_type: 'urn:ietf:params:oauth:token-type:jwt',
+    token_url: 'https://sts.googleapis.com/v1/token',
+    service_account_impersonation_url: `https://iamcredentials.googleapis.com/v1/projects/-/serviceAccounts/${email}:generateAccessToken`,
+    credential_source: { file: `${TOKEN_MOUNT}/token`, format: { type: 'text' } },
+  });
 // mutator_test.go decorateDefault: what envtest's API server defaults in every container.
-const decorate = <T extends object>(c: T) => ({ ...c, terminationMessagePath: '/dev/termination-log', terminationMessagePolicy: 'File', imagePullPolicy: 'IfNotPresent' });
+const decorate = <T extends object>(c: T) => ({
+  ...c,
+  terminationMessagePath: '/dev/termination-log',
+  terminationMessagePolicy: 'File',
+  imagePullPolicy: 'IfNotPresent',
+});
 
 const write = (name: string, fixture: Record<string, unknown>) =>
-  writeFileSync(join(outDir, `${name}.yaml`), stringify({ peer: 'pfnet-research/gcp-workload-identity-federation-webhook', ...fixture }, { lineWidth: 0, aliasDuplicateObjects: false }));
-const sa = (name: string, namespace: string, annotations: Record<string, string>) => ({ apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name, namespace, annotations } });
-const pod = (namespace: string, serviceAccountName: string, initContainers: unknown[], containers: unknown[], extra: Record<string, unknown> = {}, meta: Record<string, unknown> = {}) => ({
-  apiVersion: 'v1', kind: 'Pod', metadata: { name: 'test-pod', namespace, ...meta }, spec: { serviceAccountName, initContainers, containers, ...extra },
+  writeFileSync(
+    join(outDir, `${name}.yaml`),
+    stringify(
+      { peer: 'pfnet-research/gcp-workload-identity-federation-webhook', ...fixture },
+      { lineWidth: 0, aliasDuplicateObjects: false },
+    ),
+  );
+const sa = (name: string, namespace: string, annotations: Record<string, string>) => ({
+  apiVersion: 'v1',
+  kind: 'ServiceAccount',
+  metadata: { name, namespace, annotations },
+});
+const pod = (
+  namespace: string,
+  serviceAccountName: string,
+  initContainers: unknown[],
+  containers: unknown[],
+  extra: Record<string, unknown> = {},
+  meta: Record<string, unknown> = {},
+) => ({
+  apiVersion: 'v1',
+  kind: 'Pod',
+  metadata: { name: 'test-pod', namespace, ...meta },
+  spec: { serviceAccountName, initContainers, containers, ...extra },
 });
 
 mkdirSync(outDir, { recursive: true });
 
 // ---- mutator_test.go: the webhook behind envtest's API server (webhook_suite_test.go flags).
 {
-  const provider = 'projects/{PROJECT_NUMBER}/locations/{LOCATION}/workloadIdentityPools/{POOL_ID}/providers/{PROVIDER_ID}';
+  const provider =
+    'projects/{PROJECT_NUMBER}/locations/{LOCATION}/workloadIdentityPools/{POOL_ID}/providers/{PROVIDER_ID}';
   const email = 'sa@project.iam.gserviceaccount.com';
   const flags = { 'gcp-setup-container-resources': JSON.stringify(SETUP_RESOURCES) };
-  const saAnn = { [`${D}/workload-identity-provider`]: provider, [`${D}/service-account-email`]: email, [`${D}/audience`]: 'test-audience', [`${D}/token-expiration`]: '3600', [`${D}/gcloud-run-as-user`]: '1000' };
-  const podAnn = { [`${D}/workload-identity-provider`]: provider, [`${D}/service-account-email`]: email, [`${D}/audience`]: 'test-audience', [`${D}/token-expiration`]: '3600' };
+  const saAnn = {
+    [`${D}/workload-identity-provider`]: provider,
+    [`${D}/service-account-email`]: email,
+    [`${D}/audience`]: 'test-audience',
+    [`${D}/token-expiration`]: '3600',
+    [`${D}/gcloud-run-as-user`]: '1000',
+  };
+  const podAnn = {
+    [`${D}/workload-identity-provider`]: provider,
+    [`${D}/service-account-email`]: email,
+    [`${D}/audience`]: 'test-audience',
+    [`${D}/token-expiration`]: '3600',
+  };
   const ictr = { name: 'ictr', image: 'busybox:test' };
   const ctr = { name: 'ctr', image: 'busybox:test' };
   const providerWarning = `ServiceAccount default/default annotation ${D}/workload-identity-provider="${provider}" is not a workload identity provider; expected projects/<project number>/locations/global/workloadIdentityPools/<pool>/providers/<provider>; passing it through, as the peer webhook does (--strict refuses it)`;
@@ -99,11 +171,27 @@ mkdirSync(outDir, { recursive: true });
     case: 'GCPWorkloadIdentityMutator Simple Success Case should inject gcloud configurations',
     serviceAccount: sa('default', 'default', saAnn),
     pod: pod('default', 'default', [ictr], [ctr]),
-    expected: pod('default', 'default', [
-      decorate(setupContainer(provider, email, 'project', 1000, SETUP_RESOURCES)),
-      decorate({ ...ictr, volumeMounts: mounts('gcloud'), env: [...envReplace('gcloud'), ...envIfAbsent(REGION, 'project')] }),
-    ], [decorate({ ...ctr, volumeMounts: mounts('gcloud'), env: [...envReplace('gcloud'), ...envIfAbsent(REGION, 'project')] })],
-    { volumes: volumes('test-audience', 3600, 0o440, 'gcloud') }, { annotations: podAnn }),
+    expected: pod(
+      'default',
+      'default',
+      [
+        decorate(setupContainer(provider, email, 'project', 1000, SETUP_RESOURCES)),
+        decorate({
+          ...ictr,
+          volumeMounts: mounts('gcloud'),
+          env: [...envReplace('gcloud'), ...envIfAbsent(REGION, 'project')],
+        }),
+      ],
+      [
+        decorate({
+          ...ctr,
+          volumeMounts: mounts('gcloud'),
+          env: [...envReplace('gcloud'), ...envIfAbsent(REGION, 'project')],
+        }),
+      ],
+      { volumes: volumes('test-audience', 3600, 0o440, 'gcloud') },
+      { annotations: podAnn },
+    ),
     differences: ['injection-record', 'api-server-defaults', 'gcp-google-cloud-project'],
     warnings: [providerWarning],
   });
@@ -112,10 +200,26 @@ mkdirSync(outDir, { recursive: true });
     case: 'GCPWorkloadIdentityMutator Direct Injection Case should inject external cred configurations via annotation & downwardAPI Volume',
     serviceAccount: sa('direct', 'default', { ...saAnn, [`${D}/injection-mode`]: 'direct' }),
     pod: pod('default', 'direct', [ictr], [ctr]),
-    expected: pod('default', 'direct', [
-      decorate({ ...ictr, volumeMounts: mounts('direct'), env: [...envReplace('direct'), ...envIfAbsent(REGION, 'project')] }),
-    ], [decorate({ ...ctr, volumeMounts: mounts('direct'), env: [...envReplace('direct'), ...envIfAbsent(REGION, 'project')] })],
-    { volumes: volumes('test-audience', 3600, 0o440, 'direct') }, { annotations: { ...podAnn, [`${D}/external-credentials-json`]: credentialsJson(provider, email) } }),
+    expected: pod(
+      'default',
+      'direct',
+      [
+        decorate({
+          ...ictr,
+          volumeMounts: mounts('direct'),
+          env: [...envReplace('direct'), ...envIfAbsent(REGION, 'project')],
+        }),
+      ],
+      [
+        decorate({
+          ...ctr,
+          volumeMounts: mounts('direct'),
+          env: [...envReplace('direct'), ...envIfAbsent(REGION, 'project')],
+        }),
+      ],
+      { volumes: volumes('test-audience', 3600, 0o440, 'direct') },
+      { annotations: { ...podAnn, [`${D}/external-credentials-json`]: credentialsJson(provider, email) } },
+    ),
     differences: ['injection-record', 'api-server-defaults', 'gcp-google-cloud-project', 'gcp-credentials-file-form'],
     warnings: [providerWarning.replace('default/default', 'default/direct')],
   });
@@ -138,12 +242,19 @@ mkdirSync(outDir, { recursive: true });
 
 // ---- mutatepod_test.go: mutatePod with an idConfig; the idConfig is the ServiceAccount's annotations.
 {
-  const provider = 'projects/{ProjectNumber}/locations/{Location}/workloadIdentityPools/{PoolId}/providers/{ProviderId}';
+  const provider =
+    'projects/{ProjectNumber}/locations/{Location}/workloadIdentityPools/{PoolId}/providers/{ProviderId}';
   const email = 'sa@demo.iam.gserviceaccount.com';
   const flags = { 'gcp-setup-container-resources': JSON.stringify(SETUP_RESOURCES), 'gcp-file-mode': '0400' };
   const common = { source: `webhooks/mutatepod_test.go@${COMMIT}`, flags };
   const providerWarning = `ServiceAccount default/app annotation ${D}/workload-identity-provider="${provider}" is not a workload identity provider; expected projects/<project number>/locations/global/workloadIdentityPools/<pool>/providers/<provider>; passing it through, as the peer webhook does (--strict refuses it)`;
-  const full = { [`${D}/workload-identity-provider`]: provider, [`${D}/service-account-email`]: email, [`${D}/audience`]: 'my-audience', [`${D}/token-expiration`]: '10000', [`${D}/gcloud-run-as-user`]: '1000' };
+  const full = {
+    [`${D}/workload-identity-provider`]: provider,
+    [`${D}/service-account-email`]: email,
+    [`${D}/audience`]: 'my-audience',
+    [`${D}/token-expiration`]: '10000',
+    [`${D}/gcloud-run-as-user`]: '1000',
+  };
   write('mutatepod-unparsed-token-expiration', {
     ...common,
     case: 'GCPWorkloadIdentityMutator.mutatePod When passed Pod has unparsed token expiration annotation should raise error',
@@ -151,32 +262,100 @@ mkdirSync(outDir, { recursive: true });
     pod: pod('default', 'app', [], [], {}, { annotations: { [`${D}/token-expiration`]: 'not-integer' } }),
     differences: [],
   });
-  const replaced = { name: 'ctr', image: 'busybox', volumeMounts: [{ name: 'gcp-iam-token', mountPath: '/to/be/replaced' }], env: [{ name: 'GOOGLE_APPLICATION_CREDENTIALS', value: 'to-be-replaced' }, { name: 'CLOUDSDK_COMPUTE_REGION', value: 'not-to-be-replaced' }] };
-  const expectedEnv = [{ name: 'GOOGLE_APPLICATION_CREDENTIALS', value: `${CONFIG_MOUNT}/federation.json` }, { name: 'CLOUDSDK_COMPUTE_REGION', value: 'not-to-be-replaced' }, { name: 'CLOUDSDK_CONFIG', value: CONFIG_MOUNT }, { name: 'CLOUDSDK_CORE_PROJECT', value: 'demo' }];
+  const replaced = {
+    name: 'ctr',
+    image: 'busybox',
+    volumeMounts: [{ name: 'gcp-iam-token', mountPath: '/to/be/replaced' }],
+    env: [
+      { name: 'GOOGLE_APPLICATION_CREDENTIALS', value: 'to-be-replaced' },
+      { name: 'CLOUDSDK_COMPUTE_REGION', value: 'not-to-be-replaced' },
+    ],
+  };
+  const expectedEnv = [
+    { name: 'GOOGLE_APPLICATION_CREDENTIALS', value: `${CONFIG_MOUNT}/federation.json` },
+    { name: 'CLOUDSDK_COMPUTE_REGION', value: 'not-to-be-replaced' },
+    { name: 'CLOUDSDK_CONFIG', value: CONFIG_MOUNT },
+    { name: 'CLOUDSDK_CORE_PROJECT', value: 'demo' },
+  ];
   write('mutatepod-conflicted-and-override-fields', {
     ...common,
     case: 'GCPWorkloadIdentityMutator.mutatePod When passed Pod does have conflicted and override fields should replace reqiured fields and override configurations',
     serviceAccount: sa('app', 'default', full),
-    pod: pod('default', 'app', [{ name: 'gcloud-setup', image: 'busybox' }, replaced], [replaced], {
-      volumes: [{ name: 'gcp-iam-token', emptyDir: {} }],
-    }, { annotations: { [`${D}/workload-identity-provider`]: 'to-be-replaced', [`${D}/service-account-email`]: 'to-be-replaced', [`${D}/audience`]: 'my-audience', [`${D}/token-expiration`]: '3601' } }),
-    expected: pod('default', 'app', [setupContainer(provider, email, 'demo', 1000, SETUP_RESOURCES), { name: 'ctr', image: 'busybox', volumeMounts: mounts('gcloud'), env: expectedEnv }],
+    pod: pod(
+      'default',
+      'app',
+      [{ name: 'gcloud-setup', image: 'busybox' }, replaced],
+      [replaced],
+      {
+        volumes: [{ name: 'gcp-iam-token', emptyDir: {} }],
+      },
+      {
+        annotations: {
+          [`${D}/workload-identity-provider`]: 'to-be-replaced',
+          [`${D}/service-account-email`]: 'to-be-replaced',
+          [`${D}/audience`]: 'my-audience',
+          [`${D}/token-expiration`]: '3601',
+        },
+      },
+    ),
+    expected: pod(
+      'default',
+      'app',
+      [
+        setupContainer(provider, email, 'demo', 1000, SETUP_RESOURCES),
+        { name: 'ctr', image: 'busybox', volumeMounts: mounts('gcloud'), env: expectedEnv },
+      ],
       [{ name: 'ctr', image: 'busybox', volumeMounts: mounts('gcloud'), env: expectedEnv }],
       { volumes: volumes('my-audience', 3601, 0o400, 'gcloud') },
-      { annotations: { [`${D}/workload-identity-provider`]: provider, [`${D}/service-account-email`]: email, [`${D}/audience`]: 'my-audience', [`${D}/token-expiration`]: '3601' } }),
+      {
+        annotations: {
+          [`${D}/workload-identity-provider`]: provider,
+          [`${D}/service-account-email`]: email,
+          [`${D}/audience`]: 'my-audience',
+          [`${D}/token-expiration`]: '3601',
+        },
+      },
+    ),
     differences: ['denied-replaces-user-data'],
   });
   write('mutatepod-no-conflicted-fields', {
     ...common,
     case: "GCPWorkloadIdentityMutator.mutatePod When passed Pod doesn't have no conflicted and no override fields should mutate required fields",
-    serviceAccount: sa('app', 'default', { [`${D}/workload-identity-provider`]: provider, [`${D}/service-account-email`]: email }),
+    serviceAccount: sa('app', 'default', {
+      [`${D}/workload-identity-provider`]: provider,
+      [`${D}/service-account-email`]: email,
+    }),
     pod: pod('default', 'app', [{ name: 'ctr', image: 'busybox' }], [{ name: 'ctr', image: 'busybox' }]),
-    expected: pod('default', 'app', [
-      setupContainer(provider, email, 'demo', undefined, SETUP_RESOURCES),
-      { name: 'ctr', image: 'busybox', volumeMounts: mounts('gcloud'), env: [...envReplace('gcloud'), ...envIfAbsent(REGION, 'demo')] },
-    ], [{ name: 'ctr', image: 'busybox', volumeMounts: mounts('gcloud'), env: [...envReplace('gcloud'), ...envIfAbsent(REGION, 'demo')] }],
-    { volumes: volumes('sts.googleapis.com', 86400, 0o400, 'gcloud') },
-    { annotations: { [`${D}/workload-identity-provider`]: provider, [`${D}/service-account-email`]: email, [`${D}/audience`]: 'sts.googleapis.com', [`${D}/token-expiration`]: '86400' } }),
+    expected: pod(
+      'default',
+      'app',
+      [
+        setupContainer(provider, email, 'demo', undefined, SETUP_RESOURCES),
+        {
+          name: 'ctr',
+          image: 'busybox',
+          volumeMounts: mounts('gcloud'),
+          env: [...envReplace('gcloud'), ...envIfAbsent(REGION, 'demo')],
+        },
+      ],
+      [
+        {
+          name: 'ctr',
+          image: 'busybox',
+          volumeMounts: mounts('gcloud'),
+          env: [...envReplace('gcloud'), ...envIfAbsent(REGION, 'demo')],
+        },
+      ],
+      { volumes: volumes('sts.googleapis.com', 86400, 0o400, 'gcloud') },
+      {
+        annotations: {
+          [`${D}/workload-identity-provider`]: provider,
+          [`${D}/service-account-email`]: email,
+          [`${D}/audience`]: 'sts.googleapis.com',
+          [`${D}/token-expiration`]: '86400',
+        },
+      },
+    ),
     differences: ['injection-record', 'gcp-google-cloud-project'],
     warnings: [providerWarning],
   });

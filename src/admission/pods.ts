@@ -24,10 +24,12 @@ export function podShapeError(pod: unknown): string | undefined {
     if (!Array.isArray(list)) return `spec.${field} is not a list`;
     for (let i = 0; i < list.length; i++) {
       const item = list[i] as unknown as Record<string, unknown>;
-      if (typeof item !== 'object' || item === null || typeof item.name !== 'string') return `spec.${field}[${i}] has no name`;
+      if (typeof item !== 'object' || item === null || typeof item.name !== 'string')
+        return `spec.${field}[${i}] has no name`;
       if (field !== 'volumes') {
         if (item.env !== undefined && !Array.isArray(item.env)) return `spec.${field}[${i}].env is not a list`;
-        if (item.volumeMounts !== undefined && !Array.isArray(item.volumeMounts)) return `spec.${field}[${i}].volumeMounts is not a list`;
+        if (item.volumeMounts !== undefined && !Array.isArray(item.volumeMounts))
+          return `spec.${field}[${i}].volumeMounts is not a list`;
       }
     }
   }
@@ -35,11 +37,22 @@ export function podShapeError(pod: unknown): string | undefined {
 }
 
 function containerCount(pod: Pod): number {
-  const spec = pod.spec as { containers?: unknown[]; initContainers?: unknown[]; ephemeralContainers?: unknown[] } | undefined;
-  return (spec?.containers?.length ?? 0) + (spec?.initContainers?.length ?? 0) + (spec?.ephemeralContainers?.length ?? 0);
+  const spec = pod.spec as
+    | { containers?: unknown[]; initContainers?: unknown[]; ephemeralContainers?: unknown[] }
+    | undefined;
+  return (
+    (spec?.containers?.length ?? 0) + (spec?.initContainers?.length ?? 0) + (spec?.ephemeralContainers?.length ?? 0)
+  );
 }
 
-function decide(providers: readonly PodProvider[], pod: Pod, namespace: string, sa: ServiceAccountView | undefined, policy: InjectionPolicy | undefined, recordKeys: RecordKeys | undefined): Decision {
+function decide(
+  providers: readonly PodProvider[],
+  pod: Pod,
+  namespace: string,
+  sa: ServiceAccountView | undefined,
+  policy: InjectionPolicy | undefined,
+  recordKeys: RecordKeys | undefined,
+): Decision {
   const result = mutatePod(providers, { pod, namespace, serviceAccount: sa, recordKeys }, policy);
   if (!result.allowed) return { allowed: false, denial: result.denial };
   const providersInjected = result.injections.map((i) => i.provider);
@@ -62,9 +75,18 @@ export type UnresolvedPolicy = 'Fail' | 'Ignore';
 function unresolved(err: unknown, policy: UnresolvedPolicy): Decision {
   if (!(err instanceof WebhookError) || err.code !== 'WIW_SERVICEACCOUNT_UNAVAILABLE') throw err;
   if (policy === 'Ignore') {
-    return { allowed: true, warnings: [`workload-identity-webhook: ${err.message}; the Pod was admitted without a cloud identity`] };
+    return {
+      allowed: true,
+      warnings: [`workload-identity-webhook: ${err.message}; the Pod was admitted without a cloud identity`],
+    };
   }
-  return { allowed: false, denial: denial('ServiceAccountUnavailable', `${err.message}; the Pod is refused so that it does not start without its cloud identity: retry shortly`) };
+  return {
+    allowed: false,
+    denial: denial(
+      'ServiceAccountUnavailable',
+      `${err.message}; the Pod is refused so that it does not start without its cloud identity: retry shortly`,
+    ),
+  };
 }
 
 /** Pods on CREATE: look the ServiceAccount up (cache first) and run the pure core. */
@@ -73,7 +95,11 @@ export function admitPod(
   lookup: ServiceAccountLookup,
   request: AdmissionRequest,
   policyGate?: PolicyGate,
-  { onUnresolved = 'Fail', recordKeys, maxContainers }: { onUnresolved?: UnresolvedPolicy; recordKeys?: RecordKeys; maxContainers?: number } = {},
+  {
+    onUnresolved = 'Fail',
+    recordKeys,
+    maxContainers,
+  }: { onUnresolved?: UnresolvedPolicy; recordKeys?: RecordKeys; maxContainers?: number } = {},
 ): Decision | Promise<Decision> {
   if (request.operation !== 'CREATE' || request.subResource) return { allowed: true };
   const pod = request.object as Pod;
@@ -82,7 +108,13 @@ export function admitPod(
   // Checked before any work: the cost of a Pod grows with its containers.
   const containers = containerCount(pod);
   if (maxContainers !== undefined && containers > maxContainers) {
-    return { allowed: false, denial: denial('TooLarge', `the Pod has ${containers} containers, more than the ${maxContainers} workload-identity-webhook admits (--max-containers); split it into several Pods`) };
+    return {
+      allowed: false,
+      denial: denial(
+        'TooLarge',
+        `the Pod has ${containers} containers, more than the ${maxContainers} workload-identity-webhook admits (--max-containers); split it into several Pods`,
+      ),
+    };
   }
   const namespace = request.namespace || pod.metadata?.namespace || 'default';
   const sa = lookup(namespace, serviceAccountNameOf(pod));

@@ -47,15 +47,23 @@ export function parseAdmissionReview(body: unknown): AdmissionReview {
   if (!isObject(request)) throw bad('request is missing: an AdmissionReview sent to a webhook carries a request');
   if (typeof request.uid !== 'string' || request.uid === '') throw bad('request.uid is missing or not a string');
   const kind = request.kind;
-  if (!isObject(kind) || typeof kind.kind !== 'string' || typeof kind.version !== 'string' || typeof kind.group !== 'string') {
+  if (
+    !isObject(kind) ||
+    typeof kind.kind !== 'string' ||
+    typeof kind.version !== 'string' ||
+    typeof kind.group !== 'string'
+  ) {
     throw bad('request.kind must be an object with group, version and kind strings');
   }
   if (typeof request.operation !== 'string' || !OPERATIONS.has(request.operation)) {
     throw bad(`request.operation is ${JSON.stringify(request.operation)}; expected CREATE, UPDATE, DELETE or CONNECT`);
   }
-  if (request.namespace !== undefined && typeof request.namespace !== 'string') throw bad('request.namespace must be a string');
-  if (request.object !== undefined && request.object !== null && !isObject(request.object)) throw bad('request.object must be an object');
-  if (request.oldObject !== undefined && request.oldObject !== null && !isObject(request.oldObject)) throw bad('request.oldObject must be an object');
+  if (request.namespace !== undefined && typeof request.namespace !== 'string')
+    throw bad('request.namespace must be a string');
+  if (request.object !== undefined && request.object !== null && !isObject(request.object))
+    throw bad('request.object must be an object');
+  if (request.oldObject !== undefined && request.oldObject !== null && !isObject(request.oldObject))
+    throw bad('request.oldObject must be an object');
   return body as unknown as AdmissionReview;
 }
 
@@ -69,13 +77,22 @@ export interface Decision {
   injected?: string[];
 }
 
-const STATUS_REASONS: Record<Denial['status'], string> = { 400: 'BadRequest', 403: 'Forbidden', 409: 'Conflict', 503: 'ServiceUnavailable' };
+const STATUS_REASONS: Record<Denial['status'], string> = {
+  400: 'BadRequest',
+  403: 'Forbidden',
+  409: 'Conflict',
+  503: 'ServiceUnavailable',
+};
 
 /**
  * The response, in the request's apiVersion, echoing its uid, serialised; with the size of the
  * patch, which the server bounds.
  */
-export function reviewResponse(apiVersion: AdmissionReview['apiVersion'], uid: string, decision: Decision): { json: string; patchBytes: number } {
+export function reviewResponse(
+  apiVersion: AdmissionReview['apiVersion'],
+  uid: string,
+  decision: Decision,
+): { json: string; patchBytes: number } {
   const response: Record<string, unknown> = { uid, allowed: decision.allowed };
   let patchBytes = 0;
   if (decision.allowed && decision.patch && decision.patch.length > 0) {

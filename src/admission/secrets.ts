@@ -12,17 +12,30 @@ export function secretShapeError(secret: unknown): string | undefined {
   if (metadata !== undefined && (typeof metadata !== 'object' || metadata === null)) return 'metadata is not an object';
   for (const field of ['labels', 'annotations'] as const) {
     const map = metadata?.[field];
-    if (map !== undefined && (typeof map !== 'object' || map === null || Object.values(map).some((v) => typeof v !== 'string'))) {
+    if (
+      map !== undefined &&
+      (typeof map !== 'object' || map === null || Object.values(map).some((v) => typeof v !== 'string'))
+    ) {
       return `metadata.${field} is not a map of strings`;
     }
   }
-  if (data !== undefined && (typeof data !== 'object' || data === null || Object.values(data).some((v) => typeof v !== 'string'))) {
+  if (
+    data !== undefined &&
+    (typeof data !== 'object' || data === null || Object.values(data).some((v) => typeof v !== 'string'))
+  ) {
     return 'data is not a map of base64 strings';
   }
   return undefined;
 }
 
-function decide(core: SecretCoreOptions, secret: Secret, oldSecret: Secret | undefined, namespace: string, sa: ServiceAccountView | undefined, policy?: SecretPolicy): Decision {
+function decide(
+  core: SecretCoreOptions,
+  secret: Secret,
+  oldSecret: Secret | undefined,
+  namespace: string,
+  sa: ServiceAccountView | undefined,
+  policy?: SecretPolicy,
+): Decision {
   const result = mutateSecret(core, { secret, oldSecret, namespace, referencedServiceAccount: sa });
   if (!result.allowed) return { allowed: false, denial: result.denial };
   if (!result.selected) return { allowed: true };
@@ -45,8 +58,14 @@ function decide(core: SecretCoreOptions, secret: Secret, oldSecret: Secret | und
  * Secrets from the API: it sees them only here. A reference into another namespace is looked up
  * in the ServiceAccount cache.
  */
-export function admitSecret(core: SecretCoreOptions, lookup: ServiceAccountLookup, request: AdmissionRequest, policyGate?: PolicyGate): Decision | Promise<Decision> {
-  if ((request.operation !== 'CREATE' && request.operation !== 'UPDATE') || request.subResource) return { allowed: true };
+export function admitSecret(
+  core: SecretCoreOptions,
+  lookup: ServiceAccountLookup,
+  request: AdmissionRequest,
+  policyGate?: PolicyGate,
+): Decision | Promise<Decision> {
+  if ((request.operation !== 'CREATE' && request.operation !== 'UPDATE') || request.subResource)
+    return { allowed: true };
   const secret = request.object as Secret;
   const shape = secretShapeError(secret);
   if (shape) return { allowed: false, denial: denial('MalformedObject', `the Secret cannot be read: ${shape}`) };
@@ -55,7 +74,8 @@ export function admitSecret(core: SecretCoreOptions, lookup: ServiceAccountLooku
   const oldSecret = old && !secretShapeError(old) ? old : undefined;
   const namespace = request.namespace || secret.metadata?.namespace || 'default';
   const ref = secretReference(secret, namespace);
-  const sa = ref === undefined || isDenial(ref) || ref.namespace === namespace ? undefined : lookup(ref.namespace, ref.name);
+  const sa =
+    ref === undefined || isDenial(ref) || ref.namespace === namespace ? undefined : lookup(ref.namespace, ref.name);
   const policy = secretPolicyFor(policyGate, namespace);
   if (sa instanceof Promise || policy instanceof Promise) {
     return Promise.all([sa, policy]).then(
@@ -63,7 +83,13 @@ export function admitSecret(core: SecretCoreOptions, lookup: ServiceAccountLooku
       (err: unknown) => {
         // A grant that cannot be checked is no grant: refused whatever the failure policy.
         if (!(err instanceof WebhookError) || err.code !== 'WIW_SERVICEACCOUNT_UNAVAILABLE') throw err;
-        return { allowed: false, denial: denial('ServiceAccountUnavailable', `${err.message}; it is needed to check the reference: retry shortly`) };
+        return {
+          allowed: false,
+          denial: denial(
+            'ServiceAccountUnavailable',
+            `${err.message}; it is needed to check the reference: retry shortly`,
+          ),
+        };
       },
     );
   }

@@ -25,18 +25,35 @@ export function parseSeconds(value: string, key: string, where: string): number 
 export function boundExpiration(seconds: number, bounds: TokenBounds, key: string, where: string): number | Denial {
   if (bounds.belowMinimum === 'refuse') {
     if (seconds >= bounds.min && seconds <= bounds.max) return seconds;
-    return denial('InvalidTokenExpiration', `${where} annotation ${key}=${seconds} is out of range; expected ${bounds.min} to ${bounds.max} seconds`);
+    return denial(
+      'InvalidTokenExpiration',
+      `${where} annotation ${key}=${seconds} is out of range; expected ${bounds.min} to ${bounds.max} seconds`,
+    );
   }
-  if (seconds > bounds.max) return denial('InvalidTokenExpiration', `annotation ${key}=${seconds} exceeds the maximum of ${bounds.max} seconds`);
+  if (seconds > bounds.max)
+    return denial(
+      'InvalidTokenExpiration',
+      `annotation ${key}=${seconds} exceeds the maximum of ${bounds.max} seconds`,
+    );
   return Math.max(seconds, bounds.min);
 }
 
 export function parseBool(value: string, key: string, where: string): boolean | Denial {
   // Go's strconv.ParseBool, which the single-cloud webhooks use: the same spellings keep working.
   switch (value.trim()) {
-    case '1': case 't': case 'T': case 'true': case 'TRUE': case 'True':
+    case '1':
+    case 't':
+    case 'T':
+    case 'true':
+    case 'TRUE':
+    case 'True':
       return true;
-    case '0': case 'f': case 'F': case 'false': case 'FALSE': case 'False':
+    case '0':
+    case 'f':
+    case 'F':
+    case 'false':
+    case 'FALSE':
+    case 'False':
       return false;
     default:
       return denial('InvalidAnnotation', `${where} annotation ${key}="${value}" must be "true" or "false"`);
@@ -47,7 +64,13 @@ export function parseBool(value: string, key: string, where: string): boolean | 
  * A value a peer accepted and read its own way: admitted with that reading and a warning naming
  * the problem and the expected form, or, with --strict, refused with the same message.
  */
-export function tolerated<T>(strict: boolean, warnings: string[], problem: Denial, fallback: T, reading: string): T | Denial {
+export function tolerated<T>(
+  strict: boolean,
+  warnings: string[],
+  problem: Denial,
+  fallback: T,
+  reading: string,
+): T | Denial {
   if (strict) return problem;
   warnings.push(`${problem.message}; ${reading}, as the peer webhook does (--strict refuses it)`);
   return fallback;

@@ -8,7 +8,10 @@ import { PROVIDER_NAMES, type ProviderName } from './registry.ts';
 import type { SecretProvider } from './secret-config.ts';
 import type { Cloud, Overrides, PodProvider } from './types.ts';
 
-export const CLOUD_MODULES = { aws: awsCloud, azure: azureCloud, gcp: gcpCloud } as const satisfies Record<ProviderName, Cloud<object>>;
+export const CLOUD_MODULES = { aws: awsCloud, azure: azureCloud, gcp: gcpCloud } as const satisfies Record<
+  ProviderName,
+  Cloud<object>
+>;
 
 /**
  * Every Pod provider's options, from the flags. Tenant policy changes a copy and resolves the
@@ -37,7 +40,11 @@ export function createSecretProviders(config: Config): SecretProviders {
 }
 
 /** The Pod provider of one cloud, with the overrides applied; undefined when they change nothing. */
-export function providerWithOverrides(options: ProviderOptions, name: ProviderName, overrides: Overrides): PodProvider | undefined {
+export function providerWithOverrides(
+  options: ProviderOptions,
+  name: ProviderName,
+  overrides: Overrides,
+): PodProvider | undefined {
   const base = options[name];
   const next = (CLOUD_MODULES[name] as Cloud<typeof base>).withOverrides(base, overrides);
   const changed = (Object.keys(next) as (keyof typeof next)[]).some((k) => base[k] !== next[k]);

@@ -39,24 +39,47 @@ export function gardenerApiVersion(provider: ProviderName): string {
 }
 
 /** Decodes and parses `config` (base64 in `data`), checking apiVersion, kind and field names. */
-export function parseSecretConfig(provider: SecretProvider, base64: string | undefined): { config: ConfigObject } | { denial: Denial } {
+export function parseSecretConfig(
+  provider: SecretProvider,
+  base64: string | undefined,
+): { config: ConfigObject } | { denial: Denial } {
   if (base64 === undefined) {
-    return { denial: denial('MissingConfig', `the Secret has no data key "config"; it must hold the ${provider.name} WorkloadIdentityConfig (JSON or YAML)`) };
+    return {
+      denial: denial(
+        'MissingConfig',
+        `the Secret has no data key "config"; it must hold the ${provider.name} WorkloadIdentityConfig (JSON or YAML)`,
+      ),
+    };
   }
   const text = Buffer.from(base64, 'base64').toString('utf8');
   const doc = parseDocument(text, { uniqueKeys: true });
   if (doc.errors.length > 0) {
-    return { denial: denial('InvalidConfig', `data key "config" is neither JSON nor YAML: ${doc.errors[0].message.split('\n')[0].replace(/:$/, '')}`) };
+    return {
+      denial: denial(
+        'InvalidConfig',
+        `data key "config" is neither JSON nor YAML: ${doc.errors[0].message.split('\n')[0].replace(/:$/, '')}`,
+      ),
+    };
   }
   let value: unknown;
   try {
     // No config needs YAML aliases; refusing them defuses alias bombs (exponential expansion).
     value = doc.toJS({ maxAliasCount: 0 });
   } catch {
-    return { denial: denial('InvalidConfig', `data key "config" uses YAML aliases (*name), which are not accepted: write the ${provider.name} config out in full`) };
+    return {
+      denial: denial(
+        'InvalidConfig',
+        `data key "config" uses YAML aliases (*name), which are not accepted: write the ${provider.name} config out in full`,
+      ),
+    };
   }
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    return { denial: denial('InvalidConfig', `data key "config" must be an object with the fields ${provider.fields.join(', ')}`) };
+    return {
+      denial: denial(
+        'InvalidConfig',
+        `data key "config" must be an object with the fields ${provider.fields.join(', ')}`,
+      ),
+    };
   }
   const config = value as ConfigObject;
   const problems: string[] = [];
@@ -70,14 +93,21 @@ export function parseSecretConfig(provider: SecretProvider, base64: string | und
   const allowed = new Set(['apiVersion', 'kind', ...provider.fields]);
   const unknown = Object.keys(config).filter((k) => !allowed.has(k));
   if (unknown.length > 0) {
-    problems.push(`config has unknown field${unknown.length > 1 ? 's' : ''} ${unknown.map((k) => `"${k}"`).join(', ')}; the ${provider.name} config accepts ${[...allowed].join(', ')}`);
+    problems.push(
+      `config has unknown field${unknown.length > 1 ? 's' : ''} ${unknown.map((k) => `"${k}"`).join(', ')}; the ${provider.name} config accepts ${[...allowed].join(', ')}`,
+    );
   }
   if (problems.length > 0) return { denial: denial('InvalidConfig', problems.join('; ')) };
   return { config };
 }
 
 /** A string field: undefined when absent, a message when present but not a string. */
-export function stringField(config: ConfigObject, key: string, problems: Denial[], path = `config.${key}`): string | undefined {
+export function stringField(
+  config: ConfigObject,
+  key: string,
+  problems: Denial[],
+  path = `config.${key}`,
+): string | undefined {
   const value = config[key];
   if (value === undefined || value === null) return undefined;
   if (typeof value !== 'string') {
@@ -87,7 +117,13 @@ export function stringField(config: ConfigObject, key: string, problems: Denial[
   return value.trim();
 }
 
-export function requiredString(config: ConfigObject, key: string, problems: Denial[], what: string, path = `config.${key}`): string | undefined {
+export function requiredString(
+  config: ConfigObject,
+  key: string,
+  problems: Denial[],
+  what: string,
+  path = `config.${key}`,
+): string | undefined {
   const before = problems.length;
   const value = stringField(config, key, problems, path);
   if (problems.length === before && !value) {

@@ -2,9 +2,24 @@
 // API server's discovery document and JWKS, the public issuer URL's copies, and verifies the
 // token each identity-carrying ServiceAccount would get against the published keys.
 import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
-import { calculateJwkThumbprint, createLocalJWKSet, decodeJwt, decodeProtectedHeader, errors, jwtVerify, type JWTPayload } from 'jose';
+import {
+  calculateJwkThumbprint,
+  createLocalJWKSet,
+  decodeJwt,
+  decodeProtectedHeader,
+  errors,
+  jwtVerify,
+  type JWTPayload,
+} from 'jose';
 import type { Jwks } from '../issuer/discovery.ts';
-import { apiServerOf, readApiServerDiscovery, readApiServerJwks, readPublicDiscovery, readPublicJwks, type Fetched } from '../issuer/read.ts';
+import {
+  apiServerOf,
+  readApiServerDiscovery,
+  readApiServerJwks,
+  readPublicDiscovery,
+  readPublicJwks,
+  type Fetched,
+} from '../issuer/read.ts';
 import type { DiscoveryDocument } from '../issuer/discovery.ts';
 import type { SecretCoreOptions } from '../mutate/secret.ts';
 import type { PodProvider, ProviderName } from '../clouds/types.ts';
@@ -41,13 +56,27 @@ export async function runDoctor(options: DoctorOptions): Promise<DoctorReport> {
 
   const apiDiscovery = await readApiServerDiscovery(api);
   if (!apiDiscovery.ok && apiDiscovery.status === undefined) {
-    add({ id: 'api-server', verdict: 'unknown', message: `cannot reach the API server at ${api.server}: ${apiDiscovery.problem}`, fix: 'check --kubeconfig and the network path to the API server' });
+    add({
+      id: 'api-server',
+      verdict: 'unknown',
+      message: `cannot reach the API server at ${api.server}: ${apiDiscovery.problem}`,
+      fix: 'check --kubeconfig and the network path to the API server',
+    });
     return { issuer: undefined, checks };
   }
   if (apiDiscovery.ok) {
-    add({ id: 'discovery', verdict: 'pass', message: `the API server serves its discovery document: issuer ${apiDiscovery.value.issuer}, jwks_uri ${apiDiscovery.value.jwks_uri}` });
+    add({
+      id: 'discovery',
+      verdict: 'pass',
+      message: `the API server serves its discovery document: issuer ${apiDiscovery.value.issuer}, jwks_uri ${apiDiscovery.value.jwks_uri}`,
+    });
   } else if (apiDiscovery.status === 401 || apiDiscovery.status === 403) {
-    add({ id: 'discovery', verdict: 'unknown', message: `the API server refuses these credentials the discovery document (${apiDiscovery.problem})`, fix: 'use a kubeconfig allowed to GET /.well-known/openid-configuration' });
+    add({
+      id: 'discovery',
+      verdict: 'unknown',
+      message: `the API server refuses these credentials the discovery document (${apiDiscovery.problem})`,
+      fix: 'use a kubeconfig allowed to GET /.well-known/openid-configuration',
+    });
   } else {
     add({
       id: 'discovery',
@@ -68,41 +97,90 @@ export async function runDoctor(options: DoctorOptions): Promise<DoctorReport> {
     const fromSecrets = identitiesOfSecrets(options.secrets, objects.secrets, objects.accounts);
     identities = [...fromAccounts.identities, ...fromSecrets.identities];
     for (const p of [...fromAccounts.problems, ...fromSecrets.problems]) {
-      add({ id: 'annotations', verdict: 'fail', message: p, fix: 'correct the annotation or config; the webhook refuses it as it stands' });
+      add({
+        id: 'annotations',
+        verdict: 'fail',
+        message: p,
+        fix: 'correct the annotation or config; the webhook refuses it as it stands',
+      });
     }
     anyAccount = objects.accounts[0];
-    for (const w of objects.warnings ?? []) add({ id: 'identities', verdict: 'warn', message: w, fix: 'use a kubeconfig that may list secrets to check them too' });
+    for (const w of objects.warnings ?? [])
+      add({
+        id: 'identities',
+        verdict: 'warn',
+        message: w,
+        fix: 'use a kubeconfig that may list secrets to check them too',
+      });
   } catch (err) {
-    add({ id: 'identities', verdict: 'unknown', message: `cannot list ServiceAccounts and labelled Secrets: ${kubeError(err)}`, fix: 'use a kubeconfig that may list serviceaccounts and secrets' });
+    add({
+      id: 'identities',
+      verdict: 'unknown',
+      message: `cannot list ServiceAccounts and labelled Secrets: ${kubeError(err)}`,
+      fix: 'use a kubeconfig that may list serviceaccounts and secrets',
+    });
   }
-  const probe = identities[0] ?? (anyAccount && { namespace: anyAccount.namespace, serviceAccount: anyAccount.name, audience: 'workload-identity-webhook-doctor', expirationSeconds: 3600 });
+  const probe =
+    identities[0] ??
+    (anyAccount && {
+      namespace: anyAccount.namespace,
+      serviceAccount: anyAccount.name,
+      audience: 'workload-identity-webhook-doctor',
+      expirationSeconds: 3600,
+    });
   let fresh: { token: string; payload: JWTPayload; alg?: string; kid?: string } | undefined;
   if (probe) {
     try {
-      const token = await requestToken(core, probe.namespace, probe.serviceAccount, probe.audience, probe.expirationSeconds ?? 3600);
+      const token = await requestToken(
+        core,
+        probe.namespace,
+        probe.serviceAccount,
+        probe.audience,
+        probe.expirationSeconds ?? 3600,
+      );
       const header = decodeProtectedHeader(token);
       fresh = { token, payload: decodeJwt(token), alg: header.alg, kid: header.kid };
     } catch (err) {
-      add({ id: 'token-issuer', verdict: 'unknown', message: `cannot request a token for ServiceAccount ${probe.namespace}/${probe.serviceAccount}: ${kubeError(err)}`, fix: 'use a kubeconfig that may create serviceaccounts/token' });
+      add({
+        id: 'token-issuer',
+        verdict: 'unknown',
+        message: `cannot request a token for ServiceAccount ${probe.namespace}/${probe.serviceAccount}: ${kubeError(err)}`,
+        fix: 'use a kubeconfig that may create serviceaccounts/token',
+      });
     }
   } else {
-    add({ id: 'token-issuer', verdict: 'unknown', message: 'no ServiceAccount to request a token for', fix: 'create a ServiceAccount, or pass --namespace of one that has some' });
+    add({
+      id: 'token-issuer',
+      verdict: 'unknown',
+      message: 'no ServiceAccount to request a token for',
+      fix: 'create a ServiceAccount, or pass --namespace of one that has some',
+    });
   }
 
-  const issuer = apiDiscovery.ok ? apiDiscovery.value.issuer : typeof fresh?.payload.iss === 'string' ? fresh.payload.iss : undefined;
+  const issuer = apiDiscovery.ok
+    ? apiDiscovery.value.issuer
+    : typeof fresh?.payload.iss === 'string'
+      ? fresh.payload.iss
+      : undefined;
   if (issuer === undefined) return { issuer, checks };
   checkIssuerForm(issuer, add);
 
   if (fresh && apiDiscovery.ok) {
     const iss = String(fresh.payload.iss);
-    add(iss === issuer
-      ? { id: 'token-issuer', verdict: 'pass', message: `a fresh token's iss equals the discovery issuer byte for byte (${JSON.stringify(iss)})` }
-      : {
-          id: 'token-issuer',
-          verdict: 'fail',
-          message: `a fresh token's iss ${JSON.stringify(iss)} differs from the discovery issuer ${JSON.stringify(issuer)}: clouds refuse the token`,
-          fix: 'list the URL the clouds trust first in --service-account-issuer (the first one signs tokens)',
-        });
+    add(
+      iss === issuer
+        ? {
+            id: 'token-issuer',
+            verdict: 'pass',
+            message: `a fresh token's iss equals the discovery issuer byte for byte (${JSON.stringify(iss)})`,
+          }
+        : {
+            id: 'token-issuer',
+            verdict: 'fail',
+            message: `a fresh token's iss ${JSON.stringify(iss)} differs from the discovery issuer ${JSON.stringify(issuer)}: clouds refuse the token`,
+            fix: 'list the URL the clouds trust first in --service-account-issuer (the first one signs tokens)',
+          },
+    );
   }
 
   // jwks_uri, and the public copies.
@@ -110,31 +188,59 @@ export async function runDoctor(options: DoctorOptions): Promise<DoctorReport> {
   if (jwksUri !== undefined) checkJwksUri(jwksUri, issuer, add);
 
   const anonDiscovery = await readApiServerDiscovery(api, true);
-  const publicDiscovery = issuer.startsWith('https://') ? await readPublicDiscovery(issuer, options.issuerCa) : undefined;
+  const publicDiscovery = issuer.startsWith('https://')
+    ? await readPublicDiscovery(issuer, options.issuerCa)
+    : undefined;
   checkAnonymous(anonDiscovery, publicDiscovery, issuer, add);
 
   let published: Fetched<Jwks> | undefined;
   if (publicDiscovery?.ok) {
     const doc = publicDiscovery.value;
     const same = apiDiscovery.ok ? sameDiscovery(doc, apiDiscovery.value) : undefined;
-    add(same === undefined || same.length === 0
-      ? { id: 'public-discovery', verdict: 'pass', message: `${publicDiscovery.url} is readable without credentials and names issuer ${doc.issuer}` }
-      : { id: 'public-discovery', verdict: 'fail', message: `${publicDiscovery.url} differs from the API server's: ${same.join('; ')}`, fix: 'republish the documents (workload-identity-webhook issuer publish) or correct --service-account-issuer / --service-account-jwks-uri' });
+    add(
+      same === undefined || same.length === 0
+        ? {
+            id: 'public-discovery',
+            verdict: 'pass',
+            message: `${publicDiscovery.url} is readable without credentials and names issuer ${doc.issuer}`,
+          }
+        : {
+            id: 'public-discovery',
+            verdict: 'fail',
+            message: `${publicDiscovery.url} differs from the API server's: ${same.join('; ')}`,
+            fix: 'republish the documents (workload-identity-webhook issuer publish) or correct --service-account-issuer / --service-account-jwks-uri',
+          },
+    );
     published = await readPublicJwks(doc.jwks_uri, options.issuerCa);
     if (apiJwks.ok) await compareKeys(apiJwks.value, published, add);
-    else if (published.ok) add({ id: 'public-jwks', verdict: 'pass', message: `${published.url} holds ${published.value.keys.length} key(s)` });
-    else add({ id: 'public-jwks', verdict: published.status ? 'fail' : 'unknown', message: `cannot read the public JWKS at ${published.url}: ${published.problem}`, fix: 'serve the JWKS at jwks_uri without credentials' });
+    else if (published.ok)
+      add({
+        id: 'public-jwks',
+        verdict: 'pass',
+        message: `${published.url} holds ${published.value.keys.length} key(s)`,
+      });
+    else
+      add({
+        id: 'public-jwks',
+        verdict: published.status ? 'fail' : 'unknown',
+        message: `cannot read the public JWKS at ${published.url}: ${published.problem}`,
+        fix: 'serve the JWKS at jwks_uri without credentials',
+      });
   } else if (publicDiscovery) {
     const refused = publicDiscovery.status === 401 || publicDiscovery.status === 403;
     add({
       id: 'public-discovery',
       verdict: publicDiscovery.status === undefined ? 'unknown' : 'fail',
-      message: publicDiscovery.status === undefined
-        ? `cannot reach ${publicDiscovery.url} from here (${publicDiscovery.problem}); the clouds must reach it from the internet`
-        : `${publicDiscovery.url} answers ${publicDiscovery.problem}${refused ? ': discovery is not readable without credentials' : ''}`,
-      fix: publicDiscovery.status === undefined
-        ? 'run doctor where the issuer URL resolves (pass --issuer-ca FILE for a private CA), or check it from outside'
-        : refused ? BINDING_FIX : 'serve the discovery document at the issuer URL: workload-identity-webhook issuer publish',
+      message:
+        publicDiscovery.status === undefined
+          ? `cannot reach ${publicDiscovery.url} from here (${publicDiscovery.problem}); the clouds must reach it from the internet`
+          : `${publicDiscovery.url} answers ${publicDiscovery.problem}${refused ? ': discovery is not readable without credentials' : ''}`,
+      fix:
+        publicDiscovery.status === undefined
+          ? 'run doctor where the issuer URL resolves (pass --issuer-ca FILE for a private CA), or check it from outside'
+          : refused
+            ? BINDING_FIX
+            : 'serve the discovery document at the issuer URL: workload-identity-webhook issuer publish',
     });
   }
 
@@ -145,15 +251,30 @@ export async function runDoctor(options: DoctorOptions): Promise<DoctorReport> {
   for (const identity of identities) {
     let token: string;
     try {
-      token = await requestToken(core, identity.namespace, identity.serviceAccount, identity.audience, identity.expirationSeconds ?? 3600);
+      token = await requestToken(
+        core,
+        identity.namespace,
+        identity.serviceAccount,
+        identity.audience,
+        identity.expirationSeconds ?? 3600,
+      );
     } catch (err) {
-      add({ id: 'identity', subject: identity.source, verdict: 'unknown', message: `cannot request its token: ${kubeError(err)}` });
+      add({
+        id: 'identity',
+        subject: identity.source,
+        verdict: 'unknown',
+        message: `cannot request its token: ${kubeError(err)}`,
+      });
       continue;
     }
     await checkToken('identity', identity, token, issuer, keys, add);
   }
   if (identities.length === 0 && checks.every((c) => c.id !== 'identities' || c.verdict === 'warn')) {
-    add({ id: 'identities', verdict: 'warn', message: `no ServiceAccount${options.namespace ? ` in ${options.namespace}` : ''} carries an identity annotation yet` });
+    add({
+      id: 'identities',
+      verdict: 'warn',
+      message: `no ServiceAccount${options.namespace ? ` in ${options.namespace}` : ''} carries an identity annotation yet`,
+    });
   }
   return { issuer, checks };
 }
@@ -183,7 +304,12 @@ function checkIssuerForm(issuer: string, add: (c: Check) => void): void {
       fix: `--service-account-issuer=${issuer.replace(/\/+$/, '')} (then recreate the cloud-side trust with workload-identity-webhook trust)`,
     });
   } else if (url.search || url.hash) {
-    add({ id: 'issuer-form', verdict: 'fail', message: `the issuer ${issuer} has a query or fragment, which OpenID Connect forbids`, fix: 'use https://host[/path] as --service-account-issuer' });
+    add({
+      id: 'issuer-form',
+      verdict: 'fail',
+      message: `the issuer ${issuer} has a query or fragment, which OpenID Connect forbids`,
+      fix: 'use https://host[/path] as --service-account-issuer',
+    });
   } else {
     add({ id: 'issuer-form', verdict: 'pass', message: 'the issuer has no trailing slash, query or fragment' });
   }
@@ -197,30 +323,62 @@ function checkJwksUri(jwksUri: string, issuer: string, add: (c: Check) => void):
     // reported below
   }
   if (url?.protocol !== 'https:') {
-    add({ id: 'jwks-uri', verdict: 'fail', message: `jwks_uri ${JSON.stringify(jwksUri)} is not an https URL`, fix: '--service-account-jwks-uri=https://<host>/openid/v1/jwks' });
+    add({
+      id: 'jwks-uri',
+      verdict: 'fail',
+      message: `jwks_uri ${JSON.stringify(jwksUri)} is not an https URL`,
+      fix: '--service-account-jwks-uri=https://<host>/openid/v1/jwks',
+    });
     return;
   }
   const issuerHost = new URL(issuer).host;
-  add(url.host === issuerHost
-    ? { id: 'jwks-uri', verdict: 'pass', message: `jwks_uri ${jwksUri} is https, on the issuer's host` }
-    : { id: 'jwks-uri', verdict: 'warn', message: `jwks_uri ${jwksUri} is on ${url.host}, not on the issuer's host ${issuerHost}: the clouds fetch it from there, so it must be public too`, fix: 'host discovery and JWKS together: workload-identity-webhook issuer publish, then --service-account-jwks-uri=<issuer>/openid/v1/jwks' });
+  add(
+    url.host === issuerHost
+      ? { id: 'jwks-uri', verdict: 'pass', message: `jwks_uri ${jwksUri} is https, on the issuer's host` }
+      : {
+          id: 'jwks-uri',
+          verdict: 'warn',
+          message: `jwks_uri ${jwksUri} is on ${url.host}, not on the issuer's host ${issuerHost}: the clouds fetch it from there, so it must be public too`,
+          fix: 'host discovery and JWKS together: workload-identity-webhook issuer publish, then --service-account-jwks-uri=<issuer>/openid/v1/jwks',
+        },
+  );
 }
 
-function checkAnonymous(anon: Fetched<DiscoveryDocument>, pub: Fetched<DiscoveryDocument> | undefined, issuer: string, add: (c: Check) => void): void {
+function checkAnonymous(
+  anon: Fetched<DiscoveryDocument>,
+  pub: Fetched<DiscoveryDocument> | undefined,
+  issuer: string,
+  add: (c: Check) => void,
+): void {
   if (anon.ok) {
-    add({ id: 'anonymous-discovery', verdict: 'pass', message: 'the API server serves discovery and JWKS without credentials (system:service-account-issuer-discovery is bound to system:unauthenticated)' });
+    add({
+      id: 'anonymous-discovery',
+      verdict: 'pass',
+      message:
+        'the API server serves discovery and JWKS without credentials (system:service-account-issuer-discovery is bound to system:unauthenticated)',
+    });
   } else if (anon.status === 401 || anon.status === 403) {
     const elsewhere = pub?.ok === true;
-    add(elsewhere
-      ? { id: 'anonymous-discovery', verdict: 'pass', message: `the API server refuses anonymous discovery, which is fine: the issuer ${issuer} is served elsewhere` }
-      : {
-          id: 'anonymous-discovery',
-          verdict: 'fail',
-          message: `the API server refuses discovery without credentials (${anon.problem}): the clouds read it anonymously`,
-          fix: BINDING_FIX,
-        });
+    add(
+      elsewhere
+        ? {
+            id: 'anonymous-discovery',
+            verdict: 'pass',
+            message: `the API server refuses anonymous discovery, which is fine: the issuer ${issuer} is served elsewhere`,
+          }
+        : {
+            id: 'anonymous-discovery',
+            verdict: 'fail',
+            message: `the API server refuses discovery without credentials (${anon.problem}): the clouds read it anonymously`,
+            fix: BINDING_FIX,
+          },
+    );
   } else if (anon.status !== undefined && anon.status !== 404) {
-    add({ id: 'anonymous-discovery', verdict: 'unknown', message: `anonymous discovery at the API server answered ${anon.problem}` });
+    add({
+      id: 'anonymous-discovery',
+      verdict: 'unknown',
+      message: `anonymous discovery at the API server answered ${anon.problem}`,
+    });
   }
 }
 
@@ -233,10 +391,18 @@ function sameDiscovery(pub: DiscoveryDocument, api: DiscoveryDocument): string[]
 
 async function compareKeys(api: Jwks, pub: Fetched<Jwks>, add: (c: Check) => void): Promise<void> {
   if (!pub.ok) {
-    add({ id: 'public-jwks', verdict: pub.status ? 'fail' : 'unknown', message: `cannot read the public JWKS at ${pub.url}: ${pub.problem}`, fix: 'serve the JWKS at jwks_uri without credentials' });
+    add({
+      id: 'public-jwks',
+      verdict: pub.status ? 'fail' : 'unknown',
+      message: `cannot read the public JWKS at ${pub.url}: ${pub.problem}`,
+      fix: 'serve the JWKS at jwks_uri without credentials',
+    });
     return;
   }
-  const prints = async (jwks: Jwks) => new Map(await Promise.all(jwks.keys.map(async (k) => [await calculateJwkThumbprint(k), k.kid ?? '(no kid)'] as const)));
+  const prints = async (jwks: Jwks) =>
+    new Map(
+      await Promise.all(jwks.keys.map(async (k) => [await calculateJwkThumbprint(k), k.kid ?? '(no kid)'] as const)),
+    );
   const [a, p] = await Promise.all([prints(api), prints(pub.value)]);
   const missing = [...a].filter(([t]) => !p.has(t)).map(([, kid]) => kid);
   const extra = [...p].filter(([t]) => !a.has(t)).map(([, kid]) => kid);
@@ -248,36 +414,86 @@ async function compareKeys(api: Jwks, pub: Fetched<Jwks>, add: (c: Check) => voi
       fix: 'republish the keys: workload-identity-webhook issuer publish --dir DIR (then upload DIR to the issuer host)',
     });
   } else if (extra.length > 0) {
-    add({ id: 'public-jwks', verdict: 'warn', message: `the public JWKS at ${pub.url} also holds key(s) the API server no longer has: kid ${extra.join(', ')}`, fix: 'drop them once no token they signed is still valid: workload-identity-webhook issuer publish' });
+    add({
+      id: 'public-jwks',
+      verdict: 'warn',
+      message: `the public JWKS at ${pub.url} also holds key(s) the API server no longer has: kid ${extra.join(', ')}`,
+      fix: 'drop them once no token they signed is still valid: workload-identity-webhook issuer publish',
+    });
   } else {
-    add({ id: 'public-jwks', verdict: 'pass', message: `the public JWKS at ${pub.url} holds the API server's ${a.size} key(s)` });
+    add({
+      id: 'public-jwks',
+      verdict: 'pass',
+      message: `the public JWKS at ${pub.url} holds the API server's ${a.size} key(s)`,
+    });
   }
 }
 
-function checkAlgorithms(jwks: Jwks | undefined, tokenAlg: string | undefined, identities: readonly TrustIdentity[], add: (c: Check) => void): void {
-  const algorithms = new Set([...(jwks?.keys ?? []).map((k) => k.alg).filter((a): a is string => !!a), ...(tokenAlg ? [tokenAlg] : [])]);
+function checkAlgorithms(
+  jwks: Jwks | undefined,
+  tokenAlg: string | undefined,
+  identities: readonly TrustIdentity[],
+  add: (c: Check) => void,
+): void {
+  const algorithms = new Set([
+    ...(jwks?.keys ?? []).map((k) => k.alg).filter((a): a is string => !!a),
+    ...(tokenAlg ? [tokenAlg] : []),
+  ]);
   if (algorithms.size === 0) return;
   const used = new Set(identities.map((i) => i.cloud));
   const clouds = (used.size ? [...used] : (['aws', 'azure', 'gcp'] as const)) as ProviderName[];
-  const refused = clouds.flatMap((cloud) => [...algorithms].filter((a) => !ACCEPTED_ALGORITHMS[cloud].includes(a)).map((a) => `${CLOUD_NAMES[cloud]} does not accept ${a}`));
-  add(refused.length === 0
-    ? { id: 'algorithm', verdict: 'pass', message: `tokens are signed with ${[...algorithms].join(', ')}, which ${clouds.map((c) => CLOUD_NAMES[c]).join(', ')} accept` }
-    : { id: 'algorithm', verdict: used.size ? 'fail' : 'warn', message: refused.join('; '), fix: 'sign with an RSA key (RS256): --service-account-signing-key-file=<RSA private key>' });
+  const refused = clouds.flatMap((cloud) =>
+    [...algorithms]
+      .filter((a) => !ACCEPTED_ALGORITHMS[cloud].includes(a))
+      .map((a) => `${CLOUD_NAMES[cloud]} does not accept ${a}`),
+  );
+  add(
+    refused.length === 0
+      ? {
+          id: 'algorithm',
+          verdict: 'pass',
+          message: `tokens are signed with ${[...algorithms].join(', ')}, which ${clouds.map((c) => CLOUD_NAMES[c]).join(', ')} accept`,
+        }
+      : {
+          id: 'algorithm',
+          verdict: used.size ? 'fail' : 'warn',
+          message: refused.join('; '),
+          fix: 'sign with an RSA key (RS256): --service-account-signing-key-file=<RSA private key>',
+        },
+  );
 }
 
-async function checkToken(id: string, identity: TrustIdentity | undefined, token: string, issuer: string, keys: Fetched<Jwks> | undefined, add: (c: Check) => void): Promise<void> {
+async function checkToken(
+  id: string,
+  identity: TrustIdentity | undefined,
+  token: string,
+  issuer: string,
+  keys: Fetched<Jwks> | undefined,
+  add: (c: Check) => void,
+): Promise<void> {
   const subject = identity?.source;
   const header = decodeProtectedHeader(token);
   const claims = decodeJwt(token);
-  const lifetime = typeof claims.exp === 'number' && typeof claims.iat === 'number' ? claims.exp - claims.iat : undefined;
-  const what = identity ? `${identity.cloud} token (aud ${identity.audience}, expires in ${lifetime ?? '?'} s)` : `a fresh token`;
+  const lifetime =
+    typeof claims.exp === 'number' && typeof claims.iat === 'number' ? claims.exp - claims.iat : undefined;
+  const what = identity
+    ? `${identity.cloud} token (aud ${identity.audience}, expires in ${lifetime ?? '?'} s)`
+    : `a fresh token`;
   if (!keys?.ok) {
-    add({ id, subject, verdict: 'fail', message: `${what}: no published JWKS to verify it against`, fix: 'serve discovery and JWKS (see the checks above)' });
+    add({
+      id,
+      subject,
+      verdict: 'fail',
+      message: `${what}: no published JWKS to verify it against`,
+      fix: 'serve discovery and JWKS (see the checks above)',
+    });
     return;
   }
   if (header.kid && !keys.value.keys.some((k) => k.kid === header.kid)) {
     add({
-      id, subject, verdict: 'fail',
+      id,
+      subject,
+      verdict: 'fail',
       message: `${what} is signed with key kid ${header.kid}, which the published JWKS (${keys.url}) lacks: a rotated signing key not yet published`,
       fix: 'list the new public key in --service-account-key-file (next to the old one) and republish the JWKS (workload-identity-webhook issuer publish) before signing with it',
     });
@@ -290,18 +506,44 @@ async function checkToken(id: string, identity: TrustIdentity | undefined, token
     });
   } catch (err) {
     const claim = err instanceof errors.JWTClaimValidationFailed ? ` (claim ${err.claim})` : '';
-    add({ id, subject, verdict: 'fail', message: `${what} does not verify against ${keys.url}: ${(err as Error).message}${claim}` });
+    add({
+      id,
+      subject,
+      verdict: 'fail',
+      message: `${what} does not verify against ${keys.url}: ${(err as Error).message}${claim}`,
+    });
     return;
   }
   if (identity?.expirationSeconds !== undefined && lifetime !== undefined && lifetime < identity.expirationSeconds) {
-    add({ id, subject, verdict: 'warn', message: `${what} verifies, but the API server shortened its lifetime from the ${identity.expirationSeconds} s requested`, fix: 'raise --service-account-max-token-expiration, or lower the token-expiration annotation' });
+    add({
+      id,
+      subject,
+      verdict: 'warn',
+      message: `${what} verifies, but the API server shortened its lifetime from the ${identity.expirationSeconds} s requested`,
+      fix: 'raise --service-account-max-token-expiration, or lower the token-expiration annotation',
+    });
     return;
   }
-  add({ id, subject, verdict: 'pass', message: `${what} verifies against ${keys.url} (kid ${header.kid ?? 'none'}, iss, aud and sub as the cloud expects)` });
+  add({
+    id,
+    subject,
+    verdict: 'pass',
+    message: `${what} verifies against ${keys.url} (kid ${header.kid ?? 'none'}, iss, aud and sub as the cloud expects)`,
+  });
 }
 
-async function requestToken(core: CoreV1Api, namespace: string, name: string, audience: string, expirationSeconds: number): Promise<string> {
-  const res = await core.createNamespacedServiceAccountToken({ namespace, name, body: { spec: { audiences: [audience], expirationSeconds } } });
+async function requestToken(
+  core: CoreV1Api,
+  namespace: string,
+  name: string,
+  audience: string,
+  expirationSeconds: number,
+): Promise<string> {
+  const res = await core.createNamespacedServiceAccountToken({
+    namespace,
+    name,
+    body: { spec: { audiences: [audience], expirationSeconds } },
+  });
   if (!res.status?.token) throw new Error('the TokenRequest returned no token');
   return res.status.token;
 }
@@ -309,7 +551,8 @@ async function requestToken(core: CoreV1Api, namespace: string, name: string, au
 function kubeError(err: unknown): string {
   const e = err as { code?: number; body?: unknown; message?: string };
   if (typeof e.code === 'number') {
-    const body = typeof e.body === 'string' ? safeMessage(e.body) : (e.body as { message?: string } | undefined)?.message;
+    const body =
+      typeof e.body === 'string' ? safeMessage(e.body) : (e.body as { message?: string } | undefined)?.message;
     return `HTTP ${e.code}${body ? `: ${body}` : ''}`;
   }
   return e.message ?? String(err);

@@ -37,8 +37,10 @@ export function reportText(report: DoctorReport): string {
   const code = exitCode(report);
   const counts = (v: Verdict) => report.checks.filter((c) => c.verdict === v).length;
   lines.push(
-    code === 0 ? `all ${report.checks.length} checks passed${counts('warn') ? ` (${counts('warn')} warnings)` : ''}`
-      : code === 1 ? `${counts('fail')} problem(s) found`
+    code === 0
+      ? `all ${report.checks.length} checks passed${counts('warn') ? ` (${counts('warn')} warnings)` : ''}`
+      : code === 1
+        ? `${counts('fail')} problem(s) found`
         : `${counts('unknown')} check(s) could not be made`,
   );
   return lines.join('\n') + '\n';
@@ -46,5 +48,16 @@ export function reportText(report: DoctorReport): string {
 
 export function reportJson(report: DoctorReport): string {
   const code = exitCode(report);
-  return JSON.stringify({ issuer: report.issuer ?? null, result: ['ok', 'problems', 'incomplete'][code], exitCode: code, checks: report.checks }, null, 2) + '\n';
+  return (
+    JSON.stringify(
+      {
+        issuer: report.issuer ?? null,
+        result: ['ok', 'problems', 'incomplete'][code],
+        exitCode: code,
+        checks: report.checks,
+      },
+      null,
+      2,
+    ) + '\n'
+  );
 }

@@ -54,7 +54,8 @@ export function parseJwks(text: string, source: string): Jwks {
   const value = parseJson(text, source) as { keys?: unknown };
   if (!Array.isArray(value.keys)) throw bad(source, 'has no "keys" array');
   for (const [i, key] of value.keys.entries()) {
-    if (typeof key !== 'object' || key === null || typeof (key as JWK).kty !== 'string') throw bad(source, `keys[${i}] is not a JWK`);
+    if (typeof key !== 'object' || key === null || typeof (key as JWK).kty !== 'string')
+      throw bad(source, `keys[${i}] is not a JWK`);
   }
   return { keys: value.keys as Jwks['keys'] };
 }

@@ -17,7 +17,10 @@ export function jwksFromKeyFiles(files: readonly string[]): Jwks {
     try {
       text = readFileSync(file, 'utf8');
     } catch (err) {
-      throw new WebhookError('WIW_BAD_INPUT', `cannot read key file ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+      throw new WebhookError(
+        'WIW_BAD_INPUT',
+        `cannot read key file ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
+      );
     }
     const blocks = [...text.matchAll(PEM_BLOCK)];
     if (blocks.length === 0) throw new WebhookError('WIW_BAD_INPUT', `key file ${file} holds no PEM block`);
@@ -36,13 +39,18 @@ function publicKeyOf(pem: string, label: string, file: string): KeyObject {
     if (label === 'CERTIFICATE') return new X509Certificate(pem).publicKey;
     return createPublicKey(pem);
   } catch (err) {
-    throw new WebhookError('WIW_BAD_INPUT', `key file ${file}: the ${label} block is not a key: ${(err as Error).message}`);
+    throw new WebhookError(
+      'WIW_BAD_INPUT',
+      `key file ${file}: the ${label} block is not a key: ${(err as Error).message}`,
+    );
   }
 }
 
 /** Kubernetes' key id: base64url(SHA-256(PKIX DER of the public key)), as keyIDFromPublicKey computes it. */
 export function kubernetesKeyId(key: KeyObject): string {
-  return createHash('sha256').update(key.export({ type: 'spki', format: 'der' })).digest('base64url');
+  return createHash('sha256')
+    .update(key.export({ type: 'spki', format: 'der' }))
+    .digest('base64url');
 }
 
 const EC_ALGORITHMS: Record<string, string> = { 'P-256': 'ES256', 'P-384': 'ES384', 'P-521': 'ES512' };
@@ -52,6 +60,10 @@ function publicJwk(key: KeyObject, file: string): JWK & { kid: string } {
   const kid = kubernetesKeyId(key);
   if (exported.kty === 'RSA') return { use: 'sig', kty: 'RSA', kid, alg: 'RS256', n: exported.n, e: exported.e };
   const alg = exported.kty === 'EC' ? EC_ALGORITHMS[exported.crv ?? ''] : undefined;
-  if (!alg) throw new WebhookError('WIW_BAD_INPUT', `key file ${file}: a ${exported.kty} ${exported.crv ?? ''} key cannot sign ServiceAccount tokens (RSA or EC P-256/384/521)`);
+  if (!alg)
+    throw new WebhookError(
+      'WIW_BAD_INPUT',
+      `key file ${file}: a ${exported.kty} ${exported.crv ?? ''} key cannot sign ServiceAccount tokens (RSA or EC P-256/384/521)`,
+    );
   return { use: 'sig', kty: 'EC', kid, crv: exported.crv, alg, x: exported.x, y: exported.y };
 }

@@ -22,9 +22,18 @@ export function checkIssuerUrl(issuer: string): URL {
   } catch {
     throw new WebhookError('WIW_BAD_INPUT', `--issuer "${issuer}" is not a URL; expected https://host[/path]`);
   }
-  if (url.protocol !== 'https:') throw new WebhookError('WIW_BAD_INPUT', `--issuer "${issuer}" must use https: the clouds fetch discovery over https only`);
-  if (url.search || url.hash) throw new WebhookError('WIW_BAD_INPUT', `--issuer "${issuer}" must have no query or fragment`);
-  if (issuer.endsWith('/')) throw new WebhookError('WIW_BAD_INPUT', `--issuer "${issuer}" ends with "/": AWS names OIDC providers without it and refuses such tokens; drop the slash`);
+  if (url.protocol !== 'https:')
+    throw new WebhookError(
+      'WIW_BAD_INPUT',
+      `--issuer "${issuer}" must use https: the clouds fetch discovery over https only`,
+    );
+  if (url.search || url.hash)
+    throw new WebhookError('WIW_BAD_INPUT', `--issuer "${issuer}" must have no query or fragment`);
+  if (issuer.endsWith('/'))
+    throw new WebhookError(
+      'WIW_BAD_INPUT',
+      `--issuer "${issuer}" ends with "/": AWS names OIDC providers without it and refuses such tokens; drop the slash`,
+    );
   return url;
 }
 
@@ -48,7 +57,10 @@ export async function publishIssuer(dir: string, issuer: string, jwks: Jwks): Pr
     await writeFile(join(dir, files[0]), JSON.stringify(pub.discovery) + '\n');
     await writeFile(join(dir, files[1]), JSON.stringify(pub.jwks) + '\n');
   } catch (err) {
-    throw new WebhookError('WIW_BAD_INPUT', `cannot write into ${dir}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+    throw new WebhookError(
+      'WIW_BAD_INPUT',
+      `cannot write into ${dir}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
+    );
   }
   return { ...pub, files };
 }

@@ -4,7 +4,14 @@ import { rootCertificates } from 'node:tls';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { WebhookError } from '../errors.ts';
 import { describeNetworkError, httpGet, type HttpAnswer, type TlsMaterial } from './http.ts';
-import { discoveryUrl, DISCOVERY_PATH, parseDiscovery, parseJwks, type DiscoveryDocument, type Jwks } from './discovery.ts';
+import {
+  discoveryUrl,
+  DISCOVERY_PATH,
+  parseDiscovery,
+  parseJwks,
+  type DiscoveryDocument,
+  type Jwks,
+} from './discovery.ts';
 
 export interface ApiServer {
   server: string;
@@ -26,7 +33,11 @@ export async function apiServerOf(kc: KubeConfig): Promise<ApiServer> {
     headers: opts.headers,
     auth: opts.auth as string | undefined,
   };
-  const anonymous: TlsMaterial = { ca: full.ca, servername: full.servername, rejectUnauthorized: full.rejectUnauthorized };
+  const anonymous: TlsMaterial = {
+    ca: full.ca,
+    servername: full.servername,
+    rejectUnauthorized: full.rejectUnauthorized,
+  };
   const server = cluster.server.replace(/\/$/, '');
   return { server, get: (path, anon = false) => httpGet(server + path, anon ? anonymous : full) };
 }
@@ -36,7 +47,11 @@ export type Fetched<T> =
   | { ok: true; url: string; value: T; text: string }
   | { ok: false; url: string; status?: number; problem: string };
 
-async function fetched<T>(url: string, get: () => Promise<HttpAnswer>, parse: (text: string, source: string) => T): Promise<Fetched<T>> {
+async function fetched<T>(
+  url: string,
+  get: () => Promise<HttpAnswer>,
+  parse: (text: string, source: string) => T,
+): Promise<Fetched<T>> {
   let answer: HttpAnswer;
   try {
     answer = await get();
@@ -44,7 +59,12 @@ async function fetched<T>(url: string, get: () => Promise<HttpAnswer>, parse: (t
     return { ok: false, url, problem: describeNetworkError(err) };
   }
   if (answer.status !== 200) {
-    return { ok: false, url, status: answer.status, problem: `HTTP ${answer.status}${answer.body ? `: ${answer.body.trim().slice(0, 200)}` : ''}` };
+    return {
+      ok: false,
+      url,
+      status: answer.status,
+      problem: `HTTP ${answer.status}${answer.body ? `: ${answer.body.trim().slice(0, 200)}` : ''}`,
+    };
   }
   try {
     return { ok: true, url, value: parse(answer.body, url), text: answer.body };

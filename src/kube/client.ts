@@ -9,7 +9,9 @@ export function loadKubeConfig(path: string | undefined): KubeConfig {
     else if (process.env.KUBERNETES_SERVICE_HOST) kc.loadFromCluster();
     else kc.loadFromDefault();
   } catch (err) {
-    throw new ConfigError(`cannot load the kubeconfig${path ? ` from --kubeconfig=${path}` : ''}: ${(err as Error).message}`);
+    throw new ConfigError(
+      `cannot load the kubeconfig${path ? ` from --kubeconfig=${path}` : ''}: ${(err as Error).message}`,
+    );
   }
   if (!kc.getCurrentCluster()) {
     throw new ConfigError('no Kubernetes cluster configured: pass --kubeconfig, or run in a cluster');

@@ -60,7 +60,16 @@ export class ListWatch {
 
   constructor(options: ListWatchOptions) {
     const idle = options.watchIdleTimeoutMs ?? 90_000;
-    this.#o = { absentStatus: 0, absentRetryMs: 30_000, watchIdleTimeoutMs: idle, clientTimeoutMs: idle + 30_000, pageSize: 500, onRestart: () => {}, watchQuery: {}, ...options };
+    this.#o = {
+      absentStatus: 0,
+      absentRetryMs: 30_000,
+      watchIdleTimeoutMs: idle,
+      clientTimeoutMs: idle + 30_000,
+      pageSize: 500,
+      onRestart: () => {},
+      watchQuery: {},
+      ...options,
+    };
     this.#watch = new Watch(options.kubeConfig);
     // client-node aborts a watch after 30 s without a byte (its issue #3020), shorter than the
     // API server's bookmark interval; our own idle watchdog is the one that judges silence.
@@ -129,7 +138,11 @@ export class ListWatch {
       } while (cont);
     } catch (err) {
       if (this.#o.absentStatus && statusOf(err) === this.#o.absentStatus) {
-        if (!this.#synced) this.#o.log.warn({ what: this.#o.what, status: statusOf(err) }, `${this.#o.what} API not found; treating it as empty and checking again later`);
+        if (!this.#synced)
+          this.#o.log.warn(
+            { what: this.#o.what, status: statusOf(err) },
+            `${this.#o.what} API not found; treating it as empty and checking again later`,
+          );
         this.#o.onList([]);
         this.#markSynced();
         return true;
@@ -208,7 +221,10 @@ export class ListWatch {
   #armIdle(): void {
     clearTimeout(this.#idleTimer);
     this.#idleTimer = setTimeout(() => {
-      this.#o.log.warn({ what: this.#o.what, idleMs: this.#o.watchIdleTimeoutMs }, `${this.#o.what} watch silent; restarting it`);
+      this.#o.log.warn(
+        { what: this.#o.what, idleMs: this.#o.watchIdleTimeoutMs },
+        `${this.#o.what} watch silent; restarting it`,
+      );
       this.#o.onRestart('idle');
       this.#seq++;
       const abort = this.#abort;
@@ -233,7 +249,9 @@ export class ListWatch {
     const status = statusOf(err);
     this.#o.log[status === 403 ? 'error' : 'warn'](
       { what: this.#o.what, status, err: (err as Error)?.message ?? String(err), retryInMs: Math.round(delay) },
-      status === 403 ? `${this.#o.what} list/watch forbidden: the webhook's ServiceAccount needs get, list and watch on it` : `${this.#o.what} list/watch failed; retrying`,
+      status === 403
+        ? `${this.#o.what} list/watch forbidden: the webhook's ServiceAccount needs get, list and watch on it`
+        : `${this.#o.what} list/watch failed; retrying`,
     );
     this.#schedule(delay);
   }

@@ -86,7 +86,10 @@ export class NamespaceCache {
     } catch (err) {
       // A namespace that does not exist has no labels; the API server refuses the object anyway.
       if (statusOf(err) === 404) return { name, labels: {} };
-      throw new WebhookError('WIW_NAMESPACE_UNAVAILABLE', `the labels of namespace ${name} are needed for tenant policy but cannot be read: ${(err as Error).message}`);
+      throw new WebhookError(
+        'WIW_NAMESPACE_UNAVAILABLE',
+        `the labels of namespace ${name} are needed for tenant policy but cannot be read: ${(err as Error).message}`,
+      );
     }
   }
 }

@@ -27,12 +27,23 @@ export interface ServiceAccountCacheOptions {
  */
 export class ServiceAccountUnavailable extends WebhookError {
   constructor(namespace: string, name: string, why: string) {
-    super('WIW_SERVICEACCOUNT_UNAVAILABLE', `ServiceAccount ${namespace}/${name} is not cached yet and could not be read (${why})`);
+    super(
+      'WIW_SERVICEACCOUNT_UNAVAILABLE',
+      `ServiceAccount ${namespace}/${name} is not cached yet and could not be read (${why})`,
+    );
     this.name = 'ServiceAccountUnavailable';
   }
 }
 
-type Raw = { metadata?: { name?: string; namespace?: string; uid?: string; annotations?: Record<string, string> | null; resourceVersion?: string } };
+type Raw = {
+  metadata?: {
+    name?: string;
+    namespace?: string;
+    uid?: string;
+    annotations?: Record<string, string> | null;
+    resourceVersion?: string;
+  };
+};
 
 /** What the cache keeps of one ServiceAccount; undefined for an object without name or namespace. */
 export function slimServiceAccount(sa: Raw, prefixes: readonly string[]): ServiceAccountView | undefined {
@@ -49,7 +60,12 @@ export function slimServiceAccount(sa: Raw, prefixes: readonly string[]): Servic
       }
     }
   }
-  return Object.freeze({ namespace: m.namespace, name: m.name, uid: m.uid ?? '', annotations: Object.freeze(annotations) });
+  return Object.freeze({
+    namespace: m.namespace,
+    name: m.name,
+    uid: m.uid ?? '',
+    annotations: Object.freeze(annotations),
+  });
 }
 
 /**
@@ -154,15 +170,35 @@ export class ServiceAccountCache {
     this.#opts.metrics?.cacheMisses.inc();
     if (!this.#reads.has(key) && !this.#takeToken()) {
       this.#opts.metrics?.fallbackReads.inc({ result: 'rate_limited' });
-      this.#opts.log.warn({ namespace, serviceAccount: name }, 'ServiceAccount not cached and direct reads are rate-limited');
-      return Promise.reject(new ServiceAccountUnavailable(namespace, name, `more than ${this.#opts.missReadsPerSecond} direct reads per second`));
+      this.#opts.log.warn(
+        { namespace, serviceAccount: name },
+        'ServiceAccount not cached and direct reads are rate-limited',
+      );
+      return Promise.reject(
+        new ServiceAccountUnavailable(
+          namespace,
+          name,
+          `more than ${this.#opts.missReadsPerSecond} direct reads per second`,
+        ),
+      );
     }
-    return this.#reads.read(key, () => this.#readDirect(namespace, name)).catch((err: unknown) => {
-      const timedOut = err instanceof TimeoutError;
-      this.#opts.metrics?.fallbackReads.inc({ result: timedOut ? 'timeout' : 'error' });
-      this.#opts.log.warn({ namespace, serviceAccount: name, err: (err as Error).message }, timedOut ? 'direct ServiceAccount read timed out' : 'direct ServiceAccount read failed');
-      throw new ServiceAccountUnavailable(namespace, name, timedOut ? `no answer from the API server in ${this.#opts.missTimeoutMs} ms` : `the API server answered: ${(err as Error).message}`);
-    });
+    return this.#reads
+      .read(key, () => this.#readDirect(namespace, name))
+      .catch((err: unknown) => {
+        const timedOut = err instanceof TimeoutError;
+        this.#opts.metrics?.fallbackReads.inc({ result: timedOut ? 'timeout' : 'error' });
+        this.#opts.log.warn(
+          { namespace, serviceAccount: name, err: (err as Error).message },
+          timedOut ? 'direct ServiceAccount read timed out' : 'direct ServiceAccount read failed',
+        );
+        throw new ServiceAccountUnavailable(
+          namespace,
+          name,
+          timedOut
+            ? `no answer from the API server in ${this.#opts.missTimeoutMs} ms`
+            : `the API server answered: ${(err as Error).message}`,
+        );
+      });
   }
 
   /** The ServiceAccount from the API server; undefined when it does not exist. */

@@ -61,7 +61,9 @@ export class RecordKeys {
 
   /** A key derived from secret material (the serving key, a key file): replicas sharing it agree. */
   static derive(...materials: (string | Buffer)[]): RecordKeys {
-    return new RecordKeys(materials.map((m) => Buffer.from(hkdfSync('sha256', m, 'workload-identity-webhook', 'injection-record', 32))));
+    return new RecordKeys(
+      materials.map((m) => Buffer.from(hkdfSync('sha256', m, 'workload-identity-webhook', 'injection-record', 32))),
+    );
   }
 
   /** A key of this process only: right for one replica, tests and `preview`. */
@@ -116,7 +118,8 @@ export function readRecord(keys: RecordKeys, namespace: string, raw: string | un
     return undefined;
   }
   const r = parsed as Partial<InjectionRecord> & { mac?: unknown };
-  if (typeof r !== 'object' || r === null || r.v !== 2 || typeof r.sa !== 'string' || typeof r.mac !== 'string') return undefined;
+  if (typeof r !== 'object' || r === null || r.v !== 2 || typeof r.sa !== 'string' || typeof r.mac !== 'string')
+    return undefined;
   if (![r.env, r.vol, r.ann, r.keep, r.init ?? []].every(isEntries)) return undefined;
   const record: InjectionRecord = { v: 2, sa: r.sa, env: r.env!, vol: r.vol!, ann: r.ann!, keep: r.keep! };
   if (r.init?.length) record.init = r.init;
@@ -124,7 +127,10 @@ export function readRecord(keys: RecordKeys, namespace: string, raw: string | un
 }
 
 function isEntries(value: unknown): value is Entry[] {
-  return Array.isArray(value) && value.every((e) => Array.isArray(e) && e.length === 2 && typeof e[0] === 'string' && typeof e[1] === 'string');
+  return (
+    Array.isArray(value) &&
+    value.every((e) => Array.isArray(e) && e.length === 2 && typeof e[0] === 'string' && typeof e[1] === 'string')
+  );
 }
 
 /** Set semantics over entries, without object-as-map pitfalls (a container may be named `constructor`). */

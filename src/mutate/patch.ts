@@ -11,7 +11,12 @@ export type PatchOperation =
   | { op: 'remove'; path: string };
 
 /** Appends items to an array at `path`, creating the array when the object has none. */
-export function appendAll(ops: PatchOperation[], path: string, existing: unknown[] | undefined, items: unknown[]): void {
+export function appendAll(
+  ops: PatchOperation[],
+  path: string,
+  existing: unknown[] | undefined,
+  items: unknown[],
+): void {
   if (items.length === 0) return;
   if (existing === undefined) {
     ops.push({ op: 'add', path, value: items });
@@ -36,6 +41,10 @@ export function setMembers(
   for (const key of keys) {
     const current = existing[key];
     if (current === members[key]) continue;
-    ops.push({ op: current === undefined ? 'add' : 'replace', path: `${path}/${escapePointerToken(key)}`, value: members[key] });
+    ops.push({
+      op: current === undefined ? 'add' : 'replace',
+      path: `${path}/${escapePointerToken(key)}`,
+      value: members[key],
+    });
   }
 }

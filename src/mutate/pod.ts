@@ -2,7 +2,15 @@ import { denial, type Denial, isDenial } from '../errors.ts';
 import type { Container, Pod, ServiceAccountView, Volume, VolumeMount } from '../kube/types.ts';
 import { isWindowsPod, serviceAccountNameOf } from '../model.ts';
 import type { Injection, PodProvider } from '../clouds/types.ts';
-import { digest, EntrySet, INJECTED_ANNOTATION, readRecord, RecordKeys, writeRecord, type InjectionRecord } from './injection-record.ts';
+import {
+  digest,
+  EntrySet,
+  INJECTED_ANNOTATION,
+  readRecord,
+  RecordKeys,
+  writeRecord,
+  type InjectionRecord,
+} from './injection-record.ts';
 import { escapePointerToken } from './json-pointer.ts';
 import { appendAll, setMembers, type PatchOperation } from './patch.ts';
 
@@ -62,7 +70,11 @@ export function resolvePodInjections(
  * The pure mutation core: a Pod and its ServiceAccount in, additive JSON Patch out. No I/O, no
  * clock, no randomness: the server, the CLI's preview and the tests all call this.
  */
-export function mutatePod(providers: readonly PodProvider[], admission: PodAdmission, policy?: InjectionPolicy): PodMutation {
+export function mutatePod(
+  providers: readonly PodProvider[],
+  admission: PodAdmission,
+  policy?: InjectionPolicy,
+): PodMutation {
   const resolved = resolvePodInjections(providers, admission);
   if (resolved.denials.length > 0) return { allowed: false, denial: mergeDenials(resolved.denials) };
   const { injections, denials } = policy ? policy(admission, resolved.injections) : resolved;
@@ -78,7 +90,10 @@ export function mutatePod(providers: readonly PodProvider[], admission: PodAdmis
  * Tenant policy (src/policy): judges the requested identities and may apply defaults to them.
  * Pure and synchronous like the rest of the core: compiled policies arrive as plain data.
  */
-export type InjectionPolicy = (admission: PodAdmission, injections: Injection[]) => { injections: Injection[]; denials: Denial[] };
+export type InjectionPolicy = (
+  admission: PodAdmission,
+  injections: Injection[],
+) => { injections: Injection[]; denials: Denial[] };
 
 export function mergeDenials(denials: Denial[]): Denial {
   if (denials.length === 1) return denials[0];
@@ -115,7 +130,9 @@ export function planPodPatch(original: Pod, injections: Injection[], ctx: PlanCo
     const existing = spec.volumes?.find((v) => v.name === volume.name);
     if (!existing) newVolumes.push(volume);
     else if (!sameProjection(existing, volume)) {
-      conflicts.push(`the Pod already has a volume named "${volume.name}" that is not the token volume the webhook injects (${describeVolume(volume)}); rename that volume`);
+      conflicts.push(
+        `the Pod already has a volume named "${volume.name}" that is not the token volume the webhook injects (${describeVolume(volume)}); rename that volume`,
+      );
     }
   }
 
@@ -140,7 +157,9 @@ export function planPodPatch(original: Pod, injections: Injection[], ctx: PlanCo
     const existing = spec.initContainers?.find((c) => c.name === initContainer.name);
     if (!existing) setups.push(initContainer);
     else if (!sameSetup(existing, initContainer)) {
-      conflicts.push(`the Pod already has an init container named "${initContainer.name}" that is not the one the webhook injects; rename it`);
+      conflicts.push(
+        `the Pod already has an init container named "${initContainer.name}" that is not the one the webhook injects; rename it`,
+      );
     }
   }
 
@@ -183,9 +202,13 @@ function removeRecorded(pod: Pod, record: InjectionRecord, ops: PatchOperation[]
   const env = new EntrySet(record.env);
   const keep = new EntrySet(record.keep);
   const vols = new EntrySet(record.vol);
-  const removedVolumes = new Set((spec.volumes ?? []).filter((v) => vols.has(v.name, digest(volumeKey(v)))).map((v) => v.name));
+  const removedVolumes = new Set(
+    (spec.volumes ?? []).filter((v) => vols.has(v.name, digest(volumeKey(v)))).map((v) => v.name),
+  );
   const inits = new EntrySet(record.init);
-  const removedInit = new Set((spec.initContainers ?? []).filter((c) => inits.has(c.name, digest(setupKey(c)))).map((c) => c.name));
+  const removedInit = new Set(
+    (spec.initContainers ?? []).filter((c) => inits.has(c.name, digest(setupKey(c)))).map((c) => c.name),
+  );
   const prune = <T>(base: string, list: T[] | undefined, drop: (item: T) => boolean): T[] | undefined => {
     if (!list) return list;
     for (let i = list.length - 1; i >= 0; i--) if (drop(list[i])) ops.push({ op: 'remove', path: `${base}/${i}` });
@@ -194,13 +217,20 @@ function removeRecorded(pod: Pod, record: InjectionRecord, ops: PatchOperation[]
   const cleanContainers = (base: string, prefix: string, containers: Container[] | undefined) =>
     containers?.map((c, i) => ({
       ...c,
-      env: prune(`${base}/${i}/env`, c.env, (e) => e.value !== undefined && env.has(e.name, digest(e.value)) && !keep.has(prefix + c.name, e.name)),
+      env: prune(
+        `${base}/${i}/env`,
+        c.env,
+        (e) => e.value !== undefined && env.has(e.name, digest(e.value)) && !keep.has(prefix + c.name, e.name),
+      ),
       // A mount of a volume that goes would leave the Pod invalid: it goes too.
       volumeMounts: prune(`${base}/${i}/volumeMounts`, c.volumeMounts, (m) => removedVolumes.has(m.name)),
     }));
   // A setup container that goes is removed whole, after the edits that address others by index.
-  const initContainers = cleanContainers('/spec/initContainers', 'init/', spec.initContainers?.map((c) => (removedInit.has(c.name) ? { name: c.name } : c)))
-    ?.filter((c) => !removedInit.has(c.name));
+  const initContainers = cleanContainers(
+    '/spec/initContainers',
+    'init/',
+    spec.initContainers?.map((c) => (removedInit.has(c.name) ? { name: c.name } : c)),
+  )?.filter((c) => !removedInit.has(c.name));
   (spec.initContainers ?? []).forEach((_c, i, all) => {
     const j = all.length - 1 - i;
     if (removedInit.has(all[j].name)) ops.push({ op: 'remove', path: `/spec/initContainers/${j}` });
@@ -214,7 +244,11 @@ function removeRecorded(pod: Pod, record: InjectionRecord, ops: PatchOperation[]
     ops.push({ op: 'remove', path: `/metadata/annotations/${escapePointerToken(key)}` });
     delete annotations[key];
   }
-  return { ...pod, metadata: { ...pod.metadata, annotations }, spec: { ...spec, initContainers, containers, volumes: keptVolumes } };
+  return {
+    ...pod,
+    metadata: { ...pod.metadata, annotations },
+    spec: { ...spec, initContainers, containers, volumes: keptVolumes },
+  };
 }
 
 interface NextRecord {
@@ -251,7 +285,9 @@ function planContainers(
         if (atPath === undefined) {
           mounts.push(wanted);
         } else if (atPath.name !== wanted.name) {
-          conflicts.push(`container "${container.name}" already mounts volume "${atPath.name}" at ${wanted.mountPath}, where the webhook mounts "${wanted.name}"; move that mount or list the container in the provider's skip-containers annotation`);
+          conflicts.push(
+            `container "${container.name}" already mounts volume "${atPath.name}" at ${wanted.mountPath}, where the webhook mounts "${wanted.name}"; move that mount or list the container in the provider's skip-containers annotation`,
+          );
         }
       }
       userEnv ??= new Map((container.env ?? []).map((e) => [e.name, e.value]));
@@ -260,7 +296,8 @@ function planContainers(
         if (group.some((e) => userEnv!.has(e.name))) {
           // The user's own copy of the very value the webhook adds stays the user's.
           for (const e of group) {
-            if (e.value === undefined || userEnv.get(e.name) !== e.value || record.prior.has(e.name, digest(e.value))) continue;
+            if (e.value === undefined || userEnv.get(e.name) !== e.value || record.prior.has(e.name, digest(e.value)))
+              continue;
             record.keep.add(recordPrefix + container.name, e.name);
           }
           continue;
@@ -301,7 +338,10 @@ function volumesOf(injection: Injection): Volume[] {
 }
 
 function mountsOf(injection: Injection): VolumeMount[] {
-  return [{ name: injection.volume.name, mountPath: injection.mountPath, readOnly: true }, ...(injection.extraVolumes ?? []).map((e) => e.mount)];
+  return [
+    { name: injection.volume.name, mountPath: injection.mountPath, readOnly: true },
+    ...(injection.extraVolumes ?? []).map((e) => e.mount),
+  ];
 }
 
 /** Same token (audience, expiry, path) and same files; API-server defaults are ignored. */

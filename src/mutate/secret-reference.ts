@@ -17,7 +17,10 @@ export interface ServiceAccountReference {
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 
-export function parseServiceAccountReference(value: string | undefined, secretNamespace: string): ServiceAccountReference | Denial {
+export function parseServiceAccountReference(
+  value: string | undefined,
+  secretNamespace: string,
+): ServiceAccountReference | Denial {
   if (value === undefined || value.trim() === '') {
     return denial(
       'MissingServiceAccount',
@@ -26,8 +29,17 @@ export function parseServiceAccountReference(value: string | undefined, secretNa
   }
   const parts = value.trim().split('/');
   const [namespace, name] = parts.length === 1 ? [secretNamespace, parts[0]] : parts;
-  if (parts.length > 2 || !DNS_LABEL.test(namespace) || namespace.length > 63 || !DNS_SUBDOMAIN.test(name) || name.length > 253) {
-    return denial('InvalidServiceAccountReference', `annotation ${SERVICE_ACCOUNT_ANNOTATION}="${value}" is not a ServiceAccount reference; expected "name" or "namespace/name"`);
+  if (
+    parts.length > 2 ||
+    !DNS_LABEL.test(namespace) ||
+    namespace.length > 63 ||
+    !DNS_SUBDOMAIN.test(name) ||
+    name.length > 253
+  ) {
+    return denial(
+      'InvalidServiceAccountReference',
+      `annotation ${SERVICE_ACCOUNT_ANNOTATION}="${value}" is not a ServiceAccount reference; expected "name" or "namespace/name"`,
+    );
   }
   return { namespace, name };
 }
@@ -53,7 +65,13 @@ export function checkReferenceGrant(
   target: ServiceAccountView | undefined,
 ): Denial | undefined {
   if (ref.namespace === referrerNamespace) return undefined;
-  if (target && target.namespace === ref.namespace && target.name === ref.name && grantsReferrer(target, referrerNamespace)) return undefined;
+  if (
+    target &&
+    target.namespace === ref.namespace &&
+    target.name === ref.name &&
+    grantsReferrer(target, referrerNamespace)
+  )
+    return undefined;
   return denial(
     'ReferenceNotGranted',
     `annotation ${SERVICE_ACCOUNT_ANNOTATION} references ServiceAccount ${ref.namespace}/${ref.name} in another namespace, which has not granted references from namespace ${referrerNamespace} (or does not exist); ` +

@@ -7,7 +7,13 @@ import type { ProviderName } from '../clouds/types.ts';
 import { setMembers, type PatchOperation } from './patch.ts';
 import { mergeDenials } from './pod.ts';
 import {
-  GARDENER_PROVIDER_LABEL, GARDENER_PURPOSE, GARDENER_PURPOSE_LABEL, PROVIDER_LABEL, SERVICE_ACCOUNT_ANNOTATION, TOKEN_PATH_ANNOTATION, isTokenPath,
+  GARDENER_PROVIDER_LABEL,
+  GARDENER_PURPOSE,
+  GARDENER_PURPOSE_LABEL,
+  PROVIDER_LABEL,
+  SERVICE_ACCOUNT_ANNOTATION,
+  TOKEN_PATH_ANNOTATION,
+  isTokenPath,
 } from '../model.ts';
 import { checkReferenceGrant, parseServiceAccountReference, type ServiceAccountReference } from './secret-reference.ts';
 
@@ -34,7 +40,10 @@ export function selectSecret(secret: Secret): SecretSelection | Denial | undefin
       return denial('UnknownProvider', `label ${PROVIDER_LABEL}="${own}" must be one of: ${PROVIDERS.join(', ')}`);
     }
     if (gardener !== undefined && gardener !== own) {
-      return denial('ConflictingLabels', `label ${PROVIDER_LABEL}="${own}" and label ${GARDENER_PROVIDER_LABEL}="${gardener}" name different providers; keep one`);
+      return denial(
+        'ConflictingLabels',
+        `label ${PROVIDER_LABEL}="${own}" and label ${GARDENER_PROVIDER_LABEL}="${gardener}" name different providers; keep one`,
+      );
     }
     return { provider: own as ProviderName, project: true, gardener: gardener !== undefined };
   }
@@ -88,7 +97,10 @@ export function resolveTokenPath(secret: Secret, defaultTokenPath: string): stri
   const value = secret.metadata?.annotations?.[TOKEN_PATH_ANNOTATION];
   if (value === undefined) return defaultTokenPath;
   if (!isTokenPath(value)) {
-    return denial('InvalidTokenPath', `annotation ${TOKEN_PATH_ANNOTATION}="${value}" must be an absolute path of letters, digits and . _ - / (or a Windows path such as C:\\var\\run\\token)`);
+    return denial(
+      'InvalidTokenPath',
+      `annotation ${TOKEN_PATH_ANNOTATION}="${value}" must be an absolute path of letters, digits and . _ - / (or a Windows path such as C:\\var\\run\\token)`,
+    );
   }
   return value;
 }
@@ -119,10 +131,14 @@ export function mutateSecret(options: SecretCoreOptions, admission: SecretAdmiss
       if (refused) problems.push(refused);
     }
     if (selection.gardener) {
-      warnings.push(`the Secret carries both ${PROVIDER_LABEL} and Gardener's labels, so two token requestors would write its token; keep one of them`);
+      warnings.push(
+        `the Secret carries both ${PROVIDER_LABEL} and Gardener's labels, so two token requestors would write its token; keep one of them`,
+      );
     }
   } else if (annotations[SERVICE_ACCOUNT_ANNOTATION] !== undefined) {
-    warnings.push(`annotation ${SERVICE_ACCOUNT_ANNOTATION} has no effect without label ${PROVIDER_LABEL}: Gardener's token requestor writes this Secret's token`);
+    warnings.push(
+      `annotation ${SERVICE_ACCOUNT_ANNOTATION} has no effect without label ${PROVIDER_LABEL}: Gardener's token requestor writes this Secret's token`,
+    );
   }
 
   const tokenPath = resolveTokenPath(secret, options.defaultTokenPath);
@@ -136,13 +152,17 @@ export function mutateSecret(options: SecretCoreOptions, admission: SecretAdmiss
     else derivation = result;
   }
 
-  if (oldSecret && derivation) problems.push(...accountChanges(provider, selection, oldSecret, secret.data?.config, derivation, tokenPath as string));
+  if (oldSecret && derivation)
+    problems.push(
+      ...accountChanges(provider, selection, oldSecret, secret.data?.config, derivation, tokenPath as string),
+    );
 
   if (problems.length > 0 || !derivation) return { allowed: false, denial: mergeDenials(problems) };
 
   const patch: PatchOperation[] = [];
   const encoded: Record<string, string> = {};
-  for (const [key, value] of Object.entries(derivation.keys)) encoded[key] = Buffer.from(value, 'utf8').toString('base64');
+  for (const [key, value] of Object.entries(derivation.keys))
+    encoded[key] = Buffer.from(value, 'utf8').toString('base64');
   setMembers(patch, '/data', secret.data, encoded);
   return { allowed: true, selected: true, selection, patch, derivation, reference, warnings };
 }
@@ -166,7 +186,12 @@ function accountChanges(
   // An old version that was no workload identity Secret (or was refused) sets no account to keep.
   if (old === undefined || isDenial(old)) return [];
   if (old.provider !== selection.provider) {
-    return [denial('ImmutableProvider', `the provider cannot change from ${old.provider} to ${selection.provider}: a workload identity Secret stays with one cloud account; create a new Secret instead`)];
+    return [
+      denial(
+        'ImmutableProvider',
+        `the provider cannot change from ${old.provider} to ${selection.provider}: a workload identity Secret stays with one cloud account; create a new Secret instead`,
+      ),
+    ];
   }
   // Most UPDATEs are token renewals with `config` unchanged, and AWS has no account field:
   // then there is nothing to compare and the stored config is not parsed a second time.
@@ -178,7 +203,12 @@ function accountChanges(
   for (const [field, value] of Object.entries(derivation.account)) {
     const previous = before.account[field];
     if (previous !== undefined && previous !== value) {
-      changes.push(denial('ImmutableAccount', `config.${field} cannot change from "${previous}" to "${value}": a workload identity Secret stays with one cloud account; create a new Secret for another`));
+      changes.push(
+        denial(
+          'ImmutableAccount',
+          `config.${field} cannot change from "${previous}" to "${value}": a workload identity Secret stays with one cloud account; create a new Secret for another`,
+        ),
+      );
     }
   }
   return changes;

@@ -1,4 +1,17 @@
-import { CelScalar, celEnv, celMap, isCelError, isCelList, isCelMap, isCelUint, mapType, parse, plan, type CelInput, type CelValue } from '@bufbuild/cel';
+import {
+  CelScalar,
+  celEnv,
+  celMap,
+  isCelError,
+  isCelList,
+  isCelMap,
+  isCelUint,
+  mapType,
+  parse,
+  plan,
+  type CelInput,
+  type CelValue,
+} from '@bufbuild/cel';
 import { strings } from '@bufbuild/cel/ext';
 
 /**
@@ -14,17 +27,31 @@ export interface PolicyVariables {
   object: {
     apiVersion: string;
     kind: string;
-    metadata: { name: string; generateName: string; namespace: string; labels: Record<string, string>; annotations: Record<string, string> };
+    metadata: {
+      name: string;
+      generateName: string;
+      namespace: string;
+      labels: Record<string, string>;
+      annotations: Record<string, string>;
+    };
   };
   identity: IdentityVariable;
 }
 
 /** The requested identity, flattened across clouds; fields of another cloud are empty strings. */
 export const IDENTITY_FIELDS = [
-  'provider', 'identityProvider',
-  'partition', 'account', 'roleArn',
-  'tenant', 'clientId', 'cloud',
-  'projectNumber', 'pool', 'workloadIdentityProvider', 'serviceAccountEmail',
+  'provider',
+  'identityProvider',
+  'partition',
+  'account',
+  'roleArn',
+  'tenant',
+  'clientId',
+  'cloud',
+  'projectNumber',
+  'pool',
+  'workloadIdentityProvider',
+  'serviceAccountEmail',
   'audience',
 ] as const;
 export type IdentityField = (typeof IDENTITY_FIELDS)[number];
@@ -40,7 +67,13 @@ export const VARIABLE_SHAPES: Record<keyof PolicyVariables, Shape> = {
   object: {
     apiVersion: 'string',
     kind: 'string',
-    metadata: { name: 'string', generateName: 'string', namespace: 'string', labels: STRING_MAP, annotations: STRING_MAP },
+    metadata: {
+      name: 'string',
+      generateName: 'string',
+      namespace: 'string',
+      labels: STRING_MAP,
+      annotations: STRING_MAP,
+    },
   },
   identity: Object.fromEntries(IDENTITY_FIELDS.map((f) => [f, 'string'])),
 };
@@ -56,7 +89,15 @@ const env = celEnv({
 });
 
 /** A JS view of a CEL result: strings, booleans, bigint ints, numbers, null, arrays and plain objects. */
-export type PlainValue = string | boolean | bigint | number | null | PlainValue[] | { [key: string]: PlainValue } | Uint8Array;
+export type PlainValue =
+  | string
+  | boolean
+  | bigint
+  | number
+  | null
+  | PlainValue[]
+  | { [key: string]: PlainValue }
+  | Uint8Array;
 
 export interface Program {
   readonly source: string;
@@ -118,7 +159,9 @@ export function compileExpression(source: string): Program | { error: string } {
 function parseErrorMessage(err: unknown): string {
   const e = err as Error & { rawMessage?: string; location?: { start?: { line: number; column: number } } };
   const at = e.location?.start;
-  return at ? `syntax error at line ${at.line}, column ${at.column}: ${e.rawMessage ?? e.message}` : `syntax error: ${e.message}`;
+  return at
+    ? `syntax error at line ${at.line}, column ${at.column}: ${e.rawMessage ?? e.message}`
+    : `syntax error: ${e.message}`;
 }
 
 /**
@@ -148,7 +191,9 @@ function checkExpr(expr: Expr | undefined, bound: ReadonlySet<string>): string |
       return firstProblem(kind.value.elements, bound);
     case 'structExpr':
       for (const entry of kind.value.entries) {
-        const p = (entry.keyKind.case === 'mapKey' ? checkExpr(entry.keyKind.value, bound) : undefined) ?? checkExpr(entry.value, bound);
+        const p =
+          (entry.keyKind.case === 'mapKey' ? checkExpr(entry.keyKind.value, bound) : undefined) ??
+          checkExpr(entry.value, bound);
         if (p) return p;
       }
       return undefined;
@@ -156,7 +201,13 @@ function checkExpr(expr: Expr | undefined, bound: ReadonlySet<string>): string |
       const c = kind.value;
       const inner = new Set(bound);
       for (const v of [c.iterVar, c.iterVar2, c.accuVar]) if (v) inner.add(v);
-      return checkExpr(c.iterRange, bound) ?? checkExpr(c.accuInit, inner) ?? checkExpr(c.loopCondition, inner) ?? checkExpr(c.loopStep, inner) ?? checkExpr(c.result, inner);
+      return (
+        checkExpr(c.iterRange, bound) ??
+        checkExpr(c.accuInit, inner) ??
+        checkExpr(c.loopCondition, inner) ??
+        checkExpr(c.loopStep, inner) ??
+        checkExpr(c.result, inner)
+      );
     }
     default:
       return undefined;
@@ -197,7 +248,8 @@ function checkPath(path: string[]): string | undefined {
 }
 
 function toPlain(v: CelValue): PlainValue {
-  if (v === null || typeof v === 'string' || typeof v === 'boolean' || typeof v === 'bigint' || typeof v === 'number') return v;
+  if (v === null || typeof v === 'string' || typeof v === 'boolean' || typeof v === 'bigint' || typeof v === 'number')
+    return v;
   if (v instanceof Uint8Array) return v;
   if (isCelUint(v)) return v.value;
   if (isCelList(v)) return [...v].map(toPlain);

@@ -28,7 +28,8 @@ export function compilePolicy(doc: PolicyDocument): CompileResult {
   spec.validations.forEach((v, i) => {
     const path = `spec.validations[${i}]`;
     const program = compile(v.expression, `${path}.expression`);
-    const messageProgram = v.messageExpression === undefined ? undefined : compile(v.messageExpression, `${path}.messageExpression`);
+    const messageProgram =
+      v.messageExpression === undefined ? undefined : compile(v.messageExpression, `${path}.messageExpression`);
     if (program && (v.messageExpression === undefined || messageProgram)) {
       validations.push({ name: v.name, program, message: v.message, ...(messageProgram ? { messageProgram } : {}) });
     }
@@ -46,7 +47,12 @@ export function compilePolicy(doc: PolicyDocument): CompileResult {
     v.examples.forEach((ex, j) => {
       const outcome = evaluateValidation(rule, activation(exampleVariables(ex.input)));
       const failure = compareValidation(outcome, ex.expect);
-      if (failure) problems.push({ reason: 'ExampleFailed', path: `spec.validations[${i}].examples[${j}]`, message: `validation "${v.name}", example "${ex.name}": ${failure}` });
+      if (failure)
+        problems.push({
+          reason: 'ExampleFailed',
+          path: `spec.validations[${i}].examples[${j}]`,
+          message: `validation "${v.name}", example "${ex.name}": ${failure}`,
+        });
     });
   });
   spec.defaults.forEach((d, i) => {
@@ -56,19 +62,35 @@ export function compilePolicy(doc: PolicyDocument): CompileResult {
       const expected = ex.expect.value === '' ? null : ex.expect.value;
       let failure: string | undefined;
       if ('error' in outcome) failure = `expected ${showValue(expected)}, but the ${outcome.error}`;
-      else if ((outcome.value ?? null) !== expected) failure = `expected ${showValue(expected)}, got ${showValue(outcome.value ?? null)}`;
-      if (failure) problems.push({ reason: 'ExampleFailed', path: `spec.defaults[${i}].examples[${j}]`, message: `default "${d.name}", example "${ex.name}": ${failure}` });
+      else if ((outcome.value ?? null) !== expected)
+        failure = `expected ${showValue(expected)}, got ${showValue(outcome.value ?? null)}`;
+      if (failure)
+        problems.push({
+          reason: 'ExampleFailed',
+          path: `spec.defaults[${i}].examples[${j}]`,
+          message: `default "${d.name}", example "${ex.name}": ${failure}`,
+        });
     });
   });
   if (problems.length > 0) return { ok: false, ...base, problems, examples };
-  return { ok: true, ...base, examples, policy: { ...base, identityProviders: spec.identityProviders, validations, defaults, examples } };
+  return {
+    ok: true,
+    ...base,
+    examples,
+    policy: { ...base, identityProviders: spec.identityProviders, validations, defaults, examples },
+  };
 }
 
-function compareValidation(outcome: ReturnType<typeof evaluateValidation>, expect: { allowed: boolean; message?: string }): string | undefined {
+function compareValidation(
+  outcome: ReturnType<typeof evaluateValidation>,
+  expect: { allowed: boolean; message?: string },
+): string | undefined {
   const wanted = expect.allowed ? 'allowed' : 'denied';
   if ('error' in outcome) return `expected ${wanted}, but the ${outcome.error}`;
   if (outcome.allowed !== expect.allowed) {
-    return outcome.allowed ? 'expected denied, but the expression gave true (allowed)' : `expected allowed, but the expression gave false (denied: ${outcome.message})`;
+    return outcome.allowed
+      ? 'expected denied, but the expression gave true (allowed)'
+      : `expected allowed, but the expression gave false (denied: ${outcome.message})`;
   }
   if (!outcome.allowed && expect.message !== undefined && outcome.message !== expect.message) {
     return `expected the message ${JSON.stringify(expect.message)}, got ${JSON.stringify(outcome.message)}`;

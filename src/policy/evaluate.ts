@@ -53,7 +53,6 @@ export function isEmptyPolicySet(set: PolicySet): boolean {
 /** The Azure key for a tenant (src/clouds/azure/pod.ts): a tenant written there is the user's choice, not a default. */
 const AZURE_TENANT_ANNOTATION = 'azure.workload.identity/tenant-id';
 
-
 export interface PodPolicyContext {
   set: PolicySet;
   options: ProviderOptions;
@@ -64,7 +63,11 @@ export interface PodPolicyContext {
  * Judges each identity a Pod requests: defaults (CEL, then the matched identity provider's), the
  * identity provider match, then every validation. Denials of several identities are all reported.
  */
-export function judgePodInjections(ctx: PodPolicyContext, admission: PodAdmission, injections: Injection[]): { injections: Injection[]; denials: Denial[] } {
+export function judgePodInjections(
+  ctx: PodPolicyContext,
+  admission: PodAdmission,
+  injections: Injection[],
+): { injections: Injection[]; denials: Denial[] } {
   if (injections.length === 0 || isEmptyPolicySet(ctx.set)) return { injections, denials: [] };
   const unavailable = unavailableDenial(ctx.set);
   if (unavailable) return { injections: [], denials: [unavailable] };
@@ -75,7 +78,8 @@ export function judgePodInjections(ctx: PodPolicyContext, admission: PodAdmissio
     const cloud = injection.provider;
     const requested = identityOfInjection(injection);
     // Only a tenant the ServiceAccount names is requested; any other is a default, decided below.
-    if (cloud === 'azure') requested.tenant = serviceAccount?.annotations[AZURE_TENANT_ANNOTATION]?.trim().toLowerCase() ?? '';
+    if (cloud === 'azure')
+      requested.tenant = serviceAccount?.annotations[AZURE_TENANT_ANNOTATION]?.trim().toLowerCase() ?? '';
     const vars = activation(admissionVariables('Pod', pod.metadata, ctx.namespace, serviceAccount, requested));
 
     const computed = computeDefaults(ctx.set, cloud, vars);
@@ -87,7 +91,8 @@ export function judgePodInjections(ctx: PodPolicyContext, admission: PodAdmissio
       computed.tenant = undefined;
     } else if (cloud === 'azure') {
       const azure = ctx.set.identityProviders.filter((p) => p.provider === 'azure');
-      const tenant = computed.tenant ?? (azure.length === 1 ? azure[0].tenantId : undefined) ?? ctx.options.azure.tenantId;
+      const tenant =
+        computed.tenant ?? (azure.length === 1 ? azure[0].tenantId : undefined) ?? ctx.options.azure.tenantId;
       if (tenant) {
         computed.tenant = tenant;
         requested.tenant = tenant.toLowerCase();
@@ -104,7 +109,12 @@ export function judgePodInjections(ctx: PodPolicyContext, admission: PodAdmissio
     // undefined: the overrides change nothing and the Pod's first resolution stands.
     const provider = providerWithOverrides(ctx.options, cloud, overridesFor(computed, declared));
     if (provider) {
-      const again = provider.resolvePod({ pod, namespace: admission.namespace, serviceAccount, windows: isWindowsPod(pod) });
+      const again = provider.resolvePod({
+        pod,
+        namespace: admission.namespace,
+        serviceAccount,
+        windows: isWindowsPod(pod),
+      });
       if (again !== undefined && isDenial(again)) {
         denials.push(again);
         continue;
@@ -115,7 +125,10 @@ export function judgePodInjections(ctx: PodPolicyContext, admission: PodAdmissio
 
     const identity = identityOfInjection(final);
     identity.identityProvider = declared?.name ?? '';
-    const refused = validate(ctx.set, activation(admissionVariables('Pod', pod.metadata, ctx.namespace, serviceAccount, identity)));
+    const refused = validate(
+      ctx.set,
+      activation(admissionVariables('Pod', pod.metadata, ctx.namespace, serviceAccount, identity)),
+    );
     if (refused.length > 0) denials.push(...refused);
     else out.push(final);
   }
@@ -133,7 +146,11 @@ export interface SecretSubject {
  * A labelled Secret's identity: the identity provider match and the validations. Its config names
  * every value explicitly, so defaults do not apply.
  */
-export function judgeSecretIdentity(set: PolicySet, input: SecretSubject, derivation: Pick<SecretDerivation, 'provider' | 'identity'>): Denial[] {
+export function judgeSecretIdentity(
+  set: PolicySet,
+  input: SecretSubject,
+  derivation: Pick<SecretDerivation, 'provider' | 'identity'>,
+): Denial[] {
   if (isEmptyPolicySet(set)) return [];
   const unavailable = unavailableDenial(set);
   if (unavailable) return [unavailable];
@@ -141,13 +158,19 @@ export function judgeSecretIdentity(set: PolicySet, input: SecretSubject, deriva
   const declared = matchIdentityProvider(set, identity);
   if (set.identityProviders.length > 0 && !declared) return [untrusted(set, identity)];
   identity.identityProvider = declared?.name ?? '';
-  return validate(set, activation(admissionVariables('Secret', input.metadata, input.namespace, input.serviceAccount, identity)));
+  return validate(
+    set,
+    activation(admissionVariables('Secret', input.metadata, input.namespace, input.serviceAccount, identity)),
+  );
 }
 
 function unavailableDenial(set: PolicySet): Denial | undefined {
   if (set.unavailable.length === 0) return undefined;
   const list = set.unavailable.map((u) => `WorkloadIdentityPolicy "${u.name}": ${u.message}`).join('; ');
-  return denial('PolicyUnavailable', `cloud identities are refused until the broken tenant policy is fixed (--policy-failure-mode=deny): ${list}`);
+  return denial(
+    'PolicyUnavailable',
+    `cloud identities are refused until the broken tenant policy is fixed (--policy-failure-mode=deny): ${list}`,
+  );
 }
 
 /** The declared identity provider of this identity; AWS prefers a provider naming the account over a whole partition. */
@@ -173,21 +196,34 @@ export function matchIdentityProvider(set: PolicySet, id: IdentityVariable): Dec
 function untrusted(set: PolicySet, id: IdentityVariable): Denial {
   const cloud = CLOUDS[id.provider as ProviderName]?.title ?? id.provider;
   const what =
-    id.provider === 'aws' ? `AWS account ${id.account} (partition ${id.partition}) of role ${id.roleArn}`
-    : id.provider === 'azure' ? (id.tenant ? `Entra tenant ${id.tenant}` : 'no Entra tenant (the ServiceAccount names none and no default applies)')
-    : id.provider === 'gcp' ? `workload identity pool ${id.pool} of project ${id.projectNumber}`
-    : `${id.provider} identity`;
+    id.provider === 'aws'
+      ? `AWS account ${id.account} (partition ${id.partition}) of role ${id.roleArn}`
+      : id.provider === 'azure'
+        ? id.tenant
+          ? `Entra tenant ${id.tenant}`
+          : 'no Entra tenant (the ServiceAccount names none and no default applies)'
+        : id.provider === 'gcp'
+          ? `workload identity pool ${id.pool} of project ${id.projectNumber}`
+          : `${id.provider} identity`;
   const same = set.identityProviders.filter((p) => p.provider === id.provider);
-  const trusted = same.length === 0 ? `no ${cloud} identity provider is declared` : `the ${cloud} identity providers declared are ${same.map(describeProvider).join(', ')}`;
+  const trusted =
+    same.length === 0
+      ? `no ${cloud} identity provider is declared`
+      : `the ${cloud} identity providers declared are ${same.map(describeProvider).join(', ')}`;
   return denial('UntrustedIdentityProvider', `${what} is not an identity provider this cluster trusts: ${trusted}`);
 }
 
 function describeProvider(p: DeclaredProvider): string {
   const where =
-    p.provider === 'aws' ? (p.accountIds?.length ? `accounts ${p.accountIds.join(', ')}` : `partition ${p.partition}`)
-    : p.provider === 'azure' ? `tenant ${p.tenantId}`
-    : p.provider === 'gcp' ? `pool ${p.pool} of project ${p.projectNumber}`
-    : unknownCloud(p.provider);
+    p.provider === 'aws'
+      ? p.accountIds?.length
+        ? `accounts ${p.accountIds.join(', ')}`
+        : `partition ${p.partition}`
+      : p.provider === 'azure'
+        ? `tenant ${p.tenantId}`
+        : p.provider === 'gcp'
+          ? `pool ${p.pool} of project ${p.projectNumber}`
+          : unknownCloud(p.provider);
   return `"${p.displayName}" (${where})`;
 }
 
@@ -202,7 +238,8 @@ function computeDefaults(set: PolicySet, cloud: ProviderName, vars: Activation):
       if ('error' in outcome) return denial('PolicyError', `${where} could not be evaluated: ${outcome.error}`);
       if (outcome.value === undefined) continue;
       const bad = invalidDefault(rule.field, cloud, outcome.value);
-      if (bad) return denial('PolicyError', `${where} gave ${rule.field} ${JSON.stringify(outcome.value)}, which ${bad}`);
+      if (bad)
+        return denial('PolicyError', `${where} gave ${rule.field} ${JSON.stringify(outcome.value)}, which ${bad}`);
       (computed as Record<DefaultField, string | number>)[rule.field] = outcome.value;
     }
   }
@@ -235,7 +272,10 @@ function validate(set: PolicySet, vars: Activation): Denial[] {
     for (const rule of policy.validations) {
       const outcome = evaluateValidation(rule, vars);
       const where = `WorkloadIdentityPolicy "${policy.name}", validation "${rule.name}"`;
-      if ('error' in outcome) denials.push(denial('PolicyError', `${where} could not be evaluated, so the identity is refused: ${outcome.error}`));
+      if ('error' in outcome)
+        denials.push(
+          denial('PolicyError', `${where} could not be evaluated, so the identity is refused: ${outcome.error}`),
+        );
       else if (!outcome.allowed) denials.push(denial('PolicyDenied', `${outcome.message} (${where})`));
     }
   }
@@ -246,7 +286,9 @@ function validate(set: PolicySet, vars: Activation): Denial[] {
 function withAuthorityHost(injection: Injection, host: string): Injection {
   return {
     ...injection,
-    envGroups: injection.envGroups.map((group) => group.map((e) => (e.name === 'AZURE_AUTHORITY_HOST' ? { ...e, value: host } : e))),
+    envGroups: injection.envGroups.map((group) =>
+      group.map((e) => (e.name === 'AZURE_AUTHORITY_HOST' ? { ...e, value: host } : e)),
+    ),
     identity: { ...injection.identity, authorityHost: host },
   };
 }

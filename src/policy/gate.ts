@@ -18,14 +18,22 @@ export interface PolicyGate {
 }
 
 /** The hook for one Pod, or undefined when no policy is in force (the namespace is then not read). */
-export function podPolicyFor(gate: PolicyGate | undefined, namespace: string): InjectionPolicy | undefined | Promise<InjectionPolicy | undefined> {
+export function podPolicyFor(
+  gate: PolicyGate | undefined,
+  namespace: string,
+): InjectionPolicy | undefined | Promise<InjectionPolicy | undefined> {
   const set = gate?.current();
   if (!gate || !set || isEmptyPolicySet(set)) return undefined;
-  const make = (ns: NamespaceView): InjectionPolicy => (admission, injections) => judgePodInjections({ set, options: gate.options, namespace: ns }, admission, injections);
+  const make =
+    (ns: NamespaceView): InjectionPolicy =>
+    (admission, injections) =>
+      judgePodInjections({ set, options: gate.options, namespace: ns }, admission, injections);
   const ns = gate.namespace(namespace);
   // Without the namespace's labels no identity can be judged; a Pod that requests none still can be admitted.
-  const unreadable = (err: Error): InjectionPolicy => (_admission, injections) =>
-    injections.length === 0 ? { injections, denials: [] } : { injections: [], denials: [namespaceDenial(err)] };
+  const unreadable =
+    (err: Error): InjectionPolicy =>
+    (_admission, injections) =>
+      injections.length === 0 ? { injections, denials: [] } : { injections: [], denials: [namespaceDenial(err)] };
   return ns instanceof Promise ? ns.then(make, unreadable) : make(ns);
 }
 
@@ -44,20 +52,40 @@ export interface SecretPolicyInput {
 export type SecretPolicy = (input: SecretPolicyInput) => Denial | undefined;
 
 /** The judge for one labelled Secret, or undefined when no policy is in force. */
-export function secretPolicyFor(gate: PolicyGate | undefined, namespace: string): SecretPolicy | undefined | Promise<SecretPolicy | undefined> {
+export function secretPolicyFor(
+  gate: PolicyGate | undefined,
+  namespace: string,
+): SecretPolicy | undefined | Promise<SecretPolicy | undefined> {
   const set = gate?.current();
   if (!gate || !set || isEmptyPolicySet(set)) return undefined;
-  const make = (ns: NamespaceView): SecretPolicy => ({ secret, derivation, reference, serviceAccount }) => {
-    const sa = reference && { ...reference, annotations: serviceAccount?.annotations ?? {} };
-    const denials = judgeSecretIdentity(set, { metadata: secret.metadata, namespace: ns, serviceAccount: sa }, derivation);
-    return denials.length > 0 ? mergeDenials(denials) : undefined;
-  };
+  const make =
+    (ns: NamespaceView): SecretPolicy =>
+    ({ secret, derivation, reference, serviceAccount }) => {
+      const sa = reference && { ...reference, annotations: serviceAccount?.annotations ?? {} };
+      const denials = judgeSecretIdentity(
+        set,
+        { metadata: secret.metadata, namespace: ns, serviceAccount: sa },
+        derivation,
+      );
+      return denials.length > 0 ? mergeDenials(denials) : undefined;
+    };
   const ns = gate.namespace(namespace);
-  return ns instanceof Promise ? ns.then(make, (err: Error): SecretPolicy => () => namespaceDenial(err)) : make(ns);
+  return ns instanceof Promise
+    ? ns.then(
+        make,
+        (err: Error): SecretPolicy =>
+          () =>
+            namespaceDenial(err),
+      )
+    : make(ns);
 }
 
 /** A gate over fixed policies and namespaces: preview, tests and the benchmark. */
-export function staticPolicyGate(set: PolicySet, options: ProviderOptions, namespaces: readonly NamespaceView[] = []): PolicyGate {
+export function staticPolicyGate(
+  set: PolicySet,
+  options: ProviderOptions,
+  namespaces: readonly NamespaceView[] = [],
+): PolicyGate {
   const byName = new Map(namespaces.map((n) => [n.name, n]));
   return { current: () => set, options, namespace: (name) => byName.get(name) ?? { name, labels: {} } };
 }

@@ -91,11 +91,14 @@ export function exampleVariables(input: ExampleInput): PolicyVariables {
   const obj = input.object;
   const m = (obj?.metadata ?? {}) as ObjectMeta;
   const identity = emptyIdentity();
-  for (const [k, v] of Object.entries(input.identity ?? {})) if (typeof v === 'string') identity[k as keyof IdentityVariable] = v;
+  for (const [k, v] of Object.entries(input.identity ?? {}))
+    if (typeof v === 'string') identity[k as keyof IdentityVariable] = v;
   const namespace = ns?.name ?? '';
   return {
     namespaceObject: { metadata: { name: namespace, labels: { ...ns?.labels } } },
-    serviceAccount: { metadata: { name: sa?.name ?? '', namespace: sa?.namespace ?? namespace, annotations: { ...sa?.annotations } } },
+    serviceAccount: {
+      metadata: { name: sa?.name ?? '', namespace: sa?.namespace ?? namespace, annotations: { ...sa?.annotations } },
+    },
     object: { apiVersion: obj?.apiVersion ?? 'v1', kind: obj?.kind ?? 'Pod', metadata: meta(m, namespace) },
     identity,
   };

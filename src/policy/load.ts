@@ -17,10 +17,15 @@ export function policyDocumentsFromText(text: string, source: string): PolicyDoc
     if (doc.errors.length > 0) throw bad(doc.errors[0].message);
     const value = doc.toJS() as unknown;
     if (value === null || value === undefined) continue;
-    const items = isObject(value) && typeof value.kind === 'string' && value.kind.endsWith('List') && Array.isArray(value.items) ? value.items : [value];
+    const items =
+      isObject(value) && typeof value.kind === 'string' && value.kind.endsWith('List') && Array.isArray(value.items)
+        ? value.items
+        : [value];
     for (const item of items) {
       if (!isObject(item) || item.kind !== POLICY_KIND || item.apiVersion !== POLICY_API_VERSION) {
-        const what = isObject(item) ? `${String(item.apiVersion)} ${String(item.kind)}` : 'a document that is not an object';
+        const what = isObject(item)
+          ? `${String(item.apiVersion)} ${String(item.kind)}`
+          : 'a document that is not an object';
         throw bad(`found ${what}; a policy file holds ${POLICY_API_VERSION} ${POLICY_KIND} objects only`);
       }
       const name = isObject(item.metadata) ? item.metadata.name : undefined;
@@ -37,7 +42,10 @@ export function loadPolicyFile(path: string): CompileResult[] {
   try {
     text = readFileSync(path === '-' ? 0 : path, 'utf8');
   } catch (err) {
-    throw new WebhookError('WIW_BAD_POLICY_FILE', `cannot read policy file ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+    throw new WebhookError(
+      'WIW_BAD_POLICY_FILE',
+      `cannot read policy file ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
+    );
   }
   return policyDocumentsFromText(text, path).map(compilePolicy);
 }

@@ -134,6 +134,8 @@ interface CompileOutcome {
   /** Examples in the spec (all run when the expressions compiled). */
   examples: number;
 }
-export type CompileResult = (CompileOutcome & { ok: true; policy: CompiledPolicy }) | (CompileOutcome & { ok: false; problems: PolicyProblem[] });
+export type CompileResult =
+  | (CompileOutcome & { ok: true; policy: CompiledPolicy })
+  | (CompileOutcome & { ok: false; problems: PolicyProblem[] });
 
 export type { PlainValue };

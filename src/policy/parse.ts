@@ -4,8 +4,17 @@ import { isTenantId } from '../clouds/azure/pod.ts';
 import type { ProviderName } from '../clouds/types.ts';
 import { IDENTITY_FIELDS } from './cel.ts';
 import {
-  DEFAULT_FIELDS, type DefaultExample, type DefaultField, type DefaultSpec, type ExampleInput, type IdentityProviderSpec,
-  type PolicyProblem, type PolicySpec, type ProviderDefaults, type ValidationExample, type ValidationSpec,
+  DEFAULT_FIELDS,
+  type DefaultExample,
+  type DefaultField,
+  type DefaultSpec,
+  type ExampleInput,
+  type IdentityProviderSpec,
+  type PolicyProblem,
+  type PolicySpec,
+  type ProviderDefaults,
+  type ValidationExample,
+  type ValidationSpec,
 } from './model.ts';
 
 /**
@@ -18,7 +27,9 @@ export function parsePolicySpec(raw: unknown): { spec: PolicySpec } | { problems
   const spec: PolicySpec = { identityProviders: [], validations: [], defaults: [] };
   const root = r.object(raw, 'spec', ['identityProviders', 'validations', 'defaults']);
   if (root) {
-    spec.identityProviders = r.list(root.identityProviders, 'spec.identityProviders', (v, p) => identityProvider(r, v, p));
+    spec.identityProviders = r.list(root.identityProviders, 'spec.identityProviders', (v, p) =>
+      identityProvider(r, v, p),
+    );
     r.unique(spec.identityProviders, 'spec.identityProviders');
     spec.validations = r.list(root.validations, 'spec.validations', (v, p) => validation(r, v, p));
     r.unique(spec.validations, 'spec.validations');
@@ -44,10 +55,15 @@ class Reader {
 
   object(v: unknown, path: string, keys: readonly string[]): Record<string, unknown> | undefined {
     if (v === undefined || v === null) return this.fail(path, 'Required value: an object');
-    if (typeof v !== 'object' || Array.isArray(v)) return this.fail(path, `Invalid value: ${describe(v)}: must be an object`);
+    if (typeof v !== 'object' || Array.isArray(v))
+      return this.fail(path, `Invalid value: ${describe(v)}: must be an object`);
     const o = v as Record<string, unknown>;
     for (const key of Object.keys(o)) {
-      if (!keys.includes(key)) this.fail(`${path}.${key}`, `unknown field; the fields of ${path.replace(/\[\d+\]/g, '[]')} are ${keys.join(', ')}`);
+      if (!keys.includes(key))
+        this.fail(
+          `${path}.${key}`,
+          `unknown field; the fields of ${path.replace(/\[\d+\]/g, '[]')} are ${keys.join(', ')}`,
+        );
     }
     return o;
   }
@@ -82,13 +98,15 @@ class Reader {
 
   name(v: unknown, path: string): string | undefined {
     const s = this.matching(v, path, NAME, 'a lowercase name of letters, digits and "-"', true);
-    if (s !== undefined && s.length > 63) return this.fail(path, `Invalid value: ${JSON.stringify(s)}: at most 63 characters`);
+    if (s !== undefined && s.length > 63)
+      return this.fail(path, `Invalid value: ${JSON.stringify(s)}: at most 63 characters`);
     return s;
   }
 
   integer(v: unknown, path: string, min: number, max: number): number | undefined {
     if (v === undefined || v === null) return undefined;
-    if (typeof v !== 'number' || !Number.isInteger(v)) return this.fail(path, `Invalid value: ${describe(v)}: must be a whole number`);
+    if (typeof v !== 'number' || !Number.isInteger(v))
+      return this.fail(path, `Invalid value: ${describe(v)}: must be a whole number`);
     if (v < min || v > max) return this.fail(path, `Invalid value: ${v}: must be between ${min} and ${max}`);
     return v;
   }
@@ -100,8 +118,10 @@ class Reader {
 
   stringMap(v: unknown, path: string): Record<string, string> | undefined {
     if (v === undefined || v === null) return undefined;
-    if (typeof v !== 'object' || Array.isArray(v)) return this.fail(path, `Invalid value: ${describe(v)}: must be a map of strings`);
-    for (const [k, x] of Object.entries(v)) if (typeof x !== 'string') this.fail(`${path}.${k}`, `Invalid value: ${describe(x)}: must be a string`);
+    if (typeof v !== 'object' || Array.isArray(v))
+      return this.fail(path, `Invalid value: ${describe(v)}: must be a map of strings`);
+    for (const [k, x] of Object.entries(v))
+      if (typeof x !== 'string') this.fail(`${path}.${k}`, `Invalid value: ${describe(x)}: must be a string`);
     return v as Record<string, string>;
   }
 
@@ -128,7 +148,10 @@ function identityProvider(r: Reader, v: unknown, path: string): IdentityProvider
   const displayName = r.string(o.displayName, `${path}.displayName`, false);
   const clouds = PROVIDER_NAMES.filter((c) => o[c] !== undefined && o[c] !== null);
   if (clouds.length !== 1) {
-    r.fail(path, `Invalid value: name exactly one of aws, azure or gcp${clouds.length ? ` (found ${clouds.join(' and ')})` : ''}`);
+    r.fail(
+      path,
+      `Invalid value: name exactly one of aws, azure or gcp${clouds.length ? ` (found ${clouds.join(' and ')})` : ''}`,
+    );
     return undefined;
   }
   const cloud = clouds[0];
@@ -140,8 +163,12 @@ function identityProvider(r: Reader, v: unknown, path: string): IdentityProvider
     if (a) {
       spec = {
         provider: 'aws',
-        partition: r.matching(a.partition, `${cp}.partition`, PARTITION, 'an AWS partition such as aws, aws-cn or aws-us-gov') ?? 'aws',
-        accountIds: r.list(a.accountIds, `${cp}.accountIds`, (x, p) => r.matching(x, p, ACCOUNT, 'an AWS account id of 12 digits (quote it in YAML)', true)),
+        partition:
+          r.matching(a.partition, `${cp}.partition`, PARTITION, 'an AWS partition such as aws, aws-cn or aws-us-gov') ??
+          'aws',
+        accountIds: r.list(a.accountIds, `${cp}.accountIds`, (x, p) =>
+          r.matching(x, p, ACCOUNT, 'an AWS account id of 12 digits (quote it in YAML)', true),
+        ),
         defaults: defaults(r, a, cp, 'aws'),
       };
     }
@@ -149,11 +176,23 @@ function identityProvider(r: Reader, v: unknown, path: string): IdentityProvider
     const a = r.object(o.azure, cp, ['tenantId', 'cloud', 'authorityHost', 'audience', 'tokenExpirationSeconds']);
     if (a) {
       const tenantId = r.string(a.tenantId, `${cp}.tenantId`, true);
-      if (tenantId !== undefined && !isTenantId(tenantId)) r.fail(`${cp}.tenantId`, `Invalid value: ${JSON.stringify(tenantId)}: a tenant id (GUID) or the tenant's domain`);
+      if (tenantId !== undefined && !isTenantId(tenantId))
+        r.fail(
+          `${cp}.tenantId`,
+          `Invalid value: ${JSON.stringify(tenantId)}: a tenant id (GUID) or the tenant's domain`,
+        );
       const cloudName = r.string(a.cloud, `${cp}.cloud`, false);
-      if (cloudName !== undefined && !(cloudName in AZURE_CLOUDS)) r.fail(`${cp}.cloud`, `Unsupported value: ${JSON.stringify(cloudName)}: supported values: ${Object.keys(AZURE_CLOUDS).join(', ')}`);
+      if (cloudName !== undefined && !(cloudName in AZURE_CLOUDS))
+        r.fail(
+          `${cp}.cloud`,
+          `Unsupported value: ${JSON.stringify(cloudName)}: supported values: ${Object.keys(AZURE_CLOUDS).join(', ')}`,
+        );
       const host = r.string(a.authorityHost, `${cp}.authorityHost`, false);
-      if (host !== undefined && !isHttpsUrl(host)) r.fail(`${cp}.authorityHost`, `Invalid value: ${JSON.stringify(host)}: an https URL such as https://login.microsoftonline.com/`);
+      if (host !== undefined && !isHttpsUrl(host))
+        r.fail(
+          `${cp}.authorityHost`,
+          `Invalid value: ${JSON.stringify(host)}: an https URL such as https://login.microsoftonline.com/`,
+        );
       spec = {
         provider: 'azure',
         tenantId: tenantId?.toLowerCase(),
@@ -168,8 +207,20 @@ function identityProvider(r: Reader, v: unknown, path: string): IdentityProvider
     if (a) {
       spec = {
         provider: 'gcp',
-        projectNumber: r.matching(a.projectNumber, `${cp}.projectNumber`, PROJECT_NUMBER, 'the project number (digits, quoted in YAML), not its id', true),
-        pool: r.matching(a.pool, `${cp}.pool`, POOL, 'a workload identity pool id (4 to 32 lowercase letters, digits and "-")', true),
+        projectNumber: r.matching(
+          a.projectNumber,
+          `${cp}.projectNumber`,
+          PROJECT_NUMBER,
+          'the project number (digits, quoted in YAML), not its id',
+          true,
+        ),
+        pool: r.matching(
+          a.pool,
+          `${cp}.pool`,
+          POOL,
+          'a workload identity pool id (4 to 32 lowercase letters, digits and "-")',
+          true,
+        ),
         defaults: defaults(r, a, cp, 'gcp'),
       };
     }
@@ -185,15 +236,26 @@ function defaults(r: Reader, o: Record<string, unknown>, path: string, cloud: Pr
   const d: ProviderDefaults = {};
   // r.object admitted 'region' only for clouds that have one.
   if ('region' in o && facts.region) {
-    const region = r.matching(o.region, `${path}.region`, facts.region.pattern, `${facts.region.what} such as ${facts.region.example}`);
+    const region = r.matching(
+      o.region,
+      `${path}.region`,
+      facts.region.pattern,
+      `${facts.region.what} such as ${facts.region.example}`,
+    );
     if (region !== undefined) d.region = region;
   }
   const audience = r.string(o.audience, `${path}.audience`, false);
   if (audience !== undefined) {
-    if (audience.trim() === '' || /\s/.test(audience)) r.fail(`${path}.audience`, `Invalid value: ${JSON.stringify(audience)}: an audience without spaces`);
+    if (audience.trim() === '' || /\s/.test(audience))
+      r.fail(`${path}.audience`, `Invalid value: ${JSON.stringify(audience)}: an audience without spaces`);
     else d.audience = audience;
   }
-  const exp = r.integer(o.tokenExpirationSeconds, `${path}.tokenExpirationSeconds`, facts.tokenBounds.min, facts.tokenBounds.max);
+  const exp = r.integer(
+    o.tokenExpirationSeconds,
+    `${path}.tokenExpirationSeconds`,
+    facts.tokenBounds.min,
+    facts.tokenBounds.max,
+  );
   if (exp !== undefined) d.tokenExpirationSeconds = exp;
   return d;
 }
@@ -221,8 +283,13 @@ function validation(r: Reader, v: unknown, path: string): ValidationSpec | undef
     const allowed = r.boolean(expect.allowed, `${p}.expect.allowed`);
     const msg = r.string(expect.message, `${p}.expect.message`, false);
     if (allowed === undefined) return undefined;
-    if (allowed && msg !== undefined) return r.fail(`${p}.expect.message`, 'Forbidden: a message is expected only when allowed is false');
-    return { name: e.name, input: e.input, expect: msg === undefined ? { allowed } : { allowed, message: msg } } satisfies ValidationExample;
+    if (allowed && msg !== undefined)
+      return r.fail(`${p}.expect.message`, 'Forbidden: a message is expected only when allowed is false');
+    return {
+      name: e.name,
+      input: e.input,
+      expect: msg === undefined ? { allowed } : { allowed, message: msg },
+    } satisfies ValidationExample;
   });
   r.unique(examples, `${path}.examples`);
   if (name === undefined || expression === undefined) return undefined;
@@ -244,7 +311,11 @@ function defaultRule(r: Reader, v: unknown, path: string): DefaultSpec | undefin
   let field: DefaultField | undefined;
   if (fieldName !== undefined) {
     if (fieldName in DEFAULT_FIELDS) field = fieldName as DefaultField;
-    else r.fail(`${path}.field`, `Unsupported value: ${JSON.stringify(fieldName)}: supported values: ${Object.keys(DEFAULT_FIELDS).join(', ')}`);
+    else
+      r.fail(
+        `${path}.field`,
+        `Unsupported value: ${JSON.stringify(fieldName)}: supported values: ${Object.keys(DEFAULT_FIELDS).join(', ')}`,
+      );
   }
   const applicable: readonly ProviderName[] = field ? DEFAULT_FIELDS[field] : [];
   let providers = [...applicable];
@@ -252,7 +323,8 @@ function defaultRule(r: Reader, v: unknown, path: string): DefaultSpec | undefin
     providers = r.list(o.providers, `${path}.providers`, (x, p) => {
       const s = r.string(x, p, true);
       if (s === undefined) return undefined;
-      if (!(applicable as readonly string[]).includes(s)) return r.fail(p, `Unsupported value: ${JSON.stringify(s)}: ${field} applies to ${applicable.join(', ')}`);
+      if (!(applicable as readonly string[]).includes(s))
+        return r.fail(p, `Unsupported value: ${JSON.stringify(s)}: ${field} applies to ${applicable.join(', ')}`);
       return s as ProviderName;
     });
   }
@@ -262,7 +334,8 @@ function defaultRule(r: Reader, v: unknown, path: string): DefaultSpec | undefin
     if (!e) return undefined;
     const expect = r.object(e.expect, `${p}.expect`, ['value']);
     if (!expect) return undefined;
-    if (!('value' in expect)) return r.fail(`${p}.expect.value`, 'Required value: the value the default gives (null for none)');
+    if (!('value' in expect))
+      return r.fail(`${p}.expect.value`, 'Required value: the value the default gives (null for none)');
     const value = expect.value;
     if (value !== null && typeof value !== 'string' && !(typeof value === 'number' && Number.isInteger(value))) {
       return r.fail(`${p}.expect.value`, `Invalid value: ${describe(value)}: a string, a whole number or null`);
@@ -275,7 +348,11 @@ function defaultRule(r: Reader, v: unknown, path: string): DefaultSpec | undefin
 }
 
 /** An example's name and sample input; the caller reads `expect`. */
-function example(r: Reader, v: unknown, path: string): { name: string; input: ExampleInput; expect: unknown } | undefined {
+function example(
+  r: Reader,
+  v: unknown,
+  path: string,
+): { name: string; input: ExampleInput; expect: unknown } | undefined {
   const o = r.object(v, path, ['name', 'namespaceObject', 'serviceAccount', 'object', 'identity', 'expect']);
   if (!o) return undefined;
   const before = r.problems.length;
@@ -283,12 +360,23 @@ function example(r: Reader, v: unknown, path: string): { name: string; input: Ex
   const input: ExampleInput = {};
   if (o.namespaceObject !== undefined) {
     const ns = r.object(o.namespaceObject, `${path}.namespaceObject`, ['metadata']);
-    const m = ns && ns.metadata !== undefined ? r.object(ns.metadata, `${path}.namespaceObject.metadata`, ['name', 'labels']) : undefined;
-    input.namespaceObject = { metadata: { name: r.string(m?.name, `${path}.namespaceObject.metadata.name`, false), labels: r.stringMap(m?.labels, `${path}.namespaceObject.metadata.labels`) } };
+    const m =
+      ns && ns.metadata !== undefined
+        ? r.object(ns.metadata, `${path}.namespaceObject.metadata`, ['name', 'labels'])
+        : undefined;
+    input.namespaceObject = {
+      metadata: {
+        name: r.string(m?.name, `${path}.namespaceObject.metadata.name`, false),
+        labels: r.stringMap(m?.labels, `${path}.namespaceObject.metadata.labels`),
+      },
+    };
   }
   if (o.serviceAccount !== undefined) {
     const sa = r.object(o.serviceAccount, `${path}.serviceAccount`, ['metadata']);
-    const m = sa && sa.metadata !== undefined ? r.object(sa.metadata, `${path}.serviceAccount.metadata`, ['name', 'namespace', 'annotations']) : undefined;
+    const m =
+      sa && sa.metadata !== undefined
+        ? r.object(sa.metadata, `${path}.serviceAccount.metadata`, ['name', 'namespace', 'annotations'])
+        : undefined;
     input.serviceAccount = {
       metadata: {
         name: r.string(m?.name, `${path}.serviceAccount.metadata.name`, false),
@@ -299,9 +387,19 @@ function example(r: Reader, v: unknown, path: string): { name: string; input: Ex
   }
   if (o.object !== undefined) {
     const obj = r.object(o.object, `${path}.object`, ['apiVersion', 'kind', 'metadata']);
-    const m = obj && obj.metadata !== undefined ? r.object(obj.metadata, `${path}.object.metadata`, ['name', 'generateName', 'namespace', 'labels', 'annotations']) : undefined;
+    const m =
+      obj && obj.metadata !== undefined
+        ? r.object(obj.metadata, `${path}.object.metadata`, [
+            'name',
+            'generateName',
+            'namespace',
+            'labels',
+            'annotations',
+          ])
+        : undefined;
     const kind = r.string(obj?.kind, `${path}.object.kind`, false);
-    if (kind !== undefined && kind !== 'Pod' && kind !== 'Secret') r.fail(`${path}.object.kind`, `Unsupported value: ${JSON.stringify(kind)}: supported values: Pod, Secret`);
+    if (kind !== undefined && kind !== 'Pod' && kind !== 'Secret')
+      r.fail(`${path}.object.kind`, `Unsupported value: ${JSON.stringify(kind)}: supported values: Pod, Secret`);
     input.object = {
       apiVersion: r.string(obj?.apiVersion, `${path}.object.apiVersion`, false),
       kind,
@@ -317,7 +415,8 @@ function example(r: Reader, v: unknown, path: string): { name: string; input: Ex
   if (o.identity !== undefined) {
     const id = r.object(o.identity, `${path}.identity`, IDENTITY_FIELDS);
     if (id) {
-      for (const [k, x] of Object.entries(id)) if ((IDENTITY_FIELDS as readonly string[]).includes(k)) r.string(x, `${path}.identity.${k}`, false);
+      for (const [k, x] of Object.entries(id))
+        if ((IDENTITY_FIELDS as readonly string[]).includes(k)) r.string(x, `${path}.identity.${k}`, false);
       input.identity = id as Partial<Record<string, string>>;
     }
   }

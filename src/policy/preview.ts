@@ -27,7 +27,10 @@ export function loadPreviewPolicy(files: readonly string[], config: Config): Pre
   for (const r of results) {
     const enforcement = store.put(r);
     if (r.ok) continue;
-    const effect = enforcement.state === 'denying' ? 'cloud identities are refused (--policy-failure-mode=deny)' : 'it is not enforced';
+    const effect =
+      enforcement.state === 'denying'
+        ? 'cloud identities are refused (--policy-failure-mode=deny)'
+        : 'it is not enforced';
     warnings.push(`WorkloadIdentityPolicy "${r.name}" (${r.source}) is not used: ${summary(r)}; ${effect}`);
   }
   return { set: store.current(), options: providerOptionsFromConfig(config), results, warnings };
@@ -36,12 +39,18 @@ export function loadPreviewPolicy(files: readonly string[], config: Config): Pre
 type NamespaceManifest = { kind?: string; metadata?: { name?: string; labels?: Record<string, string> } };
 
 /** The hook for the previewed Pod, or undefined without policy. */
-export function previewPodPolicy(policy: PreviewPolicy | undefined, manifests: readonly NamespaceManifest[], namespace: string, warnings: string[]): InjectionPolicy | undefined {
+export function previewPodPolicy(
+  policy: PreviewPolicy | undefined,
+  manifests: readonly NamespaceManifest[],
+  namespace: string,
+  warnings: string[],
+): InjectionPolicy | undefined {
   if (!policy || isEmptyPolicySet(policy.set)) return undefined;
   const doc = manifests.find((m) => m.kind === 'Namespace' && m.metadata?.name === namespace);
   if (!doc) warnings.push(`Namespace ${namespace} is not among the documents: tenant policy sees it without labels`);
   const view: NamespaceView = { name: namespace, labels: { ...doc?.metadata?.labels } };
-  return (admission, injections) => judgePodInjections({ set: policy.set, options: policy.options, namespace: view }, admission, injections);
+  return (admission, injections) =>
+    judgePodInjections({ set: policy.set, options: policy.options, namespace: view }, admission, injections);
 }
 
 /** `check-policy`: one line per policy; true when every policy is good. */
@@ -49,7 +58,9 @@ export function policyReport(results: readonly CompileResult[]): { ok: boolean; 
   const lines: string[] = [];
   for (const r of results) {
     if (r.ok) {
-      lines.push(`ok    ${r.name} (${r.source}): ${r.policy.validations.length} validations, ${r.policy.defaults.length} defaults, ${r.policy.identityProviders.length} identity providers; ${r.examples} examples passed`);
+      lines.push(
+        `ok    ${r.name} (${r.source}): ${r.policy.validations.length} validations, ${r.policy.defaults.length} defaults, ${r.policy.identityProviders.length} identity providers; ${r.examples} examples passed`,
+      );
     } else {
       lines.push(`FAIL  ${r.name} (${r.source}): not used`);
       for (const p of r.problems) lines.push(`      ${p.reason} ${p.path}: ${p.message}`);

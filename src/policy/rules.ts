@@ -11,7 +11,8 @@ export type ValidationOutcome = { allowed: true } | { allowed: false; message: s
 export function evaluateValidation(rule: CompiledValidation, vars: Activation): ValidationOutcome {
   const result = rule.program.run(vars);
   if ('error' in result) return { error: `expression failed: ${result.error}` };
-  if (typeof result.value !== 'boolean') return { error: `expression gave ${showValue(result.value)}; a validation must give true or false` };
+  if (typeof result.value !== 'boolean')
+    return { error: `expression gave ${showValue(result.value)}; a validation must give true or false` };
   if (result.value) return { allowed: true };
   return { allowed: false, message: denialMessage(rule, vars) };
 }
@@ -37,6 +38,7 @@ export function evaluateDefault(rule: CompiledDefault, vars: Activation): Defaul
     if (typeof v === 'string' && /^\d{1,12}$/.test(v)) return { value: Number(v) };
     return { error: `expression gave ${showValue(v)}; ${rule.field} must be a whole number of seconds (or null)` };
   }
-  if (typeof v !== 'string') return { error: `expression gave ${showValue(v)}; ${rule.field} must be a string (or null)` };
+  if (typeof v !== 'string')
+    return { error: `expression gave ${showValue(v)}; ${rule.field} must be a string (or null)` };
   return { value: v };
 }

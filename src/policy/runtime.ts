@@ -32,7 +32,11 @@ export function createTenantPolicy(config: Config, kubeConfig: KubeConfig, log: 
   const namespaces = new NamespaceCache({ kubeConfig, log, missTimeoutMs: config.cacheMissTimeoutMs });
   const watch = config.watchPolicies ? new PolicyWatch({ kubeConfig, store, log }) : undefined;
   return {
-    gate: { current: () => store.current(), options: providerOptionsFromConfig(config), namespace: (name) => namespaces.lookup(name) },
+    gate: {
+      current: () => store.current(),
+      options: providerOptionsFromConfig(config),
+      namespace: (name) => namespaces.lookup(name),
+    },
     synced: () => namespaces.synced && (watch?.synced ?? true),
     start() {
       void namespaces.start();

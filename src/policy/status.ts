@@ -24,7 +24,11 @@ export interface PolicyCondition {
 /** At most this many problems are listed; etcd objects stay small and the first ones matter. */
 const MAX_PROBLEMS = 20;
 
-export function policyStatus(result: CompileResult, previous: Partial<PolicyStatus> | undefined, now: Date): PolicyStatus {
+export function policyStatus(
+  result: CompileResult,
+  previous: Partial<PolicyStatus> | undefined,
+  now: Date,
+): PolicyStatus {
   let condition: Omit<PolicyCondition, 'lastTransitionTime'>;
   let problems: PolicyProblem[] = [];
   let failed = 0;
@@ -42,18 +46,23 @@ export function policyStatus(result: CompileResult, previous: Partial<PolicyStat
     failed = result.problems.filter((x) => x.reason === 'ExampleFailed').length;
     // What admissions do meanwhile is each webhook's --policy-failure-mode; replicas that differ
     // (say, during a rollout) must still write the same status, or they would overwrite each other.
-    const effect = 'not used until fixed (meanwhile admissions follow the webhook\'s --policy-failure-mode)';
+    const effect = "not used until fixed (meanwhile admissions follow the webhook's --policy-failure-mode)";
     condition = {
       type: 'Ready',
       status: 'False',
       // The worst kind decides: a spec that cannot be read, then an expression, then an example.
-      reason: (['InvalidSpec', 'CompileError', 'ExampleFailed'] as const).find((r) => result.problems.some((x) => x.reason === r))!,
+      reason: (['InvalidSpec', 'CompileError', 'ExampleFailed'] as const).find((r) =>
+        result.problems.some((x) => x.reason === r),
+      )!,
       message: `${summary(result)}; ${effect}`,
       observedGeneration: result.generation,
     };
   }
   const before = previous?.conditions?.find((c) => c.type === 'Ready');
-  const lastTransitionTime = before && before.status === condition.status ? before.lastTransitionTime : now.toISOString().replace(/\.\d{3}Z$/, 'Z');
+  const lastTransitionTime =
+    before && before.status === condition.status
+      ? before.lastTransitionTime
+      : now.toISOString().replace(/\.\d{3}Z$/, 'Z');
   return {
     observedGeneration: result.generation,
     conditions: [{ ...condition, lastTransitionTime }],
@@ -69,6 +78,11 @@ export function statusChanged(previous: unknown, next: PolicyStatus): boolean {
 
 function canonical(v: unknown): unknown {
   if (Array.isArray(v)) return v.map(canonical);
-  if (v && typeof v === 'object') return Object.fromEntries(Object.keys(v).sort().map((k) => [k, canonical((v as Record<string, unknown>)[k])]));
+  if (v && typeof v === 'object')
+    return Object.fromEntries(
+      Object.keys(v)
+        .sort()
+        .map((k) => [k, canonical((v as Record<string, unknown>)[k])]),
+    );
   return v;
 }

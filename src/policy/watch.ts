@@ -48,7 +48,13 @@ export class PolicyWatch {
       log,
       what: POLICY_KIND,
       path: `/apis/${POLICY_GROUP}/${POLICY_VERSION}/${POLICY_PLURAL}`,
-      list: (page) => this.#api.listClusterCustomObject({ group: POLICY_GROUP, version: POLICY_VERSION, plural: POLICY_PLURAL, ...page }) as Promise<ListPage>,
+      list: (page) =>
+        this.#api.listClusterCustomObject({
+          group: POLICY_GROUP,
+          version: POLICY_VERSION,
+          plural: POLICY_PLURAL,
+          ...page,
+        }) as Promise<ListPage>,
       // No CRD: no cluster policies, and the webhook still starts (a file may hold the policies).
       absentStatus: 404,
       onList: (items) => {
@@ -103,7 +109,11 @@ export class PolicyWatch {
       const enforcement = this.#store.put(result);
       const fields = { policy: name, generation, enforcement: enforcement.state };
       if (result.ok) this.#log.info({ ...fields, examples: result.examples }, 'tenant policy in force');
-      else this.#log.warn({ ...fields, problems: result.problems.length, first: summary(result) }, 'tenant policy not used');
+      else
+        this.#log.warn(
+          { ...fields, problems: result.problems.length, first: summary(result) },
+          'tenant policy not used',
+        );
     }
     const status = policyStatus(result!, raw.status as never, this.#now());
     if (statusChanged(raw.status, status)) void this.#writeStatus(raw, status);
@@ -124,7 +134,10 @@ export class PolicyWatch {
       // 409: the object changed meanwhile; its next event brings the status to decide on. 404: deleted.
       const code = statusOf(err);
       if (code === 409 || code === 404) return;
-      this.#log.warn({ policy: name, status: code, err: (err as Error).message }, 'cannot write the tenant policy status (RBAC: update on workloadidentitypolicies/status)');
+      this.#log.warn(
+        { policy: name, status: code, err: (err as Error).message },
+        'cannot write the tenant policy status (RBAC: update on workloadidentitypolicies/status)',
+      );
     }
   }
 }

@@ -125,7 +125,9 @@ function signedByBundle(pair: Pair, bundle: readonly X509Certificate[]): boolean
 }
 
 function coversHosts(pair: Pair, hosts: readonly string[]): boolean {
-  return hosts.every((h) => (isIP(h) ? pair.x509.checkIP(h) !== undefined : pair.x509.checkHost(h, { wildcards: false }) !== undefined));
+  return hosts.every((h) =>
+    isIP(h) ? pair.x509.checkIP(h) !== undefined : pair.x509.checkHost(h, { wildcards: false }) !== undefined,
+  );
 }
 
 export interface Timing {
@@ -141,8 +143,10 @@ export function planFor(state: State, hosts: readonly string[], timing: Timing, 
   const { current, next } = state;
   if (!current) return { action: 'replace', why: 'no serving certificate yet' };
   if (current.notAfter <= now) return { action: 'replace', why: 'the serving certificate has expired' };
-  if (!signedByBundle(current, state.bundle)) return { action: 'replace', why: 'the serving certificate is not signed by a CA in ca.crt' };
-  if (!coversHosts(current, hosts)) return { action: 'replace', why: 'the serving certificate does not cover the configured hosts' };
+  if (!signedByBundle(current, state.bundle))
+    return { action: 'replace', why: 'the serving certificate is not signed by a CA in ca.crt' };
+  if (!coversHosts(current, hosts))
+    return { action: 'replace', why: 'the serving certificate does not cover the configured hosts' };
   if (next) {
     if (!signedByBundle(next, state.bundle) || !coversHosts(next, hosts) || next.notAfter <= now) {
       return { action: 'drop-next', why: 'the pending certificate is unusable' };
@@ -251,7 +255,8 @@ export class CertificateManager {
         break;
       }
       // 409: another replica wrote first; its result is re-read and re-planned.
-      if (attempt >= CONFLICT_RETRIES) throw new WebhookError('WIW_CERT_CONFLICT', `Secret ${o.namespace}/${o.secretName} kept changing under us`);
+      if (attempt >= CONFLICT_RETRIES)
+        throw new WebhookError('WIW_CERT_CONFLICT', `Secret ${o.namespace}/${o.secretName} kept changing under us`);
       o.log.info({ secret: o.secretName }, 'certificate Secret changed by another replica; adopting its contents');
     }
 
@@ -269,7 +274,10 @@ export class CertificateManager {
       const previous = this.#serving;
       this.#serving = { cert: current.cert, key: current.key };
       if (previous) {
-        o.log.info({ fingerprint: fingerprint(current.x509), notAfter: current.x509.validTo }, 'serving the new certificate');
+        o.log.info(
+          { fingerprint: fingerprint(current.x509), notAfter: current.x509.validTo },
+          'serving the new certificate',
+        );
         for (const listener of this.#listeners) listener(this.#serving);
       }
     }
@@ -293,10 +301,14 @@ export class CertificateManager {
     } catch (err) {
       const code = (err as { code?: number }).code;
       if (first && code === 404) {
-        throw new ConfigError(`--cert-secret: Secret ${namespace}/${secretName} does not exist; create it empty (the chart does) and start again`);
+        throw new ConfigError(
+          `--cert-secret: Secret ${namespace}/${secretName} does not exist; create it empty (the chart does) and start again`,
+        );
       }
       if (first && code === 403) {
-        throw new ConfigError(`--cert-secret: no permission to read Secret ${namespace}/${secretName}; grant get, update and watch on it`);
+        throw new ConfigError(
+          `--cert-secret: no permission to read Secret ${namespace}/${secretName}; grant get, update and watch on it`,
+        );
       }
       throw err;
     }
@@ -340,7 +352,11 @@ export class CertificateManager {
         break;
     }
     bundle = bundle.filter((ca) => new Date(ca.validTo).getTime() > now);
-    const data: Record<string, string> = { 'ca.crt': b64(bundlePem(bundle)), 'tls.crt': b64(current!.cert), 'tls.key': b64(current!.key) };
+    const data: Record<string, string> = {
+      'ca.crt': b64(bundlePem(bundle)),
+      'tls.crt': b64(current!.cert),
+      'tls.key': b64(current!.key),
+    };
     if (next) {
       data['next.crt'] = b64(next.cert);
       data['next.key'] = b64(next.key);
@@ -369,10 +385,12 @@ export class CertificateManager {
       caBundle: bundle.map(fingerprint),
     };
     if (plan.action === 'replace') o.log.info({ ...fields, why: plan.why }, 'created a CA and serving certificate');
-    else if (plan.action === 'start-rotation') o.log.info(fields, 'certificate rotation started: new CA published, not served yet');
+    else if (plan.action === 'start-rotation')
+      o.log.info(fields, 'certificate rotation started: new CA published, not served yet');
     else if (plan.action === 'promote') o.log.info(fields, 'certificate rotation: new certificate promoted');
     else if (plan.action === 'drop-next') o.log.warn({ ...fields, why: plan.why }, 'dropped the pending certificate');
-    else if (touchNextSince !== undefined) o.log.info(fields, 'pending CA published to the caBundle just now; propagation counted from now');
+    else if (touchNextSince !== undefined)
+      o.log.info(fields, 'pending CA published to the caBundle just now; propagation counted from now');
     return parseState(saved);
   }
 
@@ -384,7 +402,10 @@ export class CertificateManager {
       config = await this.#admission.readMutatingWebhookConfiguration({ name });
     } catch (err) {
       if ((err as { code?: number }).code === 404) {
-        this.#o.log.warn({ webhookConfiguration: name }, 'MutatingWebhookConfiguration not found; caBundle not set yet');
+        this.#o.log.warn(
+          { webhookConfiguration: name },
+          'MutatingWebhookConfiguration not found; caBundle not set yet',
+        );
         return false;
       }
       throw err;
@@ -393,7 +414,9 @@ export class CertificateManager {
     const webhooks = config.webhooks ?? [];
     const stale = webhooks.map((w, i) => ({ w, i })).filter(({ w }) => w.clientConfig.caBundle !== wanted);
     if (stale.length === 0) return false;
-    const nextCa = state.next && state.bundle.find((ca) => state.next!.x509.checkIssued(ca) && state.next!.x509.verify(ca.publicKey));
+    const nextCa =
+      state.next &&
+      state.bundle.find((ca) => state.next!.x509.checkIssued(ca) && state.next!.x509.verify(ca.publicKey));
     const addsNext = nextCa !== undefined && stale.some(({ w }) => !trusts(w.clientConfig.caBundle, nextCa));
     // A test on resourceVersion: a concurrent change fails this patch, and the next run redoes it.
     const ops = [
@@ -403,8 +426,14 @@ export class CertificateManager {
         { op: 'add', path: `/webhooks/${i}/clientConfig/caBundle`, value: wanted },
       ]),
     ];
-    await this.#admission.patchMutatingWebhookConfiguration({ name, body: ops }, setHeaderOptions('Content-Type', PatchStrategy.JsonPatch));
-    this.#o.log.info({ webhookConfiguration: name, webhooks: stale.length, caBundle: state.bundle.map(fingerprint) }, 'caBundle updated');
+    await this.#admission.patchMutatingWebhookConfiguration(
+      { name, body: ops },
+      setHeaderOptions('Content-Type', PatchStrategy.JsonPatch),
+    );
+    this.#o.log.info(
+      { webhookConfiguration: name, webhooks: stale.length, caBundle: state.bundle.map(fingerprint) },
+      'caBundle updated',
+    );
     return addsNext;
   }
 
@@ -417,7 +446,10 @@ export class CertificateManager {
       ended = true;
       if (this.#stopped) return;
       if (err && (err as Error).name !== 'AbortError') {
-        this.#o.log.warn({ err: (err as Error).message ?? String(err), secret: secretName }, 'certificate Secret watch failed; resync continues');
+        this.#o.log.warn(
+          { err: (err as Error).message ?? String(err), secret: secretName },
+          'certificate Secret watch failed; resync continues',
+        );
       }
       clearTimeout(this.#watchRetry);
       // The resync timer covers the gap; a short pause keeps a failing watch from spinning.
@@ -444,7 +476,9 @@ function ownNamespace(): string {
   try {
     return readFileSync(IN_CLUSTER_NAMESPACE_FILE, 'utf8').trim();
   } catch {
-    throw new ConfigError('--cert-secret-namespace is needed outside a cluster (no service account namespace file to default to)');
+    throw new ConfigError(
+      '--cert-secret-namespace is needed outside a cluster (no service account namespace file to default to)',
+    );
   }
 }
 

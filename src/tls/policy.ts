@@ -33,23 +33,36 @@ export interface TlsPolicy {
 
 /** "1.2", "1.3", "VersionTLS12", "VersionTLS13", "TLSv1.2" (the spellings of the peers and of Go). */
 export function parseTlsVersion(raw: string, flag: string): TlsVersion {
-  const v = raw.trim().toLowerCase().replace(/^versiontls1?/, '1.').replace(/^tlsv/, '');
+  const v = raw
+    .trim()
+    .toLowerCase()
+    .replace(/^versiontls1?/, '1.')
+    .replace(/^tlsv/, '');
   if (v === '1.2' || v === '1.12') return 'TLSv1.2';
   if (v === '1.3' || v === '1.13') return 'TLSv1.3';
-  throw new ConfigError(`--${flag}="${raw}" must be 1.2 or 1.3 (also VersionTLS12, VersionTLS13); older versions are not offered`);
+  throw new ConfigError(
+    `--${flag}="${raw}" must be 1.2 or 1.3 (also VersionTLS12, VersionTLS13); older versions are not offered`,
+  );
 }
 
 /** Comma-separated IANA names; each must be a forward-secret AEAD suite. */
 export function parseCipherSuites(raw: string, flag: string): string[] {
-  const names = raw.split(',').map((s) => s.trim()).filter(Boolean);
+  const names = raw
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
   if (names.length === 0) throw new ConfigError(`--${flag} is empty; leave it unset for the default list`);
   return names.map((name) => {
     const canonical = ALIASES[name] ?? name;
     if (TLS12_SUITES[canonical]) return canonical;
     if (TLS13_SUITES.includes(name)) {
-      throw new ConfigError(`--${flag}: ${name} is a TLS 1.3 suite; TLS 1.3 suites are always enabled and not configurable`);
+      throw new ConfigError(
+        `--${flag}: ${name} is a TLS 1.3 suite; TLS 1.3 suites are always enabled and not configurable`,
+      );
     }
-    throw new ConfigError(`--${flag}: ${name} is not offered (only forward-secret AEAD suites are): choose from ${DEFAULT_TLS12_SUITES.join(', ')}`);
+    throw new ConfigError(
+      `--${flag}: ${name} is not offered (only forward-secret AEAD suites are): choose from ${DEFAULT_TLS12_SUITES.join(', ')}`,
+    );
   });
 }
 

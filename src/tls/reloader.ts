@@ -44,7 +44,10 @@ export function watchKeyPair(
         onChange(pair);
         log.info({ certFile }, 'serving certificate reloaded');
       } catch (err) {
-        log.warn({ certFile, err: (err as Error).message }, 'serving certificate not reloaded; keeping the current one');
+        log.warn(
+          { certFile, err: (err as Error).message },
+          'serving certificate not reloaded; keeping the current one',
+        );
       }
     }, 100);
   };

@@ -17,7 +17,10 @@ export async function generateCertificates(hosts: readonly string[], validDays =
 }
 
 /** The same, valid for `validSeconds` from now (self-managed rotation; tests rotate in seconds). */
-export async function generateCertificatesValidFor(hosts: readonly string[], validSeconds: number): Promise<CertificateSet> {
+export async function generateCertificatesValidFor(
+  hosts: readonly string[],
+  validSeconds: number,
+): Promise<CertificateSet> {
   // Backdated a minute: a replica or API server whose clock runs slightly behind still accepts it.
   const notBeforeDate = new Date(Date.now() - 60_000);
   const notAfterDate = new Date(Date.now() + validSeconds * 1000);

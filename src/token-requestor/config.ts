@@ -10,17 +10,56 @@ import { ConfigError } from '../errors.ts';
  * --gcp-allowed-token-urls) so it judges Secrets exactly as the webhook does.
  */
 export const requestorSettings = {
-  leaseNamespace: { flag: 'lease-namespace', description: 'Namespace of the Lease that elects the single active instance (default: its own, in a cluster)', parse: optionalString, default: undefined },
-  leaseName: { flag: 'lease-name', description: 'Name of that Lease', parse: string, default: 'workload-identity-webhook-token-requestor' },
-  leaseDurationSeconds: { flag: 'lease-duration-seconds', description: 'A standby takes over after the leader has not renewed the Lease this long', parse: integer(2, 300), default: 15 },
-  identity: { flag: 'identity', description: 'This instance\'s name in the Lease (default: the host name, in a cluster the Pod name, and a random suffix)', parse: optionalString, default: undefined },
-  namespaces: { flag: 'namespaces', description: 'Comma-separated namespaces it serves: their labelled Secrets and the ServiceAccounts they reference (empty: all, which needs cluster-wide Secret access)', parse: namespaceList, default: [] as string[] },
-  tokenExpiration: { flag: 'token-expiration', description: 'Lifetime of each requested token in seconds; renewed at about half of it', parse: integer(600, 2 ** 32), default: 3600 },
+  leaseNamespace: {
+    flag: 'lease-namespace',
+    description: 'Namespace of the Lease that elects the single active instance (default: its own, in a cluster)',
+    parse: optionalString,
+    default: undefined,
+  },
+  leaseName: {
+    flag: 'lease-name',
+    description: 'Name of that Lease',
+    parse: string,
+    default: 'workload-identity-webhook-token-requestor',
+  },
+  leaseDurationSeconds: {
+    flag: 'lease-duration-seconds',
+    description: 'A standby takes over after the leader has not renewed the Lease this long',
+    parse: integer(2, 300),
+    default: 15,
+  },
+  identity: {
+    flag: 'identity',
+    description:
+      "This instance's name in the Lease (default: the host name, in a cluster the Pod name, and a random suffix)",
+    parse: optionalString,
+    default: undefined,
+  },
+  namespaces: {
+    flag: 'namespaces',
+    description:
+      'Comma-separated namespaces it serves: their labelled Secrets and the ServiceAccounts they reference (empty: all, which needs cluster-wide Secret access)',
+    parse: namespaceList,
+    default: [] as string[],
+  },
+  tokenExpiration: {
+    flag: 'token-expiration',
+    description: 'Lifetime of each requested token in seconds; renewed at about half of it',
+    parse: integer(600, 2 ** 32),
+    default: 3600,
+  },
 } satisfies Record<string, Setting<unknown>>;
 
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 function namespaceList(raw: string, flag: string): string[] {
-  const names = [...new Set(raw.split(',').map((s) => s.trim()).filter(Boolean))];
+  const names = [
+    ...new Set(
+      raw
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean),
+    ),
+  ];
   for (const n of names) {
     if (n.length > 63 || !DNS_LABEL.test(n)) throw new ConfigError(`--${flag}: "${n}" is not a namespace name`);
   }
@@ -46,7 +85,11 @@ export function isRequestorFlag(flag: string): boolean {
 
 const IN_CLUSTER_NAMESPACE = '/var/run/secrets/kubernetes.io/serviceaccount/namespace';
 
-export function loadRequestorConfig(flags: ReadonlyMap<string, string>, env: NodeJS.ProcessEnv = process.env, inClusterNamespaceFile = IN_CLUSTER_NAMESPACE): RequestorConfig {
+export function loadRequestorConfig(
+  flags: ReadonlyMap<string, string>,
+  env: NodeJS.ProcessEnv = process.env,
+  inClusterNamespaceFile = IN_CLUSTER_NAMESPACE,
+): RequestorConfig {
   const raw: Record<string, unknown> = {};
   for (const [key, s] of Object.entries(requestorSettings) as [keyof RequestorSettings, Setting<unknown>][]) {
     const value = flags.get(s.flag) ?? env[envName(s.flag)];
@@ -62,7 +105,8 @@ export function loadRequestorConfig(flags: ReadonlyMap<string, string>, env: Nod
   }
   if (!leaseNamespace) throw new ConfigError('--lease-namespace is required outside a cluster');
   const leaseName = raw.leaseName as string;
-  if (!/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/.test(leaseName)) throw new ConfigError(`--lease-name="${leaseName}" is not a DNS subdomain`);
+  if (!/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/.test(leaseName))
+    throw new ConfigError(`--lease-name="${leaseName}" is not a DNS subdomain`);
   return {
     leaseNamespace,
     leaseName,
@@ -76,7 +120,10 @@ export function loadRequestorConfig(flags: ReadonlyMap<string, string>, env: Nod
 export function requestorHelp(): string {
   const lines: string[] = [];
   for (const s of Object.values(requestorSettings) as Setting<unknown>[]) {
-    const def = s.default === undefined || (Array.isArray(s.default) && s.default.length === 0) ? '' : ` (default ${String(s.default)})`;
+    const def =
+      s.default === undefined || (Array.isArray(s.default) && s.default.length === 0)
+        ? ''
+        : ` (default ${String(s.default)})`;
     lines.push(`  --${s.flag} VALUE`.padEnd(40) + `${s.description}${def} [$${envName(s.flag)}]`);
   }
   return lines.join('\n');

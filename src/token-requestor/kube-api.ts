@@ -26,7 +26,9 @@ export function kubeRequestorApi(kubeConfig: KubeConfig, instance: string): Requ
           spec: {
             audiences: [audience],
             expirationSeconds,
-            boundObjectRef: boundSecret ? { apiVersion: 'v1', kind: 'Secret', name: boundSecret.name, uid: boundSecret.uid } : undefined,
+            boundObjectRef: boundSecret
+              ? { apiVersion: 'v1', kind: 'Secret', name: boundSecret.name, uid: boundSecret.uid }
+              : undefined,
           },
         },
       });
@@ -39,7 +41,11 @@ export function kubeRequestorApi(kubeConfig: KubeConfig, instance: string): Requ
       const metadata: Record<string, unknown> = { resourceVersion };
       if (clearRenewAnnotation) metadata.annotations = { [RENEW_ANNOTATION]: null };
       const res = await core.patchNamespacedSecret(
-        { namespace, name, body: { metadata, data: { token: token === null ? null : Buffer.from(token, 'utf8').toString('base64') } } },
+        {
+          namespace,
+          name,
+          body: { metadata, data: { token: token === null ? null : Buffer.from(token, 'utf8').toString('base64') } },
+        },
         setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
       );
       return res.metadata?.resourceVersion ?? '';
@@ -51,7 +57,13 @@ export function kubeRequestorApi(kubeConfig: KubeConfig, instance: string): Requ
         namespace: secret.namespace,
         body: {
           metadata: { generateName: `${secret.name}.`, namespace: secret.namespace },
-          involvedObject: { apiVersion: 'v1', kind: 'Secret', namespace: secret.namespace, name: secret.name, uid: secret.uid },
+          involvedObject: {
+            apiVersion: 'v1',
+            kind: 'Secret',
+            namespace: secret.namespace,
+            name: secret.name,
+            uid: secret.uid,
+          },
           reason,
           message,
           type: 'Warning',

@@ -65,7 +65,10 @@ export class LeaderElector {
     try {
       renewed = await this.#tryAcquireOrRenew();
     } catch (err) {
-      this.#o.log.warn({ err: (err as Error).message, lease: `${this.#o.namespace}/${this.#o.name}` }, 'lease read or write failed');
+      this.#o.log.warn(
+        { err: (err as Error).message, lease: `${this.#o.namespace}/${this.#o.name}` },
+        'lease read or write failed',
+      );
     }
     if (this.#stopped) return;
     if (renewed) {
@@ -81,7 +84,10 @@ export class LeaderElector {
 
   #setLeading(leading: boolean): void {
     this.#leading = leading;
-    this.#o.log.info({ lease: `${this.#o.namespace}/${this.#o.name}`, identity: this.#o.identity }, leading ? 'became the leader' : 'stopped leading');
+    this.#o.log.info(
+      { lease: `${this.#o.namespace}/${this.#o.name}`, identity: this.#o.identity },
+      leading ? 'became the leader' : 'stopped leading',
+    );
     if (leading) this.#o.onStartedLeading();
     else this.#o.onStoppedLeading();
   }
@@ -97,7 +103,16 @@ export class LeaderElector {
       try {
         await this.#api.createNamespacedLease({
           namespace,
-          body: { metadata: { name, namespace }, spec: { holderIdentity: identity, leaseDurationSeconds, acquireTime: now, renewTime: now, leaseTransitions: 0 } },
+          body: {
+            metadata: { name, namespace },
+            spec: {
+              holderIdentity: identity,
+              leaseDurationSeconds,
+              acquireTime: now,
+              renewTime: now,
+              leaseTransitions: 0,
+            },
+          },
         });
         return true;
       } catch (createErr) {

@@ -20,7 +20,11 @@ export interface RequestorApi {
     boundSecret?: { name: string; uid: string };
   }): Promise<string>;
   /** Writes `token` (null: removes it) if the Secret is still at `resourceVersion`; returns the new resourceVersion. */
-  writeToken(secret: { namespace: string; name: string; resourceVersion: string }, token: string | null, clearRenewAnnotation: boolean): Promise<string>;
+  writeToken(
+    secret: { namespace: string; name: string; resourceVersion: string },
+    token: string | null,
+    clearRenewAnnotation: boolean,
+  ): Promise<string>;
   /** A Warning event on the Secret, where `kubectl describe secret` shows it. */
   warn(secret: TrackedSecret, reason: string, message: string): Promise<void>;
 }
@@ -139,7 +143,14 @@ export class TokenRequestor {
     if (isDenial(ref)) return this.#refuse(key, entry, ref);
     const served = this.#o.namespaces ?? [];
     if (served.length && !served.includes(ref.namespace)) {
-      return this.#refuse(key, entry, denial('NamespaceNotServed', `ServiceAccount ${ref.namespace}/${ref.name} is in namespace ${ref.namespace}, which the token requestor does not serve (it serves ${served.join(', ')}; tokenRequestor.namespaces in the chart)`));
+      return this.#refuse(
+        key,
+        entry,
+        denial(
+          'NamespaceNotServed',
+          `ServiceAccount ${ref.namespace}/${ref.name} is in namespace ${ref.namespace}, which the token requestor does not serve (it serves ${served.join(', ')}; tokenRequestor.namespaces in the chart)`,
+        ),
+      );
     }
 
     let target: ServiceAccountView | undefined;
@@ -148,7 +159,10 @@ export class TokenRequestor {
         target = await this.#o.api.readServiceAccount(ref.namespace, ref.name);
       } catch (err) {
         this.#o.metrics.failures.inc({ stage: 'serviceaccount' });
-        this.#o.log.warn({ secret: key, serviceAccount: `${ref.namespace}/${ref.name}`, err: (err as Error).message }, 'cannot read the referenced ServiceAccount');
+        this.#o.log.warn(
+          { secret: key, serviceAccount: `${ref.namespace}/${ref.name}`, err: (err as Error).message },
+          'cannot read the referenced ServiceAccount',
+        );
         return this.#backoff(key, entry);
       }
     }
@@ -162,16 +176,19 @@ export class TokenRequestor {
     // cross-namespace token cannot be bound: it gets the shortest lifetime instead, and a
     // withdrawn grant ends it within UNBOUND_TOKEN_SECONDS (the admission policy enforces both).
     const bound = ref.namespace === s.namespace && s.uid !== '';
-    const expirationSeconds = bound ? this.#o.expirationSeconds : Math.min(this.#o.expirationSeconds, UNBOUND_TOKEN_SECONDS);
-    const plan = () => renewal({
-      claims: entry.secret.claims,
-      subject,
-      audience,
-      expirationSeconds,
-      now: this.#now() / 1000,
-      jitterSeed: entry.secret.uid,
-      forced: entry.secret.annotations[RENEW_ANNOTATION] !== undefined,
-    });
+    const expirationSeconds = bound
+      ? this.#o.expirationSeconds
+      : Math.min(this.#o.expirationSeconds, UNBOUND_TOKEN_SECONDS);
+    const plan = () =>
+      renewal({
+        claims: entry.secret.claims,
+        subject,
+        audience,
+        expirationSeconds,
+        now: this.#now() / 1000,
+        jitterSeed: entry.secret.uid,
+        forced: entry.secret.annotations[RENEW_ANNOTATION] !== undefined,
+      });
     const due = plan();
     if (!due.now) return this.#schedule(key, entry, due.at * 1000 - this.#now());
 
@@ -186,7 +203,11 @@ export class TokenRequestor {
       });
     } catch (err) {
       this.#o.metrics.failures.inc({ stage: 'tokenrequest' });
-      await this.#warn(entry, 'TokenRequestFailed', `TokenRequest for ServiceAccount ${ref.namespace}/${ref.name} failed: ${apiMessage(err)}`);
+      await this.#warn(
+        entry,
+        'TokenRequestFailed',
+        `TokenRequest for ServiceAccount ${ref.namespace}/${ref.name} failed: ${apiMessage(err)}`,
+      );
       return this.#backoff(key, entry);
     }
     if (this.#stopped || this.#entries.get(key) !== entry) return;
@@ -213,7 +234,13 @@ export class TokenRequestor {
     this.#o.metrics.issued.inc({ provider, reason: due.reason });
     const claims = entry.secret.claims;
     this.#o.log.info(
-      { secret: key, serviceAccount: `${ref.namespace}/${ref.name}`, audience, reason: due.reason, expiresAt: claims?.exp ? new Date(claims.exp * 1000).toISOString() : undefined },
+      {
+        secret: key,
+        serviceAccount: `${ref.namespace}/${ref.name}`,
+        audience,
+        reason: due.reason,
+        expiresAt: claims?.exp ? new Date(claims.exp * 1000).toISOString() : undefined,
+      },
       'token written',
     );
     const next = plan();
@@ -222,7 +249,10 @@ export class TokenRequestor {
 
   async #refuse(key: string, entry: Entry, d: Denial): Promise<void> {
     this.#o.metrics.refused.inc({ reason: d.reason });
-    this.#o.log.warn({ secret: key, reason: d.reason, message: d.message }, 'no token: the webhook would refuse this Secret');
+    this.#o.log.warn(
+      { secret: key, reason: d.reason, message: d.message },
+      'no token: the webhook would refuse this Secret',
+    );
     await this.#warn(entry, 'TokenRefused', `no token issued: ${d.message}`);
     if (WITHDRAWN.has(d.reason)) await this.#removeToken(key, entry);
     // A grant may be added to the ServiceAccount later, which raises no event on the Secret.
@@ -254,7 +284,10 @@ export class TokenRequestor {
     try {
       await this.#o.api.warn(entry.secret, reason, message);
     } catch (err) {
-      this.#o.log.warn({ secret: `${entry.secret.namespace}/${entry.secret.name}`, err: apiMessage(err) }, 'could not record an event');
+      this.#o.log.warn(
+        { secret: `${entry.secret.namespace}/${entry.secret.name}`, err: apiMessage(err) },
+        'could not record an event',
+      );
     }
   }
 

@@ -38,10 +38,26 @@ export async function runTokenRequestor(config: Config, rc: RequestorConfig, log
     log,
     onStartedLeading: () => {
       metrics.leader.set(1);
-      const requestor = new TokenRequestor({ core, api, log, metrics, expirationSeconds: rc.tokenExpiration, namespaces: rc.namespaces });
+      const requestor = new TokenRequestor({
+        core,
+        api,
+        log,
+        metrics,
+        expirationSeconds: rc.tokenExpiration,
+        namespaces: rc.namespaces,
+      });
       // Namespace-scoped access (the chart's RoleBindings) allows no cluster-wide list: one watch per namespace.
       const scopes = rc.namespaces.length ? rc.namespaces : [undefined];
-      const informers = scopes.map((namespace) => new SecretInformer({ kubeConfig, labelSelector: PROVIDER_LABEL, namespace, log, onChange: (key, s) => requestor.onChange(key, s) }));
+      const informers = scopes.map(
+        (namespace) =>
+          new SecretInformer({
+            kubeConfig,
+            labelSelector: PROVIDER_LABEL,
+            namespace,
+            log,
+            onChange: (key, s) => requestor.onChange(key, s),
+          }),
+      );
       term = { requestor, informers };
       for (const informer of informers) void informer.start();
     },
@@ -57,7 +73,15 @@ export async function runTokenRequestor(config: Config, rc: RequestorConfig, log
     '/healthz': () => ({ status: 'ok', leader: elector.isLeader }),
   });
   elector.start();
-  log.info({ metricsPort, identity: rc.identity, lease: `${rc.leaseNamespace}/${rc.leaseName}`, namespaces: rc.namespaces.length ? rc.namespaces : 'all' }, 'token requestor started');
+  log.info(
+    {
+      metricsPort,
+      identity: rc.identity,
+      lease: `${rc.leaseNamespace}/${rc.leaseName}`,
+      namespaces: rc.namespaces.length ? rc.namespaces : 'all',
+    },
+    'token requestor started',
+  );
 
   let stopping: Promise<void> | undefined;
   return {

@@ -24,7 +24,10 @@ export function readTokenClaims(token: string | undefined): TokenClaims | undefi
     const { sub, aud, iat, exp } = payload as Record<string, unknown>;
     return {
       sub: typeof sub === 'string' ? sub : undefined,
-      aud: typeof aud === 'string' || (Array.isArray(aud) && aud.every((a) => typeof a === 'string')) ? (aud as string | string[]) : undefined,
+      aud:
+        typeof aud === 'string' || (Array.isArray(aud) && aud.every((a) => typeof a === 'string'))
+          ? (aud as string | string[])
+          : undefined,
       iat: typeof iat === 'number' ? iat : undefined,
       exp: typeof exp === 'number' ? exp : undefined,
     };
@@ -67,12 +70,14 @@ export function renewal(input: RenewalInput): Renewal {
   const { claims } = input;
   if (input.forced) return { now: true, reason: 'forced' };
   if (claims === undefined) return { now: true, reason: 'missing' };
-  if (claims.iat === undefined || claims.exp === undefined || claims.exp <= claims.iat) return { now: true, reason: 'unreadable' };
+  if (claims.iat === undefined || claims.exp === undefined || claims.exp <= claims.iat)
+    return { now: true, reason: 'unreadable' };
   if (claims.sub !== input.subject) return { now: true, reason: 'subject' };
   const audiences = claims.aud === undefined ? [] : [claims.aud].flat();
   if (!audiences.includes(input.audience)) return { now: true, reason: 'audience' };
   const lifetime = claims.exp - claims.iat;
-  if (lifetime > input.expirationSeconds + SKEW_SECONDS || claims.iat > input.now + SKEW_SECONDS) return { now: true, reason: 'lifetime' };
+  if (lifetime > input.expirationSeconds + SKEW_SECONDS || claims.iat > input.now + SKEW_SECONDS)
+    return { now: true, reason: 'lifetime' };
   const at = claims.iat + lifetime * renewalFraction(input.jitterSeed, claims.iat);
   if (at <= input.now) return { now: true, reason: 'due' };
   return { now: false, at };

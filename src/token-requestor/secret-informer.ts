@@ -20,7 +20,14 @@ export interface TrackedSecret {
 }
 
 type Raw = {
-  metadata?: { name?: string; namespace?: string; uid?: string; resourceVersion?: string; labels?: Record<string, string> | null; annotations?: Record<string, string> | null };
+  metadata?: {
+    name?: string;
+    namespace?: string;
+    uid?: string;
+    resourceVersion?: string;
+    labels?: Record<string, string> | null;
+    annotations?: Record<string, string> | null;
+  };
   data?: Record<string, string> | null;
 };
 
@@ -70,9 +77,14 @@ export class SecretInformer {
       what: 'labelled Secret',
       path: namespace === undefined ? '/api/v1/secrets' : `/api/v1/namespaces/${namespace}/secrets`,
       watchQuery: { labelSelector: options.labelSelector },
-      list: (page) => (namespace === undefined
-        ? api.listSecretForAllNamespaces({ ...page, labelSelector: options.labelSelector })
-        : api.listNamespacedSecret({ ...page, namespace, labelSelector: options.labelSelector })) as Promise<ListPage>,
+      list: (page) =>
+        (namespace === undefined
+          ? api.listSecretForAllNamespaces({ ...page, labelSelector: options.labelSelector })
+          : api.listNamespacedSecret({
+              ...page,
+              namespace,
+              labelSelector: options.labelSelector,
+            })) as Promise<ListPage>,
       onList: (raw) => {
         const items = raw.map((item) => trackSecret(item as Raw)).filter((s): s is TrackedSecret => s !== undefined);
         const seen = new Set(items.map((s) => `${s.namespace}/${s.name}`));

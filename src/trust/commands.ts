@@ -53,7 +53,10 @@ async function doctor(input: IssuerCommandInput): Promise<CommandResult> {
     try {
       issuerCa = readFileSync(input.issuerCa, 'utf8');
     } catch (err) {
-      throw new WebhookError('WIW_BAD_INPUT', `cannot read --issuer-ca ${input.issuerCa}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+      throw new WebhookError(
+        'WIW_BAD_INPUT',
+        `cannot read --issuer-ca ${input.issuerCa}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
+      );
     }
   }
   const report = await runDoctor({
@@ -63,7 +66,11 @@ async function doctor(input: IssuerCommandInput): Promise<CommandResult> {
     issuerCa,
     namespace: input.namespace,
   });
-  return { code: exitCode(report), output: input.output === 'json' ? reportJson(report) : reportText(report), warnings: [] };
+  return {
+    code: exitCode(report),
+    output: input.output === 'json' ? reportJson(report) : reportText(report),
+    warnings: [],
+  };
 }
 
 async function trust(input: IssuerCommandInput): Promise<CommandResult> {
@@ -71,28 +78,50 @@ async function trust(input: IssuerCommandInput): Promise<CommandResult> {
   let issuer = input.issuer;
   const warnings: string[] = [];
   if (input.files.length > 0) {
-    if (!issuer) throw usage('trust -f FILE needs --issuer URL (the cluster\'s --service-account-issuer): offline, nothing else tells it');
+    if (!issuer)
+      throw usage(
+        "trust -f FILE needs --issuer URL (the cluster's --service-account-issuer): offline, nothing else tells it",
+      );
     objects = objectsOfManifests({ documents: input.files });
-    if (input.namespace) objects = { accounts: objects.accounts.filter((a) => a.namespace === input.namespace), secrets: objects.secrets.filter((s) => s.metadata?.namespace === input.namespace) };
+    if (input.namespace)
+      objects = {
+        accounts: objects.accounts.filter((a) => a.namespace === input.namespace),
+        secrets: objects.secrets.filter((s) => s.metadata?.namespace === input.namespace),
+      };
   } else {
     const kc = loadKubeConfig(input.config.kubeconfig);
     const discovery = await readApiServerDiscovery(await apiServerOf(kc));
     if (!issuer) {
-      if (!discovery.ok) throw new WebhookError('WIW_ISSUER_UNKNOWN', `cannot read the issuer from the API server (${discovery.url}: ${discovery.problem}); pass --issuer URL, and run doctor`);
+      if (!discovery.ok)
+        throw new WebhookError(
+          'WIW_ISSUER_UNKNOWN',
+          `cannot read the issuer from the API server (${discovery.url}: ${discovery.problem}); pass --issuer URL, and run doctor`,
+        );
       issuer = discovery.value.issuer;
     } else if (discovery.ok && discovery.value.issuer !== issuer) {
-      warnings.push(`the cluster's tokens carry iss ${discovery.value.issuer}, not --issuer ${issuer}: a cloud given this trust refuses them`);
+      warnings.push(
+        `the cluster's tokens carry iss ${discovery.value.issuer}, not --issuer ${issuer}: a cloud given this trust refuses them`,
+      );
     }
     objects = await objectsOfCluster(kc, input.namespace);
     warnings.push(...(objects.warnings ?? []));
   }
-  if (issuer.endsWith('/')) warnings.push(`the issuer ${issuer} ends with "/": AWS refuses such tokens; see workload-identity-webhook doctor`);
+  if (issuer.endsWith('/'))
+    warnings.push(`the issuer ${issuer} ends with "/": AWS refuses such tokens; see workload-identity-webhook doctor`);
   const fromAccounts = identitiesOfServiceAccounts(createProviders(input.config), objects.accounts);
-  const fromSecrets = identitiesOfSecrets({ providers: createSecretProviders(input.config), defaultTokenPath: input.config.secretTokenPath }, objects.secrets, objects.accounts);
+  const fromSecrets = identitiesOfSecrets(
+    { providers: createSecretProviders(input.config), defaultTokenPath: input.config.secretTokenPath },
+    objects.secrets,
+    objects.accounts,
+  );
   const problems = [...fromAccounts.problems, ...fromSecrets.problems];
   warnings.push(...problems.map((p) => `${p} (left out)`));
   const report = trustReport(issuer, [...fromAccounts.identities, ...fromSecrets.identities]);
-  return { code: problems.length > 0 ? 1 : 0, output: input.output === 'json' ? trustJson(report) : trustText(report), warnings };
+  return {
+    code: problems.length > 0 ? 1 : 0,
+    output: input.output === 'json' ? trustJson(report) : trustText(report),
+    warnings,
+  };
 }
 
 async function publish(input: IssuerCommandInput): Promise<CommandResult> {
@@ -106,11 +135,19 @@ async function publish(input: IssuerCommandInput): Promise<CommandResult> {
   } else {
     const api = await apiServerOf(loadKubeConfig(input.config.kubeconfig));
     const read = await readApiServerJwks(api);
-    if (!read.ok) throw new WebhookError('WIW_ISSUER_UNKNOWN', `cannot read the API server's JWKS (${read.url}: ${read.problem}); pass --key-file with the --service-account-key-file files`);
+    if (!read.ok)
+      throw new WebhookError(
+        'WIW_ISSUER_UNKNOWN',
+        `cannot read the API server's JWKS (${read.url}: ${read.problem}); pass --key-file with the --service-account-key-file files`,
+      );
     jwks = read.value;
     if (!issuer) {
       const discovery = await readApiServerDiscovery(api);
-      if (!discovery.ok) throw new WebhookError('WIW_ISSUER_UNKNOWN', `cannot read the issuer from the API server (${discovery.problem}); pass --issuer URL`);
+      if (!discovery.ok)
+        throw new WebhookError(
+          'WIW_ISSUER_UNKNOWN',
+          `cannot read the issuer from the API server (${discovery.problem}); pass --issuer URL`,
+        );
       issuer = discovery.value.issuer;
     }
   }

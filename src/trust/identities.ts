@@ -47,7 +47,10 @@ function probePod(sa: ServiceAccountView): Pod {
   } as Pod;
 }
 
-export function identitiesOfServiceAccounts(providers: readonly PodProvider[], accounts: readonly ServiceAccountView[]): Collected {
+export function identitiesOfServiceAccounts(
+  providers: readonly PodProvider[],
+  accounts: readonly ServiceAccountView[],
+): Collected {
   const identities: TrustIdentity[] = [];
   const problems: string[] = [];
   for (const sa of accounts) {
@@ -79,7 +82,11 @@ export function identitiesOfServiceAccounts(providers: readonly PodProvider[], a
 }
 
 /** Labelled Secrets (the project's label): the token requestor issues their token for the referenced ServiceAccount. */
-export function identitiesOfSecrets(options: SecretCoreOptions, secrets: readonly Secret[], accounts: readonly ServiceAccountView[]): Collected {
+export function identitiesOfSecrets(
+  options: SecretCoreOptions,
+  secrets: readonly Secret[],
+  accounts: readonly ServiceAccountView[],
+): Collected {
   const identities: TrustIdentity[] = [];
   const problems: string[] = [];
   const byName = new Map(accounts.map((sa) => [`${sa.namespace}/${sa.name}`, sa]));

@@ -32,19 +32,26 @@ const json = (value: unknown): string => JSON.stringify(value, null, 2);
 
 export function trustText(report: TrustReport): string {
   const out: string[] = [`# issuer: ${report.issuer}`];
-  if (report.identities.length === 0) out.push('# no ServiceAccount or labelled Secret carries an identity: nothing to trust');
+  if (report.identities.length === 0)
+    out.push('# no ServiceAccount or labelled Secret carries an identity: nothing to trust');
   if (report.aws) {
     out.push('', '## AWS');
     for (const p of report.aws.oidcProviders) {
-      out.push(`# IAM OIDC identity provider ${p.arn}`, `#   url ${p.url}, client IDs (audiences): ${p.clientIds.join(', ')}`);
+      out.push(
+        `# IAM OIDC identity provider ${p.arn}`,
+        `#   url ${p.url}, client IDs (audiences): ${p.clientIds.join(', ')}`,
+      );
     }
-    for (const r of report.aws.roles) out.push(`# trust policy of role ${r.roleArn} (${r.trustedBy.join(', ')}):`, json(r.trustPolicy));
+    for (const r of report.aws.roles)
+      out.push(`# trust policy of role ${r.roleArn} (${r.trustedBy.join(', ')}):`, json(r.trustPolicy));
     out.push(...report.aws.commands);
   }
   if (report.azure) {
     out.push('', '## Azure');
     for (const i of report.azure.identities) {
-      out.push(`# federated identity credentials of client id ${i.clientId}${i.tenantId ? ` (tenant ${i.tenantId})` : ''}:`);
+      out.push(
+        `# federated identity credentials of client id ${i.clientId}${i.tenantId ? ` (tenant ${i.tenantId})` : ''}:`,
+      );
       for (const c of i.federatedCredentials) out.push(json(c));
     }
     out.push(...report.azure.commands);
@@ -52,7 +59,10 @@ export function trustText(report: TrustReport): string {
   if (report.gcp) {
     out.push('', '## Google Cloud');
     for (const p of report.gcp.providers) {
-      out.push(`# workload identity pool provider ${p.name} (${p.trustedBy.join(', ')}):`, json({ issuerUri: p.issuerUri, allowedAudiences: p.allowedAudiences, attributeMapping: p.attributeMapping }));
+      out.push(
+        `# workload identity pool provider ${p.name} (${p.trustedBy.join(', ')}):`,
+        json({ issuerUri: p.issuerUri, allowedAudiences: p.allowedAudiences, attributeMapping: p.attributeMapping }),
+      );
     }
     for (const s of report.gcp.serviceAccounts) out.push(`# IAM policy binding on ${s.email}:`, json(s.binding));
     out.push(...report.gcp.commands);

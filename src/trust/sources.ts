@@ -25,7 +25,8 @@ export function objectsOfManifests(input: PreviewInput): Objects {
       secret.metadata = { ...secret.metadata, namespace };
       if (secret.stringData) {
         secret.data = { ...secret.data };
-        for (const [k, v] of Object.entries(secret.stringData)) secret.data[k] = Buffer.from(String(v)).toString('base64');
+        for (const [k, v] of Object.entries(secret.stringData))
+          secret.data[k] = Buffer.from(String(v)).toString('base64');
         delete secret.stringData;
       }
       secrets.push(secret);
@@ -45,11 +46,20 @@ export async function objectsOfCluster(kc: KubeConfig, namespace?: string): Prom
     (namespace
       ? core.listNamespacedSecret({ namespace, labelSelector: PROVIDER_LABEL })
       : core.listSecretForAllNamespaces({ labelSelector: PROVIDER_LABEL })
-    ).then((list) => ({ items: list.items }), (err: { code?: number; message?: string }) => ({ items: [] as V1Secret[], error: err.code ? `HTTP ${err.code}` : err.message })),
+    ).then(
+      (list) => ({ items: list.items }),
+      (err: { code?: number; message?: string }) => ({
+        items: [] as V1Secret[],
+        error: err.code ? `HTTP ${err.code}` : err.message,
+      }),
+    ),
   ]);
   const secrets = listed.items;
   return {
-    warnings: 'error' in listed ? [`cannot list Secrets labelled ${PROVIDER_LABEL} (${listed.error}): their identities are left out`] : [],
+    warnings:
+      'error' in listed
+        ? [`cannot list Secrets labelled ${PROVIDER_LABEL} (${listed.error}): their identities are left out`]
+        : [],
     accounts: sas.items.map((sa) => ({
       namespace: sa.metadata?.namespace ?? 'default',
       name: sa.metadata?.name ?? '',
@@ -57,6 +67,8 @@ export async function objectsOfCluster(kc: KubeConfig, namespace?: string): Prom
       annotations: sa.metadata?.annotations ?? {},
     })),
     // Only config and labels matter here; the token is never read, let alone printed.
-    secrets: secrets.map((s) => ({ metadata: s.metadata, data: s.data?.config ? { config: s.data.config } : {} }) as Secret),
+    secrets: secrets.map(
+      (s) => ({ metadata: s.metadata, data: s.data?.config ? { config: s.data.config } : {} }) as Secret,
+    ),
   };
 }

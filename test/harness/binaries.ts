@@ -20,7 +20,10 @@ export async function resolveBinaries(): Promise<Binaries> {
 async function provide(): Promise<Binaries> {
   // The script honours the TEST_ASSET_* variables that are set and builds only the rest.
   // No timeout: a first build takes many minutes; its progress goes to our stderr.
-  const script = spawn('bash', ['scripts/provide-binaries.sh'], { cwd: repoRoot, stdio: ['ignore', 'pipe', 'inherit'] });
+  const script = spawn('bash', ['scripts/provide-binaries.sh'], {
+    cwd: repoRoot,
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   let stdout = '';
   script.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
   const code = await new Promise<number | null>((resolve, reject) => {

@@ -46,10 +46,7 @@ export async function createServingCert(
 /** A client certificate: Kubernetes maps CN to the user name and each O to a group. */
 export async function createClientCert(ca: KeyPair, user: string, groups: string[] = []): Promise<KeyPair> {
   const pems = await generate(
-    [
-      { name: 'commonName', value: user },
-      ...groups.map((value) => ({ name: 'organizationName', value })),
-    ],
+    [{ name: 'commonName', value: user }, ...groups.map((value) => ({ name: 'organizationName', value }))],
     {
       ...opts,
       ca,

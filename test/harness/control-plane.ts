@@ -99,11 +99,12 @@ async function startOnce(name: string, options: ControlPlaneOptions): Promise<Co
       ips: ['127.0.0.1', '10.0.0.1', ...(options.servingIps ?? [])],
     });
     const admin = await createClientCert(ca, 'admin', ['system:masters']);
-    const rsa = () => generateKeyPairSync('rsa', {
-      modulusLength: 2048,
-      publicKeyEncoding: { type: 'spki', format: 'pem' },
-      privateKeyEncoding: { type: 'pkcs8', format: 'pem' },
-    });
+    const rsa = () =>
+      generateKeyPairSync('rsa', {
+        modulusLength: 2048,
+        publicKeyEncoding: { type: 'spki', format: 'pem' },
+        privateKeyEncoding: { type: 'pkcs8', format: 'pem' },
+      });
     const sa = rsa();
     const next = options.rotatedSigningKey ? rsa() : undefined;
     const file = (n: string): string => join(dir, n);
@@ -113,13 +114,21 @@ async function startOnce(name: string, options: ControlPlaneOptions): Promise<Co
       writeFile(file('apiserver.key'), serving.key, { mode: 0o600 }),
       writeFile(file('sa.pub'), sa.publicKey),
       writeFile(file('sa.key'), sa.privateKey, { mode: 0o600 }),
-      ...(next ? [writeFile(file('sa-next.pub'), next.publicKey), writeFile(file('sa-next.key'), next.privateKey, { mode: 0o600 })] : []),
+      ...(next
+        ? [
+            writeFile(file('sa-next.pub'), next.publicKey),
+            writeFile(file('sa-next.key'), next.privateKey, { mode: 0o600 }),
+          ]
+        : []),
       mkdir(file('etcd-data'), { mode: 0o700 }),
       mkdir(file('cert-dir')),
     ]);
 
     const overridden = new Set((options.extraArgs ?? []).map((arg) => arg.split('=')[0]));
-    const serviceAccountKeyFiles = [file('sa.pub'), ...(next && options.rotatedSigningKey?.published ? [file('sa-next.pub')] : [])];
+    const serviceAccountKeyFiles = [
+      file('sa.pub'),
+      ...(next && options.rotatedSigningKey?.published ? [file('sa-next.pub')] : []),
+    ];
     const etcdUrl = `http://127.0.0.1:${etcdPort}`;
     const peerUrl = `http://127.0.0.1:${peerPort}`;
     const etcd = startProcess(
@@ -166,7 +175,9 @@ async function startOnce(name: string, options: ControlPlaneOptions): Promise<Co
         // The endpoint reconciler refuses a loopback address for the `kubernetes` Service and
         // logs an error every 10 s; nothing here needs that Service's endpoints.
         '--endpoint-reconciler-type=none',
-      ].filter((arg) => !overridden.has(arg.split('=')[0])).concat(options.extraArgs ?? []),
+      ]
+        .filter((arg) => !overridden.has(arg.split('=')[0]))
+        .concat(options.extraArgs ?? []),
       file('kube-apiserver.log'),
     );
     started.push(kubeApiserver);

@@ -5,11 +5,7 @@ import { createLocalJWKSet, jwtVerify } from 'jose';
 import type { JWTPayload } from 'jose';
 import type { ControlPlane } from './control-plane.ts';
 
-export function createNamespace(
-  cp: ControlPlane,
-  name: string,
-  labels?: Record<string, string>,
-): Promise<V1Namespace> {
+export function createNamespace(cp: ControlPlane, name: string, labels?: Record<string, string>): Promise<V1Namespace> {
   const core = cp.kubeConfig().makeApiClient(CoreV1Api);
   return core.createNamespace({ body: { metadata: { name, labels } } });
 }

@@ -67,11 +67,33 @@ export async function createBridge(host: HostRecord, name: string): Promise<{ su
 }
 
 /** Pods on `bridge` reach `clusterIp:443` at `target` (what kube-proxy would do for that one Service). */
-export async function forwardServiceIp(host: HostRecord, chain: string, bridge: string, clusterIp: string, target: string): Promise<void> {
+export async function forwardServiceIp(
+  host: HostRecord,
+  chain: string,
+  bridge: string,
+  clusterIp: string,
+  target: string,
+): Promise<void> {
   host.natChain = chain;
   await record(host);
   await sh('iptables', ['-w', '-t', 'nat', '-N', chain]);
-  await sh('iptables', ['-w', '-t', 'nat', '-A', chain, '-d', `${clusterIp}/32`, '-p', 'tcp', '--dport', '443', '-j', 'DNAT', '--to-destination', target]);
+  await sh('iptables', [
+    '-w',
+    '-t',
+    'nat',
+    '-A',
+    chain,
+    '-d',
+    `${clusterIp}/32`,
+    '-p',
+    'tcp',
+    '--dport',
+    '443',
+    '-j',
+    'DNAT',
+    '--to-destination',
+    target,
+  ]);
   await sh('iptables', ['-w', '-t', 'nat', '-A', 'PREROUTING', '-i', bridge, '-j', chain]);
 }
 
@@ -128,8 +150,10 @@ async function killCgroupTree(root: string): Promise<void> {
     const found = new Set<number>();
     const walk = (path: string): void => {
       if (!existsSync(path)) return;
-      for (const line of readFileSync(join(path, 'cgroup.procs'), 'utf8').split('\n')) if (line) found.add(Number(line));
-      for (const entry of readdirSync(path, { withFileTypes: true })) if (entry.isDirectory()) walk(join(path, entry.name));
+      for (const line of readFileSync(join(path, 'cgroup.procs'), 'utf8').split('\n'))
+        if (line) found.add(Number(line));
+      for (const entry of readdirSync(path, { withFileTypes: true }))
+        if (entry.isDirectory()) walk(join(path, entry.name));
     };
     for (const h of cgroupHierarchies()) walk(join(h, root));
     return [...found];
@@ -179,7 +203,8 @@ export async function undoHost(host: HostRecord): Promise<void> {
     const bridge = host.bridge!;
     await attempt('NAT jump', async () => {
       const rules = await sh('iptables', ['-w', '-t', 'nat', '-S', 'PREROUTING']);
-      if (rules.includes(`-j ${chain}`)) await sh('iptables', ['-w', '-t', 'nat', '-D', 'PREROUTING', '-i', bridge, '-j', chain]);
+      if (rules.includes(`-j ${chain}`))
+        await sh('iptables', ['-w', '-t', 'nat', '-D', 'PREROUTING', '-i', bridge, '-j', chain]);
     });
     await attempt('NAT chain', async () => {
       const chains = await sh('iptables', ['-w', '-t', 'nat', '-S']);

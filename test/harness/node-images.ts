@@ -9,7 +9,9 @@ import { fileURLToPath } from 'node:url';
 
 const run = promisify(execFile);
 const REPO = fileURLToPath(new URL('../../', import.meta.url));
-const CACHE = process.env.WIW_CACHE_DIR ?? join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'workload-identity-webhook');
+const CACHE =
+  process.env.WIW_CACHE_DIR ??
+  join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'workload-identity-webhook');
 const STORAGE = join(CACHE, 'containers');
 
 /** Runs a provide-* script of scripts/ and returns the NAME=value lines it printed. */
@@ -33,7 +35,11 @@ export async function scriptVars(script: string, args: string[] = []): Promise<R
 
 /** buildah on the project's storage, as scripts/image-lib.sh runs it. */
 export async function buildah(args: string[]): Promise<string> {
-  const { stdout } = await run('buildah', ['--root', join(STORAGE, 'storage'), '--runroot', join(STORAGE, 'run'), '--storage-driver', 'overlay', ...args], { maxBuffer: 16 << 20 });
+  const { stdout } = await run(
+    'buildah',
+    ['--root', join(STORAGE, 'storage'), '--runroot', join(STORAGE, 'run'), '--storage-driver', 'overlay', ...args],
+    { maxBuffer: 16 << 20 },
+  );
   return stdout.trim();
 }
 
@@ -63,7 +69,9 @@ export function imageTools() {
     async mountWebhookImage(): Promise<BuiltImage> {
       const vars = await scriptVars('scripts/provide-images.sh');
       const name = vars.WEBHOOK_IMAGE;
-      const config = (JSON.parse(await buildah(['inspect', '--type', 'image', name])) as { OCIv1: { config: ImageConfig } }).OCIv1.config;
+      const config = (
+        JSON.parse(await buildah(['inspect', '--type', 'image', name])) as { OCIv1: { config: ImageConfig } }
+      ).OCIv1.config;
       const container = await buildah(['from', '--pull-never', '--quiet', name]);
       try {
         const root = await buildah(['mount', container]);

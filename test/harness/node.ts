@@ -15,7 +15,14 @@ import { freePorts, startControlPlane, type ControlPlane } from './control-plane
 import { scriptVars } from './node-images.ts';
 import { startProcess, type Managed } from './processes.ts';
 import {
-  createBridge, createCgroupRoot, createNodeDir, forwardServiceIp, killProcessesUsing, sh, sweepStaleNodes, undoHost,
+  createBridge,
+  createCgroupRoot,
+  createNodeDir,
+  forwardServiceIp,
+  killProcessesUsing,
+  sh,
+  sweepStaleNodes,
+  undoHost,
   type HostRecord,
 } from './node-host.ts';
 
@@ -55,8 +62,17 @@ export interface NodeOptions {
 /** Why this machine cannot run a node, or undefined if it can. */
 export function nodeUnsupportedReason(): string | undefined {
   if (process.getuid?.() !== 0) return 'a node needs root (containerd, runc, network and cgroups)';
-  for (const bin of ['/usr/bin/containerd', '/usr/bin/ctr', '/usr/sbin/runc', `${CNI_BIN}/bridge`, `${CNI_BIN}/host-local`, `${CNI_BIN}/loopback`, '/usr/bin/buildah']) {
-    if (!existsSync(bin)) return `${bin} is missing: install containerd runc containernetworking-plugins buildah (scripts/node-packages.sh)`;
+  for (const bin of [
+    '/usr/bin/containerd',
+    '/usr/bin/ctr',
+    '/usr/sbin/runc',
+    `${CNI_BIN}/bridge`,
+    `${CNI_BIN}/host-local`,
+    `${CNI_BIN}/loopback`,
+    '/usr/bin/buildah',
+  ]) {
+    if (!existsSync(bin))
+      return `${bin} is missing: install containerd runc containernetworking-plugins buildah (scripts/node-packages.sh)`;
   }
   return undefined;
 }
@@ -65,8 +81,15 @@ export async function startNode(options: NodeOptions = {}): Promise<NodeCluster>
   const unsupported = nodeUnsupportedReason();
   if (unsupported) throw new Error(unsupported);
   await sweepStaleNodes();
-  const [bins, imageVars] = await Promise.all([scriptVars('scripts/provide-binaries.sh', ['--node']), scriptVars('scripts/provide-images.sh')]);
-  const images: NodeImages = { webhook: imageVars.WEBHOOK_IMAGE, base: imageVars.BASE_IMAGE, pause: imageVars.PAUSE_IMAGE };
+  const [bins, imageVars] = await Promise.all([
+    scriptVars('scripts/provide-binaries.sh', ['--node']),
+    scriptVars('scripts/provide-images.sh'),
+  ]);
+  const images: NodeImages = {
+    webhook: imageVars.WEBHOOK_IMAGE,
+    base: imageVars.BASE_IMAGE,
+    pause: imageVars.PAUSE_IMAGE,
+  };
 
   const id = randomBytes(3).toString('hex');
   const nodeName = `wiw-node-${id}`;
@@ -113,22 +136,46 @@ export async function startNode(options: NodeOptions = {}): Promise<NodeCluster>
     const cgroupRoot = await createCgroupRoot(host, `wiw-${id}`);
 
     // containerd, with all its state in the node's folder.
-    await Promise.all(['containerd/root', 'containerd/state', 'cni/net.d', 'cni/ipam', 'runc'].map((d) => mkdir(file(d), { recursive: true })));
-    await writeFile(file('cni/net.d/10-wiw.conflist'), JSON.stringify({
-      cniVersion: '1.0.0',
-      name: 'wiw',
-      plugins: [
-        { type: 'bridge', bridge, isGateway: true, isDefaultGateway: true, ipMasq: false, hairpinMode: true, ipam: { type: 'host-local', ranges: [[{ subnet, gateway }]], dataDir: file('cni/ipam') } },
-        { type: 'loopback' },
-      ],
-    }));
+    await Promise.all(
+      ['containerd/root', 'containerd/state', 'cni/net.d', 'cni/ipam', 'runc'].map((d) =>
+        mkdir(file(d), { recursive: true }),
+      ),
+    );
+    await writeFile(
+      file('cni/net.d/10-wiw.conflist'),
+      JSON.stringify({
+        cniVersion: '1.0.0',
+        name: 'wiw',
+        plugins: [
+          {
+            type: 'bridge',
+            bridge,
+            isGateway: true,
+            isDefaultGateway: true,
+            ipMasq: false,
+            hairpinMode: true,
+            ipam: { type: 'host-local', ranges: [[{ subnet, gateway }]], dataDir: file('cni/ipam') },
+          },
+          { type: 'loopback' },
+        ],
+      }),
+    );
     await writeFile(file('containerd.toml'), containerdConfig(dir, socket, images.pause));
-    daemons.containerd = startProcess('containerd', '/usr/bin/containerd', ['--config', file('containerd.toml')], file('containerd.log'));
+    daemons.containerd = startProcess(
+      'containerd',
+      '/usr/bin/containerd',
+      ['--config', file('containerd.toml')],
+      file('containerd.log'),
+    );
     await waitFor(daemons.containerd, 'containerd socket', async () => {
       await sh('ctr', ['--address', socket, 'version']);
       return true;
     });
-    for (const archive of [imageVars.PAUSE_IMAGE_ARCHIVE, imageVars.WEBHOOK_IMAGE_ARCHIVE, imageVars.BASE_IMAGE_ARCHIVE]) {
+    for (const archive of [
+      imageVars.PAUSE_IMAGE_ARCHIVE,
+      imageVars.WEBHOOK_IMAGE_ARCHIVE,
+      imageVars.BASE_IMAGE_ARCHIVE,
+    ]) {
       await sh('ctr', ['--address', socket, '-n', 'k8s.io', 'images', 'import', '--no-unpack=false', archive]);
     }
 
@@ -138,58 +185,81 @@ export async function startNode(options: NodeOptions = {}): Promise<NodeCluster>
     await writeFile(file('kubelet.kubeconfig'), kubeconfig(cp, kubeletCert), { mode: 0o600 });
     await writeFile(file('ca.crt'), cp.caPem);
     await writeFile(file('resolv.conf'), '');
-    await writeFile(file('kubelet.yaml'), stringify({
-      apiVersion: 'kubelet.config.k8s.io/v1beta1',
-      kind: 'KubeletConfiguration',
-      authentication: { anonymous: { enabled: false }, webhook: { enabled: false }, x509: { clientCAFile: file('ca.crt') } },
-      authorization: { mode: 'AlwaysAllow' },
-      address: gateway,
-      port: kubeletPort,
-      readOnlyPort: 0,
-      healthzPort: 0,
-      cgroupDriver: 'cgroupfs',
-      cgroupRoot,
-      failCgroupV1: false,
-      failSwapOn: false,
-      containerRuntimeEndpoint: `unix://${socket}`,
-      podLogsDir: file('pod-logs'),
-      volumePluginDir: file('volume-plugins'),
-      resolvConf: file('resolv.conf'),
-      // The machine's disk is shared: never evict or garbage-collect the test's images.
-      evictionHard: { 'memory.available': '100Mi', 'nodefs.available': '1%', 'imagefs.available': '1%', 'nodefs.inodesFree': '1%' },
-      imageGCHighThresholdPercent: 100,
-      imageGCLowThresholdPercent: 99,
-      serializeImagePulls: false,
-      // Projected and Secret volumes are refreshed sooner than the default minute.
-      syncFrequency: '10s',
-      registerNode: true,
-    }));
-    daemons.kubelet = startProcess('kubelet', bins.KUBELET, [
-      `--config=${file('kubelet.yaml')}`,
-      `--kubeconfig=${file('kubelet.kubeconfig')}`,
-      `--root-dir=${file('kubelet')}`,
-      `--cert-dir=${file('kubelet-pki')}`,
-      `--hostname-override=${nodeName}`,
-      `--node-ip=${gateway}`,
-      '--v=2',
-    ], file('kubelet.log'));
+    await writeFile(
+      file('kubelet.yaml'),
+      stringify({
+        apiVersion: 'kubelet.config.k8s.io/v1beta1',
+        kind: 'KubeletConfiguration',
+        authentication: {
+          anonymous: { enabled: false },
+          webhook: { enabled: false },
+          x509: { clientCAFile: file('ca.crt') },
+        },
+        authorization: { mode: 'AlwaysAllow' },
+        address: gateway,
+        port: kubeletPort,
+        readOnlyPort: 0,
+        healthzPort: 0,
+        cgroupDriver: 'cgroupfs',
+        cgroupRoot,
+        failCgroupV1: false,
+        failSwapOn: false,
+        containerRuntimeEndpoint: `unix://${socket}`,
+        podLogsDir: file('pod-logs'),
+        volumePluginDir: file('volume-plugins'),
+        resolvConf: file('resolv.conf'),
+        // The machine's disk is shared: never evict or garbage-collect the test's images.
+        evictionHard: {
+          'memory.available': '100Mi',
+          'nodefs.available': '1%',
+          'imagefs.available': '1%',
+          'nodefs.inodesFree': '1%',
+        },
+        imageGCHighThresholdPercent: 100,
+        imageGCLowThresholdPercent: 99,
+        serializeImagePulls: false,
+        // Projected and Secret volumes are refreshed sooner than the default minute.
+        syncFrequency: '10s',
+        registerNode: true,
+      }),
+    );
+    daemons.kubelet = startProcess(
+      'kubelet',
+      bins.KUBELET,
+      [
+        `--config=${file('kubelet.yaml')}`,
+        `--kubeconfig=${file('kubelet.kubeconfig')}`,
+        `--root-dir=${file('kubelet')}`,
+        `--cert-dir=${file('kubelet-pki')}`,
+        `--hostname-override=${nodeName}`,
+        `--node-ip=${gateway}`,
+        '--v=2',
+      ],
+      file('kubelet.log'),
+    );
 
     // The controllers run as admin: they are the test's, not the product's.
-    daemons.controllerManager = startProcess('kube-controller-manager', bins.KUBE_CONTROLLER_MANAGER, [
-      `--kubeconfig=${cp.kubeconfigPath}`,
-      '--leader-elect=false',
-      '--secure-port=0',
-      `--root-ca-file=${file('ca.crt')}`,
-      `--service-account-private-key-file=${join(cp.dir, 'sa.key')}`,
-      '--use-service-account-credentials=false',
-      // nodelifecycle stays: it lifts the not-ready taint the kubelet registers with.
-      '--controllers=*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-route,-persistentvolume-binder,-attachdetach,-persistentvolume-expander,-ephemeral-volume,-pvc-protection,-pv-protection',
-    ], file('kube-controller-manager.log'));
-    daemons.scheduler = startProcess('kube-scheduler', bins.KUBE_SCHEDULER, [
-      `--kubeconfig=${cp.kubeconfigPath}`,
-      '--leader-elect=false',
-      '--secure-port=0',
-    ], file('kube-scheduler.log'));
+    daemons.controllerManager = startProcess(
+      'kube-controller-manager',
+      bins.KUBE_CONTROLLER_MANAGER,
+      [
+        `--kubeconfig=${cp.kubeconfigPath}`,
+        '--leader-elect=false',
+        '--secure-port=0',
+        `--root-ca-file=${file('ca.crt')}`,
+        `--service-account-private-key-file=${join(cp.dir, 'sa.key')}`,
+        '--use-service-account-credentials=false',
+        // nodelifecycle stays: it lifts the not-ready taint the kubelet registers with.
+        '--controllers=*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-route,-persistentvolume-binder,-attachdetach,-persistentvolume-expander,-ephemeral-volume,-pvc-protection,-pv-protection',
+      ],
+      file('kube-controller-manager.log'),
+    );
+    daemons.scheduler = startProcess(
+      'kube-scheduler',
+      bins.KUBE_SCHEDULER,
+      [`--kubeconfig=${cp.kubeconfigPath}`, '--leader-elect=false', '--secure-port=0'],
+      file('kube-scheduler.log'),
+    );
 
     const core = cp.kubeConfig().makeApiClient(CoreV1Api);
     await waitFor(daemons.kubelet, `node ${nodeName} Ready`, async () => {
@@ -240,7 +310,8 @@ async function drain(cp: ControlPlane, running: () => Promise<string[]>): Promis
   for (;;) {
     const left = await running().catch(() => []);
     if (left.length === 0) return;
-    if (Date.now() > deadline) throw new Error(`the kubelet did not stop these containers within 60 s: ${left.join(', ')}`);
+    if (Date.now() > deadline)
+      throw new Error(`the kubelet did not stop these containers within 60 s: ${left.join(', ')}`);
     await sleep(250);
   }
 }
@@ -296,14 +367,17 @@ async function waitFor(proc: Managed, what: string, check: () => Promise<boolean
   const deadline = Date.now() + READY_TIMEOUT_MS;
   let lastError: unknown;
   for (;;) {
-    if (proc.exitStatus() !== null) throw new Error(`${proc.name} exited (${proc.exitStatus()}) while waiting for ${what}:\n${proc.logTail(40)}`);
+    if (proc.exitStatus() !== null)
+      throw new Error(`${proc.name} exited (${proc.exitStatus()}) while waiting for ${what}:\n${proc.logTail(40)}`);
     try {
       if (await check()) return;
     } catch (err) {
       lastError = err;
     }
     if (Date.now() > deadline) {
-      throw new Error(`${what}: not within ${READY_TIMEOUT_MS} ms (last error: ${(lastError as Error)?.message})\n--- ${proc.name} ---\n${proc.logTail(40)}`);
+      throw new Error(
+        `${what}: not within ${READY_TIMEOUT_MS} ms (last error: ${(lastError as Error)?.message})\n--- ${proc.name} ---\n${proc.logTail(40)}`,
+      );
     }
     await sleep(250);
   }

@@ -94,7 +94,13 @@ export function releaseDir(dir: string): void {
 }
 
 /** Starts `command` with its stdout and stderr appended to `logPath`. */
-export function startProcess(name: string, command: string, args: string[], logPath: string, env?: Record<string, string>): Managed {
+export function startProcess(
+  name: string,
+  command: string,
+  args: string[],
+  logPath: string,
+  env?: Record<string, string>,
+): Managed {
   installHooks();
   const fd = openSync(logPath, 'a');
   let child: ChildProcess;

@@ -7,11 +7,7 @@ import type { ClusterIssuer } from './oidc.ts';
 import { tokenDigest } from './oidc.ts';
 import type { StandInResponse, StandInService } from './standin-server.ts';
 
-export const STS_HOSTS = [
-  'sts.amazonaws.com',
-  'sts.us-east-1.amazonaws.com',
-  'sts.eu-west-1.amazonaws.com',
-] as const;
+export const STS_HOSTS = ['sts.amazonaws.com', 'sts.us-east-1.amazonaws.com', 'sts.eu-west-1.amazonaws.com'] as const;
 
 export interface AwsRole {
   arn: string;
@@ -38,7 +34,12 @@ interface TrustStatement {
  * only StringEquals on `<provider>:sub` and `<provider>:aud` is understood (any other operator or
  * key never holds), and an Allow must constrain both, so no policy of a test can trust everyone.
  */
-export function trustPolicyAllows(policy: TrustPolicy, providerArn: string, issuerHostPath: string, claims: { sub: string; aud: string }): boolean {
+export function trustPolicyAllows(
+  policy: TrustPolicy,
+  providerArn: string,
+  issuerHostPath: string,
+  claims: { sub: string; aud: string },
+): boolean {
   const list = (v: string | string[] | undefined): string[] => (v === undefined ? [] : [v].flat());
   const matches = (st: TrustStatement): boolean => {
     if (!list(st.Action).includes('sts:AssumeRoleWithWebIdentity')) return false;
@@ -46,7 +47,10 @@ export function trustPolicyAllows(policy: TrustPolicy, providerArn: string, issu
     const conditions = Object.entries(st.Condition ?? {});
     if (conditions.some(([operator]) => operator !== 'StringEquals')) return false;
     const keys = Object.entries(st.Condition?.StringEquals ?? {});
-    const known: Record<string, string> = { [`${issuerHostPath}:sub`]: claims.sub, [`${issuerHostPath}:aud`]: claims.aud };
+    const known: Record<string, string> = {
+      [`${issuerHostPath}:sub`]: claims.sub,
+      [`${issuerHostPath}:aud`]: claims.aud,
+    };
     return keys.every(([key, values]) => key in known && list(values).includes(known[key]));
   };
   const constrainsBoth = (st: TrustStatement): boolean =>
@@ -100,17 +104,30 @@ export function createAwsSts(options: AwsStsOptions): AwsSts {
       if (req.method !== 'POST' || req.path !== '/') return fail(404, 'UnknownOperation', `${req.method} ${req.path}`);
       const params = new URLSearchParams(req.body);
       if (params.get('Action') !== 'AssumeRoleWithWebIdentity') {
-        return fail(400, 'InvalidAction', `Could not find operation ${params.get('Action')} for version ${params.get('Version')}`);
+        return fail(
+          400,
+          'InvalidAction',
+          `Could not find operation ${params.get('Action')} for version ${params.get('Version')}`,
+        );
       }
-      if (params.get('Version') !== '2011-06-15') return fail(400, 'InvalidParameterValue', `Unsupported version ${params.get('Version')}`);
+      if (params.get('Version') !== '2011-06-15')
+        return fail(400, 'InvalidParameterValue', `Unsupported version ${params.get('Version')}`);
       const roleArn = params.get('RoleArn');
       const sessionName = params.get('RoleSessionName');
       const token = params.get('WebIdentityToken');
-      for (const [name, value] of [['RoleArn', roleArn], ['RoleSessionName', sessionName], ['WebIdentityToken', token]] as const) {
+      for (const [name, value] of [
+        ['RoleArn', roleArn],
+        ['RoleSessionName', sessionName],
+        ['WebIdentityToken', token],
+      ] as const) {
         if (!value) return fail(400, 'MissingParameter', `The request must contain the parameter ${name}`);
       }
       if (!SESSION_NAME.test(sessionName!)) {
-        return fail(400, 'ValidationError', `1 validation error detected: Value '${sessionName}' at 'roleSessionName' failed to satisfy constraint: Member must satisfy regular expression pattern: [\\w+=,.@-]*`);
+        return fail(
+          400,
+          'ValidationError',
+          `1 validation error detected: Value '${sessionName}' at 'roleSessionName' failed to satisfy constraint: Member must satisfy regular expression pattern: [\\w+=,.@-]*`,
+        );
       }
       const digest = tokenDigest(token!);
       const now = new Date(Date.now() + sts.clockOffsetSeconds * 1000);
@@ -118,12 +135,27 @@ export function createAwsSts(options: AwsStsOptions): AwsSts {
       if (!verified.ok) {
         switch (verified.reason) {
           case 'unknown-issuer':
-            return fail(400, 'InvalidIdentityToken', `No OpenIDConnect provider found in your account for ${verified.claims?.iss}`, digest);
+            return fail(
+              400,
+              'InvalidIdentityToken',
+              `No OpenIDConnect provider found in your account for ${verified.claims?.iss}`,
+              digest,
+            );
           case 'expired':
             // The real message, missing space included.
-            return fail(400, 'ExpiredTokenException', `Token expired: current date/time ${Math.floor(now.getTime() / 1000)} must be before the expiration date/time${verified.claims?.exp}`, digest);
+            return fail(
+              400,
+              'ExpiredTokenException',
+              `Token expired: current date/time ${Math.floor(now.getTime() / 1000)} must be before the expiration date/time${verified.claims?.exp}`,
+              digest,
+            );
           default:
-            return fail(400, 'InvalidIdentityToken', `The web identity token that was passed could not be validated by AWS. Get a new identity token from the identity provider and then retry the request. (${verified.reason})`, digest);
+            return fail(
+              400,
+              'InvalidIdentityToken',
+              `The web identity token that was passed could not be validated by AWS. Get a new identity token from the identity provider and then retry the request. (${verified.reason})`,
+              digest,
+            );
         }
       }
       const { payload, audiences } = verified;
@@ -133,20 +165,37 @@ export function createAwsSts(options: AwsStsOptions): AwsSts {
       const [, rolePartition, , , roleAccount] = roleArn!.split(':');
       const providerArn = `arn:${rolePartition}:iam::${roleAccount}:oidc-provider/${issuerHostPath}`;
       // A missing role and an untrusting one look the same from outside, as in AWS.
-      if (!role || !trustPolicyAllows(role.trustPolicy, providerArn, issuerHostPath, { sub: payload.sub, aud: audience })) {
+      if (
+        !role ||
+        !trustPolicyAllows(role.trustPolicy, providerArn, issuerHostPath, { sub: payload.sub, aud: audience })
+      ) {
         return fail(403, 'AccessDenied', 'Not authorized to perform sts:AssumeRoleWithWebIdentity', digest);
       }
       const duration = Number(params.get('DurationSeconds') ?? 3600);
       if (!Number.isInteger(duration) || duration < 900 || duration > 43200) {
-        return fail(400, 'ValidationError', `1 validation error detected: Value '${params.get('DurationSeconds')}' at 'durationSeconds' failed to satisfy constraint: Member must have value greater than or equal to 900`);
+        return fail(
+          400,
+          'ValidationError',
+          `1 validation error detected: Value '${params.get('DurationSeconds')}' at 'durationSeconds' failed to satisfy constraint: Member must have value greater than or equal to 900`,
+        );
       }
 
       const accessKeyId = `ASIA${randomId(16)}`;
-      sts.exchanges.push({ host: req.host, roleArn: role.arn, roleSessionName: sessionName!, subject: payload.sub, audience, tokenDigest: digest, accessKeyId });
+      sts.exchanges.push({
+        host: req.host,
+        roleArn: role.arn,
+        roleSessionName: sessionName!,
+        subject: payload.sub,
+        audience,
+        tokenDigest: digest,
+        accessKeyId,
+      });
       const [, partition, , , account, resource] = role.arn.split(':');
       const roleName = resource.split('/').pop();
       const expiration = new Date(Date.now() + duration * 1000).toISOString().replace(/\.\d{3}Z$/, 'Z');
-      return xml(200, `<AssumeRoleWithWebIdentityResponse xmlns="${NS}">
+      return xml(
+        200,
+        `<AssumeRoleWithWebIdentityResponse xmlns="${NS}">
   <AssumeRoleWithWebIdentityResult>
     <Audience>${esc(audience)}</Audience>
     <AssumedRoleUser>
@@ -166,14 +215,17 @@ export function createAwsSts(options: AwsStsOptions): AwsSts {
     <RequestId>${randomUUID()}</RequestId>
   </ResponseMetadata>
 </AssumeRoleWithWebIdentityResponse>
-`);
+`,
+      );
     },
   };
   return sts;
 }
 
 function errorResponse(status: number, code: string, message: string): StandInResponse {
-  return xml(status, `<ErrorResponse xmlns="${NS}">
+  return xml(
+    status,
+    `<ErrorResponse xmlns="${NS}">
   <Error>
     <Type>Sender</Type>
     <Code>${esc(code)}</Code>
@@ -181,7 +233,8 @@ function errorResponse(status: number, code: string, message: string): StandInRe
   </Error>
   <RequestId>${randomUUID()}</RequestId>
 </ErrorResponse>
-`);
+`,
+  );
 }
 
 function xml(status: number, body: string): StandInResponse {

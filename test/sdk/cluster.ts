@@ -5,7 +5,12 @@
 import { mkdir } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { CoreV1Api, PatchStrategy, setHeaderOptions, type V1Pod, type V1Secret } from '@kubernetes/client-node';
-import { createNamespace, createServiceAccount, startControlPlane, type ControlPlane } from '../harness/control-plane.ts';
+import {
+  createNamespace,
+  createServiceAccount,
+  startControlPlane,
+  type ControlPlane,
+} from '../harness/control-plane.ts';
 import { startProcess, type Managed } from '../harness/processes.ts';
 import { registerWebhook, startWebhook, until, type WebhookProcess } from '../support/webhook.ts';
 import { materialiseContainer, type MaterialiseOptions, type MaterialisedContainer } from './materialise.ts';
@@ -38,7 +43,12 @@ export interface SdkCluster {
    * Creates a labelled Secret (GEP-26) and returns it as stored once the token requestor has
    * written its token and the webhook has derived its keys.
    */
-  createSecret(name: string, provider: 'aws' | 'azure' | 'gcp', serviceAccountName: string, config: unknown): Promise<V1Secret>;
+  createSecret(
+    name: string,
+    provider: 'aws' | 'azure' | 'gcp',
+    serviceAccountName: string,
+    config: unknown,
+  ): Promise<V1Secret>;
   /** Asks the token requestor for a new token now (the renew annotation); returns the Secret once it holds another. */
   renewSecretToken(name: string): Promise<V1Secret>;
   /** A Pod that mounts `secretName` at `mountPath`, with the env vars its author set. */
@@ -99,20 +109,39 @@ export async function startSdkCluster(options: SdkClusterOptions): Promise<SdkCl
       webhooks.push({
         namespaceSelector: { matchLabels: selector },
         objectSelector: { matchExpressions: [{ key: PROVIDER_LABEL, operator: 'Exists' }] },
-        rules: [{ apiGroups: [''], apiVersions: ['v1'], operations: ['CREATE', 'UPDATE'], resources: ['secrets'], scope: 'Namespaced' }],
+        rules: [
+          {
+            apiGroups: [''],
+            apiVersions: ['v1'],
+            operations: ['CREATE', 'UPDATE'],
+            resources: ['secrets'],
+            scope: 'Namespaced',
+          },
+        ],
       });
     }
     // Both webhooks of one configuration go live together; the Pod probe waits for them.
     await registerWebhook(cp, webhook, `sdk-proof-${options.name}`, webhooks, options.namespace);
     if (options.secrets) {
       await createServiceAccount(cp, options.namespace, 'secret-consumer');
-      requestor = startProcess('token-requestor', process.execPath, [
-        CLI, 'token-requestor',
-        '--kubeconfig', cp.kubeconfigPath,
-        '--lease-namespace', options.namespace,
-        '--metrics-host', '127.0.0.1', '--metrics-port', '0',
-        ...(options.webhookArgs ?? []),
-      ], join(cp.dir, 'token-requestor.log'));
+      requestor = startProcess(
+        'token-requestor',
+        process.execPath,
+        [
+          CLI,
+          'token-requestor',
+          '--kubeconfig',
+          cp.kubeconfigPath,
+          '--lease-namespace',
+          options.namespace,
+          '--metrics-host',
+          '127.0.0.1',
+          '--metrics-port',
+          '0',
+          ...(options.webhookArgs ?? []),
+        ],
+        join(cp.dir, 'token-requestor.log'),
+      );
     }
 
     const core = cp.kubeConfig().makeApiClient(CoreV1Api);
@@ -143,25 +172,37 @@ export async function startSdkCluster(options: SdkClusterOptions): Promise<SdkCl
         await core.createNamespacedSecret({
           namespace: options.namespace,
           body: {
-            metadata: { name, labels: { [PROVIDER_LABEL]: provider }, annotations: { [SERVICE_ACCOUNT_ANNOTATION]: serviceAccountName } },
+            metadata: {
+              name,
+              labels: { [PROVIDER_LABEL]: provider },
+              annotations: { [SERVICE_ACCOUNT_ANNOTATION]: serviceAccountName },
+            },
             data: { config: Buffer.from(JSON.stringify(config)).toString('base64') },
           },
         });
-        return withRequestorLog(until(`the token requestor to write Secret ${name}'s token`, async () => {
-          const secret = await core.readNamespacedSecret({ namespace: options.namespace, name });
-          return secret.data?.token ? secret : undefined;
-        }));
+        return withRequestorLog(
+          until(`the token requestor to write Secret ${name}'s token`, async () => {
+            const secret = await core.readNamespacedSecret({ namespace: options.namespace, name });
+            return secret.data?.token ? secret : undefined;
+          }),
+        );
       },
       async renewSecretToken(name) {
         const before = await core.readNamespacedSecret({ namespace: options.namespace, name });
         await core.patchNamespacedSecret(
-          { namespace: options.namespace, name, body: { metadata: { annotations: { [RENEW_ANNOTATION]: new Date().toISOString() } } } },
+          {
+            namespace: options.namespace,
+            name,
+            body: { metadata: { annotations: { [RENEW_ANNOTATION]: new Date().toISOString() } } },
+          },
           setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
         );
-        return withRequestorLog(until(`the token requestor to renew Secret ${name}'s token`, async () => {
-          const secret = await core.readNamespacedSecret({ namespace: options.namespace, name });
-          return secret.data?.token && secret.data.token !== before.data?.token ? secret : undefined;
-        }));
+        return withRequestorLog(
+          until(`the token requestor to renew Secret ${name}'s token`, async () => {
+            const secret = await core.readNamespacedSecret({ namespace: options.namespace, name });
+            return secret.data?.token && secret.data.token !== before.data?.token ? secret : undefined;
+          }),
+        );
       },
       async createSecretPod(secretName, mountPath, env) {
         const created = await core.createNamespacedPod({
@@ -171,19 +212,27 @@ export async function startSdkCluster(options: SdkClusterOptions): Promise<SdkCl
             spec: {
               serviceAccountName: 'secret-consumer',
               volumes: [{ name: 'workload-identity', secret: { secretName } }],
-              containers: [{
-                name: 'app',
-                image: 'app',
-                env: Object.entries(env).map(([n, value]) => ({ name: n, value })),
-                volumeMounts: [{ name: 'workload-identity', mountPath, readOnly: true }],
-              }],
+              containers: [
+                {
+                  name: 'app',
+                  image: 'app',
+                  env: Object.entries(env).map(([n, value]) => ({ name: n, value })),
+                  volumeMounts: [{ name: 'workload-identity', mountPath, readOnly: true }],
+                },
+              ],
             },
           },
         });
         return core.readNamespacedPod({ namespace: options.namespace, name: created.metadata!.name! });
       },
       materialise(pod, materialiseOptions) {
-        return materialiseContainer(cp, pod, pod.spec!.containers[0].name, join(root, 'pods', pod.metadata!.name!), materialiseOptions);
+        return materialiseContainer(
+          cp,
+          pod,
+          pod.spec!.containers[0].name,
+          join(root, 'pods', pod.metadata!.name!),
+          materialiseOptions,
+        );
       },
       startSdk(language, cloud, container) {
         const child = startSdk(language, cloud, container.env, server, join(container.root, 'home'));

@@ -66,7 +66,10 @@ export async function materialiseContainer(
       const secret = await core.readNamespacedSecret({ namespace: pod.metadata!.namespace!, name: secretName });
       for (const [key, value] of Object.entries(secret.data ?? {})) {
         const file = `${mountPath}/${key}`;
-        await writeAtomically(hostPath(file), rewriteFile(Buffer.from(value, 'base64').toString('utf8'), insideMount, root));
+        await writeAtomically(
+          hostPath(file),
+          rewriteFile(Buffer.from(value, 'base64').toString('utf8'), insideMount, root),
+        );
         files.set(file, hostPath(file));
       }
     }
@@ -79,8 +82,12 @@ export async function materialiseContainer(
       continue;
     }
     // A downwardAPI volume (the pfnet dialect's direct mode) is one projected downwardAPI source.
-    const sources = volume?.projected?.sources ?? (volume?.downwardAPI ? [{ downwardAPI: volume.downwardAPI }] : undefined);
-    if (!sources) throw new Error(`volume ${mount.name} is neither projected, downwardAPI nor a Secret; only those are materialised`);
+    const sources =
+      volume?.projected?.sources ?? (volume?.downwardAPI ? [{ downwardAPI: volume.downwardAPI }] : undefined);
+    if (!sources)
+      throw new Error(
+        `volume ${mount.name} is neither projected, downwardAPI nor a Secret; only those are materialised`,
+      );
     for (const source of sources) {
       if (source.serviceAccountToken) {
         const { audience, expirationSeconds, path } = source.serviceAccountToken;
@@ -89,7 +96,13 @@ export async function materialiseContainer(
         const file = `${mount.mountPath}/${path}`;
         await writeAtomically(hostPath(file), token);
         files.set(file, hostPath(file));
-        tokens.push({ path: file, hostPath: hostPath(file), audience: requested, expirationSeconds: expirationSeconds ?? 3600, token });
+        tokens.push({
+          path: file,
+          hostPath: hostPath(file),
+          audience: requested,
+          expirationSeconds: expirationSeconds ?? 3600,
+          token,
+        });
       } else if (source.downwardAPI) {
         for (const item of source.downwardAPI.items ?? []) {
           if (!item.fieldRef) throw new Error(`downwardAPI item ${item.path}: only fieldRef items are materialised`);
@@ -138,7 +151,12 @@ export async function materialiseContainer(
 }
 
 /** A token bound to the Pod, as the kubelet requests one for a projected volume. */
-async function requestPodToken(cp: ControlPlane, pod: V1Pod, audience: string, expirationSeconds: number): Promise<string> {
+async function requestPodToken(
+  cp: ControlPlane,
+  pod: V1Pod,
+  audience: string,
+  expirationSeconds: number,
+): Promise<string> {
   const core = cp.kubeConfig().makeApiClient(CoreV1Api);
   const res = await core.createNamespacedServiceAccountToken({
     namespace: pod.metadata!.namespace!,
@@ -165,17 +183,23 @@ function fieldValue(pod: V1Pod, fieldPath: string): string {
     return value;
   }
   switch (fieldPath) {
-    case 'metadata.name': return pod.metadata!.name!;
-    case 'metadata.namespace': return pod.metadata!.namespace!;
-    case 'metadata.uid': return pod.metadata!.uid!;
-    default: throw new Error(`fieldRef ${fieldPath} is not materialised`);
+    case 'metadata.name':
+      return pod.metadata!.name!;
+    case 'metadata.namespace':
+      return pod.metadata!.namespace!;
+    case 'metadata.uid':
+      return pod.metadata!.uid!;
+    default:
+      throw new Error(`fieldRef ${fieldPath} is not materialised`);
   }
 }
 
 /** The explicit path rewrites inside files: the token path of a GCP or AWS credential file. */
 function rewriteFile(content: string, insideMount: (path: string) => boolean, root: string): string {
   if (/^\[default\]\n/.test(content)) {
-    return content.replace(/^(web_identity_token_file = )(\S+)$/m, (line, key: string, path: string) => (insideMount(path) ? key + join(root, path) : line));
+    return content.replace(/^(web_identity_token_file = )(\S+)$/m, (line, key: string, path: string) =>
+      insideMount(path) ? key + join(root, path) : line,
+    );
   }
   let json: unknown;
   try {
@@ -186,7 +210,10 @@ function rewriteFile(content: string, insideMount: (path: string) => boolean, ro
   const config = json as { type?: string; credential_source?: { file?: string } };
   const file = config?.credential_source?.file;
   if (config?.type !== 'external_account' || typeof file !== 'string' || !insideMount(file)) return content;
-  const rewritten = JSON.stringify({ ...config, credential_source: { ...config.credential_source, file: join(root, file) } });
+  const rewritten = JSON.stringify({
+    ...config,
+    credential_source: { ...config.credential_source, file: join(root, file) },
+  });
   // Re-serialising must not change anything else: same keys, same order, same compact form.
   if (rewritten.replace(JSON.stringify(join(root, file)), JSON.stringify(file)) !== content) {
     throw new Error('the credential file is not compact JSON: the path rewrite would change other bytes');

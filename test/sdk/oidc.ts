@@ -30,8 +30,12 @@ export interface TokenRejection {
 }
 
 export async function loadClusterIssuer(cp: ControlPlane): Promise<ClusterIssuer> {
-  const discovery = JSON.parse(await get(cp, '/.well-known/openid-configuration')) as { issuer: string; jwks_uri: string };
-  if (discovery.issuer !== cp.issuer) throw new Error(`discovery issuer ${discovery.issuer} is not the configured ${cp.issuer}`);
+  const discovery = JSON.parse(await get(cp, '/.well-known/openid-configuration')) as {
+    issuer: string;
+    jwks_uri: string;
+  };
+  if (discovery.issuer !== cp.issuer)
+    throw new Error(`discovery issuer ${discovery.issuer} is not the configured ${cp.issuer}`);
   // jwks_uri is built from the issuer; the API server serves it, so ask it directly (as admin:
   // a bare API server grants discovery to ServiceAccounts only).
   const jwks = createLocalJWKSet(JSON.parse(await get(cp, new URL(discovery.jwks_uri).pathname)));

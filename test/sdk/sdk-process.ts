@@ -41,7 +41,9 @@ process.on('exit', () => {
 export function sdkPython(): string {
   const python = process.env.WIW_SDK_PYTHON;
   if (!python) {
-    throw new Error('WIW_SDK_PYTHON is not set: run the suite with scripts/dev.sh test, or export WIW_SDK_PYTHON=$(bash scripts/python-sdks.sh)');
+    throw new Error(
+      'WIW_SDK_PYTHON is not set: run the suite with scripts/dev.sh test, or export WIW_SDK_PYTHON=$(bash scripts/python-sdks.sh)',
+    );
   }
   return python;
 }
@@ -92,19 +94,31 @@ export function startSdk(
   const exited = new Promise<void>((resolveExit) => {
     child.once('exit', (code, signal) => {
       live.delete(child);
-      for (const waiter of pending.splice(0)) waiter(JSON.stringify({ ok: false, exited: true, error: { message: `SDK process exited (${code ?? signal})` } }));
+      for (const waiter of pending.splice(0))
+        waiter(
+          JSON.stringify({ ok: false, exited: true, error: { message: `SDK process exited (${code ?? signal})` } }),
+        );
       resolveExit();
     });
   });
   createInterface({ input: child.stdout }).on('line', (line) => pending.shift()?.(line));
 
   const call = async (request: object): Promise<SdkAnswer> => {
-    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`${language} ${cloud} SDK process has exited:\n${stderr}`);
+    if (child.exitCode !== null || child.signalCode !== null)
+      throw new Error(`${language} ${cloud} SDK process has exited:\n${stderr}`);
     const line = new Promise<string>((resolveLine) => pending.push(resolveLine));
     child.stdin.write(JSON.stringify(request) + '\n');
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`${language} ${cloud} SDK gave no answer to ${JSON.stringify(request)} within ${REQUEST_TIMEOUT_MS} ms:\n${stderr}`)), REQUEST_TIMEOUT_MS);
+      timer = setTimeout(
+        () =>
+          reject(
+            new Error(
+              `${language} ${cloud} SDK gave no answer to ${JSON.stringify(request)} within ${REQUEST_TIMEOUT_MS} ms:\n${stderr}`,
+            ),
+          ),
+        REQUEST_TIMEOUT_MS,
+      );
     });
     try {
       const answer = JSON.parse(await Promise.race([line, timeout])) as SdkAnswer & { exited?: boolean };
@@ -144,7 +158,12 @@ export function startSdk(
  * Asks for credentials until they differ from `previous[key]`: some SDKs (the AWS JS chain)
  * refresh in the background and hand out the cached credentials meanwhile.
  */
-export async function untilRefreshed(sdk: SdkProcess, previous: SdkAnswer, key: string, timeoutMs = 20_000): Promise<SdkAnswer> {
+export async function untilRefreshed(
+  sdk: SdkProcess,
+  previous: SdkAnswer,
+  key: string,
+  timeoutMs = 20_000,
+): Promise<SdkAnswer> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const answer = await sdk.credentials();

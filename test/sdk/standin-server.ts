@@ -44,7 +44,11 @@ export interface StandInServer {
 const MAX_BODY = 1 << 20;
 
 /** `address`: where to listen (port 443); default a random 127.x.y.z. */
-export async function startStandInServer(dir: string, services: StandInService[], options: { address?: string } = {}): Promise<StandInServer> {
+export async function startStandInServer(
+  dir: string,
+  services: StandInService[],
+  options: { address?: string } = {},
+): Promise<StandInServer> {
   const byHost = new Map<string, StandInService>();
   for (const service of services) for (const host of service.hosts) byHost.set(host, service);
   const hosts = [...byHost.keys()];
@@ -69,10 +73,11 @@ export async function startStandInServer(dir: string, services: StandInService[]
         caFile,
         hosts,
         log,
-        stop: () => new Promise((resolve) => {
-          server.closeAllConnections();
-          server.close(() => resolve());
-        }),
+        stop: () =>
+          new Promise((resolve) => {
+            server.closeAllConnections();
+            server.close(() => resolve());
+          }),
       };
     } catch (err) {
       if (attempt >= 5 || options.address || (err as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw err;
@@ -104,7 +109,14 @@ async function dispatch(
     const body = await readBody(req);
     const service = byHost.get(host);
     answer = service
-      ? await service.handle({ method: req.method ?? 'GET', host, path: url.pathname, query: url.searchParams, headers: req.headers, body })
+      ? await service.handle({
+          method: req.method ?? 'GET',
+          host,
+          path: url.pathname,
+          query: url.searchParams,
+          headers: req.headers,
+          body,
+        })
       : { status: 404, body: `no stand-in for host ${host}` };
   } catch (err) {
     answer = { status: 500, body: `stand-in failure: ${(err as Error).stack ?? err}` };

@@ -2,12 +2,16 @@
 import { readFileSync } from 'node:fs';
 
 const root = new URL('../../', import.meta.url);
-const pkg = JSON.parse(readFileSync(new URL('package.json', root), 'utf8')) as { devDependencies: Record<string, string> };
+const pkg = JSON.parse(readFileSync(new URL('package.json', root), 'utf8')) as {
+  devDependencies: Record<string, string>;
+};
 const script = readFileSync(new URL('scripts/python-sdks.sh', root), 'utf8');
 
 export const pinnedVersions: Record<string, string> = {
   ...pkg.devDependencies,
-  ...Object.fromEntries([...script.matchAll(/^(?:REQUIREMENTS=')?([a-z0-9-]+)==([\w.]+)'?$/gm)].map((m) => [m[1], m[2]])),
+  ...Object.fromEntries(
+    [...script.matchAll(/^(?:REQUIREMENTS=')?([a-z0-9-]+)==([\w.]+)'?$/gm)].map((m) => [m[1], m[2]]),
+  ),
 };
 
 /** Every SDK suite's first check: the SDK that ran is the pinned one; its versions are printed. */
@@ -18,7 +22,11 @@ export async function checkPinnedVersion(
   sdkName: string,
 ): Promise<void> {
   const versions = await sdk.versions();
-  t.diagnostic(`${language}: ${Object.entries(versions).map(([n, v]) => `${n} ${v}`).join(', ')}`);
+  t.diagnostic(
+    `${language}: ${Object.entries(versions)
+      .map(([n, v]) => `${n} ${v}`)
+      .join(', ')}`,
+  );
   await sdk.stop();
   if (versions[sdkName] !== pinnedVersions[sdkName]) {
     throw new Error(`${sdkName} ${versions[sdkName]} ran; ${pinnedVersions[sdkName]} is pinned`);

@@ -1,12 +1,39 @@
 // A slice of the cel-spec conformance suite (v0.25.1, as @bufbuild/cel-spec ships it) and a
 // runner that scores any CEL evaluator on it: test/policy-cel.test.ts keeps the chosen library
 // honest, bench/cel-conformance.ts compares the candidates (docs/policy.md has the figures).
-import { celUint, isCelError, isCelList, isCelMap, isCelType, isCelUint, run, type CelInput, type CelValue } from '@bufbuild/cel';
+import {
+  celUint,
+  isCelError,
+  isCelList,
+  isCelMap,
+  isCelType,
+  isCelUint,
+  run,
+  type CelInput,
+  type CelValue,
+} from '@bufbuild/cel';
 import { strings } from '@bufbuild/cel/ext';
 import { tests } from '@bufbuild/cel-spec/testdata/conformance.js';
 
 /** The language core a policy uses: literals, operators, comparisons, conversions, maps, lists, macros, strings, time. */
-export const CORE_SUITES = ['basic', 'comparisons', 'conversions', 'dynamic', 'fields', 'fp_math', 'integer_math', 'lists', 'logic', 'macros', 'namespace', 'parse', 'plumbing', 'string', 'timestamps', 'type_deductions'];
+export const CORE_SUITES = [
+  'basic',
+  'comparisons',
+  'conversions',
+  'dynamic',
+  'fields',
+  'fp_math',
+  'integer_math',
+  'lists',
+  'logic',
+  'macros',
+  'namespace',
+  'parse',
+  'plumbing',
+  'string',
+  'timestamps',
+  'type_deductions',
+];
 /** Extensions: the strings library (Kubernetes CEL has it) and two-variable comprehensions. */
 export const EXTENSION_SUITES = ['string_ext', 'macros2'];
 
@@ -25,7 +52,16 @@ export interface ConformanceCase {
   expected: Canonical | undefined;
 }
 
-type RawTest = { name: string; expr: string; value?: Value; evalError?: unknown; bindings?: Record<string, { value?: Value }>; container?: string; checkOnly?: boolean; typedResult?: unknown };
+type RawTest = {
+  name: string;
+  expr: string;
+  value?: Value;
+  evalError?: unknown;
+  bindings?: Record<string, { value?: Value }>;
+  container?: string;
+  checkOnly?: boolean;
+  typedResult?: unknown;
+};
 type RawSuite = { name: string; suites?: RawSuite[]; tests?: { original: RawTest }[] };
 
 const MESSAGES = /TestAllTypes|google\.protobuf|cel\.expr|NestedMessage|NestedEnum|GlobalEnum|proto[23]\./;
@@ -39,7 +75,8 @@ function usesMessages(v: unknown): boolean {
 /** Why a case is outside the slice: it needs protobuf messages, a type checker, or names no result. */
 function excluded(t: RawTest): string | undefined {
   if (t.checkOnly || t.typedResult) return 'type-check only';
-  if (t.container || MESSAGES.test(t.expr) || usesMessages(t.value) || usesMessages(t.bindings)) return 'protobuf messages';
+  if (t.container || MESSAGES.test(t.expr) || usesMessages(t.value) || usesMessages(t.bindings))
+    return 'protobuf messages';
   if (t.value && typeof t.value.typeValue === 'string' && MESSAGES.test(t.value.typeValue)) return 'protobuf messages';
   if (t.bindings && Object.values(t.bindings).some((b) => !b.value)) return 'protobuf messages';
   if (!t.value && !t.evalError) return 'no expected value';
@@ -55,7 +92,14 @@ export function canonical(v: Value): Canonical {
   if ('bytesValue' in v) return ['bytes', Buffer.from(v.bytesValue as string, 'base64').toString('hex')];
   if ('nullValue' in v) return ['null', null];
   if ('listValue' in v) return ['list', ((v.listValue as { values?: Value[] }).values ?? []).map(canonical)];
-  if ('mapValue' in v) return ['map', ((v.mapValue as { entries?: { key: Value; value: Value }[] }).entries ?? []).map((e) => [canonical(e.key), canonical(e.value)])];
+  if ('mapValue' in v)
+    return [
+      'map',
+      ((v.mapValue as { entries?: { key: Value; value: Value }[] }).entries ?? []).map((e) => [
+        canonical(e.key),
+        canonical(e.value),
+      ]),
+    ];
   if ('typeValue' in v) return ['type', v.typeValue];
   throw new Error(`unknown conformance value ${JSON.stringify(v)}`);
 }
@@ -75,7 +119,13 @@ export function conformanceSlice(): { cases: ConformanceCase[]; excluded: Record
         continue;
       }
       const bindings = Object.fromEntries(Object.entries(t.bindings ?? {}).map(([k, b]) => [k, canonical(b.value!)]));
-      cases.push({ suite: top, name: t.name, expr: t.expr, bindings, expected: t.value ? canonical(t.value) : undefined });
+      cases.push({
+        suite: top,
+        name: t.name,
+        expr: t.expr,
+        bindings,
+        expected: t.value ? canonical(t.value) : undefined,
+      });
     }
     for (const c of s.suites ?? []) walk(c, top || c.name);
   };
@@ -108,7 +158,10 @@ export function equal(a: Canonical, b: Canonical, oneNumberType = false): boolea
     case 'map': {
       const x = a[1] as [Canonical, Canonical][];
       const y = b[1] as [Canonical, Canonical][];
-      return x.length === y.length && y.every(([k, v]) => x.some(([k2, v2]) => equal(k2, k, oneNumberType) && equal(v2, v, oneNumberType)));
+      return (
+        x.length === y.length &&
+        y.every(([k, v]) => x.some(([k2, v2]) => equal(k2, k, oneNumberType) && equal(v2, v, oneNumberType)))
+      );
     }
     default:
       return a[1] === b[1];
@@ -131,7 +184,10 @@ export function score(candidate: Candidate, cases: readonly ConformanceCase[]): 
     } catch (err) {
       out = { error: String((err as Error)?.message ?? err) };
     }
-    const ok = c.expected === undefined ? !Array.isArray(out) : Array.isArray(out) && equal(out, c.expected, candidate.numbersAreOneType);
+    const ok =
+      c.expected === undefined
+        ? !Array.isArray(out)
+        : Array.isArray(out) && equal(out, c.expected, candidate.numbersAreOneType);
     const bucket = CORE_SUITES.includes(c.suite) ? s.core : s.extensions;
     const suite = (s.bySuite[c.suite] ??= { passed: 0, failed: 0 });
     if (ok) {
@@ -159,12 +215,18 @@ export const bufbuild: Candidate = {
 
 function toBuf([type, v]: Canonical): CelInput {
   switch (type) {
-    case 'uint': return celUint(v as bigint);
-    case 'bytes': return new Uint8Array(Buffer.from(v as string, 'hex'));
-    case 'list': return (v as Canonical[]).map(toBuf);
-    case 'map': return new Map((v as [Canonical, Canonical][]).map(([k, x]) => [toBuf(k) as string, toBuf(x)]));
-    case 'type': throw new Error('a type as a binding');
-    default: return v as CelInput;
+    case 'uint':
+      return celUint(v as bigint);
+    case 'bytes':
+      return new Uint8Array(Buffer.from(v as string, 'hex'));
+    case 'list':
+      return (v as Canonical[]).map(toBuf);
+    case 'map':
+      return new Map((v as [Canonical, Canonical][]).map(([k, x]) => [toBuf(k) as string, toBuf(x)]));
+    case 'type':
+      throw new Error('a type as a binding');
+    default:
+      return v as CelInput;
   }
 }
 

@@ -46,28 +46,46 @@ export async function startLocalWebhook(cp: ControlPlane, options: LocalWebhookO
     for (const k of Object.keys(process.env)) if (k.startsWith('WIW_')) delete process.env[k];
     Object.assign(process.env, options.env ?? {});
     const serve = (options.command ?? 'serve') === 'serve';
-    proc = startProcess(`local-webhook-${n}`, process.execPath, [
-      CLI, options.command ?? 'serve',
-      '--kubeconfig', options.kubeconfigPath,
-      '--metrics-host', '127.0.0.1', '--metrics-port', '0',
-      ...(serve ? ['--host', '127.0.0.1', '--drain-seconds', '0'] : []),
-      ...options.args,
-    ], logPath);
+    proc = startProcess(
+      `local-webhook-${n}`,
+      process.execPath,
+      [
+        CLI,
+        options.command ?? 'serve',
+        '--kubeconfig',
+        options.kubeconfigPath,
+        '--metrics-host',
+        '127.0.0.1',
+        '--metrics-port',
+        '0',
+        ...(serve ? ['--host', '127.0.0.1', '--drain-seconds', '0'] : []),
+        ...options.args,
+      ],
+      logPath,
+    );
   } finally {
     for (const k of Object.keys(process.env)) if (!(k in saved)) delete process.env[k];
     Object.assign(process.env, saved);
   }
   const logs = (): Record<string, unknown>[] => {
     const text = existsSync(logPath) ? readFileSync(logPath, 'utf8') : '';
-    return text.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>);
+    return text
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
   };
   let port = 0;
   if (options.waitListening !== false) {
     const startedLine = (options.command ?? 'serve') === 'serve' ? 'listening' : 'token requestor started';
-    const listening = await until(`the ${options.command ?? 'serve'} process to start`, () => {
-      if (proc.exitStatus() !== null) throw new Error(`${options.command ?? 'serve'} exited (${proc.exitStatus()}):\n${proc.logTail(20)}`);
-      return logs().find((l) => l.msg === startedLine);
-    }, 30_000);
+    const listening = await until(
+      `the ${options.command ?? 'serve'} process to start`,
+      () => {
+        if (proc.exitStatus() !== null)
+          throw new Error(`${options.command ?? 'serve'} exited (${proc.exitStatus()}):\n${proc.logTail(20)}`);
+        return logs().find((l) => l.msg === startedLine);
+      },
+      30_000,
+    );
     port = (listening.port as number | undefined) ?? 0;
   }
   return { url: `https://127.0.0.1:${port}`, port, process: proc, logs, stop: () => proc.stop() };
@@ -82,7 +100,12 @@ export async function serviceAccountKubeconfig(cp: ControlPlane, namespace: stri
     stringify({
       apiVersion: 'v1',
       kind: 'Config',
-      clusters: [{ name: 'cp', cluster: { server: cp.server, 'certificate-authority-data': Buffer.from(cp.caPem).toString('base64') } }],
+      clusters: [
+        {
+          name: 'cp',
+          cluster: { server: cp.server, 'certificate-authority-data': Buffer.from(cp.caPem).toString('base64') },
+        },
+      ],
       users: [{ name: `${namespace}-${name}`, user: { token } }],
       contexts: [{ name: 'cp', context: { cluster: 'cp', user: `${namespace}-${name}` } }],
       'current-context': 'cp',

@@ -52,7 +52,12 @@ export async function helm(args: string[], options: { kubeconfig?: string } = {}
       cwd: REPO,
       maxBuffer: 32 << 20,
       // Helm keeps caches and config under these; keep them out of the user's home.
-      env: { ...process.env, HELM_CACHE_HOME: join(tmpdir(), 'wiw-helm-cache'), HELM_CONFIG_HOME: join(tmpdir(), 'wiw-helm-config'), HELM_DATA_HOME: join(tmpdir(), 'wiw-helm-data') },
+      env: {
+        ...process.env,
+        HELM_CACHE_HOME: join(tmpdir(), 'wiw-helm-cache'),
+        HELM_CONFIG_HOME: join(tmpdir(), 'wiw-helm-config'),
+        HELM_DATA_HOME: join(tmpdir(), 'wiw-helm-data'),
+      },
     });
     return stdout;
   } catch (err) {
@@ -78,14 +83,19 @@ export function parseRendered(text: string): Rendered {
   for (const doc of parseAllDocuments(text)) {
     const value = doc.toJS() as Manifest | null;
     if (!value) continue;
-    const source = /# Source: [^/]+\/(.+)/.exec(String(doc.commentBefore ?? ''))?.[1] ?? /# Source: [^/]+\/(.+)/.exec(doc.toString())?.[1];
+    const source =
+      /# Source: [^/]+\/(.+)/.exec(String(doc.commentBefore ?? ''))?.[1] ??
+      /# Source: [^/]+\/(.+)/.exec(doc.toString())?.[1];
     manifests.push(value);
     sources.push(source ?? 'unknown');
   }
   return { manifests, sources, text };
 }
 
-export async function renderChart(values: object = {}, options: { release?: string; namespace?: string } = {}): Promise<Rendered> {
+export async function renderChart(
+  values: object = {},
+  options: { release?: string; namespace?: string } = {},
+): Promise<Rendered> {
   const release = options.release ?? 'wiw';
   const namespace = options.namespace ?? 'wiw-system';
   const text = await withValuesFile(values, (file) =>
@@ -95,7 +105,9 @@ export async function renderChart(values: object = {}, options: { release?: stri
 }
 
 export function lintChart(values: object = {}): Promise<string> {
-  return withValuesFile(values, (file) => helm(['lint', CHART, '--strict', '--kube-version', KUBE_VERSION, '-f', file]));
+  return withValuesFile(values, (file) =>
+    helm(['lint', CHART, '--strict', '--kube-version', KUBE_VERSION, '-f', file]),
+  );
 }
 
 export function helmUpgradeInstall(
@@ -201,7 +213,14 @@ export function stubCrds(): Manifest[] {
       group,
       scope: 'Namespaced',
       names: { kind, plural, singular: kind.toLowerCase(), listKind: `${kind}List` },
-      versions: [{ name: 'v1', served: true, storage: true, schema: { openAPIV3Schema: { type: 'object', properties: { spec } } } }],
+      versions: [
+        {
+          name: 'v1',
+          served: true,
+          storage: true,
+          schema: { openAPIV3Schema: { type: 'object', properties: { spec } } },
+        },
+      ],
     },
   });
   return [
@@ -209,14 +228,32 @@ export function stubCrds(): Manifest[] {
       type: 'object',
       required: ['secretName', 'issuerRef'],
       properties: {
-        secretName: str, commonName: str, isCA: { type: 'boolean' }, duration: str, renewBefore: str,
-        dnsNames: strs, ipAddresses: strs, usages: strs, issuerRef,
-        privateKey: { type: 'object', properties: { algorithm: { type: 'string', enum: ['RSA', 'ECDSA', 'Ed25519'] }, size: { type: 'integer' }, rotationPolicy: { type: 'string', enum: ['Never', 'Always'] }, encoding: str } },
+        secretName: str,
+        commonName: str,
+        isCA: { type: 'boolean' },
+        duration: str,
+        renewBefore: str,
+        dnsNames: strs,
+        ipAddresses: strs,
+        usages: strs,
+        issuerRef,
+        privateKey: {
+          type: 'object',
+          properties: {
+            algorithm: { type: 'string', enum: ['RSA', 'ECDSA', 'Ed25519'] },
+            size: { type: 'integer' },
+            rotationPolicy: { type: 'string', enum: ['Never', 'Always'] },
+            encoding: str,
+          },
+        },
       },
     }),
     crd('cert-manager.io', 'Issuer', 'issuers', {
       type: 'object',
-      properties: { selfSigned: { type: 'object', properties: { crlDistributionPoints: strs } }, ca: { type: 'object', required: ['secretName'], properties: { secretName: str } } },
+      properties: {
+        selfSigned: { type: 'object', properties: { crlDistributionPoints: strs } },
+        ca: { type: 'object', required: ['secretName'], properties: { secretName: str } },
+      },
     }),
     crd('monitoring.coreos.com', 'ServiceMonitor', 'servicemonitors', {
       type: 'object',
@@ -225,7 +262,13 @@ export function stubCrds(): Manifest[] {
         jobLabel: str,
         selector: { type: 'object', properties: { matchLabels: { type: 'object', additionalProperties: str } } },
         namespaceSelector: { type: 'object', properties: { any: { type: 'boolean' }, matchNames: strs } },
-        endpoints: { type: 'array', items: { type: 'object', properties: { port: str, path: str, scheme: str, interval: str, scrapeTimeout: str } } },
+        endpoints: {
+          type: 'array',
+          items: {
+            type: 'object',
+            properties: { port: str, path: str, scheme: str, interval: str, scrapeTimeout: str },
+          },
+        },
       },
     }),
   ];
@@ -235,7 +278,8 @@ export function stubCrds(): Manifest[] {
 
 export const PLAIN_RELEASE = 'workload-identity-webhook';
 export const PLAIN_NAMESPACE = 'workload-identity-webhook';
-const HEADER = '# Generated from charts/workload-identity-webhook with its default values\n# (`node test/support/chart.ts write-plain-manifests`); do not edit: change the chart.\n';
+const HEADER =
+  '# Generated from charts/workload-identity-webhook with its default values\n# (`node test/support/chart.ts write-plain-manifests`); do not edit: change the chart.\n';
 
 /** The files of webhook-config/, by name, as the chart renders them now. */
 export async function plainManifests(): Promise<Map<string, string>> {
@@ -246,16 +290,32 @@ export async function plainManifests(): Promise<Map<string, string>> {
     byTemplate.set(file, [...(byTemplate.get(file) ?? []), m]);
   });
   const files = new Map<string, string>();
-  files.set('namespace.yaml', HEADER + stringify({
-    apiVersion: 'v1',
-    kind: 'Namespace',
-    metadata: { name: PLAIN_NAMESPACE, labels: { 'pod-security.kubernetes.io/enforce': 'restricted' } },
-  }));
+  files.set(
+    'namespace.yaml',
+    HEADER +
+      stringify({
+        apiVersion: 'v1',
+        kind: 'Namespace',
+        metadata: { name: PLAIN_NAMESPACE, labels: { 'pod-security.kubernetes.io/enforce': 'restricted' } },
+      }),
+  );
   for (const [file, docs] of byTemplate) files.set(file, HEADER + docs.map((d) => stringify(d)).join('---\n'));
   // Apply order: what others refer to first, the webhook configuration last.
-  const order = ['namespace.yaml', 'serviceaccount.yaml', 'certificates.yaml', 'rbac.yaml', 'service.yaml', 'deployment.yaml', 'pdb.yaml', 'mutatingwebhookconfiguration.yaml'];
+  const order = [
+    'namespace.yaml',
+    'serviceaccount.yaml',
+    'certificates.yaml',
+    'rbac.yaml',
+    'service.yaml',
+    'deployment.yaml',
+    'pdb.yaml',
+    'mutatingwebhookconfiguration.yaml',
+  ];
   const names = [...files.keys()].sort((a, b) => (order.indexOf(a) + 1 || 99) - (order.indexOf(b) + 1 || 99));
-  files.set('kustomization.yaml', HEADER + stringify({ apiVersion: 'kustomize.config.k8s.io/v1beta1', kind: 'Kustomization', resources: names }));
+  files.set(
+    'kustomization.yaml',
+    HEADER + stringify({ apiVersion: 'kustomize.config.k8s.io/v1beta1', kind: 'Kustomization', resources: names }),
+  );
   return files;
 }
 
@@ -289,22 +349,35 @@ export const TEST_CA_PEM = '-----BEGIN CERTIFICATE-----\nMIIBtest\n-----END CERT
 /** Each certificate mode, token requestor on and off, both failure policies, custom selectors. */
 export const VALUES_MATRIX: { name: string; values: Record<string, any> }[] = [
   { name: 'defaults (self-managed)', values: {} },
-  { name: 'self-managed, token requestor, Ignore', values: { tokenRequestor: { enabled: true, namespaces: ['apps'] }, webhook: { failurePolicy: 'Ignore' } } },
+  {
+    name: 'self-managed, token requestor, Ignore',
+    values: { tokenRequestor: { enabled: true, namespaces: ['apps'] }, webhook: { failurePolicy: 'Ignore' } },
+  },
   { name: 'cert-manager with its own CA', values: { certificates: { mode: 'certManager' } } },
   {
     name: 'cert-manager with a ClusterIssuer, token requestor, custom namespace selectors',
     values: {
-      certificates: { mode: 'certManager', certManager: { issuerRef: { name: 'corp-ca', kind: 'ClusterIssuer', group: 'cert-manager.io' } } },
+      certificates: {
+        mode: 'certManager',
+        certManager: { issuerRef: { name: 'corp-ca', kind: 'ClusterIssuer', group: 'cert-manager.io' } },
+      },
       tokenRequestor: { enabled: true, namespaces: ['apps'] },
       webhook: {
         excludeNamespaces: ['monitoring'],
-        namespaceSelector: { matchLabels: { 'identity.example.com/enabled': 'true' }, matchExpressions: [{ key: 'tier', operator: 'NotIn', values: ['sandbox'] }] },
+        namespaceSelector: {
+          matchLabels: { 'identity.example.com/enabled': 'true' },
+          matchExpressions: [{ key: 'tier', operator: 'NotIn', values: ['sandbox'] }],
+        },
       },
     },
   },
   {
     name: 'provided certificate, Ignore, one replica, no Secret webhooks',
-    values: { certificates: { mode: 'provided', provided: { secretName: 'my-tls', caBundle: TEST_CA_PEM } }, webhook: { failurePolicy: 'Ignore', secrets: { enabled: false } }, replicaCount: 1 },
+    values: {
+      certificates: { mode: 'provided', provided: { secretName: 'my-tls', caBundle: TEST_CA_PEM } },
+      webhook: { failurePolicy: 'Ignore', secrets: { enabled: false } },
+      replicaCount: 1,
+    },
   },
   {
     name: 'tenant policy from the cluster with the starter policy, keep-last-good',
@@ -315,10 +388,21 @@ export const VALUES_MATRIX: { name: string; values: Record<string, any> }[] = [
     name: 'everything optional on, url clientConfig, all config set',
     values: {
       tokenRequestor: { enabled: true, namespaces: ['apps'], extraArgs: ['--log-level=debug'] },
-      networkPolicy: { enabled: true, metricsFrom: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } } }], egress: [{}] },
+      networkPolicy: {
+        enabled: true,
+        metricsFrom: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } } }],
+        egress: [{}],
+      },
       serviceMonitor: { enabled: true, labels: { release: 'prometheus' } },
       webhook: { url: 'https://127.0.0.1:9443', timeoutSeconds: 5, annotations: { 'example.com/owner': 'platform' } },
-      config: { awsDefaultRegion: 'eu-west-1', azureTenantId: '72f988bf-86f1-41af-91ab-2d7cd011db47', gcpDefaultRegion: 'europe-west1', gcpAudience: 'https://iam.googleapis.com/x', logLevel: 'debug', awsStsRegionalEndpoints: true },
+      config: {
+        awsDefaultRegion: 'eu-west-1',
+        azureTenantId: '72f988bf-86f1-41af-91ab-2d7cd011db47',
+        gcpDefaultRegion: 'europe-west1',
+        gcpAudience: 'https://iam.googleapis.com/x',
+        logLevel: 'debug',
+        awsStsRegionalEndpoints: true,
+      },
       priorityClassName: 'system-cluster-critical',
       podAnnotations: { 'example.com/a': 'b' },
     },

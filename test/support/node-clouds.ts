@@ -32,13 +32,20 @@ const AWS = { 'eks.amazonaws.com/role-arn': ROLE, 'eks.amazonaws.com/sts-regiona
 const AZURE = { 'azure.workload.identity/client-id': CLIENT };
 // pfnet's dialect; `direct`: the external_account file comes from the downward API (its default
 // with an email, `gcloud`, adds a setup init container of a registry image this node never pulls).
-const GCP = { 'cloud.google.com/workload-identity-provider': PROVIDER, 'cloud.google.com/service-account-email': EMAIL, 'cloud.google.com/injection-mode': 'direct' };
+const GCP = {
+  'cloud.google.com/workload-identity-provider': PROVIDER,
+  'cloud.google.com/service-account-email': EMAIL,
+  'cloud.google.com/injection-mode': 'direct',
+};
 
 export type Cloud = 'aws' | 'azure' | 'gcp';
 
 export interface ProbeReport {
   answer: { ok: boolean; error?: unknown; [key: string]: unknown };
-  files: Record<string, { path: string; mode?: string; size?: number; sha256?: string; content?: string; error?: string }>;
+  files: Record<
+    string,
+    { path: string; mode?: string; size?: number; sha256?: string; content?: string; error?: string }
+  >;
 }
 
 export interface NodeClouds {
@@ -52,7 +59,13 @@ export interface NodeClouds {
   /** A container running the official SDK of `cloud`, reporting through its termination message. */
   probe(cloud: Cloud, env?: Record<string, string>): V1Container;
   /** Creates the Pod, waits until it finished, returns each container's report. */
-  runPod(name: string, serviceAccountName: string, containers: V1Container[], extra?: Partial<V1Pod['spec']>, labels?: Record<string, string>): Promise<Map<string, ProbeReport>>;
+  runPod(
+    name: string,
+    serviceAccountName: string,
+    containers: V1Container[],
+    extra?: Partial<V1Pod['spec']>,
+    labels?: Record<string, string>,
+  ): Promise<Map<string, ProbeReport>>;
   stop(): Promise<void>;
 }
 
@@ -72,26 +85,41 @@ export async function startNodeClouds(node: NodeCluster, namespace: string): Pro
   const sts = createAwsSts({
     issuer,
     clientIds: ['sts.amazonaws.com'],
-    roles: [{
-      arn: ROLE,
-      trustPolicy: {
-        Version: '2012-10-17',
-        Statement: [{
-          Effect: 'Allow',
-          Principal: { Federated: `arn:aws:iam::111122223333:oidc-provider/${issuerHostPath}` },
-          Action: 'sts:AssumeRoleWithWebIdentity',
-          Condition: { StringEquals: { [`${issuerHostPath}:sub`]: [subject('aws'), subject('multi'), subject('secret-reader')], [`${issuerHostPath}:aud`]: 'sts.amazonaws.com' } },
-        }],
+    roles: [
+      {
+        arn: ROLE,
+        trustPolicy: {
+          Version: '2012-10-17',
+          Statement: [
+            {
+              Effect: 'Allow',
+              Principal: { Federated: `arn:aws:iam::111122223333:oidc-provider/${issuerHostPath}` },
+              Action: 'sts:AssumeRoleWithWebIdentity',
+              Condition: {
+                StringEquals: {
+                  [`${issuerHostPath}:sub`]: [subject('aws'), subject('multi'), subject('secret-reader')],
+                  [`${issuerHostPath}:aud`]: 'sts.amazonaws.com',
+                },
+              },
+            },
+          ],
+        },
       },
-    }],
+    ],
   });
   const entra = createEntra({
     issuer,
-    applications: [{
-      tenantId: TENANT,
-      clientId: CLIENT,
-      federatedCredentials: ['azure', 'multi'].map((sa) => ({ issuer: issuer.issuer, subject: subject(sa), audiences: ['api://AzureADTokenExchange'] })),
-    }],
+    applications: [
+      {
+        tenantId: TENANT,
+        clientId: CLIENT,
+        federatedCredentials: ['azure', 'multi'].map((sa) => ({
+          issuer: issuer.issuer,
+          subject: subject(sa),
+          audiences: ['api://AzureADTokenExchange'],
+        })),
+      },
+    ],
   });
   const google = createGoogleCloud({
     issuer,
@@ -104,13 +132,21 @@ export async function startNodeClouds(node: NodeCluster, namespace: string): Pro
   const standIn = await startStandInServer(dir, [sts, entra, google], { address: node.hostIp });
 
   await createNamespace(node.cp, namespace);
-  for (const [name, annotations] of Object.entries({ aws: AWS, azure: AZURE, gcp: GCP, multi: { ...AWS, ...AZURE, ...GCP } })) {
+  for (const [name, annotations] of Object.entries({
+    aws: AWS,
+    azure: AZURE,
+    gcp: GCP,
+    multi: { ...AWS, ...AZURE, ...GCP },
+  })) {
     await createServiceAccount(node.cp, namespace, name, annotations);
   }
   await createServiceAccount(node.cp, namespace, 'secret-reader');
   await createServiceAccount(node.cp, namespace, 'secret-consumer');
   // The stand-ins' CA, for NODE_EXTRA_CA_CERTS in the probes.
-  await core.createNamespacedConfigMap({ namespace, body: { metadata: { name: 'stand-in-ca' }, data: { 'ca.pem': await readFile(standIn.caFile, 'utf8') } } });
+  await core.createNamespacedConfigMap({
+    namespace,
+    body: { metadata: { name: 'stand-in-ca' }, data: { 'ca.pem': await readFile(standIn.caFile, 'utf8') } },
+  });
 
   const probe = (cloud: Cloud, env: Record<string, string> = {}): V1Container => ({
     name: cloud,
@@ -124,7 +160,10 @@ export async function startNodeClouds(node: NodeCluster, namespace: string): Pro
       WIW_SDK_STANDIN_HOSTS: standIn.hosts.join(','),
       ...env,
     }).map(([name, value]) => ({ name, value })),
-    volumeMounts: [{ name: 'repo', mountPath: '/wiw', readOnly: true }, { name: 'stand-in-ca', mountPath: '/stand-in', readOnly: true }],
+    volumeMounts: [
+      { name: 'repo', mountPath: '/wiw', readOnly: true },
+      { name: 'stand-in-ca', mountPath: '/stand-in', readOnly: true },
+    ],
   });
 
   const runPod: NodeClouds['runPod'] = async (name, serviceAccountName, containers, extra = {}, labels = {}) => {
@@ -146,17 +185,23 @@ export async function startNodeClouds(node: NodeCluster, namespace: string): Pro
         },
       },
     });
-    const pod = await until(`Pod ${name} to finish`, async () => {
-      const p = await core.readNamespacedPod({ namespace, name });
-      return p.status?.phase === 'Succeeded' || p.status?.phase === 'Failed' ? p : undefined;
-    }, 120_000);
+    const pod = await until(
+      `Pod ${name} to finish`,
+      async () => {
+        const p = await core.readNamespacedPod({ namespace, name });
+        return p.status?.phase === 'Succeeded' || p.status?.phase === 'Failed' ? p : undefined;
+      },
+      120_000,
+    );
     const reports = new Map<string, ProbeReport>();
     for (const status of pod.status?.containerStatuses ?? []) {
       const message = status.state?.terminated?.message ?? '';
       try {
         reports.set(status.name, JSON.parse(message) as ProbeReport);
       } catch {
-        assert.fail(`container ${status.name} of Pod ${name} left no report (exit ${status.state?.terminated?.exitCode}): ${message}`);
+        assert.fail(
+          `container ${status.name} of Pod ${name} left no report (exit ${status.state?.terminated?.exitCode}): ${message}`,
+        );
       }
     }
     assert.equal(reports.size, containers.length, `Pod ${name}: ${JSON.stringify(pod.status)}`);

@@ -13,7 +13,8 @@ import { startProcess, type Managed } from '../harness/processes.ts';
 import { until } from './webhook.ts';
 
 export const b64 = (text: string): string => Buffer.from(text, 'utf8').toString('base64');
-export const unb64 = (value: string | undefined): string | undefined => (value === undefined ? undefined : Buffer.from(value, 'base64').toString('utf8'));
+export const unb64 = (value: string | undefined): string | undefined =>
+  value === undefined ? undefined : Buffer.from(value, 'base64').toString('utf8');
 
 export const ARN = 'arn:aws:iam::111122223333:role/s3-reader';
 export const CLIENT = '8f3b2c1a-7d4e-4f5a-9b6c-0d1e2f3a4b5c';
@@ -107,24 +108,43 @@ export interface RequestorProcess {
 }
 
 /** `token-requestor` in a child process, with the given kubeconfig (e.g. one with exactly its RBAC). */
-export async function startTokenRequestor(cp: ControlPlane, kubeconfigPath: string, args: string[] = []): Promise<RequestorProcess> {
+export async function startTokenRequestor(
+  cp: ControlPlane,
+  kubeconfigPath: string,
+  args: string[] = [],
+): Promise<RequestorProcess> {
   if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run "npm run build" first (scripts/dev.sh test does)`);
   const n = ++requestors;
   const identity = `requestor-${n}`;
   const logPath = join(cp.dir, `token-requestor-${n}.log`);
-  const proc = startProcess(identity, process.execPath, [
-    CLI, 'token-requestor',
-    '--kubeconfig', kubeconfigPath,
-    '--metrics-host', '127.0.0.1', '--metrics-port', '0',
-    '--identity', identity,
-    ...args,
-  ], logPath);
+  const proc = startProcess(
+    identity,
+    process.execPath,
+    [
+      CLI,
+      'token-requestor',
+      '--kubeconfig',
+      kubeconfigPath,
+      '--metrics-host',
+      '127.0.0.1',
+      '--metrics-port',
+      '0',
+      '--identity',
+      identity,
+      ...args,
+    ],
+    logPath,
+  );
   const logs = (): Record<string, unknown>[] => {
     const text = existsSync(logPath) ? readFileSync(logPath, 'utf8') : '';
-    return text.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>);
+    return text
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
   };
   const started = await until('the token requestor to start', () => {
-    if (proc.exitStatus() !== null) throw new Error(`token-requestor exited (${proc.exitStatus()}):\n${proc.logTail(20)}`);
+    if (proc.exitStatus() !== null)
+      throw new Error(`token-requestor exited (${proc.exitStatus()}):\n${proc.logTail(20)}`);
     return logs().find((l) => l.msg === 'token requestor started');
   });
   const metricsPort = started.metricsPort as number;
@@ -166,19 +186,44 @@ export async function requestorKubeconfig(cp: ControlPlane, namespace: string, l
   const rbac = cp.kubeConfig().makeApiClient(RbacAuthorizationV1Api);
   const subjects = [{ kind: 'ServiceAccount', name, namespace }];
   await rbac.createClusterRole({ body: { metadata: { name: 'wiw-token-requestor' }, rules: REQUESTOR_CLUSTER_RULES } });
-  await rbac.createClusterRoleBinding({ body: { metadata: { name: 'wiw-token-requestor' }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'wiw-token-requestor' }, subjects } });
-  await rbac.createNamespacedRole({ namespace, body: { metadata: { name: 'wiw-token-requestor-lease' }, rules: requestorLeaseRules(leaseName) } });
-  await rbac.createNamespacedRoleBinding({ namespace, body: { metadata: { name: 'wiw-token-requestor-lease' }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'wiw-token-requestor-lease' }, subjects } });
+  await rbac.createClusterRoleBinding({
+    body: {
+      metadata: { name: 'wiw-token-requestor' },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'wiw-token-requestor' },
+      subjects,
+    },
+  });
+  await rbac.createNamespacedRole({
+    namespace,
+    body: { metadata: { name: 'wiw-token-requestor-lease' }, rules: requestorLeaseRules(leaseName) },
+  });
+  await rbac.createNamespacedRoleBinding({
+    namespace,
+    body: {
+      metadata: { name: 'wiw-token-requestor-lease' },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'wiw-token-requestor-lease' },
+      subjects,
+    },
+  });
   const token = await requestToken(cp, namespace, name, cp.issuer, 7200);
   const path = join(cp.dir, 'token-requestor.kubeconfig');
-  writeFileSync(path, stringify({
-    apiVersion: 'v1',
-    kind: 'Config',
-    clusters: [{ name: 'cp', cluster: { server: cp.server, 'certificate-authority-data': Buffer.from(cp.caPem).toString('base64') } }],
-    users: [{ name, user: { token } }],
-    contexts: [{ name: 'cp', context: { cluster: 'cp', user: name } }],
-    'current-context': 'cp',
-  }), { mode: 0o600 });
+  writeFileSync(
+    path,
+    stringify({
+      apiVersion: 'v1',
+      kind: 'Config',
+      clusters: [
+        {
+          name: 'cp',
+          cluster: { server: cp.server, 'certificate-authority-data': Buffer.from(cp.caPem).toString('base64') },
+        },
+      ],
+      users: [{ name, user: { token } }],
+      contexts: [{ name: 'cp', context: { cluster: 'cp', user: name } }],
+      'current-context': 'cp',
+    }),
+    { mode: 0o600 },
+  );
   return path;
 }
 
@@ -186,11 +231,15 @@ export async function requestorKubeconfig(cp: ControlPlane, namespace: string, l
 export async function waitForSecretWebhook(cp: ControlPlane, namespace: string, serviceAccount: string): Promise<void> {
   const core = cp.kubeConfig().makeApiClient(CoreV1Api);
   let i = 0;
-  await until('the API server to call the webhook for Secrets', async () => {
-    const probe = labelledSecret('aws', { name: `probe-${i++}`, namespace, serviceAccount });
-    const res = await core.createNamespacedSecret({ namespace, dryRun: 'All', body: probe as V1Secret });
-    return res.data?.roleARN !== undefined || undefined;
-  }, 30_000);
+  await until(
+    'the API server to call the webhook for Secrets',
+    async () => {
+      const probe = labelledSecret('aws', { name: `probe-${i++}`, namespace, serviceAccount });
+      const res = await core.createNamespacedSecret({ namespace, dryRun: 'All', body: probe as V1Secret });
+      return res.data?.roleARN !== undefined || undefined;
+    },
+    30_000,
+  );
 }
 
 export async function leaseHolder(cp: ControlPlane, namespace: string, name: string): Promise<string | undefined> {

@@ -13,12 +13,18 @@ export async function startSidecarInjector(
   const seen: Record<string, unknown>[] = [];
   const app = Fastify({ https: { cert: certs.certPem, key: certs.keyPem } });
   app.post('/mutate', async (req) => {
-    const review = req.body as { request: { uid: string; object: { metadata?: { name?: string }; spec: { serviceAccountName?: string; containers: { name: string }[] } } } };
+    const review = req.body as {
+      request: {
+        uid: string;
+        object: { metadata?: { name?: string }; spec: { serviceAccountName?: string; containers: { name: string }[] } };
+      };
+    };
     const pod = review.request.object;
     seen.push({ msg: 'admission', name: pod.metadata?.name });
-    const patch: object[] = options.noSidecar || pod.spec.containers.some((c) => c.name === sidecarName)
-      ? []
-      : [{ op: 'add', path: '/spec/containers/-', value: { name: sidecarName, image: 'mesh/proxy:1' } }];
+    const patch: object[] =
+      options.noSidecar || pod.spec.containers.some((c) => c.name === sidecarName)
+        ? []
+        : [{ op: 'add', path: '/spec/containers/-', value: { name: sidecarName, image: 'mesh/proxy:1' } }];
     // Other work of an earlier webhook (a proxy, a CA bundle).
     if (options.extraPatch) patch.push(...options.extraPatch);
     if (options.serviceAccountName && pod.spec.serviceAccountName !== options.serviceAccountName) {
@@ -30,7 +36,9 @@ export async function startSidecarInjector(
       response: {
         uid: review.request.uid,
         allowed: true,
-        ...(patch.length ? { patchType: 'JSONPatch', patch: Buffer.from(JSON.stringify(patch)).toString('base64') } : {}),
+        ...(patch.length
+          ? { patchType: 'JSONPatch', patch: Buffer.from(JSON.stringify(patch)).toString('base64') }
+          : {}),
       },
     };
   });

@@ -28,7 +28,11 @@ export interface WebhookProcess {
 export class GiveUp extends Error {}
 
 /** Polls `check` every 50 ms until it returns a value; throws with `what` after the deadline. */
-export async function until<T>(what: string, check: () => T | undefined | Promise<T | undefined>, timeoutMs = 20_000): Promise<T> {
+export async function until<T>(
+  what: string,
+  check: () => T | undefined | Promise<T | undefined>,
+  timeoutMs = 20_000,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let lastError: unknown;
   for (;;) {
@@ -39,7 +43,8 @@ export async function until<T>(what: string, check: () => T | undefined | Promis
       if (err instanceof GiveUp) throw err;
       lastError = err;
     }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${lastError ? `: ${(lastError as Error).message}` : ''}`);
+    if (Date.now() > deadline)
+      throw new Error(`timed out waiting for ${what}${lastError ? `: ${(lastError as Error).message}` : ''}`);
     await sleep(50);
   }
 }
@@ -52,7 +57,11 @@ export interface StartOptions {
   env?: Record<string, string>;
 }
 
-export async function startWebhook(cp: ControlPlane, extraArgs: string[] = [], options: StartOptions = {}): Promise<WebhookProcess> {
+export async function startWebhook(
+  cp: ControlPlane,
+  extraArgs: string[] = [],
+  options: StartOptions = {},
+): Promise<WebhookProcess> {
   if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run "npm run build" first (scripts/dev.sh test does)`);
   const n = ++counter;
   const caFile = join(cp.dir, `webhook-${n}-ca.pem`);
@@ -61,18 +70,30 @@ export async function startWebhook(cp: ControlPlane, extraArgs: string[] = [], o
     ? ['--tls-cert-file', options.tls.certFile, '--tls-key-file', options.tls.keyFile]
     : ['--self-signed', '--ca-bundle-out', caFile];
   const [command, args] = (options.wrap ?? ((c, a) => [c, a]))(process.execPath, [
-    CLI, 'serve',
-    '--kubeconfig', cp.kubeconfigPath,
+    CLI,
+    'serve',
+    '--kubeconfig',
+    cp.kubeconfigPath,
     ...tlsArgs,
-    '--host', '127.0.0.1', '--port', '0',
-    '--metrics-host', '127.0.0.1', '--metrics-port', '0',
-    '--drain-seconds', '0',
+    '--host',
+    '127.0.0.1',
+    '--port',
+    '0',
+    '--metrics-host',
+    '127.0.0.1',
+    '--metrics-port',
+    '0',
+    '--drain-seconds',
+    '0',
     ...extraArgs,
   ]);
   const proc = startProcess(`webhook-${n}`, command, args, logPath, options.env);
   const logs = (): Record<string, unknown>[] => {
     const text = existsSync(logPath) ? readFileSync(logPath, 'utf8') : '';
-    return text.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>);
+    return text
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
   };
   const listening = await until('the webhook to listen', () => {
     if (proc.exitStatus() !== null) throw new GiveUp(`webhook exited (${proc.exitStatus()}):\n${proc.logTail(20)}`);
@@ -82,7 +103,10 @@ export async function startWebhook(cp: ControlPlane, extraArgs: string[] = [], o
   const metricsPort = listening.metricsPort as number;
   const caPem = options.tls?.caPem ?? readFileSync(caFile, 'utf8');
   const url = `https://127.0.0.1:${port}`;
-  await until('the webhook to be ready', async () => (await httpsRequest(`${url}/readyz`, { ca: caPem })).status === 200 || undefined);
+  await until(
+    'the webhook to be ready',
+    async () => (await httpsRequest(`${url}/readyz`, { ca: caPem })).status === 200 || undefined,
+  );
   return {
     url,
     port,
@@ -124,7 +148,10 @@ export async function registerWebhook(
         reinvocationPolicy: 'IfNeeded',
         rules: [{ apiGroups: [''], apiVersions: ['v1'], operations: ['CREATE'], resources: ['pods'] }],
         ...w,
-        clientConfig: w.clientConfig ?? { url: `${wh!.url}/mutate`, caBundle: Buffer.from(wh!.caPem).toString('base64') },
+        clientConfig: w.clientConfig ?? {
+          url: `${wh!.url}/mutate`,
+          caBundle: Buffer.from(wh!.caPem).toString('base64'),
+        },
       })) as V1MutatingWebhook[],
     },
   });
@@ -133,16 +160,24 @@ export async function registerWebhook(
 }
 
 /** Dry-run Pod creations until one shows up in the webhook's decision log. */
-export async function waitForWebhook(cp: ControlPlane, wh: { logs(): Record<string, unknown>[] }, namespace: string): Promise<void> {
+export async function waitForWebhook(
+  cp: ControlPlane,
+  wh: { logs(): Record<string, unknown>[] },
+  namespace: string,
+): Promise<void> {
   const core = cp.kubeConfig().makeApiClient(CoreV1Api);
   let i = 0;
-  await until('the API server to call the webhook', async () => {
-    const name = `probe-${Date.now()}-${i++}`;
-    await core.createNamespacedPod({
-      namespace,
-      dryRun: 'All',
-      body: { metadata: { name }, spec: { containers: [{ name: 'c', image: 'busybox' }] } },
-    });
-    return wh.logs().some((l) => l.msg === 'admission' && l.name === name) || undefined;
-  }, 30_000);
+  await until(
+    'the API server to call the webhook',
+    async () => {
+      const name = `probe-${Date.now()}-${i++}`;
+      await core.createNamespacedPod({
+        namespace,
+        dryRun: 'All',
+        body: { metadata: { name }, spec: { containers: [{ name: 'c', image: 'busybox' }] } },
+      });
+      return wh.logs().some((l) => l.msg === 'admission' && l.name === name) || undefined;
+    },
+    30_000,
+  );
 }

@@ -21,5 +21,6 @@ export const awsCloud: Cloud<AwsOptions> = {
     defaultTokenExpiration: o.tokenExpirationSeconds ?? options.defaultTokenExpiration,
   }),
   podProvider: createAwsProvider,
-  secretProvider: (config) => createAwsSecretProvider({ audience: config.awsAudience, defaultRegion: config.awsDefaultRegion }),
+  secretProvider: (config) =>
+    createAwsSecretProvider({ audience: config.awsAudience, defaultRegion: config.awsDefaultRegion }),
 };

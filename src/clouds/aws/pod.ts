@@ -2,7 +2,13 @@ import { CLOUDS } from '../registry.ts';
 import { denial, type Denial, isDenial } from '../../errors.ts';
 import type { EnvVar } from '../../kube/types.ts';
 import {
-  boundExpiration, parseBool, parseSeconds, splitNames, tokenVolume, tolerated, windowsPath,
+  boundExpiration,
+  parseBool,
+  parseSeconds,
+  splitNames,
+  tokenVolume,
+  tolerated,
+  windowsPath,
 } from '../common.ts';
 import type { Injection, PodContext, PodProvider } from '../types.ts';
 
@@ -49,9 +55,11 @@ export function parseRoleArn(value: string, where: string): RoleArn | Denial {
  * regional STS variables itself (handler.go addEnvToContainer); so do we.
  */
 function configuresItself(env: ReadonlySet<string>): boolean {
-  return (env.has('AWS_ROLE_ARN') || env.has('AWS_WEB_IDENTITY_TOKEN_FILE'))
-    && (env.has('AWS_REGION') || env.has('AWS_DEFAULT_REGION'))
-    && env.has('AWS_STS_REGIONAL_ENDPOINTS');
+  return (
+    (env.has('AWS_ROLE_ARN') || env.has('AWS_WEB_IDENTITY_TOKEN_FILE')) &&
+    (env.has('AWS_REGION') || env.has('AWS_DEFAULT_REGION')) &&
+    env.has('AWS_STS_REGIONAL_ENDPOINTS')
+  );
 }
 
 export function createAwsProvider(options: AwsOptions): PodProvider {
@@ -103,7 +111,8 @@ export function createAwsProvider(options: AwsOptions): PodProvider {
       for (const [where, raw] of sources) {
         if (raw === undefined) continue;
         const parsed = parseSeconds(raw, keys.expiration, where);
-        const value = typeof parsed === 'number' ? parsed : tolerated(strict, warnings, parsed, expiration, `using ${expiration}`);
+        const value =
+          typeof parsed === 'number' ? parsed : tolerated(strict, warnings, parsed, expiration, `using ${expiration}`);
         if (typeof value !== 'number') return value;
         expiration = value;
       }

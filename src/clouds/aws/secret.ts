@@ -1,7 +1,14 @@
 import { AWS_REGION_PATTERN } from '../registry.ts';
 import { denial, type Denial, isDenial } from '../../errors.ts';
 import { parseRoleArn } from './pod.ts';
-import { requiredString, stringField, type ConfigObject, type SecretDerivation, type SecretDerivationContext, type SecretProvider } from '../secret-config.ts';
+import {
+  requiredString,
+  stringField,
+  type ConfigObject,
+  type SecretDerivation,
+  type SecretDerivationContext,
+  type SecretProvider,
+} from '../secret-config.ts';
 
 export interface AwsSecretOptions {
   audience: string;
@@ -21,12 +28,19 @@ export function createAwsSecretProvider(options: AwsSecretOptions): SecretProvid
     fields: ['roleARN', 'region'],
     derive(config: ConfigObject, { tokenPath }: SecretDerivationContext): SecretDerivation | Denial[] {
       const problems: Denial[] = [];
-      const rawArn = requiredString(config, 'roleARN', problems, 'the IAM role the token is exchanged for (arn:aws:iam::<account>:role/<name>)');
+      const rawArn = requiredString(
+        config,
+        'roleARN',
+        problems,
+        'the IAM role the token is exchanged for (arn:aws:iam::<account>:role/<name>)',
+      );
       const role = rawArn === undefined ? undefined : parseRoleArn(rawArn, 'config.roleARN');
       if (role && isDenial(role)) problems.push(role);
       const configRegion = stringField(config, 'region', problems);
       if (configRegion !== undefined && !AWS_REGION_PATTERN.test(configRegion)) {
-        problems.push(denial('InvalidConfig', `config.region="${configRegion}" is not an AWS region (for example eu-west-1)`));
+        problems.push(
+          denial('InvalidConfig', `config.region="${configRegion}" is not an AWS region (for example eu-west-1)`),
+        );
       }
       if (problems.length > 0 || !role || isDenial(role)) return problems;
       const region = configRegion || options.defaultRegion;

@@ -38,7 +38,13 @@ export function awsTrust(issuer: string, identities: readonly TrustIdentity[]): 
     const role = parseRoleArn(roleArn, 'role');
     if ('reason' in role) continue; // the provider validated it already
     const providerArn = oidcProviderArn(role.partition, role.account, issuer);
-    const provider = providers.get(providerArn) ?? { arn: providerArn, url: issuer, account: role.account, partition: role.partition, clientIds: [] };
+    const provider = providers.get(providerArn) ?? {
+      arn: providerArn,
+      url: issuer,
+      account: role.account,
+      partition: role.partition,
+      clientIds: [],
+    };
     providers.set(providerArn, provider);
     // One statement per audience: conditions on different keys are ANDed, values of one key ORed,
     // so mixing audiences in one statement would admit a subject with another's audience.
@@ -49,7 +55,12 @@ export function awsTrust(issuer: string, identities: readonly TrustIdentity[]): 
         Effect: 'Allow' as const,
         Principal: { Federated: providerArn },
         Action: 'sts:AssumeRoleWithWebIdentity' as const,
-        Condition: { StringEquals: { [`${hostPath}:sub`]: subjects.length === 1 ? subjects[0] : subjects, [`${hostPath}:aud`]: audience } },
+        Condition: {
+          StringEquals: {
+            [`${hostPath}:sub`]: subjects.length === 1 ? subjects[0] : subjects,
+            [`${hostPath}:aud`]: audience,
+          },
+        },
       };
     });
     roles.push({
@@ -62,12 +73,20 @@ export function awsTrust(issuer: string, identities: readonly TrustIdentity[]): 
 
   const commands: string[] = [];
   for (const p of providers.values()) {
-    commands.push(`# account ${p.account}: the cluster's issuer as an IAM OIDC identity provider (if it exists: aws iam add-client-id-to-open-id-connect-provider)`);
-    commands.push(`aws iam create-open-id-connect-provider --url ${shellQuote(p.url)} --client-id-list ${p.clientIds.map(shellQuote).join(' ')}`);
+    commands.push(
+      `# account ${p.account}: the cluster's issuer as an IAM OIDC identity provider (if it exists: aws iam add-client-id-to-open-id-connect-provider)`,
+    );
+    commands.push(
+      `aws iam create-open-id-connect-provider --url ${shellQuote(p.url)} --client-id-list ${p.clientIds.map(shellQuote).join(' ')}`,
+    );
   }
   for (const r of roles) {
-    commands.push(`# role ${r.roleArn}, trusted by ${r.trustedBy.join(', ')} (a new role: aws iam create-role --role-name ${shellQuote(r.roleName)} --assume-role-policy-document with the same JSON)`);
-    commands.push(`aws iam update-assume-role-policy --role-name ${shellQuote(r.roleName)} --policy-document ${shellQuote(JSON.stringify(r.trustPolicy))}`);
+    commands.push(
+      `# role ${r.roleArn}, trusted by ${r.trustedBy.join(', ')} (a new role: aws iam create-role --role-name ${shellQuote(r.roleName)} --assume-role-policy-document with the same JSON)`,
+    );
+    commands.push(
+      `aws iam update-assume-role-policy --role-name ${shellQuote(r.roleName)} --policy-document ${shellQuote(JSON.stringify(r.trustPolicy))}`,
+    );
   }
   return { oidcProviders: [...providers.values()].map(({ partition: _, ...p }) => p), roles, commands };
 }

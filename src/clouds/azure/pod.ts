@@ -23,7 +23,6 @@ const KEYS = {
   skipContainers: `${PREFIX}/skip-containers`,
 };
 
-
 export interface AzureOptions {
   /** Tenant for ServiceAccounts that do not name one. */
   tenantId: string | undefined;
@@ -36,7 +35,8 @@ export interface AzureOptions {
 
 export const GUID_PATTERN = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
 // Entra accepts a tenant's verified domain in place of its id.
-const TENANT_PATTERN = /^(?:[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}|[a-zA-Z0-9][a-zA-Z0-9.-]{0,252}\.[a-zA-Z]{2,})$/;
+const TENANT_PATTERN =
+  /^(?:[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}|[a-zA-Z0-9][a-zA-Z0-9.-]{0,252}\.[a-zA-Z]{2,})$/;
 
 export function isTenantId(value: string): boolean {
   return TENANT_PATTERN.test(value);
@@ -53,32 +53,46 @@ export function createAzureProvider(options: AzureOptions): PodProvider {
       // The peer (1.6 on) ran first, side by side during a migration: its token is there already.
       if (pod.spec?.volumes?.some((v) => v.name.startsWith(AZURE_PEER_VOLUME_PREFIX))) return undefined;
       const sa = serviceAccount?.annotations ?? {};
-      const saName = serviceAccount ? `ServiceAccount ${serviceAccount.namespace}/${serviceAccount.name}` : 'ServiceAccount';
+      const saName = serviceAccount
+        ? `ServiceAccount ${serviceAccount.namespace}/${serviceAccount.name}`
+        : 'ServiceAccount';
       const warnings: string[] = [];
 
       // The peer injects any value as written; Entra will refuse it, so say so, and --strict refuses.
       const strict = options.strict ?? false;
       const clientId = sa[KEYS.clientId]?.trim() ?? '';
       if (clientId && !GUID_PATTERN.test(clientId)) {
-        const problem = denial('InvalidClientId', `${saName} annotation ${KEYS.clientId}="${clientId}" is not a client id; expected a GUID such as 00000000-0000-0000-0000-000000000000`);
+        const problem = denial(
+          'InvalidClientId',
+          `${saName} annotation ${KEYS.clientId}="${clientId}" is not a client id; expected a GUID such as 00000000-0000-0000-0000-000000000000`,
+        );
         const kept = tolerated(strict, warnings, problem, clientId, 'injecting it as written');
         if (typeof kept !== 'string') return kept;
       }
       const tenantAnnotation = sa[KEYS.tenantId]?.trim() ?? '';
       if (tenantAnnotation && !isTenantId(tenantAnnotation)) {
-        const problem = denial('InvalidTenantId', `${saName} annotation ${KEYS.tenantId}="${tenantAnnotation}" is not a tenant; expected a GUID or the tenant's domain`);
+        const problem = denial(
+          'InvalidTenantId',
+          `${saName} annotation ${KEYS.tenantId}="${tenantAnnotation}" is not a tenant; expected a GUID or the tenant's domain`,
+        );
         const kept = tolerated(strict, warnings, problem, tenantAnnotation, 'injecting it as written');
         if (typeof kept !== 'string') return kept;
       }
       const tenantId = tenantAnnotation || options.tenantId || '';
       if (!clientId) warnings.push(`${saName} has no ${KEYS.clientId} annotation: AZURE_CLIENT_ID is not injected`);
-      if (!tenantId) warnings.push(`no tenant: annotate the ServiceAccount with ${KEYS.tenantId} or start the webhook with --azure-tenant-id; AZURE_TENANT_ID is not injected`);
+      if (!tenantId)
+        warnings.push(
+          `no tenant: annotate the ServiceAccount with ${KEYS.tenantId} or start the webhook with --azure-tenant-id; AZURE_TENANT_ID is not injected`,
+        );
 
       let expiration = options.defaultTokenExpiration;
       // The peer reads an empty annotation as no annotation (webhook.go getServiceAccountTokenExpiration).
       const blank = (raw: string | undefined, where: string) => {
         if (raw === undefined || raw.trim() !== '') return false;
-        const problem = denial('InvalidTokenExpiration', `${where} annotation ${KEYS.expiration}="${raw}" is empty; expected whole seconds from ${CLOUDS.azure.tokenBounds.min} to ${CLOUDS.azure.tokenBounds.max}, or no annotation`);
+        const problem = denial(
+          'InvalidTokenExpiration',
+          `${where} annotation ${KEYS.expiration}="${raw}" is empty; expected whole seconds from ${CLOUDS.azure.tokenBounds.min} to ${CLOUDS.azure.tokenBounds.max}, or no annotation`,
+        );
         return tolerated(strict, warnings, problem, true, 'ignoring it');
       };
       const podBlank = blank(pod.metadata?.annotations?.[KEYS.expiration], 'Pod');

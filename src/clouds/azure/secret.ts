@@ -1,7 +1,13 @@
 import { denial, type Denial } from '../../errors.ts';
 import { AZURE_CLOUDS, type AzureCloud } from './environments.ts';
 import { GUID_PATTERN } from './pod.ts';
-import { requiredString, type ConfigObject, type SecretDerivation, type SecretDerivationContext, type SecretProvider } from '../secret-config.ts';
+import {
+  requiredString,
+  type ConfigObject,
+  type SecretDerivation,
+  type SecretDerivationContext,
+  type SecretProvider,
+} from '../secret-config.ts';
 
 /**
  * The derived dotenv file. Azure SDKs have no credentials file of their own: every
@@ -35,7 +41,12 @@ export function createAzureSecretProvider(options: AzureSecretOptions): SecretPr
         const value = requiredString(config, field, problems, `${what}, a GUID`);
         if (value === undefined) continue;
         if (!GUID_PATTERN.test(value)) {
-          problems.push(denial('InvalidConfig', `config.${field}="${value}" is not a GUID (${what}, such as 00000000-0000-0000-0000-000000000000)`));
+          problems.push(
+            denial(
+              'InvalidConfig',
+              `config.${field}="${value}" is not a GUID (${what}, such as 00000000-0000-0000-0000-000000000000)`,
+            ),
+          );
           continue;
         }
         ids[field] = value;
@@ -60,7 +71,13 @@ export function createAzureSecretProvider(options: AzureSecretOptions): SecretPr
         },
         account: { tenantID, subscriptionID },
         audience: options.audience,
-        identity: { clientId: clientID, tenantId: tenantID, subscriptionId: subscriptionID, cloud: options.cloud, audience: options.audience },
+        identity: {
+          clientId: clientID,
+          tenantId: tenantID,
+          subscriptionId: subscriptionID,
+          cloud: options.cloud,
+          audience: options.audience,
+        },
       };
     },
   };

@@ -13,7 +13,12 @@ export interface FederatedIdentityCredential {
 }
 
 export interface AzureTrust {
-  identities: { clientId: string; tenantId?: string; trustedBy: string[]; federatedCredentials: FederatedIdentityCredential[] }[];
+  identities: {
+    clientId: string;
+    tenantId?: string;
+    trustedBy: string[];
+    federatedCredentials: FederatedIdentityCredential[];
+  }[];
   commands: string[];
 }
 
@@ -39,12 +44,19 @@ export function azureTrust(issuer: string, identities: readonly TrustIdentity[])
       });
     }
     const tenantId = members.find((m) => m.identity.tenantId)?.identity.tenantId;
-    const entry = { clientId, ...(tenantId && { tenantId }), trustedBy: [...new Set(members.map((m) => m.source))], federatedCredentials: [...credentials.values()] };
+    const entry = {
+      clientId,
+      ...(tenantId && { tenantId }),
+      trustedBy: [...new Set(members.map((m) => m.source))],
+      federatedCredentials: [...credentials.values()],
+    };
     result.identities.push(entry);
 
     // The client id is a validated GUID: safe inside double quotes.
     const pick = (field: string) => `"$(az identity list --query "[?clientId=='${clientId}'].${field} | [0]" -o tsv)"`;
-    result.commands.push(`# client id ${clientId}${tenantId ? ` (tenant ${tenantId})` : ''}, trusted by ${entry.trustedBy.join(', ')}`);
+    result.commands.push(
+      `# client id ${clientId}${tenantId ? ` (tenant ${tenantId})` : ''}, trusted by ${entry.trustedBy.join(', ')}`,
+    );
     for (const c of entry.federatedCredentials) {
       result.commands.push(
         `az identity federated-credential create --name ${shellQuote(c.name)} --identity-name ${pick('name')} --resource-group ${pick('resourceGroup')} --issuer ${shellQuote(c.issuer)} --subject ${shellQuote(c.subject)} --audiences ${c.audiences.map(shellQuote).join(' ')}`,
@@ -52,7 +64,9 @@ export function azureTrust(issuer: string, identities: readonly TrustIdentity[])
     }
     result.commands.push('# or, when the client id is an app registration rather than a managed identity:');
     for (const c of entry.federatedCredentials) {
-      result.commands.push(`az ad app federated-credential create --id ${clientId} --parameters ${shellQuote(JSON.stringify(c))}`);
+      result.commands.push(
+        `az ad app federated-credential create --id ${clientId} --parameters ${shellQuote(JSON.stringify(c))}`,
+      );
     }
   }
   return result;

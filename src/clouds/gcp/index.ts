@@ -22,5 +22,6 @@ export const gcpCloud: Cloud<GcpOptions> = {
     defaultTokenExpiration: o.tokenExpirationSeconds ?? options.defaultTokenExpiration,
   }),
   podProvider: createGcpProvider,
-  secretProvider: (config) => createGcpSecretProvider({ allowedTokenUrls: config.gcpAllowedTokenUrls, audience: config.gcpAudience }),
+  secretProvider: (config) =>
+    createGcpSecretProvider({ allowedTokenUrls: config.gcpAllowedTokenUrls, audience: config.gcpAudience }),
 };

@@ -44,7 +44,8 @@ const KEYS = {
   skipContainers: 'cloud.google.com/skip-containers',
 } as const;
 
-const PROVIDER_PATTERN = /^projects\/(\d{1,20})\/locations\/global\/workloadIdentityPools\/([a-z0-9-]{4,32})\/providers\/([a-z0-9-]{4,32})$/;
+const PROVIDER_PATTERN =
+  /^projects\/(\d{1,20})\/locations\/global\/workloadIdentityPools\/([a-z0-9-]{4,32})\/providers\/([a-z0-9-]{4,32})$/;
 const PROVIDER_FORM = 'projects/<project number>/locations/global/workloadIdentityPools/<pool>/providers/<provider>';
 const EMAIL_PATTERN = /^[a-zA-Z0-9._%+-]+@([a-zA-Z0-9.-]+)$/;
 const SA_DOMAIN = /^([a-z][a-z0-9-]{4,28}[a-z0-9])\.iam\.gserviceaccount\.com$/;
@@ -77,7 +78,11 @@ export function parseWorkloadIdentityProvider(value: string, where: string): Wor
   // The audience form (//iam.googleapis.com/projects/...) is accepted too: users paste it.
   const name = value.trim().replace(/^(?:https:)?\/\/iam\.googleapis\.com\//, '');
   const match = PROVIDER_PATTERN.exec(name);
-  if (!match) return denial('InvalidWorkloadIdentityProvider', `${where}="${value}" is not a workload identity provider; expected ${PROVIDER_FORM}`);
+  if (!match)
+    return denial(
+      'InvalidWorkloadIdentityProvider',
+      `${where}="${value}" is not a workload identity provider; expected ${PROVIDER_FORM}`,
+    );
   return { name, projectNumber: match[1], pool: match[2], provider: match[3] };
 }
 
@@ -98,7 +103,11 @@ export interface ExternalAccountInput {
  * The `external_account` file exactly as `gcloud iam workload-identity-pools create-cred-config`
  * writes it, key order included.
  */
-export function externalAccountConfig({ provider, serviceAccountEmail, tokenFile }: ExternalAccountInput): Record<string, unknown> {
+export function externalAccountConfig({
+  provider,
+  serviceAccountEmail,
+  tokenFile,
+}: ExternalAccountInput): Record<string, unknown> {
   const config: Record<string, unknown> = {
     universe_domain: 'googleapis.com',
     type: 'external_account',
@@ -107,8 +116,7 @@ export function externalAccountConfig({ provider, serviceAccountEmail, tokenFile
     token_url: 'https://sts.googleapis.com/v1/token',
   };
   if (serviceAccountEmail) {
-    config.service_account_impersonation_url =
-      `https://iamcredentials.googleapis.com/v1/projects/-/serviceAccounts/${serviceAccountEmail}:generateAccessToken`;
+    config.service_account_impersonation_url = `https://iamcredentials.googleapis.com/v1/projects/-/serviceAccounts/${serviceAccountEmail}:generateAccessToken`;
   }
   config.credential_source = { file: tokenFile, format: { type: 'text' } };
   if (!serviceAccountEmail) config.token_info_url = 'https://sts.googleapis.com/v1/introspect';
@@ -156,7 +164,9 @@ export function createGcpProvider(options: GcpOptions): PodProvider {
       const warnings: string[] = [];
       let provider = parseWorkloadIdentityProvider(providerEntry[1], `${saName} annotation ${providerEntry[0]}`);
       // pfnet accepts any projects/.+/locations/.+/workloadIdentityPools/.+/providers/.+ name.
-      const loose = /^projects\/(.+)\/locations\/.+\/workloadIdentityPools\/(.+)\/providers\/(.+)$/.exec(providerEntry[1].trim());
+      const loose = /^projects\/(.+)\/locations\/.+\/workloadIdentityPools\/(.+)\/providers\/(.+)$/.exec(
+        providerEntry[1].trim(),
+      );
       if (isDenial(provider) && providerEntry[0] === KEYS.provider[0] && loose) {
         const accepted = tolerated(options.strict ?? false, warnings, provider, undefined, 'passing it through');
         if (accepted !== undefined) return accepted;
@@ -168,28 +178,47 @@ export function createGcpProvider(options: GcpOptions): PodProvider {
       if (emailEntry !== undefined && isDenial(emailEntry)) return emailEntry;
       const email = emailEntry?.[1];
       if (email !== undefined && !EMAIL_PATTERN.test(email)) {
-        return denial('InvalidServiceAccountEmail', `${saName} annotation ${emailEntry![0]}="${email}" is not a Google service account email; expected NAME@PROJECT.iam.gserviceaccount.com`);
+        return denial(
+          'InvalidServiceAccountEmail',
+          `${saName} annotation ${emailEntry![0]}="${email}" is not a Google service account email; expected NAME@PROJECT.iam.gserviceaccount.com`,
+        );
       }
 
       // The dialect: pfnet's when its provider annotation names the provider.
       const pfnet = providerEntry[0] === KEYS.provider[0];
-      const audience = sa[KEYS.audience]?.trim() || options.audience || (pfnet ? PFNET.audience : `//iam.googleapis.com/${provider.name}`);
+      const audience =
+        sa[KEYS.audience]?.trim() ||
+        options.audience ||
+        (pfnet ? PFNET.audience : `//iam.googleapis.com/${provider.name}`);
 
       // Case-insensitive, as pfnet's identityconfig.go reads it.
       const rawMode = sa[KEYS.injectionMode];
       const mode = rawMode?.trim().toLowerCase() || undefined;
       if (mode !== undefined && mode !== 'direct' && mode !== 'gcloud') {
-        return denial('InvalidAnnotation', `${saName} annotation ${KEYS.injectionMode}="${rawMode}" must be "direct" or "gcloud"`);
+        return denial(
+          'InvalidAnnotation',
+          `${saName} annotation ${KEYS.injectionMode}="${rawMode}" must be "direct" or "gcloud"`,
+        );
       }
       // pfnet's gcloud mode needs the Google service account to log in as; without one the pfnet
       // peer refuses the ServiceAccount, and direct resource access needs no gcloud login.
       if (pfnet && mode === 'gcloud' && !email) {
-        return denial('InvalidAnnotation', `${saName} annotation ${KEYS.injectionMode}="gcloud" needs ${KEYS.email[0]}: gcloud logs in as that Google service account`);
+        return denial(
+          'InvalidAnnotation',
+          `${saName} annotation ${KEYS.injectionMode}="gcloud" needs ${KEYS.email[0]}: gcloud logs in as that Google service account`,
+        );
       }
-      const layout = !pfnet ? 'projected' : (mode ?? (email ? 'gcloud' : 'direct')) === 'gcloud' ? 'pfnet-gcloud' : 'pfnet-direct';
+      const layout = !pfnet
+        ? 'projected'
+        : (mode ?? (email ? 'gcloud' : 'direct')) === 'gcloud'
+          ? 'pfnet-gcloud'
+          : 'pfnet-direct';
       const runAsUser = sa['cloud.google.com/gcloud-run-as-user'];
       if (runAsUser !== undefined && !/^\d{1,10}$/.test(runAsUser.trim())) {
-        return denial('InvalidAnnotation', `${saName} annotation cloud.google.com/gcloud-run-as-user="${runAsUser}" is not a user id; expected a whole number such as "1000"`);
+        return denial(
+          'InvalidAnnotation',
+          `${saName} annotation cloud.google.com/gcloud-run-as-user="${runAsUser}" is not a user id; expected a whole number such as "1000"`,
+        );
       }
 
       let expiration = options.defaultTokenExpiration;
@@ -207,7 +236,11 @@ export function createGcpProvider(options: GcpOptions): PodProvider {
       const path = (p: string) => (windows ? windowsPath(p) : p);
       const tokenFile = path(`${GCP_MOUNT_PATH}/${GCP_TOKEN_FILE}`);
       // pfnet takes the project from any NAME@PROJECT.iam.gserviceaccount.com (webhooks/mutatepod.go).
-      const project = !email ? undefined : pfnet ? /@(.+)\.iam\.gserviceaccount\.com$/.exec(email)?.[1] : projectOfEmail(email);
+      const project = !email
+        ? undefined
+        : pfnet
+          ? /@(.+)\.iam\.gserviceaccount\.com$/.exec(email)?.[1]
+          : projectOfEmail(email);
       const identity: Record<string, string> = {
         workloadIdentityProvider: provider.name,
         projectNumber: provider.projectNumber,
@@ -217,9 +250,9 @@ export function createGcpProvider(options: GcpOptions): PodProvider {
       if (email) identity.serviceAccountEmail = email;
       const skipContainers = splitNames(pod.metadata?.annotations?.[KEYS.skipContainers], ',');
       const projectEnv: EnvVar[][] = project
-        // GOOGLE_CLOUD_PROJECT: the Google client libraries read it; without it they probe the
-        // metadata server (seconds of retries off GCE) before asking Resource Manager.
-        ? [[{ name: 'CLOUDSDK_CORE_PROJECT', value: project }], [{ name: 'GOOGLE_CLOUD_PROJECT', value: project }]]
+        ? // GOOGLE_CLOUD_PROJECT: the Google client libraries read it; without it they probe the
+          // metadata server (seconds of retries off GCE) before asking Resource Manager.
+          [[{ name: 'CLOUDSDK_CORE_PROJECT', value: project }], [{ name: 'GOOGLE_CLOUD_PROJECT', value: project }]]
         : [];
 
       if (layout === 'projected') {
@@ -227,13 +260,17 @@ export function createGcpProvider(options: GcpOptions): PodProvider {
         const credentials = JSON.stringify(externalAccountConfig({ provider, serviceAccountEmail: email, tokenFile }));
         const envGroups: EnvVar[][] = [[{ name: 'GOOGLE_APPLICATION_CREDENTIALS', value: credentialsFile }]];
         // gcloud reads its own setting, not GOOGLE_APPLICATION_CREDENTIALS.
-        if (mode === 'gcloud') envGroups.push([{ name: 'CLOUDSDK_AUTH_CREDENTIAL_FILE_OVERRIDE', value: credentialsFile }]);
+        if (mode === 'gcloud')
+          envGroups.push([{ name: 'CLOUDSDK_AUTH_CREDENTIAL_FILE_OVERRIDE', value: credentialsFile }]);
         envGroups.push(...projectEnv);
         if (options.region) envGroups.push([{ name: 'CLOUDSDK_COMPUTE_REGION', value: options.region }]);
         return {
           provider: 'gcp',
           volume: tokenVolume(GCP_VOLUME_NAME, audience, expiration, GCP_TOKEN_FILE, [
-            { path: GCP_CREDENTIALS_FILE, fieldRef: { apiVersion: 'v1', fieldPath: `metadata.annotations['${GCP_CREDENTIALS_ANNOTATION}']` } },
+            {
+              path: GCP_CREDENTIALS_FILE,
+              fieldRef: { apiVersion: 'v1', fieldPath: `metadata.annotations['${GCP_CREDENTIALS_ANNOTATION}']` },
+            },
           ]),
           mountPath: GCP_MOUNT_PATH,
           envGroups,
@@ -260,21 +297,33 @@ export function createGcpProvider(options: GcpOptions): PodProvider {
 
       if (layout === 'pfnet-direct') {
         const credentialsFile = path(`${PFNET.directMountPath}/${GCP_CREDENTIALS_FILE}`);
-        annotations[GCP_CREDENTIALS_ANNOTATION] = JSON.stringify(externalAccountConfig({ provider, serviceAccountEmail: email, tokenFile }));
+        annotations[GCP_CREDENTIALS_ANNOTATION] = JSON.stringify(
+          externalAccountConfig({ provider, serviceAccountEmail: email, tokenFile }),
+        );
         return {
           provider: 'gcp',
           volume,
           mountPath: GCP_MOUNT_PATH,
-          extraVolumes: [{
-            volume: {
-              name: PFNET.directVolume,
-              downwardAPI: {
-                items: [{ path: GCP_CREDENTIALS_FILE, fieldRef: { apiVersion: 'v1', fieldPath: `metadata.annotations['${GCP_CREDENTIALS_ANNOTATION}']` } }],
-                defaultMode: fileMode,
+          extraVolumes: [
+            {
+              volume: {
+                name: PFNET.directVolume,
+                downwardAPI: {
+                  items: [
+                    {
+                      path: GCP_CREDENTIALS_FILE,
+                      fieldRef: {
+                        apiVersion: 'v1',
+                        fieldPath: `metadata.annotations['${GCP_CREDENTIALS_ANNOTATION}']`,
+                      },
+                    },
+                  ],
+                  defaultMode: fileMode,
+                },
               },
+              mount: { name: PFNET.directVolume, mountPath: PFNET.directMountPath, readOnly: true },
             },
-            mount: { name: PFNET.directVolume, mountPath: PFNET.directMountPath, readOnly: true },
-          }],
+          ],
           envGroups: [[{ name: 'GOOGLE_APPLICATION_CREDENTIALS', value: credentialsFile }], ...tail],
           annotations,
           skipContainers,
@@ -322,4 +371,3 @@ export function createGcpProvider(options: GcpOptions): PodProvider {
     },
   };
 }
-

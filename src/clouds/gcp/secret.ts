@@ -1,6 +1,13 @@
 import { denial, type Denial, isDenial } from '../../errors.ts';
 import { externalAccountConfig, parseWorkloadIdentityProvider, projectOfEmail } from './pod.ts';
-import { requiredString, stringField, type ConfigObject, type SecretDerivation, type SecretDerivationContext, type SecretProvider } from '../secret-config.ts';
+import {
+  requiredString,
+  stringField,
+  type ConfigObject,
+  type SecretDerivation,
+  type SecretDerivationContext,
+  type SecretProvider,
+} from '../secret-config.ts';
 
 const EXTERNAL_ACCOUNT = 'external_account';
 const JWT_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:jwt';
@@ -10,11 +17,18 @@ const JWT_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:jwt';
  * is the webhook's to write, and any other URL field would tell SDKs where to send tokens.
  */
 const CREDENTIALS_FIELDS = [
-  'universe_domain', 'type', 'audience', 'subject_token_type', 'token_url',
-  'service_account_impersonation_url', 'service_account_impersonation',
+  'universe_domain',
+  'type',
+  'audience',
+  'subject_token_type',
+  'token_url',
+  'service_account_impersonation_url',
+  'service_account_impersonation',
 ] as const;
-const IMPERSONATION_URL = /^https:\/\/iamcredentials\.googleapis\.com\/v1\/projects\/-\/serviceAccounts\/([a-zA-Z0-9._%+-]+@[a-zA-Z0-9.-]+):generateAccessToken$/;
-const IMPERSONATION_FORM = 'https://iamcredentials.googleapis.com/v1/projects/-/serviceAccounts/<email>:generateAccessToken';
+const IMPERSONATION_URL =
+  /^https:\/\/iamcredentials\.googleapis\.com\/v1\/projects\/-\/serviceAccounts\/([a-zA-Z0-9._%+-]+@[a-zA-Z0-9.-]+):generateAccessToken$/;
+const IMPERSONATION_FORM =
+  'https://iamcredentials.googleapis.com/v1/projects/-/serviceAccounts/<email>:generateAccessToken';
 const PROJECT_ID = /^[a-z][a-z0-9-]{4,28}[a-z0-9]$/;
 const DOMAIN = /^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)+$/;
 const MIN_LIFETIME = 600;
@@ -40,15 +54,27 @@ export function createGcpSecretProvider(options: GcpSecretOptions): SecretProvid
       const problems: Denial[] = [];
       const projectID = stringField(config, 'projectID', problems);
       if (projectID && !PROJECT_ID.test(projectID)) {
-        problems.push(denial('InvalidConfig', `config.projectID="${projectID}" is not a project id (6 to 30 lowercase letters, digits and hyphens, starting with a letter)`));
+        problems.push(
+          denial(
+            'InvalidConfig',
+            `config.projectID="${projectID}" is not a project id (6 to 30 lowercase letters, digits and hyphens, starting with a letter)`,
+          ),
+        );
       }
       const raw = config.credentialsConfig;
       if (raw === undefined || raw === null) {
-        problems.push(denial('MissingConfigField', 'config.credentialsConfig is required: the external_account configuration, as `gcloud iam workload-identity-pools create-cred-config` writes it, without credential_source'));
+        problems.push(
+          denial(
+            'MissingConfigField',
+            'config.credentialsConfig is required: the external_account configuration, as `gcloud iam workload-identity-pools create-cred-config` writes it, without credential_source',
+          ),
+        );
         return problems;
       }
       if (typeof raw !== 'object' || Array.isArray(raw)) {
-        problems.push(denial('InvalidConfig', 'config.credentialsConfig must be an object (the external_account configuration)'));
+        problems.push(
+          denial('InvalidConfig', 'config.credentialsConfig must be an object (the external_account configuration)'),
+        );
         return problems;
       }
       const creds = raw as ConfigObject;
@@ -56,42 +82,91 @@ export function createGcpSecretProvider(options: GcpSecretOptions): SecretProvid
 
       const extra = Object.keys(creds).filter((k) => !(CREDENTIALS_FIELDS as readonly string[]).includes(k));
       if (extra.length > 0) {
-        const hint = extra.includes('credential_source') ? ' (credential_source is written by the webhook: it points at the mounted token)' : '';
-        problems.push(denial('InvalidConfig', `config.credentialsConfig has field${extra.length > 1 ? 's' : ''} ${extra.map((k) => `"${k}"`).join(', ')} that ${extra.length > 1 ? 'are' : 'is'} not allowed${hint}; allowed: ${CREDENTIALS_FIELDS.join(', ')}`));
+        const hint = extra.includes('credential_source')
+          ? ' (credential_source is written by the webhook: it points at the mounted token)'
+          : '';
+        problems.push(
+          denial(
+            'InvalidConfig',
+            `config.credentialsConfig has field${extra.length > 1 ? 's' : ''} ${extra.map((k) => `"${k}"`).join(', ')} that ${extra.length > 1 ? 'are' : 'is'} not allowed${hint}; allowed: ${CREDENTIALS_FIELDS.join(', ')}`,
+          ),
+        );
       }
 
       const type = requiredString(creds, 'type', problems, `"${EXTERNAL_ACCOUNT}"`, at('type'));
       if (type !== undefined && type !== EXTERNAL_ACCOUNT) {
         problems.push(denial('InvalidConfig', `${at('type')}="${type}" must be "${EXTERNAL_ACCOUNT}"`));
       }
-      const tokenType = requiredString(creds, 'subject_token_type', problems, `"${JWT_TOKEN_TYPE}"`, at('subject_token_type'));
+      const tokenType = requiredString(
+        creds,
+        'subject_token_type',
+        problems,
+        `"${JWT_TOKEN_TYPE}"`,
+        at('subject_token_type'),
+      );
       if (tokenType !== undefined && tokenType !== JWT_TOKEN_TYPE) {
-        problems.push(denial('InvalidConfig', `${at('subject_token_type')}="${tokenType}" must be "${JWT_TOKEN_TYPE}"`));
+        problems.push(
+          denial('InvalidConfig', `${at('subject_token_type')}="${tokenType}" must be "${JWT_TOKEN_TYPE}"`),
+        );
       }
 
-      const tokenUrl = requiredString(creds, 'token_url', problems, `the STS token endpoint, one of: ${options.allowedTokenUrls.join(', ')}`, at('token_url'));
+      const tokenUrl = requiredString(
+        creds,
+        'token_url',
+        problems,
+        `the STS token endpoint, one of: ${options.allowedTokenUrls.join(', ')}`,
+        at('token_url'),
+      );
       if (tokenUrl !== undefined) {
         if (!isHttpsUrl(tokenUrl)) {
           problems.push(denial('InvalidConfig', `${at('token_url')}="${tokenUrl}" must be an https URL`));
         } else if (!options.allowedTokenUrls.includes(tokenUrl)) {
-          problems.push(denial('TokenUrlNotAllowed', `${at('token_url')}="${tokenUrl}" is not allowed; allowed: ${options.allowedTokenUrls.join(', ')} (the operator's --gcp-allowed-token-urls)`));
+          problems.push(
+            denial(
+              'TokenUrlNotAllowed',
+              `${at('token_url')}="${tokenUrl}" is not allowed; allowed: ${options.allowedTokenUrls.join(', ')} (the operator's --gcp-allowed-token-urls)`,
+            ),
+          );
         }
       }
 
-      const rawAudience = requiredString(creds, 'audience', problems, 'the workload identity provider, //iam.googleapis.com/projects/<number>/locations/global/workloadIdentityPools/<pool>/providers/<provider>', at('audience'));
-      const provider = rawAudience === undefined ? undefined : parseWorkloadIdentityProvider(rawAudience, at('audience'));
+      const rawAudience = requiredString(
+        creds,
+        'audience',
+        problems,
+        'the workload identity provider, //iam.googleapis.com/projects/<number>/locations/global/workloadIdentityPools/<pool>/providers/<provider>',
+        at('audience'),
+      );
+      const provider =
+        rawAudience === undefined ? undefined : parseWorkloadIdentityProvider(rawAudience, at('audience'));
       if (provider && isDenial(provider)) problems.push(provider);
 
       const universe = stringField(creds, 'universe_domain', problems, at('universe_domain'));
       if (universe !== undefined && !DOMAIN.test(universe)) {
-        problems.push(denial('InvalidConfig', `${at('universe_domain')}="${universe}" is not a domain name (for example googleapis.com)`));
+        problems.push(
+          denial(
+            'InvalidConfig',
+            `${at('universe_domain')}="${universe}" is not a domain name (for example googleapis.com)`,
+          ),
+        );
       }
 
       let email: string | undefined;
-      const impersonationUrl = stringField(creds, 'service_account_impersonation_url', problems, at('service_account_impersonation_url'));
+      const impersonationUrl = stringField(
+        creds,
+        'service_account_impersonation_url',
+        problems,
+        at('service_account_impersonation_url'),
+      );
       if (impersonationUrl !== undefined) {
         email = IMPERSONATION_URL.exec(impersonationUrl)?.[1];
-        if (!email) problems.push(denial('InvalidConfig', `${at('service_account_impersonation_url')}="${impersonationUrl}" must be ${IMPERSONATION_FORM}`));
+        if (!email)
+          problems.push(
+            denial(
+              'InvalidConfig',
+              `${at('service_account_impersonation_url')}="${impersonationUrl}" must be ${IMPERSONATION_FORM}`,
+            ),
+          );
       }
       const lifetime = tokenLifetime(creds.service_account_impersonation, impersonationUrl !== undefined, problems);
 
@@ -104,7 +179,8 @@ export function createGcpSecretProvider(options: GcpSecretOptions): SecretProvid
       for (const [key, value] of Object.entries(file)) {
         if (key === 'token_info_url') {
           // gcloud's introspection endpoint sits beside the token endpoint it was given.
-          if (tokenUrl!.endsWith('/v1/token')) credentialsConfig[key] = tokenUrl!.slice(0, -'token'.length) + 'introspect';
+          if (tokenUrl!.endsWith('/v1/token'))
+            credentialsConfig[key] = tokenUrl!.slice(0, -'token'.length) + 'introspect';
           continue;
         }
         credentialsConfig[key] = key in overrides ? overrides[key] : value;
@@ -141,16 +217,24 @@ function tokenLifetime(value: unknown, impersonating: boolean, problems: Denial[
     problems.push(denial('InvalidConfig', `${path} needs service_account_impersonation_url`));
     return undefined;
   }
-  if (typeof value !== 'object' || Array.isArray(value) || Object.keys(value).some((k) => k !== 'token_lifetime_seconds')) {
+  if (
+    typeof value !== 'object' ||
+    Array.isArray(value) ||
+    Object.keys(value).some((k) => k !== 'token_lifetime_seconds')
+  ) {
     problems.push(denial('InvalidConfig', `${path} may hold only token_lifetime_seconds`));
     return undefined;
   }
   const seconds = (value as { token_lifetime_seconds?: unknown }).token_lifetime_seconds;
   if (seconds === undefined) return undefined;
   if (typeof seconds !== 'number' || !Number.isInteger(seconds) || seconds < MIN_LIFETIME || seconds > MAX_LIFETIME) {
-    problems.push(denial('InvalidConfig', `${path}.token_lifetime_seconds=${JSON.stringify(seconds)} must be a whole number from ${MIN_LIFETIME} to ${MAX_LIFETIME}`));
+    problems.push(
+      denial(
+        'InvalidConfig',
+        `${path}.token_lifetime_seconds=${JSON.stringify(seconds)} must be a whole number from ${MIN_LIFETIME} to ${MAX_LIFETIME}`,
+      ),
+    );
     return undefined;
   }
   return seconds;
 }
-

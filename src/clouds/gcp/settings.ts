@@ -11,7 +11,8 @@ function nonEmpty(raw: string, flag: string): string {
 
 /** An octal file mode such as 0440 (a leading 0 optional), as pfnet's flag takes it. */
 function fileMode(raw: string, flag: string): number {
-  if (!/^0?[0-7]{3}$/.test(raw.trim())) throw new ConfigError(`--${flag}="${raw}" is not an octal file mode (for example 0440)`);
+  if (!/^0?[0-7]{3}$/.test(raw.trim()))
+    throw new ConfigError(`--${flag}="${raw}" is not an octal file mode (for example 0440)`);
   return parseInt(raw.trim(), 8);
 }
 
@@ -21,18 +22,66 @@ function resources(raw: string, flag: string): Record<string, unknown> | undefin
   try {
     value = JSON.parse(raw);
   } catch {}
-  const ok = typeof value === 'object' && value !== null && !Array.isArray(value)
-    && Object.entries(value).every(([k, v]) => ['requests', 'limits'].includes(k) && typeof v === 'object' && v !== null && Object.values(v).every((q) => typeof q === 'string'));
-  if (!ok) throw new ConfigError(`--${flag} must be JSON such as {"requests":{"cpu":"100m"},"limits":{"memory":"256Mi"}}`);
+  const ok =
+    typeof value === 'object' &&
+    value !== null &&
+    !Array.isArray(value) &&
+    Object.entries(value).every(
+      ([k, v]) =>
+        ['requests', 'limits'].includes(k) &&
+        typeof v === 'object' &&
+        v !== null &&
+        Object.values(v).every((q) => typeof q === 'string'),
+    );
+  if (!ok)
+    throw new ConfigError(`--${flag} must be JSON such as {"requests":{"cpu":"100m"},"limits":{"memory":"256Mi"}}`);
   return value as Record<string, unknown>;
 }
 
 export const GCP_SETTINGS = {
-  gcpDefaultRegion: { flag: 'gcp-default-region', description: 'CLOUDSDK_COMPUTE_REGION for containers that do not set it', parse: optionalString, default: undefined },
-  gcpAudience: { flag: 'gcp-audience', description: 'Token audience when the ServiceAccount names none (default: //iam.googleapis.com/<provider>)', parse: optionalString, default: undefined },
-  gcpTokenExpiration: { flag: 'gcp-token-expiration', description: 'Token expiry in seconds when no annotation sets one', parse: integer(CLOUDS.gcp.tokenBounds.min, CLOUDS.gcp.tokenBounds.max), default: 86400 },
-  gcpGcloudImage: { flag: 'gcp-gcloud-image', description: "Image of the gcloud setup init container of ServiceAccounts in the pfnet dialect (cloud.google.com/*) in gcloud mode (pfnet's -gcloud-image)", parse: nonEmpty, default: PFNET.gcloudImage },
-  gcpFileMode: { flag: 'gcp-file-mode', description: "File mode of the token and credential volumes of ServiceAccounts in the pfnet dialect, octal (pfnet's -token-default-mode)", parse: fileMode, default: PFNET.fileMode },
-  gcpSetupContainerResources: { flag: 'gcp-setup-container-resources', description: "Resources of the gcloud setup init container, as JSON (pfnet's -setup-container-resources), for example {\"requests\":{\"cpu\":\"100m\"}}", parse: resources, default: undefined as Record<string, unknown> | undefined },
-  gcpAllowedTokenUrls: { flag: 'gcp-allowed-token-urls', description: 'token_url values a labelled Secret\'s GCP credentialsConfig may use (comma-separated https URLs)', parse: httpsUrlList, default: ['https://sts.googleapis.com/v1/token'] },
+  gcpDefaultRegion: {
+    flag: 'gcp-default-region',
+    description: 'CLOUDSDK_COMPUTE_REGION for containers that do not set it',
+    parse: optionalString,
+    default: undefined,
+  },
+  gcpAudience: {
+    flag: 'gcp-audience',
+    description: 'Token audience when the ServiceAccount names none (default: //iam.googleapis.com/<provider>)',
+    parse: optionalString,
+    default: undefined,
+  },
+  gcpTokenExpiration: {
+    flag: 'gcp-token-expiration',
+    description: 'Token expiry in seconds when no annotation sets one',
+    parse: integer(CLOUDS.gcp.tokenBounds.min, CLOUDS.gcp.tokenBounds.max),
+    default: 86400,
+  },
+  gcpGcloudImage: {
+    flag: 'gcp-gcloud-image',
+    description:
+      "Image of the gcloud setup init container of ServiceAccounts in the pfnet dialect (cloud.google.com/*) in gcloud mode (pfnet's -gcloud-image)",
+    parse: nonEmpty,
+    default: PFNET.gcloudImage,
+  },
+  gcpFileMode: {
+    flag: 'gcp-file-mode',
+    description:
+      "File mode of the token and credential volumes of ServiceAccounts in the pfnet dialect, octal (pfnet's -token-default-mode)",
+    parse: fileMode,
+    default: PFNET.fileMode,
+  },
+  gcpSetupContainerResources: {
+    flag: 'gcp-setup-container-resources',
+    description:
+      'Resources of the gcloud setup init container, as JSON (pfnet\'s -setup-container-resources), for example {"requests":{"cpu":"100m"}}',
+    parse: resources,
+    default: undefined as Record<string, unknown> | undefined,
+  },
+  gcpAllowedTokenUrls: {
+    flag: 'gcp-allowed-token-urls',
+    description: "token_url values a labelled Secret's GCP credentialsConfig may use (comma-separated https URLs)",
+    parse: httpsUrlList,
+    default: ['https://sts.googleapis.com/v1/token'],
+  },
 } satisfies Record<string, Setting<unknown>>;

@@ -35,7 +35,10 @@ export function gcpTrust(issuer: string, identities: readonly TrustIdentity[]): 
   const resolved = identities
     .filter((i) => i.cloud === 'gcp')
     .map((i) => ({ i, provider: parseWorkloadIdentityProvider(i.identity.workloadIdentityProvider, 'provider') }))
-    .filter((r): r is { i: TrustIdentity; provider: Exclude<typeof r.provider, { reason: string }> } => !('reason' in r.provider));
+    .filter(
+      (r): r is { i: TrustIdentity; provider: Exclude<typeof r.provider, { reason: string }> } =>
+        !('reason' in r.provider),
+    );
 
   for (const [name, members] of groupBy(resolved, (r) => r.provider.name)) {
     const p = members[0].provider;
@@ -55,13 +58,22 @@ export function gcpTrust(issuer: string, identities: readonly TrustIdentity[]): 
     result.commands.push(`gcloud iam workload-identity-pools providers create-oidc ${shellQuote(p.provider)} ${flags}`);
   }
 
-  for (const [email, members] of groupBy(resolved.filter((r) => r.i.identity.serviceAccountEmail), (r) => r.i.identity.serviceAccountEmail)) {
+  for (const [email, members] of groupBy(
+    resolved.filter((r) => r.i.identity.serviceAccountEmail),
+    (r) => r.i.identity.serviceAccountEmail,
+  )) {
     const principals = unique(members.map((m) => principalOf(m.provider.projectNumber, m.provider.pool, m.i.subject)));
-    const entry = { email, binding: { role: WORKLOAD_IDENTITY_USER, members: principals }, trustedBy: unique(members.map((m) => m.i.source)) };
+    const entry = {
+      email,
+      binding: { role: WORKLOAD_IDENTITY_USER, members: principals },
+      trustedBy: unique(members.map((m) => m.i.source)),
+    };
     result.serviceAccounts.push(entry);
     result.commands.push(`# service account ${email}, impersonated by ${entry.trustedBy.join(', ')}`);
     for (const member of principals) {
-      result.commands.push(`gcloud iam service-accounts add-iam-policy-binding ${shellQuote(email)} --role=${WORKLOAD_IDENTITY_USER} --member=${shellQuote(member)}`);
+      result.commands.push(
+        `gcloud iam service-accounts add-iam-policy-binding ${shellQuote(email)} --role=${WORKLOAD_IDENTITY_USER} --member=${shellQuote(member)}`,
+      );
     }
   }
 
@@ -69,8 +81,12 @@ export function gcpTrust(issuer: string, identities: readonly TrustIdentity[]): 
     const principal = principalOf(m.provider.projectNumber, m.provider.pool, m.i.subject);
     if (result.directAccess.some((d) => d.principal === principal)) continue;
     result.directAccess.push({ source: m.i.source, principal });
-    result.commands.push(`# ${m.i.source} has no Google service account: grant roles on resources to its principal, for example`);
-    result.commands.push(`gcloud projects add-iam-policy-binding PROJECT_ID --role=ROLE --member=${shellQuote(principal)}`);
+    result.commands.push(
+      `# ${m.i.source} has no Google service account: grant roles on resources to its principal, for example`,
+    );
+    result.commands.push(
+      `gcloud projects add-iam-policy-binding PROJECT_ID --role=ROLE --member=${shellQuote(principal)}`,
+    );
   }
   return result;
 }

@@ -9,13 +9,22 @@ import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 const cloud = process.argv[2];
-const FILE_VARIABLES = ['AWS_WEB_IDENTITY_TOKEN_FILE', 'AZURE_FEDERATED_TOKEN_FILE', 'GOOGLE_APPLICATION_CREDENTIALS', 'AWS_CONFIG_FILE'];
+const FILE_VARIABLES = [
+  'AWS_WEB_IDENTITY_TOKEN_FILE',
+  'AZURE_FEDERATED_TOKEN_FILE',
+  'GOOGLE_APPLICATION_CREDENTIALS',
+  'AWS_CONFIG_FILE',
+];
 // Configuration files are reported whole; token files only by digest.
 const CONFIG_VARIABLES = new Set(['GOOGLE_APPLICATION_CREDENTIALS', 'AWS_CONFIG_FILE']);
 
-const child = spawn(process.execPath, ['--import', join(import.meta.dirname, 'redirect.ts'), join(import.meta.dirname, 'sdk-child.ts'), cloud], {
-  stdio: ['pipe', 'pipe', 'pipe'],
-});
+const child = spawn(
+  process.execPath,
+  ['--import', join(import.meta.dirname, 'redirect.ts'), join(import.meta.dirname, 'sdk-child.ts'), cloud],
+  {
+    stdio: ['pipe', 'pipe', 'pipe'],
+  },
+);
 let stdout = '';
 let stderr = '';
 child.stdout.setEncoding('utf8').on('data', (c: string) => (stdout += c));
@@ -34,7 +43,9 @@ for (const variable of FILE_VARIABLES) {
       path,
       mode: (stat.mode & 0o777).toString(8),
       size: stat.size,
-      ...(CONFIG_VARIABLES.has(variable) ? { content } : { sha256: createHash('sha256').update(content).digest('hex') }),
+      ...(CONFIG_VARIABLES.has(variable)
+        ? { content }
+        : { sha256: createHash('sha256').update(content).digest('hex') }),
     };
   } catch (err) {
     files[variable] = { path, error: (err as Error).message };

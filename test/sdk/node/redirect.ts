@@ -21,7 +21,12 @@ function targetOf(hostname: string): Target {
 }
 
 function notFound(hostname: string): NodeJS.ErrnoException {
-  return Object.assign(new Error(`getaddrinfo ENOTFOUND ${hostname}`), { code: 'ENOTFOUND', errno: -3008, syscall: 'getaddrinfo', hostname });
+  return Object.assign(new Error(`getaddrinfo ENOTFOUND ${hostname}`), {
+    code: 'ENOTFOUND',
+    errno: -3008,
+    syscall: 'getaddrinfo',
+    hostname,
+  });
 }
 
 const systemLookup = dns.lookup;
@@ -54,14 +59,23 @@ const connect = net.Socket.prototype.connect;
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 net.Socket.prototype.connect = function guardedConnect(this: net.Socket, ...args: any[]): net.Socket {
   const first = Array.isArray(args[0]) ? args[0][0] : args[0];
-  const options = typeof first === 'object' && first !== null ? first : { port: first, host: typeof args[1] === 'string' ? args[1] : undefined };
+  const options =
+    typeof first === 'object' && first !== null
+      ? first
+      : { port: first, host: typeof args[1] === 'string' ? args[1] : undefined };
   // A unix socket has a `path`; http's agent sets path: null for TCP.
   const host: string | undefined = options.path == null ? (options.host ?? options.hostname) : undefined;
   // The stand-in's own address is off loopback when the SDK runs in a Pod (test/node-e2e.test.ts).
   if (host && net.isIP(host) && !isLoopback(host) && host !== address) {
     process.stderr.write(`redirect: blocked a connection to ${host}\n`);
     // What a host without a route there sees.
-    const err = Object.assign(new Error(`connect ENETUNREACH ${host}:${options.port} (blocked off loopback)`), { code: 'ENETUNREACH', errno: -101, syscall: 'connect', address: host, port: options.port });
+    const err = Object.assign(new Error(`connect ENETUNREACH ${host}:${options.port} (blocked off loopback)`), {
+      code: 'ENETUNREACH',
+      errno: -101,
+      syscall: 'connect',
+      address: host,
+      port: options.port,
+    });
     process.nextTick(() => this.destroy(err));
     return this;
   }
@@ -77,9 +91,12 @@ let offsetMs = 0;
 const RealDate = Date;
 const ShiftedDate = new Proxy(RealDate, {
   construct: (target, args, newTarget) =>
-    args.length === 0 ? Reflect.construct(target, [RealDate.now() + offsetMs], newTarget) : Reflect.construct(target, args, newTarget),
+    args.length === 0
+      ? Reflect.construct(target, [RealDate.now() + offsetMs], newTarget)
+      : Reflect.construct(target, args, newTarget),
   apply: () => new RealDate(RealDate.now() + offsetMs).toString(),
-  get: (target, prop, receiver) => (prop === 'now' ? () => RealDate.now() + offsetMs : Reflect.get(target, prop, receiver)),
+  get: (target, prop, receiver) =>
+    prop === 'now' ? () => RealDate.now() + offsetMs : Reflect.get(target, prop, receiver),
 });
 (globalThis as Record<symbol, unknown>)[Symbol.for('wiw.sdk.advanceClock')] = (seconds: number): void => {
   offsetMs += seconds * 1000;

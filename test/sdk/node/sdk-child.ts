@@ -22,9 +22,18 @@ switch (cloud) {
     const provider = fromNodeProviderChain();
     getCredentials = async () => {
       const c = await provider();
-      return { accessKeyId: c.accessKeyId, secretAccessKey: c.secretAccessKey, sessionToken: c.sessionToken, expiration: c.expiration?.toISOString() };
+      return {
+        accessKeyId: c.accessKeyId,
+        secretAccessKey: c.secretAccessKey,
+        sessionToken: c.sessionToken,
+        expiration: c.expiration?.toISOString(),
+      };
     };
-    packages = ['@aws-sdk/credential-providers', '@aws-sdk/credential-provider-web-identity', '@aws-sdk/nested-clients'];
+    packages = [
+      '@aws-sdk/credential-providers',
+      '@aws-sdk/credential-provider-web-identity',
+      '@aws-sdk/nested-clients',
+    ];
     break;
   }
   case 'azure': {
@@ -81,7 +90,9 @@ for await (const line of lines) {
     if (request.op === 'versions') answer = { ok: true, versions: versions() };
     else if (request.op === 'credentials') answer = { ok: true, ...(await getCredentials()) };
     else if (request.op === 'advance') {
-      (globalThis as unknown as Record<symbol, (s: number) => void>)[Symbol.for('wiw.sdk.advanceClock')](request.seconds!);
+      (globalThis as unknown as Record<symbol, (s: number) => void>)[Symbol.for('wiw.sdk.advanceClock')](
+        request.seconds!,
+      );
       answer = { ok: true };
     } else answer = { ok: false, error: { message: `unknown op ${request.op}` } };
   } catch (err) {
