@@ -480,15 +480,26 @@ describe('the token requestor as the chart deploys it', () => {
     assert.ok(!requestor.logs().some((l) => l.msg === 'token written' && l.secret === 'apps/unserved'));
   });
 
-  test('watches only the namespaces it serves, and never logs a token', () => {
+  test('watches only the namespaces it serves, and never logs a token', async () => {
+    // The refusals are logged when the requestor handles those Secrets: wait for both lines.
+    const expected = [
+      'apps/cross: no token: the webhook would refuse this Secret',
+      'apps/unserved: no token: the webhook would refuse this Secret',
+    ];
+    await until('the requestor to log both refusals', () => {
+      const seen = new Set(
+        requestor
+          .logs()
+          .filter((l) => (l.level as number) >= 40)
+          .map((l) => `${l.secret}: ${l.msg}`),
+      );
+      return expected.every((e) => seen.has(e)) || undefined;
+    });
     const logs = requestor.logs();
     const listed = logs.filter((l) => l.msg === 'labelled Secrets listed').map((l) => l.namespace);
     assert.deepEqual([...new Set(listed)].sort(), SERVED);
     const warnings = logs.filter((l) => (l.level as number) >= 40);
-    assert.deepEqual([...new Set(warnings.map((l) => `${l.secret}: ${l.msg}`))].sort(), [
-      'apps/cross: no token: the webhook would refuse this Secret',
-      'apps/unserved: no token: the webhook would refuse this Secret',
-    ]);
+    assert.deepEqual([...new Set(warnings.map((l) => `${l.secret}: ${l.msg}`))].sort(), expected);
     for (const line of logs) assert.doesNotMatch(JSON.stringify(line), /eyJ[A-Za-z0-9_-]{10,}\.eyJ/);
   });
 });
