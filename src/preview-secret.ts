@@ -1,11 +1,9 @@
-import fastJsonPatch from 'fast-json-patch';
-import { stringify } from 'yaml';
 import { WebhookError, isDenial } from './errors.ts';
 import type { Secret, ServiceAccountView } from './kube/types.ts';
 import { secretShapeError } from './admission/secrets.ts';
 import { mutateSecret, secretReference, type SecretCoreOptions } from './mutate/secret.ts';
 import { GARDENER_PROVIDER_LABEL, PROVIDER_LABEL } from './model.ts';
-import { parseManifests, type OutputFormat, type PreviewInput, type PreviewResult } from './preview.ts';
+import { parseManifests, renderOutput, type OutputFormat, type PreviewInput, type PreviewResult } from './preview.ts';
 
 /** Whether the documents ask for a Secret's preview: a Secret among them and no Pod. */
 export function isSecretPreview(input: PreviewInput): boolean {
@@ -72,17 +70,5 @@ export function previewSecret(
     warnings.push(
       `the Secret has neither label ${PROVIDER_LABEL} nor Gardener's ${GARDENER_PROVIDER_LABEL}: the webhook leaves it alone`,
     );
-  if (format === 'patch')
-    return { allowed: true, patch: result.patch, output: JSON.stringify(result.patch, null, 2) + '\n', warnings };
-  const mutated = fastJsonPatch.applyPatch(
-    structuredClone(secret),
-    result.patch as fastJsonPatch.Operation[],
-    true,
-    false,
-  ).newDocument;
-  const output =
-    format === 'json'
-      ? JSON.stringify(mutated, null, 2) + '\n'
-      : stringify(mutated, { lineWidth: 0, aliasDuplicateObjects: false });
-  return { allowed: true, patch: result.patch, output, warnings };
+  return { allowed: true, patch: result.patch, output: renderOutput(secret, result.patch, format), warnings };
 }

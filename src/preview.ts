@@ -92,17 +92,19 @@ export function previewPod(
   );
   if (!result.allowed) return { allowed: false, denial: result.denial, warnings };
   warnings.push(...result.warnings);
-  if (format === 'patch')
-    return { allowed: true, patch: result.patch, output: JSON.stringify(result.patch, null, 2) + '\n', warnings };
+  return { allowed: true, patch: result.patch, output: renderOutput(pod, result.patch, format), warnings };
+}
+
+/** The object as the API server would store it (yaml or json), or the patch itself. */
+export function renderOutput(object: unknown, patch: PatchOperation[], format: OutputFormat): string {
+  if (format === 'patch') return JSON.stringify(patch, null, 2) + '\n';
   const mutated = fastJsonPatch.applyPatch(
-    structuredClone(pod),
-    result.patch as fastJsonPatch.Operation[],
+    structuredClone(object),
+    patch as fastJsonPatch.Operation[],
     true,
     false,
   ).newDocument;
-  const output =
-    format === 'json'
-      ? JSON.stringify(mutated, null, 2) + '\n'
-      : stringify(mutated, { lineWidth: 0, aliasDuplicateObjects: false });
-  return { allowed: true, patch: result.patch, output, warnings };
+  return format === 'json'
+    ? JSON.stringify(mutated, null, 2) + '\n'
+    : stringify(mutated, { lineWidth: 0, aliasDuplicateObjects: false });
 }
