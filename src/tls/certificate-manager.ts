@@ -396,6 +396,23 @@ export class CertificateManager {
 
   /** Makes every webhook's caBundle equal ca.crt; true when it added the pending CA just now. */
   async #syncCaBundle(state: State): Promise<boolean> {
+    // Another replica may patch the same configuration at the same moment: its change fails our
+    // test on resourceVersion (422, or 409), and we read again and redo ours.
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.#patchCaBundle(state);
+      } catch (err) {
+        const code = (err as { code?: number }).code;
+        if ((code !== 422 && code !== 409) || attempt >= CONFLICT_RETRIES) throw err;
+        this.#o.log.info(
+          { webhookConfiguration: this.#o.webhookConfiguration },
+          'caBundle changed concurrently; reading it again',
+        );
+      }
+    }
+  }
+
+  async #patchCaBundle(state: State): Promise<boolean> {
     const name = this.#o.webhookConfiguration!;
     let config;
     try {
