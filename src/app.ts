@@ -71,6 +71,9 @@ export function buildApp({
           ciphers: tls.ciphers,
           honorCipherOrder: true,
           handshakeTimeout: limits.handshakeTimeoutMs,
+          // Node checks the header and request timeouts only this often (default 30 s): a stalled
+          // body would otherwise be held twice as long as --request-timeout says.
+          connectionsCheckingInterval: 1000,
           // Probes from the kubelet carry no client certificate: /mutate checks it, not the handshake.
           ...(clientCa ? { ca: clientCa, requestCert: true, rejectUnauthorized: false } : {}),
         }

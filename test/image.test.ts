@@ -20,7 +20,7 @@ import {
 import { imageTools, type BuiltImage } from './harness/node-images.ts';
 import { startProcess, type Managed } from './harness/processes.ts';
 import { httpsRequest } from './https-client.ts';
-import { registerWebhook, until } from './support/webhook.ts';
+import { LOOPBACK_SERVE_ARGS, registerWebhook, until } from './support/webhook.ts';
 
 const run = promisify(execFile);
 const REPO = resolve(import.meta.dirname, '..');
@@ -167,16 +167,7 @@ describe('the image, built with buildah', () => {
       '127.0.0.1',
       '--ca-bundle-out',
       '/scratch/ca.pem',
-      '--host',
-      '127.0.0.1',
-      '--port',
-      '0',
-      '--metrics-host',
-      '127.0.0.1',
-      '--metrics-port',
-      '0',
-      '--drain-seconds',
-      '0',
+      ...LOOPBACK_SERVE_ARGS,
     ];
     await writeFile(join(bundle, 'config.json'), JSON.stringify(runcSpec(image, args, uid, gid, scratch)));
     const logPath = join(cp.dir, 'image-webhook.log');

@@ -49,6 +49,20 @@ export async function until<T>(
   }
 }
 
+/** `serve` on loopback with free ports and no drain: how the tests run it. */
+export const LOOPBACK_SERVE_ARGS = [
+  '--host',
+  '127.0.0.1',
+  '--port',
+  '0',
+  '--metrics-host',
+  '127.0.0.1',
+  '--metrics-port',
+  '0',
+  '--drain-seconds',
+  '0',
+];
+
 export interface StartOptions {
   /** Serve these files instead of a self-signed certificate; `caPem` is what clients trust. */
   tls?: { certFile: string; keyFile: string; caPem: string };
@@ -75,16 +89,7 @@ export async function startWebhook(
     '--kubeconfig',
     cp.kubeconfigPath,
     ...tlsArgs,
-    '--host',
-    '127.0.0.1',
-    '--port',
-    '0',
-    '--metrics-host',
-    '127.0.0.1',
-    '--metrics-port',
-    '0',
-    '--drain-seconds',
-    '0',
+    ...LOOPBACK_SERVE_ARGS,
     ...extraArgs,
   ]);
   const proc = startProcess(`webhook-${n}`, command, args, logPath, options.env);
