@@ -143,9 +143,8 @@ const gates: Record<string, PolicyGate> = {
 
 // Both must admit and mutate: the bench measures the allowed path, not a denial's shortcut.
 for (const [name, gate] of Object.entries(gates)) {
-  const d = admitPod(providers, lookup, request, gate);
-  if (d instanceof Promise || !d.allowed || !d.patch?.length)
-    throw new Error(`${name}: expected a mutation, got ${JSON.stringify(d)}`);
+  const d = await admitPod(providers, lookup, request, gate);
+  if (!d.allowed || !d.patch?.length) throw new Error(`${name}: expected a mutation, got ${JSON.stringify(d)}`);
 }
 
 function percentile(sorted: Float64Array, p: number): number {

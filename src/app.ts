@@ -16,7 +16,7 @@ export interface AdmitContext {
   failurePolicy?: 'Fail' | 'Ignore';
 }
 
-export type Admit = (request: AdmissionRequest, context: AdmitContext) => Decision | Promise<Decision>;
+export type Admit = (request: AdmissionRequest, context: AdmitContext) => Promise<Decision>;
 
 const FAILURE_POLICIES: Record<string, AdmitContext['failurePolicy']> = { fail: 'Fail', ignore: 'Ignore' };
 

@@ -1,7 +1,7 @@
 import { WebhookError, isDenial } from './errors.ts';
 import type { Secret, ServiceAccountView } from './kube/types.ts';
 import { secretShapeError } from './admission/secrets.ts';
-import { mutateSecret, secretReference, type SecretCoreOptions } from './mutate/secret.ts';
+import { decideSecret, planSecret, type SecretCoreOptions } from './mutate/secret.ts';
 import { GARDENER_PROVIDER_LABEL, PROVIDER_LABEL } from './model.ts';
 import { parseManifests, renderOutput, type OutputFormat, type PreviewInput, type PreviewResult } from './preview.ts';
 
@@ -46,9 +46,11 @@ export function previewSecret(
   const namespace = secret.metadata?.namespace || 'default';
   const warnings: string[] = [];
 
+  const plan = planSecret(secret, namespace);
+  if (isDenial(plan)) return { allowed: false, denial: plan, warnings };
   let referenced: ServiceAccountView | undefined;
-  const ref = secretReference(secret, namespace);
-  if (ref && !isDenial(ref) && ref.namespace !== namespace) {
+  const ref = plan.read;
+  if (ref) {
     const doc = parseManifests(input).find(
       (m) =>
         m.kind === 'ServiceAccount' &&
@@ -63,7 +65,7 @@ export function previewSecret(
       );
   }
 
-  const result = mutateSecret(core, { secret, oldSecret, namespace, referencedServiceAccount: referenced });
+  const result = decideSecret(core, plan, { oldSecret, referencedServiceAccount: referenced });
   if (!result.allowed) return { allowed: false, denial: result.denial, warnings };
   warnings.push(...result.warnings);
   if (!result.selected)

@@ -105,7 +105,7 @@ export async function serve(config: Config, log: Logger): Promise<RunningServer>
   const recordKeys = await injectionRecordKeys(config, tls.pair, log);
   let draining = false;
   const lookup = (ns: string, name: string) => cache.lookup(ns, name);
-  const admit = (request: AdmissionRequest, context: AdmitContext): Decision | Promise<Decision> => {
+  const admit = async (request: AdmissionRequest, context: AdmitContext): Promise<Decision> => {
     if (request.kind.kind === 'Pod' && request.kind.group === '')
       return admitPod(providers, lookup, request, tenantPolicy?.gate, {
         onUnresolved: context.failurePolicy ?? config.failurePolicy,

@@ -9,7 +9,7 @@ import type { Pod, Secret, ServiceAccountView } from '../src/kube/types.ts';
 import { mutatePod, type PodMutation } from '../src/mutate/pod.ts';
 import { compilePolicy } from '../src/policy/compile.ts';
 import { policySet } from '../src/policy/evaluate.ts';
-import { podPolicyFor, staticPolicyGate, type PolicyGate } from '../src/policy/gate.ts';
+import { podPolicy, staticPolicyGate, type PolicyGate } from '../src/policy/gate.ts';
 import type { NamespaceView } from '../src/kube/types.ts';
 import { loadPolicyFile } from '../src/policy/load.ts';
 import type { CompiledPolicy } from '../src/policy/model.ts';
@@ -53,8 +53,9 @@ function run(
   p: Pod = pod(),
   flags: Record<string, string> = {},
 ): PodMutation {
-  const hook = podPolicyFor(g, 'team-a');
-  assert.ok(!(hook instanceof Promise));
+  const ns = g.namespace('team-a');
+  assert.ok(!(ns instanceof Promise));
+  const hook = podPolicy(g, ns);
   return mutatePod(
     providers(flags),
     { pod: p, namespace: 'team-a', serviceAccount: annotations ? sa(annotations) : undefined },
@@ -498,14 +499,21 @@ describe('admission glue', () => {
     assert.equal(plain.allowed, true);
   });
 
-  test('with no policy in force the namespace is not read and nothing changes', () => {
+  test('with no policy in force the namespace is not read and nothing changes', async () => {
+    let reads = 0;
     const g: PolicyGate = {
       current: () => policySet([]),
       options: providerOptionsFromConfig(config()),
-      namespace: () => assert.fail('read'),
+      namespace: (name) => {
+        reads++;
+        return { name, labels: {} };
+      },
     };
-    const d = admitPod(providers(), lookup({ 'eks.amazonaws.com/role-arn': ARN_B }), request(pod()), g);
-    assert.ok(!(d instanceof Promise) && d.allowed);
+    const d = await admitPod(providers(), lookup({ 'eks.amazonaws.com/role-arn': ARN_B }), request(pod()), g);
+    const without = await admitPod(providers(), lookup({ 'eks.amazonaws.com/role-arn': ARN_B }), request(pod()));
+    assert.equal(reads, 0);
+    assert.ok(d.allowed);
+    assert.deepEqual(d, without);
   });
 
   test("a labelled Secret naming another tenant's role is refused; its own is admitted", async () => {

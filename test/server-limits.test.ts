@@ -314,7 +314,7 @@ describe('routes', () => {
       https: { cert: certs.certPem, key: certs.keyPem },
       log: pino({ level: 'silent' }),
       metrics: createMetrics(),
-      admit: (_request, context) => {
+      admit: async (_request, context) => {
         seen.push(context.failurePolicy);
         return { allowed: true };
       },

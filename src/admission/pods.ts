@@ -7,6 +7,7 @@ import { podPolicyFor, type PolicyGate } from '../policy/gate.ts';
 import type { PodProvider } from '../clouds/types.ts';
 import type { AdmissionRequest, Decision } from './review.ts';
 
+/** The ServiceAccount cache's lookup: a hit answers at once, a miss later; awaited either way. */
 export type ServiceAccountLookup = (
   namespace: string,
   name: string,
@@ -90,7 +91,7 @@ function unresolved(err: unknown, policy: UnresolvedPolicy): Decision {
 }
 
 /** Pods on CREATE: look the ServiceAccount up (cache first) and run the pure core. */
-export function admitPod(
+export async function admitPod(
   providers: readonly PodProvider[],
   lookup: ServiceAccountLookup,
   request: AdmissionRequest,
@@ -100,7 +101,7 @@ export function admitPod(
     recordKeys,
     maxContainers,
   }: { onUnresolved?: UnresolvedPolicy; recordKeys?: RecordKeys; maxContainers?: number } = {},
-): Decision | Promise<Decision> {
+): Promise<Decision> {
   if (request.operation !== 'CREATE' || request.subResource) return { allowed: true };
   const pod = request.object as Pod;
   const shape = podShapeError(pod);
@@ -117,14 +118,16 @@ export function admitPod(
     };
   }
   const namespace = request.namespace || pod.metadata?.namespace || 'default';
-  const sa = lookup(namespace, serviceAccountNameOf(pod));
-  // Tenant policy needs the namespace's labels: cached, or read when the cache has not seen it yet.
-  const policy = podPolicyFor(policyGate, namespace);
-  if (sa instanceof Promise || policy instanceof Promise) {
-    return Promise.all([sa, policy]).then(
-      ([view, hook]) => decide(providers, pod, namespace, view, hook, recordKeys),
-      (err: unknown) => unresolved(err, onUnresolved),
-    );
+  let sa: ServiceAccountView | undefined;
+  let policy: InjectionPolicy | undefined;
+  try {
+    // Tenant policy needs the namespace's labels: cached, or read when the cache has not seen it yet.
+    [sa, policy] = await Promise.all([
+      lookup(namespace, serviceAccountNameOf(pod)),
+      podPolicyFor(policyGate, namespace),
+    ]);
+  } catch (err) {
+    return unresolved(err, onUnresolved);
   }
   return decide(providers, pod, namespace, sa, policy, recordKeys);
 }

@@ -1,7 +1,8 @@
-import { denial, WebhookError, isDenial } from '../errors.ts';
-import type { Secret, ServiceAccountView } from '../kube/types.ts';
-import { mutateSecret, secretReference, type SecretCoreOptions } from '../mutate/secret.ts';
-import { secretPolicyFor, type PolicyGate, type SecretPolicy } from '../policy/gate.ts';
+import { denial } from '../errors.ts';
+import type { Secret } from '../kube/types.ts';
+import { planSecret, type SecretCoreOptions } from '../mutate/secret.ts';
+import { secretPolicyFor, type PolicyGate } from '../policy/gate.ts';
+import { judgeSecret } from './judge-secret.ts';
 import type { ServiceAccountLookup } from './pods.ts';
 import type { AdmissionRequest, Decision } from './review.ts';
 
@@ -28,42 +29,18 @@ export function secretShapeError(secret: unknown): string | undefined {
   return undefined;
 }
 
-function decide(
-  core: SecretCoreOptions,
-  secret: Secret,
-  oldSecret: Secret | undefined,
-  namespace: string,
-  sa: ServiceAccountView | undefined,
-  policy?: SecretPolicy,
-): Decision {
-  const result = mutateSecret(core, { secret, oldSecret, namespace, referencedServiceAccount: sa });
-  if (!result.allowed) return { allowed: false, denial: result.denial };
-  if (!result.selected) return { allowed: true };
-  const refused = policy?.({ secret, derivation: result.derivation, reference: result.reference, serviceAccount: sa });
-  if (refused) return { allowed: false, denial: refused };
-  const audit: Record<string, string> = { 'secret-provider': result.derivation.provider };
-  if (result.reference) audit['secret-service-account'] = `${result.reference.namespace}/${result.reference.name}`;
-  return {
-    allowed: true,
-    patch: result.patch,
-    warnings: result.warnings,
-    auditAnnotations: audit,
-    injected: [result.derivation.provider],
-  };
-}
-
 /**
  * Secrets on CREATE and UPDATE. The webhook configuration's objectSelector sends only labelled
  * Secrets; an unlabelled one that arrives anyway is admitted untouched. The webhook never reads
  * Secrets from the API: it sees them only here. A reference into another namespace is looked up
  * in the ServiceAccount cache.
  */
-export function admitSecret(
+export async function admitSecret(
   core: SecretCoreOptions,
   lookup: ServiceAccountLookup,
   request: AdmissionRequest,
   policyGate?: PolicyGate,
-): Decision | Promise<Decision> {
+): Promise<Decision> {
   if ((request.operation !== 'CREATE' && request.operation !== 'UPDATE') || request.subResource)
     return { allowed: true };
   const secret = request.object as Secret;
@@ -73,25 +50,21 @@ export function admitSecret(
   // A stored version we cannot read sets nothing to keep; the new one is still judged in full.
   const oldSecret = old && !secretShapeError(old) ? old : undefined;
   const namespace = request.namespace || secret.metadata?.namespace || 'default';
-  const ref = secretReference(secret, namespace);
-  const sa =
-    ref === undefined || isDenial(ref) || ref.namespace === namespace ? undefined : lookup(ref.namespace, ref.name);
-  const policy = secretPolicyFor(policyGate, namespace);
-  if (sa instanceof Promise || policy instanceof Promise) {
-    return Promise.all([sa, policy]).then(
-      ([view, judge]) => decide(core, secret, oldSecret, namespace, view, judge),
-      (err: unknown) => {
-        // A grant that cannot be checked is no grant: refused whatever the failure policy.
-        if (!(err instanceof WebhookError) || err.code !== 'WIW_SERVICEACCOUNT_UNAVAILABLE') throw err;
-        return {
-          allowed: false,
-          denial: denial(
-            'ServiceAccountUnavailable',
-            `${err.message}; it is needed to check the reference: retry shortly`,
-          ),
-        };
-      },
-    );
-  }
-  return decide(core, secret, oldSecret, namespace, sa, policy);
+  const result = await judgeSecret(
+    core,
+    planSecret(secret, namespace),
+    { serviceAccount: async (ns, name) => lookup(ns, name), policy: (ns) => secretPolicyFor(policyGate, ns) },
+    oldSecret,
+  );
+  if (!result.allowed) return { allowed: false, denial: result.denial };
+  if (!result.selected) return { allowed: true };
+  const audit: Record<string, string> = { 'secret-provider': result.derivation.provider };
+  if (result.reference) audit['secret-service-account'] = `${result.reference.namespace}/${result.reference.name}`;
+  return {
+    allowed: true,
+    patch: result.patch,
+    warnings: result.warnings,
+    auditAnnotations: audit,
+    injected: [result.derivation.provider],
+  };
 }

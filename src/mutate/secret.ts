@@ -54,13 +54,33 @@ export function selectSecret(secret: Secret): SecretSelection | Denial | undefin
 }
 
 /**
- * The ServiceAccount a project-labelled Secret's token is issued for; the admission glue looks it
- * up (from the cache) before the core runs. undefined for Secrets without the project's label.
+ * What the core needs to know before it decides, worked out once: whether the Secret is ours
+ * (and for which provider), the reference parsed, and what must be read first: the referenced
+ * ServiceAccount when it is in another namespace, whose grant decides. Pure; a Denial when the
+ * labels already refuse the Secret.
  */
-export function secretReference(secret: Secret, namespace: string): ServiceAccountReference | Denial | undefined {
+export type SecretPlan =
+  | { secret: Secret; namespace: string; selection: undefined; reference: undefined; read: undefined }
+  | {
+      secret: Secret;
+      /** The request's namespace: the Secret's own. */
+      namespace: string;
+      selection: SecretSelection;
+      /** The ServiceAccount the token is issued for (project label only), or why the annotation is refused. */
+      reference: ServiceAccountReference | Denial | undefined;
+      /** The ServiceAccount to read before deciding: a reference into another namespace. */
+      read: ServiceAccountReference | undefined;
+    };
+
+export function planSecret(secret: Secret, namespace: string): SecretPlan | Denial {
   const selection = selectSecret(secret);
-  if (selection === undefined || isDenial(selection) || !selection.project) return undefined;
-  return parseServiceAccountReference(secret.metadata?.annotations?.[SERVICE_ACCOUNT_ANNOTATION], namespace);
+  if (selection === undefined) return { secret, namespace, selection, reference: undefined, read: undefined };
+  if (isDenial(selection)) return selection;
+  const reference = selection.project
+    ? parseServiceAccountReference(secret.metadata?.annotations?.[SERVICE_ACCOUNT_ANNOTATION], namespace)
+    : undefined;
+  const read = reference && !isDenial(reference) && reference.namespace !== namespace ? reference : undefined;
+  return { secret, namespace, selection, reference, read };
 }
 
 export interface SecretCoreOptions {
@@ -69,14 +89,18 @@ export interface SecretCoreOptions {
   defaultTokenPath: string;
 }
 
-export interface SecretAdmission {
-  secret: Secret;
+/** What the core is told besides the plan. */
+export interface SecretFacts {
   /** The stored Secret on UPDATE; undefined on CREATE. */
   oldSecret?: Secret;
+  /** The ServiceAccount the plan's `read` names, as read (undefined: it does not exist, or nothing was read). */
+  referencedServiceAccount?: ServiceAccountView;
+}
+
+export interface SecretAdmission extends SecretFacts {
+  secret: Secret;
   /** The request's namespace: the Secret's own. */
   namespace: string;
-  /** The ServiceAccount a cross-namespace reference names, as the cache has it (undefined: unknown). */
-  referencedServiceAccount?: ServiceAccountView;
 }
 
 export type SecretMutation =
@@ -109,25 +133,29 @@ export function resolveTokenPath(secret: Secret, defaultTokenPath: string): stri
  * The pure core for Secrets: a Secret (and its stored version on UPDATE) in, a Denial or additive
  * JSON Patch out. The patch sets only derived keys: `add` when absent, `replace` when different
  * (a token writer dropped them, or someone edited them by hand). `token`, `config` and every other
- * key are never touched. No I/O, no clock: the server, preview, the token requestor and the tests
- * all call this.
+ * key are never touched. No I/O, no clock: preview, `trust` and the tests call this; admission and
+ * the token requestor read what the plan names first (`admission/judge-secret.ts`).
  */
 export function mutateSecret(options: SecretCoreOptions, admission: SecretAdmission): SecretMutation {
-  const { secret, oldSecret, namespace } = admission;
-  const selection = selectSecret(secret);
+  const plan = planSecret(admission.secret, admission.namespace);
+  if (isDenial(plan)) return { allowed: false, denial: plan };
+  return decideSecret(options, plan, admission);
+}
+
+/** The decision for a planned Secret, given what the plan said to read. Pure. */
+export function decideSecret(options: SecretCoreOptions, plan: SecretPlan, facts: SecretFacts): SecretMutation {
+  const { secret, namespace, selection } = plan;
   if (selection === undefined) return { allowed: true, selected: false, patch: [], warnings: [] };
-  if (isDenial(selection)) return { allowed: false, denial: selection };
 
   const problems: Denial[] = [];
   const warnings: string[] = [];
   const annotations = secret.metadata?.annotations ?? {};
   let reference: ServiceAccountReference | undefined;
   if (selection.project) {
-    const ref = parseServiceAccountReference(annotations[SERVICE_ACCOUNT_ANNOTATION], namespace);
-    if (isDenial(ref)) problems.push(ref);
-    else {
-      reference = ref;
-      const refused = checkReferenceGrant(ref, namespace, admission.referencedServiceAccount);
+    if (isDenial(plan.reference)) problems.push(plan.reference);
+    else if (plan.reference) {
+      reference = plan.reference;
+      const refused = checkReferenceGrant(reference, namespace, facts.referencedServiceAccount);
       if (refused) problems.push(refused);
     }
     if (selection.gardener) {
@@ -152,6 +180,7 @@ export function mutateSecret(options: SecretCoreOptions, admission: SecretAdmiss
     else derivation = result;
   }
 
+  const { oldSecret } = facts;
   if (oldSecret && derivation)
     problems.push(
       ...accountChanges(provider, selection, oldSecret, secret.data?.config, derivation, tokenPath as string),

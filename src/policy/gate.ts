@@ -14,27 +14,35 @@ import type { ProviderOptions } from '../clouds/index.ts';
 export interface PolicyGate {
   current(): PolicySet;
   options: ProviderOptions;
+  /** The namespace cache's lookup: a hit answers at once, a miss later; awaited either way. */
   namespace(name: string): NamespaceView | Promise<NamespaceView>;
 }
 
 /** The hook for one Pod, or undefined when no policy is in force (the namespace is then not read). */
-export function podPolicyFor(
+export async function podPolicyFor(
   gate: PolicyGate | undefined,
   namespace: string,
-): InjectionPolicy | undefined | Promise<InjectionPolicy | undefined> {
+): Promise<InjectionPolicy | undefined> {
+  if (!gate || isEmptyPolicySet(gate.current())) return undefined;
+  let ns: NamespaceView;
+  try {
+    ns = await gate.namespace(namespace);
+  } catch (err) {
+    // Without the namespace's labels no identity can be judged; a Pod that requests none still can be admitted.
+    return (_admission, injections) =>
+      injections.length === 0
+        ? { injections, denials: [] }
+        : { injections: [], denials: [namespaceDenial(err as Error)] };
+  }
+  return podPolicy(gate, ns);
+}
+
+/** The hook for one Pod once its namespace is read; undefined when no policy is in force. Pure. */
+export function podPolicy(gate: PolicyGate | undefined, ns: NamespaceView): InjectionPolicy | undefined {
   const set = gate?.current();
   if (!gate || !set || isEmptyPolicySet(set)) return undefined;
-  const make =
-    (ns: NamespaceView): InjectionPolicy =>
-    (admission, injections) =>
-      judgePodInjections({ set, options: gate.options, namespace: ns }, admission, injections);
-  const ns = gate.namespace(namespace);
-  // Without the namespace's labels no identity can be judged; a Pod that requests none still can be admitted.
-  const unreadable =
-    (err: Error): InjectionPolicy =>
-    (_admission, injections) =>
-      injections.length === 0 ? { injections, denials: [] } : { injections: [], denials: [namespaceDenial(err)] };
-  return ns instanceof Promise ? ns.then(make, unreadable) : make(ns);
+  return (admission, injections) =>
+    judgePodInjections({ set, options: gate.options, namespace: ns }, admission, injections);
 }
 
 function namespaceDenial(err: Error): Denial {
@@ -52,32 +60,27 @@ export interface SecretPolicyInput {
 export type SecretPolicy = (input: SecretPolicyInput) => Denial | undefined;
 
 /** The judge for one labelled Secret, or undefined when no policy is in force. */
-export function secretPolicyFor(
+export async function secretPolicyFor(
   gate: PolicyGate | undefined,
   namespace: string,
-): SecretPolicy | undefined | Promise<SecretPolicy | undefined> {
+): Promise<SecretPolicy | undefined> {
   const set = gate?.current();
   if (!gate || !set || isEmptyPolicySet(set)) return undefined;
-  const make =
-    (ns: NamespaceView): SecretPolicy =>
-    ({ secret, derivation, reference, serviceAccount }) => {
-      const sa = reference && { ...reference, annotations: serviceAccount?.annotations ?? {} };
-      const denials = judgeSecretIdentity(
-        set,
-        { metadata: secret.metadata, namespace: ns, serviceAccount: sa },
-        derivation,
-      );
-      return denials.length > 0 ? mergeDenials(denials) : undefined;
-    };
-  const ns = gate.namespace(namespace);
-  return ns instanceof Promise
-    ? ns.then(
-        make,
-        (err: Error): SecretPolicy =>
-          () =>
-            namespaceDenial(err),
-      )
-    : make(ns);
+  let ns: NamespaceView;
+  try {
+    ns = await gate.namespace(namespace);
+  } catch (err) {
+    return () => namespaceDenial(err as Error);
+  }
+  return ({ secret, derivation, reference, serviceAccount }) => {
+    const sa = reference && { ...reference, annotations: serviceAccount?.annotations ?? {} };
+    const denials = judgeSecretIdentity(
+      set,
+      { metadata: secret.metadata, namespace: ns, serviceAccount: sa },
+      derivation,
+    );
+    return denials.length > 0 ? mergeDenials(denials) : undefined;
+  };
 }
 
 /** A gate over fixed policies and namespaces: preview, tests and the benchmark. */

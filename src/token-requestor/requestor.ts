@@ -1,7 +1,8 @@
 import type { Logger } from 'pino';
-import { denial, type Denial, isDenial } from '../errors.ts';
+import { judgeSecret } from '../admission/judge-secret.ts';
+import { denial, type Denial, isDenial, WebhookError } from '../errors.ts';
 import type { Secret, ServiceAccountView } from '../kube/types.ts';
-import { mutateSecret, secretReference, selectSecret, type SecretCoreOptions } from '../mutate/secret.ts';
+import { planSecret, type SecretCoreOptions } from '../mutate/secret.ts';
 import { RENEW_ANNOTATION } from '../model.ts';
 import type { RequestorMetrics } from './metrics.ts';
 import { readTokenClaims, renewal } from './schedule.ts';
@@ -116,7 +117,7 @@ export class TokenRequestor {
     try {
       await this.#step(key, entry);
     } catch (err) {
-      this.#o.log.error({ secret: key, err: (err as Error).stack }, 'token requestor step failed');
+      this.#o.log.error({ secret: key, err }, 'token requestor step failed');
       this.#backoff(key, entry);
     } finally {
       entry.running = false;
@@ -133,42 +134,20 @@ export class TokenRequestor {
       metadata: { name: s.name, namespace: s.namespace, labels: s.labels, annotations: s.annotations },
       data: s.config === undefined ? {} : { config: s.config },
     };
-    const selection = selectSecret(secret);
-    if (selection === undefined) return;
-    if (isDenial(selection)) return this.#refuse(key, entry, selection);
+    const planned = planSecret(secret, s.namespace);
+    if (isDenial(planned)) return this.#refuse(key, entry, planned);
     // Gardener's token requestor writes Secrets that carry only Gardener's labels.
-    if (!selection.project) return;
-    const ref = secretReference(secret, s.namespace);
-    if (ref === undefined) return;
-    if (isDenial(ref)) return this.#refuse(key, entry, ref);
-    const served = this.#o.namespaces ?? [];
-    if (served.length && !served.includes(ref.namespace)) {
-      return this.#refuse(
-        key,
-        entry,
-        denial(
-          'NamespaceNotServed',
-          `ServiceAccount ${ref.namespace}/${ref.name} is in namespace ${ref.namespace}, which the token requestor does not serve (it serves ${served.join(', ')}; tokenRequestor.namespaces in the chart)`,
-        ),
-      );
+    if (!planned.selection?.project) return;
+    const verdict = await judgeSecret(this.#o.core, planned, {
+      serviceAccount: (namespace, name) => this.#readReferenced(key, namespace, name),
+    });
+    if (!verdict.allowed) {
+      // Not read (logged and counted by the read): try again later rather than refuse.
+      if (verdict.denial.reason === 'ServiceAccountUnavailable') return this.#backoff(key, entry);
+      return this.#refuse(key, entry, verdict.denial);
     }
-
-    let target: ServiceAccountView | undefined;
-    if (ref.namespace !== s.namespace) {
-      try {
-        target = await this.#o.api.readServiceAccount(ref.namespace, ref.name);
-      } catch (err) {
-        this.#o.metrics.failures.inc({ stage: 'serviceaccount' });
-        this.#o.log.warn(
-          { secret: key, serviceAccount: `${ref.namespace}/${ref.name}`, err: (err as Error).message },
-          'cannot read the referenced ServiceAccount',
-        );
-        return this.#backoff(key, entry);
-      }
-    }
-    const verdict = mutateSecret(this.#o.core, { secret, namespace: s.namespace, referencedServiceAccount: target });
-    if (!verdict.allowed) return this.#refuse(key, entry, verdict.denial);
-    if (!verdict.selected) return;
+    if (!verdict.selected || !verdict.reference) return;
+    const ref = verdict.reference;
 
     const { audience, provider } = verdict.derivation;
     const subject = `system:serviceaccount:${ref.namespace}:${ref.name}`;
@@ -247,6 +226,34 @@ export class TokenRequestor {
     this.#schedule(key, entry, next.now ? 1000 : next.at * 1000 - this.#now());
   }
 
+  /** The target of a cross-namespace reference, only in the namespaces this requestor serves. */
+  async #readReferenced(
+    key: string,
+    namespace: string,
+    name: string,
+  ): Promise<ServiceAccountView | undefined | Denial> {
+    const served = this.#o.namespaces ?? [];
+    if (served.length && !served.includes(namespace)) {
+      return denial(
+        'NamespaceNotServed',
+        `ServiceAccount ${namespace}/${name} is in namespace ${namespace}, which the token requestor does not serve (it serves ${served.join(', ')}; tokenRequestor.namespaces in the chart)`,
+      );
+    }
+    try {
+      return await this.#o.api.readServiceAccount(namespace, name);
+    } catch (err) {
+      this.#o.metrics.failures.inc({ stage: 'serviceaccount' });
+      this.#o.log.warn(
+        { secret: key, serviceAccount: `${namespace}/${name}`, err },
+        'cannot read the referenced ServiceAccount',
+      );
+      throw new WebhookError(
+        'WIW_SERVICEACCOUNT_UNAVAILABLE',
+        `ServiceAccount ${namespace}/${name} cannot be read: ${apiMessage(err)}`,
+      );
+    }
+  }
+
   async #refuse(key: string, entry: Entry, d: Denial): Promise<void> {
     this.#o.metrics.refused.inc({ reason: d.reason });
     this.#o.log.warn(
@@ -273,7 +280,7 @@ export class TokenRequestor {
       this.#o.log.info({ secret: key }, 'token removed: the reference is no longer granted');
     } catch (err) {
       // 409/404: the watch brings the new state; the next refusal tries again.
-      this.#o.log.warn({ secret: key, err: apiMessage(err) }, 'could not remove the token');
+      this.#o.log.warn({ secret: key, err }, 'could not remove the token');
     }
   }
 
@@ -284,10 +291,7 @@ export class TokenRequestor {
     try {
       await this.#o.api.warn(entry.secret, reason, message);
     } catch (err) {
-      this.#o.log.warn(
-        { secret: `${entry.secret.namespace}/${entry.secret.name}`, err: apiMessage(err) },
-        'could not record an event',
-      );
+      this.#o.log.warn({ secret: `${entry.secret.namespace}/${entry.secret.name}`, err }, 'could not record an event');
     }
   }
 

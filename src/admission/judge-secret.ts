@@ -1,0 +1,61 @@
+// The one pass over a labelled Secret that admission and the token requestor share: the plan
+// says what to read (the referenced ServiceAccount in another namespace, for its grant), the
+// caller's reads supply it and tenant policy, then the pure core decides. One function, so the
+// requestor never issues a token for a Secret the webhook would refuse.
+import { denial, type Denial, isDenial, WebhookError } from '../errors.ts';
+import type { ServiceAccountView, Secret } from '../kube/types.ts';
+import { decideSecret, type SecretCoreOptions, type SecretMutation, type SecretPlan } from '../mutate/secret.ts';
+import type { SecretPolicy } from '../policy/gate.ts';
+
+export interface SecretReads {
+  /**
+   * The ServiceAccount a cross-namespace reference names; undefined when it does not exist.
+   * Rejects with WIW_SERVICEACCOUNT_UNAVAILABLE when it cannot be read now; a Denial when this
+   * reader refuses to look (the token requestor outside the namespaces it serves).
+   */
+  serviceAccount(namespace: string, name: string): Promise<ServiceAccountView | undefined | Denial>;
+  /** Tenant policy's judge for the Secret's namespace; absent or undefined: none in force. */
+  policy?(namespace: string): Promise<SecretPolicy | undefined>;
+}
+
+/**
+ * The decision for a planned Secret (`planSecret`). A reference that cannot be checked, or that
+ * the reader refuses, is refused on its own: that answer does not depend on the rest.
+ */
+export async function judgeSecret(
+  core: SecretCoreOptions,
+  plan: SecretPlan | Denial,
+  reads: SecretReads,
+  oldSecret?: Secret,
+): Promise<SecretMutation> {
+  if (isDenial(plan)) return { allowed: false, denial: plan };
+  if (plan.selection === undefined) return decideSecret(core, plan, {});
+  const [target, policy] = await Promise.all([
+    plan.read && readTarget(reads, plan.read.namespace, plan.read.name),
+    reads.policy?.(plan.namespace),
+  ]);
+  if (isDenial(target)) return { allowed: false, denial: target };
+  const result = decideSecret(core, plan, { oldSecret, referencedServiceAccount: target });
+  if (!result.allowed || !result.selected || !policy) return result;
+  const refused = policy({
+    secret: plan.secret,
+    derivation: result.derivation,
+    reference: result.reference,
+    serviceAccount: target,
+  });
+  return refused ? { allowed: false, denial: refused } : result;
+}
+
+async function readTarget(
+  reads: SecretReads,
+  namespace: string,
+  name: string,
+): Promise<ServiceAccountView | undefined | Denial> {
+  try {
+    return await reads.serviceAccount(namespace, name);
+  } catch (err) {
+    // A grant that cannot be checked is no grant: refused whatever the failure policy.
+    if (!(err instanceof WebhookError) || err.code !== 'WIW_SERVICEACCOUNT_UNAVAILABLE') throw err;
+    return denial('ServiceAccountUnavailable', `${err.message}; it is needed to check the reference: retry shortly`);
+  }
+}
