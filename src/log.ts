@@ -1,13 +1,73 @@
-import pino, { type Logger } from 'pino';
+import pino, { type DestinationStream, type Logger } from 'pino';
 
 /**
- * JSON lines on stdout. Admission objects are never logged whole: a Secret's data or a token
- * must not reach a log, so the redaction list is a second guard, not the first.
+ * JSON lines on stdout (or `destination`). Admission objects are never logged whole: a Secret's
+ * data or a token must not reach a log, so the redaction list is a second guard, not the first.
+ * Errors are logged as `{ err }`; the serializer drops the HTTP responses client errors carry.
  */
-export function createLogger(level: string): Logger {
-  return pino({
+export function createLogger(level: string, destination?: DestinationStream): Logger {
+  const options = {
     level,
     base: { name: 'workload-identity-webhook' },
     redact: { paths: ['token', 'data', 'stringData', '*.token', '*.data', '*.stringData'], censor: '[redacted]' },
-  });
+    serializers: { err: serializeError },
+  };
+  return destination ? pino(options, destination) : pino(options);
+}
+
+/** pino's error serializer, over `loggableError`. */
+export function serializeError(err: unknown): unknown {
+  return pino.stdSerializers.err(loggableError(err) as Error);
+}
+
+/** Fields in which HTTP clients keep the response: client-node's ApiException has `body` and `headers`. */
+const RESPONSE_FIELDS = new Set(['body', 'headers', 'response']);
+const MAX_CAUSES = 8;
+
+/**
+ * The error as it may be logged. client-node's ApiException keeps the response body and headers
+ * as fields and writes both into its message and stack; a body can be any object the API server
+ * (or a proxy) sent back, a Secret included. Such an error is logged as its status and the API
+ * server's message only; an error caused by one gets the same treatment of its cause.
+ */
+export function loggableError(err: unknown, depth = 0): unknown {
+  if (typeof err !== 'object' || err === null || typeof (err as Error).message !== 'string') return err;
+  const e = err as Error & Record<string, unknown>;
+  const cause = depth < MAX_CAUSES ? loggableError(e.cause, depth + 1) : undefined;
+  // AggregateError: pino serializes each of `errors` too.
+  const given = Array.isArray(e.errors) ? (e.errors as unknown[]) : undefined;
+  const errors = given?.map((inner) => loggableError(inner, depth + 1));
+  const response = Object.keys(e).some((key) => RESPONSE_FIELDS.has(key));
+  if (!response && cause === e.cause && (!errors || errors.every((inner, i) => inner === given?.[i]))) return err;
+  const copy = Object.create(Object.getPrototypeOf(e)) as Record<string, unknown>;
+  for (const [key, value] of Object.entries(e)) if (!RESPONSE_FIELDS.has(key)) copy[key] = value;
+  if (errors) copy.errors = errors;
+  copy.message = response ? responseSummary(e) : e.message;
+  copy.stack = response ? `${e.name}: ${copy.message}${frames(e.stack)}` : e.stack;
+  if (e.cause !== undefined) copy.cause = cause;
+  return copy;
+}
+
+/** "HTTP 404 NotFound: secrets "x" not found": the status and the API server's Status message. */
+function responseSummary(e: Record<string, unknown>): string {
+  const code = typeof e.code === 'number' ? e.code : e.statusCode;
+  let body = e.body;
+  if (typeof body === 'string') {
+    try {
+      body = JSON.parse(body);
+    } catch {
+      body = undefined;
+    }
+  }
+  const status = (typeof body === 'object' && body !== null ? body : {}) as { reason?: unknown; message?: unknown };
+  const reason = typeof status.reason === 'string' ? ` ${status.reason}` : '';
+  const message = typeof status.message === 'string' ? status.message : 'the response body is not logged';
+  return `HTTP ${code ?? '(no status)'}${reason}: ${message}`;
+}
+
+/** The call-site lines of a stack, without the message it starts with (which may span lines). */
+function frames(stack: unknown): string {
+  if (typeof stack !== 'string') return '';
+  const at = stack.search(/\n\s+at /);
+  return at === -1 ? '' : stack.slice(at);
 }

@@ -87,8 +87,10 @@ async function injectionRecordKeys(
   return keys;
 }
 
-export async function serve(config: Config, log: Logger): Promise<RunningServer> {
-  const tls = await loadTls(config, log);
+export async function serve(config: Config, root: Logger): Promise<RunningServer> {
+  // One child logger per component, made here where the components are built.
+  const log = root.child({ component: 'server' });
+  const tls = await loadTls(config, root.child({ component: 'tls' }));
   const providers = createProviders(config);
   const secretCore = { providers: createSecretProviders(config), defaultTokenPath: config.secretTokenPath };
   const metrics = createMetrics();
@@ -96,12 +98,12 @@ export async function serve(config: Config, log: Logger): Promise<RunningServer>
   const cache = new ServiceAccountCache({
     kubeConfig,
     annotationPrefixes: [...annotationPrefixes(providers), ...SECRET_ANNOTATION_PREFIXES],
-    log,
+    log: root.child({ component: 'serviceaccount-cache' }),
     metrics,
     missTimeoutMs: config.cacheMissTimeoutMs,
     missReadsPerSecond: config.cacheMissRate,
   });
-  const tenantPolicy = createTenantPolicy(config, kubeConfig, log);
+  const tenantPolicy = createTenantPolicy(config, kubeConfig, root.child({ component: 'tenant-policy' }));
   const recordKeys = await injectionRecordKeys(config, tls.pair, log);
   let draining = false;
   const lookup = (ns: string, name: string) => cache.lookup(ns, name);
@@ -125,7 +127,7 @@ export async function serve(config: Config, log: Logger): Promise<RunningServer>
   const policy = tlsPolicy(config.tlsMinVersion, config.tlsCipherSuites);
   const app = buildApp({
     https: tls.pair,
-    log,
+    log: root.child({ component: 'admission' }),
     metrics,
     admit,
     isReady: () => !draining && cache.synced && (tenantPolicy?.synced() ?? true),

@@ -14,6 +14,7 @@ import {
   verifyServiceAccountToken,
   type ControlPlane,
 } from './harness/control-plane.ts';
+import { createLogger } from '../src/log.ts';
 import { registerWebhook, startWebhook, until, type WebhookProcess } from './support/webhook.ts';
 import {
   ARN,
@@ -182,6 +183,27 @@ describe('the webhook', () => {
       refused.message,
       /: config\.roleARN="arn:aws:iam::123:role\/x" is not an IAM role ARN; expected arn:<partition>:iam::<12-digit account>:role\/<optional path\/><name>$/,
     );
+  });
+
+  test("the API server's error, logged, keeps its status and message and drops the response body and headers", async () => {
+    const secret = labelledSecret('aws', { name: 'logged-refusal', config: { roleARN: 'nope' }, data: { token: 'x' } });
+    const err = await create(secret).then(
+      () => assert.fail('expected a refusal'),
+      (e: unknown) => e as Error & { body: unknown; headers: Record<string, string> },
+    );
+    // What client-node puts in the error: the body and the headers, also inside its message.
+    assert.ok(err.body && err.headers['audit-id'] && err.message.includes(err.headers['audit-id']));
+    const lines: string[] = [];
+    createLogger('info', { write: (line: string) => void lines.push(line) }).warn({ err }, 'create failed');
+    const logged = JSON.parse(lines[0]).err;
+    assert.equal(logged.type, 'ApiException');
+    assert.equal(logged.code, 400);
+    assert.match(
+      logged.message,
+      /^HTTP 400 BadRequest: admission webhook "[^"]+" denied the request: config\.roleARN="nope" is not an IAM role ARN/,
+    );
+    assert.equal(lines[0].includes(err.headers['audit-id']), false);
+    assert.equal(lines[0].includes('Body:') || 'body' in logged || 'headers' in logged, false);
   });
 
   test('unlabelled Secrets are never sent to the webhook', async () => {
@@ -410,7 +432,11 @@ describe('the token requestor', () => {
     });
     const second = await tokenOf('team-a', 'failover', first);
     await verifyServiceAccountToken(cp, second, { audience: 'sts.amazonaws.com', namespace: 'team-a', name: 'app' });
-    assert.ok(r2.logs().some((l) => l.msg === 'token written' && l.secret === 'team-a/failover'));
+    // The line reaches the log file after the write the test saw: wait for it, not just look.
+    await until(
+      'the token written line',
+      () => r2!.logs().some((l) => l.msg === 'token written' && l.secret === 'team-a/failover') || undefined,
+    );
   });
 
   test('a leader that dies without releasing the Lease is replaced once the Lease expires', async () => {
@@ -430,7 +456,11 @@ describe('the token requestor', () => {
     });
     const second = await tokenOf('team-a', 'failover', first);
     await verifyServiceAccountToken(cp, second, { audience: 'sts.amazonaws.com', namespace: 'team-a', name: 'app' });
-    assert.ok(r3.logs().some((l) => l.msg === 'token written' && l.secret === 'team-a/failover'));
+    // The line reaches the log file after the write the test saw: wait for it, not just look.
+    await until(
+      'the token written line',
+      () => r3!.logs().some((l) => l.msg === 'token written' && l.secret === 'team-a/failover') || undefined,
+    );
   });
 
   test('the documented examples work as written: Secret, token, and the Pod mounting it', async () => {

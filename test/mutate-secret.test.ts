@@ -5,7 +5,16 @@ import assert from 'node:assert/strict';
 import { admitSecret } from '../src/admission/secrets.ts';
 import type { AdmissionRequest } from '../src/admission/review.ts';
 import type { Secret, ServiceAccountView } from '../src/kube/types.ts';
-import { mutateSecret, selectSecret, type SecretAdmission, type SecretMutation } from '../src/mutate/secret.ts';
+import { judgeSecret } from '../src/admission/judge-secret.ts';
+import { isDenial } from '../src/errors.ts';
+import { ServiceAccountUnavailable } from '../src/kube/serviceaccount-cache.ts';
+import {
+  mutateSecret,
+  planSecret,
+  selectSecret,
+  type SecretAdmission,
+  type SecretMutation,
+} from '../src/mutate/secret.ts';
 import { grantsReferrer } from '../src/mutate/secret-reference.ts';
 import { createSecretProviders } from '../src/clouds/index.ts';
 import { config } from './helpers.ts';
@@ -28,6 +37,7 @@ import {
   textData,
 } from './support/secrets.ts';
 
+const GRANT_A = { 'workload-identity-webhook.io/allowed-referrer-namespaces': 'team-a' };
 const TOKEN_PATH = '/var/run/secrets/gardener.cloud/workload-identity/token';
 const JWT = 'eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJzeXN0ZW06c2VydmljZWFjY291bnQ6dGVhbS1hOmFwcCJ9.c2lnbmF0dXJl';
 
@@ -867,6 +877,95 @@ describe('admission glue', () => {
     assert.deepEqual(await admitSecret(c, () => undefined, request(labelledSecret('aws', { provider: null }))), {
       allowed: true,
     });
+  });
+
+  test('one pass: the reference is read from the Secret once, the target and the namespace once each', async () => {
+    const secret = labelledSecret('aws', { serviceAccount: 'team-b/shared' });
+    // Counts reads of the reference annotation, wherever the pass looks at it.
+    let referenceReads = 0;
+    const annotations = new Proxy(secret.metadata!.annotations!, {
+      get(target, key, receiver) {
+        if (key === 'workload-identity-webhook.io/service-account') referenceReads++;
+        return Reflect.get(target, key, receiver);
+      },
+    });
+    const counted = { ...secret, metadata: { ...secret.metadata, annotations } };
+    const plan = planSecret(counted, 'team-a');
+    assert.ok(!isDenial(plan));
+    assert.deepEqual(plan.read, { namespace: 'team-b', name: 'shared' });
+    const asked: string[] = [];
+    const namespaces: string[] = [];
+    const judged = await judgeSecret(
+      c,
+      plan,
+      {
+        serviceAccount: async (ns, name) => {
+          asked.push(`${ns}/${name}`);
+          return sa(ns, name, { 'workload-identity-webhook.io/allowed-referrer-namespaces': 'team-a' });
+        },
+        policy: async (ns) => {
+          namespaces.push(ns);
+          return undefined;
+        },
+      },
+      applySecretPatch(secret, patchOf(run(secret, { referencedServiceAccount: sa('team-b', 'shared', GRANT_A) }))),
+    );
+    assert.ok(judged.allowed && judged.selected, judged.allowed ? '' : judged.denial.message);
+    assert.deepEqual(judged.reference, { namespace: 'team-b', name: 'shared' });
+    assert.equal(referenceReads, 1);
+    assert.deepEqual(asked, ['team-b/shared']);
+    assert.deepEqual(namespaces, ['team-a']);
+  });
+
+  test('reads nothing for a Secret that is not ours, refused by its labels, or with a reference in its own namespace', async () => {
+    const asked: string[] = [];
+    const reads = {
+      serviceAccount: async (ns: string, name: string) => void asked.push(`sa ${ns}/${name}`),
+      policy: async (ns: string) => void asked.push(`policy ${ns}`),
+    };
+    const unlabelled = await judgeSecret(c, planSecret(labelledSecret('aws', { provider: null }), 'team-a'), reads);
+    assert.ok(unlabelled.allowed && !unlabelled.selected);
+    const unknown = await judgeSecret(c, planSecret(labelledSecret('aws', { provider: 'alicloud' }), 'team-a'), reads);
+    assert.equal(unknown.allowed ? '' : unknown.denial.reason, 'UnknownProvider');
+    const malformed = await judgeSecret(
+      c,
+      planSecret(labelledSecret('aws', { serviceAccount: 'a/b/c' }), 'team-a'),
+      reads,
+    );
+    assert.equal(malformed.allowed ? '' : malformed.denial.reason, 'InvalidServiceAccountReference');
+    assert.deepEqual(asked, ['policy team-a']);
+    const own = await judgeSecret(c, planSecret(labelledSecret('aws'), 'team-a'), reads);
+    assert.ok(own.allowed);
+    assert.deepEqual(asked, ['policy team-a', 'policy team-a']);
+  });
+
+  test('a target that cannot be read refuses the Secret on its own (503, retry), whatever the failure policy', async () => {
+    const unavailable = () =>
+      Promise.reject(new ServiceAccountUnavailable('team-b', 'shared', 'no answer from the API server in 2000 ms'));
+    const expected = {
+      reason: 'ServiceAccountUnavailable',
+      status: 503,
+      message:
+        'ServiceAccount team-b/shared is not cached yet and could not be read (no answer from the API server in 2000 ms); it is needed to check the reference: retry shortly',
+    };
+    const good = await admitSecret(c, unavailable, request(labelledSecret('aws', { serviceAccount: 'team-b/shared' })));
+    assert.deepEqual(good, { allowed: false, denial: expected });
+    // Also when the rest is wrong too: the answer is "retry", not a list the retry may change.
+    const bad = await admitSecret(
+      c,
+      unavailable,
+      request(labelledSecret('aws', { serviceAccount: 'team-b/shared', config: { roleARN: 'nope' } })),
+    );
+    assert.deepEqual(bad, { allowed: false, denial: expected });
+    // Any other failure is a defect: it reaches the server, which answers InternalError.
+    await assert.rejects(
+      admitSecret(
+        c,
+        () => Promise.reject(new TypeError('boom')),
+        request(labelledSecret('aws', { serviceAccount: 'team-b/shared' })),
+      ),
+      /boom/,
+    );
   });
 
   test('an UPDATE compares with the stored version', async () => {

@@ -2,8 +2,11 @@
 // the API for. Its behaviour against a real kube-apiserver is in e2e-secrets.test.ts.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { ApiException } from '@kubernetes/client-node';
 import pino from 'pino';
+import { admitSecret } from '../src/admission/secrets.ts';
 import { ConfigError } from '../src/errors.ts';
+import { createLogger } from '../src/log.ts';
 import type { ServiceAccountView } from '../src/kube/types.ts';
 import { createSecretProviders } from '../src/clouds/index.ts';
 import { loadRequestorConfig } from '../src/token-requestor/config.ts';
@@ -21,6 +24,7 @@ import { config } from './helpers.ts';
 import { GCP_AUDIENCE, b64, fakeJwt, labelledSecret } from './support/secrets.ts';
 
 const SUBJECT = 'system:serviceaccount:team-a:app';
+const GRANT = 'workload-identity-webhook.io/allowed-referrer-namespaces';
 
 describe('renewal schedule', () => {
   const base = (claims: RenewalInput['claims'], extra: Partial<RenewalInput> = {}): RenewalInput => ({
@@ -130,16 +134,17 @@ function tracked(secret: ReturnType<typeof labelledSecret>, uid = 'uid-1'): Trac
   >[0])!;
 }
 
-function requestor(api: RequestorApi, namespaces: string[] = []) {
+function secretCore() {
   const c = config();
-  return new TokenRequestor({
-    namespaces,
-    core: { providers: createSecretProviders(c), defaultTokenPath: c.secretTokenPath },
-    api,
-    log: pino({ level: 'silent' }),
-    metrics: createRequestorMetrics(),
-    expirationSeconds: 1200,
-  });
+  return { providers: createSecretProviders(c), defaultTokenPath: c.secretTokenPath };
+}
+
+function requestor(
+  api: RequestorApi,
+  namespaces: string[] = [],
+  { log = pino({ level: 'silent' }), metrics = createRequestorMetrics() } = {},
+) {
+  return new TokenRequestor({ namespaces, core: secretCore(), api, log, metrics, expirationSeconds: 1200 });
 }
 
 describe('TokenRequestor', () => {
@@ -296,6 +301,113 @@ describe('TokenRequestor', () => {
       ['team-a/barrier'],
     );
     r.stop();
+  });
+
+  test('gives the verdict admission gives: the same refusals with the same messages, tokens for the rest', async () => {
+    const accounts: ServiceAccountView[] = [
+      { namespace: 'team-b', name: 'shared', uid: 'x', annotations: { [GRANT]: 'team-a' } },
+      { namespace: 'team-b', name: 'private', uid: 'y', annotations: {} },
+    ];
+    const cases: Record<string, ReturnType<typeof labelledSecret>> = {
+      own: labelledSecret('aws'),
+      granted: labelledSecret('gcp', { serviceAccount: 'team-b/shared' }),
+      'not granted': labelledSecret('aws', { serviceAccount: 'team-b/private' }),
+      'no such ServiceAccount': labelledSecret('azure', { serviceAccount: 'team-b/ghost' }),
+      'bad config': labelledSecret('aws', { config: { roleARN: 'nope' } }),
+      'bad config, not granted': labelledSecret('aws', { serviceAccount: 'team-b/private', config: { roleARN: 'x' } }),
+      'malformed reference, bad config': labelledSecret('azure', {
+        serviceAccount: 'a/b/c',
+        config: { clientID: 'x' },
+      }),
+      'no reference': labelledSecret('gcp', { serviceAccount: null }),
+      'unknown provider': labelledSecret('aws', { provider: 'alicloud' }),
+    };
+    const verdicts: Record<string, { admission: string; requestor: string }> = {};
+    for (const [name, secret] of Object.entries(cases)) {
+      const decision = await admitSecret(
+        secretCore(),
+        (ns, n) => accounts.find((a) => a.namespace === ns && a.name === n),
+        {
+          uid: name,
+          kind: { group: '', version: 'v1', kind: 'Secret' },
+          namespace: 'team-a',
+          operation: 'CREATE',
+          object: secret,
+        },
+      );
+      const fake = fakeApi(accounts);
+      const r = requestor(fake.api);
+      r.onChange(`team-a/${name}`, tracked(secret));
+      await until(`${name}: a token or a refusal`, () => fake.writes.length + fake.events.length > 0 || undefined);
+      r.stop();
+      verdicts[name] = {
+        admission: decision.allowed ? 'token' : `no token issued: ${decision.denial?.message}`,
+        requestor: fake.writes.length ? 'token' : fake.events.map((e) => `${e.message}`).join(' | '),
+      };
+      if (fake.events.length) assert.equal(fake.events[0].reason, 'TokenRefused');
+    }
+    for (const [name, { admission, requestor }] of Object.entries(verdicts)) assert.equal(requestor, admission, name);
+    const tokens = Object.entries(verdicts).filter(([, v]) => v.admission === 'token');
+    assert.deepEqual(
+      tokens.map(([name]) => name),
+      ['own', 'granted'],
+    );
+  });
+
+  test('reads the reference from the Secret once per pass, and the ServiceAccount once', async () => {
+    const fake = fakeApi([{ namespace: 'team-b', name: 'shared', uid: 'x', annotations: { [GRANT]: 'team-a' } }]);
+    const r = requestor(fake.api);
+    const secret = tracked(labelledSecret('aws', { serviceAccount: 'team-b/shared' }));
+    let referenceReads = 0;
+    const annotations = new Proxy(secret.annotations, {
+      get(target, key, receiver) {
+        if (key === 'workload-identity-webhook.io/service-account') referenceReads++;
+        return Reflect.get(target, key, receiver);
+      },
+    });
+    // Counted when the pass is over and the token is requested (the write copies the annotations).
+    let readsBeforeToken: number | undefined;
+    const requestToken = fake.api.requestToken;
+    fake.api.requestToken = (request) => {
+      readsBeforeToken = referenceReads;
+      return requestToken(request);
+    };
+    r.onChange('team-a/aws', { ...secret, annotations });
+    await until('a write', () => fake.writes.length === 1 || undefined);
+    r.stop();
+    assert.equal(readsBeforeToken, 1);
+    assert.deepEqual(
+      fake.calls.filter((c) => c.startsWith('get ')),
+      ['get team-b/shared'],
+    );
+  });
+
+  test('a ServiceAccount it cannot read is tried again later, not refused; the log has the error, not the response', async () => {
+    const lines: string[] = [];
+    const log = createLogger('debug', { write: (line: string) => void lines.push(line) });
+    const metrics = createRequestorMetrics();
+    const fake = fakeApi();
+    fake.api.readServiceAccount = async (namespace, name) => {
+      fake.calls.push(`get ${namespace}/${name}`);
+      const status = { kind: 'Status', reason: 'ServiceUnavailable', message: 'etcdserver: request timed out' };
+      throw new ApiException(503, 'Unknown API Status Code!', JSON.stringify(status), { 'audit-id': 'a1b2' });
+    };
+    const r = requestor(fake.api, [], { log, metrics });
+    r.onChange('team-a/aws', tracked(labelledSecret('aws', { serviceAccount: 'team-b/shared' })));
+    // The second read comes after a backoff of 1 to 2 s.
+    await until('a second read', () => fake.calls.length === 2 || undefined);
+    r.stop();
+    assert.deepEqual(fake.events, []);
+    assert.deepEqual(fake.writes, []);
+    assert.deepEqual((await metrics.refused.get()).values, []);
+    const failed = (await metrics.failures.get()).values.find((v) => v.labels.stage === 'serviceaccount');
+    assert.ok(failed && failed.value >= 1);
+    const warning = lines.map((l) => JSON.parse(l)).find((l) => l.msg === 'cannot read the referenced ServiceAccount');
+    assert.ok(warning, lines.join('\n'));
+    assert.equal(warning.serviceAccount, 'team-b/shared');
+    assert.equal(warning.err.type, 'ApiException');
+    assert.equal(warning.err.message, 'HTTP 503 ServiceUnavailable: etcdserver: request timed out');
+    assert.equal(lines.join('\n').includes('audit-id'), false);
   });
 
   test("the API server's message is passed on, not the raw error", () => {

@@ -248,7 +248,7 @@ export class ListWatch {
     const delay = this.#backoffMs / 2 + Math.random() * (this.#backoffMs / 2);
     const status = statusOf(err);
     this.#o.log[status === 403 ? 'error' : 'warn'](
-      { what: this.#o.what, status, err: (err as Error)?.message ?? String(err), retryInMs: Math.round(delay) },
+      { what: this.#o.what, status, err, retryInMs: Math.round(delay) },
       status === 403
         ? `${this.#o.what} list/watch forbidden: the webhook's ServiceAccount needs get, list and watch on it`
         : `${this.#o.what} list/watch failed; retrying`,

@@ -188,7 +188,7 @@ export class ServiceAccountCache {
         const timedOut = err instanceof TimeoutError;
         this.#opts.metrics?.fallbackReads.inc({ result: timedOut ? 'timeout' : 'error' });
         this.#opts.log.warn(
-          { namespace, serviceAccount: name, err: (err as Error).message },
+          { namespace, serviceAccount: name, err },
           timedOut ? 'direct ServiceAccount read timed out' : 'direct ServiceAccount read failed',
         );
         throw new ServiceAccountUnavailable(

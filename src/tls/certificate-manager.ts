@@ -221,7 +221,7 @@ export class CertificateManager {
     }
     this.#running = this.#reconcile(false)
       .catch((err: Error) => {
-        this.#o.log.warn({ err: err.message, secret: this.#o.secretName }, 'certificate reconcile failed; retrying');
+        this.#o.log.warn({ err, secret: this.#o.secretName }, 'certificate reconcile failed; retrying');
         this.#schedule(Math.min(5_000, this.#o.resyncSeconds * 1000));
       })
       .finally(() => {
@@ -463,10 +463,7 @@ export class CertificateManager {
       ended = true;
       if (this.#stopped) return;
       if (err && (err as Error).name !== 'AbortError') {
-        this.#o.log.warn(
-          { err: (err as Error).message ?? String(err), secret: secretName },
-          'certificate Secret watch failed; resync continues',
-        );
+        this.#o.log.warn({ err, secret: secretName }, 'certificate Secret watch failed; resync continues');
       }
       clearTimeout(this.#watchRetry);
       // The resync timer covers the gap; a short pause keeps a failing watch from spinning.

@@ -44,17 +44,14 @@ export function watchKeyPair(
         onChange(pair);
         log.info({ certFile }, 'serving certificate reloaded');
       } catch (err) {
-        log.warn(
-          { certFile, err: (err as Error).message },
-          'serving certificate not reloaded; keeping the current one',
-        );
+        log.warn({ certFile, err }, 'serving certificate not reloaded; keeping the current one');
       }
     }, 100);
   };
   const watchers: FSWatcher[] = [];
   for (const dir of new Set([dirname(certFile), dirname(keyFile)])) {
     const w = watch(dir, reload);
-    w.on('error', (err) => log.warn({ dir, err: err.message }, 'cannot watch certificate folder'));
+    w.on('error', (err) => log.warn({ dir, err }, 'cannot watch certificate folder'));
     watchers.push(w);
   }
   return () => {

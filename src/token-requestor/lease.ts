@@ -56,7 +56,7 @@ export class LeaderElector {
     await this.#loop;
     if (!this.#leading) return;
     this.#setLeading(false);
-    await this.#release().catch((err: Error) => this.#o.log.warn({ err: err.message }, 'could not release the lease'));
+    await this.#release().catch((err: Error) => this.#o.log.warn({ err }, 'could not release the lease'));
   }
 
   async #tick(): Promise<void> {
@@ -65,10 +65,7 @@ export class LeaderElector {
     try {
       renewed = await this.#tryAcquireOrRenew();
     } catch (err) {
-      this.#o.log.warn(
-        { err: (err as Error).message, lease: `${this.#o.namespace}/${this.#o.name}` },
-        'lease read or write failed',
-      );
+      this.#o.log.warn({ err, lease: `${this.#o.namespace}/${this.#o.name}` }, 'lease read or write failed');
     }
     if (this.#stopped) return;
     if (renewed) {

@@ -22,7 +22,10 @@ export interface RunningRequestor {
  * project's label and keeps their tokens fresh. Losing the Lease stops all writes at once; a
  * new term starts from a fresh list.
  */
-export async function runTokenRequestor(config: Config, rc: RequestorConfig, log: Logger): Promise<RunningRequestor> {
+export async function runTokenRequestor(config: Config, rc: RequestorConfig, root: Logger): Promise<RunningRequestor> {
+  // One child logger per component, made once: a new leadership term reuses them.
+  const log = root.child({ component: 'token-requestor' });
+  const informerLog = root.child({ component: 'secret-informer' });
   const kubeConfig = loadKubeConfig(config.kubeconfig);
   const metrics = createRequestorMetrics();
   const api = kubeRequestorApi(kubeConfig, rc.identity);
@@ -35,7 +38,7 @@ export async function runTokenRequestor(config: Config, rc: RequestorConfig, log
     name: rc.leaseName,
     identity: rc.identity,
     leaseDurationSeconds: rc.leaseDurationSeconds,
-    log,
+    log: root.child({ component: 'lease' }),
     onStartedLeading: () => {
       metrics.leader.set(1);
       const requestor = new TokenRequestor({
@@ -54,7 +57,7 @@ export async function runTokenRequestor(config: Config, rc: RequestorConfig, log
             kubeConfig,
             labelSelector: PROVIDER_LABEL,
             namespace,
-            log,
+            log: informerLog,
             onChange: (key, s) => requestor.onChange(key, s),
           }),
       );
