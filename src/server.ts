@@ -101,7 +101,7 @@ export async function serve(config: Config, log: Logger): Promise<RunningServer>
     missTimeoutMs: config.cacheMissTimeoutMs,
     missReadsPerSecond: config.cacheMissRate,
   });
-  const tenantPolicy = createTenantPolicy(config, kubeConfig, log);
+  const tenantPolicy = createTenantPolicy(config, kubeConfig, log, metrics);
   const recordKeys = await injectionRecordKeys(config, tls.pair, log);
   let draining = false;
   const lookup = (ns: string, name: string) => cache.lookup(ns, name);
