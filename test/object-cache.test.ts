@@ -37,7 +37,9 @@ const reads = (metrics: ReturnType<typeof createMetrics>, result: string) =>
 describe('the Namespace cache', () => {
   test('lists names and labels, follows relabelling and new namespaces, and reports its size by kind', async () => {
     const metrics = createMetrics();
-    const cache = new NamespaceCache({ kubeConfig: cp.kubeConfig(), log, metrics });
+    const warnings: string[] = [];
+    const recording = pino({ level: 'warn' }, { write: (line: string) => void warnings.push(JSON.parse(line).msg) });
+    const cache = new NamespaceCache({ kubeConfig: cp.kubeConfig(), log: recording, metrics });
     await cache.start();
     try {
       assert.deepEqual(await cache.lookup('team-a'), {
@@ -57,6 +59,12 @@ describe('the Namespace cache', () => {
       await createNamespace(cp, 'later');
       await until('the watch to deliver the new namespace', () => cache.size === size + 1 || undefined);
       assert.equal(await reads(metrics, 'found'), 0, 'every answer came from the list and the watch');
+      // Options left unset keep ListWatch's defaults (a 90 s idle watchdog): one quiet watch throughout.
+      assert.deepEqual(warnings, []);
+      assert.equal(
+        await metricValue(metrics, 'wiw_serviceaccount_watch_restarts_total', '{what="Namespace",cause="idle"}'),
+        0,
+      );
     } finally {
       cache.stop();
     }

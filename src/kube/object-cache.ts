@@ -46,7 +46,7 @@ export class ObjectCache<T> {
   readonly #listWatch: ListWatch;
 
   constructor(options: ObjectCacheOptions<T>) {
-    const o = { missTimeoutMs: 2000, ...options };
+    const o = { ...options, missTimeoutMs: options.missTimeoutMs ?? 2000 };
     this.#o = o;
     this.#reads = new DirectReads(o.missTimeoutMs);
     this.#bucket = new TokenBucket(o.missReadsPerSecond ?? 50);
