@@ -14,7 +14,7 @@ import { annotationPrefixes, createProviders, createSecretProviders } from './cl
 import { createTenantPolicy } from './policy/runtime.ts';
 import { SECRET_ANNOTATION_PREFIXES } from './model.ts';
 import { RecordKeys } from './mutate/injection-record.ts';
-import { selfManagedTls } from './tls/certificate-manager.ts';
+import { selfManagedTls } from './tls/self-managed.ts';
 import { tlsPolicy } from './tls/policy.ts';
 import { generateCertificates } from './tls/self-signed.ts';
 import { readKeyPair, watchKeyPair, type KeyPair } from './tls/reloader.ts';
