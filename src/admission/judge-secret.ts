@@ -28,8 +28,7 @@ export async function judgeSecret(
   reads: SecretReads,
   oldSecret?: Secret,
 ): Promise<SecretMutation> {
-  if (isDenial(plan)) return { allowed: false, denial: plan };
-  if (plan.selection === undefined) return decideSecret(core, plan, {});
+  if (isDenial(plan) || plan.selection === undefined) return decideSecret(core, plan, {});
   const [target, policy] = await Promise.all([
     plan.read && readTarget(reads, plan.read.namespace, plan.read.name),
     reads.policy?.(plan.namespace),

@@ -137,13 +137,16 @@ export function resolveTokenPath(secret: Secret, defaultTokenPath: string): stri
  * the token requestor read what the plan names first (`admission/judge-secret.ts`).
  */
 export function mutateSecret(options: SecretCoreOptions, admission: SecretAdmission): SecretMutation {
-  const plan = planSecret(admission.secret, admission.namespace);
-  if (isDenial(plan)) return { allowed: false, denial: plan };
-  return decideSecret(options, plan, admission);
+  return decideSecret(options, planSecret(admission.secret, admission.namespace), admission);
 }
 
 /** The decision for a planned Secret, given what the plan said to read. Pure. */
-export function decideSecret(options: SecretCoreOptions, plan: SecretPlan, facts: SecretFacts): SecretMutation {
+export function decideSecret(
+  options: SecretCoreOptions,
+  plan: SecretPlan | Denial,
+  facts: SecretFacts,
+): SecretMutation {
+  if (isDenial(plan)) return { allowed: false, denial: plan };
   const { secret, namespace, selection } = plan;
   if (selection === undefined) return { allowed: true, selected: false, patch: [], warnings: [] };
 

@@ -2,8 +2,7 @@
 // same providers that mutate Pods) and every labelled Secret (through the same Secret core), so
 // the audience and subject printed for the cloud side are the ones the token will carry.
 import type { Pod, Secret, ServiceAccountView } from '../kube/types.ts';
-import { mutateSecret, type SecretCoreOptions } from '../mutate/secret.ts';
-import { SERVICE_ACCOUNT_ANNOTATION } from '../model.ts';
+import { decideSecret, planSecret, type SecretCoreOptions } from '../mutate/secret.ts';
 import { AZURE_USE_LABEL } from '../clouds/azure/pod.ts';
 import { isDenial, type PodProvider, type ProviderName } from '../clouds/types.ts';
 
@@ -93,10 +92,11 @@ export function identitiesOfSecrets(
   for (const secret of secrets) {
     const namespace = secret.metadata?.namespace || 'default';
     const where = `Secret ${namespace}/${secret.metadata?.name ?? '?'}`;
-    const annotations = secret.metadata?.annotations ?? {};
-    const refName = annotations[SERVICE_ACCOUNT_ANNOTATION]?.trim() ?? '';
-    const refKey = refName.includes('/') ? refName : `${namespace}/${refName}`;
-    const result = mutateSecret(options, { secret, namespace, referencedServiceAccount: byName.get(refKey) });
+    const plan = planSecret(secret, namespace);
+    const read = isDenial(plan) ? undefined : plan.read;
+    const result = decideSecret(options, plan, {
+      referencedServiceAccount: read && byName.get(`${read.namespace}/${read.name}`),
+    });
     if (!result.allowed) {
       problems.push(`${where}: ${result.denial.message}`);
       continue;
