@@ -121,11 +121,11 @@ export async function admitPod(
   let sa: ServiceAccountView | undefined;
   let policy: InjectionPolicy | undefined;
   try {
+    const found = lookup(namespace, serviceAccountNameOf(pod));
     // Tenant policy needs the namespace's labels: cached, or read when the cache has not seen it yet.
-    [sa, policy] = await Promise.all([
-      lookup(namespace, serviceAccountNameOf(pod)),
-      podPolicyFor(policyGate, namespace),
-    ]);
+    [sa, policy] = policyGate
+      ? await Promise.all([found, podPolicyFor(policyGate, namespace)])
+      : [await found, undefined];
   } catch (err) {
     return unresolved(err, onUnresolved);
   }
