@@ -29,10 +29,10 @@ export async function judgeSecret(
   oldSecret?: Secret,
 ): Promise<SecretMutation> {
   if (isDenial(plan) || plan.selection === undefined) return decideSecret(core, plan, {});
-  const [target, policy] = await Promise.all([
-    plan.read && readTarget(reads, plan.read.namespace, plan.read.name),
-    reads.policy?.(plan.namespace),
-  ]);
+  const reading = plan.read && readTarget(reads, plan.read.namespace, plan.read.name);
+  const judging = reads.policy?.(plan.namespace);
+  // Both reads at once; most Secrets need neither (same-namespace reference, no tenant policy).
+  const [target, policy] = reading || judging ? await Promise.all([reading, judging]) : [];
   if (isDenial(target)) return { allowed: false, denial: target };
   const result = decideSecret(core, plan, { oldSecret, referencedServiceAccount: target });
   if (!result.allowed || !result.selected || !policy) return result;

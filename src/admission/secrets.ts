@@ -53,7 +53,10 @@ export async function admitSecret(
   const result = await judgeSecret(
     core,
     planSecret(secret, namespace),
-    { serviceAccount: async (ns, name) => lookup(ns, name), policy: (ns) => secretPolicyFor(policyGate, ns) },
+    {
+      serviceAccount: async (ns, name) => lookup(ns, name),
+      policy: policyGate && ((ns) => secretPolicyFor(policyGate, ns)),
+    },
     oldSecret,
   );
   if (!result.allowed) return { allowed: false, denial: result.denial };
