@@ -29,10 +29,25 @@ export async function judgeSecret(
   oldSecret?: Secret,
 ): Promise<SecretMutation> {
   if (isDenial(plan) || plan.selection === undefined) return decideSecret(core, plan, {});
-  const reading = plan.read && readTarget(reads, plan.read.namespace, plan.read.name);
-  const judging = reads.policy?.(plan.namespace);
+  let target: ServiceAccountView | undefined | Denial;
+  let policy: SecretPolicy | undefined;
   // Both reads at once; most Secrets need neither (same-namespace reference, no tenant policy).
-  const [target, policy] = reading || judging ? await Promise.all([reading, judging]) : [];
+  if (plan.read || reads.policy) {
+    try {
+      const reading = plan.read && reads.serviceAccount(plan.read.namespace, plan.read.name);
+      [target, policy] = reads.policy ? await Promise.all([reading, reads.policy(plan.namespace)]) : [await reading];
+    } catch (err) {
+      // A grant that cannot be checked is no grant: refused whatever the failure policy.
+      if (!(err instanceof WebhookError) || err.code !== 'WIW_SERVICEACCOUNT_UNAVAILABLE') throw err;
+      return {
+        allowed: false,
+        denial: denial(
+          'ServiceAccountUnavailable',
+          `${err.message}; it is needed to check the reference: retry shortly`,
+        ),
+      };
+    }
+  }
   if (isDenial(target)) return { allowed: false, denial: target };
   const result = decideSecret(core, plan, { oldSecret, referencedServiceAccount: target });
   if (!result.allowed || !result.selected || !policy) return result;
@@ -43,18 +58,4 @@ export async function judgeSecret(
     serviceAccount: target,
   });
   return refused ? { allowed: false, denial: refused } : result;
-}
-
-async function readTarget(
-  reads: SecretReads,
-  namespace: string,
-  name: string,
-): Promise<ServiceAccountView | undefined | Denial> {
-  try {
-    return await reads.serviceAccount(namespace, name);
-  } catch (err) {
-    // A grant that cannot be checked is no grant: refused whatever the failure policy.
-    if (!(err instanceof WebhookError) || err.code !== 'WIW_SERVICEACCOUNT_UNAVAILABLE') throw err;
-    return denial('ServiceAccountUnavailable', `${err.message}; it is needed to check the reference: retry shortly`);
-  }
 }
