@@ -61,9 +61,9 @@ const WITHDRAWN = new Set(['ReferenceNotGranted', 'NamespaceNotServed']);
 /**
  * Keeps a fresh token in every Secret carrying the project's label: a TokenRequest for the
  * referenced ServiceAccount with the provider's audience, written to `token`, renewed at about
- * half its lifetime, or at once when the renew annotation is set. Before every token it runs the
- * webhook's own core on the Secret (config, reference, grant): a Secret the webhook would refuse
- * gets no token.
+ * half its lifetime, or at once when the renew annotation is set. Before every token it judges
+ * the Secret with admission's own `judgeSecret` (config, reference, grant), reading the target
+ * itself: a Secret the webhook would refuse gets no token, with the webhook's message.
  */
 export class TokenRequestor {
   readonly #o: TokenRequestorOptions;
