@@ -20,6 +20,14 @@ export function serializeError(err: unknown): unknown {
   return pino.stdSerializers.err(loggableError(err) as Error);
 }
 
+/** The error's message as it may be shown: an API response is reduced to its status and the Status message. */
+export function safeMessage(err: unknown): string {
+  const loggable = loggableError(err);
+  return typeof loggable === 'object' && loggable !== null && typeof (loggable as Error).message === 'string'
+    ? (loggable as Error).message
+    : String(err);
+}
+
 /** Fields in which HTTP clients keep the response: client-node's ApiException has `body` and `headers`. */
 const RESPONSE_FIELDS = new Set(['body', 'headers', 'response']);
 const MAX_CAUSES = 8;

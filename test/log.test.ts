@@ -5,7 +5,7 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ApiException } from '@kubernetes/client-node';
 import { WebhookError } from '../src/errors.ts';
-import { createLogger } from '../src/log.ts';
+import { createLogger, safeMessage } from '../src/log.ts';
 
 const TOKEN = 'eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJzeXN0ZW06c2VydmljZWFjY291bnQ6dGVhbS1hOmFwcCJ9.c2lnbmF0dXJl';
 const DATA = Buffer.from('{"roleARN":"arn:aws:iam::111122223333:role/s3-reader"}').toString('base64');
@@ -40,6 +40,14 @@ function assertClean(text: string) {
 }
 
 describe('logging errors', () => {
+  test('a message shown to a user (a denial) of an ApiException holds the Status message, not the body or headers', () => {
+    const err = new ApiException(500, 'Unknown API Status Code!', JSON.stringify(SECRET_BODY), HEADERS);
+    const shown = safeMessage(err);
+    assertClean(shown);
+    assert.equal(shown, 'HTTP 500: the response body is not logged');
+    assert.equal(safeMessage(new Error('connect ECONNREFUSED')), 'connect ECONNREFUSED');
+  });
+
   test('an ApiException is logged as its status and the API server message, without body or headers', () => {
     const { log, lines, parsed } = recorded();
     const err = new ApiException(409, 'Unknown API Status Code!', JSON.stringify(STATUS_BODY), HEADERS);

@@ -3,6 +3,7 @@
 // read from the API server once, deduplicated per key, rate-limited, with a short timeout. The
 // ServiceAccount and Namespace caches are this with their own slimming and options.
 
+import { safeMessage } from '../log.ts';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { Metrics } from '../metrics.ts';
@@ -139,7 +140,7 @@ export class ObjectCache<T> {
           key,
           timedOut
             ? `no answer from the API server in ${this.#o.missTimeoutMs} ms`
-            : `the API server answered: ${(err as Error).message}`,
+            : `the API server answered: ${safeMessage(err)}`,
         );
       });
   }

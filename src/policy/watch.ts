@@ -135,7 +135,7 @@ export class PolicyWatch {
       const code = statusOf(err);
       if (code === 409 || code === 404) return;
       this.#log.warn(
-        { policy: name, status: code, err: (err as Error).message },
+        { policy: name, status: code, err },
         'cannot write the tenant policy status (RBAC: update on workloadidentitypolicies/status)',
       );
     }
