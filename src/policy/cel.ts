@@ -13,6 +13,8 @@ import {
   type CelValue,
 } from '@bufbuild/cel';
 import { strings } from '@bufbuild/cel/ext';
+import { CLOUD_MODULES, type IdentityFieldOf } from '../clouds/index.ts';
+import { PROVIDER_NAMES, type ProviderName } from '../clouds/registry.ts';
 
 /**
  * CEL for tenant policy, on @bufbuild/cel (chosen for spec fidelity: docs/policy.md). An
@@ -38,23 +40,14 @@ export interface PolicyVariables {
   identity: IdentityVariable;
 }
 
-/** The requested identity, flattened across clouds; fields of another cloud are empty strings. */
-export const IDENTITY_FIELDS = [
+/** The requested identity, flattened across clouds (each adds its own fields); fields of another cloud are empty strings. */
+export type IdentityField = 'provider' | 'identityProvider' | IdentityFieldOf<ProviderName> | 'audience';
+export const IDENTITY_FIELDS: readonly IdentityField[] = [
   'provider',
   'identityProvider',
-  'partition',
-  'account',
-  'roleArn',
-  'tenant',
-  'clientId',
-  'cloud',
-  'projectNumber',
-  'pool',
-  'workloadIdentityProvider',
-  'serviceAccountEmail',
+  ...PROVIDER_NAMES.flatMap((name) => CLOUD_MODULES[name].policy.identityFields),
   'audience',
-] as const;
-export type IdentityField = (typeof IDENTITY_FIELDS)[number];
+];
 export type IdentityVariable = Record<IdentityField, string>;
 
 // The shape of each variable, for the compile-time check of field names: a typo such as
