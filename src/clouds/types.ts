@@ -59,8 +59,6 @@ export interface PodProvider {
   resolvePod(ctx: PodContext): Injection | Denial | undefined;
 }
 
-export { isDenial } from '../errors.ts';
-
 /**
  * Values tenant policy puts in place of the flags for one identity (docs/policy.md); undefined
  * keeps the flag's value.

@@ -1,3 +1,6 @@
+// CEL for tenant policy, on @bufbuild/cel (chosen for spec fidelity: docs/policy.md). An
+// expression is parsed, checked against the variables below and planned once; evaluating the
+// plan is a plain synchronous call of a few microseconds.
 import {
   CelScalar,
   celEnv,
@@ -15,12 +18,6 @@ import {
 import { strings } from '@bufbuild/cel/ext';
 import { CLOUD_MODULES, type IdentityFieldOf } from '../clouds/index.ts';
 import { PROVIDER_NAMES, type ProviderName } from '../clouds/registry.ts';
-
-/**
- * CEL for tenant policy, on @bufbuild/cel (chosen for spec fidelity: docs/policy.md). An
- * expression is parsed, checked against the variables below and planned once; evaluating the
- * plan is a plain synchronous call of a few microseconds.
- */
 
 /** What a policy expression sees. Every field is always present: a missing label is an empty map, not an error. */
 export interface PolicyVariables {
@@ -54,7 +51,7 @@ export type IdentityVariable = Record<IdentityField, string>;
 // `identity.acount` is a compile error, not a denial at 3 a.m.
 type Shape = 'string' | 'map' | { [field: string]: Shape };
 const STRING_MAP: Shape = 'map';
-export const VARIABLE_SHAPES: Record<keyof PolicyVariables, Shape> = {
+const VARIABLE_SHAPES: Record<keyof PolicyVariables, Shape> = {
   namespaceObject: { metadata: { name: 'string', labels: STRING_MAP } },
   serviceAccount: { metadata: { name: 'string', namespace: 'string', annotations: STRING_MAP } },
   object: {

@@ -1,3 +1,6 @@
+// Tenant policy at admission: pure and synchronous. Compiled policies, the namespace's labels and
+// the providers' options are plain data handed in; the result is the injections to plan (with
+// defaults applied) or the denials.
 import { cloudModule, providerWithOverrides, type ProviderOptions } from '../clouds/index.ts';
 import { CLOUDS, cloudFacts, type ProviderName } from '../clouds/registry.ts';
 import { denial, type Denial, isDenial } from '../errors.ts';
@@ -12,12 +15,6 @@ import type { CompiledPolicy, DefaultField, IdentityProviderSpec } from './model
 import type { Overrides } from '../clouds/types.ts';
 import { overridesFor } from './provider-options.ts';
 import { evaluateDefault, evaluateValidation } from './rules.ts';
-
-/**
- * Tenant policy at admission: pure and synchronous. Compiled policies, the namespace's labels and
- * the providers' options are plain data handed in; the result is the injections to plan (with
- * defaults applied) or the denials.
- */
 
 /** The policies in force for one admission: a snapshot, never changed once built. */
 export interface PolicySet {
@@ -162,7 +159,7 @@ function unavailableDenial(set: PolicySet): Denial | undefined {
 }
 
 /** The declared identity provider of this identity; an exact match (AWS: naming the account) wins over a wide one (a whole partition). */
-export function matchIdentityProvider(set: PolicySet, id: IdentityVariable): DeclaredProvider | undefined {
+function matchIdentityProvider(set: PolicySet, id: IdentityVariable): DeclaredProvider | undefined {
   let wide: DeclaredProvider | undefined;
   for (const p of set.identityProviders) {
     if (p.provider !== id.provider) continue;

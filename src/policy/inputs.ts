@@ -5,7 +5,7 @@ import type { Injection, ProviderName } from '../clouds/types.ts';
 import { IDENTITY_FIELDS, type IdentityVariable, type PolicyVariables } from './cel.ts';
 import type { ExampleInput } from './model.ts';
 
-export function emptyIdentity(): IdentityVariable {
+function emptyIdentity(): IdentityVariable {
   return Object.fromEntries(IDENTITY_FIELDS.map((f) => [f, ''])) as IdentityVariable;
 }
 

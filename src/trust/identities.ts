@@ -31,7 +31,7 @@ export interface Collected {
   problems: string[];
 }
 
-export function subjectOf(namespace: string, name: string): string {
+function subjectOf(namespace: string, name: string): string {
   return `system:serviceaccount:${namespace}:${name}`;
 }
 

@@ -26,11 +26,11 @@ export function issuerHostPath(issuer: string): string {
   return issuer.replace(/^https:\/\//, '');
 }
 
-export function oidcProviderArn(partition: string, account: string, issuer: string): string {
+function oidcProviderArn(partition: string, account: string, issuer: string): string {
   return `arn:${partition}:iam::${account}:oidc-provider/${issuerHostPath(issuer)}`;
 }
 
-export function awsTrust(issuer: string, identities: readonly TrustIdentity[]): AwsTrust {
+function awsTrust(issuer: string, identities: readonly TrustIdentity[]): AwsTrust {
   const ours = identities.filter((i) => i.cloud === 'aws');
   const hostPath = issuerHostPath(issuer);
   const roles: AwsTrust['roles'] = [];

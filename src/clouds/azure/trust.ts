@@ -25,11 +25,11 @@ export interface AzureTrust {
 }
 
 /** Entra's credential names: 3 to 120 letters, digits, - and _, starting with a letter or digit. */
-export function credentialName(namespace: string, serviceAccount: string): string {
+function credentialName(namespace: string, serviceAccount: string): string {
   return `kubernetes-${namespace}-${serviceAccount}`.replace(/[^A-Za-z0-9_-]/g, '-').slice(0, 120);
 }
 
-export function azureTrust(issuer: string, identities: readonly TrustIdentity[]): AzureTrust {
+function azureTrust(issuer: string, identities: readonly TrustIdentity[]): AzureTrust {
   const ours = identities.filter((i) => i.cloud === 'azure' && i.identity.clientId);
   const result: AzureTrust = { identities: [], commands: [] };
   for (const [clientId, members] of groupBy(ours, (i) => i.identity.clientId.toLowerCase())) {

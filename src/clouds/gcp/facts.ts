@@ -1,7 +1,7 @@
 // GCP facts read by its flags, its Pod provider and tenant policy.
 import { API_SERVER_TOKEN_BOUNDS, type CloudFacts } from '../facts.ts';
 
-export const GCP_REGION_PATTERN = /^[a-z]+(-[a-z]+)+\d+$/;
+const GCP_REGION_PATTERN = /^[a-z]+(-[a-z]+)+\d+$/;
 
 export const GCP_FACTS = {
   title: 'GCP',

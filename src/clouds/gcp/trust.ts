@@ -7,8 +7,8 @@ import type { TrustIdentity } from '../../trust/identities.ts';
 import type { CloudTrust } from '../types.ts';
 import { groupBy, shellQuote, unique } from '../../trust/shell.ts';
 
-export const ATTRIBUTE_MAPPING = { 'google.subject': 'assertion.sub' } as const;
-export const WORKLOAD_IDENTITY_USER = 'roles/iam.workloadIdentityUser';
+const ATTRIBUTE_MAPPING = { 'google.subject': 'assertion.sub' } as const;
+const WORKLOAD_IDENTITY_USER = 'roles/iam.workloadIdentityUser';
 
 export interface GcpTrust {
   providers: {
@@ -27,11 +27,11 @@ export interface GcpTrust {
   commands: string[];
 }
 
-export function principalOf(projectNumber: string, pool: string, subject: string): string {
+function principalOf(projectNumber: string, pool: string, subject: string): string {
   return `principal://iam.googleapis.com/projects/${projectNumber}/locations/global/workloadIdentityPools/${pool}/subject/${subject}`;
 }
 
-export function gcpTrust(issuer: string, identities: readonly TrustIdentity[]): GcpTrust {
+function gcpTrust(issuer: string, identities: readonly TrustIdentity[]): GcpTrust {
   const result: GcpTrust = { providers: [], serviceAccounts: [], directAccess: [], commands: [] };
   const resolved = identities
     .filter((i) => i.cloud === 'gcp')
