@@ -72,6 +72,9 @@ export interface Overrides {
   azureCloud?: AzureCloud;
 }
 
+/** An OpenAPI v3 schema, as a CRD holds it. */
+export type JsonSchema = { readonly [keyword: string]: unknown };
+
 /**
  * Tenant policy's part of one cloud (docs/policy.md): its identity providers' fields in a policy,
  * what a policy sees of its identities and how they are described in denials. `Declared` is the
@@ -80,8 +83,17 @@ export interface Overrides {
 export interface CloudPolicy<Options extends object, Declared extends object, Field extends string> {
   /** `identity.<field>` in CEL besides provider, identityProvider and audience; empty for other clouds. */
   readonly identityFields: readonly Field[];
-  /** The fields of spec.identityProviders[].<cloud> besides the defaults (region, audience, tokenExpirationSeconds). */
-  readonly declaredFields: readonly string[];
+  /**
+   * Its part of the CRD, spec.identityProviders[].<cloud>: the declared fields' schemas (their
+   * names are the fields parseDeclared reads) and descriptions of the defaults' fields; the
+   * defaults' own schemas come from its facts (policy/schema.ts).
+   */
+  readonly schema: {
+    description?: string;
+    required?: readonly string[];
+    properties: Readonly<Record<string, JsonSchema>>;
+    defaults?: { region?: string; audience?: string };
+  };
   /** Clouds that take a computed `tenant` default: its problem, undefined when the value is good. */
   readonly tenantProblem?: (value: string) => string | undefined;
   /** Reads the declared fields; problems go to the reader. */

@@ -6,6 +6,7 @@ import { cloudModule } from '../clouds/index.ts';
 import { cloudFacts, PROVIDER_NAMES, type ProviderName } from '../clouds/registry.ts';
 import { IDENTITY_FIELDS } from './cel.ts';
 import { describe, SpecReader } from './reader.ts';
+import { defaultsSchema, orList } from './schema.ts';
 import {
   DEFAULT_FIELD_NAMES,
   type DefaultExample,
@@ -46,14 +47,17 @@ function identityProvider(r: SpecReader, v: unknown, path: string): IdentityProv
   if (clouds.length !== 1) {
     r.fail(
       path,
-      `Invalid value: name exactly one of ${oneOf(PROVIDER_NAMES)}${clouds.length ? ` (found ${clouds.join(' and ')})` : ''}`,
+      `Invalid value: name exactly one of ${orList(PROVIDER_NAMES)}${clouds.length ? ` (found ${clouds.join(' and ')})` : ''}`,
     );
     return undefined;
   }
   const cloud = clouds[0];
   const cp = `${path}.${cloud}`;
   const before = r.problems.length;
-  const a = r.object(o[cloud], cp, [...cloudModule(cloud).policy.declaredFields, ...defaultKeys(cloud)]);
+  const a = r.object(o[cloud], cp, [
+    ...Object.keys(cloudModule(cloud).policy.schema.properties),
+    ...Object.keys(defaultsSchema(cloud)),
+  ]);
   if (!a) return undefined;
   const declared = cloudModule(cloud).policy.parseDeclared(r, a, cp);
   const providerDefaults = defaults(r, a, cp, cloud);
@@ -65,16 +69,6 @@ function identityProvider(r: SpecReader, v: unknown, path: string): IdentityProv
     ...declared,
     defaults: providerDefaults,
   } as IdentityProviderSpec;
-}
-
-/** "aws, azure or gcp". */
-function oneOf(names: readonly string[]): string {
-  return names.length < 2 ? names.join('') : `${names.slice(0, -1).join(', ')} or ${names[names.length - 1]}`;
-}
-
-/** The static defaults an identity provider of this cloud may carry. */
-function defaultKeys(cloud: ProviderName): string[] {
-  return [...(cloudFacts(cloud).region ? ['region'] : []), 'audience', 'tokenExpirationSeconds'];
 }
 
 /** The clouds a computed default field applies to: region to clouds with regions, tenant to those that take one. */

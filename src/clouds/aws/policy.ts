@@ -4,7 +4,7 @@ import type { CloudPolicy } from '../types.ts';
 import type { AwsOptions } from './pod.ts';
 
 const PARTITION = /^aws(-[a-z]+)*$/;
-const ACCOUNT = /^\d{12}$/;
+const ACCOUNT = /^[0-9]{12}$/;
 
 export interface AwsDeclared {
   /** aws, aws-cn, aws-us-gov, ... */
@@ -17,7 +17,17 @@ export type AwsField = 'partition' | 'account' | 'roleArn';
 
 export const awsPolicy: CloudPolicy<AwsOptions, AwsDeclared, AwsField> = {
   identityFields: ['partition', 'account', 'roleArn'],
-  declaredFields: ['partition', 'accountIds'],
+  schema: {
+    description: 'AWS accounts in one partition; no accountIds trusts the whole partition.',
+    properties: {
+      partition: { type: 'string', pattern: PARTITION.source, description: 'aws (default), aws-cn, aws-us-gov, ...' },
+      accountIds: { type: 'array', items: { type: 'string', pattern: ACCOUNT.source } },
+    },
+    defaults: {
+      region: "AWS_REGION and AWS_DEFAULT_REGION for these accounts' Pods",
+      audience: 'token audience unless the ServiceAccount names one',
+    },
+  },
   parseDeclared: (r, o, path) => ({
     partition:
       r.matching(o.partition, `${path}.partition`, PARTITION, 'an AWS partition such as aws, aws-cn or aws-us-gov') ??

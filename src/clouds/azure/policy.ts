@@ -21,7 +21,14 @@ export type AzureField = 'tenant' | 'clientId' | 'cloud';
 
 export const azurePolicy: CloudPolicy<AzureOptions, AzureDeclared, AzureField> = {
   identityFields: ['tenant', 'clientId', 'cloud'],
-  declaredFields: ['tenantId', 'cloud', 'authorityHost'],
+  schema: {
+    required: ['tenantId'],
+    properties: {
+      tenantId: { type: 'string', description: 'the Entra tenant (GUID or verified domain)' },
+      cloud: { type: 'string', enum: Object.keys(AZURE_CLOUDS) },
+      authorityHost: { type: 'string', description: "AZURE_AUTHORITY_HOST; default: the cloud's" },
+    },
+  },
   tenantProblem: (value) => (isTenantId(value) ? undefined : "is not a tenant id (a GUID or the tenant's domain)"),
   parseDeclared: (r, o, path) => {
     const tenantId = r.string(o.tenantId, `${path}.tenantId`, true);

@@ -4,7 +4,7 @@ import { isDenial } from '../../errors.ts';
 import type { CloudPolicy } from '../types.ts';
 import { type GcpOptions, parseWorkloadIdentityProvider } from './pod.ts';
 
-const PROJECT_NUMBER = /^\d{1,20}$/;
+const PROJECT_NUMBER = /^[0-9]{1,20}$/;
 const POOL = /^[a-z0-9-]{4,32}$/;
 
 export interface GcpDeclared {
@@ -16,7 +16,14 @@ export type GcpField = 'projectNumber' | 'pool' | 'workloadIdentityProvider' | '
 
 export const gcpPolicy: CloudPolicy<GcpOptions, GcpDeclared, GcpField> = {
   identityFields: ['projectNumber', 'pool', 'workloadIdentityProvider', 'serviceAccountEmail'],
-  declaredFields: ['projectNumber', 'pool'],
+  schema: {
+    required: ['projectNumber', 'pool'],
+    properties: {
+      projectNumber: { type: 'string', pattern: PROJECT_NUMBER.source },
+      pool: { type: 'string', pattern: POOL.source },
+    },
+    defaults: { region: 'CLOUDSDK_COMPUTE_REGION' },
+  },
   // A field in error leaves '': the reader's problem drops the whole identity provider.
   parseDeclared: (r, o, path) => ({
     projectNumber:
