@@ -303,9 +303,6 @@ export function loadConfig(flags: ReadonlyMap<string, string>, env: NodeJS.Proce
       `--cert-renew-before-seconds=${c.certRenewBeforeSeconds} must exceed twice --cert-propagation-seconds plus --cert-resync-seconds (${2 * (c.certPropagationSeconds + c.certResyncSeconds)})`,
     );
   }
-  if (!/^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$/.test(c.awsAnnotationPrefix)) {
-    throw new ConfigError(`--aws-annotation-prefix="${c.awsAnnotationPrefix}" is not a DNS subdomain`);
-  }
   return c;
 }
 

@@ -47,7 +47,7 @@ export const DEFAULT_LIMITS: ServerLimits = {
 };
 
 /** Longest string a log field keeps: a Kubernetes name is at most 253 characters. */
-export const MAX_LOG_FIELD = 253;
+const MAX_LOG_FIELD = 253;
 
 export function clip(value: string | undefined, max = MAX_LOG_FIELD): string | undefined {
   if (value === undefined || value.length <= max) return value;

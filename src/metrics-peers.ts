@@ -100,5 +100,3 @@ export function createPeerMetrics(registry: Registry) {
 }
 
 const PFNET_PATH = '/mutate-v1-pod';
-
-export type PeerMetrics = ReturnType<typeof createPeerMetrics>;

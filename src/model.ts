@@ -18,7 +18,7 @@ export function isWindowsPod(pod: Pod): boolean {
   );
 }
 
-export const PROJECT_DOMAIN = 'workload-identity-webhook.io/';
+const PROJECT_DOMAIN = 'workload-identity-webhook.io/';
 
 /** Selects a Secret for the webhook and the token requestor: `aws`, `azure` or `gcp`. */
 export const PROVIDER_LABEL = `${PROJECT_DOMAIN}provider`;

@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { parse } from 'yaml';
 import { loadConfig, settings, type Setting } from '../src/config.ts';
+import { defaultRuleSchemas, identityProviderSchema, identitySchema } from '../src/policy/schema.ts';
 import { loadRequestorConfig, requestorSettings } from '../src/token-requestor/config.ts';
 import {
   CHART,
@@ -801,5 +802,24 @@ describe('plain manifests', () => {
         text,
         `webhook-config/${name} is current (regenerate: node test/support/chart.ts write-plain-manifests)`,
       );
+  });
+});
+
+describe('the WorkloadIdentityPolicy CRD', () => {
+  const crd = parse(
+    readFileSync(join(CHART, 'crds/workloadidentitypolicies.workload-identity-webhook.io.yaml'), 'utf8'),
+  ) as Record<string, any>;
+  const spec = crd.spec.versions[0].schema.openAPIV3Schema.properties.spec.properties;
+
+  test("each cloud's identity provider schema is the one generated from its policy part and facts", () => {
+    assert.deepEqual(spec.identityProviders.items, identityProviderSchema());
+  });
+
+  test("the examples' identity has every field a policy sees, and the defaults' enums name every field and cloud", () => {
+    assert.deepEqual(spec.validations.items.properties.examples.items.properties.identity, identitySchema());
+    assert.deepEqual(spec.defaults.items.properties.examples.items.properties.identity, identitySchema());
+    const { field, providers } = defaultRuleSchemas();
+    assert.deepEqual(spec.defaults.items.properties.field, field);
+    assert.deepEqual(spec.defaults.items.properties.providers, providers);
   });
 });

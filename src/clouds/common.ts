@@ -1,6 +1,6 @@
 import { denial, type Denial } from '../errors.ts';
 import type { DownwardAPIFile, Volume } from '../kube/types.ts';
-import type { TokenBounds } from './registry.ts';
+import type { TokenBounds } from './facts.ts';
 
 /**
  * Parses a whole number of seconds from an annotation. Anything else (units, signs, blanks,

@@ -13,6 +13,24 @@ export const CLOUD_MODULES = { aws: awsCloud, azure: azureCloud, gcp: gcpCloud }
   Cloud<object>
 >;
 
+// Distributes over a union of names: Parts<'aws' | 'gcp'> is the union of both clouds' parts.
+type Parts<K extends ProviderName> = K extends ProviderName
+  ? (typeof CLOUD_MODULES)[K] extends Cloud<infer O, infer D, infer F, infer T>
+    ? { options: O; declared: D; field: F; trust: T }
+    : never
+  : never;
+/** A cloud's part of a declared identity provider in tenant policy. */
+export type DeclaredOf<K extends ProviderName> = Parts<K>['declared'];
+/** A cloud's fields of `identity` in tenant policy. */
+export type IdentityFieldOf<K extends ProviderName> = Parts<K>['field'];
+/** A cloud's part of the `trust` report. */
+export type TrustReportOf<K extends ProviderName> = Parts<K>['trust'];
+
+/** One cloud for code that handles every cloud alike: the parts' own types widened. */
+export function cloudModule(name: ProviderName): Cloud<object> {
+  return CLOUD_MODULES[name];
+}
+
 /**
  * Every Pod provider's options, from the flags. Tenant policy changes a copy and resolves the
  * Pod again with a provider built from it, so precedence stays the providers' own.

@@ -1,12 +1,10 @@
+// What every provider's Secret derivation shares: reading `config` (Gardener's
+// WorkloadIdentityConfig of the provider, JSON or YAML) strictly, so a typo such as `roleArn`
+// is refused instead of silently producing a Secret without credentials.
 import { parseDocument } from 'yaml';
 import { denial, type Denial } from '../errors.ts';
 import type { ProviderName } from './types.ts';
 
-/**
- * What every provider's Secret derivation shares: reading `config` (Gardener's
- * WorkloadIdentityConfig of the provider, JSON or YAML) strictly, so a typo such as `roleArn`
- * is refused instead of silently producing a Secret without credentials.
- */
 export type ConfigObject = Record<string, unknown>;
 
 export interface SecretDerivationContext {
@@ -34,7 +32,7 @@ export interface SecretProvider {
 }
 
 /** Gardener's provider extensions' API group for each provider's WorkloadIdentityConfig. */
-export function gardenerApiVersion(provider: ProviderName): string {
+function gardenerApiVersion(provider: ProviderName): string {
   return `${provider}.provider.extensions.gardener.cloud/v1alpha1`;
 }
 

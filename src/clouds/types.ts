@@ -6,6 +6,8 @@ import type { ProviderName } from './registry.ts';
 import type { Config } from '../config.ts';
 import type { AzureCloud } from './azure/environments.ts';
 import type { SecretProvider } from './secret-config.ts';
+import type { SpecReader } from '../policy/reader.ts';
+import type { TrustIdentity } from '../trust/identities.ts';
 
 /**
  * Everything one provider adds to a Pod. The mutation core turns it into additive JSON Patch
@@ -57,8 +59,6 @@ export interface PodProvider {
   resolvePod(ctx: PodContext): Injection | Denial | undefined;
 }
 
-export { isDenial } from '../errors.ts';
-
 /**
  * Values tenant policy puts in place of the flags for one identity (docs/policy.md); undefined
  * keeps the flag's value.
@@ -72,15 +72,83 @@ export interface Overrides {
   azureCloud?: AzureCloud;
 }
 
+/** An OpenAPI v3 schema, as a CRD holds it. */
+export type JsonSchema = { readonly [keyword: string]: unknown };
+
+/**
+ * Tenant policy's part of one cloud (docs/policy.md): its identity providers' fields in a policy,
+ * what a policy sees of its identities and how they are described in denials. `Declared` is the
+ * cloud's part of a declared identity provider, `Field` the cloud's fields of `identity` in CEL.
+ */
+export interface CloudPolicy<Options extends object, Declared extends object, Field extends string> {
+  /** `identity.<field>` in CEL besides provider, identityProvider and audience; empty for other clouds. */
+  readonly identityFields: readonly Field[];
+  /**
+   * Its part of the CRD, spec.identityProviders[].<cloud>: the declared fields' schemas (their
+   * names are the fields parseDeclared reads) and descriptions of the defaults' fields; the
+   * defaults' own schemas come from its facts (policy/schema.ts).
+   */
+  readonly schema: {
+    description?: string;
+    required?: readonly string[];
+    properties: Readonly<Record<string, JsonSchema>>;
+    defaults?: { region?: string; audience?: string };
+  };
+  /** Clouds that take a computed `tenant` default: its problem, undefined when the value is good. */
+  readonly tenantProblem?: (value: string) => string | undefined;
+  /** Reads the declared fields; problems go to the reader. */
+  parseDeclared(r: SpecReader, o: Record<string, unknown>, path: string): Declared;
+  /** The identity a provider's identity record (Pod injection or Secret derivation) claims. */
+  identity(raw: Readonly<Record<string, string>>): Record<Field, string>;
+  /** The identity in a denial: "AWS account 1 (partition aws) of role arn:...". */
+  describeIdentity(id: Readonly<Record<Field, string>>): string;
+  /** Where a declared identity provider points, in a denial: "accounts 1, 2". */
+  describeDeclared(p: Declared): string;
+  /** "exact" is taken at once; "wide" (a whole AWS partition) only when nothing matches exactly. */
+  match(p: Declared, id: Readonly<Record<Field, string>>): 'exact' | 'wide' | undefined;
+  /** Overrides a matched identity provider implies besides its defaults (Azure: its national cloud). */
+  overrides?(p: Declared): Overrides;
+  /** Completes what a Pod requests before the defaults are computed (Azure: only an annotated tenant is requested). */
+  request?(id: Record<Field, string>, serviceAccount: Pick<ServiceAccountView, 'annotations'> | undefined): void;
+  /** Settles the request once the computed defaults are known (Azure: the tenant default). */
+  settle?(id: Record<Field, string>, computed: Overrides, declared: readonly Declared[], options: Options): void;
+  /** The injection as the matched identity provider changes it (Azure: a declared authority host). */
+  finish?(injection: Injection, p: Declared): Injection;
+}
+
+/** `trust` and `doctor`'s part of one cloud (docs/trust.md). */
+export interface CloudTrust<Report> {
+  /** The service that verifies this cloud's federated tokens, in doctor's messages. */
+  readonly verifier: string;
+  /** Signing algorithms it accepts. */
+  readonly algorithms: readonly string[];
+  /** Labels a Pod needs for this cloud's provider to inject at all (Azure's opt-in). */
+  readonly podLabels?: Readonly<Record<string, string>>;
+  /** Whether an injection's identity is one the cloud must trust (Azure injects for any labelled Pod). */
+  names?(identity: Readonly<Record<string, string>>): boolean;
+  /** The cloud-side configuration that accepts these identities' tokens (only this cloud's are given). */
+  report(issuer: string, identities: readonly TrustIdentity[]): Report;
+  /** The report as text: a heading, comments and commands. */
+  text(report: Report): string[];
+}
+
 /**
  * One cloud, as the rest of the webhook sees it: its Pod provider's options from the flags (plain
- * data), those options with tenant policy's overrides, the Pod provider built from options, and
- * the Secret provider. Facts needed below the providers (bounds, names) live in CLOUDS.
+ * data), those options with tenant policy's overrides, the Pod provider built from options, the
+ * Secret provider, its tenant policy part and its trust part. Facts needed below the providers
+ * (bounds, names) are its facts.ts, listed in CLOUDS.
  */
-export interface Cloud<Options extends object> {
+export interface Cloud<
+  Options extends object,
+  Declared extends object = object,
+  Field extends string = string,
+  TrustReport = unknown,
+> {
   readonly name: ProviderName;
   options(config: Config): Options;
   withOverrides(options: Options, overrides: Overrides): Options;
   podProvider(options: Options): PodProvider;
   secretProvider(config: Config): SecretProvider;
+  readonly policy: CloudPolicy<Options, Declared, Field>;
+  readonly trust: CloudTrust<TrustReport>;
 }

@@ -22,7 +22,9 @@ import {
 } from '../issuer/read.ts';
 import type { DiscoveryDocument } from '../issuer/discovery.ts';
 import type { SecretCoreOptions } from '../mutate/secret.ts';
-import type { PodProvider, ProviderName } from '../clouds/types.ts';
+import { cloudModule } from '../clouds/index.ts';
+import { PROVIDER_NAMES } from '../clouds/registry.ts';
+import type { PodProvider } from '../clouds/types.ts';
 import { identitiesOfSecrets, identitiesOfServiceAccounts, type TrustIdentity } from '../trust/identities.ts';
 import { objectsOfCluster } from '../trust/sources.ts';
 import type { Check, DoctorReport } from './verdicts.ts';
@@ -36,14 +38,6 @@ export interface DoctorOptions {
   /** Only this namespace's ServiceAccounts and Secrets. */
   namespace?: string;
 }
-
-/** Signing algorithms each cloud accepts for federated tokens. */
-const ACCEPTED_ALGORITHMS: Record<ProviderName, readonly string[]> = {
-  aws: ['RS256'],
-  azure: ['RS256'],
-  gcp: ['RS256', 'ES256'],
-};
-const CLOUD_NAMES: Record<ProviderName, string> = { aws: 'AWS STS', azure: 'Microsoft Entra ID', gcp: 'Google STS' };
 
 const BINDING_FIX =
   'kubectl create clusterrolebinding service-account-issuer-discovery-unauthenticated --clusterrole=system:service-account-issuer-discovery --group=system:unauthenticated ' +
@@ -441,18 +435,18 @@ function checkAlgorithms(
   ]);
   if (algorithms.size === 0) return;
   const used = new Set(identities.map((i) => i.cloud));
-  const clouds = (used.size ? [...used] : (['aws', 'azure', 'gcp'] as const)) as ProviderName[];
+  const clouds = used.size ? [...used] : PROVIDER_NAMES;
   const refused = clouds.flatMap((cloud) =>
     [...algorithms]
-      .filter((a) => !ACCEPTED_ALGORITHMS[cloud].includes(a))
-      .map((a) => `${CLOUD_NAMES[cloud]} does not accept ${a}`),
+      .filter((a) => !cloudModule(cloud).trust.algorithms.includes(a))
+      .map((a) => `${cloudModule(cloud).trust.verifier} does not accept ${a}`),
   );
   add(
     refused.length === 0
       ? {
           id: 'algorithm',
           verdict: 'pass',
-          message: `tokens are signed with ${[...algorithms].join(', ')}, which ${clouds.map((c) => CLOUD_NAMES[c]).join(', ')} accept`,
+          message: `tokens are signed with ${[...algorithms].join(', ')}, which ${clouds.map((c) => cloudModule(c).trust.verifier).join(', ')} accept`,
         }
       : {
           id: 'algorithm',

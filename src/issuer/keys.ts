@@ -47,7 +47,7 @@ function publicKeyOf(pem: string, label: string, file: string): KeyObject {
 }
 
 /** Kubernetes' key id: base64url(SHA-256(PKIX DER of the public key)), as keyIDFromPublicKey computes it. */
-export function kubernetesKeyId(key: KeyObject): string {
+function kubernetesKeyId(key: KeyObject): string {
   return createHash('sha256')
     .update(key.export({ type: 'spki', format: 'der' }))
     .digest('base64url');

@@ -15,7 +15,7 @@ export interface Publication {
 }
 
 /** An https issuer URL with no query, fragment or trailing slash: what every cloud accepts alike. */
-export function checkIssuerUrl(issuer: string): URL {
+function checkIssuerUrl(issuer: string): URL {
   let url: URL;
   try {
     url = new URL(issuer);
@@ -37,7 +37,7 @@ export function checkIssuerUrl(issuer: string): URL {
   return url;
 }
 
-export function publication(issuer: string, jwks: Jwks): Omit<Publication, 'files'> {
+function publication(issuer: string, jwks: Jwks): Omit<Publication, 'files'> {
   checkIssuerUrl(issuer);
   if (jwks.keys.length === 0) throw new WebhookError('WIW_BAD_INPUT', 'no public key to publish');
   const jwksUri = issuer + JWKS_PATH;

@@ -15,11 +15,11 @@ import { escapePointerToken } from './json-pointer.ts';
 import { appendAll, setMembers, type PatchOperation } from './patch.ts';
 
 /** Opts a Pod out of every provider (each provider's own opt-out labels work too). */
-export const SKIP_POD_LABEL = 'workload-identity-webhook.io/skip';
+const SKIP_POD_LABEL = 'workload-identity-webhook.io/skip';
 
 export { INJECTED_ANNOTATION };
 
-export const MIRROR_POD_ANNOTATION = 'kubernetes.io/config.mirror';
+const MIRROR_POD_ANNOTATION = 'kubernetes.io/config.mirror';
 
 /** Signs records when the caller brings no key: right for one process (tests, one replica). */
 const PROCESS_KEYS = RecordKeys.random();
@@ -46,7 +46,7 @@ export type PodMutation =
  * Resolves what each provider would inject, without looking at the Pod's containers. Tenant
  * policy runs between this and `planPodPatch`.
  */
-export function resolvePodInjections(
+function resolvePodInjections(
   providers: readonly PodProvider[],
   { pod, namespace, serviceAccount }: PodAdmission,
 ): { injections: Injection[]; denials: Denial[] } {
@@ -107,7 +107,7 @@ interface PlanContext {
 }
 
 /** Turns resolved injections into patch operations, refusing conflicts with the user's Pod. */
-export function planPodPatch(original: Pod, injections: Injection[], ctx: PlanContext): PodMutation {
+function planPodPatch(original: Pod, injections: Injection[], ctx: PlanContext): PodMutation {
   const warnings: string[] = [];
   for (const injection of injections) if (injection.warnings) warnings.push(...injection.warnings);
   const ops: PatchOperation[] = [];

@@ -1,3 +1,6 @@
+// CEL for tenant policy, on @bufbuild/cel (chosen for spec fidelity: docs/policy.md). An
+// expression is parsed, checked against the variables below and planned once; evaluating the
+// plan is a plain synchronous call of a few microseconds.
 import {
   CelScalar,
   celEnv,
@@ -13,12 +16,8 @@ import {
   type CelValue,
 } from '@bufbuild/cel';
 import { strings } from '@bufbuild/cel/ext';
-
-/**
- * CEL for tenant policy, on @bufbuild/cel (chosen for spec fidelity: docs/policy.md). An
- * expression is parsed, checked against the variables below and planned once; evaluating the
- * plan is a plain synchronous call of a few microseconds.
- */
+import { CLOUD_MODULES, type IdentityFieldOf } from '../clouds/index.ts';
+import { PROVIDER_NAMES, type ProviderName } from '../clouds/registry.ts';
 
 /** What a policy expression sees. Every field is always present: a missing label is an empty map, not an error. */
 export interface PolicyVariables {
@@ -38,30 +37,21 @@ export interface PolicyVariables {
   identity: IdentityVariable;
 }
 
-/** The requested identity, flattened across clouds; fields of another cloud are empty strings. */
-export const IDENTITY_FIELDS = [
+/** The requested identity, flattened across clouds (each adds its own fields); fields of another cloud are empty strings. */
+export type IdentityField = 'provider' | 'identityProvider' | IdentityFieldOf<ProviderName> | 'audience';
+export const IDENTITY_FIELDS: readonly IdentityField[] = [
   'provider',
   'identityProvider',
-  'partition',
-  'account',
-  'roleArn',
-  'tenant',
-  'clientId',
-  'cloud',
-  'projectNumber',
-  'pool',
-  'workloadIdentityProvider',
-  'serviceAccountEmail',
+  ...PROVIDER_NAMES.flatMap((name) => CLOUD_MODULES[name].policy.identityFields),
   'audience',
-] as const;
-export type IdentityField = (typeof IDENTITY_FIELDS)[number];
+];
 export type IdentityVariable = Record<IdentityField, string>;
 
 // The shape of each variable, for the compile-time check of field names: a typo such as
 // `identity.acount` is a compile error, not a denial at 3 a.m.
 type Shape = 'string' | 'map' | { [field: string]: Shape };
 const STRING_MAP: Shape = 'map';
-export const VARIABLE_SHAPES: Record<keyof PolicyVariables, Shape> = {
+const VARIABLE_SHAPES: Record<keyof PolicyVariables, Shape> = {
   namespaceObject: { metadata: { name: 'string', labels: STRING_MAP } },
   serviceAccount: { metadata: { name: 'string', namespace: 'string', annotations: STRING_MAP } },
   object: {

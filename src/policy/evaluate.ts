@@ -1,24 +1,20 @@
-import { CLOUDS, cloudFacts, type ProviderName, unknownCloud } from '../clouds/registry.ts';
+// Tenant policy at admission: pure and synchronous. Compiled policies, the namespace's labels and
+// the providers' options are plain data handed in; the result is the injections to plan (with
+// defaults applied) or the denials.
+import { cloudModule, providerWithOverrides, type ProviderOptions } from '../clouds/index.ts';
+import { CLOUDS, cloudFacts, type ProviderName } from '../clouds/registry.ts';
 import { denial, type Denial, isDenial } from '../errors.ts';
 import type { NamespaceView, ObjectMeta, ServiceAccountView } from '../kube/types.ts';
 import type { PodAdmission } from '../mutate/pod.ts';
 import { isWindowsPod } from '../model.ts';
-import { isTenantId } from '../clouds/azure/pod.ts';
 import type { SecretDerivation } from '../clouds/secret-config.ts';
 import type { Injection } from '../clouds/types.ts';
 import { activation, type Activation, type IdentityVariable } from './cel.ts';
 import { admissionVariables, identityOfInjection, identityOfSecret } from './inputs.ts';
 import type { CompiledPolicy, DefaultField, IdentityProviderSpec } from './model.ts';
-import { providerWithOverrides, type ProviderOptions } from '../clouds/index.ts';
 import type { Overrides } from '../clouds/types.ts';
 import { overridesFor } from './provider-options.ts';
 import { evaluateDefault, evaluateValidation } from './rules.ts';
-
-/**
- * Tenant policy at admission: pure and synchronous. Compiled policies, the namespace's labels and
- * the providers' options are plain data handed in; the result is the injections to plan (with
- * defaults applied) or the denials.
- */
 
 /** The policies in force for one admission: a snapshot, never changed once built. */
 export interface PolicySet {
@@ -30,9 +26,7 @@ export interface PolicySet {
   identityProviders: readonly DeclaredProvider[];
 }
 
-export interface DeclaredProvider extends IdentityProviderSpec {
-  policy: string;
-}
+export type DeclaredProvider = IdentityProviderSpec & { policy: string };
 
 export function policySet(policies: readonly CompiledPolicy[], unavailable: PolicySet['unavailable'] = []): PolicySet {
   const sorted = [...policies].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
@@ -49,9 +43,6 @@ export const EMPTY_POLICY_SET: PolicySet = policySet([]);
 export function isEmptyPolicySet(set: PolicySet): boolean {
   return set.policies.length === 0 && set.unavailable.length === 0;
 }
-
-/** The Azure key for a tenant (src/clouds/azure/pod.ts): a tenant written there is the user's choice, not a default. */
-const AZURE_TENANT_ANNOTATION = 'azure.workload.identity/tenant-id';
 
 export interface PodPolicyContext {
   set: PolicySet;
@@ -76,10 +67,9 @@ export function judgePodInjections(
   const denials: Denial[] = [];
   for (const injection of injections) {
     const cloud = injection.provider;
+    const policy = cloudModule(cloud).policy;
     const requested = identityOfInjection(injection);
-    // Only a tenant the ServiceAccount names is requested; any other is a default, decided below.
-    if (cloud === 'azure')
-      requested.tenant = serviceAccount?.annotations[AZURE_TENANT_ANNOTATION]?.trim().toLowerCase() ?? '';
+    policy.request?.(requested, serviceAccount);
     const vars = activation(admissionVariables('Pod', pod.metadata, ctx.namespace, serviceAccount, requested));
 
     const computed = computeDefaults(ctx.set, cloud, vars);
@@ -87,17 +77,12 @@ export function judgePodInjections(
       denials.push(computed);
       continue;
     }
-    if (cloud === 'azure' && requested.tenant) {
-      computed.tenant = undefined;
-    } else if (cloud === 'azure') {
-      const azure = ctx.set.identityProviders.filter((p) => p.provider === 'azure');
-      const tenant =
-        computed.tenant ?? (azure.length === 1 ? azure[0].tenantId : undefined) ?? ctx.options.azure.tenantId;
-      if (tenant) {
-        computed.tenant = tenant;
-        requested.tenant = tenant.toLowerCase();
-      }
-    }
+    policy.settle?.(
+      requested,
+      computed,
+      ctx.set.identityProviders.filter((p) => p.provider === cloud),
+      ctx.options[cloud],
+    );
 
     const declared = matchIdentityProvider(ctx.set, requested);
     if (ctx.set.identityProviders.length > 0 && !declared) {
@@ -121,7 +106,7 @@ export function judgePodInjections(
       }
       if (again) final = again;
     }
-    if (declared?.authorityHost) final = withAuthorityHost(final, declared.authorityHost);
+    if (declared && policy.finish) final = policy.finish(final, declared);
 
     const identity = identityOfInjection(final);
     identity.identityProvider = declared?.name ?? '';
@@ -173,58 +158,33 @@ function unavailableDenial(set: PolicySet): Denial | undefined {
   );
 }
 
-/** The declared identity provider of this identity; AWS prefers a provider naming the account over a whole partition. */
-export function matchIdentityProvider(set: PolicySet, id: IdentityVariable): DeclaredProvider | undefined {
-  let partitionWide: DeclaredProvider | undefined;
+/** The declared identity provider of this identity; an exact match (AWS: naming the account) wins over a wide one (a whole partition). */
+function matchIdentityProvider(set: PolicySet, id: IdentityVariable): DeclaredProvider | undefined {
+  let wide: DeclaredProvider | undefined;
   for (const p of set.identityProviders) {
     if (p.provider !== id.provider) continue;
-    if (p.provider === 'aws') {
-      if (p.partition !== id.partition) continue;
-      if (p.accountIds?.includes(id.account)) return p;
-      if (!p.accountIds?.length) partitionWide ??= p;
-    } else if (p.provider === 'azure') {
-      if (id.tenant && p.tenantId === id.tenant.toLowerCase()) return p;
-    } else if (p.provider === 'gcp') {
-      if (p.projectNumber === id.projectNumber && p.pool === id.pool) return p;
-    } else {
-      unknownCloud(p.provider);
-    }
+    const match = cloudModule(p.provider).policy.match(p, id);
+    if (match === 'exact') return p;
+    if (match === 'wide') wide ??= p;
   }
-  return partitionWide;
+  return wide;
 }
 
 function untrusted(set: PolicySet, id: IdentityVariable): Denial {
-  const cloud = CLOUDS[id.provider as ProviderName]?.title ?? id.provider;
-  const what =
-    id.provider === 'aws'
-      ? `AWS account ${id.account} (partition ${id.partition}) of role ${id.roleArn}`
-      : id.provider === 'azure'
-        ? id.tenant
-          ? `Entra tenant ${id.tenant}`
-          : 'no Entra tenant (the ServiceAccount names none and no default applies)'
-        : id.provider === 'gcp'
-          ? `workload identity pool ${id.pool} of project ${id.projectNumber}`
-          : `${id.provider} identity`;
-  const same = set.identityProviders.filter((p) => p.provider === id.provider);
+  // Only the identity of an injection or a Secret's derivation gets here: its provider is a cloud's.
+  const cloud = id.provider as ProviderName;
+  const title = CLOUDS[cloud].title;
+  const what = cloudModule(cloud).policy.describeIdentity(id);
+  const same = set.identityProviders.filter((p) => p.provider === cloud);
   const trusted =
     same.length === 0
-      ? `no ${cloud} identity provider is declared`
-      : `the ${cloud} identity providers declared are ${same.map(describeProvider).join(', ')}`;
+      ? `no ${title} identity provider is declared`
+      : `the ${title} identity providers declared are ${same.map(describeProvider).join(', ')}`;
   return denial('UntrustedIdentityProvider', `${what} is not an identity provider this cluster trusts: ${trusted}`);
 }
 
 function describeProvider(p: DeclaredProvider): string {
-  const where =
-    p.provider === 'aws'
-      ? p.accountIds?.length
-        ? `accounts ${p.accountIds.join(', ')}`
-        : `partition ${p.partition}`
-      : p.provider === 'azure'
-        ? `tenant ${p.tenantId}`
-        : p.provider === 'gcp'
-          ? `pool ${p.pool} of project ${p.projectNumber}`
-          : unknownCloud(p.provider);
-  return `"${p.displayName}" (${where})`;
+  return `"${p.displayName}" (${cloudModule(p.provider).policy.describeDeclared(p)})`;
 }
 
 /** The first value each default field gets, by policy name then rule order; or the denial of a failing default. */
@@ -254,7 +214,8 @@ function invalidDefault(field: DefaultField, cloud: ProviderName, value: string 
       return region.pattern.test(String(value)) ? undefined : `is not ${region.what} (for example ${region.example})`;
     }
     case 'tenant':
-      return isTenantId(String(value)) ? undefined : "is not a tenant id (a GUID or the tenant's domain)";
+      // parse.ts offers tenant only to clouds that check it.
+      return cloudModule(cloud).policy.tenantProblem!(String(value));
     case 'audience':
       return /^\S+$/.test(String(value)) ? undefined : 'is not an audience (no spaces)';
     case 'tokenExpirationSeconds': {
@@ -280,15 +241,4 @@ function validate(set: PolicySet, vars: Activation): Denial[] {
     }
   }
   return denials;
-}
-
-/** A declared Entra authority host other than the cloud's own (a sovereign or private cloud). */
-function withAuthorityHost(injection: Injection, host: string): Injection {
-  return {
-    ...injection,
-    envGroups: injection.envGroups.map((group) =>
-      group.map((e) => (e.name === 'AZURE_AUTHORITY_HOST' ? { ...e, value: host } : e)),
-    ),
-    identity: { ...injection.identity, authorityHost: host },
-  };
 }

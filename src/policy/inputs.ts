@@ -1,13 +1,11 @@
-import { unknownCloud } from '../clouds/registry.ts';
+import { cloudModule } from '../clouds/index.ts';
 import type { NamespaceView, ObjectMeta, ServiceAccountView } from '../kube/types.ts';
 import type { SecretDerivation } from '../clouds/secret-config.ts';
 import type { Injection, ProviderName } from '../clouds/types.ts';
-import { parseWorkloadIdentityProvider } from '../clouds/gcp/pod.ts';
 import { IDENTITY_FIELDS, type IdentityVariable, type PolicyVariables } from './cel.ts';
 import type { ExampleInput } from './model.ts';
-import { isDenial } from '../errors.ts';
 
-export function emptyIdentity(): IdentityVariable {
+function emptyIdentity(): IdentityVariable {
   return Object.fromEntries(IDENTITY_FIELDS.map((f) => [f, ''])) as IdentityVariable;
 }
 
@@ -22,34 +20,12 @@ export function identityOfSecret(derivation: Pick<SecretDerivation, 'provider' |
 }
 
 function identityOf(provider: ProviderName, raw: Readonly<Record<string, string>>): IdentityVariable {
-  const id = emptyIdentity();
-  id.provider = provider;
-  id.audience = raw.audience ?? '';
-  if (provider === 'aws') {
-    id.roleArn = raw.roleArn ?? '';
-    id.account = raw.account ?? '';
-    id.partition = raw.partition ?? id.roleArn.split(':')[1] ?? '';
-  } else if (provider === 'azure') {
-    // Entra ids are case-insensitive; policies compare one spelling.
-    id.tenant = (raw.tenantId ?? '').toLowerCase();
-    id.clientId = (raw.clientId ?? '').toLowerCase();
-    id.cloud = raw.cloud ?? '';
-  } else if (provider === 'gcp') {
-    id.workloadIdentityProvider = raw.workloadIdentityProvider ?? '';
-    id.serviceAccountEmail = raw.serviceAccountEmail ?? '';
-    id.projectNumber = raw.projectNumber ?? '';
-    id.pool = raw.pool ?? '';
-    if ((!id.pool || !id.projectNumber) && id.workloadIdentityProvider) {
-      const parsed = parseWorkloadIdentityProvider(id.workloadIdentityProvider, 'workloadIdentityProvider');
-      if (!isDenial(parsed)) {
-        id.projectNumber = parsed.projectNumber;
-        id.pool = parsed.pool;
-      }
-    }
-  } else {
-    unknownCloud(provider);
-  }
-  return id;
+  return {
+    ...emptyIdentity(),
+    ...cloudModule(provider).policy.identity(raw),
+    provider,
+    audience: raw.audience ?? '',
+  };
 }
 
 function meta(m: ObjectMeta | undefined, namespace: string) {

@@ -1,15 +1,13 @@
+// Policies from a YAML (or JSON) file: the same WorkloadIdentityPolicy objects as in the cluster,
+// for `preview --policy FILE` and for clusters without the CRD (`serve --policy-file`). A file that
+// cannot be read as policies is an error; a policy that does not compile is not (it is reported
+// and handled like a broken policy in the cluster).
 import { readFileSync } from 'node:fs';
 import { parseAllDocuments } from 'yaml';
 import { WebhookError } from '../errors.ts';
 import { compilePolicy } from './compile.ts';
 import { POLICY_API_VERSION, POLICY_KIND, type CompileResult, type PolicyDocument } from './model.ts';
 
-/**
- * Policies from a YAML (or JSON) file: the same WorkloadIdentityPolicy objects as in the cluster,
- * for `preview --policy FILE` and for clusters without the CRD (`serve --policy-file`). A file that
- * cannot be read as policies is an error; a policy that does not compile is not (it is reported
- * and handled like a broken policy in the cluster).
- */
 export function policyDocumentsFromText(text: string, source: string): PolicyDocument[] {
   const docs: PolicyDocument[] = [];
   const bad = (message: string) => new WebhookError('WIW_BAD_POLICY_FILE', `${source}: ${message}`);

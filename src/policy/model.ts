@@ -1,4 +1,4 @@
-import type { AzureCloud } from '../clouds/azure/environments.ts';
+import type { DeclaredOf } from '../clouds/index.ts';
 import type { ProviderName } from '../clouds/types.ts';
 import type { IdentityVariable, PlainValue, Program } from './cel.ts';
 
@@ -9,23 +9,17 @@ export const POLICY_API_VERSION = `${POLICY_GROUP}/${POLICY_VERSION}`;
 export const POLICY_KIND = 'WorkloadIdentityPolicy';
 export const POLICY_PLURAL = 'workloadidentitypolicies';
 
-/** A cloud identity provider the cluster trusts, with the defaults that replace the global flags for it. */
-export interface IdentityProviderSpec {
-  name: string;
-  displayName: string;
-  provider: ProviderName;
-  /** AWS: partition (aws, aws-cn, aws-us-gov, ...) and accounts; no accounts: the whole partition. */
-  partition?: string;
-  accountIds?: string[];
-  /** Azure: the Entra tenant (GUID or verified domain), its cloud and authority host. */
-  tenantId?: string;
-  cloud?: AzureCloud;
-  authorityHost?: string;
-  /** GCP: the workload identity pool, named by project number and pool id. */
-  projectNumber?: string;
-  pool?: string;
-  defaults: ProviderDefaults;
-}
+/**
+ * A cloud identity provider the cluster trusts, with the defaults that replace the global flags
+ * for it; the rest of its fields are its cloud's (clouds/<cloud>/policy.ts).
+ */
+export type IdentityProviderSpec = {
+  [K in ProviderName]: {
+    name: string;
+    displayName: string;
+    provider: K;
+  } & DeclaredOf<K> & { defaults: ProviderDefaults };
+}[ProviderName];
 
 export interface ProviderDefaults {
   region?: string;
@@ -33,14 +27,9 @@ export interface ProviderDefaults {
   tokenExpirationSeconds?: number;
 }
 
-/** Fields a CEL default may compute, and the clouds each applies to. */
-export const DEFAULT_FIELDS = {
-  region: ['aws', 'gcp'],
-  tenant: ['azure'],
-  audience: ['aws', 'azure', 'gcp'],
-  tokenExpirationSeconds: ['aws', 'azure', 'gcp'],
-} as const satisfies Record<string, readonly ProviderName[]>;
-export type DefaultField = keyof typeof DEFAULT_FIELDS;
+/** Fields a CEL default may compute (each cloud takes those that mean something to it: parse.ts). */
+export const DEFAULT_FIELD_NAMES = ['region', 'tenant', 'audience', 'tokenExpirationSeconds'] as const;
+export type DefaultField = (typeof DEFAULT_FIELD_NAMES)[number];
 
 /** Sample input of an example; anything left out is empty. */
 export interface ExampleInput {

@@ -1,10 +1,14 @@
-import { cloudFacts, PROVIDER_NAMES, unknownCloud } from '../clouds/registry.ts';
-import { AZURE_CLOUDS, type AzureCloud } from '../clouds/azure/environments.ts';
-import { isTenantId } from '../clouds/azure/pod.ts';
-import type { ProviderName } from '../clouds/types.ts';
+// Reads a policy's spec strictly: unknown fields, wrong types and bad values are problems with
+// the path of the offending field, as the API server words schema errors. The CRD's schema checks
+// the same shapes in a cluster; a file gets them from here. Each cloud reads its own identity
+// providers' fields (clouds/<cloud>/policy.ts).
+import { cloudModule } from '../clouds/index.ts';
+import { cloudFacts, PROVIDER_NAMES, type ProviderName } from '../clouds/registry.ts';
 import { IDENTITY_FIELDS } from './cel.ts';
+import { describe, SpecReader } from './reader.ts';
+import { defaultsSchema, orList } from './schema.ts';
 import {
-  DEFAULT_FIELDS,
+  DEFAULT_FIELD_NAMES,
   type DefaultExample,
   type DefaultField,
   type DefaultSpec,
@@ -17,13 +21,8 @@ import {
   type ValidationSpec,
 } from './model.ts';
 
-/**
- * Reads a policy's spec strictly: unknown fields, wrong types and bad values are problems with
- * the path of the offending field, as the API server words schema errors. The CRD's schema
- * checks the same shapes in a cluster; a file gets them from here.
- */
 export function parsePolicySpec(raw: unknown): { spec: PolicySpec } | { problems: PolicyProblem[] } {
-  const r = new Reader();
+  const r = new SpecReader();
   const spec: PolicySpec = { identityProviders: [], validations: [], defaults: [] };
   const root = r.object(raw, 'spec', ['identityProviders', 'validations', 'defaults']);
   if (root) {
@@ -39,109 +38,7 @@ export function parsePolicySpec(raw: unknown): { spec: PolicySpec } | { problems
   return r.problems.length > 0 ? { problems: r.problems } : { spec };
 }
 
-const NAME = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
-const PARTITION = /^aws(-[a-z]+)*$/;
-const ACCOUNT = /^\d{12}$/;
-const PROJECT_NUMBER = /^\d{1,20}$/;
-const POOL = /^[a-z0-9-]{4,32}$/;
-
-class Reader {
-  readonly problems: PolicyProblem[] = [];
-
-  fail(path: string, message: string): undefined {
-    this.problems.push({ reason: 'InvalidSpec', path, message });
-    return undefined;
-  }
-
-  object(v: unknown, path: string, keys: readonly string[]): Record<string, unknown> | undefined {
-    if (v === undefined || v === null) return this.fail(path, 'Required value: an object');
-    if (typeof v !== 'object' || Array.isArray(v))
-      return this.fail(path, `Invalid value: ${describe(v)}: must be an object`);
-    const o = v as Record<string, unknown>;
-    for (const key of Object.keys(o)) {
-      if (!keys.includes(key))
-        this.fail(
-          `${path}.${key}`,
-          `unknown field; the fields of ${path.replace(/\[\d+\]/g, '[]')} are ${keys.join(', ')}`,
-        );
-    }
-    return o;
-  }
-
-  list<T>(v: unknown, path: string, item: (v: unknown, path: string) => T | undefined): T[] {
-    if (v === undefined || v === null) return [];
-    if (!Array.isArray(v)) {
-      this.fail(path, `Invalid value: ${describe(v)}: must be a list`);
-      return [];
-    }
-    const out: T[] = [];
-    v.forEach((x, i) => {
-      const t = item(x, `${path}[${i}]`);
-      if (t !== undefined) out.push(t);
-    });
-    return out;
-  }
-
-  string(v: unknown, path: string, required: boolean): string | undefined {
-    if (v === undefined || v === null) return required ? this.fail(path, 'Required value') : undefined;
-    if (typeof v !== 'string') return this.fail(path, `Invalid value: ${describe(v)}: must be a string`);
-    if (required && v.trim() === '') return this.fail(path, 'Required value: must not be empty');
-    return v;
-  }
-
-  matching(v: unknown, path: string, pattern: RegExp, what: string, required = false): string | undefined {
-    const s = this.string(v, path, required);
-    if (s === undefined) return undefined;
-    if (!pattern.test(s)) return this.fail(path, `Invalid value: ${JSON.stringify(s)}: ${what}`);
-    return s;
-  }
-
-  name(v: unknown, path: string): string | undefined {
-    const s = this.matching(v, path, NAME, 'a lowercase name of letters, digits and "-"', true);
-    if (s !== undefined && s.length > 63)
-      return this.fail(path, `Invalid value: ${JSON.stringify(s)}: at most 63 characters`);
-    return s;
-  }
-
-  integer(v: unknown, path: string, min: number, max: number): number | undefined {
-    if (v === undefined || v === null) return undefined;
-    if (typeof v !== 'number' || !Number.isInteger(v))
-      return this.fail(path, `Invalid value: ${describe(v)}: must be a whole number`);
-    if (v < min || v > max) return this.fail(path, `Invalid value: ${v}: must be between ${min} and ${max}`);
-    return v;
-  }
-
-  boolean(v: unknown, path: string): boolean | undefined {
-    if (typeof v !== 'boolean') return this.fail(path, `Invalid value: ${describe(v)}: must be true or false`);
-    return v;
-  }
-
-  stringMap(v: unknown, path: string): Record<string, string> | undefined {
-    if (v === undefined || v === null) return undefined;
-    if (typeof v !== 'object' || Array.isArray(v))
-      return this.fail(path, `Invalid value: ${describe(v)}: must be a map of strings`);
-    for (const [k, x] of Object.entries(v))
-      if (typeof x !== 'string') this.fail(`${path}.${k}`, `Invalid value: ${describe(x)}: must be a string`);
-    return v as Record<string, string>;
-  }
-
-  unique(items: { name: string }[], path: string): void {
-    const seen = new Set<string>();
-    items.forEach((item) => {
-      if (seen.has(item.name)) this.fail(path, `Duplicate value: ${JSON.stringify(item.name)}: names must be unique`);
-      seen.add(item.name);
-    });
-  }
-}
-
-function describe(v: unknown): string {
-  if (Array.isArray(v)) return 'a list';
-  if (v === null) return 'null';
-  if (typeof v === 'object') return 'an object';
-  return JSON.stringify(v);
-}
-
-function identityProvider(r: Reader, v: unknown, path: string): IdentityProviderSpec | undefined {
+function identityProvider(r: SpecReader, v: unknown, path: string): IdentityProviderSpec | undefined {
   const o = r.object(v, path, ['name', 'displayName', ...PROVIDER_NAMES]);
   if (!o) return undefined;
   const name = r.name(o.name, `${path}.name`);
@@ -150,88 +47,38 @@ function identityProvider(r: Reader, v: unknown, path: string): IdentityProvider
   if (clouds.length !== 1) {
     r.fail(
       path,
-      `Invalid value: name exactly one of aws, azure or gcp${clouds.length ? ` (found ${clouds.join(' and ')})` : ''}`,
+      `Invalid value: name exactly one of ${orList(PROVIDER_NAMES)}${clouds.length ? ` (found ${clouds.join(' and ')})` : ''}`,
     );
     return undefined;
   }
   const cloud = clouds[0];
   const cp = `${path}.${cloud}`;
   const before = r.problems.length;
-  let spec: Omit<IdentityProviderSpec, 'name' | 'displayName'> | undefined;
-  if (cloud === 'aws') {
-    const a = r.object(o.aws, cp, ['partition', 'accountIds', 'region', 'audience', 'tokenExpirationSeconds']);
-    if (a) {
-      spec = {
-        provider: 'aws',
-        partition:
-          r.matching(a.partition, `${cp}.partition`, PARTITION, 'an AWS partition such as aws, aws-cn or aws-us-gov') ??
-          'aws',
-        accountIds: r.list(a.accountIds, `${cp}.accountIds`, (x, p) =>
-          r.matching(x, p, ACCOUNT, 'an AWS account id of 12 digits (quote it in YAML)', true),
-        ),
-        defaults: defaults(r, a, cp, 'aws'),
-      };
-    }
-  } else if (cloud === 'azure') {
-    const a = r.object(o.azure, cp, ['tenantId', 'cloud', 'authorityHost', 'audience', 'tokenExpirationSeconds']);
-    if (a) {
-      const tenantId = r.string(a.tenantId, `${cp}.tenantId`, true);
-      if (tenantId !== undefined && !isTenantId(tenantId))
-        r.fail(
-          `${cp}.tenantId`,
-          `Invalid value: ${JSON.stringify(tenantId)}: a tenant id (GUID) or the tenant's domain`,
-        );
-      const cloudName = r.string(a.cloud, `${cp}.cloud`, false);
-      if (cloudName !== undefined && !(cloudName in AZURE_CLOUDS))
-        r.fail(
-          `${cp}.cloud`,
-          `Unsupported value: ${JSON.stringify(cloudName)}: supported values: ${Object.keys(AZURE_CLOUDS).join(', ')}`,
-        );
-      const host = r.string(a.authorityHost, `${cp}.authorityHost`, false);
-      if (host !== undefined && !isHttpsUrl(host))
-        r.fail(
-          `${cp}.authorityHost`,
-          `Invalid value: ${JSON.stringify(host)}: an https URL such as https://login.microsoftonline.com/`,
-        );
-      spec = {
-        provider: 'azure',
-        tenantId: tenantId?.toLowerCase(),
-        cloud: (cloudName as AzureCloud | undefined) ?? 'AzurePublicCloud',
-        // SDKs join the host and the tenant: keep the trailing slash the clouds' hosts have.
-        authorityHost: host === undefined ? undefined : host.endsWith('/') ? host : `${host}/`,
-        defaults: defaults(r, a, cp, 'azure'),
-      };
-    }
-  } else if (cloud === 'gcp') {
-    const a = r.object(o.gcp, cp, ['projectNumber', 'pool', 'region', 'audience', 'tokenExpirationSeconds']);
-    if (a) {
-      spec = {
-        provider: 'gcp',
-        projectNumber: r.matching(
-          a.projectNumber,
-          `${cp}.projectNumber`,
-          PROJECT_NUMBER,
-          'the project number (digits, quoted in YAML), not its id',
-          true,
-        ),
-        pool: r.matching(
-          a.pool,
-          `${cp}.pool`,
-          POOL,
-          'a workload identity pool id (4 to 32 lowercase letters, digits and "-")',
-          true,
-        ),
-        defaults: defaults(r, a, cp, 'gcp'),
-      };
-    }
-  } else {
-    unknownCloud(cloud);
-  }
-  if (!spec || name === undefined || r.problems.length > before) return undefined;
-  return { name, displayName: displayName?.trim() || name, ...spec };
+  const a = r.object(o[cloud], cp, [
+    ...Object.keys(cloudModule(cloud).policy.schema.properties),
+    ...Object.keys(defaultsSchema(cloud)),
+  ]);
+  if (!a) return undefined;
+  const declared = cloudModule(cloud).policy.parseDeclared(r, a, cp);
+  const providerDefaults = defaults(r, a, cp, cloud);
+  if (name === undefined || r.problems.length > before) return undefined;
+  return {
+    name,
+    displayName: displayName?.trim() || name,
+    provider: cloud,
+    ...declared,
+    defaults: providerDefaults,
+  } as IdentityProviderSpec;
 }
 
-function defaults(r: Reader, o: Record<string, unknown>, path: string, cloud: ProviderName): ProviderDefaults {
+/** The clouds a computed default field applies to: region to clouds with regions, tenant to those that take one. */
+function cloudsOfField(field: DefaultField): ProviderName[] {
+  if (field === 'region') return PROVIDER_NAMES.filter((c) => cloudFacts(c).region);
+  if (field === 'tenant') return PROVIDER_NAMES.filter((c) => cloudModule(c).policy.tenantProblem);
+  return PROVIDER_NAMES;
+}
+
+function defaults(r: SpecReader, o: Record<string, unknown>, path: string, cloud: ProviderName): ProviderDefaults {
   const facts = cloudFacts(cloud);
   const d: ProviderDefaults = {};
   // r.object admitted 'region' only for clouds that have one.
@@ -260,15 +107,7 @@ function defaults(r: Reader, o: Record<string, unknown>, path: string, cloud: Pr
   return d;
 }
 
-function isHttpsUrl(s: string): boolean {
-  try {
-    return new URL(s).protocol === 'https:';
-  } catch {
-    return false;
-  }
-}
-
-function validation(r: Reader, v: unknown, path: string): ValidationSpec | undefined {
+function validation(r: SpecReader, v: unknown, path: string): ValidationSpec | undefined {
   const o = r.object(v, path, ['name', 'expression', 'message', 'messageExpression', 'examples']);
   if (!o) return undefined;
   const name = r.name(o.name, `${path}.name`);
@@ -303,21 +142,21 @@ function validation(r: Reader, v: unknown, path: string): ValidationSpec | undef
   };
 }
 
-function defaultRule(r: Reader, v: unknown, path: string): DefaultSpec | undefined {
+function defaultRule(r: SpecReader, v: unknown, path: string): DefaultSpec | undefined {
   const o = r.object(v, path, ['name', 'field', 'providers', 'expression', 'examples']);
   if (!o) return undefined;
   const name = r.name(o.name, `${path}.name`);
   const fieldName = r.string(o.field, `${path}.field`, true);
   let field: DefaultField | undefined;
   if (fieldName !== undefined) {
-    if (fieldName in DEFAULT_FIELDS) field = fieldName as DefaultField;
+    if ((DEFAULT_FIELD_NAMES as readonly string[]).includes(fieldName)) field = fieldName as DefaultField;
     else
       r.fail(
         `${path}.field`,
-        `Unsupported value: ${JSON.stringify(fieldName)}: supported values: ${Object.keys(DEFAULT_FIELDS).join(', ')}`,
+        `Unsupported value: ${JSON.stringify(fieldName)}: supported values: ${DEFAULT_FIELD_NAMES.join(', ')}`,
       );
   }
-  const applicable: readonly ProviderName[] = field ? DEFAULT_FIELDS[field] : [];
+  const applicable: readonly ProviderName[] = field ? cloudsOfField(field) : [];
   let providers = [...applicable];
   if (o.providers !== undefined && field) {
     providers = r.list(o.providers, `${path}.providers`, (x, p) => {
@@ -349,7 +188,7 @@ function defaultRule(r: Reader, v: unknown, path: string): DefaultSpec | undefin
 
 /** An example's name and sample input; the caller reads `expect`. */
 function example(
-  r: Reader,
+  r: SpecReader,
   v: unknown,
   path: string,
 ): { name: string; input: ExampleInput; expect: unknown } | undefined {

@@ -1,3 +1,6 @@
+// Tenant policy for `preview --policy FILE`: the same compilation, the same failure mode and the
+// same judgement as `serve`, with Namespaces among the input documents standing in for the
+// cluster's.
 import type { Config } from '../config.ts';
 import type { InjectionPolicy } from '../mutate/pod.ts';
 import { judgePodInjections, isEmptyPolicySet, type PolicySet } from './evaluate.ts';
@@ -7,11 +10,6 @@ import type { CompileResult } from './model.ts';
 import { providerOptionsFromConfig, type ProviderOptions } from '../clouds/index.ts';
 import { PolicyStore, summary } from './store.ts';
 
-/**
- * Tenant policy for `preview --policy FILE`: the same compilation, the same failure mode and the
- * same judgement as `serve`, with Namespaces among the input documents standing in for the
- * cluster's.
- */
 export interface PreviewPolicy {
   set: PolicySet;
   options: ProviderOptions;

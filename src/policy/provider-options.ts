@@ -2,6 +2,7 @@
 // identity provider's, then the flags. The Pod is resolved again by the same cloud's provider
 // built from the overridden options (clouds/index.ts), so precedence stays the providers' own
 // (an annotation still wins over any default) and the core stays pure.
+import { cloudModule } from '../clouds/index.ts';
 import type { Overrides } from '../clouds/types.ts';
 import type { IdentityProviderSpec } from './model.ts';
 
@@ -12,6 +13,6 @@ export function overridesFor(computed: Overrides, declared: IdentityProviderSpec
     tenant: computed.tenant,
     audience: computed.audience ?? d.audience,
     tokenExpirationSeconds: computed.tokenExpirationSeconds ?? d.tokenExpirationSeconds,
-    azureCloud: declared?.cloud,
+    ...(declared && cloudModule(declared.provider).policy.overrides?.(declared)),
   };
 }

@@ -1,10 +1,7 @@
+// Evaluating one rule for one input: the same function judges examples at load and objects at
+// admission, so an example that passes means what it says.
 import { showValue, type Activation } from './cel.ts';
 import type { CompiledDefault, CompiledValidation } from './model.ts';
-
-/**
- * Evaluating one rule for one input: the same function judges examples at load and objects at
- * admission, so an example that passes means what it says.
- */
 
 export type ValidationOutcome = { allowed: true } | { allowed: false; message: string } | { error: string };
 

@@ -7,7 +7,7 @@ import { summary, type PolicyStore } from './store.ts';
 import { ListWatch, statusOf, type ListPage } from '../kube/list-watch.ts';
 
 /** The source of cluster policies in the store. */
-export const CLUSTER_SOURCE = 'cluster';
+const CLUSTER_SOURCE = 'cluster';
 
 type RawPolicy = {
   apiVersion?: string;

@@ -3,8 +3,10 @@
 // the audience and subject printed for the cloud side are the ones the token will carry.
 import type { Pod, Secret, ServiceAccountView } from '../kube/types.ts';
 import { decideSecret, planSecret, type SecretCoreOptions } from '../mutate/secret.ts';
-import { AZURE_USE_LABEL } from '../clouds/azure/pod.ts';
-import { isDenial, type PodProvider, type ProviderName } from '../clouds/types.ts';
+import { cloudModule } from '../clouds/index.ts';
+import { PROVIDER_NAMES } from '../clouds/registry.ts';
+import type { PodProvider, ProviderName } from '../clouds/types.ts';
+import { isDenial } from '../errors.ts';
 
 export interface TrustIdentity {
   cloud: ProviderName;
@@ -28,20 +30,22 @@ export interface Collected {
   problems: string[];
 }
 
-export function subjectOf(namespace: string, name: string): string {
+function subjectOf(namespace: string, name: string): string {
   return `system:serviceaccount:${namespace}:${name}`;
 }
 
 /**
- * A Pod of this ServiceAccount, labelled for Azure (the only provider that opts in per Pod), as
- * the providers see it. Pod annotations can shorten a token's lifetime but never change its
+ * A Pod of this ServiceAccount, with every label a cloud needs to inject at all (Azure's opt-in),
+ * as the providers see it. Pod annotations can shorten a token's lifetime but never change its
  * audience or subject, which is all the trust depends on.
  */
+const PROBE_LABELS = Object.assign({}, ...PROVIDER_NAMES.map((name) => cloudModule(name).trust.podLabels));
+
 function probePod(sa: ServiceAccountView): Pod {
   return {
     apiVersion: 'v1',
     kind: 'Pod',
-    metadata: { name: 'trust-probe', namespace: sa.namespace, labels: { [AZURE_USE_LABEL]: 'true' } },
+    metadata: { name: 'trust-probe', namespace: sa.namespace, labels: PROBE_LABELS },
     spec: { serviceAccountName: sa.name, containers: [{ name: 'app', image: 'app' }] },
   } as Pod;
 }
@@ -61,8 +65,8 @@ export function identitiesOfServiceAccounts(
         problems.push(`ServiceAccount ${sa.namespace}/${sa.name}: ${result.message}`);
         continue;
       }
-      // Azure injects for any labelled Pod; only a client id makes it an identity to trust.
-      if (provider.name === 'azure' && !result.identity.clientId) continue;
+      // Some clouds inject for any opted-in Pod (Azure): only what names an identity is one to trust.
+      if (cloudModule(provider.name).trust.names?.(result.identity) === false) continue;
       const token = result.volume.projected?.sources?.find((s) => s.serviceAccountToken)?.serviceAccountToken;
       if (!token?.audience) continue;
       identities.push({

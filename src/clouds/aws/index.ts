@@ -1,10 +1,12 @@
 // AWS as one Cloud: IAM Roles for Service Accounts for Pods, GEP-26 Secrets for the rest.
 import type { Config } from '../../config.ts';
 import type { Cloud } from '../types.ts';
+import { awsPolicy, type AwsDeclared, type AwsField } from './policy.ts';
+import { awsTrustPart, type AwsTrust } from './trust.ts';
 import { type AwsOptions, createAwsProvider } from './pod.ts';
 import { createAwsSecretProvider } from './secret.ts';
 
-export const awsCloud: Cloud<AwsOptions> = {
+export const awsCloud: Cloud<AwsOptions, AwsDeclared, AwsField, AwsTrust> = {
   name: 'aws',
   options: (config: Config) => ({
     annotationPrefix: config.awsAnnotationPrefix,
@@ -23,4 +25,6 @@ export const awsCloud: Cloud<AwsOptions> = {
   podProvider: createAwsProvider,
   secretProvider: (config) =>
     createAwsSecretProvider({ audience: config.awsAudience, defaultRegion: config.awsDefaultRegion }),
+  policy: awsPolicy,
+  trust: awsTrustPart,
 };

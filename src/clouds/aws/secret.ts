@@ -1,4 +1,4 @@
-import { AWS_REGION_PATTERN } from '../registry.ts';
+import { AWS_REGION_PATTERN } from './facts.ts';
 import { denial, type Denial, isDenial } from '../../errors.ts';
 import { parseRoleArn } from './pod.ts';
 import {

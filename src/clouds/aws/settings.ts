@@ -15,11 +15,16 @@ function awsRegion(raw: string, flag: string): string | undefined {
   return raw;
 }
 
+function dnsSubdomain(raw: string, flag: string): string {
+  if (!/^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$/.test(raw)) throw new ConfigError(`--${flag}="${raw}" is not a DNS subdomain`);
+  return raw;
+}
+
 export const AWS_SETTINGS = {
   awsAnnotationPrefix: {
     flag: 'aws-annotation-prefix',
     description: 'Annotation prefix of the AWS keys',
-    parse: string,
+    parse: dnsSubdomain,
     default: 'eks.amazonaws.com',
   },
   awsDefaultRegion: {

@@ -2,6 +2,7 @@
 // each role the trust policy that admits exactly its ServiceAccounts' tokens (sub and aud).
 import { parseRoleArn } from './pod.ts';
 import type { TrustIdentity } from '../../trust/identities.ts';
+import type { CloudTrust } from '../types.ts';
 import { groupBy, shellQuote, unique } from '../../trust/shell.ts';
 
 export interface AwsTrustPolicy {
@@ -25,11 +26,11 @@ export function issuerHostPath(issuer: string): string {
   return issuer.replace(/^https:\/\//, '');
 }
 
-export function oidcProviderArn(partition: string, account: string, issuer: string): string {
+function oidcProviderArn(partition: string, account: string, issuer: string): string {
   return `arn:${partition}:iam::${account}:oidc-provider/${issuerHostPath(issuer)}`;
 }
 
-export function awsTrust(issuer: string, identities: readonly TrustIdentity[]): AwsTrust {
+function awsTrust(issuer: string, identities: readonly TrustIdentity[]): AwsTrust {
   const ours = identities.filter((i) => i.cloud === 'aws');
   const hostPath = issuerHostPath(issuer);
   const roles: AwsTrust['roles'] = [];
@@ -90,3 +91,24 @@ export function awsTrust(issuer: string, identities: readonly TrustIdentity[]): 
   }
   return { oidcProviders: [...providers.values()].map(({ partition: _, ...p }) => p), roles, commands };
 }
+
+const json = (value: unknown): string => JSON.stringify(value, null, 2);
+
+export const awsTrustPart: CloudTrust<AwsTrust> = {
+  verifier: 'AWS STS',
+  algorithms: ['RS256'],
+  report: awsTrust,
+  text: (report) => [
+    '',
+    '## AWS',
+    ...report.oidcProviders.flatMap((p) => [
+      `# IAM OIDC identity provider ${p.arn}`,
+      `#   url ${p.url}, client IDs (audiences): ${p.clientIds.join(', ')}`,
+    ]),
+    ...report.roles.flatMap((r) => [
+      `# trust policy of role ${r.roleArn} (${r.trustedBy.join(', ')}):`,
+      json(r.trustPolicy),
+    ]),
+    ...report.commands,
+  ],
+};

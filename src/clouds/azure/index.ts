@@ -1,10 +1,12 @@
 // Azure as one Cloud: Microsoft Entra Workload ID for Pods, GEP-26 Secrets for the rest.
 import type { Config } from '../../config.ts';
 import type { Cloud } from '../types.ts';
+import { azurePolicy, type AzureDeclared, type AzureField } from './policy.ts';
+import { azureTrustPart, type AzureTrust } from './trust.ts';
 import { type AzureOptions, createAzureProvider } from './pod.ts';
 import { createAzureSecretProvider } from './secret.ts';
 
-export const azureCloud: Cloud<AzureOptions> = {
+export const azureCloud: Cloud<AzureOptions, AzureDeclared, AzureField, AzureTrust> = {
   name: 'azure',
   options: (config: Config) => ({
     tenantId: config.azureTenantId,
@@ -22,4 +24,6 @@ export const azureCloud: Cloud<AzureOptions> = {
   }),
   podProvider: createAzureProvider,
   secretProvider: (config) => createAzureSecretProvider({ audience: config.azureAudience, cloud: config.azureCloud }),
+  policy: azurePolicy,
+  trust: azureTrustPart,
 };

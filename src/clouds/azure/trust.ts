@@ -2,6 +2,8 @@
 // user-assigned managed identity its client id names. Entra matches issuer, subject and audience
 // byte for byte, so each is printed exactly as the token carries it.
 import type { TrustIdentity } from '../../trust/identities.ts';
+import type { CloudTrust } from '../types.ts';
+import { AZURE_USE_LABEL } from './pod.ts';
 import { groupBy, shellQuote } from '../../trust/shell.ts';
 
 export interface FederatedIdentityCredential {
@@ -23,11 +25,11 @@ export interface AzureTrust {
 }
 
 /** Entra's credential names: 3 to 120 letters, digits, - and _, starting with a letter or digit. */
-export function credentialName(namespace: string, serviceAccount: string): string {
+function credentialName(namespace: string, serviceAccount: string): string {
   return `kubernetes-${namespace}-${serviceAccount}`.replace(/[^A-Za-z0-9_-]/g, '-').slice(0, 120);
 }
 
-export function azureTrust(issuer: string, identities: readonly TrustIdentity[]): AzureTrust {
+function azureTrust(issuer: string, identities: readonly TrustIdentity[]): AzureTrust {
   const ours = identities.filter((i) => i.cloud === 'azure' && i.identity.clientId);
   const result: AzureTrust = { identities: [], commands: [] };
   for (const [clientId, members] of groupBy(ours, (i) => i.identity.clientId.toLowerCase())) {
@@ -71,3 +73,24 @@ export function azureTrust(issuer: string, identities: readonly TrustIdentity[])
   }
   return result;
 }
+
+const json = (value: unknown): string => JSON.stringify(value, null, 2);
+
+export const azureTrustPart: CloudTrust<AzureTrust> = {
+  verifier: 'Microsoft Entra ID',
+  algorithms: ['RS256'],
+  // The provider injects only into Pods that opt in.
+  podLabels: { [AZURE_USE_LABEL]: 'true' },
+  // It injects for any labelled Pod; only a client id makes it an identity to trust.
+  names: (identity) => !!identity.clientId,
+  report: azureTrust,
+  text: (report) => [
+    '',
+    '## Azure',
+    ...report.identities.flatMap((i) => [
+      `# federated identity credentials of client id ${i.clientId}${i.tenantId ? ` (tenant ${i.tenantId})` : ''}:`,
+      ...i.federatedCredentials.map(json),
+    ]),
+    ...report.commands,
+  ],
+};

@@ -1,10 +1,12 @@
 // GCP as one Cloud: Workload Identity Federation for Pods, GEP-26 Secrets for the rest.
 import type { Config } from '../../config.ts';
 import type { Cloud } from '../types.ts';
+import { gcpPolicy, type GcpDeclared, type GcpField } from './policy.ts';
+import { gcpTrustPart, type GcpTrust } from './trust.ts';
 import { createGcpProvider, type GcpOptions } from './pod.ts';
 import { createGcpSecretProvider } from './secret.ts';
 
-export const gcpCloud: Cloud<GcpOptions> = {
+export const gcpCloud: Cloud<GcpOptions, GcpDeclared, GcpField, GcpTrust> = {
   name: 'gcp',
   options: (config: Config) => ({
     defaultTokenExpiration: config.gcpTokenExpiration,
@@ -24,4 +26,6 @@ export const gcpCloud: Cloud<GcpOptions> = {
   podProvider: createGcpProvider,
   secretProvider: (config) =>
     createGcpSecretProvider({ allowedTokenUrls: config.gcpAllowedTokenUrls, audience: config.gcpAudience }),
+  policy: gcpPolicy,
+  trust: gcpTrustPart,
 };

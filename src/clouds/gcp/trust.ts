@@ -4,10 +4,11 @@
 // principals (or, without one, the principal to grant roles on resources directly).
 import { parseWorkloadIdentityProvider } from './pod.ts';
 import type { TrustIdentity } from '../../trust/identities.ts';
+import type { CloudTrust } from '../types.ts';
 import { groupBy, shellQuote, unique } from '../../trust/shell.ts';
 
-export const ATTRIBUTE_MAPPING = { 'google.subject': 'assertion.sub' } as const;
-export const WORKLOAD_IDENTITY_USER = 'roles/iam.workloadIdentityUser';
+const ATTRIBUTE_MAPPING = { 'google.subject': 'assertion.sub' } as const;
+const WORKLOAD_IDENTITY_USER = 'roles/iam.workloadIdentityUser';
 
 export interface GcpTrust {
   providers: {
@@ -26,11 +27,11 @@ export interface GcpTrust {
   commands: string[];
 }
 
-export function principalOf(projectNumber: string, pool: string, subject: string): string {
+function principalOf(projectNumber: string, pool: string, subject: string): string {
   return `principal://iam.googleapis.com/projects/${projectNumber}/locations/global/workloadIdentityPools/${pool}/subject/${subject}`;
 }
 
-export function gcpTrust(issuer: string, identities: readonly TrustIdentity[]): GcpTrust {
+function gcpTrust(issuer: string, identities: readonly TrustIdentity[]): GcpTrust {
   const result: GcpTrust = { providers: [], serviceAccounts: [], directAccess: [], commands: [] };
   const resolved = identities
     .filter((i) => i.cloud === 'gcp')
@@ -90,3 +91,21 @@ export function gcpTrust(issuer: string, identities: readonly TrustIdentity[]): 
   }
   return result;
 }
+
+const json = (value: unknown): string => JSON.stringify(value, null, 2);
+
+export const gcpTrustPart: CloudTrust<GcpTrust> = {
+  verifier: 'Google STS',
+  algorithms: ['RS256', 'ES256'],
+  report: gcpTrust,
+  text: (report) => [
+    '',
+    '## Google Cloud',
+    ...report.providers.flatMap((p) => [
+      `# workload identity pool provider ${p.name} (${p.trustedBy.join(', ')}):`,
+      json({ issuerUri: p.issuerUri, allowedAudiences: p.allowedAudiences, attributeMapping: p.attributeMapping }),
+    ]),
+    ...report.serviceAccounts.flatMap((s) => [`# IAM policy binding on ${s.email}:`, json(s.binding)]),
+    ...report.commands,
+  ],
+};

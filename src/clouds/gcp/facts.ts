@@ -1,0 +1,11 @@
+// GCP facts read by its flags, its Pod provider and tenant policy.
+import { API_SERVER_TOKEN_BOUNDS, type CloudFacts } from '../facts.ts';
+
+const GCP_REGION_PATTERN = /^[a-z]+(-[a-z]+)+\d+$/;
+
+export const GCP_FACTS = {
+  title: 'GCP',
+  // Google's STS wants an hour at least; shorter annotations are raised, as GKE does.
+  tokenBounds: { min: 3600, max: API_SERVER_TOKEN_BOUNDS.max, belowMinimum: 'raise' },
+  region: { pattern: GCP_REGION_PATTERN, what: 'a Google Cloud region', example: 'europe-west1' },
+} as const satisfies CloudFacts;
