@@ -1,4 +1,9 @@
 import { AWS_SETTINGS } from './clouds/aws/settings.ts';
+import {
+  AZURE_STACK_CLOUD,
+  type AzureStackEnvironment,
+  readAzureStackEnvironment,
+} from './clouds/azure/environments.ts';
 import { AZURE_SETTINGS } from './clouds/azure/settings.ts';
 import { GCP_SETTINGS } from './clouds/gcp/settings.ts';
 import { ConfigError } from './errors.ts';
@@ -255,7 +260,10 @@ export const settings = {
 } satisfies Record<string, Setting<unknown>>;
 
 type Settings = typeof settings;
-export type Config = { [K in keyof Settings]: Settings[K]['default'] | ReturnType<Settings[K]['parse']> };
+export type Config = { [K in keyof Settings]: Settings[K]['default'] | ReturnType<Settings[K]['parse']> } & {
+  /** Derived: AzureStackCloud's environment file, read once by loadConfig. */
+  azureStack?: AzureStackEnvironment;
+};
 
 const byFlag = new Map<string, [keyof Settings, Setting<unknown>]>(
   Object.entries(settings).map(([key, s]) => [s.flag, [key as keyof Settings, s as Setting<unknown>]]),
@@ -301,6 +309,17 @@ export function loadConfig(flags: ReadonlyMap<string, string>, env: NodeJS.Proce
   if (c.certRenewBeforeSeconds <= 2 * (c.certPropagationSeconds + c.certResyncSeconds)) {
     throw new ConfigError(
       `--cert-renew-before-seconds=${c.certRenewBeforeSeconds} must exceed twice --cert-propagation-seconds plus --cert-resync-seconds (${2 * (c.certPropagationSeconds + c.certResyncSeconds)})`,
+    );
+  }
+  if (c.azureCloud === AZURE_STACK_CLOUD) {
+    if (c.azureEnvironmentFilepath === undefined)
+      throw new ConfigError(
+        "--azure-cloud=AzureStackCloud needs --azure-environment-filepath: the JSON file of the stack's endpoints (the peer's AZURE_ENVIRONMENT_FILEPATH), whose activeDirectoryEndpoint becomes AZURE_AUTHORITY_HOST",
+      );
+    c.azureStack = readAzureStackEnvironment(c.azureEnvironmentFilepath, 'azure-environment-filepath');
+  } else if (c.azureEnvironmentFilepath !== undefined) {
+    throw new ConfigError(
+      `--azure-environment-filepath is read only with --azure-cloud=AzureStackCloud (now ${c.azureCloud}): set both or neither`,
     );
   }
   if (!/^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$/.test(c.awsAnnotationPrefix)) {

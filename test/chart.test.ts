@@ -2,7 +2,8 @@
 // was rendered; the chart's values against src/config.ts, its schema and its README; the
 // plain manifests against the chart. test/chart-cluster.test.ts takes the renders to an API server.
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { parse } from 'yaml';
@@ -620,6 +621,15 @@ describe('values cover the webhook', () => {
   });
 
   test('each config value reaches the container as its WIW_ variable, and the webhook reads it back', async () => {
+    // AzureStackCloud's environment file is read at start-up: it must exist.
+    const stackFile = join(mkdtempSync(join(tmpdir(), 'wiw-chart-')), 'azurestackcloud.json');
+    writeFileSync(
+      stackFile,
+      JSON.stringify({
+        name: 'AzureStackCloud',
+        activeDirectoryEndpoint: 'https://adfs.local.azurestack.external/adfs/',
+      }),
+    );
     const values = {
       config: {
         port: 9443,
@@ -635,9 +645,14 @@ describe('values cover the webhook', () => {
         awsTokenExpiration: 7200,
         awsStsRegionalEndpoints: true,
         azureTenantId: 'contoso.onmicrosoft.com',
-        azureCloud: 'AzureChinaCloud',
+        azureCloud: 'AzureStackCloud',
         azureAudience: 'api://x',
         azureTokenExpiration: 7200,
+        azureEnvironmentFilepath: stackFile,
+        azureProxyImage: 'registry.example/azwi/proxy:v1',
+        azureProxyInitImage: 'registry.example/azwi/proxy-init:v1',
+        azureProxyNativeSidecar: false,
+        azureProxyLogLevel: 'debug',
         gcpDefaultRegion: 'europe-west1',
         gcpAudience: 'gcp-aud',
         gcpTokenExpiration: 7200,

@@ -208,8 +208,10 @@ describe('Azure (Microsoft Entra Workload ID)', () => {
         },
       },
     ]);
+    // One token, where the peer's releases 0.8-1.5 and 1.6+ each put it.
     assert.deepEqual(out.spec!.containers![0].volumeMounts, [
       { name: 'azure-identity-token', mountPath: '/var/run/secrets/azure/tokens', readOnly: true },
+      { name: 'azure-identity-token', mountPath: '/var/run/secrets/azure/wi/token', readOnly: true },
     ]);
   });
 
@@ -581,8 +583,9 @@ describe('several providers on one ServiceAccount', () => {
       volumes.slice(0, 3).map((v) => v.projected!.sources![0].serviceAccountToken!.audience),
       ['sts.amazonaws.com', 'api://AzureADTokenExchange', 'sts.googleapis.com'],
     );
+    // Azure's token is mounted twice (its two layouts): five mount paths, all different.
     const paths = out.spec!.containers![0].volumeMounts!.map((m) => m.mountPath);
-    assert.equal(new Set(paths).size, 4);
+    assert.equal(new Set(paths).size, 5);
   });
 
   test('every invalid provider is reported in one denial', () => {

@@ -123,6 +123,11 @@ azureTenantId: azure-tenant-id
 azureCloud: azure-cloud
 azureAudience: azure-audience
 azureTokenExpiration: azure-token-expiration
+azureEnvironmentFilepath: azure-environment-filepath
+azureProxyImage: azure-proxy-image
+azureProxyInitImage: azure-proxy-init-image
+azureProxyNativeSidecar: azure-proxy-native-sidecar
+azureProxyLogLevel: azure-proxy-log-level
 gcpDefaultRegion: gcp-default-region
 gcpAudience: gcp-audience
 gcpTokenExpiration: gcp-token-expiration

@@ -9,6 +9,13 @@ export const azureCloud: Cloud<AzureOptions> = {
   options: (config: Config) => ({
     tenantId: config.azureTenantId,
     cloud: config.azureCloud,
+    stack: config.azureStack,
+    proxy: {
+      image: config.azureProxyImage,
+      initImage: config.azureProxyInitImage,
+      nativeSidecar: config.azureProxyNativeSidecar,
+      logLevel: config.azureProxyLogLevel,
+    },
     audience: config.azureAudience,
     defaultTokenExpiration: config.azureTokenExpiration,
     strict: config.strict,
@@ -21,5 +28,6 @@ export const azureCloud: Cloud<AzureOptions> = {
     defaultTokenExpiration: o.tokenExpirationSeconds ?? options.defaultTokenExpiration,
   }),
   podProvider: createAzureProvider,
-  secretProvider: (config) => createAzureSecretProvider({ audience: config.azureAudience, cloud: config.azureCloud }),
+  secretProvider: (config) =>
+    createAzureSecretProvider({ audience: config.azureAudience, cloud: config.azureCloud, stack: config.azureStack }),
 };
