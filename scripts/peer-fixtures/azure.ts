@@ -1,8 +1,8 @@
-// Re-creates Azure/azure-workload-identity's webhook tests (pkg/webhook/webhook_test.go) as Pod
-// fixtures of test/peer-compat.test.ts. Its cases test helpers (token expiry, authority host) and
-// Handle; each becomes a Pod through the whole webhook, the expected Pod built with the peer's
-// Handle as transcribed below (mutateContainers, addEnvironmentVariables, addProjectedVolumeMount,
-// addProjectedVolume, buildVolumeName).
+// Re-creates Azure/azure-workload-identity's webhook tests (pkg/webhook/webhook_test.go), every
+// case, as Pod fixtures of test/peer-compat.test.ts. Most of its cases test helpers (token expiry,
+// client and tenant, skip-containers, volume, env and mount helpers, the proxy); each becomes a
+// Pod through the whole webhook where the helper's effect shows, the expected Pod built with the
+// peer's Handle as transcribed below. Cases about the envelope or start-up are replayed in the test.
 //
 //   node scripts/peer-fixtures/azure.ts test/fixtures/peers/azure
 import { createHash } from 'node:crypto';
