@@ -2,8 +2,7 @@
 // was rendered; the chart's values against src/config.ts, its schema and its README; the
 // plain manifests against the chart. test/chart-cluster.test.ts takes the renders to an API server.
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { parse } from 'yaml';
@@ -59,6 +58,10 @@ const CHART_MANAGED: Partial<Record<SettingKey, { values: Record<string, any>; e
   },
   certPropagationSeconds: { values: { certificates: { selfManaged: { propagationSeconds: 30 } } }, expect: '30' },
   certResyncSeconds: { values: { certificates: { selfManaged: { resyncSeconds: 20 } } }, expect: '20' },
+  azureEnvironmentFilepath: {
+    values: { azureStackEnvironment: { configMap: 'azure-stack' } },
+    expect: '/etc/workload-identity-webhook/azure/azurestackcloud.json',
+  },
   policyFile: {
     values: { policy: { configMap: 'wiw-policy' } },
     expect: '/etc/workload-identity-webhook/policy/policy.yaml',
@@ -623,15 +626,6 @@ describe('values cover the webhook', () => {
   });
 
   test('each config value reaches the container as its WIW_ variable, and the webhook reads it back', async () => {
-    // AzureStackCloud's environment file is read at start-up: it must exist.
-    const stackFile = join(mkdtempSync(join(tmpdir(), 'wiw-chart-')), 'azurestackcloud.json');
-    writeFileSync(
-      stackFile,
-      JSON.stringify({
-        name: 'AzureStackCloud',
-        activeDirectoryEndpoint: 'https://adfs.local.azurestack.external/adfs/',
-      }),
-    );
     const values = {
       config: {
         port: 9443,
@@ -647,10 +641,9 @@ describe('values cover the webhook', () => {
         awsTokenExpiration: 7200,
         awsStsRegionalEndpoints: true,
         azureTenantId: 'contoso.onmicrosoft.com',
-        azureCloud: 'AzureStackCloud',
+        azureCloud: 'AzureChinaCloud',
         azureAudience: 'api://x',
         azureTokenExpiration: 7200,
-        azureEnvironmentFilepath: stackFile,
         azureProxyImage: 'registry.example/azwi/proxy:v1',
         azureProxyInitImage: 'registry.example/azwi/proxy-init:v1',
         azureProxyNativeSidecar: false,
