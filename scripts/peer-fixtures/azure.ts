@@ -288,6 +288,7 @@ for (const [file, name, podAnn, saAnn] of [
   replay(`TestGetServiceAccountTokenExpiration-${file}`, `TestGetServiceAccountTokenExpiration/${name}`, {
     pod: pod('pod', 'sa', podAnn),
     saAnnotations: { ...client, ...saAnn },
+    ...(file.includes('invalid') ? { reason: 'InvalidTokenExpiration' } : {}),
   });
 }
 
