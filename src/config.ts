@@ -1,5 +1,6 @@
 import { AWS_SETTINGS } from './clouds/aws/settings.ts';
-import { AZURE_SETTINGS } from './clouds/azure/settings.ts';
+import type { AzureStackEnvironment } from './clouds/azure/environments.ts';
+import { AZURE_SETTINGS, deriveAzureSettings } from './clouds/azure/settings.ts';
 import { GCP_SETTINGS } from './clouds/gcp/settings.ts';
 import { ConfigError } from './errors.ts';
 import { DEFAULT_LIMITS } from './limits.ts';
@@ -255,7 +256,10 @@ export const settings = {
 } satisfies Record<string, Setting<unknown>>;
 
 type Settings = typeof settings;
-export type Config = { [K in keyof Settings]: Settings[K]['default'] | ReturnType<Settings[K]['parse']> };
+export type Config = { [K in keyof Settings]: Settings[K]['default'] | ReturnType<Settings[K]['parse']> } & {
+  /** Derived: AzureStackCloud's environment file, read once by loadConfig. */
+  azureStack?: AzureStackEnvironment;
+};
 
 const byFlag = new Map<string, [keyof Settings, Setting<unknown>]>(
   Object.entries(settings).map(([key, s]) => [s.flag, [key as keyof Settings, s as Setting<unknown>]]),
@@ -303,6 +307,8 @@ export function loadConfig(flags: ReadonlyMap<string, string>, env: NodeJS.Proce
       `--cert-renew-before-seconds=${c.certRenewBeforeSeconds} must exceed twice --cert-propagation-seconds plus --cert-resync-seconds (${2 * (c.certPropagationSeconds + c.certResyncSeconds)})`,
     );
   }
+  // Settings that depend on each other within one cloud, and what they derive (files read once).
+  Object.assign(c, deriveAzureSettings(c));
   return c;
 }
 

@@ -59,6 +59,10 @@ const CHART_MANAGED: Partial<Record<SettingKey, { values: Record<string, any>; e
   },
   certPropagationSeconds: { values: { certificates: { selfManaged: { propagationSeconds: 30 } } }, expect: '30' },
   certResyncSeconds: { values: { certificates: { selfManaged: { resyncSeconds: 20 } } }, expect: '20' },
+  azureEnvironmentFilepath: {
+    values: { azureStackEnvironment: { configMap: 'azure-stack' } },
+    expect: '/etc/workload-identity-webhook/azure/azurestackcloud.json',
+  },
   policyFile: {
     values: { policy: { configMap: 'wiw-policy' } },
     expect: '/etc/workload-identity-webhook/policy/policy.yaml',
@@ -641,6 +645,10 @@ describe('values cover the webhook', () => {
         azureCloud: 'AzureChinaCloud',
         azureAudience: 'api://x',
         azureTokenExpiration: 7200,
+        azureProxyImage: 'registry.example/azwi/proxy:v1',
+        azureProxyInitImage: 'registry.example/azwi/proxy-init:v1',
+        azureProxyNativeSidecar: false,
+        azureProxyLogLevel: 'debug',
         gcpDefaultRegion: 'europe-west1',
         gcpAudience: 'gcp-aud',
         gcpTokenExpiration: 7200,

@@ -164,8 +164,58 @@ describe('stored Pods carry exactly what each provider needs', () => {
     const v = volume(pod, 'azure-identity-token');
     assert.equal(v?.projected?.sources?.[0].serviceAccountToken?.audience, 'api://AzureADTokenExchange');
     assert.equal(v?.projected?.sources?.[0].serviceAccountToken?.expirationSeconds, 3600);
+    // One token where the peer's releases 0.8-1.5 and 1.6+ put it: .../tokens/ and .../wi/token/azure-identity-token.
+    assert.deepEqual(plain(pod.spec!.containers[0].volumeMounts), [
+      { name: 'azure-identity-token', mountPath: '/var/run/secrets/azure/tokens', readOnly: true },
+      { name: 'azure-identity-token', mountPath: '/var/run/secrets/azure/wi/token', readOnly: true },
+    ]);
     const unlabelled = await createPod(NS, 'azure');
     assert.equal(unlabelled.spec!.volumes, undefined);
+  });
+
+  test("Azure, inject-proxy-sidecar: the peer's proxy init container and native sidecar, and the API server accepts the Pod", async () => {
+    const pod = await createPod(NS, 'azure', {
+      labels: { 'azure.workload.identity/use': 'true' },
+      annotations: {
+        'azure.workload.identity/inject-proxy-sidecar': 'true',
+        'azure.workload.identity/proxy-sidecar-port': '8080',
+      },
+      spec: { initContainers: [{ name: 'migrate', image: 'busybox' }] },
+    });
+    const inits = pod.spec!.initContainers!;
+    assert.deepEqual(
+      inits.map((c) => c.name),
+      ['azwi-proxy', 'migrate', 'azwi-proxy-init'],
+    );
+    const [proxy, , init] = inits;
+    assert.equal(proxy.image, 'mcr.microsoft.com/oss/azure/workload-identity/proxy:v1.6.0');
+    assert.equal(proxy.restartPolicy, 'Always');
+    assert.deepEqual(proxy.args, ['--proxy-port=8080', '--log-level=info']);
+    assert.deepEqual(plain(proxy.ports), [{ containerPort: 8080, protocol: 'TCP' }]);
+    assert.equal(init.image, 'mcr.microsoft.com/oss/azure/workload-identity/proxy-init:v1.6.0');
+    assert.equal(init.securityContext?.privileged, true);
+    assert.deepEqual(init.securityContext?.capabilities?.add, ['NET_ADMIN']);
+    assert.deepEqual(env(init)[0], { name: 'PROXY_PORT', value: '8080' });
+    // The proxy exchanges the token: it gets the identity like every container.
+    for (const c of [proxy, init, pod.spec!.containers[0]]) {
+      assert.equal(env(c).find((e) => e.name === 'AZURE_CLIENT_ID')?.value, CLIENT, c.name);
+      assert.ok(
+        c.volumeMounts?.some((m) => m.mountPath === '/var/run/secrets/azure/tokens'),
+        c.name,
+      );
+    }
+  });
+
+  test('Azure, inject-proxy-sidecar with hostNetwork: refused with the reason, as the peer refuses it', async () => {
+    await assert.rejects(
+      createPod(NS, 'azure', {
+        labels: { 'azure.workload.identity/use': 'true' },
+        annotations: { 'azure.workload.identity/inject-proxy-sidecar': 'true' },
+        spec: { hostNetwork: true },
+      }),
+      (err: { body?: string }) =>
+        /the proxy sidecar cannot be injected into a Pod with hostNetwork: true/.test(String(err.body)),
+    );
   });
 
   test('GCP: credential file projected from an annotation beside the token, with impersonation', async () => {
@@ -269,6 +319,7 @@ describe('stored Pods carry exactly what each provider needs', () => {
       [
         '/var/run/secrets/eks.amazonaws.com/serviceaccount',
         '/var/run/secrets/azure/tokens',
+        '/var/run/secrets/azure/wi/token',
         '/var/run/secrets/sts.googleapis.com/serviceaccount',
       ],
     );

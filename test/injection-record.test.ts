@@ -198,6 +198,90 @@ describe('setup init containers', () => {
   });
 });
 
+describe("the Azure peer's proxy containers", () => {
+  const AZURE = { 'azure.workload.identity/client-id': '00000000-0000-0000-0000-000000000001' };
+  const proxied = (spec: Record<string, unknown> = {}) =>
+    pod({
+      labels: { 'azure.workload.identity/use': 'true' },
+      annotations: { 'azure.workload.identity/inject-proxy-sidecar': 'true' },
+      spec: { initContainers: [{ name: 'migrate', image: 'db:1' }], ...spec },
+    });
+  const admitWith = (flags: Record<string, string>, p: Pod, annotations: Record<string, string>, saName = 'app') => {
+    const r = mutatePod(providers(flags), {
+      pod: p,
+      namespace: 'team-a',
+      serviceAccount: sa(annotations, saName),
+      recordKeys: keys,
+    });
+    assert.ok(r.allowed, r.allowed ? '' : r.denial.message);
+    return r;
+  };
+
+  for (const [mode, flags, inits, containers] of [
+    ['native sidecar', {}, ['azwi-proxy', 'migrate', 'azwi-proxy-init'], ['app']],
+    [
+      'first container',
+      { 'azure-proxy-native-sidecar': 'false' },
+      ['migrate', 'azwi-proxy-init'],
+      ['azwi-proxy', 'app'],
+    ],
+  ] as const) {
+    test(`${mode}: added once, unchanged by a second admission, replaced with the identity when the ServiceAccount changes`, () => {
+      const p = proxied();
+      const once = apply(p, admitWith(flags, p, AZURE).patch);
+      assert.deepEqual(
+        once.spec!.initContainers!.map((c) => c.name),
+        inits,
+      );
+      assert.deepEqual(
+        once.spec!.containers!.map((c) => c.name),
+        containers,
+      );
+      // Reinvoked with the same ServiceAccount: nothing to add, the proxy is not given the identity twice.
+      assert.deepEqual(admitWith(flags, once, AZURE).patch, []);
+      // Another ServiceAccount: the old proxy goes with the old identity, the new one carries the new.
+      const moved = structuredClone(once);
+      moved.spec!.serviceAccountName = 'other';
+      const other = { 'azure.workload.identity/client-id': '00000000-0000-0000-0000-000000000009' };
+      const next = apply(moved, admitWith(flags, moved, other, 'other').patch);
+      assert.deepEqual(
+        next.spec!.initContainers!.map((c) => c.name),
+        inits,
+      );
+      for (const c of [...next.spec!.initContainers!, ...next.spec!.containers!].filter((c) => c.name !== 'migrate'))
+        assert.equal(envOf(c).AZURE_CLIENT_ID, '00000000-0000-0000-0000-000000000009', c.name);
+      // And with no Azure identity left at all (the Pod opts out), nothing of it stays.
+      const out = structuredClone(once);
+      out.metadata!.labels = { 'workload-identity-webhook.io/skip': 'true' };
+      out.spec!.serviceAccountName = 'plain';
+      const back = apply(out, admitWith(flags, out, {}, 'plain').patch);
+      assert.deepEqual(
+        back.spec!.initContainers!.map((c) => c.name),
+        ['migrate'],
+      );
+      assert.deepEqual(
+        back.spec!.containers!.map((c) => c.name),
+        ['app'],
+      );
+      assert.deepEqual(back.spec!.volumes, []);
+    });
+  }
+
+  test("a user's own container named azwi-proxy stays, is given the identity like any container, and stays on removal", () => {
+    const mine = { name: 'azwi-proxy', image: 'registry.example/my-proxy:1', args: ['--proxy-port=8000'] };
+    const p = proxied({ initContainers: [mine] });
+    const once = apply(p, admitWith({}, p, AZURE).patch);
+    const kept = once.spec!.initContainers!.find((c) => c.name === 'azwi-proxy')!;
+    assert.equal(kept.image, 'registry.example/my-proxy:1');
+    assert.ok(envOf(kept).AZURE_CLIENT_ID);
+    const out = structuredClone(once);
+    out.metadata!.labels = { 'workload-identity-webhook.io/skip': 'true' };
+    out.spec!.serviceAccountName = 'plain';
+    const back = apply(out, admitWith({}, out, {}, 'plain').patch);
+    assert.deepEqual(back.spec!.initContainers![0], { ...mine, env: [], volumeMounts: [] });
+  });
+});
+
 describe('container names that are also object property names', () => {
   for (const name of ['constructor', '__proto__', 'toString', 'hasOwnProperty']) {
     test(`a container named "${name}" is injected and cleaned like any other`, () => {

@@ -208,9 +208,66 @@ describe('Azure (Microsoft Entra Workload ID)', () => {
         },
       },
     ]);
+    // One token, where the peer's releases 0.8-1.5 and 1.6+ each put it.
     assert.deepEqual(out.spec!.containers![0].volumeMounts, [
       { name: 'azure-identity-token', mountPath: '/var/run/secrets/azure/tokens', readOnly: true },
+      { name: 'azure-identity-token', mountPath: '/var/run/secrets/azure/wi/token', readOnly: true },
     ]);
+  });
+
+  test('inject-proxy-sidecar: any value asks for the proxy, as in the peer; a value other than "true" says so', () => {
+    const p = optedIn({ annotations: { 'azure.workload.identity/inject-proxy-sidecar': 'false' } });
+    const result = run(p, annotations);
+    assert.ok(result.allowed);
+    const out = apply(p, result.patch);
+    assert.deepEqual(
+      out.spec!.initContainers!.map((c) => c.name),
+      ['azwi-proxy', 'azwi-proxy-init'],
+    );
+    assert.deepEqual(result.warnings, [
+      'Pod annotation azure.workload.identity/inject-proxy-sidecar="false" injects the proxy sidecar: the peer webhook injects it whenever the annotation is present, whatever its value; remove the annotation to go without',
+    ]);
+  });
+
+  test('proxy-sidecar-port: whole numbers 1..65535 (a leading + as Go reads it); anything else is refused with the expected form', () => {
+    const withPort = (port: string) =>
+      optedIn({
+        annotations: {
+          'azure.workload.identity/inject-proxy-sidecar': 'true',
+          'azure.workload.identity/proxy-sidecar-port': port,
+        },
+      });
+    const init = mutated(withPort('+8080'), annotations).spec!.initContainers!;
+    assert.deepEqual(init[0].args, ['--proxy-port=8080', '--log-level=info']);
+    assert.deepEqual(envOf(init[1]).PROXY_PORT, '8080');
+    for (const port of ['0', '65536', '-1', '80.5', '', 'http']) {
+      const d = denied(withPort(port), annotations);
+      assert.equal(d.reason, 'InvalidProxyPort');
+      assert.equal(
+        d.message,
+        `Pod annotation azure.workload.identity/proxy-sidecar-port="${port}" is not a port; expected a whole number from 1 to 65535 (default 8000)`,
+      );
+    }
+  });
+
+  test("the proxy without native sidecars: azwi-proxy is the first container, with the flags' images and log level", () => {
+    const p = optedIn({ annotations: { 'azure.workload.identity/inject-proxy-sidecar': 'true' } });
+    const out = mutated(p, annotations, {
+      'azure-proxy-native-sidecar': 'false',
+      'azure-proxy-image': 'registry.example/proxy:2',
+      'azure-proxy-init-image': 'registry.example/proxy-init:2',
+      'azure-proxy-log-level': 'debug',
+    });
+    const [proxy, app] = out.spec!.containers!;
+    assert.equal(app.name, 'app');
+    assert.equal(proxy.name, 'azwi-proxy');
+    assert.equal(proxy.image, 'registry.example/proxy:2');
+    assert.equal(proxy.restartPolicy, undefined);
+    assert.deepEqual(proxy.args, ['--proxy-port=8000', '--log-level=debug']);
+    assert.deepEqual(
+      out.spec!.initContainers!.map((c) => [c.name, c.image]),
+      [['azwi-proxy-init', 'registry.example/proxy-init:2']],
+    );
   });
 
   test('an empty service-account-token-expiration is ignored as in the peer, with a warning; --strict refuses it', () => {
@@ -581,8 +638,9 @@ describe('several providers on one ServiceAccount', () => {
       volumes.slice(0, 3).map((v) => v.projected!.sources![0].serviceAccountToken!.audience),
       ['sts.amazonaws.com', 'api://AzureADTokenExchange', 'sts.googleapis.com'],
     );
+    // Azure's token is mounted twice (its two layouts): five mount paths, all different.
     const paths = out.spec!.containers![0].volumeMounts!.map((m) => m.mountPath);
-    assert.equal(new Set(paths).size, 4);
+    assert.equal(new Set(paths).size, 5);
   });
 
   test('every invalid provider is reported in one denial', () => {

@@ -4,13 +4,15 @@
 // in docs/compatibility.md: an unlisted difference fails.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readdirSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parse } from 'yaml';
 import { mutatePod } from '../src/mutate/pod.ts';
 import { INJECTED_ANNOTATION } from '../src/mutate/injection-record.ts';
 import type { Pod, ServiceAccountView } from '../src/kube/types.ts';
-import { apply, providers } from './helpers.ts';
+import { parseAdmissionReview } from '../src/admission/review.ts';
+import { apply, config, providers } from './helpers.ts';
 
 const ROOT = new URL('..', import.meta.url).pathname;
 const FIXTURES = join(ROOT, 'test/fixtures/peers');
@@ -31,9 +33,13 @@ interface Fixture {
   differences: string[];
   /** Our admission warnings, exactly (the peer has none to compare with). */
   warnings?: string[];
+  /** Where the peer refuses the Pod: our denial's reason. */
+  reason?: string;
+  /** How a case that tests a peer's helper shows in a whole Pod. */
+  note?: string;
 }
 
-type Outcome = { pod: Pod; denied?: string; warnings: string[] };
+type Outcome = { pod: Pod; denied?: string; warnings: string[]; removes: number };
 
 /**
  * One function per row of docs/compatibility.md: it removes that difference from both Pods.
@@ -78,19 +84,40 @@ const normalizers: Record<string, (ours: Pod, peers: Pod, fixture: Fixture) => v
     assert.deepEqual(mine, JSON.parse(peers.metadata!.annotations![key]), 'the credential files differ beyond form');
     ours.metadata!.annotations![key] = peers.metadata!.annotations![key];
   },
-  'azure-token-layout-1.5': (ours, peers) => {
-    // Rename our 0.8-1.5 layout to the peer's current one; nothing else may differ.
+  'azure-token-both-layouts': (ours, peers) => {
+    // Our one token volume is mounted where the peer's 0.8-1.5 and 1.6+ releases put the file; seen
+    // from the 1.6 mount it is the peer's volume. Nothing else may differ.
     const theirs = peers.spec!.volumes!.find((v) => v.name.startsWith('azure-workload-identity-reserved-'))!;
     const mine = ours.spec!.volumes!.find((v) => v.name === 'azure-identity-token')!;
+    assert.equal(mine.projected!.sources![0].serviceAccountToken!.path, 'azure-identity-token');
     mine.name = theirs.name;
     mine.projected!.sources![0].serviceAccountToken!.path = 'token/azure-identity-token';
     for (const c of [...(ours.spec?.containers ?? []), ...(ours.spec?.initContainers ?? [])]) {
-      for (const m of c.volumeMounts ?? [])
+      const mounts = (c.volumeMounts ?? []).filter((m) => m.name === 'azure-identity-token');
+      if (mounts.length === 0) continue;
+      assert.deepEqual(
+        mounts.map((m) => m.mountPath),
+        ['/var/run/secrets/azure/tokens', '/var/run/secrets/azure/wi/token'],
+        `container ${c.name} has the token at both paths`,
+      );
+      c.volumeMounts = c.volumeMounts!.filter((m) => m.mountPath !== '/var/run/secrets/azure/tokens');
+      for (const m of c.volumeMounts)
         if (m.name === 'azure-identity-token')
           Object.assign(m, { name: theirs.name, mountPath: '/var/run/secrets/azure/wi' });
       for (const e of c.env ?? [])
-        if (e.name === 'AZURE_FEDERATED_TOKEN_FILE') e.value = '/var/run/secrets/azure/wi/token/azure-identity-token';
+        if (e.name === 'AZURE_FEDERATED_TOKEN_FILE' && e.value === '/var/run/secrets/azure/tokens/azure-identity-token')
+          e.value = '/var/run/secrets/azure/wi/token/azure-identity-token';
     }
+  },
+  'azure-reserved-volume-kept': (ours, peers) => {
+    // The Pod's own volume under the peer's name, mounted by nobody: the peer overwrote it with its
+    // token volume (same place in the list); we left it as written and appended ours.
+    const prefix = 'azure-workload-identity-reserved-';
+    const at = ours.spec!.volumes!.findIndex((v) => v.name.startsWith(prefix));
+    assert.ok(at >= 0 && peers.spec!.volumes![at].name === ours.spec!.volumes![at].name);
+    const mine = ours.spec!.volumes!.findIndex((v) => v.name === 'azure-identity-token');
+    ours.spec!.volumes![at] = ours.spec!.volumes![mine];
+    ours.spec!.volumes!.splice(mine, 1);
   },
   'additive-volume-order': (ours, peers) => {
     // Our patch only appends; where the peer inserts the same volume first, compare volumes by name.
@@ -107,6 +134,12 @@ const outcomes: Record<string, (ours: Pod, peers: Pod, fixture: Fixture) => void
     assert.notEqual(fixture.pod.metadata?.labels?.['azure.workload.identity/use'], 'true');
     assert.ok(peers.spec?.volumes?.length, "the peer's Handle mutates the unlabelled Pod");
     assert.equal(ours.spec?.volumes, undefined, 'we leave an unlabelled Pod alone');
+  },
+  'serviceaccount-missing': (ours, peers, fixture) => {
+    assert.equal(peers, undefined, 'the peer refuses the Pod');
+    assert.equal(fixture.serviceAccount, undefined);
+    // We admit it (the API server's ServiceAccount admission refuses it next, naming the account).
+    assert.ok(ours.spec?.volumes?.some((v) => v.name === 'azure-identity-token'));
   },
   'empty-serviceaccount-name': (ours, peers, fixture) => {
     assert.deepEqual(peers.spec?.volumes, undefined, 'the peer leaves the Pod alone');
@@ -161,8 +194,9 @@ function run(fixture: Fixture): Outcome {
   const pod = structuredClone(fixture.pod);
   const namespace = pod.metadata?.namespace ?? 'default';
   const result = mutatePod(providers(fixture.flags), { pod, namespace, serviceAccount: sa });
-  if (!result.allowed) return { pod, denied: result.denial.reason, warnings: [] };
-  return { pod: apply(pod, result.patch), warnings: result.warnings };
+  if (!result.allowed) return { pod, denied: result.denial.reason, warnings: [], removes: 0 };
+  const removes = result.patch.filter((op) => op.op === 'remove').length;
+  return { pod: apply(pod, result.patch), warnings: result.warnings, removes };
 }
 
 const fixtures = loadFixtures();
@@ -221,14 +255,17 @@ describe("the peers' own test cases give the same Pod", () => {
   for (const [name, fixture] of fixtures) {
     test(`${name}: ${fixture.case}`, () => {
       const ours = run(fixture);
+      const outcome = fixture.differences.find((d) => d in outcomes);
       const denial = fixture.differences.find((d) => d.startsWith('denied-'));
       const peerDenied = fixture.expected === undefined;
-      if (denial || peerDenied) {
+      if (!outcome && (denial || peerDenied)) {
         assert.ok(ours.denied, `expected a denial (${denial ?? 'the peer refuses this Pod'}), got an admitted Pod`);
+        if (fixture.reason) assert.equal(ours.denied, fixture.reason);
         return;
       }
       assert.equal(ours.denied, undefined, `we refused a Pod the peer admits: ${ours.denied}`);
-      const outcome = fixture.differences.find((d) => d in outcomes);
+      // A Pod the webhook never saw: the patch only adds (the peer's TestHandle checks the same).
+      assert.equal(ours.removes, 0, 'no remove operation');
       if (outcome) {
         outcomes[outcome](ours.pod, fixture.expected!, fixture);
         return;
@@ -239,4 +276,121 @@ describe("the peers' own test cases give the same Pod", () => {
       assert.deepEqual(ours.warnings, fixture.warnings ?? []);
     });
   }
+});
+
+// The Azure peer's cases that are not about a Pod: its envelope and its start-up.
+describe("the Azure peer's cases at the admission envelope and at start-up", () => {
+  const review = (object: unknown) => ({
+    apiVersion: 'admission.k8s.io/v1',
+    kind: 'AdmissionReview',
+    request: {
+      uid: 'u1',
+      kind: { group: '', version: 'v1', kind: 'Pod' },
+      namespace: 'ns1',
+      operation: 'CREATE',
+      object,
+    },
+  });
+
+  test('TestHandleError/failed to decode pod: an object that is not a Pod is refused at the envelope, with its code', () => {
+    assert.throws(
+      () => parseAdmissionReview(review('invalid')),
+      (err: Error & { code?: string }) =>
+        err.code === 'WIW_BAD_ADMISSION_REVIEW' && err.message === 'request.object must be an object',
+    );
+  });
+
+  test('TestGetAzureAuthorityHost/invalid cloud name: a start-up error naming the flag and the valid names', () => {
+    assert.throws(
+      () => config({ 'azure-cloud': 'InvalidCloud' }),
+      (err: Error & { code?: string }) =>
+        err.code === 'WIW_INVALID_CONFIG' &&
+        err.message.startsWith('--azure-cloud="InvalidCloud" must be one of: AzurePublicCloud,') &&
+        err.message.includes('AzureStackCloud'),
+    );
+  });
+
+  const stackFile = (content: string) => {
+    const file = join(mkdtempSync(join(tmpdir(), 'wiw-azure-stack-')), 'azurestackcloud.json');
+    writeFileSync(file, content);
+    return file;
+  };
+  const labelled: Pod = {
+    metadata: { name: 'p', namespace: 'ns1', labels: { 'azure.workload.identity/use': 'true' } },
+    spec: { serviceAccountName: 'sa', containers: [{ name: 'c' }] },
+  };
+  const sa: ServiceAccountView = {
+    namespace: 'ns1',
+    name: 'sa',
+    uid: 'u',
+    annotations: { 'azure.workload.identity/client-id': '00000000-0000-0000-0000-000000000001' },
+  };
+
+  test("AzureStackCloud: the environment file's activeDirectoryEndpoint (key in any case, as Go reads it) becomes AZURE_AUTHORITY_HOST", () => {
+    // The form go-autorest's EnvironmentFromFile reads (an Azure Stack Hub's azurestackcloud.json).
+    const file = stackFile(
+      JSON.stringify({
+        name: 'AzureStackCloud',
+        ActiveDirectoryEndpoint: 'https://adfs.local.azurestack.external/adfs/',
+        resourceManagerEndpoint: 'https://management.local.azurestack.external/',
+      }),
+    );
+    const flags = {
+      'azure-cloud': 'azurestackcloud',
+      'azure-environment-filepath': file,
+      'azure-tenant-id': 'contoso.example.com',
+    };
+    const result = mutatePod(providers(flags), {
+      pod: structuredClone(labelled),
+      namespace: 'ns1',
+      serviceAccount: sa,
+    });
+    assert.ok(result.allowed);
+    const env = apply(structuredClone(labelled), result.patch).spec!.containers![0].env!;
+    assert.deepEqual(
+      env.find((e) => e.name === 'AZURE_AUTHORITY_HOST'),
+      {
+        name: 'AZURE_AUTHORITY_HOST',
+        value: 'https://adfs.local.azurestack.external/adfs/',
+      },
+    );
+  });
+
+  for (const [what, content, message] of [
+    ['a file that does not exist', undefined, /cannot read the Azure environment file: ENOENT/],
+    ['a file that is not JSON', '{name: AzureStackCloud', /the Azure environment file is not JSON/],
+    [
+      'a file without activeDirectoryEndpoint',
+      '{"name":"AzureStackCloud"}',
+      /"activeDirectoryEndpoint" is missing; expected the https URL/,
+    ],
+    [
+      'an endpoint that is not https',
+      '{"activeDirectoryEndpoint":"http://adfs.local/adfs/"}',
+      /"activeDirectoryEndpoint" is "http:\/\/adfs.local\/adfs\/"; expected the https URL/,
+    ],
+  ] as const) {
+    test(`AzureStackCloud with ${what}: a start-up error naming the file`, () => {
+      const file =
+        content === undefined ? join(tmpdir(), 'wiw-no-such-dir', 'azurestackcloud.json') : stackFile(content);
+      assert.throws(
+        () => config({ 'azure-cloud': 'AzureStackCloud', 'azure-environment-filepath': file }),
+        (err: Error & { code?: string }) =>
+          err.code === 'WIW_INVALID_CONFIG' &&
+          err.message.startsWith(`--azure-environment-filepath="${file}": `) &&
+          message.test(err.message),
+      );
+    });
+  }
+
+  test('AzureStackCloud without its file, or the file without AzureStackCloud: a start-up error saying what goes with what', () => {
+    assert.throws(
+      () => config({ 'azure-cloud': 'AzureStackCloud' }),
+      /AzureStackCloud needs --azure-environment-filepath/,
+    );
+    assert.throws(
+      () => config({ 'azure-environment-filepath': stackFile('{}') }),
+      /--azure-environment-filepath is read only with --azure-cloud=AzureStackCloud \(now AzurePublicCloud\)/,
+    );
+  });
 });

@@ -14,6 +14,8 @@ const TENANT = '72f988bf-86f1-41af-91ab-2d7cd011db47';
 const CLIENT = '8f3b2c1a-7d4e-4f5a-9b6c-0d1e2f3a4b5c';
 const AUDIENCE = 'api://AzureADTokenExchange';
 const TOKEN_FILE = '/var/run/secrets/azure/tokens/azure-identity-token';
+// Where the peer from release 1.6 on puts it; the same volume is mounted there.
+const TOKEN_FILE_1_6 = '/var/run/secrets/azure/wi/token/azure-identity-token';
 const USE = { 'azure.workload.identity/use': 'true' };
 const subject = (sa: string) => `system:serviceaccount:${NS}:${sa}`;
 
@@ -74,6 +76,25 @@ for (const language of ['node', 'python'] as const) {
       assert.equal(exchange.audience, AUDIENCE);
       assert.equal(exchange.subject, subject('reader'));
       assert.equal(exchange.tokenDigest, tokenDigest(container.tokens[0].token));
+      await sdk.stop();
+    });
+
+    test('an image that hard-coded the peer 1.6+ path finds the token there too, and the SDK exchanges it', async () => {
+      const { container, sdk } = await start(language, 'reader', {
+        env: { AZURE_FEDERATED_TOKEN_FILE: TOKEN_FILE_1_6 },
+      });
+      // The author's value stays; the file it names is the projected token, as at the 0.8-1.5 path.
+      assert.deepEqual(
+        container.tokens.map((t) => t.path),
+        [TOKEN_FILE, TOKEN_FILE_1_6],
+      );
+      assert.equal(container.env.AZURE_FEDERATED_TOKEN_FILE, container.files.get(TOKEN_FILE_1_6));
+      const answer = await sdk.credentials();
+      assert.ok(answer.ok, `${JSON.stringify(answer.error)}\n${sdk.stderr()}`);
+      const exchange = entra.exchanges.find((e) => e.accessToken === answer.token);
+      assert.ok(exchange, 'the SDK returned a token the stand-in issued');
+      assert.equal(exchange.subject, subject('reader'));
+      assert.equal(exchange.tokenDigest, tokenDigest(container.tokens[1].token));
       await sdk.stop();
     });
 

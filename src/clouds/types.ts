@@ -18,10 +18,17 @@ export interface Injection {
   /** The projected volume: a ServiceAccount token with this provider's audience, and any files. */
   volume: Volume;
   mountPath: string;
+  /** The same volume mounted again at these paths (Azure: its token where each peer release put it). */
+  extraMountPaths?: string[];
   /** More volumes, each mounted into every container the provider serves (pfnet's layout). */
   extraVolumes?: { volume: Volume; mount: VolumeMount }[];
   /** Runs before every other init container (pfnet's gcloud setup); never mutated itself. */
   initContainer?: Container;
+  /**
+   * Containers added whole (the Azure peer's proxy), already carrying what this provider gives a
+   * container; never mutated. A container of the same name in the Pod is kept instead, as the peer does.
+   */
+  addedContainers?: AddedContainer[];
   /**
    * Env vars in groups: a group is added to a container only when none of its names is set
    * there already (AWS_REGION and AWS_DEFAULT_REGION travel together; most groups hold one).
@@ -40,6 +47,13 @@ export interface Injection {
   identity: Record<string, string>;
   /** Shown to the client by the API server; the Pod is still admitted. */
   warnings?: string[];
+}
+
+export interface AddedContainer {
+  list: 'initContainers' | 'containers';
+  /** Before or after the Pod's own containers of that list. */
+  at: 'first' | 'last';
+  container: Container;
 }
 
 export interface PodContext {

@@ -146,10 +146,32 @@ function planPodPatch(original: Pod, injections: Injection[], ctx: PlanContext):
     ann: new EntrySet(record?.ann),
     keep: new EntrySet(record?.keep),
     init: new EntrySet(record?.init),
+    ctr: new EntrySet(record?.ctr),
   };
+  // Containers added whole (the Azure proxy): one the Pod already has under that name stays, as in
+  // the peer; when it is the webhook's own from an earlier admission, it is not mutated again.
+  const added = {
+    initContainers: { first: [] as Container[], last: [] as Container[] },
+    containers: { first: [] as Container[], last: [] as Container[] },
+  };
+  const ownAdded = new Set<string>();
+  for (const { list, at, container } of injections.flatMap((i) => i.addedContainers ?? [])) {
+    const existing = spec[list]?.find((c) => c.name === container.name);
+    if (!existing) added[list][at].push(container);
+    else if (sameSetup(existing, container)) ownAdded.add(container.name);
+  }
   const containerOps: PatchOperation[] = [];
-  planContainers(containerOps, conflicts, '/spec/initContainers', 'init/', spec.initContainers, injections, next);
-  planContainers(containerOps, conflicts, '/spec/containers', '', spec.containers, injections, next);
+  planContainers(
+    containerOps,
+    conflicts,
+    '/spec/initContainers',
+    'init/',
+    spec.initContainers,
+    injections,
+    next,
+    ownAdded,
+  );
+  planContainers(containerOps, conflicts, '/spec/containers', '', spec.containers, injections, next, ownAdded);
   // Setup init containers go first, after the operations that address init containers by index.
   const setups: Container[] = [];
   for (const { initContainer } of injections) {
@@ -169,6 +191,9 @@ function planPodPatch(original: Pod, injections: Injection[], ctx: PlanContext):
 
   for (const v of newVolumes) next.vol.add(v.name, digest(volumeKey(v)));
   for (const c of setups) next.init.add(c.name, digest(setupKey(c)));
+  for (const c of [...added.initContainers.first, ...added.initContainers.last])
+    next.init.add(c.name, digest(setupKey(c)));
+  for (const c of [...added.containers.first, ...added.containers.last]) next.ctr.add(c.name, digest(setupKey(c)));
   for (const [key, value] of Object.entries(annotations)) next.ann.add(key, digest(value));
   const written: InjectionRecord = {
     v: 2,
@@ -178,6 +203,7 @@ function planPodPatch(original: Pod, injections: Injection[], ctx: PlanContext):
     ann: next.ann.entries,
     keep: next.keep.entries,
     ...(next.init.entries.length ? { init: next.init.entries } : {}),
+    ...(next.ctr.entries.length ? { ctr: next.ctr.entries } : {}),
   };
   annotations[INJECTED_ANNOTATION] = writeRecord(ctx.keys, ctx.namespace, written);
 
@@ -185,11 +211,32 @@ function planPodPatch(original: Pod, injections: Injection[], ctx: PlanContext):
   else setMembers(ops, '/metadata/annotations', pod.metadata.annotations, annotations);
   appendAll(ops, '/spec/volumes', spec.volumes, newVolumes);
   for (const op of containerOps) ops.push(op);
-  if (setups.length > 0) {
-    if (spec.initContainers === undefined) ops.push({ op: 'add', path: '/spec/initContainers', value: setups });
-    else for (const c of setups.reverse()) ops.push({ op: 'add', path: '/spec/initContainers/0', value: c });
-  }
+  addContainers(
+    ops,
+    '/spec/initContainers',
+    spec.initContainers,
+    [...setups, ...added.initContainers.first],
+    added.initContainers.last,
+  );
+  addContainers(ops, '/spec/containers', spec.containers, added.containers.first, added.containers.last);
   return { allowed: true, patch: ops, injections, warnings };
+}
+
+/** Adds containers before and after a list's own, after every operation that addresses it by index. */
+function addContainers(
+  ops: PatchOperation[],
+  path: string,
+  list: Container[] | undefined,
+  first: Container[],
+  last: Container[],
+): void {
+  if (first.length === 0 && last.length === 0) return;
+  if (list === undefined) {
+    ops.push({ op: 'add', path, value: [...first, ...last] });
+    return;
+  }
+  for (const c of last) ops.push({ op: 'add', path: `${path}/-`, value: c });
+  for (const c of [...first].reverse()) ops.push({ op: 'add', path: `${path}/0`, value: c });
 }
 
 /**
@@ -208,6 +255,10 @@ function removeRecorded(pod: Pod, record: InjectionRecord, ops: PatchOperation[]
   const inits = new EntrySet(record.init);
   const removedInit = new Set(
     (spec.initContainers ?? []).filter((c) => inits.has(c.name, digest(setupKey(c)))).map((c) => c.name),
+  );
+  const ctrs = new EntrySet(record.ctr);
+  const removedCtr = new Set(
+    (spec.containers ?? []).filter((c) => ctrs.has(c.name, digest(setupKey(c)))).map((c) => c.name),
   );
   const prune = <T>(base: string, list: T[] | undefined, drop: (item: T) => boolean): T[] | undefined => {
     if (!list) return list;
@@ -235,7 +286,15 @@ function removeRecorded(pod: Pod, record: InjectionRecord, ops: PatchOperation[]
     const j = all.length - 1 - i;
     if (removedInit.has(all[j].name)) ops.push({ op: 'remove', path: `/spec/initContainers/${j}` });
   });
-  const containers = cleanContainers('/spec/containers', '', spec.containers);
+  const containers = cleanContainers(
+    '/spec/containers',
+    '',
+    spec.containers?.map((c) => (removedCtr.has(c.name) ? { name: c.name } : c)),
+  )?.filter((c) => !removedCtr.has(c.name));
+  (spec.containers ?? []).forEach((_c, i, all) => {
+    const j = all.length - 1 - i;
+    if (removedCtr.has(all[j].name)) ops.push({ op: 'remove', path: `/spec/containers/${j}` });
+  });
   const keptVolumes = prune('/spec/volumes', spec.volumes, (v) => removedVolumes.has(v.name));
   const annotations = { ...pod.metadata?.annotations };
   const ann = new EntrySet(record.ann);
@@ -266,11 +325,12 @@ function planContainers(
   containers: Container[] | undefined,
   injections: Injection[],
   record: NextRecord,
+  ownAdded: ReadonlySet<string>,
 ): void {
   if (!containers) return;
   // Setup containers the webhook injects are its own: no provider mutates them, so a second
   // admission changes nothing.
-  const setups = new Set(injections.flatMap((i) => (i.initContainer ? [i.initContainer.name] : [])));
+  const setups = new Set([...ownAdded, ...injections.flatMap((i) => (i.initContainer ? [i.initContainer.name] : []))]);
   for (let i = 0; i < containers.length; i++) {
     const container = containers[i];
     if (setups.has(container.name)) continue;
@@ -339,7 +399,11 @@ function volumesOf(injection: Injection): Volume[] {
 
 function mountsOf(injection: Injection): VolumeMount[] {
   return [
-    { name: injection.volume.name, mountPath: injection.mountPath, readOnly: true },
+    ...[injection.mountPath, ...(injection.extraMountPaths ?? [])].map((mountPath) => ({
+      name: injection.volume.name,
+      mountPath,
+      readOnly: true,
+    })),
     ...(injection.extraVolumes ?? []).map((e) => e.mount),
   ];
 }

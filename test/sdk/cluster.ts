@@ -38,7 +38,10 @@ export interface SdkCluster {
   standIn: StandInServer;
   namespace: string;
   /** Creates a Pod and returns it as the API server stored it after admission. */
-  createPod(serviceAccountName: string, opts?: { labels?: Record<string, string> }): Promise<V1Pod>;
+  createPod(
+    serviceAccountName: string,
+    opts?: { labels?: Record<string, string>; env?: Record<string, string> },
+  ): Promise<V1Pod>;
   /**
    * Creates a labelled Secret (GEP-26) and returns it as stored once the token requestor has
    * written its token and the webhook has derived its keys.
@@ -70,6 +73,8 @@ const RENEW_ANNOTATION = 'workload-identity-webhook.io/renew-requested-at';
 
 export interface StartOptions extends MaterialiseOptions {
   labels?: Record<string, string>;
+  /** Env vars the Pod's author set on the container (an image's hard-coded settings). */
+  env?: Record<string, string>;
 }
 
 export interface SdkCase {
@@ -163,7 +168,16 @@ export async function startSdkCluster(options: SdkClusterOptions): Promise<SdkCl
           namespace: options.namespace,
           body: {
             metadata: { name: `${serviceAccountName}-${++seq}`, labels: opts.labels },
-            spec: { serviceAccountName, containers: [{ name: 'app', image: 'app' }] },
+            spec: {
+              serviceAccountName,
+              containers: [
+                {
+                  name: 'app',
+                  image: 'app',
+                  ...(opts.env ? { env: Object.entries(opts.env).map(([name, value]) => ({ name, value })) } : {}),
+                },
+              ],
+            },
           },
         });
         return core.readNamespacedPod({ namespace: options.namespace, name: created.metadata!.name! });
@@ -240,7 +254,7 @@ export async function startSdkCluster(options: SdkClusterOptions): Promise<SdkCl
         return child;
       },
       async start(language, cloud, serviceAccountName, startOptions = {}) {
-        const pod = await cluster.createPod(serviceAccountName, { labels: startOptions.labels });
+        const pod = await cluster.createPod(serviceAccountName, { labels: startOptions.labels, env: startOptions.env });
         const container = await cluster.materialise(pod, { tokenAudience: startOptions.tokenAudience });
         return { pod, container, sdk: cluster.startSdk(language, cloud, container) };
       },

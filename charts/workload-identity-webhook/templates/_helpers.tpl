@@ -123,6 +123,10 @@ azureTenantId: azure-tenant-id
 azureCloud: azure-cloud
 azureAudience: azure-audience
 azureTokenExpiration: azure-token-expiration
+azureProxyImage: azure-proxy-image
+azureProxyInitImage: azure-proxy-init-image
+azureProxyNativeSidecar: azure-proxy-native-sidecar
+azureProxyLogLevel: azure-proxy-log-level
 gcpDefaultRegion: gcp-default-region
 gcpAudience: gcp-audience
 gcpTokenExpiration: gcp-token-expiration
@@ -187,6 +191,10 @@ tokenExpiration: token-expiration
 {{- if .Values.clientAuth.caBundle }}
 - name: WIW_CLIENT_CA_FILE
   value: /etc/workload-identity-webhook/client-ca/ca.crt
+{{- end }}
+{{- if .Values.azureStackEnvironment.configMap }}
+- name: WIW_AZURE_ENVIRONMENT_FILEPATH
+  value: /etc/workload-identity-webhook/azure/azurestackcloud.json
 {{- end }}
 {{- if .Values.policy.configMap }}
 - name: WIW_POLICY_FILE

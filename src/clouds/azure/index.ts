@@ -11,6 +11,13 @@ export const azureCloud: Cloud<AzureOptions, AzureDeclared, AzureField, AzureTru
   options: (config: Config) => ({
     tenantId: config.azureTenantId,
     cloud: config.azureCloud,
+    stack: config.azureStack,
+    proxy: {
+      image: config.azureProxyImage,
+      initImage: config.azureProxyInitImage,
+      nativeSidecar: config.azureProxyNativeSidecar,
+      logLevel: config.azureProxyLogLevel,
+    },
     audience: config.azureAudience,
     defaultTokenExpiration: config.azureTokenExpiration,
     strict: config.strict,
@@ -23,7 +30,8 @@ export const azureCloud: Cloud<AzureOptions, AzureDeclared, AzureField, AzureTru
     defaultTokenExpiration: o.tokenExpirationSeconds ?? options.defaultTokenExpiration,
   }),
   podProvider: createAzureProvider,
-  secretProvider: (config) => createAzureSecretProvider({ audience: config.azureAudience, cloud: config.azureCloud }),
+  secretProvider: (config) =>
+    createAzureSecretProvider({ audience: config.azureAudience, cloud: config.azureCloud, stack: config.azureStack }),
   policy: azurePolicy,
   trust: azureTrustPart,
 };

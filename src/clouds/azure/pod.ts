@@ -1,17 +1,21 @@
-import { AZURE_CLOUDS, type AzureCloud } from './environments.ts';
+import { type AzureCloudName, type AzureStackEnvironment, authorityHostOf } from './environments.ts';
 import { CLOUDS } from '../registry.ts';
 import { denial, type Denial, isDenial } from '../../errors.ts';
-import type { EnvVar } from '../../kube/types.ts';
+import type { Container, EnvVar, Pod, VolumeMount } from '../../kube/types.ts';
 import { boundExpiration, parseSeconds, splitNames, tokenVolume, tolerated, windowsPath } from '../common.ts';
-import type { Injection, PodContext, PodProvider } from '../types.ts';
+import type { AddedContainer, Injection, PodContext, PodProvider } from '../types.ts';
 
 /**
- * Conventions of Azure/azure-workload-identity. The token layout is the one of releases 0.8 to
- * 1.5, which images hard-coded; 1.6 moved it and broke them.
+ * Conventions of Azure/azure-workload-identity. Its token moved in release 1.6, and images
+ * hard-coded both places: the one volume is mounted at each, so the file is at
+ * /var/run/secrets/azure/tokens/azure-identity-token (0.8 to 1.5, still in the peer's docs) and at
+ * /var/run/secrets/azure/wi/token/azure-identity-token (1.6 on).
  */
 export const AZURE_VOLUME_NAME = 'azure-identity-token';
 export const AZURE_MOUNT_PATH = '/var/run/secrets/azure/tokens';
 export const AZURE_TOKEN_FILE = 'azure-identity-token';
+/** Where the peer from 1.6 on has its file: `token/azure-identity-token` under /var/run/secrets/azure/wi. */
+export const AZURE_MOUNT_PATH_1_6 = '/var/run/secrets/azure/wi/token';
 export const AZURE_USE_LABEL = 'azure.workload.identity/use';
 /** The peer's own token volume from release 1.6 on: azure-workload-identity-reserved-<hash>. */
 const AZURE_PEER_VOLUME_PREFIX = 'azure-workload-identity-reserved-';
@@ -21,12 +25,29 @@ const KEYS = {
   tenantId: `${PREFIX}/tenant-id`,
   expiration: `${PREFIX}/service-account-token-expiration`,
   skipContainers: `${PREFIX}/skip-containers`,
+  injectProxy: `${PREFIX}/inject-proxy-sidecar`,
+  proxyPort: `${PREFIX}/proxy-sidecar-port`,
 };
+/** The peer's proxy (pkg/webhook/consts.go): container names and default port. */
+export const PROXY_INIT_CONTAINER = 'azwi-proxy-init';
+export const PROXY_CONTAINER = 'azwi-proxy';
+const DEFAULT_PROXY_PORT = 8000;
+
+export interface AzureProxyOptions {
+  image: string;
+  initImage: string;
+  /** azwi-proxy as an init container with restartPolicy Always (Kubernetes 1.29+ sidecars). */
+  nativeSidecar: boolean;
+  logLevel: string;
+}
 
 export interface AzureOptions {
   /** Tenant for ServiceAccounts that do not name one. */
   tenantId: string | undefined;
-  cloud: AzureCloud;
+  cloud: AzureCloudName;
+  /** AzureStackCloud's environment file, read at start-up. */
+  stack?: AzureStackEnvironment;
+  proxy: AzureProxyOptions;
   audience: string;
   defaultTokenExpiration: number;
   /** Refuse the values the peer read its own way (see tolerated) instead of warning. */
@@ -43,7 +64,7 @@ export function isTenantId(value: string): boolean {
 }
 
 export function createAzureProvider(options: AzureOptions): PodProvider {
-  const authorityHost = AZURE_CLOUDS[options.cloud];
+  const authorityHost = authorityHostOf(options.cloud, options.stack);
   return {
     name: 'azure',
     annotationPrefixes: [`${PREFIX}/`],
@@ -51,7 +72,7 @@ export function createAzureProvider(options: AzureOptions): PodProvider {
       // Opt-in by label, exactly "true", as in the peer.
       if (pod.metadata?.labels?.[AZURE_USE_LABEL] !== 'true') return undefined;
       // The peer (1.6 on) ran first, side by side during a migration: its token is there already.
-      if (pod.spec?.volumes?.some((v) => v.name.startsWith(AZURE_PEER_VOLUME_PREFIX))) return undefined;
+      if (servedByPeer(pod)) return undefined;
       const sa = serviceAccount?.annotations ?? {};
       const saName = serviceAccount
         ? `ServiceAccount ${serviceAccount.namespace}/${serviceAccount.name}`
@@ -110,6 +131,25 @@ export function createAzureProvider(options: AzureOptions): PodProvider {
         expiration = bounded;
       }
 
+      const annotations = pod.metadata?.annotations ?? {};
+      const skipContainers = splitNames(annotations[KEYS.skipContainers], ';');
+      // The peer injects the proxy whenever the annotation is there, whatever its value.
+      let proxyPort: number | undefined;
+      if (annotations[KEYS.injectProxy] !== undefined) {
+        if (pod.spec?.hostNetwork === true)
+          return denial(
+            'ProxyWithHostNetwork',
+            `Pod annotation ${KEYS.injectProxy}: the proxy sidecar cannot be injected into a Pod with hostNetwork: true (its iptables rules would redirect the node's traffic); remove the annotation or hostNetwork`,
+          );
+        const port = proxyPortOf(annotations[KEYS.proxyPort]);
+        if (isDenial(port)) return port;
+        proxyPort = port;
+        if (annotations[KEYS.injectProxy].trim().toLowerCase() !== 'true')
+          warnings.push(
+            `Pod annotation ${KEYS.injectProxy}="${annotations[KEYS.injectProxy]}" injects the proxy sidecar: the peer webhook injects it whenever the annotation is present, whatever its value; remove the annotation to go without`,
+          );
+      }
+
       const tokenFile = `${AZURE_MOUNT_PATH}/${AZURE_TOKEN_FILE}`;
       // Empty values are never injected: an empty AZURE_CLIENT_ID breaks SDKs that would
       // otherwise read it from elsewhere.
@@ -122,16 +162,113 @@ export function createAzureProvider(options: AzureOptions): PodProvider {
       const identity: Record<string, string> = { cloud: options.cloud, audience: options.audience };
       if (clientId) identity.clientId = clientId;
       if (tenantId) identity.tenantId = tenantId;
+      const mounts: VolumeMount[] = [AZURE_MOUNT_PATH, AZURE_MOUNT_PATH_1_6].map((mountPath) => ({
+        name: AZURE_VOLUME_NAME,
+        mountPath,
+        readOnly: true,
+      }));
       return {
         provider: 'azure',
         volume: tokenVolume(AZURE_VOLUME_NAME, options.audience, expiration, AZURE_TOKEN_FILE),
         mountPath: AZURE_MOUNT_PATH,
+        extraMountPaths: [AZURE_MOUNT_PATH_1_6],
+        ...(proxyPort === undefined
+          ? {}
+          : { addedContainers: proxyContainers(options.proxy, proxyPort, skipContainers, envGroups.flat(), mounts) }),
         envGroups,
         annotations: {},
-        skipContainers: splitNames(pod.metadata?.annotations?.[KEYS.skipContainers], ';'),
+        skipContainers,
         identity,
         warnings: warnings.length ? warnings : undefined,
       };
     },
   };
+}
+
+/**
+ * The peer's own volume is mounted (or there is no container it would mount into): the peer served
+ * this Pod. A volume of that name that containers do not mount is the user's (the peer would
+ * overwrite it; this webhook leaves it and adds its own).
+ */
+function servedByPeer(pod: Pod): boolean {
+  const names = new Set(
+    (pod.spec?.volumes ?? []).filter((v) => v.name.startsWith(AZURE_PEER_VOLUME_PREFIX)).map((v) => v.name),
+  );
+  if (names.size === 0) return false;
+  const skip = splitNames(pod.metadata?.annotations?.[KEYS.skipContainers], ';');
+  const served = [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])].filter(
+    (c) => !skip.has(c.name),
+  );
+  return served.length === 0 || served.some((c) => c.volumeMounts?.some((m) => names.has(m.name)));
+}
+
+function proxyPortOf(raw: string | undefined): number | Denial {
+  if (raw === undefined) return DEFAULT_PROXY_PORT;
+  const port = /^\+?\d{1,5}$/.test(raw) ? Number(raw) : Number.NaN;
+  if (!(port >= 1 && port <= 65535))
+    return denial(
+      'InvalidProxyPort',
+      `Pod annotation ${KEYS.proxyPort}="${raw}" is not a port; expected a whole number from 1 to 65535 (default ${DEFAULT_PROXY_PORT})`,
+    );
+  return port;
+}
+
+/**
+ * The peer's proxy as it renders it (webhook.go injectProxyInitContainer and
+ * injectProxySidecarContainer), each then given the identity like any container it does not skip.
+ */
+function proxyContainers(
+  proxy: AzureProxyOptions,
+  port: number,
+  skip: ReadonlySet<string>,
+  env: EnvVar[],
+  mounts: VolumeMount[],
+): AddedContainer[] {
+  const withIdentity = (c: Container): Container => {
+    if (skip.has(c.name)) return c;
+    const have = new Set((c.env ?? []).map((e) => e.name));
+    // Copies: each container's lists are its own once patched.
+    const added = env.filter((e) => !have.has(e.name)).map((e) => ({ ...e }));
+    return { ...c, env: [...(c.env ?? []), ...added], volumeMounts: mounts.map((m) => ({ ...m })) };
+  };
+  const init: Container = {
+    name: PROXY_INIT_CONTAINER,
+    image: proxy.initImage,
+    imagePullPolicy: 'IfNotPresent',
+    securityContext: {
+      capabilities: { add: ['NET_ADMIN'], drop: ['ALL'] },
+      privileged: true,
+      runAsNonRoot: false,
+      runAsUser: 0,
+    },
+    env: [{ name: 'PROXY_PORT', value: String(port) }],
+  };
+  const sidecar: Container = {
+    name: PROXY_CONTAINER,
+    image: proxy.image,
+    imagePullPolicy: 'IfNotPresent',
+    args: [`--proxy-port=${port}`, `--log-level=${proxy.logLevel}`],
+    ports: [{ containerPort: port }],
+    lifecycle: {
+      postStart: {
+        exec: { command: ['/proxy', `--proxy-port=${port}`, '--probe', `--log-level=${proxy.logLevel}`] },
+      },
+    },
+    securityContext: {
+      allowPrivilegeEscalation: false,
+      capabilities: { drop: ['ALL'] },
+      privileged: false,
+      readOnlyRootFilesystem: true,
+      runAsNonRoot: true,
+    },
+    ...(proxy.nativeSidecar ? { restartPolicy: 'Always' } : {}),
+  };
+  return [
+    { list: 'initContainers', at: 'last', container: withIdentity(init) },
+    {
+      list: proxy.nativeSidecar ? 'initContainers' : 'containers',
+      at: 'first',
+      container: withIdentity(sidecar),
+    },
+  ];
 }

@@ -1,5 +1,5 @@
 import { denial, type Denial } from '../../errors.ts';
-import { AZURE_CLOUDS, type AzureCloud } from './environments.ts';
+import { type AzureCloudName, type AzureStackEnvironment, authorityHostOf } from './environments.ts';
 import { GUID_PATTERN } from './pod.ts';
 import {
   requiredString,
@@ -19,7 +19,8 @@ export const AZURE_ENV_KEY = 'azure.env';
 
 export interface AzureSecretOptions {
   audience: string;
-  cloud: AzureCloud;
+  cloud: AzureCloudName;
+  stack?: AzureStackEnvironment;
 }
 
 const FIELDS = {
@@ -30,7 +31,7 @@ const FIELDS = {
 
 /** GEP-26 Azure: Gardener's WorkloadIdentityConfig (`clientID`, `tenantID`, `subscriptionID`, all GUIDs). */
 export function createAzureSecretProvider(options: AzureSecretOptions): SecretProvider {
-  const authorityHost = AZURE_CLOUDS[options.cloud];
+  const authorityHost = authorityHostOf(options.cloud, options.stack);
   return {
     name: 'azure',
     fields: Object.keys(FIELDS),
