@@ -92,6 +92,16 @@ const normalizers: Record<string, (ours: Pod, peers: Pod, fixture: Fixture) => v
         if (e.name === 'AZURE_FEDERATED_TOKEN_FILE') e.value = '/var/run/secrets/azure/wi/token/azure-identity-token';
     }
   },
+  'aws-pod-identity-expiry-jitter': (ours, peers, fixture) => {
+    // The peer draws the default expiry from [79200, 86400]; ours is the default itself.
+    const name = fixture.flags['aws-container-credentials-token-volume-name'] ?? 'eks-pod-identity-token';
+    const token = (p: Pod) =>
+      p.spec!.volumes!.find((v) => v.name === name)!.projected!.sources![0].serviceAccountToken!;
+    const theirs = token(peers);
+    assert.ok(theirs.expirationSeconds! >= 79200 && theirs.expirationSeconds! <= 86400, 'outside the jitter range');
+    assert.equal(token(ours).expirationSeconds, 86400);
+    theirs.expirationSeconds = 86400;
+  },
   'additive-volume-order': (ours, peers) => {
     // Our patch only appends; where the peer inserts the same volume first, compare volumes by name.
     for (const p of [ours, peers]) p.spec?.volumes?.sort((a, b) => a.name.localeCompare(b.name));
@@ -113,15 +123,6 @@ const outcomes: Record<string, (ours: Pod, peers: Pod, fixture: Fixture) => void
     assert.equal(fixture.pod.spec?.serviceAccountName, '');
     // We read the namespace's default ServiceAccount, which the API server names before any webhook runs.
     assert.ok(ours.spec?.volumes?.some((v) => v.name === 'gcp-iam-token'));
-  },
-  'gap-eks-pod-identity': (ours, peers) => {
-    const names = (p: Pod) => (p.spec?.containers ?? []).flatMap((c) => (c.env ?? []).map((e) => e.name));
-    assert.ok(
-      names(peers).includes('AWS_CONTAINER_CREDENTIALS_FULL_URI'),
-      "the peer's Pod does not use EKS Pod Identity",
-    );
-    assert.equal(peers.metadata?.labels?.['eks.amazonaws.com/pod-identity'], 'enabled');
-    assert.ok(!names(ours).includes('AWS_CONTAINER_CREDENTIALS_FULL_URI'));
   },
 };
 
@@ -160,7 +161,14 @@ function run(fixture: Fixture): Outcome {
   };
   const pod = structuredClone(fixture.pod);
   const namespace = pod.metadata?.namespace ?? 'default';
-  const result = mutatePod(providers(fixture.flags), { pod, namespace, serviceAccount: sa });
+  // File flags name files of this repository, relative to its root.
+  const flags = Object.fromEntries(
+    Object.entries(fixture.flags).map(([k, v]) => [
+      k,
+      k.endsWith('-config') && v.startsWith('test/') ? join(ROOT, v) : v,
+    ]),
+  );
+  const result = mutatePod(providers(flags), { pod, namespace, serviceAccount: sa });
   if (!result.allowed) return { pod, denied: result.denial.reason, warnings: [] };
   return { pod: apply(pod, result.patch), warnings: result.warnings };
 }

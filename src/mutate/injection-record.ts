@@ -31,6 +31,8 @@ export interface InjectionRecord {
   keep: Entry[];
   /** Setup init containers added (pfnet's gcloud mode), with a digest of what they run. */
   init?: Entry[];
+  /** Pod labels added (EKS Pod Identity's). */
+  lab?: Entry[];
 }
 
 /** Short, collision-resistant digest of a value: the record never holds a value itself. */
@@ -87,7 +89,18 @@ export class RecordKeys {
   readonly #macs = new Map<KeyObject, Map<string, string>>();
 
   #mac(key: KeyObject, namespace: string, r: InjectionRecord): string {
-    const body = JSON.stringify([r.v, namespace, r.sa, r.env, r.vol, r.ann, r.keep, r.init ?? []]);
+    // Labels only when present: records written before they existed keep their MAC.
+    const body = JSON.stringify([
+      r.v,
+      namespace,
+      r.sa,
+      r.env,
+      r.vol,
+      r.ann,
+      r.keep,
+      r.init ?? [],
+      ...(r.lab?.length ? [r.lab] : []),
+    ]);
     let memo = this.#macs.get(key);
     if (!memo) {
       memo = new Map();
@@ -120,9 +133,10 @@ export function readRecord(keys: RecordKeys, namespace: string, raw: string | un
   const r = parsed as Partial<InjectionRecord> & { mac?: unknown };
   if (typeof r !== 'object' || r === null || r.v !== 2 || typeof r.sa !== 'string' || typeof r.mac !== 'string')
     return undefined;
-  if (![r.env, r.vol, r.ann, r.keep, r.init ?? []].every(isEntries)) return undefined;
+  if (![r.env, r.vol, r.ann, r.keep, r.init ?? [], r.lab ?? []].every(isEntries)) return undefined;
   const record: InjectionRecord = { v: 2, sa: r.sa, env: r.env!, vol: r.vol!, ann: r.ann!, keep: r.keep! };
   if (r.init?.length) record.init = r.init;
+  if (r.lab?.length) record.lab = r.lab;
   return keys.verify(namespace, record, r.mac) ? record : undefined;
 }
 
