@@ -1,7 +1,8 @@
 // Proof by the official AWS SDKs: @aws-sdk/credential-providers' default chain and boto3 read
 // what the webhook injected into a Pod, and the credentialsFile it derived into a labelled Secret
 // (whose token the token requestor wrote), exactly as stored by a real API server, and complete
-// AssumeRoleWithWebIdentity against a strict STS stand-in.
+// AssumeRoleWithWebIdentity against a strict STS stand-in; in EKS Pod Identity Pods they get
+// container credentials from a strict stand-in of the Pod Identity Agent.
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -201,6 +202,19 @@ for (const language of ['node', 'python'] as const) {
       assert.equal(exchange.roleArn, POD_IDENTITY_ROLE);
       assert.equal(exchange.subject, subject('associated'));
       assert.equal(exchange.tokenDigest, tokenDigest(container.tokens[0].token));
+      await sdk.stop();
+    });
+
+    test('rotation: once the credentials age, the refresh presents the replaced token file', async () => {
+      const { container, sdk } = await start(language, 'associated');
+      const original = container.tokens[0].token;
+      const presentedToAgent = (answer: SdkAnswer) =>
+        agent.exchanges.find((e) => e.accessKeyId === answer.accessKeyId)?.tokenDigest;
+      const { first, second, rotated } = await refreshAcrossRotation(sdk, 'accessKeyId', original, () =>
+        container.rotateToken(POD_IDENTITY_TOKEN_FILE),
+      );
+      assert.equal(presentedToAgent(first), tokenDigest(original));
+      assert.equal(presentedToAgent(second), tokenDigest(rotated));
       await sdk.stop();
     });
 

@@ -64,7 +64,7 @@ export async function startPodIdentityAgent(associations: Record<string, string>
       SecretAccessKey: randomBytes(30).toString('base64'),
       Token: randomBytes(180).toString('base64'),
       AccountId: roleArn.split(':')[4],
-      Expiration: new Date(Date.now() + 6 * 3600 * 1000).toISOString().replace(/\.\d{3}Z$/, 'Z'),
+      Expiration: new Date(Date.now() + 3600 * 1000).toISOString().replace(/\.\d{3}Z$/, 'Z'),
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
