@@ -340,7 +340,7 @@ describe('TLS and probes', () => {
       seconds: 0.002,
       namespace: 'team-a',
       azureOptIn: true,
-      awsInjected: false,
+      awsMethod: undefined,
     });
     peers.pod({
       path: '/mutate',
@@ -348,12 +348,21 @@ describe('TLS and probes', () => {
       seconds: 0.002,
       namespace: 'team-b',
       azureOptIn: false,
-      awsInjected: true,
+      awsMethod: 'sts_web_identity',
+    });
+    peers.pod({
+      path: '/mutate',
+      code: 200,
+      seconds: 0.002,
+      namespace: 'team-b',
+      azureOptIn: false,
+      awsMethod: 'container_credentials',
     });
     const text = await registry.metrics();
     assert.match(text, /^azwi_mutation_request_count\{namespace="team-a"\} 1$/m);
     assert.doesNotMatch(text, /namespace="team-b"/);
     assert.match(text, /^pod_identity_webhook_missing_sa_count 1$/m);
     assert.match(text, /^pod_identity_webhook_pod_count\{method="sts_web_identity"\} 1$/m);
+    assert.match(text, /^pod_identity_webhook_pod_count\{method="container_credentials"\} 1$/m);
   });
 });
