@@ -192,7 +192,7 @@ export const settings = {
   },
   cacheMissTimeoutMs: {
     flag: 'cache-miss-timeout-ms',
-    description: 'Timeout of the direct API read when a ServiceAccount is not yet cached',
+    description: 'Timeout of the direct API read when a ServiceAccount or Namespace is not yet cached',
     parse: integer(50, 10000),
     default: 2000,
   },
@@ -213,7 +213,7 @@ export const settings = {
   },
   cacheMissRate: {
     flag: 'cache-miss-reads-per-second',
-    description: 'Rate limit of direct ServiceAccount reads on cache misses',
+    description: 'Rate limit of direct reads on cache misses, per cache (ServiceAccounts, Namespaces)',
     parse: integer(1, 10000),
     default: 50,
   },

@@ -41,26 +41,30 @@ export function createMetrics() {
       labelNames: ['reason'] as const,
       registers: [registry],
     }),
+    // The object caches (src/kube/object-cache.ts), by `what`: ServiceAccount or Namespace. The
+    // names predate the Namespace cache and are kept so dashboards and alerts stay valid.
     cacheSize: new Gauge({
       name: 'wiw_serviceaccount_cache_size',
-      help: 'ServiceAccounts held by the cache',
+      help: 'Objects held by a cache, by kind (what: ServiceAccount, Namespace)',
+      labelNames: ['what'] as const,
       registers: [registry],
     }),
     cacheMisses: new Counter({
       name: 'wiw_serviceaccount_cache_misses_total',
-      help: 'Admissions whose ServiceAccount was not in the cache',
+      help: 'Lookups of an object not in the cache, by kind (what: ServiceAccount, Namespace)',
+      labelNames: ['what'] as const,
       registers: [registry],
     }),
     fallbackReads: new Counter({
       name: 'wiw_serviceaccount_fallback_reads_total',
-      help: 'Direct API reads after a cache miss, by result (found, not_found, error, timeout, rate_limited)',
-      labelNames: ['result'] as const,
+      help: 'Direct API reads after a cache miss, by kind and result (found, not_found, error, timeout, rate_limited)',
+      labelNames: ['what', 'result'] as const,
       registers: [registry],
     }),
     watchRestarts: new Counter({
       name: 'wiw_serviceaccount_watch_restarts_total',
-      help: 'Restarts of the ServiceAccount watch, by cause',
-      labelNames: ['cause'] as const,
+      help: 'Restarts of a cache watch after a real failure, by kind and cause (gone, idle, watch_error, list_error)',
+      labelNames: ['what', 'cause'] as const,
       registers: [registry],
     }),
   };

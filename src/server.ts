@@ -14,7 +14,7 @@ import { annotationPrefixes, createProviders, createSecretProviders } from './cl
 import { createTenantPolicy } from './policy/runtime.ts';
 import { SECRET_ANNOTATION_PREFIXES } from './model.ts';
 import { RecordKeys } from './mutate/injection-record.ts';
-import { selfManagedTls } from './tls/certificate-manager.ts';
+import { selfManagedTls } from './tls/self-managed.ts';
 import { tlsPolicy } from './tls/policy.ts';
 import { generateCertificates } from './tls/self-signed.ts';
 import { readKeyPair, watchKeyPair, type KeyPair } from './tls/reloader.ts';
@@ -101,7 +101,7 @@ export async function serve(config: Config, log: Logger): Promise<RunningServer>
     missTimeoutMs: config.cacheMissTimeoutMs,
     missReadsPerSecond: config.cacheMissRate,
   });
-  const tenantPolicy = createTenantPolicy(config, kubeConfig, log);
+  const tenantPolicy = createTenantPolicy(config, kubeConfig, log, metrics);
   const recordKeys = await injectionRecordKeys(config, tls.pair, log);
   let draining = false;
   const lookup = (ns: string, name: string) => cache.lookup(ns, name);

@@ -4,7 +4,7 @@ import { after, before, describe, test } from 'node:test';
 import { AdmissionregistrationV1Api, CoreV1Api, type V1Secret } from '@kubernetes/client-node';
 import { loadConfig } from '../src/config.ts';
 import { ConfigError } from '../src/errors.ts';
-import { NEXT_SINCE_ANNOTATION, parseState, planFor } from '../src/tls/certificate-manager.ts';
+import { NEXT_SINCE_ANNOTATION, parseState, planFor } from '../src/tls/certificate-state.ts';
 import { generateCertificatesValidFor } from '../src/tls/self-signed.ts';
 import {
   createNamespace,
@@ -294,6 +294,32 @@ describe('self-managed certificates against a real API server', () => {
     assert.ok((bundle.match(/BEGIN CERTIFICATE/g)?.length ?? 0) <= 3, 'expired CAs are pruned from the caBundle');
     await Promise.all(replicas.map((r) => r.stop()));
     await admission.deleteMutatingWebhookConfiguration({ name: 'certs-c' });
+  });
+
+  test('a certificate another replica writes is served at once, through the watch, not at the next resync', async () => {
+    await emptySecret('certs-d');
+    const [port] = await freePorts(1);
+    const wh = await replica('certs-d', port, undefined, ['--cert-resync-seconds', '3600']);
+    const first = await servedCertificate(wh.port);
+    // What another replica's replacement writes: a fresh CA and the serving pair it signed.
+    const set = await generateCertificatesValidFor(['127.0.0.1'], 3600);
+    const secret = await core.readNamespacedSecret({ namespace: NS, name: 'certs-d' });
+    secret.data = { 'ca.crt': b64(set.caPem), 'tls.crt': b64(set.certPem), 'tls.key': b64(set.keyPem) };
+    await core.replaceNamespacedSecret({ namespace: NS, name: 'certs-d', body: secret });
+    const expected = new X509Certificate(set.certPem).fingerprint256;
+    assert.notEqual(first, expected);
+    await until(
+      'the written certificate to be served (the resync is an hour away)',
+      async () => (await servedCertificate(wh.port)) === expected || undefined,
+      10_000,
+    );
+    assert.ok(wh.logs().some((l) => l.msg === 'serving the new certificate'));
+    assert.deepEqual(
+      wh.logs().filter((l) => (l.level as number) >= 40),
+      [],
+      'no warning: the Secret is listed and watched',
+    );
+    await wh.stop();
   });
 
   test('a missing Secret stops start-up with an error naming the flag', async () => {

@@ -461,6 +461,6 @@ describe('observability', () => {
     const text = await wh.metrics();
     assert.match(text, /wiw_injections_total\{provider="aws"\} [1-9]/);
     assert.match(text, /wiw_denials_total\{reason="InvalidRoleArn"\} [1-9]/);
-    assert.match(text, /wiw_serviceaccount_cache_size [1-9]/);
+    assert.match(text, /wiw_serviceaccount_cache_size\{what="ServiceAccount"\} [1-9]/);
   });
 });

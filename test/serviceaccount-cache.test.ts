@@ -71,10 +71,16 @@ describe('cache misses', () => {
     const [a, b] = await Promise.all([cache.lookup('ns1', 'brand-new'), cache.lookup('ns1', 'brand-new')]);
     assert.equal(a?.annotations['eks.amazonaws.com/role-arn'], 'arn:aws:iam::111122223333:role/b');
     assert.equal(a, b);
-    assert.equal(await metricValue(metrics, 'wiw_serviceaccount_fallback_reads_total', '{result="found"}'), 1);
+    assert.equal(
+      await metricValue(metrics, 'wiw_serviceaccount_fallback_reads_total', '{what="ServiceAccount",result="found"}'),
+      1,
+    );
     // Now cached: no further read.
     assert.equal(cache.lookup('ns1', 'brand-new'), a);
-    assert.equal(await metricValue(metrics, 'wiw_serviceaccount_fallback_reads_total', '{result="found"}'), 1);
+    assert.equal(
+      await metricValue(metrics, 'wiw_serviceaccount_fallback_reads_total', '{what="ServiceAccount",result="found"}'),
+      1,
+    );
   });
 
   test('a ServiceAccount that does not exist is undefined; reads beyond the rate limit are not made', async () => {
@@ -89,14 +95,28 @@ describe('cache misses', () => {
     await cache.start();
     cache.stop();
     assert.equal(await cache.lookup('ns1', 'ghost'), undefined);
-    assert.equal(await metricValue(metrics, 'wiw_serviceaccount_fallback_reads_total', '{result="not_found"}'), 1);
+    assert.equal(
+      await metricValue(
+        metrics,
+        'wiw_serviceaccount_fallback_reads_total',
+        '{what="ServiceAccount",result="not_found"}',
+      ),
+      1,
+    );
     // Beyond the rate limit the answer is unknown, not "absent": the caller must not take it for one.
     await assert.rejects(
       async () => cache.lookup('ns1', 'ghost-2'),
       (err: Error) =>
         err instanceof ServiceAccountUnavailable && /ns1\/ghost-2 .*direct reads per second/.test(err.message),
     );
-    assert.equal(await metricValue(metrics, 'wiw_serviceaccount_fallback_reads_total', '{result="rate_limited"}'), 1);
+    assert.equal(
+      await metricValue(
+        metrics,
+        'wiw_serviceaccount_fallback_reads_total',
+        '{what="ServiceAccount",result="rate_limited"}',
+      ),
+      1,
+    );
   });
 
   test('a direct read that times out or fails is unknown, not absent', async () => {
@@ -123,7 +143,14 @@ describe('cache misses', () => {
         (err: Error) =>
           err instanceof ServiceAccountUnavailable && /no answer from the API server in 200 ms/.test(err.message),
       );
-      assert.equal(await metricValue(metrics, 'wiw_serviceaccount_fallback_reads_total', '{result="timeout"}'), 1);
+      assert.equal(
+        await metricValue(
+          metrics,
+          'wiw_serviceaccount_fallback_reads_total',
+          '{what="ServiceAccount",result="timeout"}',
+        ),
+        1,
+      );
     } finally {
       cache.stop();
       silent.close();
@@ -228,7 +255,11 @@ describe('watch recovery', () => {
       await until(
         'an idle restart',
         async () =>
-          (await metricValue(metrics, 'wiw_serviceaccount_watch_restarts_total', '{cause="idle"}')) >= 1 || undefined,
+          (await metricValue(
+            metrics,
+            'wiw_serviceaccount_watch_restarts_total',
+            '{what="ServiceAccount",cause="idle"}',
+          )) >= 1 || undefined,
       );
       await createServiceAccount(cp, 'ns1', 'after-idle', {
         'eks.amazonaws.com/role-arn': 'arn:aws:iam::111122223333:role/d',

@@ -68,7 +68,8 @@ export class ListWatch {
       pageSize: 500,
       onRestart: () => {},
       watchQuery: {},
-      ...options,
+      // An option passed as undefined (a cache handing on its own unset option) keeps the default.
+      ...(Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined)) as ListWatchOptions),
     };
     this.#watch = new Watch(options.kubeConfig);
     // client-node aborts a watch after 30 s without a byte (its issue #3020), shorter than the

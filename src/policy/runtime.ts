@@ -1,6 +1,7 @@
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { Config } from '../config.ts';
+import type { Metrics } from '../metrics.ts';
 import { NamespaceCache } from '../kube/namespace-cache.ts';
 import { PolicyWatch } from './watch.ts';
 import type { PolicyGate } from './gate.ts';
@@ -18,7 +19,12 @@ export interface TenantPolicy {
 }
 
 /** undefined when neither --watch-policies nor --policy-file is given: admission is then exactly as without policy. */
-export function createTenantPolicy(config: Config, kubeConfig: KubeConfig, log: Logger): TenantPolicy | undefined {
+export function createTenantPolicy(
+  config: Config,
+  kubeConfig: KubeConfig,
+  log: Logger,
+  metrics?: Metrics,
+): TenantPolicy | undefined {
   if (!config.watchPolicies && !config.policyFile) return undefined;
   const store = new PolicyStore(config.policyFailureMode);
   if (config.policyFile) {
@@ -29,7 +35,13 @@ export function createTenantPolicy(config: Config, kubeConfig: KubeConfig, log: 
       else log.error({ ...fields, problems: result.problems }, `tenant policy not used: ${summary(result)}`);
     }
   }
-  const namespaces = new NamespaceCache({ kubeConfig, log, missTimeoutMs: config.cacheMissTimeoutMs });
+  const namespaces = new NamespaceCache({
+    kubeConfig,
+    log,
+    metrics,
+    missTimeoutMs: config.cacheMissTimeoutMs,
+    missReadsPerSecond: config.cacheMissRate,
+  });
   const watch = config.watchPolicies ? new PolicyWatch({ kubeConfig, store, log }) : undefined;
   return {
     gate: {

@@ -1,0 +1,173 @@
+// A slimmed copy of one kind of object, kept current by ListWatch, with a direct read on a miss:
+// an object created a moment ago (a Pod right after its ServiceAccount, a namespace just made) is
+// read from the API server once, deduplicated per key, rate-limited, with a short timeout. The
+// ServiceAccount and Namespace caches are this with their own slimming and options.
+
+import type { KubeConfig } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import type { Metrics } from '../metrics.ts';
+import { DirectReads, TimeoutError } from './direct-read.ts';
+import { ListWatch, statusOf, type ListPage } from './list-watch.ts';
+import { TokenBucket } from './rate-limit.ts';
+
+/** The kinds cached: the `what` label of the cache metrics, so a closed set. */
+export type CachedKind = 'ServiceAccount' | 'Namespace';
+
+export interface ObjectCacheOptions<T> {
+  kubeConfig: KubeConfig;
+  log: Logger;
+  metrics?: Metrics;
+  what: CachedKind;
+  /** The watch path, e.g. /api/v1/namespaces, and its query (a field or label selector the list uses too). */
+  path: string;
+  watchQuery?: Record<string, string>;
+  list(page: { limit: number; _continue?: string }): Promise<ListPage>;
+  /** One object by key, from the API server; rejects with the client library's error (404: absent). */
+  read(key: string): Promise<unknown>;
+  /** What is kept of an object; undefined for one that cannot be keyed. */
+  slim(raw: unknown): T | undefined;
+  key(view: T): string;
+  /** The error for an object neither cached nor readable now; `why` is the cause, for people. */
+  unavailable(key: string, why: string): Error;
+  /** Timeout of a direct read on a miss. */
+  missTimeoutMs?: number;
+  /** Direct reads per second at most (token bucket, burst of the same size). */
+  missReadsPerSecond?: number;
+  /** A watch silent this long (no event, no bookmark) is restarted. */
+  watchIdleTimeoutMs?: number;
+  pageSize?: number;
+}
+
+export class ObjectCache<T> {
+  readonly #o: ObjectCacheOptions<T> & { missTimeoutMs: number };
+  readonly #items = new Map<string, T>();
+  readonly #reads: DirectReads<T | undefined>;
+  readonly #bucket: TokenBucket;
+  readonly #listWatch: ListWatch;
+
+  constructor(options: ObjectCacheOptions<T>) {
+    const o = { ...options, missTimeoutMs: options.missTimeoutMs ?? 2000 };
+    this.#o = o;
+    this.#reads = new DirectReads(o.missTimeoutMs);
+    this.#bucket = new TokenBucket(o.missReadsPerSecond ?? 50);
+    const what = o.what;
+    this.#listWatch = new ListWatch({
+      kubeConfig: o.kubeConfig,
+      log: o.log,
+      what,
+      path: o.path,
+      watchQuery: o.watchQuery,
+      list: o.list,
+      onList: (items) => {
+        this.#items.clear();
+        for (const item of items) {
+          const view = o.slim(item);
+          if (view) this.#items.set(o.key(view), view);
+        }
+        this.#sized();
+        o.log.info({ what, size: this.#items.size }, `${what} cache listed`);
+      },
+      onEvent: (type, obj) => {
+        const view = o.slim(obj);
+        if (!view) return;
+        if (type === 'DELETED') this.#items.delete(o.key(view));
+        else this.#items.set(o.key(view), view);
+        this.#sized();
+      },
+      onRestart: (cause) => o.metrics?.watchRestarts.inc({ what, cause }),
+      watchIdleTimeoutMs: o.watchIdleTimeoutMs,
+      pageSize: o.pageSize,
+    });
+  }
+
+  /** The first list is in (and stays so). */
+  get synced(): boolean {
+    return this.#listWatch.synced;
+  }
+
+  /** A watch connection is open (the list is in and events are flowing). */
+  get watching(): boolean {
+    return this.#listWatch.watching;
+  }
+
+  get size(): number {
+    return this.#items.size;
+  }
+
+  /** The list-watch underneath, for tests' diagnostics. */
+  get listWatch(): ListWatch {
+    return this.#listWatch;
+  }
+
+  /** Starts list-and-watch; resolves once the first list is in. */
+  start(): Promise<void> {
+    return this.#listWatch.start();
+  }
+
+  stop(): void {
+    this.#listWatch.stop();
+  }
+
+  /** The cached view, synchronously; undefined on a miss. */
+  get(key: string): T | undefined {
+    return this.#items.get(key);
+  }
+
+  /**
+   * The cached view (synchronously: a hit costs no promise), or on a miss the direct read.
+   * undefined: the object does not exist. A read that cannot be made (rate limit) or answered
+   * (timeout, error) rejects with the `unavailable` error: whether the object exists is unknown.
+   */
+  lookup(key: string): T | Promise<T | undefined> {
+    const hit = this.#items.get(key);
+    if (hit) return hit;
+    const { what, metrics, log } = this.#o;
+    metrics?.cacheMisses.inc({ what });
+    // A caller joining a read in flight spends no token: the burst is one request.
+    if (!this.#reads.has(key) && !this.#bucket.take()) {
+      metrics?.fallbackReads.inc({ what, result: 'rate_limited' });
+      log.warn({ what, key }, `${what} not cached and direct reads are rate-limited`);
+      return Promise.reject(this.#o.unavailable(key, `more than ${this.#bucket.perSecond} direct reads per second`));
+    }
+    return this.#reads
+      .read(key, () => this.#readDirect(key))
+      .catch((err: unknown) => {
+        const timedOut = err instanceof TimeoutError;
+        metrics?.fallbackReads.inc({ what, result: timedOut ? 'timeout' : 'error' });
+        log.warn(
+          { what, key, err: (err as Error).message },
+          timedOut ? `direct ${what} read timed out` : `direct ${what} read failed`,
+        );
+        throw this.#o.unavailable(
+          key,
+          timedOut
+            ? `no answer from the API server in ${this.#o.missTimeoutMs} ms`
+            : `the API server answered: ${(err as Error).message}`,
+        );
+      });
+  }
+
+  async #readDirect(key: string): Promise<T | undefined> {
+    const { what, metrics } = this.#o;
+    let raw: unknown;
+    try {
+      raw = await this.#o.read(key);
+    } catch (err) {
+      if (statusOf(err) !== 404) throw err;
+      metrics?.fallbackReads.inc({ what, result: 'not_found' });
+      return undefined;
+    }
+    metrics?.fallbackReads.inc({ what, result: 'found' });
+    const view = this.#o.slim(raw);
+    // The watch will deliver it too; keeping it now spares the next admission a second read.
+    if (view && !this.#items.has(key)) {
+      this.#items.set(key, view);
+      this.#sized();
+    }
+    return view;
+  }
+
+  #sized(): void {
+    this.#o.metrics?.cacheSize.set({ what: this.#o.what }, this.#items.size);
+  }
+}
