@@ -76,8 +76,12 @@ function configuresItself(identityVars: readonly string[]): (env: ReadonlySet<st
     (env.has('AWS_REGION') || env.has('AWS_DEFAULT_REGION')) &&
     env.has('AWS_STS_REGIONAL_ENDPOINTS');
 }
-const WEB_IDENTITY_VARS = ['AWS_ROLE_ARN', 'AWS_WEB_IDENTITY_TOKEN_FILE'];
-const CONTAINER_CREDENTIALS_VARS = ['AWS_CONTAINER_CREDENTIALS_FULL_URI', 'AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE'];
+// Built once: an injection's `satisfied` is the same function on every admission.
+const webIdentityConfigured = configuresItself(['AWS_ROLE_ARN', 'AWS_WEB_IDENTITY_TOKEN_FILE']);
+const containerCredentialsConfigured = configuresItself([
+  'AWS_CONTAINER_CREDENTIALS_FULL_URI',
+  'AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE',
+]);
 
 export function createAwsProvider(options: AwsOptions): PodProvider {
   const p = options.annotationPrefix;
@@ -145,9 +149,9 @@ export function createAwsProvider(options: AwsOptions): PodProvider {
       const warnings: string[] = [];
       const skipContainers = splitNames(pod.metadata?.annotations?.[keys.skipContainers], ',');
 
-      // EKS Pod Identity takes precedence over IRSA, and needs no annotation: the association
-      // lives in EKS (the peer's buildPodPatchConfig). It applies even before the ServiceAccount
-      // is in the cache, as in the peer.
+      // EKS Pod Identity takes precedence over IRSA and needs no annotation: the association
+      // lives in EKS (the peer's buildPodPatchConfig). The ServiceAccount's annotations, when
+      // known, still give the expiry and regional STS, as the peer's GetCommonConfigurations does.
       const cc = options.containerCredentials;
       if (cc?.associations.has(namespace, serviceAccount?.name ?? serviceAccountNameOf(pod))) {
         const shared = common(pod, sa, saName, warnings);
@@ -167,7 +171,7 @@ export function createAwsProvider(options: AwsOptions): PodProvider {
           annotations: {},
           labels: { [AWS_POD_IDENTITY_LABEL]: 'enabled' },
           skipContainers,
-          satisfied: configuresItself(CONTAINER_CREDENTIALS_VARS),
+          satisfied: containerCredentialsConfigured,
           warnings: warnings.length ? warnings : undefined,
           identity: { mode: 'eks-pod-identity', audience: cc.audience },
         };
@@ -197,7 +201,7 @@ export function createAwsProvider(options: AwsOptions): PodProvider {
         ],
         annotations: {},
         skipContainers,
-        satisfied: configuresItself(WEB_IDENTITY_VARS),
+        satisfied: webIdentityConfigured,
         warnings: warnings.length ? warnings : undefined,
         identity: { roleArn: role.arn, account: role.account, partition: role.partition, audience },
       };
