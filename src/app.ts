@@ -211,7 +211,7 @@ export function buildApp({
         seconds,
         namespace: request.namespace ?? '',
         azureOptIn: labels?.['azure.workload.identity/use'] === 'true',
-        awsInjected: decision.injected?.includes('aws') ?? false,
+        awsMethod: decision.awsMethod,
       });
     }
     if (decision.denial) metrics.denials.inc({ reason: decision.denial.reason });

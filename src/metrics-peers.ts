@@ -77,20 +77,21 @@ export function createPeerMetrics(registry: Registry) {
   pfnet.inFlight.set({ webhook: PFNET_PATH }, 0);
 
   return {
-    /** One Pod review answered: HTTP status, seconds, request namespace, Azure opt-in, AWS injected. */
+    /** One Pod review answered: HTTP status, seconds, request namespace, Azure opt-in, AWS method. */
     pod(review: {
       path: string;
       code: number;
       seconds: number;
       namespace: string;
       azureOptIn: boolean;
-      awsInjected: boolean;
+      /** The AWS peer's method label: web identity, or container credentials (EKS Pod Identity). */
+      awsMethod: 'sts_web_identity' | 'container_credentials' | undefined;
     }): void {
       const labels = { verb: 'POST', path: review.path };
       aws.requests.inc({ ...labels, code: String(review.code) });
       aws.latencies.observe(labels, review.seconds * 1e6);
       aws.latencySummary.observe(labels, review.seconds * 1e6);
-      if (review.awsInjected) aws.pods.inc({ method: 'sts_web_identity' });
+      if (review.awsMethod) aws.pods.inc({ method: review.awsMethod });
       else aws.missingServiceAccount.inc();
       if (review.azureOptIn) azure.observe({ namespace: review.namespace }, review.seconds);
       pfnet.requests.inc({ webhook: PFNET_PATH, code: String(review.code) });

@@ -144,6 +144,16 @@ export async function serve(config: Config, root: Logger): Promise<RunningServer
   });
   void cache.start();
   tenantPolicy?.start();
+  const associations = config.awsContainerCredentialsConfig;
+  if (associations) {
+    if (associations.ignored.length)
+      log.warn(
+        { file: associations.file, ignored: associations.ignored },
+        'pod identity associations: members ignored',
+      );
+    log.info({ file: associations.file, associations: associations.size }, 'EKS Pod Identity associations loaded');
+  }
+  const stopAssociations = associations?.watch(log);
   await app.listen({ port: config.port, host: config.host });
   const port = (app.server.address() as AddressInfo).port;
   const stopWatching = tls.watch?.((pair) => {
@@ -176,6 +186,7 @@ export async function serve(config: Config, root: Logger): Promise<RunningServer
         // are not cut now: a client may be sending on one, and a POST cut mid-flight is not retried.
         await new Promise((resolve) => setTimeout(resolve, config.drainSeconds * 1000));
         stopWatching?.();
+        stopAssociations?.();
         cache.stop();
         tenantPolicy?.stop();
         await Promise.all([app.close(), new Promise((resolve) => metricsServer.close(resolve))]);

@@ -63,6 +63,10 @@ const CHART_MANAGED: Partial<Record<SettingKey, { values: Record<string, any>; e
     values: { azureStackEnvironment: { configMap: 'azure-stack' } },
     expect: '/etc/workload-identity-webhook/azure/azurestackcloud.json',
   },
+  awsContainerCredentialsConfig: {
+    values: { awsPodIdentity: { configMap: 'eks-pod-identity' } },
+    expect: '/etc/workload-identity-webhook/pod-identity/associations.json',
+  },
   policyFile: {
     values: { policy: { configMap: 'wiw-policy' } },
     expect: '/etc/workload-identity-webhook/policy/policy.yaml',
@@ -550,6 +554,23 @@ describe('availability, security and least privilege', () => {
     await assert.rejects(renderChart({ policy: { starter: true } }), /policy.starter needs config.watchPolicies=true/);
   });
 
+  test('EKS Pod Identity: the association ConfigMap is mounted as a folder, so its updates reach the webhook', async () => {
+    const pod = webhookDeployment((await renderChart({ awsPodIdentity: { configMap: 'eks-pod-identity' } })).manifests)
+      .spec.template.spec;
+    assert.deepEqual(pod.volumes.find((v: { name: string }) => v.name === 'pod-identity').configMap, {
+      name: 'eks-pod-identity',
+      items: [{ key: 'associations.json', path: 'associations.json' }],
+    });
+    const mount = pod.containers[0].volumeMounts.find((m: { name: string }) => m.name === 'pod-identity');
+    assert.deepEqual(mount, {
+      name: 'pod-identity',
+      mountPath: '/etc/workload-identity-webhook/pod-identity',
+      readOnly: true,
+    });
+    const off = webhookDeployment((await renderChart({})).manifests).spec.template.spec;
+    assert.ok(!off.volumes.some((v: { name: string }) => v.name === 'pod-identity'));
+  });
+
   test('the NetworkPolicy is on by default and opens only the webhook port (from anywhere) and metrics (from Pods)', async () => {
     const np = find((await renderChart({})).manifests, 'NetworkPolicy')!;
     assert.deepEqual(np.spec.policyTypes, ['Ingress']);
@@ -641,6 +662,11 @@ describe('values cover the webhook', () => {
         awsAudience: 'aud',
         awsTokenExpiration: 7200,
         awsStsRegionalEndpoints: true,
+        awsContainerCredentialsAudience: 'pods.example.com',
+        awsContainerCredentialsFullUri: 'http://169.254.170.23/v2/credentials',
+        awsContainerCredentialsTokenMountPath: '/var/run/pod-identity',
+        awsContainerCredentialsTokenVolumeName: 'pod-identity-token',
+        awsContainerCredentialsTokenPath: 'token',
         azureTenantId: 'contoso.onmicrosoft.com',
         azureCloud: 'AzureChinaCloud',
         azureAudience: 'api://x',
@@ -781,7 +807,7 @@ describe('values.schema.json and README', () => {
       [{ webhook: { timeoutSeconds: 31 } }, /timeoutSeconds/],
       [{ certificates: { mode: 'vault' } }, /certificates.mode must be one of/],
       [{ config: { nope: 1 } }, /Additional property nope is not allowed/],
-      [{ config: { awsDefaultRegion: 'mars' } }, /awsDefaultRegion/],
+      [{ config: { awsDefaultRegion: 'EU_WEST_1' } }, /awsDefaultRegion/], // what --aws-default-region refuses
     ] as const) {
       await assert.rejects(renderChart(values), (err: unknown) => err instanceof HelmError && message.test(err.stderr));
     }

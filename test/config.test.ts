@@ -2,6 +2,9 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { envName, loadConfig, settings } from '../src/config.ts';
 import { ConfigError } from '../src/errors.ts';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 
 const load = (flags: Record<string, string>, env: Record<string, string> = {}) =>
   loadConfig(new Map(Object.entries(flags)), env);
@@ -47,6 +50,62 @@ describe('configuration', () => {
       assert.throws(
         () => load(flags),
         (err: unknown) => err instanceof ConfigError && err.code === 'WIW_INVALID_CONFIG' && message.test(err.message),
+        JSON.stringify(flags),
+      );
+    }
+  });
+
+  test('the EKS Pod Identity association file is read at start-up; a bad one is refused naming the file and the problem', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'wiw-config-'));
+    const file = (name: string, text: string) => {
+      const path = join(dir, name);
+      writeFileSync(path, text);
+      return path;
+    };
+    const good = file('good.json', '{"identities":[{"namespace":"a","serviceAccount":"b"}]}');
+    const c = load({ 'aws-container-credentials-config': good });
+    assert.equal(c.awsContainerCredentialsConfig?.has('a', 'b'), true);
+    assert.equal(c.awsContainerCredentialsConfig?.has('a', 'c'), false);
+    assert.equal(c.awsContainerCredentialsAudience, 'pods.eks.amazonaws.com');
+    assert.equal(c.awsContainerCredentialsFullUri, 'http://169.254.170.23/v1/credentials');
+    assert.equal(load({}).awsContainerCredentialsConfig, undefined);
+    // The peer's empty file: no associations, not an error.
+    assert.equal(
+      load({ 'aws-container-credentials-config': file('empty.json', '') }).awsContainerCredentialsConfig?.size,
+      0,
+    );
+    const cases: [Record<string, string>, RegExp][] = [
+      [
+        { 'aws-container-credentials-config': join(dir, 'missing.json') },
+        /--aws-container-credentials-config: cannot read .*missing\.json: ENOENT/,
+      ],
+      [{ 'aws-container-credentials-config': file('bad.json', '{"identities":') }, /bad\.json: not JSON/],
+      [
+        { 'aws-container-credentials-config': file('list.json', '{"identities":{}}') },
+        /list\.json: "identities" is not a list; expected \{"identities"/,
+      ],
+      [
+        { 'aws-container-credentials-config': file('entry.json', '{"identities":[{"namespace":"a"}]}') },
+        /entry\.json: identities\[0\]\.serviceAccount is missing or not a non-empty string/,
+      ],
+      [
+        { 'aws-container-credentials-token-mount-path': 'relative' },
+        /--aws-container-credentials-token-mount-path="relative" is not an absolute path/,
+      ],
+      [
+        { 'aws-container-credentials-token-volume-name': 'Bad_Name' },
+        /--aws-container-credentials-token-volume-name="Bad_Name" is not a volume name/,
+      ],
+      [
+        { 'aws-container-credentials-token-path': '../x' },
+        /--aws-container-credentials-token-path="..\/x" is not a relative file path/,
+      ],
+      [{ 'aws-container-credentials-full-uri': ' ' }, /--aws-container-credentials-full-uri must not be empty/],
+    ];
+    for (const [flags, message] of cases) {
+      assert.throws(
+        () => load(flags),
+        (err: unknown) => err instanceof ConfigError && message.test(err.message),
         JSON.stringify(flags),
       );
     }

@@ -10,6 +10,13 @@ import { join } from 'node:path';
 import { parse } from 'yaml';
 import { mutatePod } from '../src/mutate/pod.ts';
 import { INJECTED_ANNOTATION } from '../src/mutate/injection-record.ts';
+import {
+  externalAccountConfig,
+  GCP_MOUNT_PATH,
+  GCP_TOKEN_FILE,
+  gcloudSetupContainer,
+  parseWorkloadIdentityProvider,
+} from '../src/clouds/gcp/pod.ts';
 import type { Pod, ServiceAccountView } from '../src/kube/types.ts';
 import { parseAdmissionReview } from '../src/admission/review.ts';
 import { apply, config, providers } from './helpers.ts';
@@ -119,6 +126,16 @@ const normalizers: Record<string, (ours: Pod, peers: Pod, fixture: Fixture) => v
     ours.spec!.volumes![at] = ours.spec!.volumes![mine];
     ours.spec!.volumes!.splice(mine, 1);
   },
+  'aws-pod-identity-expiry-jitter': (ours, peers, fixture) => {
+    // The peer draws the default expiry from [79200, 86400]; ours is the default itself.
+    const name = fixture.flags['aws-container-credentials-token-volume-name'] ?? 'eks-pod-identity-token';
+    const token = (p: Pod) =>
+      p.spec!.volumes!.find((v) => v.name === name)!.projected!.sources![0].serviceAccountToken!;
+    const theirs = token(peers);
+    assert.ok(theirs.expirationSeconds! >= 79200 && theirs.expirationSeconds! <= 86400, 'outside the jitter range');
+    assert.equal(token(ours).expirationSeconds, 86400);
+    theirs.expirationSeconds = 86400;
+  },
   'additive-volume-order': (ours, peers) => {
     // Our patch only appends; where the peer inserts the same volume first, compare volumes by name.
     for (const p of [ours, peers]) p.spec?.volumes?.sort((a, b) => a.name.localeCompare(b.name));
@@ -146,15 +163,6 @@ const outcomes: Record<string, (ours: Pod, peers: Pod, fixture: Fixture) => void
     assert.equal(fixture.pod.spec?.serviceAccountName, '');
     // We read the namespace's default ServiceAccount, which the API server names before any webhook runs.
     assert.ok(ours.spec?.volumes?.some((v) => v.name === 'gcp-iam-token'));
-  },
-  'gap-eks-pod-identity': (ours, peers) => {
-    const names = (p: Pod) => (p.spec?.containers ?? []).flatMap((c) => (c.env ?? []).map((e) => e.name));
-    assert.ok(
-      names(peers).includes('AWS_CONTAINER_CREDENTIALS_FULL_URI'),
-      "the peer's Pod does not use EKS Pod Identity",
-    );
-    assert.equal(peers.metadata?.labels?.['eks.amazonaws.com/pod-identity'], 'enabled');
-    assert.ok(!names(ours).includes('AWS_CONTAINER_CREDENTIALS_FULL_URI'));
   },
 };
 
@@ -193,7 +201,14 @@ function run(fixture: Fixture): Outcome {
   };
   const pod = structuredClone(fixture.pod);
   const namespace = pod.metadata?.namespace ?? 'default';
-  const result = mutatePod(providers(fixture.flags), { pod, namespace, serviceAccount: sa });
+  // File flags name files of this repository, relative to its root.
+  const flags = Object.fromEntries(
+    Object.entries(fixture.flags).map(([k, v]) => [
+      k,
+      k.endsWith('-config') && v.startsWith('test/') ? join(ROOT, v) : v,
+    ]),
+  );
+  const result = mutatePod(providers(flags), { pod, namespace, serviceAccount: sa });
   if (!result.allowed) return { pod, denied: result.denial.reason, warnings: [], removes: 0 };
   const removes = result.patch.filter((op) => op.op === 'remove').length;
   return { pod: apply(pod, result.patch), warnings: result.warnings, removes };
@@ -222,7 +237,10 @@ describe("the peers' own test cases give the same Pod", () => {
   });
 
   test('every row of docs/compatibility.md is used by a fixture or says why none can show it', () => {
-    const used = new Set(fixtures.flatMap(([, f]) => f.differences));
+    const used = new Set([
+      ...fixtures.flatMap(([, f]) => f.differences),
+      ...loadHelperFixtures().flatMap(([, f]) => f.cases.flatMap((c) => c.differences)),
+    ]);
     const text = readFileSync(join(ROOT, 'docs/compatibility.md'), 'utf8');
     for (const id of documented) {
       const row = text.split('\n').find((l) => l.startsWith(`| \`${id}\` |`))!;
@@ -393,4 +411,145 @@ describe("the Azure peer's cases at the admission envelope and at start-up", () 
       /--azure-environment-filepath is read only with --azure-cloud=AzureStackCloud \(now AzurePublicCloud\)/,
     );
   });
+
+/** Tables of the peers' helper tests: test/fixtures/peers/<peer>/helpers/*.yaml. */
+function loadHelperFixtures(peer = 'pfnet'): (readonly [string, HelperFixture])[] {
+  const dir = join(FIXTURES, peer, 'helpers');
+  return readdirSync(dir)
+    .filter((f) => f.endsWith('.yaml'))
+    .sort()
+    .map((f) => [f, parse(readFileSync(join(dir, f), 'utf8')) as HelperFixture] as const);
+}
+
+interface HelperCase {
+  case: string;
+  input?: Record<string, unknown>;
+  annotations?: Record<string, string>;
+  /** The peer's result; null: nothing to inject. */
+  expected?: unknown;
+  /** The peer refuses, with an error containing this. */
+  error?: string;
+  differences: string[];
+}
+interface HelperFixture {
+  peer: string;
+  source: string;
+  function: string;
+  peerDefaults?: Record<string, unknown>;
+  cases: HelperCase[];
+}
+
+/** Our function for each of pfnet's helpers, giving a value in the peer's shape or a denial. */
+const pfnetHelpers: Record<string, (c: HelperCase, f: HelperFixture) => unknown> = {
+  NewGCPWorkloadIdentityConfig: (c, f) => {
+    const gcp = providers().find((p) => p.name === 'gcp')!;
+    const pod: Pod = {
+      metadata: { name: 'p', namespace: 'default' },
+      spec: { serviceAccountName: 'app', containers: [] },
+    };
+    const result = gcp.resolvePod({
+      pod,
+      namespace: 'default',
+      serviceAccount: { namespace: 'default', name: 'app', uid: 'uid-1', annotations: c.annotations ?? {} },
+      windows: false,
+    });
+    if (result === undefined) return null;
+    if ('reason' in result) return result;
+    // The peer's unset fields are its defaults, which its mutatePod applies afterwards.
+    const token = result.volume.projected!.sources![0].serviceAccountToken!;
+    const expected = c.expected as Record<string, unknown> | null;
+    const orDefault = (k: string, ours: unknown) =>
+      expected?.[k] === null || expected?.[k] === '' ? (ours === f.peerDefaults![k] ? expected[k] : ours) : ours;
+    return {
+      workloadIdentityProvider: result.identity.workloadIdentityProvider,
+      serviceAccountEmail: result.identity.serviceAccountEmail ?? null,
+      audience: orDefault('audience', token.audience),
+      tokenExpirationSeconds: orDefault('tokenExpirationSeconds', token.expirationSeconds),
+      injectionMode: orDefault('injectionMode', result.initContainer ? 'gcloud' : 'direct'),
+    };
+  },
+  gcloudSetupContainer: (c) => {
+    const i = c.input!;
+    return gcloudSetupContainer(
+      i.workloadIdProvider as string,
+      i.saEmail as string,
+      i.project as string,
+      i.gcloudImage as string,
+      (i.runAsUser as number | null) ?? undefined,
+      (i.resources as Record<string, unknown> | null) ?? undefined,
+    );
+  },
+  'ExternalAccountCredentials.Render(true)': (c) => {
+    const provider = parseWorkloadIdentityProvider(c.input!.audience as string, 'audience');
+    assert.ok(!('reason' in provider));
+    return JSON.stringify(
+      externalAccountConfig({
+        provider,
+        serviceAccountEmail: c.input!.gsaEmail as string,
+        tokenFile: `${GCP_MOUNT_PATH}/${GCP_TOKEN_FILE}`,
+      }),
+      null,
+      2,
+    );
+  },
+};
+
+/** Helper-level rows of docs/compatibility.md: each checks its difference exactly, then removes it. */
+const helperDifferences: Record<string, (ours: unknown, c: HelperCase) => unknown> = {
+  'gcp-credentials-file-form': (ours, c) => {
+    const mine = JSON.parse(ours as string);
+    assert.equal(mine.universe_domain, 'googleapis.com');
+    assert.equal(Object.keys(mine)[0], 'universe_domain', "gcloud's key order");
+    delete mine.universe_domain;
+    const theirs = JSON.parse(c.expected as string);
+    assert.deepEqual(mine, theirs, 'the credential files differ beyond form');
+    return c.expected;
+  },
+  'gcp-incomplete-pfnet-annotations': (ours, c) => {
+    // pfnet refuses the ServiceAccount's Pods; a provider alone gets direct resource access here,
+    // an email alone (no pool to federate with) nothing.
+    const a = c.annotations ?? {};
+    if (a['cloud.google.com/workload-identity-provider'] !== undefined) {
+      const o = ours as Record<string, unknown>;
+      assert.equal(o.serviceAccountEmail, null);
+      assert.equal(o.injectionMode, 'direct');
+    } else {
+      assert.equal(ours, null);
+    }
+    return { error: c.error };
+  },
+};
+
+describe("pfnet's helper tests give the same values", () => {
+  const helperFixtures = loadHelperFixtures();
+
+  test('each helper fixture names our function, and each difference is a row of docs/compatibility.md', () => {
+    assert.deepEqual(helperFixtures.map(([, f]) => f.function).sort(), [
+      'ExternalAccountCredentials.Render(true)',
+      'NewGCPWorkloadIdentityConfig',
+      'gcloudSetupContainer',
+    ]);
+    for (const [, f] of helperFixtures)
+      for (const c of f.cases)
+        for (const d of c.differences) {
+          assert.ok(documented.has(d), `${c.case}: difference "${d}" is not in docs/compatibility.md`);
+          assert.ok(d in helperDifferences, `${c.case}: difference "${d}" has no check in this test`);
+        }
+  });
+
+  for (const [file, fixture] of helperFixtures) {
+    for (const c of fixture.cases) {
+      test(`pfnet/helpers/${file}: ${c.case}`, () => {
+        let ours = pfnetHelpers[fixture.function](c, fixture);
+        for (const d of c.differences) ours = helperDifferences[d](ours, c);
+        if (c.error !== undefined) {
+          if (c.differences.length) return assert.deepEqual(ours, { error: c.error });
+          assert.ok(ours && typeof ours === 'object' && 'reason' in ours, `the peer refuses (${c.error}); we did not`);
+          return;
+        }
+        assert.ok(!(ours && typeof ours === 'object' && 'reason' in ours), `we refused: ${JSON.stringify(ours)}`);
+        assert.deepEqual(ours, c.expected);
+      });
+    }
+  }
 });

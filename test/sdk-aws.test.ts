@@ -1,11 +1,15 @@
 // Proof by the official AWS SDKs: @aws-sdk/credential-providers' default chain and boto3 read
 // what the webhook injected into a Pod, and the credentialsFile it derived into a labelled Secret
 // (whose token the token requestor wrote), exactly as stored by a real API server, and complete
-// AssumeRoleWithWebIdentity against a strict STS stand-in.
-import { readFileSync } from 'node:fs';
+// AssumeRoleWithWebIdentity against a strict STS stand-in; in EKS Pod Identity Pods they get
+// container credentials from a strict stand-in of the Pod Identity Agent.
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createAwsSts, type AwsSts } from './sdk/aws-sts.ts';
+import { POD_IDENTITY_AUDIENCE, startPodIdentityAgent, type PodIdentityAgent } from './sdk/eks-pod-identity-agent.ts';
 import { startSdkCluster, type SdkCluster } from './sdk/cluster.ts';
 import { tokenDigest } from './sdk/oidc.ts';
 import { refreshAcrossRotation, type Language, type SdkAnswer } from './sdk/sdk-process.ts';
@@ -18,14 +22,38 @@ const TOKEN_FILE = '/var/run/secrets/eks.amazonaws.com/serviceaccount/token';
 const SECRET_MOUNT = '/var/run/secrets/gardener.cloud/workload-identity';
 const subject = (sa: string) => `system:serviceaccount:${NS}:${sa}`;
 
+// EKS Pod Identity: the association lives in EKS (here: the agent's table and the webhook's file).
+const POD_IDENTITY_ROLE = 'arn:aws:iam::444455556666:role/pod-identity-reader';
+const POD_IDENTITY_TOKEN_FILE = '/var/run/secrets/pods.eks.amazonaws.com/serviceaccount/eks-pod-identity-token';
+
 let cluster: SdkCluster;
 let sts: AwsSts;
+let agent: PodIdentityAgent;
 
 before(async () => {
+  agent = await startPodIdentityAgent({ [subject('associated')]: POD_IDENTITY_ROLE });
+  const associations = join(mkdtempSync(join(tmpdir(), 'wiw-sdk-aws-')), 'associations.json');
+  // Both are associated in the webhook's file; the agent knows only `associated`.
+  writeFileSync(
+    associations,
+    JSON.stringify({
+      identities: [
+        { namespace: NS, serviceAccount: 'associated' },
+        { namespace: NS, serviceAccount: 'unassociated-in-eks' },
+      ],
+    }),
+  );
   cluster = await startSdkCluster({
     name: 'sdk-aws',
     namespace: NS,
-    webhookArgs: ['--aws-default-region', 'eu-west-1'],
+    webhookArgs: [
+      '--aws-default-region',
+      'eu-west-1',
+      '--aws-container-credentials-config',
+      associations,
+      '--aws-container-credentials-full-uri',
+      agent.fullUri,
+    ],
     secrets: true,
     serviceAccounts: {
       // Named by labelled Secrets; it carries no annotation of its own.
@@ -35,6 +63,9 @@ before(async () => {
       intruder: { 'eks.amazonaws.com/role-arn': ROLE, 'eks.amazonaws.com/sts-regional-endpoints': 'true' },
       // An audience the account's OIDC provider does not list.
       elsewhere: { 'eks.amazonaws.com/role-arn': ROLE, 'eks.amazonaws.com/audience': 'sts.example.com' },
+      // EKS Pod Identity wins over the IRSA annotation it also carries.
+      associated: { 'eks.amazonaws.com/role-arn': ROLE },
+      'unassociated-in-eks': {},
     },
     services: (issuer) => [
       (sts = createAwsSts({
@@ -66,10 +97,12 @@ before(async () => {
       })),
     ],
   });
+  agent.issuer = cluster.issuer;
 });
 
 after(async () => {
   await cluster?.stop();
+  await agent?.stop();
 });
 
 const start = (language: Language, serviceAccount: string) => cluster.start(language, 'aws', serviceAccount);
@@ -146,6 +179,57 @@ for (const language of ['node', 'python'] as const) {
       );
       assert.equal(presented(first), tokenDigest(original));
       assert.equal(presented(second), tokenDigest(rotated));
+      await sdk.stop();
+    });
+  });
+}
+
+for (const language of ['node', 'python'] as const) {
+  const sdkName = language === 'node' ? '@aws-sdk/credential-providers' : 'boto3';
+
+  describe(`EKS Pod Identity: ${sdkName} (${language})`, () => {
+    test("the default chain gets the associated role's credentials from the agent with the projected token", async () => {
+      const { pod, container, sdk } = await start(language, 'associated');
+      assert.equal(pod.metadata!.labels!['eks.amazonaws.com/pod-identity'], 'enabled');
+      assert.equal(container.env.AWS_ROLE_ARN, undefined, 'no web identity beside container credentials');
+      assert.deepEqual(container.rewrittenEnv, ['AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE']);
+      assert.equal(container.env.AWS_CONTAINER_CREDENTIALS_FULL_URI, agent.fullUri);
+      assert.equal(container.tokens[0].audience, POD_IDENTITY_AUDIENCE);
+      const answer = await sdk.credentials();
+      assert.ok(answer.ok, `${JSON.stringify(answer.error)}\n${sdk.stderr()}`);
+      const exchange = agent.exchanges.find((e) => e.accessKeyId === answer.accessKeyId);
+      assert.ok(exchange, 'the SDK returned credentials the agent issued');
+      assert.equal(exchange.roleArn, POD_IDENTITY_ROLE);
+      assert.equal(exchange.subject, subject('associated'));
+      assert.equal(exchange.tokenDigest, tokenDigest(container.tokens[0].token));
+      await sdk.stop();
+    });
+
+    test('rotation: once the credentials age, the refresh presents the replaced token file', async () => {
+      const { container, sdk } = await start(language, 'associated');
+      const original = container.tokens[0].token;
+      const presentedToAgent = (answer: SdkAnswer) =>
+        agent.exchanges.find((e) => e.accessKeyId === answer.accessKeyId)?.tokenDigest;
+      const { first, second, rotated } = await refreshAcrossRotation(sdk, 'accessKeyId', original, () =>
+        container.rotateToken(POD_IDENTITY_TOKEN_FILE),
+      );
+      assert.equal(presentedToAgent(first), tokenDigest(original));
+      assert.equal(presentedToAgent(second), tokenDigest(rotated));
+      await sdk.stop();
+    });
+
+    test('a ServiceAccount EKS has no association for: the agent refuses, the SDK reports it', async () => {
+      const { container, sdk } = await start(language, 'unassociated-in-eks');
+      assert.ok(container.env.AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE);
+      const refusals = agent.errors.length;
+      const answer = await sdk.credentials();
+      assert.equal(answer.ok, false);
+      assert.ok(
+        agent.errors
+          .slice(refusals)
+          .some((e) => e.code === 'AccessDeniedException' && e.message.includes(subject('unassociated-in-eks'))),
+        JSON.stringify(agent.errors),
+      );
       await sdk.stop();
     });
   });

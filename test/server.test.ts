@@ -18,7 +18,21 @@ const ARN = 'arn:aws:iam::111122223333:role/r';
 let app: FastifyInstance;
 let url: string;
 let ca: string;
-const accounts = new Map<string, ServiceAccountView>([['team-a/app', sa({ 'eks.amazonaws.com/role-arn': ARN })]]);
+const accounts = new Map<string, ServiceAccountView>([
+  ['team-a/app', sa({ 'eks.amazonaws.com/role-arn': ARN })],
+  // The AWS peer's handler_test.go ServiceAccount.
+  [
+    'default/default',
+    sa(
+      {
+        'eks.amazonaws.com/role-arn': 'arn:aws:iam::111122223333:role/s3-reader',
+        'eks.amazonaws.com/token-expiration': '3600',
+      },
+      'default',
+      'default',
+    ),
+  ],
+]);
 const metrics = createMetrics();
 
 function review(object: unknown, extra: Record<string, unknown> = {}, apiVersion = 'admission.k8s.io/v1') {
@@ -152,6 +166,113 @@ describe('POST /mutate', () => {
   });
 });
 
+// aws/amazon-eks-pod-identity-webhook pkg/handler/handler_test.go TestModifierHandler (and
+// TestMutatePod's nilBody/NoRequest), at 3bf80a348116483b2162190e43232e4d243f76c4. The peer answers
+// a review it cannot read with HTTP 200 and a response without uid, which the API server counts as
+// a failed call; we answer 4xx, which it counts the same way (docs/compatibility.md,
+// envelope-unreadable-review).
+describe("the AWS peer's handler cases, at the HTTP envelope", () => {
+  const uid = '918ef1dc-928f-4525-99ef-988389f263c3';
+  const rawPodWithoutVolume = {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name: 'balajilovesoreos', uid: 'be8695c4-4ad0-4038-8786-c508853aa255' },
+    spec: { containers: [{ image: 'amazonlinux', name: 'balajilovesoreos' }], serviceAccountName: 'default' },
+  };
+  const validReview = (typeMeta: boolean) => ({
+    ...(typeMeta ? { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview' } : {}),
+    request: {
+      uid,
+      kind: { group: '', version: 'v1', kind: 'Pod' },
+      namespace: 'default',
+      operation: 'CREATE',
+      userInfo: { username: 'kubernetes-admin', groups: ['system:authenticated', 'system:masters'] },
+      object: rawPodWithoutVolume,
+    },
+  });
+  // validPatchIfNoVolumesPresent applied to rawPodWithoutVolume (Go's `resources: {}` left out).
+  const peersPod = {
+    ...rawPodWithoutVolume,
+    spec: {
+      ...rawPodWithoutVolume.spec,
+      containers: [
+        {
+          name: 'balajilovesoreos',
+          image: 'amazonlinux',
+          env: [
+            { name: 'AWS_ROLE_ARN', value: 'arn:aws:iam::111122223333:role/s3-reader' },
+            { name: 'AWS_WEB_IDENTITY_TOKEN_FILE', value: '/var/run/secrets/eks.amazonaws.com/serviceaccount/token' },
+          ],
+          volumeMounts: [
+            { name: 'aws-iam-token', readOnly: true, mountPath: '/var/run/secrets/eks.amazonaws.com/serviceaccount' },
+          ],
+        },
+      ],
+      volumes: [
+        {
+          name: 'aws-iam-token',
+          projected: {
+            sources: [
+              { serviceAccountToken: { audience: 'sts.amazonaws.com', expirationSeconds: 3600, path: 'token' } },
+            ],
+          },
+        },
+      ],
+    },
+  };
+
+  test('nilBody, NoRequest, InvalidJSON, InvalidPodBytes: refused with a message, not a crash', async () => {
+    const cases: [string, string, RegExp][] = [
+      ['nilBody', '', /body/i],
+      [
+        'NoRequest',
+        JSON.stringify({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', request: null }),
+        /request/,
+      ],
+      ['InvalidJSON', '{"request": {"object": "\\"metadata\\":{\\"name\\":\\"fake\\""}', /JSON/],
+    ];
+    for (const [name, body, message] of cases) {
+      const res = await post(body);
+      assert.equal(res.status, 400, name);
+      assert.match(res.json().message, message, name);
+    }
+    // InvalidPodBytes: the object is a string, not a Pod.
+    const invalidPod = await post(review('"metadata":{"name":"fake"'));
+    assert.equal(invalidPod.status, 400);
+    assert.match(invalidPod.json().message, /request.object must be an object/);
+  });
+
+  test('BadContentType: application/xml is 415', async () => {
+    assert.equal((await post(JSON.stringify(validReview(true)), 'application/xml')).status, 415);
+  });
+
+  for (const typeMeta of [false, true]) {
+    const name = typeMeta ? 'ValidRequestV1TypeMetaEchoed' : 'ValidRequestSuccessWithoutVolumes';
+    test(`${name}: the uid echoed, and the patch gives the peer's Pod`, async () => {
+      const res = await post(validReview(typeMeta));
+      if (!typeMeta) {
+        // The API server always sends apiVersion and kind; a review without them is not one.
+        assert.equal(res.status, 400);
+        assert.match(res.json().message, /apiVersion|kind/);
+        return;
+      }
+      assert.equal(res.status, 200);
+      const body = res.json();
+      assert.equal(body.apiVersion, 'admission.k8s.io/v1');
+      assert.equal(body.kind, 'AdmissionReview');
+      assert.equal(body.response.uid, uid);
+      assert.equal(body.response.allowed, true);
+      assert.equal(body.response.patchType, 'JSONPatch');
+      const ours = apply(
+        rawPodWithoutVolume as Parameters<typeof apply>[0],
+        JSON.parse(Buffer.from(body.response.patch, 'base64').toString()),
+      );
+      delete ours.metadata!.annotations;
+      assert.deepEqual(ours, peersPod);
+    });
+  }
+});
+
 describe('TLS and probes', () => {
   test('refuses TLS 1.1 and speaks TLS 1.2+', async () => {
     const { port } = app.server.address() as AddressInfo;
@@ -219,7 +340,7 @@ describe('TLS and probes', () => {
       seconds: 0.002,
       namespace: 'team-a',
       azureOptIn: true,
-      awsInjected: false,
+      awsMethod: undefined,
     });
     peers.pod({
       path: '/mutate',
@@ -227,12 +348,21 @@ describe('TLS and probes', () => {
       seconds: 0.002,
       namespace: 'team-b',
       azureOptIn: false,
-      awsInjected: true,
+      awsMethod: 'sts_web_identity',
+    });
+    peers.pod({
+      path: '/mutate',
+      code: 200,
+      seconds: 0.002,
+      namespace: 'team-b',
+      azureOptIn: false,
+      awsMethod: 'container_credentials',
     });
     const text = await registry.metrics();
     assert.match(text, /^azwi_mutation_request_count\{namespace="team-a"\} 1$/m);
     assert.doesNotMatch(text, /namespace="team-b"/);
     assert.match(text, /^pod_identity_webhook_missing_sa_count 1$/m);
     assert.match(text, /^pod_identity_webhook_pod_count\{method="sts_web_identity"\} 1$/m);
+    assert.match(text, /^pod_identity_webhook_pod_count\{method="container_credentials"\} 1$/m);
   });
 });

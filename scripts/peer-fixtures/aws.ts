@@ -22,20 +22,31 @@ const DIFFERENCES: Record<string, string[]> = {
   rawPodWithVolumes: ['injection-record', 'go-zero-values', 'additive-volume-order'],
   rawPodHasVolumeMount: ['denied-invalid-input'],
 };
-for (const name of [
-  'rawPodNeedsAll',
-  'rawPodSkip',
-  'rawPodWithConflictingVolumeMount',
-  'rawPodWithRoleArn',
-  'rawPodWithVolume',
-  'rawPodWithoutVolumes',
-]) {
-  DIFFERENCES[`containercredentials-${name}`] = ['gap-eks-pod-identity'];
-}
+// EKS Pod Identity: the peer jitters the default expiry (its test's random source gives 79200).
+const jitter = ['injection-record', 'go-zero-values', 'aws-pod-identity-expiry-jitter'];
+Object.assign(DIFFERENCES, {
+  'containercredentials-rawPodSkip': jitter,
+  'containercredentials-rawPodWithoutVolumes': jitter,
+  'containercredentials-rawPodWithVolume': [...jitter, 'additive-volume-order'],
+  'containercredentials-rawPodWithConflictingVolumeMount': ['denied-foreign-token-volume'],
+});
+// The peer's FakeConfig associates default/default; our flag names a file of that association.
+const ASSOCIATIONS = 'pod-identity-associations.json';
+const CONTAINER_CREDENTIALS_FLAGS: Record<string, string> = {
+  uri: 'aws-container-credentials-full-uri',
+  audience: 'aws-container-credentials-audience',
+  mountPath: 'aws-container-credentials-token-mount-path',
+  volumeName: 'aws-container-credentials-token-volume-name',
+  tokenPath: 'aws-container-credentials-token-path',
+};
 /** Our admission warnings per case. */
 const WARNINGS: Record<string, string[]> = {};
 
 mkdirSync(outDir, { recursive: true });
+writeFileSync(
+  join(outDir, ASSOCIATIONS),
+  `${JSON.stringify({ identities: [{ namespace: 'default', serviceAccount: 'default' }] }, null, 2)}\n`,
+);
 for (const path of git('ls-tree', '-r', '--name-only', 'HEAD', 'pkg/handler/testdata')
   .split('\n')
   .filter((p) => p.endsWith('.yaml'))) {
@@ -54,9 +65,13 @@ for (const path of git('ls-tree', '-r', '--name-only', 'HEAD', 'pkg/handler/test
   if (ann[`${T}handler/region`] !== undefined) flags['aws-default-region'] = ann[`${T}handler/region`];
   if (ann[`${T}handler/mountPath`] !== undefined) flags['mount-path'] = ann[`${T}handler/mountPath`];
   const peerOnly: Record<string, string> = {};
-  for (const key of ['uri', 'audience', 'mountPath', 'volumeName', 'tokenPath']) {
-    const value = ann[`${T}containercredentials/${key}`];
-    if (value !== undefined) peerOnly[`container-credentials-${key}`] = value;
+  if (ann[`${T}containercredentials/uri`]) {
+    // Relative to the repository's root (test/peer-compat.test.ts resolves it there).
+    flags['aws-container-credentials-config'] = join(outDir, ASSOCIATIONS);
+    for (const [key, flag] of Object.entries(CONTAINER_CREDENTIALS_FLAGS)) {
+      const value = ann[`${T}containercredentials/${key}`];
+      if (value !== undefined) flags[flag] = value;
+    }
   }
   const saAnn: Record<string, string> = {};
   if (ann[`${T}serviceAccount/roleArn`] !== undefined)

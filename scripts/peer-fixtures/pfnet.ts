@@ -1,5 +1,7 @@
 // Re-creates pfnet-research/gcp-workload-identity-federation-webhook's Pod mutation tests
-// (webhooks/mutator_test.go, webhooks/mutatepod_test.go) as fixtures of test/peer-compat.test.ts.
+// (webhooks/mutator_test.go, webhooks/mutatepod_test.go) as fixtures of test/peer-compat.test.ts,
+// and its helper tests (identityconfig_test.go, mutatepod_parts_test.go,
+// external_account_config_test.go) as tables under helpers/.
 // Their expected Pods are Go expressions built from the peer's helpers (gcloudSetupContainer,
 // volumesToAddOrReplace, ...); the helpers are transcribed below from mutatepod_parts.go.
 //
@@ -360,3 +362,186 @@ mkdirSync(outDir, { recursive: true });
     warnings: [providerWarning],
   });
 }
+
+// ---- Helper tests: cases about a function whose effect is not a whole Pod. Each becomes a row of
+// a table checked against our corresponding function (test/peer-compat.test.ts, "pfnet's helpers").
+const helpersDir = join(outDir, 'helpers');
+mkdirSync(helpersDir, { recursive: true });
+const writeHelper = (name: string, fixture: Record<string, unknown>) =>
+  writeFileSync(
+    join(helpersDir, `${name}.yaml`),
+    stringify(
+      { peer: 'pfnet-research/gcp-workload-identity-federation-webhook', ...fixture },
+      { lineWidth: 0, aliasDuplicateObjects: false },
+    ),
+  );
+
+// identityconfig_test.go: NewGCPWorkloadIdentityConfig reads a ServiceAccount's annotations. Ours
+// is the GCP provider's reading of the same ServiceAccount; unset fields are pfnet's defaults.
+{
+  const provider =
+    'projects/{PROJECT_NUMBER}/locations/{LOCATION}/workloadIdentityPools/{POOL_ID}/providers/{PROVIDER_ID}';
+  const email = 'sa@project.iam.gserviceaccount.com';
+  const full = {
+    [`${D}/workload-identity-provider`]: provider,
+    [`${D}/service-account-email`]: email,
+    [`${D}/audience`]: 'test-audience',
+    [`${D}/token-expiration`]: '3600',
+  };
+  const config = (extra: Record<string, unknown>) => ({
+    workloadIdentityProvider: provider,
+    serviceAccountEmail: email,
+    audience: null,
+    tokenExpirationSeconds: null,
+    injectionMode: '',
+    ...extra,
+  });
+  const fullConfig = { audience: 'test-audience', tokenExpirationSeconds: 3600 };
+  const S = 'NewGCPWorkloadIdentityConfig Success Case When';
+  const F = 'NewGCPWorkloadIdentityConfig Failure Case When';
+  writeHelper('identityconfig', {
+    source: `webhooks/identityconfig_test.go@${COMMIT}`,
+    function: 'NewGCPWorkloadIdentityConfig',
+    ours: 'the GCP Pod provider (src/clouds/gcp/pod.ts) on a ServiceAccount with these annotations',
+    // pfnet's flags (--token-audience, --token-expiration) and its gcloud mode for an unset mode.
+    peerDefaults: { audience: 'sts.googleapis.com', tokenExpirationSeconds: 86400, injectionMode: 'gcloud' },
+    cases: [
+      {
+        case: `${S} ServiceAccount has no annotation can create GCPWorkloadIdentityConfig`,
+        annotations: {},
+        expected: null,
+        differences: [],
+      },
+      {
+        case: `${S} ServiceAccount with minimal required annotations can create GCPWorkloadIdentityConfig`,
+        annotations: { [`${D}/workload-identity-provider`]: provider, [`${D}/service-account-email`]: email },
+        expected: config({}),
+        differences: [],
+      },
+      {
+        case: `${S} ServiceAccount with full annotations can create GCPWorkloadIdentityConfig`,
+        annotations: full,
+        expected: config(fullConfig),
+        differences: [],
+      },
+      {
+        case: `${S} ServiceAccount with 'direct' injection mode annotation can create GCPWorkloadIdentityConfig`,
+        annotations: { ...full, [`${D}/injection-mode`]: 'direct' },
+        expected: config({ ...fullConfig, injectionMode: 'direct' }),
+        differences: [],
+      },
+      {
+        case: `${S} ServiceAccount with 'gcloud' injection mode annotation can create GCPWorkloadIdentityConfig`,
+        annotations: { ...full, [`${D}/injection-mode`]: 'gcloud' },
+        expected: config({ ...fullConfig, injectionMode: 'gcloud' }),
+        differences: [],
+      },
+      {
+        case: `${F} ServiceAccount without some required annotations should raise error (without service-account-email annotation)`,
+        annotations: { [`${D}/workload-identity-provider`]: provider },
+        error: 'must set at a time',
+        differences: ['gcp-incomplete-pfnet-annotations'],
+      },
+      {
+        case: `${F} ServiceAccount without some required annotations should raise error (without workload-identity-provider annotation)`,
+        annotations: { [`${D}/service-account-email`]: email },
+        error: 'must set at a time',
+        differences: ['gcp-incomplete-pfnet-annotations'],
+      },
+      {
+        case: `${F} ServiceAccount with malformed workload-identity-provider annotation should raise error`,
+        annotations: {
+          [`${D}/workload-identity-provider`]: 'malformed-workload-identity-provider',
+          [`${D}/service-account-email`]: email,
+        },
+        error: 'must be form of',
+        differences: [],
+      },
+      {
+        case: `${F} ServiceAccount with unparsable token-expiration annotation should raise error`,
+        annotations: {
+          [`${D}/workload-identity-provider`]: provider,
+          [`${D}/service-account-email`]: email,
+          [`${D}/token-expiration`]: 'not integer',
+        },
+        error: 'must be positive integer string',
+        differences: [],
+      },
+      {
+        case: `${F} ServiceAccount with unparsable injection mode annotation should raise error`,
+        annotations: {
+          [`${D}/workload-identity-provider`]: provider,
+          [`${D}/service-account-email`]: email,
+          [`${D}/injection-mode`]: 'not-valid',
+        },
+        error: 'mode must be',
+        differences: [],
+      },
+    ],
+  });
+}
+
+// mutatepod_parts_test.go TestGcloudSetupContainer: gcloudSetupContainer's arguments and result.
+{
+  const args = {
+    workloadIdProvider:
+      'projects/12345/locations/global/workloadIdentityPools/on-prem-kubernetes/providers/this-cluster',
+    saEmail: 'app-x@project.iam.googleapis.com',
+    project: 'project',
+    gcloudImage: IMAGE,
+  };
+  const template = setupContainer(args.workloadIdProvider, args.saEmail, args.project, undefined, undefined);
+  writeHelper('gcloudSetupContainer', {
+    source: `webhooks/mutatepod_parts_test.go@${COMMIT}`,
+    function: 'gcloudSetupContainer',
+    ours: 'gcloudSetupContainer (src/clouds/gcp/pod.ts), same arguments',
+    cases: [
+      {
+        case: 'TestGcloudSetupContainer/Without runAsUser and resources',
+        input: { ...args, runAsUser: null, resources: null },
+        expected: template,
+        differences: [],
+      },
+      {
+        case: 'TestGcloudSetupContainer/With runAsUser',
+        input: { ...args, runAsUser: 1000, resources: null },
+        expected: setupContainer(args.workloadIdProvider, args.saEmail, args.project, 1000, undefined),
+        differences: [],
+      },
+      {
+        case: 'TestGcloudSetupContainer/With resources',
+        input: { ...args, runAsUser: null, resources: SETUP_RESOURCES },
+        expected: setupContainer(args.workloadIdProvider, args.saEmail, args.project, undefined, SETUP_RESOURCES),
+        differences: [],
+      },
+    ],
+  });
+}
+
+// external_account_config_test.go TestExternalAccountCredentials_Render: the file, indented.
+writeHelper('ExternalAccountCredentials.Render', {
+  source: `webhooks/external_account_config_test.go@${COMMIT}`,
+  function: 'ExternalAccountCredentials.Render(true)',
+  ours: "externalAccountConfig (src/clouds/gcp/pod.ts) with the token at pfnet's path, indented by two spaces",
+  cases: [
+    {
+      case: 'TestExternalAccountCredentials_Render/basic',
+      input: {
+        audience:
+          '//iam.googleapis.com/projects/123456789/locations/global/workloadIdentityPools/workload-identity-pool/providers/workload-identity',
+        gsaEmail: 'workload@PROJECT.iam.gserviceaccount.com',
+      },
+      expected: JSON.stringify(
+        JSON.parse(
+          credentialsJson(
+            'projects/123456789/locations/global/workloadIdentityPools/workload-identity-pool/providers/workload-identity',
+            'workload@PROJECT.iam.gserviceaccount.com',
+          ),
+        ),
+        null,
+        2,
+      ),
+      differences: ['gcp-credentials-file-form'],
+    },
+  ],
+});

@@ -75,6 +75,8 @@ export interface Decision {
   auditAnnotations?: Record<string, string>;
   /** Providers injected, for the decision's log line and metrics; not sent. */
   injected?: string[];
+  /** How AWS credentials were injected, for the AWS peer's pod count metric; not sent. */
+  awsMethod?: 'sts_web_identity' | 'container_credentials';
 }
 
 const STATUS_REASONS: Record<Denial['status'], string> = {

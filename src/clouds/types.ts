@@ -36,6 +36,8 @@ export interface Injection {
   envGroups: EnvVar[][];
   /** Pod annotations the volume projects through the downward API (the GCP credential file). */
   annotations: Record<string, string>;
+  /** Pod labels (the AWS peer's `eks.amazonaws.com/pod-identity: enabled`). */
+  labels?: Record<string, string>;
   /** Container and init container names this provider leaves alone. */
   skipContainers: ReadonlySet<string>;
   /**

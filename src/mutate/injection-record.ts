@@ -33,6 +33,8 @@ export interface InjectionRecord {
   init?: Entry[];
   /** Containers added (the Azure proxy sidecar without native sidecars), likewise. */
   ctr?: Entry[];
+  /** Pod labels added (EKS Pod Identity's). */
+  lab?: Entry[];
 }
 
 /** Short, collision-resistant digest of a value: the record never holds a value itself. */
@@ -89,7 +91,7 @@ export class RecordKeys {
   readonly #macs = new Map<KeyObject, Map<string, string>>();
 
   #mac(key: KeyObject, namespace: string, r: InjectionRecord): string {
-    // ctr only when present: records written before it existed keep their MAC.
+    // ctr and lab only when present, each tagged: records written before they existed keep their MAC.
     const body = JSON.stringify([
       r.v,
       namespace,
@@ -99,7 +101,8 @@ export class RecordKeys {
       r.ann,
       r.keep,
       r.init ?? [],
-      ...(r.ctr ? [r.ctr] : []),
+      ...(r.ctr ? [['ctr', r.ctr]] : []),
+      ...(r.lab?.length ? [['lab', r.lab]] : []),
     ]);
     let memo = this.#macs.get(key);
     if (!memo) {
@@ -133,10 +136,11 @@ export function readRecord(keys: RecordKeys, namespace: string, raw: string | un
   const r = parsed as Partial<InjectionRecord> & { mac?: unknown };
   if (typeof r !== 'object' || r === null || r.v !== 2 || typeof r.sa !== 'string' || typeof r.mac !== 'string')
     return undefined;
-  if (![r.env, r.vol, r.ann, r.keep, r.init ?? [], r.ctr ?? []].every(isEntries)) return undefined;
+  if (![r.env, r.vol, r.ann, r.keep, r.init ?? [], r.ctr ?? [], r.lab ?? []].every(isEntries)) return undefined;
   const record: InjectionRecord = { v: 2, sa: r.sa, env: r.env!, vol: r.vol!, ann: r.ann!, keep: r.keep! };
   if (r.init?.length) record.init = r.init;
   if (r.ctr) record.ctr = r.ctr;
+  if (r.lab?.length) record.lab = r.lab;
   return keys.verify(namespace, record, r.mac) ? record : undefined;
 }
 

@@ -137,7 +137,11 @@ function planPodPatch(original: Pod, injections: Injection[], ctx: PlanContext):
   }
 
   const annotations: Record<string, string> = {};
-  for (const injection of injections) Object.assign(annotations, injection.annotations);
+  const labels: Record<string, string> = {};
+  for (const injection of injections) {
+    Object.assign(annotations, injection.annotations);
+    Object.assign(labels, injection.labels);
+  }
 
   const next = {
     prior: new EntrySet(record?.env),
@@ -147,6 +151,7 @@ function planPodPatch(original: Pod, injections: Injection[], ctx: PlanContext):
     keep: new EntrySet(record?.keep),
     init: new EntrySet(record?.init),
     ctr: new EntrySet(record?.ctr),
+    lab: new EntrySet(record?.lab),
   };
   // Containers added whole (the Azure proxy): one the Pod already has under that name stays, as in
   // the peer; when it is the webhook's own from an earlier admission, it is not mutated again.
@@ -195,6 +200,8 @@ function planPodPatch(original: Pod, injections: Injection[], ctx: PlanContext):
     next.init.add(c.name, digest(setupKey(c)));
   for (const c of [...added.containers.first, ...added.containers.last]) next.ctr.add(c.name, digest(setupKey(c)));
   for (const [key, value] of Object.entries(annotations)) next.ann.add(key, digest(value));
+  for (const [key, value] of Object.entries(labels))
+    if (pod.metadata?.labels?.[key] !== value) next.lab.add(key, digest(value));
   const written: InjectionRecord = {
     v: 2,
     sa: record?.sa ?? ctx.serviceAccountName,
@@ -204,11 +211,17 @@ function planPodPatch(original: Pod, injections: Injection[], ctx: PlanContext):
     keep: next.keep.entries,
     ...(next.init.entries.length ? { init: next.init.entries } : {}),
     ...(next.ctr.entries.length ? { ctr: next.ctr.entries } : {}),
+    ...(next.lab.entries.length ? { lab: next.lab.entries } : {}),
   };
   annotations[INJECTED_ANNOTATION] = writeRecord(ctx.keys, ctx.namespace, written);
 
-  if (pod.metadata === undefined) ops.push({ op: 'add', path: '/metadata', value: { annotations } });
-  else setMembers(ops, '/metadata/annotations', pod.metadata.annotations, annotations);
+  const hasLabels = Object.keys(labels).length > 0;
+  if (pod.metadata === undefined)
+    ops.push({ op: 'add', path: '/metadata', value: { annotations, ...(hasLabels ? { labels } : {}) } });
+  else {
+    setMembers(ops, '/metadata/annotations', pod.metadata.annotations, annotations);
+    setMembers(ops, '/metadata/labels', pod.metadata.labels, labels);
+  }
   appendAll(ops, '/spec/volumes', spec.volumes, newVolumes);
   for (const op of containerOps) ops.push(op);
   addContainers(
@@ -303,9 +316,16 @@ function removeRecorded(pod: Pod, record: InjectionRecord, ops: PatchOperation[]
     ops.push({ op: 'remove', path: `/metadata/annotations/${escapePointerToken(key)}` });
     delete annotations[key];
   }
+  const labels = pod.metadata?.labels && { ...pod.metadata.labels };
+  const lab = new EntrySet(record.lab);
+  for (const key of Object.keys(labels ?? {})) {
+    if (!lab.has(key, digest(labels![key]))) continue;
+    ops.push({ op: 'remove', path: `/metadata/labels/${escapePointerToken(key)}` });
+    delete labels![key];
+  }
   return {
     ...pod,
-    metadata: { ...pod.metadata, annotations },
+    metadata: { ...pod.metadata, annotations, ...(labels && { labels }) },
     spec: { ...spec, initContainers, containers, volumes: keptVolumes },
   };
 }
@@ -408,12 +428,16 @@ function mountsOf(injection: Injection): VolumeMount[] {
   ];
 }
 
-/** Same token (audience, expiry, path) and same files; API-server defaults are ignored. */
+/**
+ * Same token (audience, path) and same files; API-server defaults are ignored, and so is the
+ * expiry: a peer running side by side may have chosen another (the AWS peer jitters EKS Pod
+ * Identity's), and the kubelet refreshes either token in time.
+ */
 function sameProjection(a: Volume, b: Volume): boolean {
-  return projectionKey(a) === projectionKey(b);
+  return projectionKey(a, false) === projectionKey(b, false);
 }
 
-function projectionKey(volume: Volume): string | undefined {
+function projectionKey(volume: Volume, withExpiry = true): string | undefined {
   const sources = volume.projected?.sources;
   if (!sources) {
     // Other kinds (pfnet's emptyDir and downward-API volumes): the source itself, modes aside.
@@ -425,7 +449,7 @@ function projectionKey(volume: Volume): string | undefined {
   for (const s of sources) {
     if (s.serviceAccountToken) {
       const t = s.serviceAccountToken;
-      parts.push(`token:${t.audience ?? ''}:${t.expirationSeconds ?? 3600}:${t.path}`);
+      parts.push(`token:${t.audience ?? ''}:${withExpiry ? (t.expirationSeconds ?? 3600) : ''}:${t.path}`);
     } else if (s.downwardAPI) {
       for (const item of s.downwardAPI.items ?? []) parts.push(`file:${item.path}:${item.fieldRef?.fieldPath ?? ''}`);
     } else {

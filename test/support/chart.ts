@@ -396,7 +396,7 @@ export const VALUES_MATRIX: { name: string; values: Record<string, any> }[] = [
       serviceMonitor: { enabled: true, labels: { release: 'prometheus' } },
       webhook: { url: 'https://127.0.0.1:9443', timeoutSeconds: 5, annotations: { 'example.com/owner': 'platform' } },
       config: {
-        awsDefaultRegion: 'eu-west-1',
+        awsDefaultRegion: 'eusc-de-east-1',
         azureTenantId: '72f988bf-86f1-41af-91ab-2d7cd011db47',
         gcpDefaultRegion: 'europe-west1',
         gcpAudience: 'https://iam.googleapis.com/x',

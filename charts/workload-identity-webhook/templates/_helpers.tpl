@@ -119,6 +119,11 @@ awsDefaultRegion: aws-default-region
 awsAudience: aws-audience
 awsTokenExpiration: aws-token-expiration
 awsStsRegionalEndpoints: aws-sts-regional-endpoints
+awsContainerCredentialsAudience: aws-container-credentials-audience
+awsContainerCredentialsFullUri: aws-container-credentials-full-uri
+awsContainerCredentialsTokenMountPath: aws-container-credentials-token-mount-path
+awsContainerCredentialsTokenVolumeName: aws-container-credentials-token-volume-name
+awsContainerCredentialsTokenPath: aws-container-credentials-token-path
 azureTenantId: azure-tenant-id
 azureCloud: azure-cloud
 azureAudience: azure-audience
@@ -195,6 +200,10 @@ tokenExpiration: token-expiration
 {{- if .Values.azureStackEnvironment.configMap }}
 - name: WIW_AZURE_ENVIRONMENT_FILEPATH
   value: /etc/workload-identity-webhook/azure/azurestackcloud.json
+{{- end }}
+{{- if .Values.awsPodIdentity.configMap }}
+- name: WIW_AWS_CONTAINER_CREDENTIALS_CONFIG
+  value: /etc/workload-identity-webhook/pod-identity/associations.json
 {{- end }}
 {{- if .Values.policy.configMap }}
 - name: WIW_POLICY_FILE

@@ -15,6 +15,14 @@ export const awsCloud: Cloud<AwsOptions, AwsDeclared, AwsField, AwsTrust> = {
     region: config.awsDefaultRegion,
     regionalStsEndpoints: config.awsStsRegionalEndpoints,
     strict: config.strict,
+    containerCredentials: config.awsContainerCredentialsConfig && {
+      associations: config.awsContainerCredentialsConfig,
+      audience: config.awsContainerCredentialsAudience,
+      fullUri: config.awsContainerCredentialsFullUri,
+      mountPath: config.awsContainerCredentialsTokenMountPath,
+      volumeName: config.awsContainerCredentialsTokenVolumeName,
+      tokenPath: config.awsContainerCredentialsTokenPath,
+    },
   }),
   withOverrides: (options, o) => ({
     ...options,

@@ -2,6 +2,7 @@
 import { ConfigError } from '../../errors.ts';
 import { bool, integer, type Setting, string } from '../../settings.ts';
 import { CLOUDS } from '../registry.ts';
+import { PodIdentityAssociations } from './pod-identity-associations.ts';
 
 // The peer passes its --aws-default-region through untouched, so the flag refuses only what no
 // SDK could read as a region name; region shapes AWS adds later keep working.
@@ -17,6 +18,38 @@ function awsRegion(raw: string, flag: string): string | undefined {
 
 function dnsSubdomain(raw: string, flag: string): string {
   if (!/^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$/.test(raw)) throw new ConfigError(`--${flag}="${raw}" is not a DNS subdomain`);
+  return raw;
+}
+
+function associations(raw: string, flag: string): PodIdentityAssociations | undefined {
+  if (raw === '') return undefined;
+  try {
+    return PodIdentityAssociations.read(raw);
+  } catch (err) {
+    throw new ConfigError(`--${flag}: ${(err as Error).message}`);
+  }
+}
+
+function nonEmpty(raw: string, flag: string): string {
+  if (raw.trim() === '') throw new ConfigError(`--${flag} must not be empty`);
+  return raw;
+}
+
+function absolutePath(raw: string, flag: string): string {
+  if (!raw.startsWith('/') || raw.split('/').includes('..'))
+    throw new ConfigError(`--${flag}="${raw}" is not an absolute path without ".."`);
+  return raw.replace(/\/+$/, '') || '/';
+}
+
+function fileName(raw: string, flag: string): string {
+  if (raw === '' || raw.startsWith('/') || raw.split('/').includes('..'))
+    throw new ConfigError(`--${flag}="${raw}" is not a relative file path without ".."`);
+  return raw;
+}
+
+const DNS_LABEL = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
+function volumeName(raw: string, flag: string): string {
+  if (!DNS_LABEL.test(raw)) throw new ConfigError(`--${flag}="${raw}" is not a volume name (a DNS label)`);
   return raw;
 }
 
@@ -51,5 +84,43 @@ export const AWS_SETTINGS = {
     parse: bool,
     default: false,
     boolean: true,
+  },
+  // EKS Pod Identity (container credentials), as the peer's --watch-container-credentials-config.
+  awsContainerCredentialsConfig: {
+    flag: 'aws-container-credentials-config',
+    description:
+      'File of EKS Pod Identity associations ({"identities":[{"namespace","serviceAccount"}]}): those ServiceAccounts get container credentials instead of IRSA; reloaded when it changes',
+    parse: associations,
+    default: undefined,
+  },
+  awsContainerCredentialsAudience: {
+    flag: 'aws-container-credentials-audience',
+    description: 'Token audience for EKS Pod Identity',
+    parse: nonEmpty,
+    default: 'pods.eks.amazonaws.com',
+  },
+  awsContainerCredentialsFullUri: {
+    flag: 'aws-container-credentials-full-uri',
+    description: 'AWS_CONTAINER_CREDENTIALS_FULL_URI for EKS Pod Identity (the Pod Identity Agent)',
+    parse: nonEmpty,
+    default: 'http://169.254.170.23/v1/credentials',
+  },
+  awsContainerCredentialsTokenMountPath: {
+    flag: 'aws-container-credentials-token-mount-path',
+    description: 'Where EKS Pod Identity tokens are mounted',
+    parse: absolutePath,
+    default: '/var/run/secrets/pods.eks.amazonaws.com/serviceaccount',
+  },
+  awsContainerCredentialsTokenVolumeName: {
+    flag: 'aws-container-credentials-token-volume-name',
+    description: 'Name of the EKS Pod Identity token volume',
+    parse: volumeName,
+    default: 'eks-pod-identity-token',
+  },
+  awsContainerCredentialsTokenPath: {
+    flag: 'aws-container-credentials-token-path',
+    description: 'File name of the EKS Pod Identity token in its volume',
+    parse: fileName,
+    default: 'eks-pod-identity-token',
   },
 } satisfies Record<string, Setting<unknown>>;

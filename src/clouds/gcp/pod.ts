@@ -150,6 +150,43 @@ const GCLOUD_SETUP_SCRIPT = [
   '',
 ].join('\n');
 
+/**
+ * pfnet's gcloud setup init container (mutatepod_parts.go gcloudSetupContainer, same arguments):
+ * it writes the credential file and logs gcloud in. Runs under the Restricted Pod Security
+ * Standard, as pfnet's does.
+ */
+export function gcloudSetupContainer(
+  workloadIdentityProvider: string,
+  serviceAccountEmail: string,
+  project: string | undefined,
+  image: string,
+  runAsUser: number | undefined,
+  resources: Record<string, unknown> | undefined,
+): Container {
+  const setup: Container = {
+    name: PFNET.setupContainer,
+    image,
+    command: ['sh', '-c', GCLOUD_SETUP_SCRIPT],
+    volumeMounts: [
+      { name: GCP_VOLUME_NAME, mountPath: GCP_MOUNT_PATH, readOnly: true },
+      { name: PFNET.configVolume, mountPath: PFNET.configMountPath },
+    ],
+    env: [
+      { name: 'GCP_WORKLOAD_IDENTITY_PROVIDER', value: workloadIdentityProvider },
+      { name: 'GCP_SERVICE_ACCOUNT', value: serviceAccountEmail },
+      { name: 'CLOUDSDK_CONFIG', value: PFNET.configMountPath },
+      ...(project ? [{ name: 'CLOUDSDK_CORE_PROJECT', value: project }] : []),
+    ],
+    securityContext: {
+      allowPrivilegeEscalation: false,
+      capabilities: { drop: ['ALL'] },
+      ...(runAsUser !== undefined ? { runAsUser } : {}),
+    },
+  };
+  if (resources) setup.resources = resources;
+  return setup;
+}
+
 export function createGcpProvider(options: GcpOptions): PodProvider {
   return {
     name: 'gcp',
@@ -333,25 +370,14 @@ export function createGcpProvider(options: GcpOptions): PodProvider {
       }
 
       const configMount: VolumeMount = { name: PFNET.configVolume, mountPath: PFNET.configMountPath };
-      const setup: Container = {
-        name: PFNET.setupContainer,
-        image: options.gcloudImage ?? PFNET.gcloudImage,
-        command: ['sh', '-c', GCLOUD_SETUP_SCRIPT],
-        volumeMounts: [{ name: GCP_VOLUME_NAME, mountPath: GCP_MOUNT_PATH, readOnly: true }, configMount],
-        env: [
-          { name: 'GCP_WORKLOAD_IDENTITY_PROVIDER', value: provider.name },
-          { name: 'GCP_SERVICE_ACCOUNT', value: email! },
-          { name: 'CLOUDSDK_CONFIG', value: PFNET.configMountPath },
-          ...(project ? [{ name: 'CLOUDSDK_CORE_PROJECT', value: project }] : []),
-        ],
-        // Runs under the Restricted Pod Security Standard, as pfnet's does.
-        securityContext: {
-          allowPrivilegeEscalation: false,
-          capabilities: { drop: ['ALL'] },
-          ...(runAsUser !== undefined ? { runAsUser: Number(runAsUser.trim()) } : {}),
-        },
-      };
-      if (options.setupResources) setup.resources = options.setupResources;
+      const setup = gcloudSetupContainer(
+        provider.name,
+        email!,
+        project,
+        options.gcloudImage ?? PFNET.gcloudImage,
+        runAsUser !== undefined ? Number(runAsUser.trim()) : undefined,
+        options.setupResources,
+      );
       return {
         provider: 'gcp',
         volume,

@@ -1,0 +1,132 @@
+// EKS Pod Identity associations: the file the AWS peer watches (--watch-container-credentials-config)
+// naming the ServiceAccounts that get container credentials instead of IRSA. Its format is the
+// peer's: {"identities": [{"namespace": "...", "serviceAccount": "..."}]}; an empty file means none.
+import { readFileSync, watch, type FSWatcher } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { basename, dirname } from 'node:path';
+import type { Logger } from 'pino';
+
+export interface ParsedAssociations {
+  keys: Set<string>;
+  /** Members the peer's Go struct ignores too; logged so nobody thinks they took effect. */
+  ignored: string[];
+}
+
+const key = (namespace: string, serviceAccount: string) => `${namespace}/${serviceAccount}`;
+
+/** Parses the file's text; throws an Error naming the entry and the expected form. */
+export function parseAssociations(text: string): ParsedAssociations {
+  const keys = new Set<string>();
+  const ignored: string[] = [];
+  if (text.trim() === '') return { keys, ignored };
+  let doc: unknown;
+  try {
+    doc = JSON.parse(text);
+  } catch (err) {
+    throw new Error(`not JSON (${(err as Error).message})`);
+  }
+  const form = 'expected {"identities": [{"namespace": "<namespace>", "serviceAccount": "<name>"}, ...]}';
+  if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) throw new Error(`not an object; ${form}`);
+  for (const k of Object.keys(doc)) if (k !== 'identities') ignored.push(k);
+  const identities = (doc as { identities?: unknown }).identities;
+  if (identities === undefined || identities === null) return { keys, ignored };
+  if (!Array.isArray(identities)) throw new Error(`"identities" is not a list; ${form}`);
+  identities.forEach((item: unknown, i) => {
+    const entry = item as Record<string, unknown> | null;
+    if (typeof entry !== 'object' || entry === null || Array.isArray(entry))
+      throw new Error(`identities[${i}] is not an object; ${form}`);
+    for (const field of ['namespace', 'serviceAccount'])
+      if (typeof entry[field] !== 'string' || entry[field] === '')
+        throw new Error(`identities[${i}].${field} is missing or not a non-empty string; ${form}`);
+    for (const k of Object.keys(entry))
+      if (k !== 'namespace' && k !== 'serviceAccount') ignored.push(`identities[${i}].${k}`);
+    keys.add(key(entry.namespace as string, entry.serviceAccount as string));
+  });
+  return { keys, ignored };
+}
+
+/** The associations in force; replaced whole when the file changes. */
+export class PodIdentityAssociations {
+  readonly file: string | undefined;
+  #keys: Set<string>;
+  readonly ignored: string[];
+
+  constructor(file: string | undefined, parsed: ParsedAssociations = { keys: new Set(), ignored: [] }) {
+    this.file = file;
+    this.#keys = parsed.keys;
+    this.ignored = parsed.ignored;
+  }
+
+  /** Reads the file at start-up; throws an Error naming the file and the problem. */
+  static read(file: string): PodIdentityAssociations {
+    let text: string;
+    try {
+      text = readFileSync(file, 'utf8');
+    } catch (err) {
+      throw new Error(`cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+    }
+    try {
+      return new PodIdentityAssociations(file, parseAssociations(text));
+    } catch (err) {
+      throw new Error(`${file}: ${(err as Error).message}`);
+    }
+  }
+
+  has(namespace: string, serviceAccount: string): boolean {
+    return this.#keys.has(key(namespace, serviceAccount));
+  }
+
+  get size(): number {
+    return this.#keys.size;
+  }
+
+  /**
+   * Reloads the file when it changes, as the peer does. ConfigMap mounts swap a `..data` symlink,
+   * so the folder is watched; a file that does not parse keeps the associations in force.
+   */
+  watch(log: Logger): () => void {
+    const file = this.file;
+    if (!file) return () => {};
+    let timer: NodeJS.Timeout | undefined;
+    let last: string | undefined;
+    const reload = () => {
+      clearTimeout(timer);
+      // Coalesce the burst of events one update makes.
+      timer = setTimeout(async () => {
+        try {
+          const text = await readFile(file, 'utf8');
+          if (text === last) return;
+          const parsed = parseAssociations(text);
+          last = text;
+          const before = this.#keys.size;
+          this.#keys = parsed.keys;
+          if (parsed.ignored.length)
+            log.warn({ file, ignored: parsed.ignored }, 'pod identity associations: members ignored');
+          log.info({ file, before, associations: parsed.keys.size }, 'pod identity associations reloaded');
+        } catch (err) {
+          log.warn(
+            { file, err: (err as Error).message },
+            'pod identity associations not reloaded; keeping the ones in force',
+          );
+        }
+      }, 100);
+    };
+    let watcher: FSWatcher;
+    try {
+      watcher = watch(dirname(file), (_event, name) => {
+        if (name === null || name === basename(file) || name.startsWith('..')) reload();
+      });
+    } catch (err) {
+      log.warn(
+        { file, err: (err as Error).message },
+        'cannot watch the pod identity associations; read at start-up only',
+      );
+      return () => {};
+    }
+    watcher.on('error', (err) => log.warn({ file, err: err.message }, 'cannot watch the pod identity associations'));
+    return () => {
+      clearTimeout(timer);
+      watcher.close();
+    };
+  }
+}
