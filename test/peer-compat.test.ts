@@ -411,6 +411,7 @@ describe("the Azure peer's cases at the admission envelope and at start-up", () 
       /--azure-environment-filepath is read only with --azure-cloud=AzureStackCloud \(now AzurePublicCloud\)/,
     );
   });
+});
 
 /** Tables of the peers' helper tests: test/fixtures/peers/<peer>/helpers/*.yaml. */
 function loadHelperFixtures(peer = 'pfnet'): (readonly [string, HelperFixture])[] {
