@@ -44,7 +44,7 @@ export interface Injection {
    * The container already configures this identity itself (given its env var names): the
    * provider adds nothing to it, not even the mount.
    */
-  satisfied?: (envNames: ReadonlySet<string>) => boolean;
+  satisfied?: (envNames: { has(name: string): boolean }) => boolean;
   /** The identity claimed, for logs, audit annotations and tenant policy. */
   identity: Record<string, string>;
   /** Shown to the client by the API server; the Pod is still admitted. */

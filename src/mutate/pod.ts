@@ -356,10 +356,14 @@ function planContainers(
     if (setups.has(container.name)) continue;
     const mounts = [];
     const env = [];
+    // The container's own env, indexed once (containers may carry hundreds of vars); names the
+    // webhook adds go to `added`, so every injection's `satisfied` sees the user's names only.
     let userEnv: Map<string, string | undefined> | undefined;
+    const added = new Set<string>();
     for (const injection of injections) {
       if (injection.skipContainers.has(container.name)) continue;
-      if (injection.satisfied?.(new Set((container.env ?? []).map((e) => e.name)))) continue;
+      userEnv ??= envIndex(container);
+      if (injection.satisfied?.(userEnv)) continue;
       for (const wanted of mountsOf(injection)) {
         const atPath = container.volumeMounts?.find((m) => m.mountPath === wanted.mountPath);
         if (atPath === undefined) {
@@ -370,10 +374,9 @@ function planContainers(
           );
         }
       }
-      userEnv ??= new Map((container.env ?? []).map((e) => [e.name, e.value]));
       for (const group of injection.envGroups) {
         // The user's value always wins: a group is added only when none of its names is set.
-        if (group.some((e) => userEnv!.has(e.name))) {
+        if (group.some((e) => userEnv!.has(e.name) || added.has(e.name))) {
           // The user's own copy of the very value the webhook adds stays the user's.
           for (const e of group) {
             if (e.value === undefined || userEnv.get(e.name) !== e.value || record.prior.has(e.name, digest(e.value)))
@@ -384,7 +387,7 @@ function planContainers(
         }
         for (const e of group) {
           env.push(e);
-          userEnv.set(e.name, undefined);
+          added.add(e.name);
           if (e.value !== undefined) record.env.add(e.name, digest(e.value));
         }
       }
@@ -392,6 +395,12 @@ function planContainers(
     appendAll(ops, `${base}/${i}/volumeMounts`, container.volumeMounts, mounts);
     appendAll(ops, `${base}/${i}/env`, container.env, env);
   }
+}
+
+function envIndex(container: Container): Map<string, string | undefined> {
+  const index = new Map<string, string | undefined>();
+  for (const e of container.env ?? []) index.set(e.name, e.value);
+  return index;
 }
 
 /**

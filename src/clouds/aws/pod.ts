@@ -70,7 +70,7 @@ export function parseRoleArn(value: string, where: string): RoleArn | Denial {
  * The peer leaves a container alone, mount included, when it sets its web identity, region and
  * regional STS variables itself (handler.go addEnvToContainer); so do we.
  */
-function configuresItself(identityVars: readonly string[]): (env: ReadonlySet<string>) => boolean {
+function configuresItself(identityVars: readonly string[]): (env: { has(name: string): boolean }) => boolean {
   return (env) =>
     identityVars.some((name) => env.has(name)) &&
     (env.has('AWS_REGION') || env.has('AWS_DEFAULT_REGION')) &&
