@@ -8,7 +8,8 @@ import type { Logger } from 'pino';
 import { statusOf } from '../kube/list-watch.ts';
 import { b64, bundlePem, fingerprint, issuerIn, splitPem, type State } from './certificate-state.ts';
 
-const CONFLICT_RETRIES = 5;
+/** Writes that lose a race with another replica (409, or 422 on the resourceVersion test) are redone this often. */
+export const CONFLICT_RETRIES = 5;
 
 /** Whether a base64 caBundle holds `ca`. */
 function trusts(caBundle: string | undefined, ca: X509Certificate): boolean {

@@ -12,7 +12,7 @@ import { AdmissionregistrationV1Api, CoreV1Api, type KubeConfig, type V1Secret }
 import type { Logger } from 'pino';
 import { ConfigError, WebhookError } from '../errors.ts';
 import { ListWatch, statusOf, type ListPage } from '../kube/list-watch.ts';
-import { syncCaBundle } from './ca-bundle.ts';
+import { CONFLICT_RETRIES, syncCaBundle } from './ca-bundle.ts';
 import {
   applyPlan,
   fingerprint,
@@ -39,8 +39,6 @@ export interface CertificateManagerOptions {
   propagationSeconds: number;
   resyncSeconds: number;
 }
-
-const CONFLICT_RETRIES = 5;
 
 export class CertificateManager {
   readonly #o: CertificateManagerOptions;
