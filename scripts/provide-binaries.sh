@@ -26,6 +26,14 @@ or point KUBEBUILDER_ASSETS at a folder holding kube-apiserver and etcd
 (or set TEST_ASSET_KUBE_APISERVER, TEST_ASSET_ETCD and TEST_ASSET_HELM)."
 }
 
+# One build of a folder at a time: test files and checkouts may ask at once. The lock is held by
+# the calling subshell until it exits; whoever waited finds the binary and builds nothing.
+lock() {
+  mkdir -p "$1"
+  exec 9>"$1/.lock"
+  flock 9
+}
+
 # The go.mod of a build against k8s.io/kubernetes: the staging repositories it replaces with
 # their v0.X.Y twins, as the Kubernetes repository itself does.
 kube_go_mod() {
@@ -80,14 +88,22 @@ GO
 # Builds Kubernetes commands at K8S_VERSION into one temporary module (they share most
 # packages, so one build of several costs little more than one), then moves each binary into
 # place last, so an interrupted build never leaves a half-written binary that later runs trust.
-build_kube() {
-  local dir=$CACHE/kubernetes-$K8S_VERSION missing=() name
+# Each build runs in a subshell (the ( ) body): its EXIT trap removes its own temporary folder and
+# nothing of it outlives the build (a RETURN trap would fire again in the caller, under set -u).
+build_kube() (
+  dir=$CACHE/kubernetes-$K8S_VERSION
+  missing=()
   for name in "$@"; do [ -x "$dir/$name" ] || missing+=("$name"); done
   if [ ${#missing[@]} -gt 0 ]; then
     need_go
+    lock "$dir"
+    missing=()
+    for name in "$@"; do [ -x "$dir/$name" ] || missing+=("$name"); done
+  fi
+  if [ ${#missing[@]} -gt 0 ]; then
     log "building ${missing[*]} $K8S_VERSION from Go modules (first run only, ~5-20 min)"
-    local minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
-    local work; work=$(mktemp -d); trap 'rm -rf "$work"' RETURN
+    minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
+    work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
     mkdir -p "$dir"
     kube_go_mod build >"$work/go.mod"
     for name in "${missing[@]}"; do
@@ -101,17 +117,18 @@ build_kube() {
     for name in "${missing[@]}"; do mv "$work/bin/$name" "$dir/$name"; done
   fi
   for name in "$@"; do echo "$dir/$name"; done
-}
+)
 
 build_kube_apiserver() { build_kube kube-apiserver; }
 
-build_etcd() {
-  local out=$CACHE/etcd-$ETCD_VERSION/etcd
-  [ -x "$out" ] && { echo "$out"; return; }
+build_etcd() (
+  out=$CACHE/etcd-$ETCD_VERSION/etcd
+  [ -x "$out" ] && { echo "$out"; exit 0; }
   need_go
+  lock "$(dirname "$out")"
+  [ -x "$out" ] && { echo "$out"; exit 0; }
   log "building etcd $ETCD_VERSION from Go modules (first run only)"
-  local work; work=$(mktemp -d); trap 'rm -rf "$work"' RETURN
-  mkdir -p "$(dirname "$out")"
+  work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
   cat >"$work/main.go" <<'GO'
 package main
 
@@ -127,20 +144,21 @@ GO
   (cd "$work" && go mod tidy >&2 && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o etcd . >&2)
   mv "$work/etcd" "$out"
   echo "$out"
-}
+)
 
-build_helm() {
-  local out=$CACHE/helm-$HELM_VERSION/helm
-  [ -x "$out" ] && { echo "$out"; return; }
+build_helm() (
+  out=$CACHE/helm-$HELM_VERSION/helm
+  [ -x "$out" ] && { echo "$out"; exit 0; }
   need_go
+  lock "$(dirname "$out")"
+  [ -x "$out" ] && { echo "$out"; exit 0; }
   log "building helm $HELM_VERSION from Go modules (first run only)"
-  local work; work=$(mktemp -d); trap 'rm -rf "$work"' RETURN
-  mkdir -p "$(dirname "$out")"
+  work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
   (cd "$work" && GOBIN="$work" CGO_ENABLED=0 go install -trimpath -ldflags "-s -w \
     -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" >&2)
   mv "$work/helm" "$out"
   echo "$out"
-}
+)
 
 if [ -n "${KUBEBUILDER_ASSETS:-}" ]; then
   : "${TEST_ASSET_KUBE_APISERVER:=$KUBEBUILDER_ASSETS/kube-apiserver}"
@@ -159,6 +177,8 @@ printf 'KUBE_APISERVER=%q\nETCD=%q\nHELM=%q\n' "$kas" "$etcd" "$helm"
 
 # --node: also the node's and the controllers' commands (test/node-*.test.ts, demo --node).
 if [ "${1:-}" = "--node" ]; then
-  mapfile -t node_bins < <(build_kube kubelet kube-controller-manager kube-scheduler)
+  # A command substitution, not a process substitution: a failed build must stop the script.
+  node_out=$(build_kube kubelet kube-controller-manager kube-scheduler)
+  mapfile -t node_bins <<<"$node_out"
   printf 'KUBELET=%q\nKUBE_CONTROLLER_MANAGER=%q\nKUBE_SCHEDULER=%q\n' "${node_bins[@]}"
 fi

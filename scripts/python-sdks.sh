@@ -12,7 +12,7 @@ google-auth==2.62.2
 requests==2.34.2'
 
 PYTHON=${WIW_BASE_PYTHON:-python3}
-CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/workload-identity-webhook
+CACHE=${WIW_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/workload-identity-webhook}
 log() { echo "python-sdks.sh: $*" >&2; }
 
 command -v "$PYTHON" >/dev/null 2>&1 || { log "$PYTHON not found: the Python SDK proof needs Python 3.9 or later"; exit 1; }
