@@ -6,6 +6,8 @@
 #
 # Usage: scripts/pause-image.sh   (prints the image name)
 set -euo pipefail
+# A failure inside $(...) stops the script too (bash leaves errexit off there by default).
+shopt -s inherit_errexit
 cd "$(dirname "$0")/.."
 . scripts/image-lib.sh
 

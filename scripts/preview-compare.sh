@@ -3,6 +3,8 @@
 # inputs (scripts/preview-capture.ts lists them), diffed. Exit 0 when byte-identical.
 #   bash scripts/preview-compare.sh BASE_CHECKOUT [HEAD_CHECKOUT (default: this one)] [OUTDIR]
 set -euo pipefail
+# A failure inside $(...) stops the script too (bash leaves errexit off there by default).
+shopt -s inherit_errexit
 here=$(cd "$(dirname "$0")/.." && pwd)
 base=$(cd "${1:?usage: preview-compare.sh BASE_CHECKOUT [HEAD_CHECKOUT] [OUTDIR]}" && pwd)
 head=$(cd "${2:-$here}" && pwd)
