@@ -29,7 +29,7 @@ log "building $NAME from Debian packages and the npm registry (first run only)"
 work=$(mktemp -d "${TMPDIR:-/tmp}/wiw-base-XXXXXX")
 ctr=
 cleanup() {
-  [ -n "$ctr" ] && bh rm "$ctr" >/dev/null 2>&1 || true
+  if [ -n "$ctr" ]; then bh rm "$ctr" >/dev/null 2>&1 || true; fi
   rm -rf "$work"
 }
 trap cleanup EXIT

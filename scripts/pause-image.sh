@@ -23,7 +23,7 @@ log "building $NAME (first run only)"
 work=$(mktemp -d "${TMPDIR:-/tmp}/wiw-pause-XXXXXX")
 ctr=
 cleanup() {
-  [ -n "$ctr" ] && bh rm "$ctr" >/dev/null 2>&1 || true
+  if [ -n "$ctr" ]; then bh rm "$ctr" >/dev/null 2>&1 || true; fi
   rm -rf "$work"
 }
 trap cleanup EXIT

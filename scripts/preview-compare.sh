@@ -12,7 +12,7 @@ out=${3:-$(mktemp -d -t wiw-preview-compare-XXXXXX)}
 for side in base head; do
   dir=${!side}
   [ -d "$dir/node_modules" ] || { echo "$dir: run npm ci there first" >&2; exit 2; }
-  rm -rf "$out/$side" && mkdir -p "$out/$side"
+  rm -rf "${out:?}/$side" && mkdir -p "$out/$side"
   node "$here/scripts/preview-capture.ts" "$dir" "$out/$side"
 done
 cases=$(find "$out/head" -maxdepth 1 -name '*.txt' | wc -l)
