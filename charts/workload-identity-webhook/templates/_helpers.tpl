@@ -111,6 +111,7 @@ metricsPort: metrics-port
 metricsHost: metrics-host
 drainSeconds: drain-seconds
 logLevel: log-level
+logFormat: log-format
 cacheMissTimeoutMs: cache-miss-timeout-ms
 cacheMissRate: cache-miss-reads-per-second
 strict: strict
