@@ -38,6 +38,8 @@ export interface DoctorOptions {
   issuerCa?: string;
   /** Only this namespace's ServiceAccounts and Secrets. */
   namespace?: string;
+  /** Told what doctor waits for before each read (an HTTP read can take seconds): a progress line. */
+  progress?: (waitingFor: string) => void;
 }
 
 const BINDING_FIX =
@@ -46,9 +48,17 @@ const BINDING_FIX =
 
 export async function runDoctor(options: DoctorOptions): Promise<DoctorReport> {
   const checks: Check[] = [];
-  const add = (c: Check): void => void checks.push(c);
+  // Each check carries the time since the one before: the reads it waited for, and its own work.
+  let since = performance.now();
+  const add = (c: Check): void => {
+    const now = performance.now();
+    checks.push({ ...c, ms: Math.round(now - since) });
+    since = now;
+  };
+  const waiting = (what: string): void => options.progress?.(what);
   const api = await apiServerOf(options.kc);
 
+  waiting(`the API server's discovery document (${api.server})`);
   const apiDiscovery = await readApiServerDiscovery(api);
   if (!apiDiscovery.ok && apiDiscovery.status === undefined) {
     add({
@@ -80,6 +90,7 @@ export async function runDoctor(options: DoctorOptions): Promise<DoctorReport> {
       fix: 'start kube-apiserver with --service-account-issuer=https://<host the clouds can reach>',
     });
   }
+  waiting("the API server's JWKS");
   const apiJwks = await readApiServerJwks(api);
 
   // Identities, and a fresh token for the first of them (or any ServiceAccount).
@@ -87,6 +98,7 @@ export async function runDoctor(options: DoctorOptions): Promise<DoctorReport> {
   let identities: TrustIdentity[] = [];
   let anyAccount: { namespace: string; name: string } | undefined;
   try {
+    waiting('the ServiceAccounts and labelled Secrets');
     const objects = await objectsOfCluster(options.kc, options.namespace);
     const fromAccounts = identitiesOfServiceAccounts(options.providers, objects.accounts);
     const fromSecrets = identitiesOfSecrets(options.secrets, objects.secrets, objects.accounts);
@@ -126,6 +138,7 @@ export async function runDoctor(options: DoctorOptions): Promise<DoctorReport> {
   let fresh: { token: string; payload: JWTPayload; alg?: string; kid?: string } | undefined;
   if (probe) {
     try {
+      waiting(`a token for ServiceAccount ${probe.namespace}/${probe.serviceAccount}`);
       const token = await requestToken(
         core,
         probe.namespace,
@@ -182,7 +195,9 @@ export async function runDoctor(options: DoctorOptions): Promise<DoctorReport> {
   const jwksUri = apiDiscovery.ok ? apiDiscovery.value.jwks_uri : undefined;
   if (jwksUri !== undefined) checkJwksUri(jwksUri, issuer, add);
 
+  waiting('anonymous discovery at the API server');
   const anonDiscovery = await readApiServerDiscovery(api, true);
+  if (issuer.startsWith('https://')) waiting(`the public discovery document (${issuer})`);
   const publicDiscovery = issuer.startsWith('https://')
     ? await readPublicDiscovery(issuer, options.issuerCa)
     : undefined;
@@ -206,6 +221,7 @@ export async function runDoctor(options: DoctorOptions): Promise<DoctorReport> {
             fix: 'republish the documents (workload-identity-webhook issuer publish) or correct --service-account-issuer / --service-account-jwks-uri',
           },
     );
+    waiting(`the public JWKS (${doc.jwks_uri})`);
     published = await readPublicJwks(doc.jwks_uri, options.issuerCa);
     if (apiJwks.ok) await compareKeys(apiJwks.value, published, add);
     else if (published.ok)
@@ -246,6 +262,7 @@ export async function runDoctor(options: DoctorOptions): Promise<DoctorReport> {
   for (const identity of identities) {
     let token: string;
     try {
+      waiting(`the token of ${identity.source}`);
       token = await requestToken(
         core,
         identity.namespace,
