@@ -284,7 +284,8 @@ function removeRecorded(pod: Pod, record: InjectionRecord, ops: PatchOperation[]
       env: prune(
         `${base}/${i}/env`,
         c.env,
-        (e) => e.value !== undefined && env.has(e.name, digest(e.value)) && !keep.has(prefix + c.name, e.name),
+        // An empty value we added is stored without one (the API server omits empty strings).
+        (e) => e.valueFrom === undefined && env.has(e.name, digest(e.value ?? '')) && !keep.has(prefix + c.name, e.name),
       ),
       // A mount of a volume that goes would leave the Pod invalid: it goes too.
       volumeMounts: prune(`${base}/${i}/volumeMounts`, c.volumeMounts, (m) => removedVolumes.has(m.name)),
@@ -399,7 +400,8 @@ function planContainers(
 
 function envIndex(container: Container): Map<string, string | undefined> {
   const index = new Map<string, string | undefined>();
-  for (const e of container.env ?? []) index.set(e.name, e.value);
+  // A stored empty value has no `value` (the API server omits empty strings): it reads as "".
+  for (const e of container.env ?? []) index.set(e.name, e.valueFrom ? undefined : (e.value ?? ''));
   return index;
 }
 

@@ -2,7 +2,7 @@ import { type AzureCloudName, type AzureStackEnvironment, authorityHostOf } from
 import { CLOUDS } from '../registry.ts';
 import { denial, type Denial, isDenial } from '../../errors.ts';
 import type { Container, EnvVar, Pod, VolumeMount } from '../../kube/types.ts';
-import { boundExpiration, parseSeconds, splitNames, tokenVolume, tolerated, windowsPath } from '../common.ts';
+import { boundExpiration, parseSeconds, splitNames, tokenVolume, tolerated } from '../common.ts';
 import type { AddedContainer, Injection, PodContext, PodProvider } from '../types.ts';
 
 /**
@@ -68,7 +68,7 @@ export function createAzureProvider(options: AzureOptions): PodProvider {
   return {
     name: 'azure',
     annotationPrefixes: [`${PREFIX}/`],
-    resolvePod({ pod, serviceAccount, windows }: PodContext): Injection | Denial | undefined {
+    resolvePod({ pod, serviceAccount }: PodContext): Injection | Denial | undefined {
       // Opt-in by label, exactly "true", as in the peer.
       if (pod.metadata?.labels?.[AZURE_USE_LABEL] !== 'true') return undefined;
       // The peer (1.6 on) ran first, side by side during a migration: its token is there already.
@@ -156,7 +156,9 @@ export function createAzureProvider(options: AzureOptions): PodProvider {
       const envGroups: EnvVar[][] = [];
       if (clientId) envGroups.push([{ name: 'AZURE_CLIENT_ID', value: clientId }]);
       if (tenantId) envGroups.push([{ name: 'AZURE_TENANT_ID', value: tenantId }]);
-      envGroups.push([{ name: 'AZURE_FEDERATED_TOKEN_FILE', value: windows ? windowsPath(tokenFile) : tokenFile }]);
+      // Windows Pods too, as the peer writes it whatever the OS: the kubelet mounts the volume at
+      // C:\var\run\secrets\..., which a rooted path names from the container's drive C:.
+      envGroups.push([{ name: 'AZURE_FEDERATED_TOKEN_FILE', value: tokenFile }]);
       envGroups.push([{ name: 'AZURE_AUTHORITY_HOST', value: authorityHost }]);
 
       const identity: Record<string, string> = { cloud: options.cloud, audience: options.audience };

@@ -1,6 +1,6 @@
 import { CLOUDS } from '../registry.ts';
 import { denial, type Denial, isDenial } from '../../errors.ts';
-import type { Container, EnvVar, VolumeMount } from '../../kube/types.ts';
+import type { Container, EnvVar, Volume, VolumeMount } from '../../kube/types.ts';
 import { boundExpiration, parseSeconds, splitNames, tokenVolume, tolerated, windowsPath } from '../common.ts';
 import type { Injection, PodContext, PodProvider } from '../types.ts';
 
@@ -25,7 +25,8 @@ export const GCP_CREDENTIALS_ANNOTATION = 'cloud.google.com/external-credentials
 /** pfnet-research/gcp-workload-identity-federation-webhook's names and defaults (webhooks/constants.go). */
 export const PFNET = {
   audience: 'sts.googleapis.com',
-  region: 'asia-northeast1',
+  /** -gcp-default-region's default: pfnet injects CLOUDSDK_COMPUTE_REGION="" unless the flag is set. */
+  region: '',
   gcloudImage: 'gcr.io/google.com/cloudsdktool/google-cloud-cli:stable',
   fileMode: 0o440,
   setupContainer: 'gcloud-setup',
@@ -49,6 +50,7 @@ const PROVIDER_PATTERN =
 const PROVIDER_FORM = 'projects/<project number>/locations/global/workloadIdentityPools/<pool>/providers/<provider>';
 const EMAIL_PATTERN = /^[a-zA-Z0-9._%+-]+@([a-zA-Z0-9.-]+)$/;
 const SA_DOMAIN = /^([a-z][a-z0-9-]{4,28}[a-z0-9])\.iam\.gserviceaccount\.com$/;
+const PFNET_PROJECT = /@(.*).iam.gserviceaccount.com/;
 
 export interface GcpOptions {
   defaultTokenExpiration: number;
@@ -64,6 +66,10 @@ export interface GcpOptions {
   setupResources?: Record<string, unknown>;
   /** Refuse the values the peer read its own way (see tolerated) instead of warning. */
   strict?: boolean;
+  /** pfnet dialect: the mode when the ServiceAccount names none and has an email (v0.7.0: gcloud). */
+  defaultInjectionMode?: 'gcloud' | 'direct';
+  /** pfnet dialect, direct mode: gcloud's variables and config volume too (pfnet's main, PR #152). */
+  directGcloud?: boolean;
 }
 
 export interface WorkloadIdentityProvider {
@@ -175,7 +181,8 @@ export function gcloudSetupContainer(
       { name: 'GCP_WORKLOAD_IDENTITY_PROVIDER', value: workloadIdentityProvider },
       { name: 'GCP_SERVICE_ACCOUNT', value: serviceAccountEmail },
       { name: 'CLOUDSDK_CONFIG', value: PFNET.configMountPath },
-      ...(project ? [{ name: 'CLOUDSDK_CORE_PROJECT', value: project }] : []),
+      // Empty when the email names no project, as pfnet writes it (projectEnvVar).
+      { name: 'CLOUDSDK_CORE_PROJECT', value: project ?? '' },
     ],
     securityContext: {
       allowPrivilegeEscalation: false,
@@ -185,6 +192,14 @@ export function gcloudSetupContainer(
   };
   if (resources) setup.resources = resources;
   return setup;
+}
+
+/** pfnet's writable gcloud config folder, an emptyDir every served container mounts. */
+function configVolume(): { volume: Volume; mount: VolumeMount } {
+  return {
+    volume: { name: PFNET.configVolume, emptyDir: {} },
+    mount: { name: PFNET.configVolume, mountPath: PFNET.configMountPath },
+  };
 }
 
 export function createGcpProvider(options: GcpOptions): PodProvider {
@@ -247,7 +262,7 @@ export function createGcpProvider(options: GcpOptions): PodProvider {
       }
       const layout = !pfnet
         ? 'projected'
-        : (mode ?? (email ? 'gcloud' : 'direct')) === 'gcloud'
+        : (mode ?? (email ? (options.defaultInjectionMode ?? 'gcloud') : 'direct')) === 'gcloud'
           ? 'pfnet-gcloud'
           : 'pfnet-direct';
       const runAsUser = sa['cloud.google.com/gcloud-run-as-user'];
@@ -272,12 +287,9 @@ export function createGcpProvider(options: GcpOptions): PodProvider {
 
       const path = (p: string) => (windows ? windowsPath(p) : p);
       const tokenFile = path(`${GCP_MOUNT_PATH}/${GCP_TOKEN_FILE}`);
-      // pfnet takes the project from any NAME@PROJECT.iam.gserviceaccount.com (webhooks/mutatepod.go).
-      const project = !email
-        ? undefined
-        : pfnet
-          ? /@(.+)\.iam\.gserviceaccount\.com$/.exec(email)?.[1]
-          : projectOfEmail(email);
+      // pfnet takes the project from the first "@X.iam.gserviceaccount.com" in the email, "" when
+      // there is none (webhooks/mutatepod.go: the same regular expression, unanchored).
+      const project = !email ? undefined : pfnet ? (PFNET_PROJECT.exec(email)?.[1] ?? '') : projectOfEmail(email);
       const identity: Record<string, string> = {
         workloadIdentityProvider: provider.name,
         projectNumber: provider.projectNumber,
@@ -330,18 +342,34 @@ export function createGcpProvider(options: GcpOptions): PodProvider {
         [KEYS.expiration]: String(expiration),
       };
       const region = options.region ?? PFNET.region;
-      const tail: EnvVar[][] = [[{ name: 'CLOUDSDK_COMPUTE_REGION', value: region }], ...projectEnv];
+      // Both always, as pfnet adds them (empty values included) where the container sets neither name.
+      const tail: EnvVar[][] = [
+        [{ name: 'CLOUDSDK_COMPUTE_REGION', value: region }],
+        ...(project === '' ? [[{ name: 'CLOUDSDK_CORE_PROJECT', value: '' }]] : projectEnv),
+      ];
 
       if (layout === 'pfnet-direct') {
         const credentialsFile = path(`${PFNET.directMountPath}/${GCP_CREDENTIALS_FILE}`);
         annotations[GCP_CREDENTIALS_ANNOTATION] = JSON.stringify(
           externalAccountConfig({ provider, serviceAccountEmail: email, tokenFile }),
         );
+        // pfnet's main (PR #152): gcloud reads the same file through its own variable, and needs a
+        // writable config folder.
+        const gcloud = options.directGcloud
+          ? {
+              volumes: [configVolume()],
+              env: [
+                [{ name: 'CLOUDSDK_AUTH_CREDENTIAL_FILE_OVERRIDE', value: credentialsFile }],
+                [{ name: 'CLOUDSDK_CONFIG', value: path(PFNET.configMountPath) }],
+              ],
+            }
+          : { volumes: [], env: [] };
         return {
           provider: 'gcp',
           volume,
           mountPath: GCP_MOUNT_PATH,
           extraVolumes: [
+            ...gcloud.volumes,
             {
               volume: {
                 name: PFNET.directVolume,
@@ -361,7 +389,7 @@ export function createGcpProvider(options: GcpOptions): PodProvider {
               mount: { name: PFNET.directVolume, mountPath: PFNET.directMountPath, readOnly: true },
             },
           ],
-          envGroups: [[{ name: 'GOOGLE_APPLICATION_CREDENTIALS', value: credentialsFile }], ...tail],
+          envGroups: [[{ name: 'GOOGLE_APPLICATION_CREDENTIALS', value: credentialsFile }], ...gcloud.env, ...tail],
           annotations,
           skipContainers,
           identity,
@@ -369,7 +397,6 @@ export function createGcpProvider(options: GcpOptions): PodProvider {
         };
       }
 
-      const configMount: VolumeMount = { name: PFNET.configVolume, mountPath: PFNET.configMountPath };
       const setup = gcloudSetupContainer(
         provider.name,
         email!,
@@ -382,7 +409,7 @@ export function createGcpProvider(options: GcpOptions): PodProvider {
         provider: 'gcp',
         volume,
         mountPath: GCP_MOUNT_PATH,
-        extraVolumes: [{ volume: { name: PFNET.configVolume, emptyDir: {} }, mount: configMount }],
+        extraVolumes: [configVolume()],
         envGroups: [
           [{ name: 'GOOGLE_APPLICATION_CREDENTIALS', value: path(`${PFNET.configMountPath}/${GCP_CREDENTIALS_FILE}`) }],
           [{ name: 'CLOUDSDK_CONFIG', value: path(PFNET.configMountPath) }],
