@@ -15,7 +15,9 @@ import { startControlPlane } from '../test/harness/control-plane.ts';
 import { CONFIGS, formatReport, runPeerDiff, type Peer } from '../test/support/peer-diff.ts';
 
 const ROOT = join(import.meta.dirname, '..');
-const CACHE = process.env.WIW_CACHE_DIR ?? join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'workload-identity-webhook');
+const CACHE =
+  process.env.WIW_CACHE_DIR ??
+  join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'workload-identity-webhook');
 
 /** The assignments scripts/provide-peers.sh prints (printf %q: undo backslash escapes). */
 export function providePeers(peers: Peer[]): Record<string, string> {

@@ -202,6 +202,7 @@ export function buildApp({
     metrics.requests.inc({ kind, operation: request.operation, result });
     metrics.latency.observe({ kind }, seconds);
     if (decision.injected) for (const provider of decision.injected) metrics.injections.inc({ provider });
+    for (const labels of decision.shadowed ?? []) metrics.shadowed.inc(labels);
     if (request.kind.kind === 'Pod' && request.operation === 'CREATE') {
       const labels = (request.object as { metadata?: { labels?: Record<string, string> } } | undefined)?.metadata
         ?.labels;

@@ -33,8 +33,7 @@ type Obj = { kind?: string; metadata?: Record<string, any>; spec?: Record<string
 
 /** The Pod a workload's template makes, named as its controller would name one. */
 function podOf(workload: Obj, namespace: string): Obj | undefined {
-  const template =
-    workload.kind === 'CronJob' ? workload.spec?.jobTemplate?.spec?.template : workload.spec?.template;
+  const template = workload.kind === 'CronJob' ? workload.spec?.jobTemplate?.spec?.template : workload.spec?.template;
   if (!template?.spec) return undefined;
   const meta = template.metadata ?? {};
   return {

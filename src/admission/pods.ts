@@ -64,6 +64,7 @@ function decide(
     warnings: result.warnings,
     auditAnnotations: providersInjected.length ? { 'injected-providers': providersInjected.join(',') } : undefined,
     injected: providersInjected,
+    shadowed: result.shadowed,
     awsMethod: aws && (aws.identity.mode === 'eks-pod-identity' ? 'container_credentials' : 'sts_web_identity'),
   };
 }

@@ -75,6 +75,8 @@ export interface Decision {
   auditAnnotations?: Record<string, string>;
   /** Providers injected, for the decision's log line and metrics; not sent. */
   injected?: string[];
+  /** Credential variables a container's own value shadows, for the metric; not sent. */
+  shadowed?: { provider: string; variable: string }[];
   /** How AWS credentials were injected, for the AWS peer's pod count metric; not sent. */
   awsMethod?: 'sts_web_identity' | 'container_credentials';
 }

@@ -91,15 +91,28 @@ export function diffPods(ours: Stored, theirs: Stored): Difference[] {
   deep('metadata', meta(ours), meta(theirs), out);
   const specA = { ...(ours.spec ?? {}) } as Record<string, any>;
   const specB = { ...(theirs.spec ?? {}) } as Record<string, any>;
-  const vols = [byKey(specA.volumes, (v: { name: string }) => v.name), byKey(specB.volumes, (v: { name: string }) => v.name)];
+  const vols = [
+    byKey(specA.volumes, (v: { name: string }) => v.name),
+    byKey(specB.volumes, (v: { name: string }) => v.name),
+  ];
   for (const name of new Set([...Object.keys(vols[0]), ...Object.keys(vols[1])]))
     deep(`spec.volumes[${name}]`, vols[0][name], vols[1][name], out);
   for (const list of CONTAINER_LISTS) {
     const a: Container[] = specA[list] ?? [];
     const b: Container[] = specB[list] ?? [];
-    deep(`spec.${list}(order)`, a.map((c) => c.name), b.map((c) => c.name), out);
+    deep(
+      `spec.${list}(order)`,
+      a.map((c) => c.name),
+      b.map((c) => c.name),
+      out,
+    );
     for (const name of new Set([...a, ...b].map((c) => c.name)))
-      compareContainer(`spec.${list}[${name}]`, a.find((c) => c.name === name), b.find((c) => c.name === name), out);
+      compareContainer(
+        `spec.${list}[${name}]`,
+        a.find((c) => c.name === name),
+        b.find((c) => c.name === name),
+        out,
+      );
     delete specA[list];
     delete specB[list];
   }

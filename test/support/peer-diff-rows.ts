@@ -62,9 +62,13 @@ export const ROWS: Row[] = [
         if (paths.join() !== '/var/run/secrets/azure/tokens,/var/run/secrets/azure/wi/token') return undefined;
         c.volumeMounts = c.volumeMounts!.filter((m) => m.mountPath !== '/var/run/secrets/azure/tokens');
         for (const m of c.volumeMounts)
-          if (m.name === 'azure-identity-token') Object.assign(m, { name: peer.name, mountPath: '/var/run/secrets/azure/wi' });
+          if (m.name === 'azure-identity-token')
+            Object.assign(m, { name: peer.name, mountPath: '/var/run/secrets/azure/wi' });
         for (const e of c.env ?? [])
-          if (e.name === 'AZURE_FEDERATED_TOKEN_FILE' && e.value === '/var/run/secrets/azure/tokens/azure-identity-token')
+          if (
+            e.name === 'AZURE_FEDERATED_TOKEN_FILE' &&
+            e.value === '/var/run/secrets/azure/tokens/azure-identity-token'
+          )
             e.value = '/var/run/secrets/azure/wi/token/azure-identity-token';
       }
       return { ours, theirs };

@@ -320,7 +320,8 @@ async function dryRunCreate(cp: ControlPlane, namespace: string, pod: Pod): Prom
 /** The Pod as the webhooks see it: decoded and defaulted by the API server, before any webhook. */
 async function admittedForm(cp: ControlPlane, namespace: string, pod: Pod): Promise<Pod> {
   const stored = await dryRunCreate(cp, namespace, { apiVersion: 'v1', kind: 'Pod', ...pod } as Pod);
-  if ('refused' in stored) throw new Error(`the API server refuses corpus Pod ${namespace}/${pod.metadata?.name}: ${stored.refused}`);
+  if ('refused' in stored)
+    throw new Error(`the API server refuses corpus Pod ${namespace}/${pod.metadata?.name}: ${stored.refused}`);
   const meta = stored.metadata!;
   delete meta.uid;
   delete meta.creationTimestamp;
@@ -469,7 +470,9 @@ export async function runPeerDiff(options: RunOptions): Promise<ConfigReport[]> 
               answer: b,
             };
           }
-          const sa = file.serviceAccounts.find((s) => s.metadata.name === (input.spec?.serviceAccountName ?? 'default'));
+          const sa = file.serviceAccounts.find(
+            (s) => s.metadata.name === (input.spec?.serviceAccountName ?? 'default'),
+          );
           const result = await outcome(cp, file.namespace, input, a, b, {
             peer: config.peer,
             config,

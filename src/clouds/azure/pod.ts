@@ -59,6 +59,13 @@ export const GUID_PATTERN = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a
 const TENANT_PATTERN =
   /^(?:[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}|[a-zA-Z0-9][a-zA-Z0-9.-]{0,252}\.[a-zA-Z]{2,})$/;
 
+/** The variables that carry the identity: a container's own value of one means it is not used. */
+export const AZURE_CREDENTIAL_ENV: ReadonlySet<string> = new Set([
+  'AZURE_CLIENT_ID',
+  'AZURE_TENANT_ID',
+  'AZURE_FEDERATED_TOKEN_FILE',
+]);
+
 export function isTenantId(value: string): boolean {
   return TENANT_PATTERN.test(value);
 }
@@ -171,6 +178,7 @@ export function createAzureProvider(options: AzureOptions): PodProvider {
       }));
       return {
         provider: 'azure',
+        credentialEnv: AZURE_CREDENTIAL_ENV,
         volume: tokenVolume(AZURE_VOLUME_NAME, options.audience, expiration, AZURE_TOKEN_FILE),
         mountPath: AZURE_MOUNT_PATH,
         extraMountPaths: [AZURE_MOUNT_PATH_1_6],

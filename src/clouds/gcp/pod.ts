@@ -194,6 +194,16 @@ export function gcloudSetupContainer(
   return setup;
 }
 
+/** The variables that carry the identity: a container's own value of one means it is not used. */
+export const GCP_CREDENTIAL_ENV: ReadonlySet<string> = new Set([
+  'GOOGLE_APPLICATION_CREDENTIALS',
+  'CLOUDSDK_AUTH_CREDENTIAL_FILE_OVERRIDE',
+  'CLOUDSDK_CONFIG',
+]);
+
+/** GOOGLE_CLOUD_PROJECT only where the container names no project of its own for gcloud either. */
+const PROJECT_GUARD = { GOOGLE_CLOUD_PROJECT: ['CLOUDSDK_CORE_PROJECT'] } as const;
+
 /** pfnet's writable gcloud config folder, an emptyDir every served container mounts. */
 function configVolume(): { volume: Volume; mount: VolumeMount } {
   return {
@@ -285,7 +295,9 @@ export function createGcpProvider(options: GcpOptions): PodProvider {
       if (isDenial(bounded)) return bounded;
       expiration = bounded;
 
-      const path = (p: string) => (windows ? windowsPath(p) : p);
+      // Windows paths for the Flux dialect; pfnet writes its Linux paths whatever the OS, and so do we
+      // for its dialect (the kubelet mounts them under C:, which a rooted path names).
+      const path = (p: string) => (windows && !pfnet ? windowsPath(p) : p);
       const tokenFile = path(`${GCP_MOUNT_PATH}/${GCP_TOKEN_FILE}`);
       // pfnet takes the project from the first "@X.iam.gserviceaccount.com" in the email, "" when
       // there is none (webhooks/mutatepod.go: the same regular expression, unanchored).
@@ -315,6 +327,8 @@ export function createGcpProvider(options: GcpOptions): PodProvider {
         if (options.region) envGroups.push([{ name: 'CLOUDSDK_COMPUTE_REGION', value: options.region }]);
         return {
           provider: 'gcp',
+          credentialEnv: GCP_CREDENTIAL_ENV,
+          envGuards: PROJECT_GUARD,
           volume: tokenVolume(GCP_VOLUME_NAME, audience, expiration, GCP_TOKEN_FILE, [
             {
               path: GCP_CREDENTIALS_FILE,
@@ -366,6 +380,8 @@ export function createGcpProvider(options: GcpOptions): PodProvider {
           : { volumes: [], env: [] };
         return {
           provider: 'gcp',
+          credentialEnv: GCP_CREDENTIAL_ENV,
+          envGuards: PROJECT_GUARD,
           volume,
           mountPath: GCP_MOUNT_PATH,
           extraVolumes: [
@@ -407,6 +423,8 @@ export function createGcpProvider(options: GcpOptions): PodProvider {
       );
       return {
         provider: 'gcp',
+        credentialEnv: GCP_CREDENTIAL_ENV,
+        envGuards: PROJECT_GUARD,
         volume,
         mountPath: GCP_MOUNT_PATH,
         extraVolumes: [configVolume()],
