@@ -7,27 +7,15 @@
 //
 // --record also writes each peer's answers to test/fixtures/peer-diff/recorded/<peer>.yaml, which
 // test/peer-diff.test.ts judges against where a peer's binary cannot be built here.
-import { execFileSync } from 'node:child_process';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { startControlPlane } from '../test/harness/control-plane.ts';
-import { CONFIGS, formatReport, runPeerDiff, type Peer } from '../test/support/peer-diff.ts';
+import { CONFIGS, formatReport, providePeers, runPeerDiff, type Peer } from '../test/support/peer-diff.ts';
 
-const ROOT = join(import.meta.dirname, '..');
 const CACHE =
   process.env.WIW_CACHE_DIR ??
   join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'workload-identity-webhook');
-
-/** The assignments scripts/provide-peers.sh prints (printf %q: undo backslash escapes). */
-export function providePeers(peers: Peer[]): Record<string, string> {
-  const out = execFileSync('bash', [join(ROOT, 'scripts/provide-peers.sh'), ...peers], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  }).toString();
-  const vars: Record<string, string> = {};
-  for (const m of out.matchAll(/^([A-Z_]+)=(.*)$/gm)) vars[m[1]] = m[2].replace(/\\(.)/g, '$1');
-  return vars;
-}
 
 async function main(): Promise<number> {
   const { values } = parseArgs({

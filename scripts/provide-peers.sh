@@ -3,6 +3,7 @@
 # differential harness (scripts/peer-diff.ts, test/peer-diff.test.ts) and the side-by-side benchmark.
 #
 #   bash scripts/provide-peers.sh [aws] [azure] [pfnet]     (none named: all three)
+#   bash scripts/provide-peers.sh --versions                 (the pins only; builds nothing)
 #
 # Prints shell assignments, one per peer asked for: AWS_PEER=... AZURE_PEER=... PFNET_PEER=...
 # (paths to the peers' webhook binaries) and their versions (AWS_PEER_VERSION=... and so on).
@@ -69,6 +70,12 @@ The Go module proxy does not serve that module, so this script cannot build it. 
 webhook from its $version tag as its release does, then set $var=/path/to/it or copy it to
 $CACHE/$dir/webhook."
 }
+
+if [ "${1:-}" = "--versions" ]; then
+  printf 'AWS_PEER_VERSION=%q\nAZURE_PEER_VERSION=%q\nPFNET_PEER_VERSION=%q\n' \
+    "$AWS_PEER_VERSION" "$AZURE_PEER_VERSION" "$PFNET_PEER_VERSION"
+  exit 0
+fi
 
 peers=("$@")
 [ ${#peers[@]} -gt 0 ] || peers=(aws azure pfnet)
