@@ -84,8 +84,14 @@ case "$cmd" in
     npm run --silent build
     exec node --expose-gc bench/admission.ts "$@"
     ;;
+  peer-diff)
+    # The peers' binaries come from scripts/provide-peers.sh, which scripts/peer-diff.ts calls.
+    ensure_node; ensure_deps; ensure_binaries
+    npm run --silent build
+    exec node scripts/peer-diff.ts "$@"
+    ;;
   *)
-    echo "usage: scripts/dev.sh test|demo|bench" >&2
+    echo "usage: scripts/dev.sh test|demo|bench|peer-diff" >&2
     exit 2
     ;;
 esac
