@@ -681,6 +681,8 @@ describe('values cover the webhook', () => {
         gcpGcloudImage: 'registry.example/cloud-sdk:1',
         gcpFileMode: '0400',
         gcpSetupContainerResources: '{"requests":{"cpu":"100m"}}',
+        gcpDefaultInjectionMode: 'direct',
+        gcpDirectGcloud: true,
         host: '0.0.0.0',
         metricsHost: '127.0.0.1',
         gcpAllowedTokenUrls: ['https://sts.googleapis.com/v1/token', 'https://sts.example.com/v1/token'],
