@@ -532,7 +532,8 @@ describe('observability', () => {
     const warnings = [res.headers.warning ?? []].flat().join('\n');
     assert.match(
       warnings,
-      /container "velero" sets GOOGLE_APPLICATION_CREDENTIALS itself, so it does not use the gcp identity/,
+      // The header quotes the warning: the name's own quotes arrive escaped.
+      /^299 - "container \\"velero\\" sets GOOGLE_APPLICATION_CREDENTIALS itself, so it does not use the gcp identity/,
     );
     assert.doesNotMatch(warnings, /\/credentials\/cloud/, "the container's value is not echoed");
     assert.match(
