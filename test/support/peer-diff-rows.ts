@@ -4,7 +4,7 @@
 import type { Container, Pod } from '../../src/kube/types.ts';
 import { INJECTED_ANNOTATION } from '../../src/mutate/injection-record.ts';
 import type { Stored } from './peer-diff-compare.ts';
-import type { Answer, Peer, PeerConfig } from './peer-diff.ts';
+import type { Answer, Peer, PeerConfig } from './peer-diff-model.ts';
 
 export interface RowContext {
   peer: Peer;

@@ -19,13 +19,14 @@ import { httpsRequest } from '../https-client.ts';
 import { startWebhook, until, GiveUp, type WebhookProcess } from './webhook.ts';
 import { diffPods, type Difference } from './peer-diff-compare.ts';
 import { ROWS, type RowContext } from './peer-diff-rows.ts';
+import type { Answer, Cloud, Peer, PeerConfig } from './peer-diff-model.ts';
+
+export type { Answer, Cloud, Peer, PeerConfig };
 
 const ROOT = join(import.meta.dirname, '../..');
 export const CORPUS_DIR = join(ROOT, 'test/fixtures/peer-diff/corpus');
 export const RECORDINGS_DIR = join(ROOT, 'test/fixtures/peer-diff/recorded');
 
-export type Peer = 'aws' | 'azure' | 'pfnet';
-export type Cloud = 'aws' | 'azure' | 'gcp';
 const CLOUD_OF: Record<Peer, Cloud> = { aws: 'aws', azure: 'azure', pfnet: 'gcp' };
 
 /** The objectSelector of each peer's own webhook configuration: the API server calls it only then. */
@@ -52,15 +53,6 @@ export function loadCorpus(dir = CORPUS_DIR): CorpusFile[] {
 }
 
 export const AZURE_TENANT = '72f988bf-86f1-41af-91ab-2d7cd011db47';
-
-/** One configuration: the peer's flags (and environment) and ours that mean the same. */
-export interface PeerConfig {
-  id: string;
-  peer: Peer;
-  peerArgs: string[];
-  peerEnv?: Record<string, string>;
-  ourArgs: string[];
-}
 
 export const CONFIGS: PeerConfig[] = [
   { id: 'aws/defaults', peer: 'aws', peerArgs: [], ourArgs: [] },
@@ -92,14 +84,6 @@ export const CONFIGS: PeerConfig[] = [
     ourArgs: ['--gcp-default-region', 'europe-west1'],
   },
 ];
-
-/** What a webhook answered for one review: a JSON Patch, or a refusal. */
-export interface Answer {
-  allowed: boolean;
-  patch?: jsonpatch.Operation[];
-  message?: string;
-  warnings?: string[];
-}
 
 interface Endpoint {
   review(body: unknown): Promise<Answer>;
