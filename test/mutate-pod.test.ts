@@ -1,6 +1,6 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { mutatePod } from '../src/mutate/pod.ts';
@@ -1155,6 +1155,16 @@ describe("a container's own value of an injected credential variable", () => {
       });
     }
   }
+
+  test("docs/install.md names exactly the clouds' credential variables (the metric's variable label)", () => {
+    const install = readFileSync(join(import.meta.dirname, '../docs/install.md'), 'utf8');
+    const section = install.slice(install.indexOf('### Keeping an old credential'));
+    const listed = section.slice(section.indexOf('(variables:'), section.indexOf(').', section.indexOf('(variables:')));
+    assert.deepEqual(
+      [...listed.matchAll(/`([A-Z_]+)`/g)].map((m) => m[1]),
+      [...AWS_CREDENTIAL_ENV, ...AZURE_CREDENTIAL_ENV, ...GCP_CREDENTIAL_ENV],
+    );
+  });
 
   test("the same value as the injected one, or the webhook's own from an earlier admission, warns of nothing", () => {
     const first = run(pod(), identities.gcp.sa);

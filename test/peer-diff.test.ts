@@ -205,6 +205,22 @@ describe('the peers beside serve, Pod by Pod', () => {
     }
   });
 
+  test("docs/compatibility.md's table is this run's: Pods, identical, listed and unlisted per configuration", () => {
+    const table = compatibility.slice(compatibility.indexOf('| peer / configuration | Pods |'));
+    const rows = [...table.matchAll(/^\| ([a-z]+\/[a-z+-]+) \| (\d+) \| (\d+) \| (\d+) \| (\d+) \|$/gm)].map((m) =>
+      m.slice(1).join(' '),
+    );
+    const count = (r: ConfigReport, k: string) => r.pods.filter((p) => p.outcome.kind === k).length;
+    assert.deepEqual(
+      rows,
+      reports.map((r) =>
+        [r.config.id, r.pods.length, count(r, 'identical'), count(r, 'listed'), count(r, 'unlisted')].join(' '),
+      ),
+    );
+    const total = corpus.reduce((n, f) => n + f.pods.length, 0);
+    assert.match(compatibility, new RegExp(`corpus\\s+\\(\`test/fixtures/peer-diff/corpus/\`, ${total} Pods\\)`));
+  });
+
   test('the recordings are of the pinned versions and hold an answer for every Pod of every configuration', () => {
     const versions = pinnedVersions();
     for (const peer of RECORDED) {

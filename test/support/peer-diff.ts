@@ -436,87 +436,105 @@ export async function createServiceAccounts(cp: ControlPlane, corpus: CorpusFile
     });
 }
 
-export async function runPeerDiff(options: RunOptions): Promise<ConfigReport[]> {
+/** The peer of one configuration: its binary, or its recorded answers at the pinned version. */
+async function peerEndpoint(options: RunOptions, config: PeerConfig, tls: TlsFiles): Promise<Endpoint> {
+  const binary = options.binaries[config.peer];
+  if (binary) {
+    const peer = await startPeer(options.cp, config, binary, tls, options.lockDir);
+    return httpEndpoint(peer.url, tls.caPem, () => peer.proc.stop());
+  }
+  const recording = loadRecording(config.peer);
+  if (!recording) throw new Error(`no ${config.peer} peer binary and no recording in ${recordingFile(config.peer)}`);
+  if (recording.version !== options.versions[config.peer])
+    throw new Error(
+      `the ${config.peer} recording is of ${recording.version}, the pin is ${options.versions[config.peer]}: record again`,
+    );
+  return recordedEndpoint(recording, config);
+}
+
+/** What a run records, and the recordings a live peer is held to. */
+interface Books {
+  writing: Map<Peer, Recording>;
+  holding: Map<Peer, Recording>;
+}
+
+function keep(books: Books, options: RunOptions, config: PeerConfig, input: Pod, answer: Answer): void {
+  if (!options.binaries[config.peer]) return;
+  const held = books.holding.get(config.peer);
+  if (held) checkRecorded(held, config, input, answer);
+  if (!options.record || !RECORDED.includes(config.peer)) return;
+  const rec = books.writing.get(config.peer) ?? {
+    peer: config.peer,
+    version: options.versions[config.peer],
+    answers: {},
+  };
+  books.writing.set(config.peer, rec);
+  (rec.answers[config.id] ??= {})[`${input.metadata!.namespace}/${input.metadata!.name}`] = {
+    input: digestOf(input),
+    answer,
+  };
+}
+
+/** One configuration: both webhooks up and synced, every Pod of its cloud through both. */
+async function runConfig(
+  options: RunOptions,
+  config: PeerConfig,
+  corpus: CorpusFile[],
+  tls: TlsFiles,
+  books: Books,
+): Promise<ConfigReport> {
   const { cp } = options;
+  const cloud = CLOUD_OF[config.peer];
+  const theirs = await peerEndpoint(options, config, tls);
+  const wh: WebhookProcess = await startWebhook(cp, config.ourArgs, { tls });
+  const ours = httpEndpoint(`${wh.url}/mutate`, tls.caPem, () => wh.stop());
+  try {
+    const sentinel = {
+      namespace: SENTINEL_NAMESPACE,
+      pod: {
+        metadata: { name: 'sentinel', namespace: SENTINEL_NAMESPACE, labels: SENTINELS[cloud].labels },
+        spec: { serviceAccountName: `sentinel-${cloud}`, containers: [{ name: 'c', image: 'busybox' }] },
+      } as Pod,
+    };
+    if (options.binaries[config.peer]) await synced(theirs, sentinel, config.id);
+    await synced(ours, sentinel, `serve (${config.id})`);
+    const report: ConfigReport = { config, source: options.binaries[config.peer] ? 'binary' : 'recorded', pods: [] };
+    for (const file of corpus.filter((f) => f.cloud === cloud)) {
+      for (const raw of file.pods) {
+        const input = await admittedForm(cp, file.namespace, raw);
+        const body = review(input, file.namespace);
+        const a = await ours.review(body);
+        const b: Answer = CALLED[config.peer](input) ? await theirs.review(body) : { allowed: true };
+        keep(books, options, config, input, b);
+        const saName = input.spec?.serviceAccountName ?? 'default';
+        const sa = file.serviceAccounts.find((s) => s.metadata.name === saName);
+        const result = await outcome(cp, file.namespace, input, a, b, {
+          peer: config.peer,
+          config,
+          serviceAccount: sa?.metadata.annotations ?? {},
+        });
+        report.pods.push({ pod: `${file.file}: ${input.metadata!.name}`, outcome: result });
+      }
+    }
+    return report;
+  } finally {
+    await Promise.all([ours.stop(), theirs.stop()]);
+  }
+}
+
+export async function runPeerDiff(options: RunOptions): Promise<ConfigReport[]> {
   const corpus = options.corpus ?? loadCorpus();
-  const configs = options.configs ?? CONFIGS;
-  const tls = await servingCertificate(join(cp.dir, 'peer-diff-tls'));
-  await createServiceAccounts(cp, corpus);
-  const reports: ConfigReport[] = [];
-  const recordings = new Map<Peer, Recording>();
+  const tls = await servingCertificate(join(options.cp.dir, 'peer-diff-tls'));
+  await createServiceAccounts(options.cp, corpus);
+  const books: Books = { writing: new Map(), holding: new Map() };
   // A peer run from its binary is also held to its recording, so a stale one cannot pass unseen.
-  const recorded = new Map<Peer, Recording>();
   for (const peer of RECORDED) {
     const rec = options.binaries[peer] && !options.record ? loadRecording(peer) : undefined;
-    if (rec?.version === options.versions[peer]) recorded.set(peer, rec);
+    if (rec?.version === options.versions[peer]) books.holding.set(peer, rec);
   }
-  for (const config of configs) {
-    const cloud = CLOUD_OF[config.peer];
-    const binary = options.binaries[config.peer];
-    let theirs: Endpoint;
-    if (binary) {
-      const peer = await startPeer(cp, config, binary, tls, options.lockDir);
-      theirs = httpEndpoint(peer.url, tls.caPem, () => peer.proc.stop());
-    } else {
-      const recording = loadRecording(config.peer);
-      if (!recording)
-        throw new Error(`no ${config.peer} peer binary and no recording in ${recordingFile(config.peer)}`);
-      if (recording.version !== options.versions[config.peer])
-        throw new Error(
-          `the ${config.peer} recording is of ${recording.version}, the pin is ${options.versions[config.peer]}: record again`,
-        );
-      theirs = recordedEndpoint(recording, config);
-    }
-    const wh: WebhookProcess = await startWebhook(cp, config.ourArgs, { tls });
-    const ours = httpEndpoint(`${wh.url}/mutate`, tls.caPem, () => wh.stop());
-    try {
-      const sentinel = {
-        namespace: SENTINEL_NAMESPACE,
-        pod: {
-          metadata: { name: 'sentinel', namespace: SENTINEL_NAMESPACE, labels: SENTINELS[cloud].labels },
-          spec: { serviceAccountName: `sentinel-${cloud}`, containers: [{ name: 'c', image: 'busybox' }] },
-        } as Pod,
-      };
-      if (binary) await synced(theirs, sentinel, config.id);
-      await synced(ours, sentinel, `serve (${config.id})`);
-      const report: ConfigReport = { config, source: binary ? 'binary' : 'recorded', pods: [] };
-      for (const file of corpus.filter((f) => f.cloud === cloud)) {
-        for (const raw of file.pods) {
-          const input = await admittedForm(cp, file.namespace, raw);
-          const body = review(input, file.namespace);
-          const a = await ours.review(body);
-          const b: Answer = CALLED[config.peer](input) ? await theirs.review(body) : { allowed: true };
-          if (binary && !options.record && recorded.has(config.peer))
-            checkRecorded(recorded.get(config.peer)!, config, input, b);
-          if (binary && options.record && RECORDED.includes(config.peer)) {
-            const rec = recordings.get(config.peer) ?? {
-              peer: config.peer,
-              version: options.versions[config.peer],
-              answers: {},
-            };
-            recordings.set(config.peer, rec);
-            (rec.answers[config.id] ??= {})[`${file.namespace}/${input.metadata!.name}`] = {
-              input: digestOf(input),
-              answer: b,
-            };
-          }
-          const sa = file.serviceAccounts.find(
-            (s) => s.metadata.name === (input.spec?.serviceAccountName ?? 'default'),
-          );
-          const result = await outcome(cp, file.namespace, input, a, b, {
-            peer: config.peer,
-            config,
-            serviceAccount: sa?.metadata.annotations ?? {},
-          });
-          report.pods.push({ pod: `${file.file}: ${input.metadata!.name}`, outcome: result });
-        }
-      }
-      reports.push(report);
-    } finally {
-      await Promise.all([ours.stop(), theirs.stop()]);
-    }
-  }
-  for (const rec of recordings.values()) saveRecording(rec);
+  const reports: ConfigReport[] = [];
+  for (const config of options.configs ?? CONFIGS) reports.push(await runConfig(options, config, corpus, tls, books));
+  for (const rec of books.writing.values()) saveRecording(rec);
   return reports;
 }
 
