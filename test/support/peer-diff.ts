@@ -146,7 +146,8 @@ function locked(lockFile: string, command: string, args: string[]): [string, str
   return ['bash', ['-c', 'exec 9>"$1"; flock 9; shift; exec "$@"', 'peer-lock', lockFile, command, ...args]];
 }
 
-async function startPeer(
+/** Starts one peer as its chart runs it, on loopback (the side-by-side benchmark reuses this). */
+export async function startPeer(
   cp: ControlPlane,
   config: PeerConfig,
   binary: string,
