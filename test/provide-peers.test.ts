@@ -103,6 +103,23 @@ describe('scripts/provide-peers.sh', () => {
     assert.equal(s.calls().length, 1, 'built once');
   });
 
+  test('a build killed half way leaves nothing a later run trusts: the next run builds afresh', async () => {
+    const s = sandbox();
+    const fifo = join(s.dir, 'never');
+    assert.equal(spawnSync('mkfifo', [fifo]).status, 0);
+    // Its own process group, so the kill reaches the script and its stand-in build alike.
+    const p = spawn('bash', [SCRIPT, 'aws'], { env: { ...s.env, STANDIN_WAIT: fifo }, detached: true });
+    const closed = new Promise((resolve) => p.on('close', resolve));
+    await until('the build to start', () => s.calls().length === 1 || undefined);
+    process.kill(-p.pid!, 'SIGTERM');
+    await closed;
+    assert.equal(existsSync(join(s.env.WIW_CACHE_DIR, 'peer-aws-v0.6.17', 'amazon-eks-pod-identity-webhook')), false);
+    const next = s.run(['aws']);
+    assert.equal(next.status, 0, next.stderr);
+    assert.equal(s.calls().length, 2, 'built again');
+    assert.equal(spawnSync(vars(next.stdout).AWS_PEER, { encoding: 'utf8' }).stdout, 'peer\n');
+  });
+
   test('without Go and without a cached binary: a clear error naming Go and AWS_PEER', () => {
     const s = sandbox(false);
     const r = s.run(['aws']);
