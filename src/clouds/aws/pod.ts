@@ -76,6 +76,14 @@ function configuresItself(identityVars: readonly string[]): (env: { has(name: st
     (env.has('AWS_REGION') || env.has('AWS_DEFAULT_REGION')) &&
     env.has('AWS_STS_REGIONAL_ENDPOINTS');
 }
+/** The variables that carry the identity: a container's own value of one means it is not used. */
+export const AWS_CREDENTIAL_ENV: ReadonlySet<string> = new Set([
+  'AWS_ROLE_ARN',
+  'AWS_WEB_IDENTITY_TOKEN_FILE',
+  'AWS_CONTAINER_CREDENTIALS_FULL_URI',
+  'AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE',
+]);
+
 // Built once: an injection's `satisfied` is the same function on every admission.
 const webIdentityConfigured = configuresItself(['AWS_ROLE_ARN', 'AWS_WEB_IDENTITY_TOKEN_FILE']);
 const containerCredentialsConfigured = configuresItself([
@@ -172,6 +180,7 @@ export function createAwsProvider(options: AwsOptions): PodProvider {
           labels: { [AWS_POD_IDENTITY_LABEL]: 'enabled' },
           skipContainers,
           satisfied: containerCredentialsConfigured,
+          credentialEnv: AWS_CREDENTIAL_ENV,
           warnings: warnings.length ? warnings : undefined,
           identity: { mode: 'eks-pod-identity', audience: cc.audience },
         };
@@ -202,6 +211,7 @@ export function createAwsProvider(options: AwsOptions): PodProvider {
         annotations: {},
         skipContainers,
         satisfied: webIdentityConfigured,
+        credentialEnv: AWS_CREDENTIAL_ENV,
         warnings: warnings.length ? warnings : undefined,
         identity: { roleArn: role.arn, account: role.account, partition: role.partition, audience },
       };
