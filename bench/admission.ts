@@ -7,6 +7,7 @@ import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { slimServiceAccount } from '../src/kube/serviceaccount-cache.ts';
+import { makeReviews } from './support/reviews.ts';
 import { createNamespace, createServiceAccount, startControlPlane } from '../test/harness/control-plane.ts';
 import { startWebhook } from '../test/support/webhook.ts';
 
@@ -43,71 +44,16 @@ const IDENTITIES: Record<string, Record<string, string>> = {
   plain: {},
 };
 
-/** Deterministic pseudo-random numbers, so every run sends the same mix. */
-function rng(seed: number) {
-  return () => (seed = (seed * 1664525 + 1013904223) >>> 0) / 2 ** 32;
-}
-
-function makeReviews(count: number): Buffer[] {
-  const rand = rng(42);
-  const out: Buffer[] = [];
-  for (let i = 0; i < count; i++) {
+function reviewsOfTheMix(count: number): Buffer[] {
+  return makeReviews(count, (i) => {
     // A third of the Pods have no identity.
     const sa = i % 3 === 0 ? 'plain' : ['aws', 'azure', 'gcp', 'multi'][i % 4];
-    const containers = 1 + Math.floor(rand() * 10);
-    const targetBytes = 5_000 + Math.floor(rand() * 35_000);
-    const perContainer = Math.max(0, Math.floor(targetBytes / containers) - 600);
-    const pod = {
-      apiVersion: 'v1',
-      kind: 'Pod',
-      metadata: {
-        generateName: `app-${i}-`,
-        namespace: NS,
-        labels: {
-          app: `app-${i}`,
-          'pod-template-hash': '5d8f7c9b4',
-          ...(sa === 'azure' ? { 'azure.workload.identity/use': 'true' } : {}),
-        },
-        annotations: { 'kubectl.kubernetes.io/restartedAt': '2026-11-01T00:00:00Z' },
-      },
-      spec: {
-        serviceAccountName: sa,
-        containers: Array.from({ length: containers }, (_, c) => ({
-          name: `c${c}`,
-          image: `registry.example.com/team/app-${c}:1.2.3`,
-          args: ['--config=/etc/app/config.yaml', '--verbose'],
-          ports: [{ containerPort: 8080 + c, protocol: 'TCP' }],
-          resources: { requests: { cpu: '100m', memory: '128Mi' }, limits: { memory: '256Mi' } },
-          env: Array.from({ length: Math.max(1, Math.floor(perContainer / 60)) }, (_, e) => ({
-            name: `SETTING_${e}`,
-            value: `value-${e}-${'x'.repeat(30)}`,
-          })),
-          volumeMounts: [{ name: 'config', mountPath: '/etc/app' }],
-          readinessProbe: { httpGet: { path: '/ready', port: 8080 + c } },
-        })),
-        volumes: [{ name: 'config', configMap: { name: 'app-config' } }],
-      },
+    return {
+      namespace: NS,
+      serviceAccount: sa,
+      labels: sa === 'azure' ? { 'azure.workload.identity/use': 'true' } : undefined,
     };
-    out.push(
-      Buffer.from(
-        JSON.stringify({
-          apiVersion: 'admission.k8s.io/v1',
-          kind: 'AdmissionReview',
-          request: {
-            uid: `00000000-0000-0000-0000-${String(i).padStart(12, '0')}`,
-            kind: { group: '', version: 'v1', kind: 'Pod' },
-            resource: { group: '', version: 'v1', resource: 'pods' },
-            namespace: NS,
-            operation: 'CREATE',
-            userInfo: { username: 'system:serviceaccount:kube-system:replicaset-controller' },
-            object: pod,
-            dryRun: false,
-          },
-        }),
-      ),
-    );
-  }
-  return out;
+  });
 }
 
 function percentile(sorted: Float64Array, p: number): number {
@@ -158,7 +104,7 @@ try {
     );
   }
   const wh = await startWebhook(cp, ['--log-level', 'info']);
-  const reviews = makeReviews(300);
+  const reviews = reviewsOfTheMix(300);
   const sizes = reviews.map((b) => b.length).sort((a, b) => a - b);
   console.log(
     `mix: ${reviews.length} distinct Pods, ${sizes[0]}..${sizes[sizes.length - 1]} bytes per review, a third without identity; ${EXTRA_SAS + 5} ServiceAccounts cached`,

@@ -105,6 +105,13 @@ case "$cmd" in
     npm run --silent build
     exec node --expose-gc bench/admission.ts "$@"
     ;;
+  bench-peers)
+    # Beside the peers' binaries (scripts/provide-peers.sh, which bench/peers.ts calls); as root:
+    # `serve` runs in a memory cgroup.
+    ensure_node; ensure_deps; ensure_binaries
+    npm run --silent build
+    exec node bench/peers.ts "$@"
+    ;;
   peer-diff)
     # The peers' binaries come from scripts/provide-peers.sh, which scripts/peer-diff.ts calls.
     ensure_node; ensure_deps; ensure_binaries
@@ -118,7 +125,7 @@ case "$cmd" in
   ensure-python-sdks) ensure_python_sdks; echo "$WIW_SDK_PYTHON" ;;
   ensure-node-parts) ensure_node_parts ;;
   *)
-    echo "usage: scripts/dev.sh test|demo|bench|peer-diff|ensure-node|ensure-deps|ensure-binaries [--node]|ensure-python-sdks|ensure-node-parts" >&2
+    echo "usage: scripts/dev.sh test|demo|bench|bench-peers|peer-diff|ensure-node|ensure-deps|ensure-binaries [--node]|ensure-python-sdks|ensure-node-parts" >&2
     exit 2
     ;;
 esac

@@ -1,0 +1,629 @@
+// npm run bench:peers: `serve` side by side with the peers it replaces (the AWS peer and the Azure
+// peer, built by scripts/provide-peers.sh as the differential harness has them) on one real
+// kube-apiserver, with the same ServiceAccounts, serving certificate and review stream. Each
+// server runs alone on CPU 0 (taskset; GOMAXPROCS=1 for the Go peers); the load generator, the API
+// server and etcd on the other CPUs. `serve` runs as its Pod does: in a memory cgroup of the
+// chart's limit, with the Node flags of charts/workload-identity-webhook/files/node-options (the
+// chart's and the image's). Every figure is the median of --rounds rounds; the table ends with the
+// issue's goals, each met or not, and how busy the machine was with other work meanwhile.
+//
+//   npm run bench:peers [-- --rounds 3] [--seconds 10] [--peers aws,azure] [--scale 50000]
+//                       [--settle 75] [--image-archive FILE]
+import { readFileSync, statSync } from 'node:fs';
+import { Agent, request } from 'node:https';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { parseArgs } from 'node:util';
+import { startControlPlane, type ControlPlane } from '../test/harness/control-plane.ts';
+import { AZURE_TENANT, providePeers, servingCertificate, startPeer, type TlsFiles } from '../test/support/peer-diff.ts';
+import { startWebhook } from '../test/support/webhook.ts';
+import { cpuCount, cpuSecondsOf, foreignLoad, loadAverage, memoryCgroup, pin, rssOf } from './support/host.ts';
+import { agentFor, closedLoop, openLoop, percentile, post, type Run, type Target } from './support/load.ts';
+import { makeReviews, type PodPlace } from './support/reviews.ts';
+
+const ROOT = join(import.meta.dirname, '..');
+const CACHE =
+  process.env.WIW_CACHE_DIR ??
+  join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'workload-identity-webhook');
+/** The Node flags the chart and the image set: one file, read by both and by this benchmark. */
+export const NODE_OPTIONS_FILE = join(ROOT, 'charts/workload-identity-webhook/files/node-options');
+
+const { values: opts } = parseArgs({
+  options: {
+    rounds: { type: 'string', default: '3' },
+    seconds: { type: 'string', default: '10' },
+    peers: { type: 'string', default: 'aws,azure' },
+    'service-accounts': { type: 'string', default: '2000' },
+    scale: { type: 'string', default: '50000' },
+    settle: { type: 'string', default: '75' },
+    'memory-mib': { type: 'string', default: '256' },
+    'node-options': { type: 'string' },
+    'image-archive': { type: 'string', default: process.env.WEBHOOK_IMAGE_ARCHIVE ?? '' },
+  },
+});
+const ROUNDS = Number(opts.rounds);
+const SECONDS = Number(opts.seconds);
+const BASE_SAS = Number(opts['service-accounts']);
+const SCALE_SAS = Number(opts.scale);
+const SETTLE_S = Number(opts.settle);
+const MEMORY = Number(opts['memory-mib']) * 2 ** 20;
+const NODE_FLAGS = opts['node-options'] ?? readFileSync(NODE_OPTIONS_FILE, 'utf8').trim();
+const PEERS = opts.peers.split(',').filter(Boolean) as Kind[];
+const SERVER_CPU = '0';
+
+type Kind = 'project' | 'aws' | 'azure';
+type Stream = 'aws' | 'azure';
+const STREAMS_OF: Record<Kind, Stream[]> = { project: ['aws', 'azure'], aws: ['aws'], azure: ['azure'] };
+
+// ------------------------------------------------------------------ the cluster's contents
+
+const NAMESPACES = 200;
+const ROLE = { 'eks.amazonaws.com/role-arn': 'arn:aws:iam::111122223333:role/bench' };
+const AZURE = {
+  'azure.workload.identity/client-id': '8f3b2c1a-7d4e-4f5a-9b6c-0d1e2f3a4b5c',
+  'azure.workload.identity/tenant-id': AZURE_TENANT,
+};
+/** ServiceAccount i: a third for AWS, a third for Azure, a third without identity; all applied by kubectl. */
+function serviceAccount(i: number) {
+  const name = `sa-${i}`;
+  const namespace = `team-${i % NAMESPACES}`;
+  const identity = [ROLE, AZURE, {}][i % 3];
+  const applied = JSON.stringify({
+    apiVersion: 'v1',
+    kind: 'ServiceAccount',
+    metadata: { annotations: identity, name, namespace, labels: { 'app.kubernetes.io/part-of': 'bench' } },
+  });
+  return {
+    namespace,
+    body: {
+      metadata: {
+        name,
+        labels: { 'app.kubernetes.io/part-of': 'bench' },
+        annotations: { ...identity, 'kubectl.kubernetes.io/last-applied-configuration': applied },
+      },
+    },
+  };
+}
+/** Listed last (the list is ordered by namespace): a Pod of it is mutated once the list is in. */
+const PROBE = { namespace: 'zz-probe', name: 'zz-probe' };
+
+/**
+ * A stream: Pods of the first ServiceAccounts, two of three with the stream's identity, the third
+ * running as a ServiceAccount without one. Azure's Pods carry the label its peer's objectSelector
+ * asks for (the API server sends it no other Pod).
+ */
+function streamPlace(stream: Stream, i: number): PodPlace {
+  const group = i % Math.max(1, Math.floor(Math.min(BASE_SAS, 1800) / 3));
+  const index = 3 * group + (i % 3 === 2 ? 2 : stream === 'aws' ? 0 : 1);
+  return {
+    namespace: `team-${index % NAMESPACES}`,
+    serviceAccount: `sa-${index}`,
+    labels: stream === 'azure' ? { 'azure.workload.identity/use': 'true' } : undefined,
+  };
+}
+/** Pod i of a stream runs as a ServiceAccount with the stream's identity. */
+const hasIdentity = (i: number) => i % 3 !== 2;
+
+/** POSTs objects as the cluster's admin over keep-alive connections, `concurrency` at a time. */
+async function createAll(cp: ControlPlane, items: { path: string; body: unknown }[], concurrency = 32) {
+  const agent = new Agent({
+    keepAlive: true,
+    maxSockets: concurrency,
+    ca: cp.caPem,
+    cert: cp.clientCertPem,
+    key: cp.clientKeyPem,
+  });
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (next < items.length) {
+        const item = items[next++];
+        const payload = JSON.stringify(item.body);
+        const status = await new Promise<number>((resolve, reject) => {
+          const req = request(
+            new URL(item.path, cp.server),
+            { method: 'POST', agent, headers: { 'content-type': 'application/json' } },
+            (res) => {
+              res.resume();
+              res.on('end', () => resolve(res.statusCode ?? 0));
+            },
+          );
+          req.on('error', reject);
+          req.end(payload);
+        });
+        if (status !== 201 && status !== 409) throw new Error(`POST ${item.path}: HTTP ${status}`);
+      }
+    }),
+  );
+  agent.destroy();
+}
+
+async function createServiceAccounts(cp: ControlPlane, from: number, to: number) {
+  const started = performance.now();
+  const items = [];
+  for (let i = from; i < to; i++) {
+    const { namespace, body } = serviceAccount(i);
+    items.push({ path: `/api/v1/namespaces/${namespace}/serviceaccounts`, body });
+  }
+  await createAll(cp, items);
+  console.log(`  ${to - from} ServiceAccounts created in ${((performance.now() - started) / 1000).toFixed(0)} s`);
+}
+
+// ------------------------------------------------------------------ the servers
+
+interface Server {
+  kind: Kind;
+  pid: number;
+  target: Target;
+  /** From the start of the process to the first Pod of the probe ServiceAccount mutated, ms. */
+  readyMs: number;
+  /** Heap used after a full GC and RSS, MiB (`serve` only: its memory probe). */
+  heap(): Promise<{ heapMiB: number; rssMiB: number } | undefined>;
+  stop(): Promise<void>;
+}
+
+const probeReview = makeReviews(1, () => ({
+  namespace: PROBE.namespace,
+  serviceAccount: PROBE.name,
+  labels: { 'azure.workload.identity/use': 'true' },
+}))[0];
+
+/** Polls until the server mutates the probe Pod: its ServiceAccounts are listed. */
+async function untilMutates(target: Target, exited: () => boolean, what: string) {
+  const agent = agentFor(target, 1);
+  const deadline = Date.now() + 300_000;
+  try {
+    for (;;) {
+      if (exited()) throw new Error(`${what} exited before it was ready`);
+      const a = await post(agent, target, probeReview, true);
+      if (a.status === 200 && JSON.parse(a.body?.toString() ?? '{}').response?.patch) return;
+      if (Date.now() > deadline) throw new Error(`${what} did not mutate the probe Pod in 300 s`);
+      await sleep(20);
+    }
+  } finally {
+    agent.destroy();
+  }
+}
+
+let cgroupSeq = 0;
+async function startProject(cp: ControlPlane, tls: TlsFiles): Promise<Server> {
+  const cgroup = memoryCgroup(`wiw-bench-peers-${process.pid}-${++cgroupSeq}`, MEMORY);
+  const probeOut = join(cp.dir, `memory-probe-${cgroupSeq}.jsonl`);
+  const probe = join(ROOT, 'bench/support/memory-probe.mjs');
+  const started = performance.now();
+  const wh = await startWebhook(cp, ['--azure-tenant-id', AZURE_TENANT, '--log-level', 'info'], {
+    tls,
+    wrap: (command, args) => [
+      'taskset',
+      ['-c', SERVER_CPU, '/bin/sh', '-c', `echo $$ > ${cgroup.procs} && exec "$0" "$@"`, command, ...args],
+    ],
+    env: { NODE_OPTIONS: `${NODE_FLAGS} --expose-gc --import ${probe}`, WIW_MEMORY_PROBE_OUT: probeOut },
+  });
+  const target = { url: `${wh.url}/mutate`, caPem: tls.caPem };
+  await untilMutates(target, () => wh.process.exitStatus() !== null, 'serve');
+  const readyMs = performance.now() - started;
+  return {
+    kind: 'project',
+    pid: wh.process.pid,
+    target,
+    readyMs,
+    async heap() {
+      const lines = () => readFileSync(probeOut, { encoding: 'utf8', flag: 'a+' }).split('\n').filter(Boolean);
+      const before = lines().length;
+      process.kill(wh.process.pid, 'SIGUSR2');
+      for (let i = 0; i < 200 && lines().length === before; i++) await sleep(25);
+      const last = lines().at(-1);
+      if (!last || lines().length === before) return undefined;
+      const m = JSON.parse(last) as { heapUsed: number; rssAfterGc: number };
+      return { heapMiB: m.heapUsed / 2 ** 20, rssMiB: m.rssAfterGc / 2 ** 20 };
+    },
+    async stop() {
+      const kills = cgroup.oomKills();
+      if (kills) console.log(`  serve: ${kills} OOM kill(s) in its ${MEMORY / 2 ** 20} MiB cgroup`);
+      await wh.stop();
+      cgroup.remove();
+    },
+  };
+}
+
+/** The lock the controller-runtime peers share for port 9443 (see startPeer): wait until it is free. */
+async function port9443Free() {
+  const { execFileSync } = await import('node:child_process');
+  for (let i = 0; ; i++) {
+    try {
+      execFileSync('flock', ['-n', join(CACHE, 'peer-port-9443.lock'), 'true'], { stdio: 'ignore' });
+      return;
+    } catch {
+      if (i % 100 === 0) console.log('  waiting for port 9443 (another run holds the Azure peer)');
+      await sleep(100);
+    }
+  }
+}
+
+async function startPeerServer(cp: ControlPlane, tls: TlsFiles, kind: 'aws' | 'azure', binary: string) {
+  if (kind === 'azure') await port9443Free();
+  const started = performance.now();
+  const peer = await startPeer(
+    cp,
+    {
+      id: `${kind}/bench`,
+      peer: kind,
+      peerArgs: [],
+      // One core, as taskset gives it (Go reads the affinity only at start: set it outright).
+      peerEnv: { GOMAXPROCS: '1', ...(kind === 'azure' ? { AZURE_TENANT_ID: AZURE_TENANT } : {}) },
+      ourArgs: [],
+    },
+    binary,
+    tls,
+    CACHE,
+  );
+  pin(peer.proc.pid, SERVER_CPU);
+  const target = { url: peer.url, caPem: tls.caPem };
+  await untilMutates(target, () => peer.proc.exitStatus() !== null, `the ${kind} peer`);
+  const readyMs = performance.now() - started;
+  pin(peer.proc.pid, SERVER_CPU); // threads started since
+  return {
+    kind,
+    pid: peer.proc.pid,
+    target,
+    readyMs,
+    heap: async () => undefined,
+    stop: () => peer.proc.stop(),
+  } satisfies Server;
+}
+
+// ------------------------------------------------------------------ measurements
+
+interface LoadFigures {
+  rps16: number;
+  rps32: number;
+  cpuUs: number;
+  at500: [number, number, number];
+  at1000: [number, number, number];
+  achieved1000: number;
+  errors: number;
+  foreign: number[];
+}
+
+const tail = (r: Run): [number, number, number] => [
+  percentile(r.latencies, 0.5),
+  percentile(r.latencies, 0.99),
+  percentile(r.latencies, 0.999),
+];
+
+/** Connections and JIT warmed up; each Pod with the stream's identity checked to be mutated. */
+async function warmUp(server: Server, stream: Stream, reviews: Buffer[]) {
+  const agent = agentFor(server.target, 16);
+  for (let i = 0; i < reviews.length; i += 16) {
+    const answers = await Promise.all(reviews.slice(i, i + 16).map((r) => post(agent, server.target, r, true)));
+    answers.forEach((a, j) => {
+      if (a.status !== 200) throw new Error(`${server.kind}: HTTP ${a.status} in the warm-up`);
+      // Without identity, peers differ (Azure's mutates every Pod with its label): not judged.
+      if (hasIdentity(i + j) && !JSON.parse(a.body?.toString() ?? '{}').response?.patch)
+        throw new Error(`${server.kind} did not mutate Pod ${i + j} of the ${stream} stream`);
+    });
+  }
+  agent.destroy();
+  await closedLoop(server.target, reviews, 16, 3);
+}
+
+async function measureLoad(server: Server, stream: Stream, reviews: Buffer[]): Promise<LoadFigures> {
+  await warmUp(server, stream, reviews);
+  const foreign: number[] = [];
+  const onCpu = async <T>(fn: () => Promise<T>) => {
+    const { result, foreign: f } = await foreignLoad(Number(SERVER_CPU), server.pid, fn);
+    foreign.push(f);
+    return result;
+  };
+  const cpu0 = cpuSecondsOf(server.pid);
+  const c16 = await onCpu(() => closedLoop(server.target, reviews, 16, SECONDS));
+  const cpuUs = ((cpuSecondsOf(server.pid) - cpu0) / c16.latencies.length) * 1e6;
+  const c32 = await onCpu(() => closedLoop(server.target, reviews, 32, SECONDS));
+  const o500 = await onCpu(() => openLoop(server.target, reviews, 500, SECONDS, 16));
+  const o1000 = await onCpu(() => openLoop(server.target, reviews, 1000, SECONDS, 16));
+  return {
+    rps16: c16.latencies.length / c16.seconds,
+    rps32: c32.latencies.length / c32.seconds,
+    cpuUs,
+    at500: tail(o500),
+    at1000: tail(o1000),
+    achieved1000: o1000.latencies.length / o1000.seconds,
+    errors: c16.errors + c32.errors + o500.errors + o1000.errors,
+    foreign,
+  };
+}
+
+interface BaseFigures {
+  readyMs: number;
+  idle: number;
+  idleHeap?: number;
+  afterLoad: number;
+  peak: number;
+  afterLoadHeap?: number;
+  load: Partial<Record<Stream, LoadFigures>>;
+}
+
+interface ScaleFigures {
+  readyMs: number;
+  synced: number;
+  syncedHeap?: number;
+  settled: number;
+  settledHeap?: number;
+}
+
+type Starter = () => Promise<Server>;
+
+async function baseRound(starters: Record<Kind, Starter>, kinds: Kind[]) {
+  const out: Partial<Record<Kind, BaseFigures>> = {};
+  for (const kind of kinds) {
+    const server = await starters[kind]();
+    try {
+      await sleep(5000);
+      const idleHeap = await server.heap();
+      const idle = rssOf(server.pid).rss;
+      const load: BaseFigures['load'] = {};
+      for (const stream of STREAMS_OF[kind]) {
+        const reviews = makeReviews(300, (i) => streamPlace(stream, i));
+        load[stream] = await measureLoad(server, stream, reviews);
+        const l = load[stream];
+        console.log(
+          `  ${kind.padEnd(7)} ${stream} stream: ${l.rps16.toFixed(0)} / ${l.rps32.toFixed(0)} reviews/s, ${l.cpuUs.toFixed(0)} µs CPU per review, ` +
+            `p99.9 ${l.at500[2].toFixed(1)} ms at 500/s, ${l.at1000[2].toFixed(1)} ms at 1,000/s (${l.achieved1000.toFixed(0)}/s answered), errors ${l.errors}`,
+        );
+      }
+      const mem = rssOf(server.pid);
+      const afterHeap = await server.heap();
+      out[kind] = {
+        readyMs: server.readyMs,
+        idle,
+        idleHeap: idleHeap?.heapMiB,
+        afterLoad: mem.rss,
+        peak: mem.peak,
+        afterLoadHeap: afterHeap?.heapMiB,
+        load,
+      };
+      console.log(
+        `  ${kind.padEnd(7)} ready in ${server.readyMs.toFixed(0)} ms, RSS idle ${idle.toFixed(0)} MiB${idleHeap ? ` (heap after GC ${idleHeap.heapMiB.toFixed(1)})` : ''}, after load ${mem.rss.toFixed(0)} (peak ${mem.peak.toFixed(0)})`,
+      );
+    } finally {
+      await server.stop();
+    }
+  }
+  return out;
+}
+
+/** With many ServiceAccounts: each server started in turn (time to ready, RSS once synced), then RSS after `settle`. */
+async function scaleRound(starters: Record<Kind, Starter>, kinds: Kind[]) {
+  const out: Partial<Record<Kind, ScaleFigures>> = {};
+  const running: { server: Server; readyAt: number }[] = [];
+  try {
+    for (const kind of kinds) {
+      const server = await starters[kind]();
+      const readyAt = performance.now();
+      running.push({ server, readyAt });
+      const h = await server.heap();
+      out[kind] = { readyMs: server.readyMs, synced: rssOf(server.pid).rss, syncedHeap: h?.heapMiB, settled: 0 };
+    }
+    for (const { server, readyAt } of running) {
+      await sleep(Math.max(0, readyAt + SETTLE_S * 1000 - performance.now()));
+      const figures = out[server.kind] as ScaleFigures;
+      figures.settled = rssOf(server.pid).rss;
+      figures.settledHeap = (await server.heap())?.heapMiB;
+      console.log(
+        `  ${server.kind.padEnd(7)} ready in ${figures.readyMs.toFixed(0)} ms; RSS ${figures.synced.toFixed(0)} MiB once synced, ${figures.settled.toFixed(0)} MiB after ${SETTLE_S} s` +
+          (figures.settledHeap !== undefined
+            ? ` (heap after GC ${figures.syncedHeap?.toFixed(1)} / ${figures.settledHeap.toFixed(1)} MiB)`
+            : ''),
+      );
+    }
+  } finally {
+    for (const { server } of running.reverse()) await server.stop();
+  }
+  return out;
+}
+
+// ------------------------------------------------------------------ the table
+
+const median = (xs: number[]) => {
+  const s = xs.filter((x) => Number.isFinite(x)).sort((a, b) => a - b);
+  return s.length ? s[Math.floor(s.length / 2)] : Number.NaN;
+};
+const fmt = (x: number | undefined, digits = 0) =>
+  x === undefined || !Number.isFinite(x)
+    ? '–'
+    : x.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
+const ms = (x: number | undefined) => fmt(x, x !== undefined && x < 10 ? 2 : 1);
+
+function imageSize(): string {
+  const file = opts['image-archive'];
+  if (!file) return 'n/a (no --image-archive or WEBHOOK_IMAGE_ARCHIVE)';
+  try {
+    return `${(statSync(file).size / 1e6).toFixed(0)} MB`;
+  } catch {
+    return `n/a (${file} unreadable)`;
+  }
+}
+
+function table(
+  base: Partial<Record<Kind, BaseFigures>>[],
+  scale: Partial<Record<Kind, ScaleFigures>>[],
+  kinds: Kind[],
+) {
+  const med = <F>(rounds: Partial<Record<Kind, F>>[], kind: Kind, pick: (f: F) => number | undefined) =>
+    median(rounds.map((r) => (r[kind] ? (pick(r[kind] as F) ?? Number.NaN) : Number.NaN)));
+  const loadMed = (kind: Kind, stream: Stream, pick: (l: LoadFigures) => number) =>
+    med(base, kind, (f) => (f.load[stream] ? pick(f.load[stream] as LoadFigures) : undefined));
+  const rows: string[][] = [];
+  const header = [
+    'figure (median of rounds)',
+    'project',
+    ...kinds.filter((k) => k !== 'project').map((k) => `${k} peer`),
+  ];
+  const cell = (kind: Kind, stream: Stream, f: (kind: Kind) => string) =>
+    STREAMS_OF[kind].includes(stream) ? f(kind) : '–';
+  for (const stream of ['aws', 'azure'] as Stream[]) {
+    if (!kinds.includes(stream)) continue;
+    const per = (label: string, f: (kind: Kind) => string) =>
+      rows.push([label, ...kinds.map((k) => cell(k, stream, f))]);
+    per(
+      `max reviews/s, 16 / 32 connections (${stream} stream)`,
+      (k) => `${fmt(loadMed(k, stream, (l) => l.rps16))} / ${fmt(loadMed(k, stream, (l) => l.rps32))}`,
+    );
+    per(
+      `server CPU per review at 16 connections (${stream} stream)`,
+      (k) => `${fmt(loadMed(k, stream, (l) => l.cpuUs))} µs`,
+    );
+    per(`reviews/s per core (${stream} stream)`, (k) => fmt(1e6 / loadMed(k, stream, (l) => l.cpuUs)));
+    for (const [rate, key] of [
+      [500, 'at500'],
+      [1000, 'at1000'],
+    ] as const)
+      per(`p50 / p99 / p99.9 at ${fmt(rate)} reviews/s (${stream} stream)`, (k) => {
+        const t = [0, 1, 2].map((i) => loadMed(k, stream, (l) => l[key][i]));
+        const answered = rate === 1000 ? loadMed(k, stream, (l) => l.achieved1000) : rate;
+        return `${t.map(ms).join(' / ')} ms${answered < rate * 0.95 ? ` (only ${fmt(answered)}/s)` : ''}`;
+      });
+  }
+  const all = (label: string, f: (kind: Kind) => string) => rows.push([label, ...kinds.map(f)]);
+  const heapNote = (x: number) => (Number.isFinite(x) ? ` (heap ${fmt(x, 1)})` : '');
+  all(
+    `RSS idle, ${fmt(BASE_SAS)} ServiceAccounts, MiB`,
+    (k) => fmt(med(base, k, (f) => f.idle)) + heapNote(med(base, k, (f) => f.idleHeap)),
+  );
+  all(
+    'RSS after the load runs (peak), MiB',
+    (k) => `${fmt(med(base, k, (f) => f.afterLoad))} (${fmt(med(base, k, (f) => f.peak))})`,
+  );
+  if (scale.length) {
+    all(`RSS with ${fmt(SCALE_SAS)} ServiceAccounts: synced / after ${SETTLE_S} s, MiB`, (k) => {
+      const h = [med(scale, k, (f) => f.syncedHeap), med(scale, k, (f) => f.settledHeap)];
+      return `${fmt(med(scale, k, (f) => f.synced))} / ${fmt(med(scale, k, (f) => f.settled))}${Number.isFinite(h[0]) ? ` (heap ${fmt(h[0], 1)} / ${fmt(h[1], 1)})` : ''}`;
+    });
+  }
+  all(
+    `time to ready, ${fmt(BASE_SAS)}${scale.length ? ` / ${fmt(SCALE_SAS)}` : ''} ServiceAccounts, s`,
+    (k) =>
+      `${fmt(med(base, k, (f) => f.readyMs) / 1000, 2)}${scale.length ? ` / ${fmt(med(scale, k, (f) => f.readyMs) / 1000, 2)}` : ''}`,
+  );
+  rows.push(['image, uncompressed', imageSize(), ...kinds.slice(1).map(() => '–')]);
+  const out = [
+    `| ${header.join(' | ')} |`,
+    `|${header.map(() => '---').join('|')}|`,
+    ...rows.map((r) => `| ${r.join(' | ')} |`),
+  ];
+  return { text: out.join('\n'), med, loadMed };
+}
+
+function goals(t: ReturnType<typeof table>, scale: boolean) {
+  const lines: string[] = [];
+  const verdict = (ok: boolean, text: string) => lines.push(`${ok ? 'met    ' : 'NOT met'}  ${text}`);
+  const idle = t.med(baseRounds, 'project', (f) => f.idle);
+  verdict(idle <= 80, `RSS idle with ${fmt(BASE_SAS)} ServiceAccounts <= 80 MiB: ${fmt(idle)} MiB`);
+  if (scale) {
+    const ours = Math.max(
+      t.med(scaleRounds, 'project', (f) => f.synced),
+      t.med(scaleRounds, 'project', (f) => f.settled),
+    );
+    const aws = Math.min(
+      t.med(scaleRounds, 'aws', (f) => f.synced),
+      t.med(scaleRounds, 'aws', (f) => f.settled),
+    );
+    verdict(
+      ours <= 128 && !(ours >= aws),
+      `RSS with ${fmt(SCALE_SAS)} ServiceAccounts <= 128 MiB and below the AWS peer's: ${fmt(ours)} MiB (AWS ${fmt(aws)})`,
+    );
+    const r = [t.med(scaleRounds, 'project', (f) => f.readyMs), t.med(scaleRounds, 'aws', (f) => f.readyMs)];
+    verdict(
+      !(r[0] > r[1]),
+      `time to ready with ${fmt(SCALE_SAS)} ServiceAccounts <= the AWS peer's: ${fmt(r[0] / 1000, 2)} s (AWS ${fmt(r[1] / 1000, 2)} s)`,
+    );
+  }
+  if (PEERS.includes('aws')) {
+    for (const key of ['at1000', 'at500'] as const) {
+      const [ours, aws] = (['project', 'aws'] as Kind[]).map((k) => t.loadMed(k, 'aws', (l) => l[key][2]));
+      verdict(
+        !(ours > aws),
+        `p99.9 at ${key === 'at1000' ? '1,000' : '500'}/s <= the AWS peer's: ${ms(ours)} ms (AWS ${ms(aws)} ms)`,
+      );
+    }
+    const [ours, aws] = (['project', 'aws'] as Kind[]).map((k) => t.loadMed(k, 'aws', (l) => l.cpuUs));
+    verdict(
+      aws / ours >= 3,
+      `reviews/s per core >= 3x the AWS peer's: ${fmt(aws / ours, 2)}x (${fmt(1e6 / ours)} vs ${fmt(1e6 / aws)})`,
+    );
+  }
+  return lines.join('\n');
+}
+
+// ------------------------------------------------------------------ main
+
+const baseRounds: Partial<Record<Kind, BaseFigures>>[] = [];
+const scaleRounds: Partial<Record<Kind, ScaleFigures>>[] = [];
+const loads: number[] = [];
+const foreign: number[] = [];
+
+if (cpuCount() < 2) throw new Error('the side-by-side benchmark needs two CPUs: one for the server, one for the load');
+const vars = PEERS.length ? providePeers(PEERS) : {};
+const kinds: Kind[] = ['project', ...PEERS];
+const others = Array.from({ length: cpuCount() - 1 }, (_, i) => i + 1).join(',');
+pin(process.pid, others);
+console.log(
+  `bench:peers: ${ROUNDS} rounds, ${SECONDS} s per load run; serve in a ${MEMORY / 2 ** 20} MiB memory cgroup with NODE_OPTIONS="${NODE_FLAGS}"; ` +
+    `servers on CPU ${SERVER_CPU}, load, kube-apiserver and etcd on CPU ${others}; peers: ${PEERS.map((p) => `${p} ${vars[`${p.toUpperCase()}_PEER_VERSION`]}`).join(', ') || 'none'}`,
+);
+const sampler = setInterval(() => loads.push(loadAverage()), 5000);
+const cp = await startControlPlane({ name: 'bench-peers' });
+try {
+  const tls = await servingCertificate(join(cp.dir, 'tls'));
+  const starters: Record<Kind, Starter> = {
+    project: () => startProject(cp, tls),
+    aws: () => startPeerServer(cp, tls, 'aws', vars.AWS_PEER),
+    azure: () => startPeerServer(cp, tls, 'azure', vars.AZURE_PEER),
+  };
+  console.log('setting up: namespaces and ServiceAccounts ...');
+  await createAll(cp, [
+    ...Array.from({ length: NAMESPACES }, (_, i) => ({
+      path: '/api/v1/namespaces',
+      body: { metadata: { name: `team-${i}` } },
+    })),
+    { path: '/api/v1/namespaces', body: { metadata: { name: PROBE.namespace } } },
+  ]);
+  await createAll(cp, [
+    {
+      path: `/api/v1/namespaces/${PROBE.namespace}/serviceaccounts`,
+      body: { metadata: { name: PROBE.name, annotations: { ...ROLE, ...AZURE } } },
+    },
+  ]);
+  await createServiceAccounts(cp, 0, BASE_SAS);
+  for (const pid of Object.values(cp.pids)) pin(pid, others);
+  for (let round = 1; round <= ROUNDS; round++) {
+    console.log(`round ${round}/${ROUNDS}, ${fmt(BASE_SAS)} ServiceAccounts (load average ${loadAverage()}):`);
+    const r = await baseRound(starters, kinds);
+    baseRounds.push(r);
+    for (const f of Object.values(r)) for (const l of Object.values(f.load)) foreign.push(...l.foreign);
+  }
+  if (SCALE_SAS > BASE_SAS) {
+    for (const pid of Object.values(cp.pids)) pin(pid, `0,${others}`);
+    console.log(`setting up: ${fmt(SCALE_SAS)} ServiceAccounts ...`);
+    await createServiceAccounts(cp, BASE_SAS, SCALE_SAS);
+    for (const pid of Object.values(cp.pids)) pin(pid, others);
+    for (let round = 1; round <= ROUNDS; round++) {
+      console.log(`round ${round}/${ROUNDS}, ${fmt(SCALE_SAS)} ServiceAccounts (load average ${loadAverage()}):`);
+      scaleRounds.push(await scaleRound(starters, kinds));
+    }
+  }
+} finally {
+  clearInterval(sampler);
+  await cp.stop();
+}
+
+const t = table(baseRounds, scaleRounds, kinds);
+console.log(`\n${t.text}\n`);
+console.log(goals(t, scaleRounds.length > 0));
+const sortedLoads = [...loads].sort((a, b) => a - b);
+console.log(
+  `\nmachine: ${cpuCount()} CPUs; 1-minute load average during the run ${fmt(sortedLoads[0], 1)} .. ${fmt(median(loads), 1)} (median) .. ${fmt(sortedLoads.at(-1), 1)}; ` +
+    `CPU ${SERVER_CPU} busy with other processes during the load runs: ${fmt(median(foreign) * 100)} % median, ${fmt(Math.max(...foreign) * 100)} % at most`,
+);
+console.log(`rounds, raw: ${JSON.stringify({ base: baseRounds, scale: scaleRounds })}`);
