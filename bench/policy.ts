@@ -14,7 +14,7 @@ import { createMetrics } from '../src/metrics.ts';
 import { activation, compileExpression } from '../src/policy/cel.ts';
 import { compilePolicy } from '../src/policy/compile.ts';
 import { EMPTY_POLICY_SET, policySet } from '../src/policy/evaluate.ts';
-import { staticPolicyGate, type PolicyGate } from '../src/policy/gate.ts';
+import { judgesOf, staticPolicyGate, type PolicyGate } from '../src/policy/gate.ts';
 import type { NamespaceView } from '../src/kube/types.ts';
 import { exampleVariables } from '../src/policy/inputs.ts';
 import type { CompiledPolicy } from '../src/policy/model.ts';
@@ -143,7 +143,7 @@ const gates: Record<string, PolicyGate> = {
 
 // Both must admit and mutate: the bench measures the allowed path, not a denial's shortcut.
 for (const [name, gate] of Object.entries(gates)) {
-  const d = await admitPod(providers, lookup, request, gate);
+  const d = await admitPod(providers, lookup, request, judgesOf(gate));
   if (!d.allowed || !d.patch?.length) throw new Error(`${name}: expected a mutation, got ${JSON.stringify(d)}`);
 }
 
@@ -201,8 +201,8 @@ console.log(
   `one CEL validation (evaluate only): ${(Number(process.hrtime.bigint() - t0) / evals / 1000).toFixed(2)} µs`,
 );
 
-await measure(5000, (g) => admitPod(providers, lookup, request, g)); // warm-up
-line(`core: admitPod, ${N} Pods each`, await measure(N, (g) => admitPod(providers, lookup, request, g)));
+await measure(5000, (g) => admitPod(providers, lookup, request, judgesOf(g))); // warm-up
+line(`core: admitPod, ${N} Pods each`, await measure(N, (g) => admitPod(providers, lookup, request, judgesOf(g))));
 
 const log = pino({ level: 'silent' });
 const body = JSON.stringify({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', request });
@@ -213,7 +213,7 @@ const apps = Object.fromEntries(
       https: null,
       log,
       metrics: createMetrics(),
-      admit: (r) => admitPod(providers, lookup, r, gate),
+      admit: (r) => admitPod(providers, lookup, r, judgesOf(gate)),
       isReady: () => true,
     }),
   ]),

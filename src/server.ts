@@ -8,7 +8,8 @@ import { allowed, type AdmissionRequest, type Decision } from './admission/revie
 import type { PodReviewObservation } from './clouds/types.ts';
 import { ConfigError } from './errors.ts';
 import type { Config } from './config.ts';
-import { loadKubeConfig } from './kube/client.ts';
+import type { KubeApi } from './kube/api.ts';
+import { connectKube } from './kube/connect.ts';
 import { together } from './kube/lifecycle.ts';
 import { ServiceAccountCache } from './kube/serviceaccount-cache.ts';
 import { createMetrics, serveMetrics, UNKNOWN_NAMESPACE_LABEL, type Metrics } from './metrics.ts';
@@ -19,12 +20,9 @@ import {
   createSecretProviders,
   startClouds,
 } from './clouds/index.ts';
-import { createTenantPolicy } from './policy/runtime.ts';
 import { SECRET_ANNOTATION_PREFIXES } from './model.ts';
 import { RecordKeys } from './mutate/injection-record.ts';
-import { selfManagedTls } from './tls/self-managed.ts';
 import { tlsPolicy } from './tls/policy.ts';
-import { generateCertificates } from './tls/self-signed.ts';
 import { readKeyPair, watchKeyPair, type KeyPair } from './tls/reloader.ts';
 
 export interface RunningServer {
@@ -36,9 +34,11 @@ export interface RunningServer {
 
 async function loadTls(
   config: Config,
+  api: KubeApi,
   log: Logger,
 ): Promise<{ pair: KeyPair; watch?: (apply: (p: KeyPair) => void) => () => void }> {
   if (config.selfSigned) {
+    const { generateCertificates } = await import('./tls/self-signed.ts');
     const certs = await generateCertificates(config.selfSignedHosts);
     if (config.caBundleOut) await writeFile(config.caBundleOut, certs.caPem);
     log.info(
@@ -54,7 +54,11 @@ async function loadTls(
     });
     return { pair, watch: (apply) => watchKeyPair(tlsCertFile, tlsKeyFile, pair, apply, log) };
   }
-  if (config.certSecret) return selfManagedTls(config, loadKubeConfig(config.kubeconfig), log);
+  if (config.certSecret) {
+    // Loaded only in this mode: the certificate manager, and certificate generation when it must make one.
+    const { selfManagedTls } = await import('./tls/self-managed.ts');
+    return selfManagedTls(config, api, log);
+  }
   throw new ConfigError(
     'serve needs a certificate: --tls-cert-file and --tls-key-file, --cert-secret, or --self-signed',
   );
@@ -98,29 +102,37 @@ async function injectionRecordKeys(config: Config, pair: KeyPair, log: Logger): 
 }
 
 /** What admission reads and judges with: providers, the ServiceAccount cache, tenant policy. */
-function admission(config: Config, root: Logger, metrics: Metrics, recordKeys: RotatingRecordKeys) {
+async function admission(config: Config, api: KubeApi, root: Logger, metrics: Metrics, recordKeys: RotatingRecordKeys) {
   const providers = createProviders(config);
   const secretCore = { providers: createSecretProviders(config), defaultTokenPath: config.secretTokenPath };
-  const kubeConfig = loadKubeConfig(config.kubeconfig);
   const cache = new ServiceAccountCache({
-    kubeConfig,
+    api,
     annotationPrefixes: [...annotationPrefixes(providers), ...SECRET_ANNOTATION_PREFIXES],
     log: root.child({ component: 'serviceaccount-cache' }),
     metrics,
     missTimeoutMs: config.cacheMissTimeoutMs,
     missReadsPerSecond: config.cacheMissRate,
   });
-  const tenantPolicy = createTenantPolicy(config, kubeConfig, root.child({ component: 'tenant-policy' }), metrics);
+  // Tenant policy (CEL, the YAML parser, the namespace cache) is loaded only when configured.
+  const tenantPolicy =
+    config.watchPolicies || config.policyFile
+      ? (await import('./policy/runtime.ts')).createTenantPolicy(
+          config,
+          api,
+          root.child({ component: 'tenant-policy' }),
+          metrics,
+        )
+      : undefined;
   const lookup = (ns: string, name: string) => cache.lookup(ns, name);
   const admit = async (request: AdmissionRequest, context: AdmitContext): Promise<Decision> => {
     if (request.kind.kind === 'Pod' && request.kind.group === '')
-      return admitPod(providers, lookup, request, tenantPolicy?.gate, {
+      return admitPod(providers, lookup, request, tenantPolicy?.judges, {
         onUnresolved: context.failurePolicy ?? config.failurePolicy,
         recordKeys: recordKeys.current,
         maxContainers: config.maxContainers,
       });
     if (request.kind.kind === 'Secret' && request.kind.group === '')
-      return admitSecret(secretCore, lookup, request, tenantPolicy?.gate);
+      return admitSecret(secretCore, lookup, request, tenantPolicy?.judges);
     return allowed();
   };
   // Everything list-watched beside the server: ready once all are synced.
@@ -141,10 +153,11 @@ function boundedPeerMetrics(config: Config, metrics: Metrics, cache: ServiceAcco
 export async function serve(config: Config, root: Logger): Promise<RunningServer> {
   // One child logger per component, made here where the components are built.
   const log = root.child({ component: 'server' });
-  const tls = await loadTls(config, root.child({ component: 'tls' }));
+  const api = await connectKube(config.kubeconfig);
+  const tls = await loadTls(config, api, root.child({ component: 'tls' }));
   const metrics = createMetrics();
   const recordKeys = await injectionRecordKeys(config, tls.pair, log);
-  const { admit, cache, watched } = admission(config, root, metrics, recordKeys);
+  const { admit, cache, watched } = await admission(config, api, root, metrics, recordKeys);
   let draining = false;
 
   const clientCa = config.clientCaFile

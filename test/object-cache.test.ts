@@ -6,7 +6,8 @@ import { after, before, describe, test } from 'node:test';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import pino from 'pino';
 import { WebhookError } from '../src/errors.ts';
-import type { ListPage } from '../src/kube/list-watch.ts';
+import { apiPath } from '../src/kube/api.ts';
+import { kubeApiOf } from '../src/kube/connect.ts';
 import { NamespaceCache } from '../src/kube/namespace-cache.ts';
 import { ObjectCache } from '../src/kube/object-cache.ts';
 import { TokenBucket } from '../src/kube/rate-limit.ts';
@@ -39,7 +40,7 @@ describe('the Namespace cache', () => {
     const metrics = createMetrics();
     const warnings: string[] = [];
     const recording = pino({ level: 'warn' }, { write: (line: string) => void warnings.push(JSON.parse(line).msg) });
-    const cache = new NamespaceCache({ kubeConfig: cp.kubeConfig(), log: recording, metrics });
+    const cache = new NamespaceCache({ api: kubeApiOf(cp.kubeConfig()), log: recording, metrics });
     await cache.start();
     try {
       assert.deepEqual(await cache.lookup('team-a'), {
@@ -72,7 +73,7 @@ describe('the Namespace cache', () => {
 
   test('a namespace not cached yet is read once, even when asked for concurrently, and then cached', async () => {
     const metrics = createMetrics();
-    const cache = new NamespaceCache({ kubeConfig: cp.kubeConfig(), log, metrics });
+    const cache = new NamespaceCache({ api: kubeApiOf(cp.kubeConfig()), log, metrics });
     await cache.start();
     cache.stop(); // no watch: the direct read is the only way to learn of a new namespace
     await createNamespace(cp, 'brand-new', { team: 'b' });
@@ -87,7 +88,7 @@ describe('the Namespace cache', () => {
 
   test('a missing namespace is read once and has no labels; reads beyond the rate limit fail the lookup', async () => {
     const metrics = createMetrics();
-    const cache = new NamespaceCache({ kubeConfig: cp.kubeConfig(), log, metrics, missReadsPerSecond: 1 });
+    const cache = new NamespaceCache({ api: kubeApiOf(cp.kubeConfig()), log, metrics, missReadsPerSecond: 1 });
     await cache.start();
     cache.stop();
     // Two lookups at once join one read: one token spent.
@@ -117,7 +118,7 @@ describe('the Namespace cache', () => {
       c.name === cluster.name ? { ...c, server: `https://127.0.0.1:${silent.port}` } : c,
     );
     const metrics = createMetrics();
-    const cache = new NamespaceCache({ kubeConfig: kc, log, metrics, missTimeoutMs: 200 });
+    const cache = new NamespaceCache({ api: kubeApiOf(kc), log, metrics, missTimeoutMs: 200 });
     try {
       await assert.rejects(
         async () => cache.lookup('team-a'),
@@ -139,7 +140,7 @@ describe('the Namespace cache', () => {
     kc.loadFromFile(cp.kubeconfigPath);
     // A user without credentials: the API server answers 401 (anonymous auth is off) or 403.
     kc.users = kc.users.map((u) => ({ name: u.name }));
-    const cache = new NamespaceCache({ kubeConfig: kc, log, metrics });
+    const cache = new NamespaceCache({ api: kubeApiOf(kc), log, metrics });
     try {
       await assert.rejects(
         async () => cache.lookup('team-a'),
@@ -166,14 +167,14 @@ describe('a namespaced watch with a field selector', () => {
     const selector = { fieldSelector: 'metadata.name=wanted' };
     type View = { name: string; namespace: string; value: string };
     const events: string[] = [];
+    const api = kubeApiOf(cp.kubeConfig());
     const cache = new ObjectCache<View>({
-      kubeConfig: cp.kubeConfig(),
+      api,
       log,
       what: 'Namespace', // any kind of the closed set; no metrics here
       path: '/api/v1/namespaces/certs/configmaps',
-      watchQuery: selector,
-      list: (page) => core.listNamespacedConfigMap({ namespace: 'certs', ...selector, ...page }) as Promise<ListPage>,
-      read: (name) => core.readNamespacedConfigMap({ namespace: 'certs', name }),
+      query: selector,
+      read: (name) => api.request('GET', apiPath('api', 'v1', 'namespaces', 'certs', 'configmaps', name)),
       slim: (raw) => {
         const cm = raw as { metadata: { name: string; namespace: string }; data?: { value?: string } };
         events.push(`${cm.metadata.namespace}/${cm.metadata.name}`);

@@ -10,7 +10,7 @@ import { mutatePod, plan, resolve, type PodMutation } from '../src/mutate/pod.ts
 import { isDenial } from '../src/errors.ts';
 import { compilePolicy } from '../src/policy/compile.ts';
 import { policySet } from '../src/policy/evaluate.ts';
-import { podPolicy, staticPolicyGate, type PolicyGate } from '../src/policy/gate.ts';
+import { judgesOf, podPolicy, staticPolicyGate, type PolicyGate } from '../src/policy/gate.ts';
 import type { NamespaceView } from '../src/kube/types.ts';
 import { loadPolicyFile } from '../src/policy/load.ts';
 import type { CompiledPolicy } from '../src/policy/model.ts';
@@ -473,7 +473,7 @@ describe('admission glue', () => {
         return { name, labels: {} };
       },
     };
-    const d = await admitPod(providers(), lookup({ 'eks.amazonaws.com/role-arn': ARN_A }), request(pod()), g);
+    const d = await admitPod(providers(), lookup({ 'eks.amazonaws.com/role-arn': ARN_A }), request(pod()), judgesOf(g));
     assert.equal(d.allowed, false);
     assert.equal(d.denial?.reason, 'PolicyDenied');
     assert.equal(reads, 1);
@@ -488,7 +488,7 @@ describe('admission glue', () => {
           new Error('the labels of namespace team-a are needed for tenant policy but cannot be read: timeout'),
         ),
     };
-    const d = await admitPod(providers(), lookup({ 'eks.amazonaws.com/role-arn': ARN_A }), request(pod()), g);
+    const d = await admitPod(providers(), lookup({ 'eks.amazonaws.com/role-arn': ARN_A }), request(pod()), judgesOf(g));
     assert.deepEqual(d, {
       allowed: false,
       denial: {
@@ -498,7 +498,7 @@ describe('admission glue', () => {
           'the labels of namespace team-a are needed for tenant policy but cannot be read: timeout; the identity is refused rather than judged without them',
       },
     });
-    const plain = await admitPod(providers(), lookup({}), request(pod()), g);
+    const plain = await admitPod(providers(), lookup({}), request(pod()), judgesOf(g));
     assert.equal(plain.allowed, true);
   });
 
@@ -512,7 +512,7 @@ describe('admission glue', () => {
         return { name, labels: {} };
       },
     };
-    const d = await admitPod(providers(), lookup({ 'eks.amazonaws.com/role-arn': ARN_B }), request(pod()), g);
+    const d = await admitPod(providers(), lookup({ 'eks.amazonaws.com/role-arn': ARN_B }), request(pod()), judgesOf(g));
     const without = await admitPod(providers(), lookup({ 'eks.amazonaws.com/role-arn': ARN_B }), request(pod()));
     assert.equal(reads, 0);
     assert.ok(d.allowed);
@@ -528,9 +528,9 @@ describe('admission glue', () => {
     const g = gate([starter], [ns]);
     const own: Secret = labelledSecret('aws', { config: { roleARN: ARN_A } });
     const other: Secret = labelledSecret('aws', { config: { roleARN: ARN_B } });
-    const ok = await admitSecret(core, lookup({}), request(own, 'Secret'), g);
+    const ok = await admitSecret(core, lookup({}), request(own, 'Secret'), judgesOf(g));
     assert.equal(ok.allowed, true, ok.denial?.message);
-    const no = await admitSecret(core, lookup({}), request(other, 'Secret', 'UPDATE'), g);
+    const no = await admitSecret(core, lookup({}), request(other, 'Secret', 'UPDATE'), judgesOf(g));
     assert.equal(no.allowed, false);
     assert.equal(
       no.denial?.message,
@@ -548,10 +548,10 @@ describe('admission glue', () => {
         labelledSecret('azure', { config: { clientID: CLIENT, tenantID: TENANT_B, subscriptionID: TENANT_A } }),
         'Secret',
       ),
-      g,
+      judgesOf(g),
     );
     assert.equal(no.denial?.reason, 'UntrustedIdentityProvider');
-    const yes = await admitSecret(core, lookup({}), request(labelledSecret('gcp'), 'Secret'), g);
+    const yes = await admitSecret(core, lookup({}), request(labelledSecret('gcp'), 'Secret'), judgesOf(g));
     assert.equal(yes.allowed, true, yes.denial?.message);
   });
 });

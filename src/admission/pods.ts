@@ -3,7 +3,7 @@ import type { Pod, ServiceAccountView } from '../kube/types.ts';
 import { serviceAccountNameOf } from '../model.ts';
 import { plan, resolve, type PodAdmission } from '../mutate/pod.ts';
 import type { RecordKeys } from '../mutate/injection-record.ts';
-import { podPolicyFor, type InjectionPolicy, type PolicyGate } from '../policy/gate.ts';
+import type { InjectionPolicy, TenantJudges } from '../policy/gate.ts';
 import type { PodProvider } from '../clouds/types.ts';
 import { allowed, denied, patched, type AdmissionRequest, type Decision } from './review.ts';
 
@@ -98,7 +98,7 @@ export async function admitPod(
   providers: readonly PodProvider[],
   lookup: ServiceAccountLookup,
   request: AdmissionRequest,
-  policyGate?: PolicyGate,
+  tenantPolicy?: TenantJudges,
   {
     onUnresolved = 'Fail',
     recordKeys,
@@ -125,9 +125,7 @@ export async function admitPod(
   try {
     const found = lookup(namespace, serviceAccountNameOf(pod));
     // Tenant policy needs the namespace's labels: cached, or read when the cache has not seen it yet.
-    [sa, policy] = policyGate
-      ? await Promise.all([found, podPolicyFor(policyGate, namespace)])
-      : [await found, undefined];
+    [sa, policy] = tenantPolicy ? await Promise.all([found, tenantPolicy.pod(namespace)]) : [await found, undefined];
   } catch (err) {
     return unresolved(err, onUnresolved);
   }

@@ -1,7 +1,7 @@
 import { denial } from '../errors.ts';
 import type { Secret } from '../kube/types.ts';
 import { planSecret, type SecretCoreOptions } from '../mutate/secret.ts';
-import { secretPolicyFor, type PolicyGate } from '../policy/gate.ts';
+import type { TenantJudges } from '../policy/gate.ts';
 import { judgeSecret } from './judge-secret.ts';
 import type { ServiceAccountLookup } from './pods.ts';
 import { allowed, denied, patched, type AdmissionRequest, type Decision } from './review.ts';
@@ -39,7 +39,7 @@ export async function admitSecret(
   core: SecretCoreOptions,
   lookup: ServiceAccountLookup,
   request: AdmissionRequest,
-  policyGate?: PolicyGate,
+  tenantPolicy?: TenantJudges,
 ): Promise<Decision> {
   if ((request.operation !== 'CREATE' && request.operation !== 'UPDATE') || request.subResource) return allowed();
   const secret = request.object as Secret;
@@ -54,7 +54,7 @@ export async function admitSecret(
     planSecret(secret, namespace),
     {
       serviceAccount: async (ns, name) => lookup(ns, name),
-      policy: policyGate && ((ns) => secretPolicyFor(policyGate, ns)),
+      policy: tenantPolicy?.secret,
     },
     oldSecret,
   );

@@ -1,23 +1,27 @@
+import type { KubeApi, OpenWatch } from './api.ts';
 import type { Lifecycle } from './lifecycle.ts';
-import { Watch, type KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 
-/** One page of a list call, in the shape every generated list method returns. */
+/** One page of a list call. */
 export interface ListPage {
-  items: unknown[];
-  metadata?: { _continue?: string; resourceVersion?: string };
+  items?: unknown[] | null;
+  metadata?: { continue?: string; resourceVersion?: string };
 }
 
 export interface ListWatchOptions {
-  kubeConfig: KubeConfig;
+  api: KubeApi;
   /** For log lines: "Namespace", "WorkloadIdentityPolicy". */
   what: string;
-  /** The watch path, e.g. /api/v1/namespaces. */
+  /** The collection listed and watched, e.g. /api/v1/namespaces. */
   path: string;
-  /** Extra watch parameters, e.g. the labelSelector the list uses too. */
-  watchQuery?: Record<string, string>;
-  list(page: { limit: number; _continue?: string }): Promise<ListPage>;
-  /** The whole collection, after each (re)list. */
+  /** Parameters of both the list and the watch, e.g. a field or label selector. */
+  query?: Record<string, string>;
+  /**
+   * What is kept of each listed object, applied page by page as pages arrive (undefined: dropped),
+   * so a list of 50,000 objects never holds them all whole. Default: the object itself.
+   */
+  keep?: (raw: unknown) => unknown;
+  /** The whole collection (as `keep` made it), after each (re)list. */
   onList(items: unknown[]): void;
   onEvent(type: 'ADDED' | 'MODIFIED' | 'DELETED', obj: unknown): void;
   log: Logger;
@@ -28,12 +32,12 @@ export interface ListWatchOptions {
   absentStatus?: number;
   absentRetryMs?: number;
   watchIdleTimeoutMs?: number;
-  /** The client library's own inactivity timeout; longer than the idle watchdog by default. */
-  clientTimeoutMs?: number;
+  /** How long the API server keeps one watch open (timeoutSeconds); a random 5 to 10 min by default. */
+  watchTimeoutSeconds?: () => number;
   pageSize?: number;
   /**
    * Each restart after a real failure, by cause (for a metric). A watch that ends normally (the
-   * server's timeout, the client library's inactivity timeout) is resumed at once and not counted.
+   * API server's timeout) is resumed at once and not counted.
    */
   onRestart?: (cause: RestartCause) => void;
 }
@@ -47,11 +51,10 @@ export type RestartCause = 'gone' | 'idle' | 'watch_error' | 'list_error';
  */
 export class ListWatch implements Lifecycle {
   readonly #o: Required<ListWatchOptions>;
-  readonly #watch: Watch;
   #resourceVersion = '';
   #synced = false;
   #stopped = false;
-  #abort: AbortController | undefined;
+  #abort: OpenWatch | undefined;
   #seq = 0;
   #connects = 0;
   #idleTimer: NodeJS.Timeout | undefined;
@@ -60,22 +63,19 @@ export class ListWatch implements Lifecycle {
   #waiters: (() => void)[] = [];
 
   constructor(options: ListWatchOptions) {
-    const idle = options.watchIdleTimeoutMs ?? 90_000;
     this.#o = {
       absentStatus: 0,
       absentRetryMs: 30_000,
-      watchIdleTimeoutMs: idle,
-      clientTimeoutMs: idle + 30_000,
+      watchIdleTimeoutMs: 90_000,
+      // Spread the reconnects of many replicas, as client-go's reflector does (5 to 10 min).
+      watchTimeoutSeconds: () => 300 + Math.floor(Math.random() * 300),
       pageSize: 500,
       onRestart: () => {},
-      watchQuery: {},
+      query: {},
+      keep: (raw) => raw,
       // An option passed as undefined (a cache handing on its own unset option) keeps the default.
       ...(Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined)) as ListWatchOptions),
     };
-    this.#watch = new Watch(options.kubeConfig);
-    // client-node aborts a watch after 30 s without a byte (its issue #3020), shorter than the
-    // API server's bookmark interval; our own idle watchdog is the one that judges silence.
-    (this.#watch as unknown as { requestTimeoutMs: number }).requestTimeoutMs = this.#o.clientTimeoutMs;
   }
 
   get synced(): boolean {
@@ -128,14 +128,19 @@ export class ListWatch implements Lifecycle {
 
   /** Returns true when the collection is absent (absentStatus). */
   async #list(): Promise<boolean> {
+    const { api, path, query, pageSize, keep } = this.#o;
     const items: unknown[] = [];
     let cont: string | undefined;
     let rv = '';
     try {
       do {
-        const page = await this.#o.list({ limit: this.#o.pageSize, _continue: cont });
-        items.push(...page.items);
-        cont = page.metadata?._continue || undefined;
+        const page = await api.request<ListPage>('GET', path, { query: { ...query, limit: pageSize, continue: cont } });
+        // Each page is slimmed as it arrives and then dropped: only what `keep` keeps adds up.
+        for (const raw of page.items ?? []) {
+          const kept = keep(raw);
+          if (kept !== undefined) items.push(kept);
+        }
+        cont = page.metadata?.continue || undefined;
         rv = page.metadata?.resourceVersion ?? rv;
       } while (cont);
     } catch (err) {
@@ -181,43 +186,51 @@ export class ListWatch implements Lifecycle {
         this.#o.onRestart('watch_error');
         this.#retry(err);
       } else {
-        // The server's timeout or the client library's inactivity timeout: resume at once.
+        // The API server's timeout: resume at once.
         this.#schedule(0);
       }
     };
     this.#armIdle();
-    const abort = await this.#watch.watch(
-      this.#o.path,
-      {
-        ...this.#o.watchQuery,
-        allowWatchBookmarks: true,
-        resourceVersion: this.#resourceVersion,
-        // Spread the reconnects of many replicas, as client-go's reflector does (5 to 10 min).
-        timeoutSeconds: 300 + Math.floor(Math.random() * 300),
-      },
-      (phase, obj) => {
-        if (this.#stopped) return;
-        this.#armIdle();
-        this.#backoffMs = 0;
-        if (phase === 'ERROR') {
-          if (obj?.code === 410) this.#resourceVersion = '';
-          this.#abort?.abort();
-          onEnd(obj?.code === 410 ? { statusCode: 410 } : new Error(obj?.message ?? 'watch error event'));
-          return;
-        }
-        const rv = obj?.metadata?.resourceVersion;
-        if (rv) this.#resourceVersion = rv;
-        if (phase === 'ADDED' || phase === 'MODIFIED' || phase === 'DELETED') this.#o.onEvent(phase, obj);
-      },
-      onEnd,
-    );
-    if (this.#stopped || ended) abort.abort();
+    let open: OpenWatch;
+    try {
+      open = await this.#o.api.watch(
+        this.#o.path,
+        {
+          ...this.#o.query,
+          allowWatchBookmarks: true,
+          resourceVersion: this.#resourceVersion,
+          timeoutSeconds: this.#o.watchTimeoutSeconds(),
+        },
+        (type, obj) => this.#event(type, obj as WatchObject, onEnd),
+      );
+    } catch (err) {
+      // Refused (410 Gone: relist; 403: RBAC) or unreachable: as an end with that error.
+      onEnd(err);
+      return;
+    }
+    void open.ended.then(onEnd);
+    if (this.#stopped || ended || seq !== this.#seq) open.abort();
     else {
       // Established (the API server answered 200): the next failure starts a fresh backoff.
-      this.#abort = abort;
+      this.#abort = open;
       this.#backoffMs = 0;
       this.#connects++;
     }
+  }
+
+  #event(type: string, obj: WatchObject | undefined, onEnd: (err: unknown) => void): void {
+    if (this.#stopped) return;
+    this.#armIdle();
+    this.#backoffMs = 0;
+    if (type === 'ERROR') {
+      if (obj?.code === 410) this.#resourceVersion = '';
+      this.#abort?.abort();
+      onEnd(obj?.code === 410 ? { statusCode: 410 } : new Error(obj?.message ?? 'watch error event'));
+      return;
+    }
+    const rv = obj?.metadata?.resourceVersion;
+    if (rv) this.#resourceVersion = rv;
+    if (type === 'ADDED' || type === 'MODIFIED' || type === 'DELETED') this.#o.onEvent(type, obj);
   }
 
   #armIdle(): void {
@@ -259,13 +272,14 @@ export class ListWatch implements Lifecycle {
   }
 }
 
-/** An end that is not a failure: an abort of ours or a timeout of the client library. */
+type WatchObject = { code?: number; message?: string; metadata?: { resourceVersion?: string } };
+
+/** An end that is not a failure: an abort of ours. */
 function endedNormally(err: unknown): boolean {
-  const name = (err as Error).name;
-  return name === 'AbortError' || name === 'TimeoutError';
+  return (err as Error).name === 'AbortError';
 }
 
-/** The HTTP status of a client-library error (ApiException.code) or a watch error. */
+/** The HTTP status of an API error (KubeApiError.code, client-node's ApiException.code) or a watch error. */
 export function statusOf(err: unknown): number | undefined {
   // DOMException has a numeric `code` too (23 for TimeoutError): that is no HTTP status.
   if (err instanceof DOMException) return undefined;

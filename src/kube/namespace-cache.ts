@@ -3,11 +3,10 @@
 // up) is read directly. A namespace that cannot be read at all fails the admission: judging a
 // tenant without its labels could grant what a label was meant to refuse.
 
-import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
+import { apiPath, type KubeApi } from './api.ts';
 import { WebhookError } from '../errors.ts';
 import type { Metrics } from '../metrics.ts';
-import type { ListPage } from './list-watch.ts';
 import { Watched } from './lifecycle.ts';
 import { ObjectCache } from './object-cache.ts';
 import type { NamespaceView } from './types.ts';
@@ -22,7 +21,7 @@ export function slimNamespace(ns: Raw): NamespaceView | undefined {
 }
 
 export interface NamespaceCacheOptions {
-  kubeConfig: KubeConfig;
+  api: KubeApi;
   log: Logger;
   metrics?: Metrics;
   /** Timeout of the direct read when a namespace is not cached yet. */
@@ -39,16 +38,14 @@ export class NamespaceCache extends Watched {
   readonly #cache: ObjectCache<NamespaceView>;
   protected readonly source: ObjectCache<NamespaceView>;
 
-  constructor({ kubeConfig, ...options }: NamespaceCacheOptions) {
+  constructor({ api, ...options }: NamespaceCacheOptions) {
     super();
-    const api = kubeConfig.makeApiClient(CoreV1Api);
     this.#cache = this.source = new ObjectCache({
       ...options,
-      kubeConfig,
+      api,
       what: 'Namespace',
       path: '/api/v1/namespaces',
-      list: (page) => api.listNamespace(page) as Promise<ListPage>,
-      read: (name) => api.readNamespace({ name }),
+      read: (name) => api.request('GET', apiPath('api', 'v1', 'namespaces', name)),
       slim: (raw) => slimNamespace(raw as Raw),
       key: (view) => view.name,
       unavailable: (name, why) =>

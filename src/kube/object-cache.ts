@@ -4,11 +4,11 @@
 // ServiceAccount and Namespace caches are this with their own slimming and options.
 
 import { safeMessage } from '../log.ts';
-import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { Metrics } from '../metrics.ts';
+import type { KubeApi } from './api.ts';
 import { DirectReads, TimeoutError } from './direct-read.ts';
-import { ListWatch, statusOf, type ListPage } from './list-watch.ts';
+import { ListWatch, statusOf } from './list-watch.ts';
 import type { Lifecycle } from './lifecycle.ts';
 import { TokenBucket } from './rate-limit.ts';
 
@@ -16,15 +16,14 @@ import { TokenBucket } from './rate-limit.ts';
 export type CachedKind = 'ServiceAccount' | 'Namespace';
 
 export interface ObjectCacheOptions<T> {
-  kubeConfig: KubeConfig;
+  api: KubeApi;
   log: Logger;
   metrics?: Metrics;
   what: CachedKind;
-  /** The watch path, e.g. /api/v1/namespaces, and its query (a field or label selector the list uses too). */
+  /** The collection listed and watched, e.g. /api/v1/namespaces, and its query (a field or label selector). */
   path: string;
-  watchQuery?: Record<string, string>;
-  list(page: { limit: number; _continue?: string }): Promise<ListPage>;
-  /** One object by key, from the API server; rejects with the client library's error (404: absent). */
+  query?: Record<string, string>;
+  /** One object by key, from the API server; rejects with the API's error (404: absent). */
   read(key: string): Promise<unknown>;
   /** What is kept of an object; undefined for one that cannot be keyed. */
   slim(raw: unknown): T | undefined;
@@ -65,19 +64,17 @@ export class ObjectCache<T> implements Lifecycle {
     this.#bucket = new TokenBucket(o.missReadsPerSecond ?? 50);
     const what = o.what;
     this.#listWatch = new ListWatch({
-      kubeConfig: o.kubeConfig,
+      api: o.api,
       log: o.log,
       what,
       path: o.path,
-      watchQuery: o.watchQuery,
-      list: o.list,
-      onList: (items) => {
+      query: o.query,
+      // Slimmed page by page: the list's whole objects are never all held at once.
+      keep: o.slim,
+      onList: (views) => {
         this.#items.clear();
         o.index?.relisting();
-        for (const item of items) {
-          const view = o.slim(item);
-          if (view) this.#put(view);
-        }
+        for (const view of views as T[]) this.#put(view);
         o.index?.relisted();
         this.#sized();
         o.log.info({ what, size: this.#items.size }, `${what} cache listed`);

@@ -1,18 +1,18 @@
-// The cluster-wide ServiceAccount cache: name, namespace, uid and only the annotations the
-// providers read, so a cluster of 50,000 ServiceAccounts stays small in memory. An ObjectCache
-// with this slimming; a miss is read directly.
+// The cluster-wide ServiceAccount cache: name, namespace and only the annotations the providers
+// read, so a cluster of 50,000 ServiceAccounts stays small in memory. An ObjectCache with this
+// slimming; a miss is read directly.
 
-import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
+import { apiPath, type KubeApi } from './api.ts';
 import type { Logger } from 'pino';
 import { WebhookError } from '../errors.ts';
 import type { Metrics } from '../metrics.ts';
-import type { ListPage, ListWatch } from './list-watch.ts';
+import type { ListWatch } from './list-watch.ts';
 import { Watched } from './lifecycle.ts';
 import { ObjectCache, type CacheIndex } from './object-cache.ts';
 import type { ServiceAccountView } from './types.ts';
 
 export interface ServiceAccountCacheOptions {
-  kubeConfig: KubeConfig;
+  api: KubeApi;
   /** Annotation prefixes worth keeping; everything else is dropped on arrival. */
   annotationPrefixes: readonly string[];
   log: Logger;
@@ -49,15 +49,27 @@ type Raw = {
   };
 };
 
-/** What the cache keeps of one ServiceAccount; undefined for an object without name or namespace. */
-export function slimServiceAccount(sa: Raw, prefixes: readonly string[]): ServiceAccountView | undefined {
+const NO_ANNOTATIONS: Readonly<Record<string, string>> = Object.freeze({});
+
+/**
+ * What the cache keeps of one ServiceAccount; undefined for an object without name or namespace.
+ * Small by construction: the uid is not kept (admission never reads it), a ServiceAccount without
+ * the providers' annotations shares one empty object, and `intern` hands back one copy of each
+ * namespace name for all its ServiceAccounts.
+ */
+export function slimServiceAccount(
+  sa: Raw,
+  prefixes: readonly string[],
+  intern: (namespace: string) => string = (ns) => ns,
+): ServiceAccountView | undefined {
   const m = sa.metadata;
   if (!m?.name || !m.namespace) return undefined;
-  const annotations: Record<string, string> = {};
+  let annotations: Record<string, string> | undefined;
   if (m.annotations) {
     for (const key in m.annotations) {
       for (const prefix of prefixes) {
         if (key.startsWith(prefix)) {
+          annotations ??= {};
           annotations[key] = m.annotations[key];
           break;
         }
@@ -65,14 +77,18 @@ export function slimServiceAccount(sa: Raw, prefixes: readonly string[]): Servic
     }
   }
   return Object.freeze({
-    namespace: m.namespace,
+    namespace: intern(m.namespace),
     name: m.name,
-    uid: m.uid ?? '',
-    annotations: Object.freeze(annotations),
+    annotations: annotations ? Object.freeze(annotations) : NO_ANNOTATIONS,
   });
 }
 
 const keyOf = (namespace: string, name: string) => `${namespace}/${name}`;
+/** A namespace has no "/"; a name from a Pod may (it is refused as not found, unasked: apiPath). */
+const splitKey = (key: string): [string, string] => {
+  const slash = key.indexOf('/');
+  return [key.slice(0, slash), key.slice(slash + 1)];
+};
 
 /**
  * The namespaces that hold at least one cached ServiceAccount: every namespace the cluster has
@@ -81,12 +97,21 @@ const keyOf = (namespace: string, name: string) => `${namespace}/${name}`;
  */
 class KnownNamespaces implements CacheIndex<ServiceAccountView> {
   readonly #counts = new Map<string, number>();
+  readonly #names = new Map<string, string>();
   #before: Set<string> | undefined;
   gone: (namespace: string) => void = () => {};
 
   has(namespace: string): boolean {
     return this.#counts.has(namespace);
   }
+
+  /** One copy of each namespace's name, shared by all its cached ServiceAccounts. */
+  intern = (namespace: string): string => {
+    const known = this.#names.get(namespace);
+    if (known !== undefined) return known;
+    this.#names.set(namespace, namespace);
+    return namespace;
+  };
 
   added(view: ServiceAccountView): void {
     this.#counts.set(view.namespace, (this.#counts.get(view.namespace) ?? 0) + 1);
@@ -95,7 +120,10 @@ class KnownNamespaces implements CacheIndex<ServiceAccountView> {
   removed(view: ServiceAccountView): void {
     const left = (this.#counts.get(view.namespace) ?? 1) - 1;
     if (left > 0) this.#counts.set(view.namespace, left);
-    else if (this.#counts.delete(view.namespace)) this.gone(view.namespace);
+    else if (this.#counts.delete(view.namespace)) {
+      this.#names.delete(view.namespace);
+      this.gone(view.namespace);
+    }
   }
 
   relisting(): void {
@@ -105,6 +133,7 @@ class KnownNamespaces implements CacheIndex<ServiceAccountView> {
 
   relisted(): void {
     for (const namespace of this.#before ?? []) if (!this.#counts.has(namespace)) this.gone(namespace);
+    for (const namespace of this.#names.keys()) if (!this.#counts.has(namespace)) this.#names.delete(namespace);
     this.#before = undefined;
   }
 }
@@ -115,24 +144,22 @@ export class ServiceAccountCache extends Watched {
   readonly #namespaces = new KnownNamespaces();
   protected readonly source: ObjectCache<ServiceAccountView>;
 
-  constructor({ kubeConfig, annotationPrefixes, ...options }: ServiceAccountCacheOptions) {
+  constructor({ api, annotationPrefixes, ...options }: ServiceAccountCacheOptions) {
     super();
-    const api = kubeConfig.makeApiClient(CoreV1Api);
     this.#cache = this.source = new ObjectCache({
       ...options,
-      kubeConfig,
+      api,
       what: 'ServiceAccount',
       path: '/api/v1/serviceaccounts',
-      list: (page) => api.listServiceAccountForAllNamespaces(page) as Promise<ListPage>,
       read: (key) => {
-        const [namespace, name] = key.split('/');
-        return api.readNamespacedServiceAccount({ namespace, name });
+        const [namespace, name] = splitKey(key);
+        return api.request('GET', apiPath('api', 'v1', 'namespaces', namespace, 'serviceaccounts', name));
       },
-      slim: (raw) => slimServiceAccount(raw as Raw, annotationPrefixes),
+      slim: (raw) => slimServiceAccount(raw as Raw, annotationPrefixes, this.#namespaces.intern),
       index: this.#namespaces,
       key: (view) => keyOf(view.namespace, view.name),
       unavailable: (key, why) => {
-        const [namespace, name] = key.split('/');
+        const [namespace, name] = splitKey(key);
         return new ServiceAccountUnavailable(namespace, name, why);
       },
     });

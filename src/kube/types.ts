@@ -92,7 +92,8 @@ export interface Secret {
 export interface ServiceAccountView {
   namespace: string;
   name: string;
-  uid: string;
+  /** Read by the token requestor (its own reads); the admission cache does not keep it. */
+  uid?: string;
   annotations: Readonly<Record<string, string>>;
 }
 

@@ -87,6 +87,19 @@ export async function secretPolicyFor(
   };
 }
 
+/**
+ * Tenant policy as admission asks for it, per namespace. Admission names only this type: the
+ * evaluator and CEL are loaded with tenant policy (policy/runtime.ts), not with the server.
+ */
+export interface TenantJudges {
+  pod(namespace: string): Promise<InjectionPolicy | undefined>;
+  secret(namespace: string): Promise<SecretPolicy | undefined>;
+}
+
+export function judgesOf(gate: PolicyGate): TenantJudges {
+  return { pod: (ns) => podPolicyFor(gate, ns), secret: (ns) => secretPolicyFor(gate, ns) };
+}
+
 /** A gate over fixed policies and namespaces: preview, tests and the benchmark. */
 export function staticPolicyGate(
   set: PolicySet,

@@ -1,11 +1,11 @@
-import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
+import type { KubeApi } from '../kube/api.ts';
 import type { Config } from '../config.ts';
 import type { Metrics } from '../metrics.ts';
 import type { Lifecycle } from '../kube/lifecycle.ts';
 import { NamespaceCache } from '../kube/namespace-cache.ts';
 import { PolicyWatch } from './watch.ts';
-import type { PolicyGate } from './gate.ts';
+import { judgesOf, type PolicyGate, type TenantJudges } from './gate.ts';
 import { loadPolicyFile } from './load.ts';
 import { providerOptionsFromConfig } from '../clouds/index.ts';
 import { PolicyStore, summary } from './store.ts';
@@ -13,6 +13,8 @@ import { PolicyStore, summary } from './store.ts';
 /** Tenant policy in `serve`: the store, its sources (file, cluster) and the namespace cache. */
 export interface TenantPolicy {
   gate: PolicyGate;
+  /** What admission asks of it, per namespace. */
+  judges: TenantJudges;
   /** The namespace cache and the policy watch: only once both are synced is an admission judged as it should be. */
   parts: Lifecycle[];
 }
@@ -20,7 +22,7 @@ export interface TenantPolicy {
 /** undefined when neither --watch-policies nor --policy-file is given: admission is then exactly as without policy. */
 export function createTenantPolicy(
   config: Config,
-  kubeConfig: KubeConfig,
+  api: KubeApi,
   log: Logger,
   metrics?: Metrics,
 ): TenantPolicy | undefined {
@@ -35,19 +37,17 @@ export function createTenantPolicy(
     }
   }
   const namespaces = new NamespaceCache({
-    kubeConfig,
+    api,
     log,
     metrics,
     missTimeoutMs: config.cacheMissTimeoutMs,
     missReadsPerSecond: config.cacheMissRate,
   });
-  const watch = config.watchPolicies ? new PolicyWatch({ kubeConfig, store, log }) : undefined;
-  return {
-    gate: {
-      current: () => store.current(),
-      options: providerOptionsFromConfig(config),
-      namespace: (name) => namespaces.lookup(name),
-    },
-    parts: watch ? [namespaces, watch] : [namespaces],
+  const watch = config.watchPolicies ? new PolicyWatch({ api, store, log }) : undefined;
+  const gate: PolicyGate = {
+    current: () => store.current(),
+    options: providerOptionsFromConfig(config),
+    namespace: (name) => namespaces.lookup(name),
   };
+  return { gate, judges: judgesOf(gate), parts: watch ? [namespaces, watch] : [namespaces] };
 }

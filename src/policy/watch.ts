@@ -1,10 +1,10 @@
-import { CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
+import { apiPath, type KubeApi } from '../kube/api.ts';
 import { compilePolicy } from './compile.ts';
 import { POLICY_GROUP, POLICY_KIND, POLICY_PLURAL, POLICY_VERSION, type CompileResult } from './model.ts';
 import { policyStatus, statusChanged } from './status.ts';
 import { summary, type PolicyStore } from './store.ts';
-import { ListWatch, statusOf, type ListPage } from '../kube/list-watch.ts';
+import { ListWatch, statusOf } from '../kube/list-watch.ts';
 import { Watched } from '../kube/lifecycle.ts';
 
 /** The source of cluster policies in the store. */
@@ -19,7 +19,7 @@ type RawPolicy = {
 };
 
 export interface PolicyWatchOptions {
-  kubeConfig: KubeConfig;
+  api: KubeApi;
   store: PolicyStore;
   log: Logger;
   now?: () => Date;
@@ -32,31 +32,24 @@ export interface PolicyWatchOptions {
  * race gets 409 and the next event decides again).
  */
 export class PolicyWatch extends Watched {
-  readonly #api: CustomObjectsApi;
+  readonly #api: KubeApi;
   protected readonly source: ListWatch;
   readonly #store: PolicyStore;
   readonly #log: Logger;
   readonly #now: () => Date;
   readonly #compiled = new Map<string, { uid: string; generation: number; result: CompileResult }>();
 
-  constructor({ kubeConfig, store, log, now = () => new Date() }: PolicyWatchOptions) {
+  constructor({ api, store, log, now = () => new Date() }: PolicyWatchOptions) {
     super();
-    this.#api = kubeConfig.makeApiClient(CustomObjectsApi);
+    this.#api = api;
     this.#store = store;
     this.#log = log;
     this.#now = now;
     this.source = new ListWatch({
-      kubeConfig,
+      api,
       log,
       what: POLICY_KIND,
-      path: `/apis/${POLICY_GROUP}/${POLICY_VERSION}/${POLICY_PLURAL}`,
-      list: (page) =>
-        this.#api.listClusterCustomObject({
-          group: POLICY_GROUP,
-          version: POLICY_VERSION,
-          plural: POLICY_PLURAL,
-          ...page,
-        }) as Promise<ListPage>,
+      path: apiPath('apis', POLICY_GROUP, POLICY_VERSION, POLICY_PLURAL),
       // No CRD: no cluster policies, and the webhook still starts (a file may hold the policies).
       absentStatus: 404,
       onList: (items) => {
@@ -113,11 +106,7 @@ export class PolicyWatch extends Watched {
   async #writeStatus(raw: RawPolicy, status: unknown): Promise<void> {
     const name = raw.metadata!.name!;
     try {
-      await this.#api.replaceClusterCustomObjectStatus({
-        group: POLICY_GROUP,
-        version: POLICY_VERSION,
-        plural: POLICY_PLURAL,
-        name,
+      await this.#api.request('PUT', apiPath('apis', POLICY_GROUP, POLICY_VERSION, POLICY_PLURAL, name, 'status'), {
         body: { ...raw, status },
       });
     } catch (err) {

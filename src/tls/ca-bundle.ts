@@ -3,8 +3,9 @@
 // the loser reads again and redoes its change.
 
 import type { X509Certificate } from 'node:crypto';
-import { type AdmissionregistrationV1Api, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
+import type { V1MutatingWebhookConfiguration } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
+import { apiPath, type KubeApi } from '../kube/api.ts';
 import { statusOf } from '../kube/list-watch.ts';
 import { b64, bundlePem, fingerprint, issuerIn, splitPem, type State } from './certificate-state.ts';
 
@@ -18,12 +19,7 @@ function trusts(caBundle: string | undefined, ca: X509Certificate): boolean {
 }
 
 /** Makes every webhook's caBundle equal ca.crt; true when it added the pending CA just now. */
-export async function syncCaBundle(
-  api: AdmissionregistrationV1Api,
-  name: string,
-  state: State,
-  log: Logger,
-): Promise<boolean> {
+export async function syncCaBundle(api: KubeApi, name: string, state: State, log: Logger): Promise<boolean> {
   for (let attempt = 0; ; attempt++) {
     try {
       return await patchCaBundle(api, name, state, log);
@@ -35,15 +31,13 @@ export async function syncCaBundle(
   }
 }
 
-async function patchCaBundle(
-  api: AdmissionregistrationV1Api,
-  name: string,
-  state: State,
-  log: Logger,
-): Promise<boolean> {
-  let config: Awaited<ReturnType<AdmissionregistrationV1Api['readMutatingWebhookConfiguration']>>;
+const webhookConfigurationPath = (name: string) =>
+  apiPath('apis', 'admissionregistration.k8s.io', 'v1', 'mutatingwebhookconfigurations', name);
+
+async function patchCaBundle(api: KubeApi, name: string, state: State, log: Logger): Promise<boolean> {
+  let config: V1MutatingWebhookConfiguration;
   try {
-    config = await api.readMutatingWebhookConfiguration({ name });
+    config = await api.request('GET', webhookConfigurationPath(name));
   } catch (err) {
     if (statusOf(err) === 404) {
       log.warn({ webhookConfiguration: name }, 'MutatingWebhookConfiguration not found; caBundle not set yet');
@@ -65,10 +59,10 @@ async function patchCaBundle(
       { op: 'add', path: `/webhooks/${i}/clientConfig/caBundle`, value: wanted },
     ]),
   ];
-  await api.patchMutatingWebhookConfiguration(
-    { name, body: ops },
-    setHeaderOptions('Content-Type', PatchStrategy.JsonPatch),
-  );
+  await api.request('PATCH', webhookConfigurationPath(name), {
+    body: ops,
+    contentType: 'application/json-patch+json',
+  });
   log.info(
     { webhookConfiguration: name, webhooks: stale.length, caBundle: state.bundle.map(fingerprint) },
     'caBundle updated',

@@ -8,10 +8,11 @@
 // optimistic concurrency on resourceVersion, so of replicas racing, one wins and the others
 // adopt its certificates. No CA key is stored: each rotation makes a fresh CA.
 
-import { AdmissionregistrationV1Api, CoreV1Api, type KubeConfig, type V1Secret } from '@kubernetes/client-node';
+import type { V1Secret } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { ConfigError, WebhookError } from '../errors.ts';
-import { ListWatch, statusOf, type ListPage } from '../kube/list-watch.ts';
+import { apiPath, type KubeApi } from '../kube/api.ts';
+import { ListWatch, statusOf } from '../kube/list-watch.ts';
 import { CONFLICT_RETRIES, syncCaBundle } from './ca-bundle.ts';
 import {
   applyPlan,
@@ -26,7 +27,7 @@ import {
 import type { KeyPair } from './reloader.ts';
 
 export interface CertificateManagerOptions {
-  kubeConfig: KubeConfig;
+  api: KubeApi;
   log: Logger;
   namespace: string;
   secretName: string;
@@ -42,8 +43,8 @@ export interface CertificateManagerOptions {
 
 export class CertificateManager {
   readonly #o: CertificateManagerOptions;
-  readonly #core: CoreV1Api;
-  readonly #admission: AdmissionregistrationV1Api;
+  readonly #api: KubeApi;
+  readonly #secretPath: string;
   readonly #watch: ListWatch;
   #serving: KeyPair | undefined;
   #listeners: ((pair: KeyPair) => void)[] = [];
@@ -54,19 +55,17 @@ export class CertificateManager {
 
   constructor(options: CertificateManagerOptions) {
     this.#o = options;
-    this.#core = options.kubeConfig.makeApiClient(CoreV1Api);
-    this.#admission = options.kubeConfig.makeApiClient(AdmissionregistrationV1Api);
+    this.#api = options.api;
     const { namespace, secretName } = options;
+    this.#secretPath = apiPath('api', 'v1', 'namespaces', namespace, 'secrets', secretName);
     // The one Secret, by name: a change by another replica (a rotation, a replacement) is
     // reconciled at once rather than at the next resync. Its contents are read afresh there.
-    const selector = { fieldSelector: `metadata.name=${secretName}` };
     this.#watch = new ListWatch({
-      kubeConfig: options.kubeConfig,
+      api: options.api,
       log: options.log,
       what: 'certificate Secret',
-      path: `/api/v1/namespaces/${namespace}/secrets`,
-      watchQuery: selector,
-      list: (page) => this.#core.listNamespacedSecret({ namespace, ...selector, ...page }) as Promise<ListPage>,
+      path: apiPath('api', 'v1', 'namespaces', namespace, 'secrets'),
+      query: { fieldSelector: `metadata.name=${secretName}` },
       onList: (items) => {
         if (items.length > 0) this.#trigger();
       },
@@ -143,7 +142,7 @@ export class CertificateManager {
     }
 
     if (o.webhookConfiguration) {
-      const added = await syncCaBundle(this.#admission, o.webhookConfiguration, state, o.log);
+      const added = await syncCaBundle(this.#api, o.webhookConfiguration, state, o.log);
       if (added && state.next) {
         // The pending CA reached the API server only now (its writer may have died before
         // patching): count the propagation time from here.
@@ -179,7 +178,7 @@ export class CertificateManager {
   async #readSecret(first: boolean): Promise<V1Secret> {
     const { namespace, secretName } = this.#o;
     try {
-      return await this.#core.readNamespacedSecret({ name: secretName, namespace });
+      return await this.#api.request<V1Secret>('GET', this.#secretPath);
     } catch (err) {
       const code = statusOf(err);
       if (first && code === 404) {
@@ -202,11 +201,7 @@ export class CertificateManager {
     const contents = await applyPlan(state, plan, o, Date.now(), touchNextSince);
     let saved: V1Secret;
     try {
-      saved = await this.#core.replaceNamespacedSecret({
-        name: o.secretName,
-        namespace: o.namespace,
-        body: secretFor(state.secret, contents),
-      });
+      saved = await this.#api.request<V1Secret>('PUT', this.#secretPath, { body: secretFor(state.secret, contents) });
     } catch (err) {
       if (statusOf(err) === 409) return undefined;
       throw err;

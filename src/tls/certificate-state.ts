@@ -13,7 +13,6 @@ import { X509Certificate, createHash, createPrivateKey } from 'node:crypto';
 import { isIP } from 'node:net';
 import type { V1Secret } from '@kubernetes/client-node';
 import type { KeyPair } from './reloader.ts';
-import { generateCertificatesValidFor } from './self-signed.ts';
 
 export const NEXT_SINCE_ANNOTATION = 'workload-identity-webhook.io/next-certificate-since';
 
@@ -152,6 +151,8 @@ export async function applyPlan(
   let { current, next } = state;
   let nextSince = touchNextSince ?? state.nextSince;
   const generate = async (): Promise<Pair> => {
+    // Loaded when a certificate is made, not by every replica that adopts one from the Secret.
+    const { generateCertificatesValidFor } = await import('./self-signed.ts');
     const set = await generateCertificatesValidFor(certificate.hosts, certificate.validitySeconds);
     bundle.push(new X509Certificate(set.caPem));
     return parsePair(set.certPem, set.keyPem)!;

@@ -1,8 +1,8 @@
 // `serve` with --cert-secret: the certificate manager as the server's TLS source.
 
 import { readFileSync } from 'node:fs';
-import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
+import type { KubeApi } from '../kube/api.ts';
 import { ConfigError } from '../errors.ts';
 import { CertificateManager } from './certificate-manager.ts';
 import type { KeyPair } from './reloader.ts';
@@ -34,11 +34,11 @@ export interface SelfManagedSettings {
 /** The server's TLS source in self-managed mode: the first pair, then each rotation. */
 export async function selfManagedTls(
   config: SelfManagedSettings,
-  kubeConfig: KubeConfig,
+  api: KubeApi,
   log: Logger,
 ): Promise<{ pair: KeyPair; watch: (apply: (pair: KeyPair) => void) => () => void }> {
   const manager = new CertificateManager({
-    kubeConfig,
+    api,
     log,
     namespace: config.certSecretNamespace ?? ownNamespace(),
     secretName: config.certSecret!,

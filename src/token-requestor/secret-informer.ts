@@ -1,5 +1,7 @@
-import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
-import { ListWatch, type ListPage } from '../kube/list-watch.ts';
+import type { KubeConfig } from '@kubernetes/client-node';
+import { apiPath } from '../kube/api.ts';
+import { kubeApiOf } from '../kube/connect.ts';
+import { ListWatch } from '../kube/list-watch.ts';
 import type { Logger } from 'pino';
 import { readTokenClaims, type TokenClaims } from './schedule.ts';
 
@@ -70,21 +72,12 @@ export class SecretInformer {
 
   constructor(options: SecretInformerOptions) {
     this.#o = { watchIdleTimeoutMs: 90_000, ...options };
-    const api = options.kubeConfig.makeApiClient(CoreV1Api);
     const { namespace } = options;
     this.#listWatch = new ListWatch({
-      kubeConfig: options.kubeConfig,
+      api: kubeApiOf(options.kubeConfig),
       what: 'labelled Secret',
-      path: namespace === undefined ? '/api/v1/secrets' : `/api/v1/namespaces/${namespace}/secrets`,
-      watchQuery: { labelSelector: options.labelSelector },
-      list: (page) =>
-        (namespace === undefined
-          ? api.listSecretForAllNamespaces({ ...page, labelSelector: options.labelSelector })
-          : api.listNamespacedSecret({
-              ...page,
-              namespace,
-              labelSelector: options.labelSelector,
-            })) as Promise<ListPage>,
+      path: namespace === undefined ? '/api/v1/secrets' : apiPath('api', 'v1', 'namespaces', namespace, 'secrets'),
+      query: { labelSelector: options.labelSelector },
       onList: (raw) => {
         const items = raw.map((item) => trackSecret(item as Raw)).filter((s): s is TrackedSecret => s !== undefined);
         const seen = new Set(items.map((s) => `${s.namespace}/${s.name}`));

@@ -1,0 +1,152 @@
+// Where `serve` finds the API server, in the order loadKubeConfig (client.ts) uses: --kubeconfig,
+// else in-cluster, else $KUBECONFIG or ~/.kube/config. In a Pod that is the service account's
+// token and ca.crt and the service's address: no kubeconfig, no client-node. A kubeconfig file with
+// static credentials (CA, client certificate, token: what tests and most admin kubeconfigs hold)
+// is read here with the YAML parser; one that needs more (an exec or auth-provider plugin, a proxy,
+// several files in $KUBECONFIG) is handed to client-node, loaded only then.
+
+import { readFileSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { delimiter, dirname, isAbsolute, join } from 'node:path';
+import type { KubeConfig } from '@kubernetes/client-node';
+import { ConfigError } from '../errors.ts';
+import { KubeApi, type KubeCredentials } from './api.ts';
+
+const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
+/** client-go rereads a token file this often; the kubelet rotates a projected token well before it expires. */
+const TOKEN_REREAD_MS = 60_000;
+
+/** A token file, read again at most once a minute. */
+export function tokenFile(path: string): () => string {
+  let token = '';
+  let readAt = 0;
+  return () => {
+    if (Date.now() - readAt >= TOKEN_REREAD_MS) {
+      token = readFileSync(path, 'utf8').trim();
+      readAt = Date.now();
+    }
+    return token;
+  };
+}
+
+/** --kubeconfig, else in-cluster, else $KUBECONFIG or ~/.kube/config. */
+export async function connectKube(path: string | undefined): Promise<KubeApi> {
+  try {
+    if (path) return await fromKubeconfigFile(path);
+    if (process.env.KUBERNETES_SERVICE_HOST) return new KubeApi(inCluster());
+    const files = (process.env.KUBECONFIG ?? '').split(delimiter).filter(Boolean);
+    if (files.length > 1) return await fromClientNodeDefault();
+    return await fromKubeconfigFile(files[0] ?? join(homedir(), '.kube', 'config'));
+  } catch (err) {
+    if (err instanceof ConfigError) throw err;
+    throw new ConfigError(
+      `cannot load the kubeconfig${path ? ` from --kubeconfig=${path}` : ''}: ${(err as Error).message}`,
+    );
+  }
+}
+
+/** The Pod's own service account, as client-go's rest.InClusterConfig reads it. */
+function inCluster(): KubeCredentials {
+  const host = process.env.KUBERNETES_SERVICE_HOST ?? '';
+  const port = process.env.KUBERNETES_SERVICE_PORT ?? '443';
+  return {
+    server: `https://${host.includes(':') ? `[${host}]` : host}:${port}`,
+    ca: readFileSync(join(SERVICE_ACCOUNT_DIR, 'ca.crt')),
+    token: tokenFile(join(SERVICE_ACCOUNT_DIR, 'token')),
+  };
+}
+
+type Named<T> = { name?: string } & T;
+interface Kubeconfig {
+  'current-context'?: string;
+  contexts?: Named<{ context?: { cluster?: string; user?: string } }>[];
+  clusters?: Named<{ cluster?: Record<string, unknown> }>[];
+  users?: Named<{ user?: Record<string, unknown> }>[];
+}
+
+/** What this file reads itself; anything else in a cluster or user entry goes to client-node. */
+const CLUSTER_FIELDS = new Set([
+  'server',
+  'certificate-authority',
+  'certificate-authority-data',
+  'insecure-skip-tls-verify',
+  'tls-server-name',
+  'extensions',
+]);
+const USER_FIELDS = new Set([
+  'client-certificate',
+  'client-certificate-data',
+  'client-key',
+  'client-key-data',
+  'token',
+  'tokenFile',
+  'extensions',
+]);
+
+async function fromKubeconfigFile(path: string): Promise<KubeApi> {
+  const { parse } = await import('yaml');
+  const doc = (parse(readFileSync(path, 'utf8')) ?? {}) as Kubeconfig;
+  const contextName = doc['current-context'];
+  const context = doc.contexts?.find((c) => c.name === contextName)?.context;
+  const cluster = doc.clusters?.find((c) => c.name === context?.cluster)?.cluster;
+  if (!cluster?.server)
+    throw new ConfigError('no Kubernetes cluster configured: pass --kubeconfig, or run in a cluster');
+  const user = doc.users?.find((u) => u.name === context?.user)?.user ?? {};
+  if (Object.keys(cluster).some((k) => !CLUSTER_FIELDS.has(k)) || Object.keys(user).some((k) => !USER_FIELDS.has(k)))
+    return fromClientNodeFile(path);
+  const dir = dirname(path);
+  const material = (data: unknown, file: unknown): Buffer | undefined => {
+    if (typeof data === 'string' && data) return Buffer.from(data, 'base64');
+    if (typeof file === 'string' && file) return readFileSync(isAbsolute(file) ? file : join(dir, file));
+    return undefined;
+  };
+  const tokenPath = typeof user.tokenFile === 'string' && user.tokenFile ? user.tokenFile : undefined;
+  return new KubeApi({
+    server: String(cluster.server),
+    ca: material(cluster['certificate-authority-data'], cluster['certificate-authority']),
+    cert: material(user['client-certificate-data'], user['client-certificate']),
+    key: material(user['client-key-data'], user['client-key']),
+    token:
+      typeof user.token === 'string' && user.token
+        ? () => user.token as string
+        : tokenPath
+          ? tokenFile(isAbsolute(tokenPath) ? tokenPath : join(dir, tokenPath))
+          : undefined,
+    insecureSkipTlsVerify: cluster['insecure-skip-tls-verify'] === true,
+    tlsServerName: typeof cluster['tls-server-name'] === 'string' ? cluster['tls-server-name'] : undefined,
+  });
+}
+
+async function fromClientNodeFile(path: string): Promise<KubeApi> {
+  const { KubeConfig } = await import('@kubernetes/client-node');
+  const kc = new KubeConfig();
+  kc.loadFromFile(path);
+  return kubeApiOf(kc);
+}
+
+async function fromClientNodeDefault(): Promise<KubeApi> {
+  const { KubeConfig } = await import('@kubernetes/client-node');
+  const kc = new KubeConfig();
+  kc.loadFromDefault();
+  return kubeApiOf(kc);
+}
+
+/**
+ * The API of a client-node KubeConfig (its current cluster and user): client-node applies the
+ * credentials to each request, plugins included. The tests use it for configurations they change
+ * in memory (another server address, a user without credentials).
+ */
+export function kubeApiOf(kc: KubeConfig): KubeApi {
+  const cluster = kc.getCurrentCluster();
+  if (!cluster) throw new ConfigError('no Kubernetes cluster configured: pass --kubeconfig, or run in a cluster');
+  return new KubeApi({
+    server: cluster.server,
+    insecureSkipTlsVerify: cluster.skipTLSVerify,
+    tlsServerName: cluster.tlsServerName,
+    authenticate: async () => {
+      const options: { headers?: Record<string, string>; ca?: unknown; cert?: unknown; key?: unknown } = {};
+      await kc.applyToHTTPSOptions(options as never);
+      return options;
+    },
+  });
+}
