@@ -128,6 +128,43 @@ describe('cache misses', () => {
     );
   });
 
+  test('a name no object can have is not found, unasked: it reaches no other resource and spends no read', async () => {
+    const metrics = createMetrics();
+    const cache = new ServiceAccountCache({
+      api: kubeApiOf(cp.kubeConfig()),
+      annotationPrefixes: PREFIXES,
+      log,
+      metrics,
+      missReadsPerSecond: 1,
+    });
+    // Names that would resolve to the namespace, its Secrets or another object if pasted into a path.
+    const hostile: [string, string][] = [
+      ['ns1', '..'],
+      ['ns1', '.'],
+      ['ns1', ''],
+      ['..', 'existing'],
+      ['ns1', '../../namespaces/ns1'],
+      ['ns1', 'existing/../existing'],
+      ['ns1', 'existing?watch=true'],
+      ['ns1', 'existing#x'],
+      ['ns1', 'existing%2F..'],
+      ['ns1/serviceaccounts/existing', 'x'],
+    ];
+    for (const [namespace, name] of hostile)
+      assert.equal(await cache.lookup(namespace, name), undefined, `${namespace} / ${name}`);
+    for (const result of ['found', 'not_found', 'error', 'rate_limited'])
+      assert.equal(
+        await metricValue(
+          metrics,
+          'wiw_serviceaccount_fallback_reads_total',
+          `{what="ServiceAccount",result="${result}"}`,
+        ),
+        0,
+        `no direct read (${result})`,
+      );
+    assert.ok(await cache.lookup('ns1', 'existing'), 'the one token left reads the real one');
+  });
+
   test('a direct read that times out or fails is unknown, not absent', async () => {
     // An API server address that accepts connections and never answers.
     const silent = await proxyTo(cp.server);

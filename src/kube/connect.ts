@@ -16,14 +16,14 @@ const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
 /** client-go rereads a token file this often; the kubelet rotates a projected token well before it expires. */
 const TOKEN_REREAD_MS = 60_000;
 
-/** A token file, read again at most once a minute. */
-export function tokenFile(path: string): () => string {
+/** A token file, read again once a minute has passed since the last read. */
+export function tokenFile(path: string, now: () => number = Date.now): () => string {
   let token = '';
-  let readAt = 0;
+  let readAt = Number.NEGATIVE_INFINITY;
   return () => {
-    if (Date.now() - readAt >= TOKEN_REREAD_MS) {
+    if (now() - readAt >= TOKEN_REREAD_MS) {
       token = readFileSync(path, 'utf8').trim();
-      readAt = Date.now();
+      readAt = now();
     }
     return token;
   };

@@ -6,6 +6,7 @@
 import type { Logger } from 'pino';
 import { apiPath, type KubeApi } from './api.ts';
 import { WebhookError } from '../errors.ts';
+import { isNamespaceName } from '../model.ts';
 import type { Metrics } from '../metrics.ts';
 import { Watched } from './lifecycle.ts';
 import { ObjectCache } from './object-cache.ts';
@@ -47,6 +48,7 @@ export class NamespaceCache extends Watched {
       path: '/api/v1/namespaces',
       read: (name) => api.request('GET', apiPath('api', 'v1', 'namespaces', name)),
       slim: (raw) => slimNamespace(raw as Raw),
+      possible: isNamespaceName,
       key: (view) => view.name,
       unavailable: (name, why) =>
         new WebhookError(

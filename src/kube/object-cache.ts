@@ -28,6 +28,11 @@ export interface ObjectCacheOptions<T> {
   /** What is kept of an object; undefined for one that cannot be keyed. */
   slim(raw: unknown): T | undefined;
   key(view: T): string;
+  /**
+   * Whether an object could have this key (names as the API server validates them). A key no
+   * object can have is not found at once: no read, no rate-limit token, whatever a caller sends.
+   */
+  possible?(key: string): boolean;
   /** The error for an object neither cached nor readable now; `why` is the cause, for people. */
   unavailable(key: string, why: string): Error;
   /** Timeout of a direct read on a miss. */
@@ -135,6 +140,7 @@ export class ObjectCache<T> implements Lifecycle {
     if (hit) return hit;
     const { what, metrics, log } = this.#o;
     metrics?.cacheMisses.inc({ what });
+    if (this.#o.possible && !this.#o.possible(key)) return Promise.resolve(undefined);
     // A caller joining a read in flight spends no token: the burst is one request.
     if (!this.#reads.has(key) && !this.#bucket.take()) {
       metrics?.fallbackReads.inc({ what, result: 'rate_limited' });

@@ -5,6 +5,7 @@
 import { apiPath, type KubeApi } from './api.ts';
 import type { Logger } from 'pino';
 import { WebhookError } from '../errors.ts';
+import { isNamespaceName, isObjectName } from '../model.ts';
 import type { Metrics } from '../metrics.ts';
 import type { ListWatch } from './list-watch.ts';
 import { Watched } from './lifecycle.ts';
@@ -156,6 +157,10 @@ export class ServiceAccountCache extends Watched {
         return api.request('GET', apiPath('api', 'v1', 'namespaces', namespace, 'serviceaccounts', name));
       },
       slim: (raw) => slimServiceAccount(raw as Raw, annotationPrefixes, this.#namespaces.intern),
+      possible: (key) => {
+        const [namespace, name] = splitKey(key);
+        return isNamespaceName(namespace) && isObjectName(name);
+      },
       index: this.#namespaces,
       key: (view) => keyOf(view.namespace, view.name),
       unavailable: (key, why) => {
