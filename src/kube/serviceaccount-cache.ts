@@ -54,15 +54,11 @@ const NO_ANNOTATIONS: Readonly<Record<string, string>> = Object.freeze({});
 
 /**
  * What the cache keeps of one ServiceAccount; undefined for an object without name or namespace.
- * Small by construction: the uid is not kept (admission never reads it), a ServiceAccount without
- * the providers' annotations shares one empty object, and `intern` hands back one copy of each
- * namespace name for all its ServiceAccounts.
+ * Small by construction: the uid is not kept (admission never reads it), and a ServiceAccount
+ * without the providers' annotations shares one empty object. (Strings need no interning: V8's
+ * JSON parser already hands out one copy of a repeated namespace name; measured, no gain.)
  */
-export function slimServiceAccount(
-  sa: Raw,
-  prefixes: readonly string[],
-  intern: (namespace: string) => string = (ns) => ns,
-): ServiceAccountView | undefined {
+export function slimServiceAccount(sa: Raw, prefixes: readonly string[]): ServiceAccountView | undefined {
   const m = sa.metadata;
   if (!m?.name || !m.namespace) return undefined;
   let annotations: Record<string, string> | undefined;
@@ -78,7 +74,7 @@ export function slimServiceAccount(
     }
   }
   return Object.freeze({
-    namespace: intern(m.namespace),
+    namespace: m.namespace,
     name: m.name,
     annotations: annotations ? Object.freeze(annotations) : NO_ANNOTATIONS,
   });
@@ -98,21 +94,12 @@ const splitKey = (key: string): [string, string] => {
  */
 class KnownNamespaces implements CacheIndex<ServiceAccountView> {
   readonly #counts = new Map<string, number>();
-  readonly #names = new Map<string, string>();
   #before: Set<string> | undefined;
   gone: (namespace: string) => void = () => {};
 
   has(namespace: string): boolean {
     return this.#counts.has(namespace);
   }
-
-  /** One copy of each namespace's name, shared by all its cached ServiceAccounts. */
-  intern = (namespace: string): string => {
-    const known = this.#names.get(namespace);
-    if (known !== undefined) return known;
-    this.#names.set(namespace, namespace);
-    return namespace;
-  };
 
   added(view: ServiceAccountView): void {
     this.#counts.set(view.namespace, (this.#counts.get(view.namespace) ?? 0) + 1);
@@ -121,10 +108,7 @@ class KnownNamespaces implements CacheIndex<ServiceAccountView> {
   removed(view: ServiceAccountView): void {
     const left = (this.#counts.get(view.namespace) ?? 1) - 1;
     if (left > 0) this.#counts.set(view.namespace, left);
-    else if (this.#counts.delete(view.namespace)) {
-      this.#names.delete(view.namespace);
-      this.gone(view.namespace);
-    }
+    else if (this.#counts.delete(view.namespace)) this.gone(view.namespace);
   }
 
   relisting(): void {
@@ -134,7 +118,6 @@ class KnownNamespaces implements CacheIndex<ServiceAccountView> {
 
   relisted(): void {
     for (const namespace of this.#before ?? []) if (!this.#counts.has(namespace)) this.gone(namespace);
-    for (const namespace of this.#names.keys()) if (!this.#counts.has(namespace)) this.#names.delete(namespace);
     this.#before = undefined;
   }
 }
@@ -156,7 +139,7 @@ export class ServiceAccountCache extends Watched {
         const [namespace, name] = splitKey(key);
         return api.request('GET', apiPath('api', 'v1', 'namespaces', namespace, 'serviceaccounts', name));
       },
-      slim: (raw) => slimServiceAccount(raw as Raw, annotationPrefixes, this.#namespaces.intern),
+      slim: (raw) => slimServiceAccount(raw as Raw, annotationPrefixes),
       possible: (key) => {
         const [namespace, name] = splitKey(key);
         return isNamespaceName(namespace) && isObjectName(name);
