@@ -7,7 +7,7 @@
 // chart's and the image's). Every figure is the median of --rounds rounds; the table ends with the
 // issue's goals, each met or not, and how busy the machine was with other work meanwhile.
 //
-//   npm run bench:peers [-- --rounds 3] [--seconds 10] [--peers aws,azure] [--scale 50000]
+//   npm run bench:peers [-- --rounds 3] [--seconds 10] [--peers aws,azure] [--phases base,scale] [--scale 50000]
 //                       [--settle 75] [--image-archive FILE]
 import { readFileSync, statSync } from 'node:fs';
 import { Agent, request } from 'node:https';
@@ -34,6 +34,8 @@ const { values: opts } = parseArgs({
     rounds: { type: 'string', default: '3' },
     seconds: { type: 'string', default: '10' },
     peers: { type: 'string', default: 'aws,azure' },
+    // base: 2,000 ServiceAccounts, load and memory; scale: time to ready and memory with --scale of them.
+    phases: { type: 'string', default: 'base,scale' },
     'service-accounts': { type: 'string', default: '2000' },
     scale: { type: 'string', default: '50000' },
     settle: { type: 'string', default: '75' },
@@ -50,6 +52,7 @@ const SETTLE_S = Number(opts.settle);
 const MEMORY = Number(opts['memory-mib']) * 2 ** 20;
 const NODE_FLAGS = opts['node-options'] ?? readFileSync(NODE_OPTIONS_FILE, 'utf8').trim();
 const PEERS = opts.peers.split(',').filter(Boolean) as Kind[];
+const PHASES = new Set(opts.phases.split(','));
 const SERVER_CPU = '0';
 
 type Kind = 'project' | 'aws' | 'azure';
@@ -199,6 +202,11 @@ async function startProject(cp: ControlPlane, tls: TlsFiles): Promise<Server> {
       ['-c', SERVER_CPU, '/bin/sh', '-c', `echo $$ > ${cgroup.procs} && exec "$0" "$@"`, command, ...args],
     ],
     env: { NODE_OPTIONS: `${NODE_FLAGS} --expose-gc --import ${probe}`, WIW_MEMORY_PROBE_OUT: probeOut },
+    readyTimeoutMs: 300_000,
+  }).catch((err: Error) => {
+    const kills = cgroup.oomKills();
+    cgroup.remove();
+    throw new Error(`${kills ? `OOM-killed in its ${MEMORY / 2 ** 20} MiB cgroup; ` : ''}${err.message}`);
   });
   const target = { url: `${wh.url}/mutate`, caPem: tls.caPem };
   await untilMutates(target, () => wh.process.exitStatus() !== null, 'serve');
@@ -359,10 +367,22 @@ interface ScaleFigures {
 
 type Starter = () => Promise<Server>;
 
+/** The server started, or undefined (its failure printed and counted) when it could not start or get ready. */
+async function started(kind: Kind, starters: Record<Kind, Starter>): Promise<Server | undefined> {
+  try {
+    return await starters[kind]();
+  } catch (err) {
+    failures.push(`${kind}: ${(err as Error).message.split('\n')[0]}`);
+    console.log(`  ${kind.padEnd(7)} FAILED to start or get ready: ${(err as Error).message}`);
+    return undefined;
+  }
+}
+
 async function baseRound(starters: Record<Kind, Starter>, kinds: Kind[]) {
   const out: Partial<Record<Kind, BaseFigures>> = {};
   for (const kind of kinds) {
-    const server = await starters[kind]();
+    const server = await started(kind, starters);
+    if (!server) continue;
     try {
       await sleep(5000);
       const idleHeap = await server.heap();
@@ -405,7 +425,8 @@ async function scaleRound(starters: Record<Kind, Starter>, kinds: Kind[]) {
   const running: { server: Server; readyAt: number }[] = [];
   try {
     for (const kind of kinds) {
-      const server = await starters[kind]();
+      const server = await started(kind, starters);
+      if (!server) continue;
       const readyAt = performance.now();
       running.push({ server, readyAt });
       const h = await server.heap();
@@ -565,6 +586,7 @@ function goals(t: ReturnType<typeof table>, scale: boolean) {
 const baseRounds: Partial<Record<Kind, BaseFigures>>[] = [];
 const scaleRounds: Partial<Record<Kind, ScaleFigures>>[] = [];
 const loads: number[] = [];
+const failures: string[] = [];
 const foreign: number[] = [];
 
 if (cpuCount() < 2) throw new Error('the side-by-side benchmark needs two CPUs: one for the server, one for the load');
@@ -601,13 +623,13 @@ try {
   ]);
   await createServiceAccounts(cp, 0, BASE_SAS);
   for (const pid of Object.values(cp.pids)) pin(pid, others);
-  for (let round = 1; round <= ROUNDS; round++) {
+  for (let round = 1; PHASES.has('base') && round <= ROUNDS; round++) {
     console.log(`round ${round}/${ROUNDS}, ${fmt(BASE_SAS)} ServiceAccounts (load average ${loadAverage()}):`);
     const r = await baseRound(starters, kinds);
     baseRounds.push(r);
     for (const f of Object.values(r)) for (const l of Object.values(f.load)) foreign.push(...l.foreign);
   }
-  if (SCALE_SAS > BASE_SAS) {
+  if (PHASES.has('scale') && SCALE_SAS > BASE_SAS) {
     for (const pid of Object.values(cp.pids)) pin(pid, `0,${others}`);
     console.log(`setting up: ${fmt(SCALE_SAS)} ServiceAccounts ...`);
     await createServiceAccounts(cp, BASE_SAS, SCALE_SAS);
@@ -630,4 +652,5 @@ console.log(
   `\nmachine: ${cpuCount()} CPUs; 1-minute load average during the run ${fmt(sortedLoads[0], 1)} .. ${fmt(median(loads), 1)} (median) .. ${fmt(sortedLoads.at(-1), 1)}; ` +
     `CPU ${SERVER_CPU} busy with other processes during the load runs: ${fmt(median(foreign) * 100)} % median, ${fmt(Math.max(...foreign) * 100)} % at most`,
 );
+if (failures.length) console.log(`\nfailures (figures missing from the medians):\n${failures.join('\n')}`);
 console.log(`rounds, raw: ${JSON.stringify({ base: baseRounds, scale: scaleRounds })}`);

@@ -69,6 +69,8 @@ export interface StartOptions {
   /** Start the process through a wrapper (the benchmark puts it in a memory cgroup). */
   wrap?: (command: string, args: string[]) => [string, string[]];
   env?: Record<string, string>;
+  /** How long its caches may take to sync (the benchmark lists 50,000 ServiceAccounts); 20 s by default. */
+  readyTimeoutMs?: number;
 }
 
 export async function startWebhook(
@@ -115,7 +117,11 @@ export async function startWebhook(
   const url = `https://127.0.0.1:${port}`;
   await until(
     'the webhook to be ready',
-    async () => (await httpsRequest(`${url}/readyz`, { ca: caPem })).status === 200 || undefined,
+    async () => {
+      if (proc.exitStatus() !== null) throw new GiveUp(`webhook exited (${proc.exitStatus()}):\n${proc.logTail(20)}`);
+      return (await httpsRequest(`${url}/readyz`, { ca: caPem })).status === 200 || undefined;
+    },
+    options.readyTimeoutMs,
   );
   return {
     url,
