@@ -62,6 +62,72 @@ describe('list and watch', () => {
   });
 });
 
+describe('how the list comes', () => {
+  test('streamed from the API server cache (sendInitialEvents) where it offers that, else in pages', async () => {
+    const streamed = new ServiceAccountCache({ api: kubeApiOf(cp.kubeConfig()), annotationPrefixes: PREFIXES, log });
+    await streamed.start();
+    try {
+      assert.equal(listWatchOf(streamed).streaming, true);
+      assert.ok(streamed.get('ns1', 'existing'));
+    } finally {
+      streamed.stop();
+    }
+    // An API server with WatchList off refuses the streamed list: the cache lists in pages instead.
+    const old = await startControlPlane({ name: 'sa-cache-pages', extraArgs: ['--feature-gates=WatchList=false'] });
+    try {
+      await createNamespace(old, 'ns1');
+      await Promise.all(
+        Array.from({ length: 120 }, (_, i) =>
+          createServiceAccount(old, 'ns1', `sa-${i}`, {
+            'eks.amazonaws.com/role-arn': `arn:aws:iam::111122223333:role/r${i}`,
+          }),
+        ),
+      );
+      const paged = new ServiceAccountCache({
+        api: kubeApiOf(old.kubeConfig()),
+        annotationPrefixes: PREFIXES,
+        log,
+        pageSize: 50,
+      });
+      await paged.start();
+      try {
+        assert.equal(listWatchOf(paged).streaming, false);
+        assert.equal(paged.size, 120, 'every ServiceAccount, over three pages');
+        assert.equal(
+          paged.get('ns1', 'sa-119')?.annotations['eks.amazonaws.com/role-arn'],
+          'arn:aws:iam::111122223333:role/r119',
+        );
+        await createServiceAccount(old, 'ns1', 'later');
+        await until('the watch after the pages to deliver', () => paged.get('ns1', 'later'));
+      } finally {
+        paged.stop();
+      }
+      // A kind whose CRD is not installed is an empty list either way, and the list-watch is synced.
+      for (const plane of [cp, old]) {
+        const lists: unknown[][] = [];
+        const lw = new ListWatch({
+          api: kubeApiOf(plane.kubeConfig()),
+          what: 'Widget',
+          path: '/apis/example.com/v1/widgets',
+          absentStatus: 404,
+          onList: (items) => void lists.push(items),
+          onEvent: () => assert.fail('no events of an absent kind'),
+          log,
+        });
+        try {
+          await lw.start();
+          assert.deepEqual(lists, [[]]);
+          assert.equal(lw.synced, true);
+        } finally {
+          lw.stop();
+        }
+      }
+    } finally {
+      await old.stop();
+    }
+  });
+});
+
 describe('cache misses', () => {
   test('a miss is read from the API server once, even when asked for concurrently', async () => {
     const metrics = createMetrics();

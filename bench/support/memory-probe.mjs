@@ -3,8 +3,15 @@
 // JSON line to $WIW_MEMORY_PROBE_OUT, so live data can be told apart from garbage and headroom.
 // With $WIW_HEAP_SNAPSHOT_DIR set it also writes a heap snapshot there. No inspector, no port:
 // nothing of this is in the image or the chart.
-import { appendFileSync } from 'node:fs';
-import { getHeapStatistics, writeHeapSnapshot } from 'node:v8';
+import { appendFileSync, readFileSync } from 'node:fs';
+import { getHeapSpaceStatistics, getHeapStatistics, writeHeapSnapshot } from 'node:v8';
+
+/** RssAnon, RssFile and RssShmem of this process, bytes: heap and malloc, mapped files (the node binary), shared. */
+function rssParts() {
+  const status = readFileSync('/proc/self/status', 'utf8');
+  const kb = (key) => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? Number.NaN) * 1024;
+  return { rssAnon: kb('RssAnon'), rssFile: kb('RssFile'), rssShmem: kb('RssShmem') };
+}
 
 const out = process.env.WIW_MEMORY_PROBE_OUT;
 const snapshots = process.env.WIW_HEAP_SNAPSHOT_DIR;
@@ -30,6 +37,10 @@ if (out) {
         arrayBuffers: after.arrayBuffers,
         rssAfterGc: after.rss,
         heapLimit: heap.heap_size_limit,
+        ...rssParts(),
+        spaces: Object.fromEntries(
+          getHeapSpaceStatistics().map((sp) => [sp.space_name, { size: sp.space_size, used: sp.space_used_size }]),
+        ),
         gcExposed: gc !== undefined,
         snapshot,
       })}\n`,

@@ -79,6 +79,7 @@ export class KubeApi {
   readonly #c: KubeCredentials;
   readonly #base: URL;
   readonly #agent: Agent;
+  #streamsLists: Promise<boolean> | undefined;
 
   constructor(credentials: KubeCredentials) {
     this.#c = credentials;
@@ -150,6 +151,19 @@ export class KubeApi {
       },
       ended,
     };
+  }
+
+  /**
+   * Whether the API server may stream lists (sendInitialEvents, Kubernetes 1.27+; on by default
+   * since 1.32, refused with 4xx where switched off). An older one ignores the parameter and
+   * never sends the end of the list, so its version is asked first (once).
+   */
+  streamsLists(): Promise<boolean> {
+    this.#streamsLists ??= this.request<{ major?: string; minor?: string }>('GET', '/version').then(
+      (v) => Number(v.major) > 1 || (Number(v.major) === 1 && Number.parseInt(v.minor ?? '', 10) >= 27),
+      () => false,
+    );
+    return this.#streamsLists;
   }
 
   /** Closes idle keep-alive connections (the process is stopping). */
