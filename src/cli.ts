@@ -5,12 +5,9 @@ import { loadConfig } from './config.ts';
 import { ConfigError, WebhookError } from './errors.ts';
 import { createLogger } from './log.ts';
 import { printable } from './shell.ts';
-import { previewPod, type OutputFormat } from './preview.ts';
-import { createProviders, createSecretProviders } from './clouds/index.ts';
-import { isSecretPreview, previewSecret } from './preview-secret.ts';
-import { loadPreviewPolicy, policyReport } from './policy/preview.ts';
-import { loadRequestorConfig } from './token-requestor/config.ts';
-import { progressLine } from './doctor/progress.ts';
+import type { OutputFormat } from './preview.ts';
+// Each command loads what it needs when it runs: `serve` does not carry preview, tenant policy
+// (CEL), the token requestor or doctor in its memory.
 
 function readInput(file: string): string {
   try {
@@ -81,12 +78,14 @@ async function run(args: ParsedArgs): Promise<number> {
       const files = values(args, 'filename');
       if (files.length === 0) throw new UsageError('check-policy needs at least one -f FILE', args.command);
       const config = loadConfig(args.flags);
+      const { loadPreviewPolicy, policyReport } = await import('./policy/preview.ts');
       const report = policyReport(loadPreviewPolicy(files, config).results);
       process.stdout.write(report.lines.join('\n') + '\n');
       return report.ok ? 0 : 1;
     }
     case 'token-requestor': {
       const config = loadConfig(args.flags);
+      const { loadRequestorConfig } = await import('./token-requestor/config.ts');
       const requestorConfig = loadRequestorConfig(args.flags);
       const log = createLogger(config.logLevel, undefined, config.logFormat);
       log.info({ version: VERSION, node: process.version }, `${PROGRAM} ${VERSION} token-requestor starting`);
@@ -106,6 +105,12 @@ async function preview(args: ParsedArgs): Promise<number> {
   const files = values(args, 'filename');
   if (files.length === 0) throw new UsageError('preview needs at least one -f FILE', args.command);
   const config = loadConfig(args.flags);
+  const [{ previewPod }, { isSecretPreview, previewSecret }, { loadPreviewPolicy }, clouds] = await Promise.all([
+    import('./preview.ts'),
+    import('./preview-secret.ts'),
+    import('./policy/preview.ts'),
+    import('./clouds/index.ts'),
+  ]);
   const documents = files.map((source) => ({ source, text: readInput(source) }));
   const oldFile = values(args, 'old').at(-1);
   const old = oldFile === undefined ? undefined : { documents: [{ source: oldFile, text: readInput(oldFile) }] };
@@ -118,12 +123,12 @@ async function preview(args: ParsedArgs): Promise<number> {
   const output = args.output as OutputFormat;
   const result = secret
     ? previewSecret(
-        { providers: createSecretProviders(config), defaultTokenPath: config.secretTokenPath },
+        { providers: clouds.createSecretProviders(config), defaultTokenPath: config.secretTokenPath },
         { documents },
         old,
         output,
       )
-    : previewPod(createProviders(config), { documents }, output, policy);
+    : previewPod(clouds.createProviders(config), { documents }, output, policy);
   for (const w of result.warnings) process.stderr.write(`warning: ${printable(w)}\n`);
   if (!result.allowed) {
     process.stderr.write(`denied (${result.denial.reason}): ${printable(result.denial.message)}\n`);
@@ -135,7 +140,10 @@ async function preview(args: ParsedArgs): Promise<number> {
 
 /** doctor, trust, issuer publish. */
 async function issuerCommand(args: ParsedArgs): Promise<number> {
-  const { runIssuerCommand } = await import('./commands.ts');
+  const [{ runIssuerCommand }, { progressLine }] = await Promise.all([
+    import('./commands.ts'),
+    import('./doctor/progress.ts'),
+  ]);
   const config = loadConfig(args.flags);
   const one = (name: string): string | undefined => values(args, name).at(-1);
   // On a terminal: a progress line on stderr while doctor waits, and colours (unless NO_COLOR).
