@@ -2,13 +2,14 @@
 // else in-cluster, else $KUBECONFIG or ~/.kube/config. In a Pod that is the service account's
 // token and ca.crt and the service's address: no kubeconfig, no client-node. A kubeconfig file with
 // static credentials (CA, client certificate, token: what tests and most admin kubeconfigs hold)
-// is read here with the YAML parser; one that needs more (an exec or auth-provider plugin, a proxy,
+// is read here with the YAML parser (loaded by `serve` anyway, for Secret configs); one that needs more (an exec or auth-provider plugin, a proxy,
 // several files in $KUBECONFIG) is handed to client-node, loaded only then.
 
 import { readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { delimiter, dirname, isAbsolute, join } from 'node:path';
 import type { KubeConfig } from '@kubernetes/client-node';
+import { parse } from 'yaml';
 import { ConfigError } from '../errors.ts';
 import { KubeApi, type KubeCredentials } from './api.ts';
 
@@ -84,7 +85,6 @@ const USER_FIELDS = new Set([
 ]);
 
 async function fromKubeconfigFile(path: string): Promise<KubeApi> {
-  const { parse } = await import('yaml');
   const doc = (parse(readFileSync(path, 'utf8')) ?? {}) as Kubeconfig;
   const contextName = doc['current-context'];
   const context = doc.contexts?.find((c) => c.name === contextName)?.context;
