@@ -3,9 +3,15 @@
 // and headers as fields and writes both into its message and stack).
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { ApiException } from '@kubernetes/client-node';
 import { WebhookError } from '../src/errors.ts';
-import { createLogger, safeMessage } from '../src/log.ts';
+import { batchedDestination, createLogger, DECISION_MESSAGE, safeMessage } from '../src/log.ts';
+import { until } from './support/webhook.ts';
 
 const TOKEN = 'eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJzeXN0ZW06c2VydmljZWFjY291bnQ6dGVhbS1hOmFwcCJ9.c2lnbmF0dXJl';
 const DATA = Buffer.from('{"roleARN":"arn:aws:iam::111122223333:role/s3-reader"}').toString('base64');
@@ -135,5 +141,63 @@ describe('--log-format', () => {
       assert.equal(entry.token, '[redacted]');
       assert.equal(entry.name, 'workload-identity-webhook');
     }
+  });
+});
+
+describe('writing stdout', () => {
+  /** A logger over batchedDestination on a temporary file, and the lines the file holds. */
+  function onFile(periodMs: number) {
+    const dir = mkdtempSync(join(tmpdir(), 'wiw-log-'));
+    const file = join(dir, 'out.log');
+    const fd = openSync(file, 'w');
+    const log = createLogger('info', batchedDestination(fd, periodMs));
+    const read = () =>
+      readFileSync(file, 'utf8')
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => JSON.parse(l).n as number);
+    return { log, read, done: () => rmSync(dir, { recursive: true, force: true }) };
+  }
+
+  test('decision lines go out 4 KB at a time; any other line at once, after them', async () => {
+    const { log, read, done } = onFile(60_000); // no periodic flush within the test
+    try {
+      for (const n of [1, 2, 3]) log.info({ n }, DECISION_MESSAGE);
+      await sleep(200);
+      assert.deepEqual(read(), [], 'three short decision lines wait for more');
+      log.info({ n: 4 }, 'serving the new certificate');
+      await until('the other line and those before it', () => (read().length === 4 ? true : undefined), 2000);
+      assert.deepEqual(read(), [1, 2, 3, 4], 'in order');
+      for (let n = 5; n < 105; n++) log.info({ n, padding: 'x'.repeat(60) }, DECISION_MESSAGE);
+      await until('4 KB of decision lines', () => (read().length > 40 ? true : undefined), 2000);
+    } finally {
+      done();
+    }
+  });
+
+  test('a lone decision line goes out after the period', async () => {
+    const { log, read, done } = onFile(100);
+    try {
+      log.info({ n: 1 }, DECISION_MESSAGE);
+      await until('the periodic flush', () => (read().length === 1 ? true : undefined), 2000);
+    } finally {
+      done();
+    }
+  });
+
+  test('what is buffered is written when the process exits', () => {
+    const script = `
+      import { createLogger, DECISION_MESSAGE } from ${JSON.stringify(join(import.meta.dirname, '../src/log.ts'))};
+      const log = createLogger('info');
+      for (let n = 0; n < 3; n++) log.info({ n }, DECISION_MESSAGE);
+      process.exit(0);`;
+    const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8' });
+    assert.deepEqual(
+      out
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l).n),
+      [0, 1, 2],
+    );
   });
 });

@@ -6,6 +6,7 @@ import type { Logger } from 'pino';
 import type { PodReviewObservation } from '../clouds/types.ts';
 import { denial } from '../errors.ts';
 import { clip } from '../limits.ts';
+import { DECISION_MESSAGE } from '../log.ts';
 import type { Metrics } from '../metrics.ts';
 import { denied, encodePatch, type AdmissionRequest, type Decision } from './review.ts';
 
@@ -104,7 +105,7 @@ export function logDecision(log: Logger): Decorator {
         reason: decision.denial?.reason,
         durationMs: Math.round(Number(process.hrtime.bigint() - started) / 1e3) / 1e3,
       },
-      'admission',
+      DECISION_MESSAGE,
     );
     return decision;
   };
