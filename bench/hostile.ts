@@ -5,57 +5,24 @@
 // TLS connections and reviews with unique kinds. Prints, before and during the attack, the normal
 // stream's throughput, p50/p99 and errors; then the webhook's peak memory, OOM kills and whether
 // it is still alive. Every attack loop is bounded in count and time and targets loopback only.
-import { existsSync, mkdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
 import { Agent, request } from 'node:https';
 import { connect, type TLSSocket } from 'node:tls';
 import { parseArgs } from 'node:util';
 import { createNamespace, createServiceAccount, startControlPlane } from '../test/harness/control-plane.ts';
+import { chartMemory, memoryCgroup, rssMiB } from '../test/support/cgroup.ts';
 import { startWebhook } from '../test/support/webhook.ts';
 
 const { values: opts } = parseArgs({
   options: {
-    'memory-mib': { type: 'string', default: '256' },
+    'memory-mib': { type: 'string', default: String(chartMemory().limit / 2 ** 20) },
     seconds: { type: 'string', default: '15' },
     // The chart's default; '' for Node's own heap sizing (the whole cgroup limit).
-    'node-options': { type: 'string', default: '--max-old-space-size-percentage=50' },
+    'node-options': { type: 'string', default: chartMemory().nodeOptions },
   },
 });
 const MEMORY = Number(opts['memory-mib']) * 1024 * 1024;
 const SECONDS = Number(opts.seconds);
 const NS = 'bench';
-
-/** A memory cgroup (v2, else v1) the webhook starts in; the kernel kills it beyond the limit. */
-function memoryCgroup(limit: number) {
-  const v2 = existsSync('/sys/fs/cgroup/cgroup.controllers');
-  const dir = v2 ? '/sys/fs/cgroup/wiw-bench-hostile' : '/sys/fs/cgroup/memory/wiw-bench-hostile';
-  if (!existsSync(dir)) mkdirSync(dir);
-  writeFileSync(`${dir}/${v2 ? 'memory.max' : 'memory.limit_in_bytes'}`, String(limit));
-  // No swap: beyond the limit the kernel kills, as in a Pod.
-  if (v2) writeFileSync(`${dir}/memory.swap.max`, '0');
-  else if (existsSync(`${dir}/memory.memsw.limit_in_bytes`))
-    writeFileSync(`${dir}/memory.memsw.limit_in_bytes`, String(limit));
-  const read = (f: string) => readFileSync(`${dir}/${f}`, 'utf8');
-  return {
-    procs: `${dir}/cgroup.procs`,
-    peakMiB: () =>
-      Number(
-        v2
-          ? existsSync(`${dir}/memory.peak`)
-            ? read('memory.peak')
-            : read('memory.current')
-          : read('memory.max_usage_in_bytes'),
-      ) /
-      2 ** 20,
-    oomKills: () => Number(/oom_kill (\d+)/.exec(read(v2 ? 'memory.events' : 'memory.oom_control'))?.[1] ?? 0),
-    remove: () => {
-      try {
-        rmdirSync(dir);
-      } catch {
-        /* still has a process: left for the next run */
-      }
-    },
-  };
-}
 
 function review(object: unknown, kind = 'Pod', uid = 'u'): Buffer {
   return Buffer.from(
@@ -84,7 +51,7 @@ function normalPod(i: number) {
 const percentile = (sorted: number[], p: number) =>
   sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))] ?? NaN;
 
-const cgroup = memoryCgroup(MEMORY);
+const cgroup = memoryCgroup('bench-hostile', MEMORY);
 const cp = await startControlPlane({ name: 'bench-hostile' });
 let stopAttacks = false;
 try {
@@ -98,7 +65,7 @@ try {
       'projects/123456789012/locations/global/workloadIdentityPools/pool-1/providers/cluster',
   });
   const wh = await startWebhook(cp, ['--log-level', 'info'], {
-    wrap: (command, args) => ['/bin/sh', ['-c', `echo $$ > ${cgroup.procs} && exec "$0" "$@"`, command, ...args]],
+    wrap: cgroup.wrap,
     env: { NODE_OPTIONS: opts['node-options'] },
   });
   const port = wh.port;
@@ -253,9 +220,7 @@ try {
   console.log(`metric series of wiw_admission_requests_total after the unique kinds: ${series}`);
   await normalLoad('normal, after attack', 3);
   const alive = wh.process.exitStatus() === null;
-  const hwm = alive
-    ? Number(/VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${wh.process.pid}/status`, 'utf8'))?.[1] ?? 0) / 1024
-    : NaN;
+  const hwm = alive ? rssMiB(wh.process.pid).hwm : NaN;
   console.log(
     `webhook: ${alive ? 'alive' : `exited (${wh.process.exitStatus()})`}, peak RSS ${hwm.toFixed(0)} MiB; cgroup peak ${cgroup.peakMiB().toFixed(0)} MiB of ${MEMORY / 2 ** 20} MiB (page cache of its log file included), OOM kills ${cgroup.oomKills()}`,
   );
