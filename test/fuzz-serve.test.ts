@@ -18,7 +18,7 @@ import {
   type ControlPlane,
 } from './harness/control-plane.ts';
 import { chartMemory, memoryCgroup, rssMiB, type MemoryCgroup } from './support/cgroup.ts';
-import { addedViolations, examples, mutateReview, podReview, rng } from './support/review-fuzz.ts';
+import { addedViolations, examples, mutateReview, podReview, rng, type Obj } from './support/review-fuzz.ts';
 import { startWebhook, type WebhookProcess } from './support/webhook.ts';
 
 const BASE_SEED = Number(process.env.WIW_FUZZ_SEED ?? 20261123);
@@ -96,7 +96,7 @@ async function apiServerAccepts(pod: unknown): Promise<{ ok: boolean; message: s
 }
 
 /** The example reviews, and the Pods the webhook mutated named for each other ServiceAccount. */
-async function baseReviews(): Promise<Record<string, unknown>[]> {
+async function baseReviews(): Promise<Obj[]> {
   const { pods, serviceAccounts } = examples();
   const bases = pods.map((pod, i) => podReview(pod, `base-${i}`, NS));
   for (const [i, pod] of pods.entries()) {
@@ -131,10 +131,7 @@ describe('fuzz through serve', () => {
       const seed = BASE_SEED + run;
       const r = rng(seed);
       const base = r.pick(bases);
-      const review = mutateReview(
-        { ...base, request: { ...(base.request as object), uid: `run-${run}` } } as Record<string, unknown>,
-        r,
-      );
+      const review = mutateReview({ ...base, request: { ...(base.request as Obj), uid: `run-${run}` } }, r);
       const body = JSON.stringify(review);
       const { status, text } = await post(body);
       if (status >= 500) return fail(seed, `HTTP ${status}: ${text.slice(0, 200)}`);

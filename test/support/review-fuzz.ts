@@ -23,8 +23,8 @@ export function rng(seed: number) {
 }
 export type Rng = ReturnType<typeof rng>;
 
-type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
-type Obj = { [key: string]: Json };
+export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+export type Obj = { [key: string]: Json };
 
 export interface Manifest {
   apiVersion?: string;
