@@ -42,6 +42,14 @@ export const settings = {
     parse: string,
     default: '0.0.0.0',
   },
+  metricsNamespaceLabel: {
+    flag: 'metrics-namespace-label',
+    description:
+      "Label the Azure peer's azwi_mutation_request by namespace, as the peer does (only namespaces the cluster has; about 18 series each); false: one series, for clusters with thousands of namespaces",
+    parse: bool,
+    default: true,
+    boolean: true,
+  },
   tlsCertFile: {
     flag: 'tls-cert-file',
     description: 'Serving certificate (PEM); reloaded when the file changes',

@@ -9,8 +9,8 @@ import { ConfigError } from './errors.ts';
 import type { Config } from './config.ts';
 import { loadKubeConfig } from './kube/client.ts';
 import { ServiceAccountCache } from './kube/serviceaccount-cache.ts';
-import { createMetrics, serveMetrics } from './metrics.ts';
-import { annotationPrefixes, createProviders, createSecretProviders } from './clouds/index.ts';
+import { createMetrics, serveMetrics, UNKNOWN_NAMESPACE_LABEL } from './metrics.ts';
+import { annotationPrefixes, createPeerMetrics, createProviders, createSecretProviders } from './clouds/index.ts';
 import { createTenantPolicy } from './policy/runtime.ts';
 import { SECRET_ANNOTATION_PREFIXES } from './model.ts';
 import { RecordKeys } from './mutate/injection-record.ts';
@@ -94,6 +94,7 @@ export async function serve(config: Config, root: Logger): Promise<RunningServer
   const providers = createProviders(config);
   const secretCore = { providers: createSecretProviders(config), defaultTokenPath: config.secretTokenPath };
   const metrics = createMetrics();
+  const peerMetrics = createPeerMetrics(metrics.registry, { namespaceLabel: config.metricsNamespaceLabel });
   const kubeConfig = loadKubeConfig(config.kubeconfig);
   const cache = new ServiceAccountCache({
     kubeConfig,
@@ -141,7 +142,14 @@ export async function serve(config: Config, root: Logger): Promise<RunningServer
     },
     tls: policy,
     clientCa,
+    // A namespace becomes a label value only if the cluster has it: a caller cannot mint series.
+    observePod: (review) =>
+      peerMetrics.observePod({
+        ...review,
+        namespace: cache.hasNamespace(review.namespace) ? review.namespace : UNKNOWN_NAMESPACE_LABEL,
+      }),
   });
+  cache.onNamespaceGone(peerMetrics.forgetNamespace);
   void cache.start();
   tenantPolicy?.start();
   const associations = config.awsContainerCredentialsConfig;

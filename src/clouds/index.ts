@@ -6,7 +6,8 @@ import { azureCloud } from './azure/index.ts';
 import { gcpCloud } from './gcp/index.ts';
 import { PROVIDER_NAMES, type ProviderName } from './registry.ts';
 import type { SecretProvider } from './secret-config.ts';
-import type { Cloud, Overrides, PodProvider } from './types.ts';
+import type { Registry } from 'prom-client';
+import type { Cloud, Overrides, PeerMetrics, PeerMetricsOptions, PodProvider } from './types.ts';
 
 export const CLOUD_MODULES = { aws: awsCloud, azure: azureCloud, gcp: gcpCloud } as const satisfies Record<
   ProviderName,
@@ -76,4 +77,17 @@ function podProvider(name: ProviderName, options: ProviderOptions[ProviderName])
 /** The ServiceAccount annotation prefixes any provider reads: all the cache keeps. */
 export function annotationPrefixes(providers: readonly PodProvider[]): string[] {
   return [...new Set(providers.flatMap((p) => p.annotationPrefixes))];
+}
+
+/** Every cloud's peer metrics as one: each sees every Pod review and counts those its peer would have. */
+export function createPeerMetrics(registry: Registry, options: PeerMetricsOptions): Required<PeerMetrics> {
+  const all = PROVIDER_NAMES.map((name) => CLOUD_MODULES[name].peerMetrics(registry, options));
+  return {
+    observePod: (review) => {
+      for (const m of all) m.observePod(review);
+    },
+    forgetNamespace: (namespace) => {
+      for (const m of all) m.forgetNamespace?.(namespace);
+    },
+  };
 }

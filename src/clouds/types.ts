@@ -1,3 +1,4 @@
+import type { Registry } from 'prom-client';
 import type { Denial } from '../errors.ts';
 import type { Container, EnvVar, Pod, ServiceAccountView, Volume, VolumeMount } from '../kube/types.ts';
 
@@ -142,11 +143,46 @@ export interface CloudTrust<Report> {
   readonly podLabels?: Readonly<Record<string, string>>;
   /** Whether an injection's identity is one the cloud must trust (Azure injects for any labelled Pod). */
   names?(identity: Readonly<Record<string, string>>): boolean;
-  /** The cloud-side configuration that accepts these identities' tokens (only this cloud's are given). */
+  /**
+   * Why an identity's fields are not of the form its commands take, or undefined. Such an identity
+   * gets a FAIL line instead of commands: its values never reach a shell.
+   */
+  problem(identity: Readonly<Record<string, string>>): string | undefined;
+  /**
+   * The cloud-side configuration that accepts these identities' tokens (only this cloud's are
+   * given, each with no `problem`); every command word quoted (src/shell.ts).
+   */
   report(issuer: string, identities: readonly TrustIdentity[]): Report;
   /** The report as text: a heading, comments and commands. */
   text(report: Report): string[];
 }
+
+/** One Pod review answered, as the peers' metrics see it. */
+export interface PodReviewObservation {
+  /** The route that answered: /mutate, /mutate/fail or /mutate/ignore. */
+  path: string;
+  code: number;
+  seconds: number;
+  /** The request's namespace as a label value: one the cluster has, or a fixed stand-in (the caller bounds it). */
+  namespace: string;
+  labels: Readonly<Record<string, string>> | undefined;
+  /** What was injected (empty when nothing was, or the Pod was refused). */
+  injections: readonly Injection[];
+}
+
+export interface PeerMetrics {
+  observePod(review: PodReviewObservation): void;
+  /** The namespace is gone: its series go too. */
+  forgetNamespace?(namespace: string): void;
+}
+
+export interface PeerMetricsOptions {
+  /** Label series by namespace where the peer does (off: one series, for clusters with thousands of namespaces). */
+  namespaceLabel: boolean;
+}
+
+/** A cloud's peer webhook's metric names, served beside ours so its dashboards keep working after a migration. */
+export type PeerMetricsFactory = (registry: Registry, options: PeerMetricsOptions) => PeerMetrics;
 
 /**
  * One cloud, as the rest of the webhook sees it: its Pod provider's options from the flags (plain
@@ -167,4 +203,5 @@ export interface Cloud<
   secretProvider(config: Config): SecretProvider;
   readonly policy: CloudPolicy<Options, Declared, Field>;
   readonly trust: CloudTrust<TrustReport>;
+  readonly peerMetrics: PeerMetricsFactory;
 }

@@ -1,6 +1,7 @@
 // AWS as one Cloud: IAM Roles for Service Accounts for Pods, GEP-26 Secrets for the rest.
 import type { Config } from '../../config.ts';
 import type { Cloud } from '../types.ts';
+import { awsPeerMetrics } from './metrics.ts';
 import { awsPolicy, type AwsDeclared, type AwsField } from './policy.ts';
 import { awsTrustPart, type AwsTrust } from './trust.ts';
 import { type AwsOptions, createAwsProvider } from './pod.ts';
@@ -35,4 +36,5 @@ export const awsCloud: Cloud<AwsOptions, AwsDeclared, AwsField, AwsTrust> = {
     createAwsSecretProvider({ audience: config.awsAudience, defaultRegion: config.awsDefaultRegion }),
   policy: awsPolicy,
   trust: awsTrustPart,
+  peerMetrics: awsPeerMetrics,
 };

@@ -1,6 +1,7 @@
 // GCP as one Cloud: Workload Identity Federation for Pods, GEP-26 Secrets for the rest.
 import type { Config } from '../../config.ts';
 import type { Cloud } from '../types.ts';
+import { gcpPeerMetrics } from './metrics.ts';
 import { gcpPolicy, type GcpDeclared, type GcpField } from './policy.ts';
 import { gcpTrustPart, type GcpTrust } from './trust.ts';
 import { createGcpProvider, type GcpOptions } from './pod.ts';
@@ -28,4 +29,5 @@ export const gcpCloud: Cloud<GcpOptions, GcpDeclared, GcpField, GcpTrust> = {
     createGcpSecretProvider({ allowedTokenUrls: config.gcpAllowedTokenUrls, audience: config.gcpAudience }),
   policy: gcpPolicy,
   trust: gcpTrustPart,
+  peerMetrics: gcpPeerMetrics,
 };
