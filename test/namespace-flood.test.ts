@@ -132,12 +132,13 @@ async function scrape(when: string) {
     );
   });
   const series = text.split('\n').filter((l) => l && !l.startsWith('#'));
-  return { text, series: series.length, bytes: Buffer.byteLength(text), ...rssMiB(wh.process.pid) };
+  const heap = Number(/^wiw_nodejs_heap_size_used_bytes (\d+)/m.exec(text)?.[1]) / 2 ** 20;
+  return { text, series: series.length, bytes: Buffer.byteLength(text), heap, ...rssMiB(wh.process.pid) };
 }
 
 type Scrape = Awaited<ReturnType<typeof scrape>>;
 const summary = (s: Scrape) =>
-  `series ${s.series}, scrape ${s.bytes} bytes, RSS ${s.rss.toFixed(0)} MiB (peak ${s.hwm.toFixed(0)})`;
+  `series ${s.series}, scrape ${s.bytes} bytes, heap used ${s.heap.toFixed(0)} MiB, RSS ${s.rss.toFixed(0)} MiB (peak ${s.hwm.toFixed(0)})`;
 
 describe('namespace flood', () => {
   test(`${NAMESPACES} made-up namespaces and one of 2.8 MiB leave the metric series and RSS flat; the webhook keeps answering`, async (t) => {
@@ -180,8 +181,13 @@ describe('namespace flood', () => {
       assert.ok(s.series <= before.series + NEW_SERIES_ALLOWED, `metric series ${before.series} -> ${s.series}`);
     assert.doesNotMatch(last.text, /made-up-|nnnnnnnn/);
     assert.ok(last.bytes < before.bytes + 16 * 1024, `scrape ${before.bytes} -> ${last.bytes} bytes`);
-    // RSS: under the capped heap it swings by tens of MiB with no leak at all (V8 collects late);
-    // a leak of the old size (~25 KiB a namespace) would add ~120 MiB over the second half.
+    // Memory: a leak of the old size (~25 KiB a namespace) would add ~120 MiB over the second half.
+    // The heap in use swings by ~10 MiB (garbage not yet collected); RSS under the capped heap by
+    // tens of MiB with no leak at all, as V8 grows its heap late.
+    assert.ok(
+      end.heap < middle.heap + 32,
+      `heap used over the second ${half} namespaces: ${middle.heap} -> ${end.heap} MiB`,
+    );
     assert.ok(end.rss < middle.rss + 48, `RSS over the second ${half} namespaces: ${middle.rss} -> ${end.rss} MiB`);
     assert.ok(last.rss < before.rss + 96, `RSS ${before.rss.toFixed(0)} -> ${last.rss.toFixed(0)} MiB`);
   });
