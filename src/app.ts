@@ -1,10 +1,10 @@
-import type { Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import { denial, type WebhookError } from './errors.ts';
 import { parseAdmissionReview, reviewResponse, type AdmissionRequest, type Decision } from './admission/review.ts';
 import { clip, DEFAULT_LIMITS, type ServerLimits } from './limits.ts';
+import { limitConnections } from './connection-limits.ts';
 import type { Metrics } from './metrics.ts';
 import type { PodReviewObservation } from './clouds/types.ts';
 import { tlsPolicy, type TlsPolicy } from './tls/policy.ts';
@@ -36,14 +36,6 @@ export interface AppOptions {
   clientCa?: string;
   /** Each Pod CREATE answered, for the peers' metrics (the namespace is the request's, unbounded). */
   observePod?: (review: PodReviewObservation) => void;
-}
-
-const FIRST_REQUEST_SEEN = Symbol('first request seen');
-
-declare module 'node:net' {
-  interface Socket {
-    [FIRST_REQUEST_SEEN]?: boolean;
-  }
 }
 
 /** Object kinds as a metric label: a closed set, whatever a caller puts in request.kind. */
@@ -86,13 +78,11 @@ export function buildApp({
     keepAliveTimeout: limits.keepAliveTimeoutMs,
     requestTimeout: limits.requestTimeoutMs,
   } as Parameters<typeof Fastify>[0]) as unknown as FastifyInstance;
-  app.server.maxConnections = limits.maxConnections;
   app.server.headersTimeout = limits.headersTimeoutMs;
-  // Node's header and request timeouts start with a request: a connection that never sends one
-  // would stay open for good. It gets the header timeout to send its first request.
-  app.server.on(https ? 'secureConnection' : 'connection', (socket: Socket) => {
-    socket.setTimeout(limits.headersTimeoutMs, () => socket.destroy());
-  });
+  // Who gets a connection: caps overall and per source, a deadline for the first request.
+  limitConnections(app.server, { ...limits, preferAuthenticated: clientCa !== undefined }, (reason) =>
+    metrics.connectionsClosed.inc({ reason }),
+  );
 
   // Only JSON is an AdmissionReview; fastify answers 415 for any other content type.
   app.removeContentTypeParser('text/plain');
@@ -101,13 +91,6 @@ export function buildApp({
   // before its body is read, so slow or stalled senders cannot pile up memory.
   let inflight = 0;
   app.addHook('onRequest', async (req, reply) => {
-    // From the first request on, Node's own timeouts govern the connection (keep-alive included).
-    const socket = req.raw.socket;
-    // (fastify's inject() hands a socket stand-in without timers)
-    if (!socket[FIRST_REQUEST_SEEN] && typeof socket.setTimeout === 'function') {
-      socket[FIRST_REQUEST_SEEN] = true;
-      socket.setTimeout(0);
-    }
     if (isDraining()) void reply.header('connection', 'close');
     if (req.method !== 'POST') return;
     const length = Number(req.headers['content-length']);
