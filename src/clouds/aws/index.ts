@@ -1,5 +1,4 @@
 // AWS as one Cloud: IAM Roles for Service Accounts for Pods, GEP-26 Secrets for the rest.
-import type { Config } from '../../config.ts';
 import type { Cloud } from '../types.ts';
 import { awsPeerMetrics } from './metrics.ts';
 import { awsPolicy, type AwsDeclared, type AwsField } from './policy.ts';
@@ -9,7 +8,7 @@ import { createAwsSecretProvider } from './secret.ts';
 
 export const awsCloud: Cloud<AwsOptions, AwsDeclared, AwsField, AwsTrust> = {
   name: 'aws',
-  options: (config: Config) => ({
+  options: (config) => ({
     annotationPrefix: config.awsAnnotationPrefix,
     defaultAudience: config.awsAudience,
     defaultTokenExpiration: config.awsTokenExpiration,
@@ -37,4 +36,15 @@ export const awsCloud: Cloud<AwsOptions, AwsDeclared, AwsField, AwsTrust> = {
   policy: awsPolicy,
   trust: awsTrustPart,
   peerMetrics: awsPeerMetrics,
+  start: (settings, log) => {
+    const associations = settings.awsContainerCredentialsConfig;
+    if (!associations) return () => {};
+    if (associations.ignored.length)
+      log.warn(
+        { file: associations.file, ignored: associations.ignored },
+        'pod identity associations: members ignored',
+      );
+    log.info({ file: associations.file, associations: associations.size }, 'EKS Pod Identity associations loaded');
+    return associations.watch(log);
+  },
 };

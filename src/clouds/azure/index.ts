@@ -1,5 +1,4 @@
 // Azure as one Cloud: Microsoft Entra Workload ID for Pods, GEP-26 Secrets for the rest.
-import type { Config } from '../../config.ts';
 import type { Cloud } from '../types.ts';
 import { azurePeerMetrics } from './metrics.ts';
 import { azurePolicy, type AzureDeclared, type AzureField } from './policy.ts';
@@ -9,7 +8,7 @@ import { createAzureSecretProvider } from './secret.ts';
 
 export const azureCloud: Cloud<AzureOptions, AzureDeclared, AzureField, AzureTrust> = {
   name: 'azure',
-  options: (config: Config) => ({
+  options: (config) => ({
     tenantId: config.azureTenantId,
     cloud: config.azureCloud,
     stack: config.azureStack,
