@@ -33,6 +33,12 @@ export function createMetrics() {
       labelNames: ['reason'] as const,
       registers: [registry],
     }),
+    connectionsClosed: new Counter({
+      name: 'wiw_connections_closed_total',
+      help: 'Connections the server closed to keep room for others, by reason (limit, per_source_limit, evicted, first_request_timeout)',
+      labelNames: ['reason'] as const,
+      registers: [registry],
+    }),
     injections: new Counter({
       name: 'wiw_injections_total',
       help: 'Identities injected, by provider',

@@ -166,6 +166,8 @@ export async function serve(config: Config, root: Logger): Promise<RunningServer
       maxContainers: config.maxContainers,
       maxPatchBytes: config.maxPatchBytes,
       maxConnections: config.maxConnections,
+      maxConnectionsPerSource: config.maxConnectionsPerSource,
+      firstRequestTimeoutMs: config.firstRequestTimeoutMs,
     },
     tls: policy,
     clientCa,

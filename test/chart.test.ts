@@ -22,6 +22,7 @@ import {
   plainManifests,
   readPlainManifests,
   renderChart,
+  renderNotes,
   withValuesFile,
   type Manifest,
 } from './support/chart.ts';
@@ -594,6 +595,20 @@ describe('availability, security and least privilege', () => {
     });
   });
 
+  test('NOTES warn that /mutate is open to any caller unless client auth or a NetworkPolicy source restriction is set', async () => {
+    const warning = /WARNING: \/mutate answers any caller[\s\S]*docs\/hardening\.md/;
+    const webhookFrom = [{ ipBlock: { cidr: '10.0.0.0/28' } }];
+    assert.match(await renderNotes({}), warning, 'defaults');
+    assert.match(await renderNotes({ networkPolicy: { enabled: false, webhookFrom } }), warning, 'NetworkPolicy off');
+    assert.doesNotMatch(await renderNotes({ clientAuth: { caBundle: TEST_CA_PEM } }), warning, 'client auth');
+    assert.doesNotMatch(await renderNotes({ networkPolicy: { webhookFrom } }), warning, 'a source restriction');
+    // The rest of the notes are still there.
+    assert.match(
+      await renderNotes({ networkPolicy: { webhookFrom } }),
+      /is installed as wiw-workload-identity-webhook/,
+    );
+  });
+
   test('the heap is sized from the memory limit (NODE_OPTIONS)', async () => {
     const env = webhookDeployment((await renderChart({})).manifests).spec.template.spec.containers[0].env;
     assert.deepEqual(
@@ -696,6 +711,8 @@ describe('values cover the webhook', () => {
         maxContainers: 100,
         maxPatchBytes: 2097152,
         maxConnections: 1000,
+        maxConnectionsPerSource: 200,
+        firstRequestTimeoutMs: 3000,
       },
     };
     const table = configFlagTable();

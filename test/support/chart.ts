@@ -3,7 +3,7 @@
 //
 //   node test/support/chart.ts write-plain-manifests   regenerates webhook-config/
 import { execFile } from 'node:child_process';
-import { mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
+import { cp, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
@@ -102,6 +102,41 @@ export async function renderChart(
     helm(['template', release, CHART, '--namespace', namespace, '--kube-version', KUBE_VERSION, '-f', file]),
   );
   return parseRendered(text);
+}
+
+/**
+ * NOTES.txt as `helm install` would print it: `helm template` renders NOTES but never prints
+ * them, so a copy of the chart gets one more template that includes NOTES.txt as a YAML string.
+ */
+export async function renderNotes(values: object = {}, options: { release?: string; namespace?: string } = {}) {
+  const dir = await mkdtemp(join(tmpdir(), 'wiw-notes-'));
+  try {
+    const chart = join(dir, 'chart');
+    await cp(CHART, chart, { recursive: true });
+    const name = 'templates/notes-under-test.yaml';
+    await writeFile(
+      join(chart, name),
+      'notes: {{ include "workload-identity-webhook/templates/NOTES.txt" . | toJson }}\n',
+    );
+    const text = await withValuesFile(values, (file) =>
+      helm([
+        'template',
+        options.release ?? 'wiw',
+        chart,
+        '--namespace',
+        options.namespace ?? 'wiw-system',
+        '--kube-version',
+        KUBE_VERSION,
+        '--show-only',
+        name,
+        '-f',
+        file,
+      ]),
+    );
+    return (parseRendered(text).manifests[0] as unknown as { notes: string }).notes;
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
 }
 
 export function lintChart(values: object = {}): Promise<string> {

@@ -151,6 +151,8 @@ maxInflightRequestBytes: max-inflight-request-bytes
 maxContainers: max-containers
 maxPatchBytes: max-patch-bytes
 maxConnections: max-connections
+maxConnectionsPerSource: max-connections-per-source
+firstRequestTimeoutMs: first-request-timeout-ms
 {{- end }}
 
 {{/* tokenRequestor.config key -> flag of `workload-identity-webhook token-requestor`. */}}
