@@ -17,7 +17,7 @@ import { RecordKeys } from './mutate/injection-record.ts';
 import { selfManagedTls } from './tls/self-managed.ts';
 import { tlsPolicy } from './tls/policy.ts';
 import { generateCertificates } from './tls/self-signed.ts';
-import { readKeyPair, watchKeyPair, type KeyPair } from './tls/reloader.ts';
+import { certificateNotAfter, readKeyPair, watchKeyPair, type KeyPair } from './tls/reloader.ts';
 
 export interface RunningServer {
   port: number;
@@ -94,6 +94,7 @@ export async function serve(config: Config, root: Logger): Promise<RunningServer
   const providers = createProviders(config);
   const secretCore = { providers: createSecretProviders(config), defaultTokenPath: config.secretTokenPath };
   const metrics = createMetrics();
+  metrics.servingCertificateExpiry.set(certificateNotAfter(tls.pair.cert));
   const kubeConfig = loadKubeConfig(config.kubeconfig);
   const cache = new ServiceAccountCache({
     kubeConfig,
@@ -165,6 +166,7 @@ export async function serve(config: Config, root: Logger): Promise<RunningServer
       ...(clientCa ? { ca: clientCa } : {}),
     });
     recordKeys.rotate(pair);
+    metrics.servingCertificateExpiry.set(certificateNotAfter(pair.cert));
   });
 
   const { server: metricsServer, port: metricsPort } = await serveMetrics(
