@@ -7,6 +7,9 @@
 # Prints one shell assignment: PROMQL=...
 # Reuses a binary you already have: TEST_ASSET_PROMQL.
 set -euo pipefail
+# The build runs inside $(...), where bash drops errexit unless told to keep it: without this, a
+# failed build would go on to print the path of a binary that was never made.
+shopt -s inherit_errexit
 
 # github.com/prometheus/prometheus v0.316.0 is Prometheus 3.16.0 (the Go module's numbering).
 PROMETHEUS_VERSION=${PROMETHEUS_VERSION:-v0.316.0}
@@ -41,7 +44,8 @@ Install Go 1.26 or newer (it builds it from the Go module proxy, once), or set T
   work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
   cp "$SRC" "$work/main.go"
   printf 'module wiw/promql\ngo 1.26\nrequire github.com/prometheus/prometheus %s\n' "$PROMETHEUS_VERSION" >"$work/go.mod"
-  (cd "$work" && go mod tidy >&2 && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o wiw-promql . >&2)
+  (cd "$work" && go mod tidy >&2 && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o wiw-promql . >&2) ||
+    die "building wiw-promql failed (see above)"
   # Moved into place last: an interrupted build never leaves a binary that later runs trust.
   mv "$work/wiw-promql" "$out"
   echo "$out"
