@@ -273,7 +273,7 @@ describe('certificate modes', () => {
       apiGroups: ['admissionregistration.k8s.io'],
       resources: ['mutatingwebhookconfigurations'],
       resourceNames: [FULLNAME],
-      verbs: ['get', 'patch'],
+      verbs: ['get', 'list', 'watch', 'patch'],
     });
     const mwc = find(manifests, 'MutatingWebhookConfiguration')!;
     assert.ok(
