@@ -41,7 +41,10 @@ Install Go 1.26 or newer (it builds it from the Go module proxy, once), or set T
   flock 9
   [ -x "$out" ] && { echo "$out"; exit 0; }
   log "building wiw-promql against github.com/prometheus/prometheus $PROMETHEUS_VERSION (first run only, a few minutes)"
-  work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+  # Inside the locked cache folder, so the final mv is a rename; a killed build's leftovers go first
+  # (the lock says nobody else is building).
+  rm -rf "$dir"/.build-*
+  work=$(mktemp -d "$dir/.build-XXXXXX"); trap 'rm -rf "$work"' EXIT
   cp "$SRC" "$work/main.go"
   printf 'module wiw/promql\ngo 1.26\nrequire github.com/prometheus/prometheus %s\n' "$PROMETHEUS_VERSION" >"$work/go.mod"
   (cd "$work" && go mod tidy >&2 && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o wiw-promql . >&2) ||
