@@ -25,7 +25,7 @@ import { RecordKeys } from './mutate/injection-record.ts';
 import { selfManagedTls } from './tls/self-managed.ts';
 import { tlsPolicy } from './tls/policy.ts';
 import { generateCertificates } from './tls/self-signed.ts';
-import { readKeyPair, watchKeyPair, type KeyPair } from './tls/reloader.ts';
+import { certificateNotAfter, readKeyPair, watchKeyPair, type KeyPair } from './tls/reloader.ts';
 
 export interface RunningServer {
   port: number;
@@ -143,6 +143,7 @@ export async function serve(config: Config, root: Logger): Promise<RunningServer
   const log = root.child({ component: 'server' });
   const tls = await loadTls(config, root.child({ component: 'tls' }));
   const metrics = createMetrics();
+  metrics.servingCertificateExpiry.set(certificateNotAfter(tls.pair.cert));
   const recordKeys = await injectionRecordKeys(config, tls.pair, log);
   const { admit, cache, watched } = admission(config, root, metrics, recordKeys);
   let draining = false;
@@ -186,6 +187,7 @@ export async function serve(config: Config, root: Logger): Promise<RunningServer
       ...(clientCa ? { ca: clientCa } : {}),
     });
     recordKeys.rotate(pair);
+    metrics.servingCertificateExpiry.set(certificateNotAfter(pair.cert));
   });
 
   const { server: metricsServer, port: metricsPort } = await serveMetrics(

@@ -290,6 +290,37 @@ export function stubCrds(): Manifest[] {
         ca: { type: 'object', required: ['secretName'], properties: { secretName: str } },
       },
     }),
+    crd('monitoring.coreos.com', 'PrometheusRule', 'prometheusrules', {
+      type: 'object',
+      properties: {
+        groups: {
+          type: 'array',
+          items: {
+            type: 'object',
+            required: ['name', 'rules'],
+            properties: {
+              name: str,
+              interval: str,
+              rules: {
+                type: 'array',
+                items: {
+                  type: 'object',
+                  required: ['expr'],
+                  properties: {
+                    alert: str,
+                    record: str,
+                    expr: { 'x-kubernetes-int-or-string': true },
+                    for: str,
+                    labels: { type: 'object', additionalProperties: str },
+                    annotations: { type: 'object', additionalProperties: str },
+                  },
+                },
+              },
+            },
+          },
+        },
+      },
+    }),
     crd('monitoring.coreos.com', 'ServiceMonitor', 'servicemonitors', {
       type: 'object',
       required: ['selector'],
@@ -381,7 +412,7 @@ if (import.meta.main) {
 
 export const TEST_CA_PEM = '-----BEGIN CERTIFICATE-----\nMIIBtest\n-----END CERTIFICATE-----\n';
 
-/** Each certificate mode, token requestor on and off, both failure policies, custom selectors. */
+/** Each certificate mode, token requestor on and off, both failure policies and scopes, custom selectors. */
 export const VALUES_MATRIX: { name: string; values: Record<string, any> }[] = [
   { name: 'defaults (self-managed)', values: {} },
   {
@@ -440,6 +471,21 @@ export const VALUES_MATRIX: { name: string; values: Record<string, any> }[] = [
       },
       priorityClassName: 'system-cluster-critical',
       podAnnotations: { 'example.com/a': 'b' },
+    },
+  },
+  {
+    name: 'labelled scope, reinvocation Never, alerts, dashboard and ServiceMonitors with the token requestor',
+    values: {
+      webhook: {
+        scope: 'labelled',
+        reinvocationPolicy: 'Never',
+        namespaceSelector: { matchLabels: { team: 'a' } },
+      },
+      tokenRequestor: { enabled: true, namespaces: ['apps'] },
+      serviceMonitor: { enabled: true },
+      prometheusRule: { enabled: true, runbookUrl: 'https://docs.example.com/observability.md' },
+      grafanaDashboard: { enabled: true },
+      priorityClassName: '',
     },
   },
 ];
