@@ -19,10 +19,14 @@ ARG RUNTIME_BASE_ARM64=localhost/workload-identity-webhook-runtime@sha256:6c262d
 # The base of the image being built: the build scripts pass the pin of the target platform
 # (buildah 1.28 cannot pick a stage by ${TARGETARCH}); without one, amd64's.
 ARG RUNTIME_BASE=${RUNTIME_BASE_AMD64}
+# Set by BuildKit; buildah 1.28 sets TARGETPLATFORM from --platform, and the build scripts pass
+# BUILDPLATFORM.
+ARG BUILDPLATFORM
+ARG TARGETPLATFORM
 
 # Bundle on the machine's own platform (none of this stage ships): the bundle is plain
 # JavaScript, the same for every target platform.
-FROM --platform=$BUILDPLATFORM ${NODE_IMAGE} AS build
+FROM --platform=${BUILDPLATFORM} ${NODE_IMAGE} AS build
 # A CA bundle for npm behind a TLS-intercepting proxy (a build argument: the image keeps nothing).
 ARG NODE_EXTRA_CA_CERTS
 WORKDIR /src
@@ -32,10 +36,11 @@ RUN npm ci --ignore-scripts --no-audit --no-fund
 COPY tsconfig.json ./
 COPY scripts/bundle.ts ./scripts/
 COPY src ./src
-RUN node scripts/bundle.ts /src/bundle
+# What ships, as one layer: the bundle and package.json (the version a reader of /app sees).
+RUN node scripts/bundle.ts /src/app/dist && cp package.json /src/app/
 
 # The shipped stage: the runtime base of the target platform and the bundle, nothing run.
-FROM ${RUNTIME_BASE}
+FROM --platform=${TARGETPLATFORM} ${RUNTIME_BASE}
 # package.json's version, set by the release (scripts/release.ts) and scripts/provide-images.sh.
 ARG VERSION=dev
 LABEL org.opencontainers.image.title="workload-identity-webhook" \
@@ -47,8 +52,7 @@ LABEL org.opencontainers.image.title="workload-identity-webhook" \
 ENV NODE_ENV=production \
     NODE_OPTIONS="--max-old-space-size-percentage=50"
 WORKDIR /app
-COPY package.json ./
-COPY --from=build /src/bundle ./dist
+COPY --from=build /src/app ./
 # Numeric, so the kubelet can verify runAsNonRoot; the chart runs it as the same user.
 USER 65532:65532
 EXPOSE 8443 9090

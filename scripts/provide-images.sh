@@ -24,8 +24,8 @@ pause=$(bash scripts/pause-image.sh)
 runtime=$(bash scripts/runtime-base.sh)
 eval "$runtime"
 case "$(uname -m)" in
-  x86_64) runtime_base=$RUNTIME_BASE_AMD64 ;;
-  aarch64) runtime_base=$RUNTIME_BASE_ARM64 ;;
+  x86_64) arch=amd64 runtime_base=$RUNTIME_BASE_AMD64 ;;
+  aarch64) arch=arm64 runtime_base=$RUNTIME_BASE_ARM64 ;;
   *) die "no runtime base for $(uname -m)" ;;
 esac
 version=$(sed -n 's/^  "version": "\(.*\)",$/\1/p' package.json)
@@ -38,7 +38,7 @@ fi
 start=$(date +%s)
 # --layers: unchanged steps come from the cache; --pull=never: FROM resolves to the local base.
 bh build --quiet --layers --pull-never --network host "${build_args[@]}" --build-arg "VERSION=$version" \
-  --build-arg "RUNTIME_BASE=$runtime_base" \
+  --platform "linux/$arch" --build-arg "BUILDPLATFORM=linux/$arch" --build-arg "RUNTIME_BASE=$runtime_base" \
   --tag "$WEBHOOK_IMAGE" --file Dockerfile . >"$STORAGE/webhook-build.log" 2>&1 ||
   die "building $WEBHOOK_IMAGE failed: $(tail -30 "$STORAGE/webhook-build.log")"
 log "built $WEBHOOK_IMAGE in $(( $(date +%s) - start )) s"
