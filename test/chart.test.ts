@@ -13,6 +13,7 @@ import {
   CHART,
   HelmError,
   TEST_CA_PEM,
+  REPO,
   VALUES_MATRIX,
   all,
   containerEnv,
@@ -594,12 +595,26 @@ describe('availability, security and least privilege', () => {
     });
   });
 
-  test('the heap is sized from the memory limit (NODE_OPTIONS)', async () => {
-    const env = webhookDeployment((await renderChart({})).manifests).spec.template.spec.containers[0].env;
-    assert.deepEqual(
-      env.find((e: { name: string }) => e.name === 'NODE_OPTIONS'),
-      { name: 'NODE_OPTIONS', value: '--max-old-space-size-percentage=50' },
+  test("the V8 flags are the image's (NODE_OPTIONS in the Dockerfile) unless nodeOptions replaces them", async () => {
+    const env = async (values: object) =>
+      webhookDeployment((await renderChart(values)).manifests).spec.template.spec.containers[0].env.find(
+        (e: { name: string }) => e.name === 'NODE_OPTIONS',
+      );
+    // An empty NODE_OPTIONS in the Pod would erase the image's: none is rendered by default.
+    assert.equal(await env({}), undefined);
+    // The one place of the flags is the Dockerfile; docs/hardening.md states its heap share.
+    const percent = /NODE_OPTIONS="--max-old-space-size-percentage=(\d+)/.exec(
+      readFileSync(join(REPO, 'Dockerfile'), 'utf8'),
+    )?.[1];
+    assert.ok(percent, 'the Dockerfile sizes the heap');
+    assert.match(
+      readFileSync(join(REPO, 'docs/hardening.md'), 'utf8'),
+      new RegExp(`^\\| heap \\| .* \\| ${percent} % of the container's memory \\|`, 'm'),
     );
+    assert.deepEqual(await env({ nodeOptions: '--max-old-space-size-percentage=60 --max-semi-space-size=16' }), {
+      name: 'NODE_OPTIONS',
+      value: '--max-old-space-size-percentage=60 --max-semi-space-size=16',
+    });
   });
 
   test('optional ServiceMonitor renders only when enabled', async () => {
