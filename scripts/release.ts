@@ -62,7 +62,7 @@ export function setChartVersion(
     text.type = Scalar.BLOCK_LITERAL;
     doc.setIn(['annotations', 'artifacthub.io/images'], text);
   }
-  writeFileSync(file, doc.toString());
+  writeFileSync(file, doc.toString({ lineWidth: 0 }));
 }
 
 /** Points a chart's values at the released image: repository, tag (for people) and digest (what is pulled). */
@@ -72,7 +72,7 @@ export function setChartImage(chartDir: string, image: { repository: string; tag
   doc.setIn(['image', 'repository'], image.repository);
   doc.setIn(['image', 'tag'], image.tag);
   doc.setIn(['image', 'digest'], image.digest);
-  writeFileSync(file, doc.toString());
+  writeFileSync(file, doc.toString({ lineWidth: 0 }));
 }
 
 /** buildah on the project's storage, as scripts/image-lib.sh runs it. */
