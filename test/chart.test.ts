@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { parse } from 'yaml';
 import { loadConfig, settings, type Setting } from '../src/config.ts';
+import { IMAGE_REFERENCE } from '../src/settings.ts';
 import { defaultRuleSchemas, identityProviderSchema, identitySchema } from '../src/policy/schema.ts';
 import { loadRequestorConfig, requestorSettings } from '../src/token-requestor/config.ts';
 import {
@@ -825,6 +826,19 @@ describe('values.schema.json and README', () => {
       [{ config: { awsDefaultRegion: 'EU_WEST_1' } }, /awsDefaultRegion/], // what --aws-default-region refuses
     ] as const) {
       await assert.rejects(renderChart(values), (err: unknown) => err instanceof HelmError && message.test(err.stderr));
+    }
+  });
+
+  test('the injected images take a digest; the schema refuses what is no image reference, as the flags do', async () => {
+    const pinned = `registry.example/azwi/proxy:v1.6.0@sha256:${'0123456789abcdef'.repeat(4)}`;
+    const env = containerEnv(webhookDeployment((await renderChart({ config: { azureProxyImage: pinned } })).manifests));
+    assert.equal(env.WIW_AZURE_PROXY_IMAGE, pinned);
+    for (const key of ['azureProxyImage', 'azureProxyInitImage', 'gcpGcloudImage']) {
+      assert.equal(schema.properties.config.properties[key].pattern, IMAGE_REFERENCE.source, key);
+      await assert.rejects(
+        renderChart({ config: { [key]: 'gcr.io/x:stable; rm -rf /' } }),
+        (err: unknown) => err instanceof HelmError && new RegExp(key).test(err.stderr),
+      );
     }
   });
 
