@@ -77,14 +77,14 @@ describe('logging errors', () => {
   test('the same holds for an ApiException that is the cause of another error, or one of an AggregateError', () => {
     const { log, lines, parsed } = recorded();
     const api = new ApiException(403, 'Unknown API Status Code!', SECRET_BODY, HEADERS);
-    log.warn({ err: new WebhookError('WIW_TEST', 'reading failed', { cause: api }) }, 'caused');
+    log.warn({ err: new WebhookError('WIW_BAD_INPUT', 'reading failed', { cause: api }) }, 'caused');
     log.warn({ err: new AggregateError([api], 'all failed') }, 'aggregate');
-    log.warn(new WebhookError('WIW_TEST', 'as the first argument', { cause: api }), 'first argument');
+    log.warn(new WebhookError('WIW_BAD_INPUT', 'as the first argument', { cause: api }), 'first argument');
     assert.equal(lines.length, 3);
     for (const line of lines) assertClean(line);
     const [caused, aggregate, first] = parsed().map((l) => l.err as Record<string, unknown>);
     assert.equal(caused.message, 'reading failed: HTTP 403: the response body is not logged');
-    assert.equal(caused.code, 'WIW_TEST');
+    assert.equal(caused.code, 'WIW_BAD_INPUT');
     assert.match(String(caused.stack), /caused by: Error: HTTP 403: the response body is not logged\n\s+at /);
     assert.equal(
       (aggregate.aggregateErrors as { message: string }[])[0].message,
@@ -102,5 +102,38 @@ describe('logging errors', () => {
     assert.equal(logged.code, 'WIW_SERVICEACCOUNT_UNAVAILABLE');
     assert.equal(logged.message, 'ServiceAccount team-b/shared cannot be read');
     assert.equal(logged.stack, err.stack);
+  });
+});
+
+describe('--log-format', () => {
+  const line = (format?: 'numeric' | 'named', level = 'warn') => {
+    const lines: string[] = [];
+    const log = createLogger('debug', { write: (l: string) => void lines.push(l) }, format);
+    (log as unknown as Record<string, (o: object, m: string) => void>)[level]({ token: TOKEN }, 'hello');
+    return JSON.parse(lines[0]) as Record<string, unknown>;
+  };
+
+  test("numeric (the default): pino's level numbers and epoch-millisecond time", () => {
+    for (const entry of [line(), line('numeric')]) {
+      assert.equal(entry.level, 40);
+      assert.equal(typeof entry.time, 'number');
+      assert.ok(Math.abs((entry.time as number) - Date.now()) < 60_000);
+    }
+  });
+
+  test('named: "level":"info" and an ISO 8601 UTC time; redaction as before', () => {
+    for (const [level, name] of [
+      ['debug', 'debug'],
+      ['info', 'info'],
+      ['warn', 'warn'],
+      ['error', 'error'],
+    ]) {
+      const entry = line('named', level);
+      assert.equal(entry.level, name);
+      assert.match(String(entry.time), /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+      assert.ok(Math.abs(Date.parse(String(entry.time)) - Date.now()) < 60_000);
+      assert.equal(entry.token, '[redacted]');
+      assert.equal(entry.name, 'workload-identity-webhook');
+    }
   });
 });

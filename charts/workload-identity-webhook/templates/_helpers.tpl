@@ -109,8 +109,10 @@ host: host
 port: port
 metricsPort: metrics-port
 metricsHost: metrics-host
+metricsNamespaceLabel: metrics-namespace-label
 drainSeconds: drain-seconds
 logLevel: log-level
+logFormat: log-format
 cacheMissTimeoutMs: cache-miss-timeout-ms
 cacheMissRate: cache-miss-reads-per-second
 strict: strict

@@ -2,7 +2,7 @@
 import { ConfigError } from '../../errors.ts';
 import { httpsUrlList, imageReference, integer, optionalString, type Setting } from '../../settings.ts';
 import { CLOUDS } from '../registry.ts';
-import { PFNET } from './pod.ts';
+import { PFNET } from './facts.ts';
 
 /** An octal file mode such as 0440 (a leading 0 optional), as pfnet's flag takes it. */
 function fileMode(raw: string, flag: string): number {
@@ -42,7 +42,8 @@ export const GCP_SETTINGS = {
   },
   gcpAudience: {
     flag: 'gcp-audience',
-    description: 'Token audience when the ServiceAccount names none (default: //iam.googleapis.com/<provider>)',
+    description:
+      "Token audience when the ServiceAccount names none (default: the dialect's: sts.googleapis.com for pfnet's annotations, //iam.googleapis.com/<provider> for Flux's)",
     parse: optionalString,
     default: undefined,
   },
@@ -65,6 +66,7 @@ export const GCP_SETTINGS = {
       "File mode of the token and credential volumes of ServiceAccounts in the pfnet dialect, octal (pfnet's -token-default-mode)",
     parse: fileMode,
     default: PFNET.fileMode,
+    defaultText: `0${PFNET.fileMode.toString(8)}`,
   },
   gcpSetupContainerResources: {
     flag: 'gcp-setup-container-resources',
