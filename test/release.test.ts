@@ -1,10 +1,10 @@
 // The release's parts that need no registry (the end-to-end run against a real one is in
 // test/node-e2e.test.ts): package.json as the one source of the version, the Artifact Hub
-// metadata, the chart as the release stamps it, the release's refusal of a bad registry, and
-// scripts/provide-registry.sh from an empty cache (its Go build stood in for).
+// metadata, the chart as the release stamps it, and the release's refusal of a bad registry.
+// (scripts/provide-registry.sh from an empty cache: test/setup-scripts.test.ts.)
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { chmodSync, cpSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
@@ -150,73 +150,5 @@ describe('npm run release', () => {
       assert.equal(code, 2, args.join(' '));
       assert.match(stderr, /^usage: npm run release -- --registry HOST\[:PORT\]\/PATH/);
     }
-  });
-});
-
-describe('scripts/provide-registry.sh from an empty cache', () => {
-  // Stands in for the Go build only: checks the module the script prepared, writes a binary.
-  const standIn = (dir: string, fail = false): string => {
-    const path = join(dir, 'go-build');
-    writeFileSync(
-      path,
-      `#!/usr/bin/env bash
-set -eu
-echo "$1" >>"${dir}/builds"
-grep -q '^require github.com/distribution/distribution/v3 v' "$1/go.mod"
-grep -q 'registry.RootCmd.Execute' "$1/main.go"
-${fail ? 'exit 7' : 'printf "#!/bin/sh\\necho registry\\n" >"$2"; chmod +x "$2"'}
-`,
-    );
-    chmodSync(path, 0o755);
-    return path;
-  };
-  const provide = (cache: string, build: string, env: Record<string, string> = {}) =>
-    run('bash', ['scripts/provide-registry.sh'], {
-      cwd: REPO,
-      env: { ...process.env, TEST_ASSET_REGISTRY: '', WIW_CACHE_DIR: cache, WIW_REGISTRY_GO_BUILD: build, ...env },
-    });
-
-  test('builds once, moves the binary into place, and later runs reuse it', async () => {
-    const dir = tempDir('wiw-provide-registry-');
-    const cache = join(dir, 'cache');
-    const build = standIn(dir);
-    const first = await provide(cache, build);
-    const binary = /^REGISTRY=(.+)$/m.exec(first.stdout)![1];
-    assert.match(binary, new RegExp(`^${cache}/registry-v[0-9.]+/registry$`));
-    assert.equal((await run(binary, [])).stdout, 'registry\n');
-    const second = await provide(cache, build);
-    assert.equal(second.stdout, first.stdout);
-    assert.equal(readFileSync(join(dir, 'builds'), 'utf8').trim().split('\n').length, 1, 'built once');
-    // The build's temporary module is gone.
-    const module = readFileSync(join(dir, 'builds'), 'utf8').trim();
-    assert.equal(existsSync(module), false);
-  });
-
-  test('a failed build fails the script and leaves no binary behind', async () => {
-    const dir = tempDir('wiw-provide-registry-');
-    const cache = join(dir, 'cache');
-    await assert.rejects(provide(cache, standIn(dir, true)), (err: { code: number }) => err.code !== 0);
-    const versions = readdirSync(cache).filter((d) => d.startsWith('registry-'));
-    for (const v of versions)
-      assert.deepEqual(
-        readdirSync(join(cache, v)).filter((f) => f !== '.lock'),
-        [],
-      );
-    assert.equal(existsSync(readFileSync(join(dir, 'builds'), 'utf8').trim()), false, 'no temporary module left');
-  });
-
-  test('TEST_ASSET_REGISTRY is used as is, and refused when it is not an executable', async () => {
-    const dir = tempDir('wiw-provide-registry-');
-    const build = standIn(dir);
-    const own = join(dir, 'my-registry');
-    writeFileSync(own, '#!/bin/sh\n');
-    chmodSync(own, 0o755);
-    const { stdout } = await provide(join(dir, 'cache'), build, { TEST_ASSET_REGISTRY: own });
-    assert.equal(stdout, `REGISTRY=${own}\n`);
-    assert.equal(existsSync(join(dir, 'builds')), false, 'nothing built');
-    await assert.rejects(
-      provide(join(dir, 'cache'), build, { TEST_ASSET_REGISTRY: join(dir, 'absent') }),
-      (err: { stderr: string }) => /is not an executable file/.test(err.stderr),
-    );
   });
 });
