@@ -7,12 +7,14 @@ import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { parse } from 'yaml';
 import { loadConfig, settings, type Setting } from '../src/config.ts';
+import { IMAGE_REFERENCE } from '../src/settings.ts';
 import { defaultRuleSchemas, identityProviderSchema, identitySchema } from '../src/policy/schema.ts';
 import { loadRequestorConfig, requestorSettings } from '../src/token-requestor/config.ts';
 import {
   CHART,
   HelmError,
   TEST_CA_PEM,
+  REPO,
   VALUES_MATRIX,
   all,
   containerEnv,
@@ -656,12 +658,26 @@ describe('availability, security and least privilege', () => {
     );
   });
 
-  test('the heap is sized from the memory limit (NODE_OPTIONS)', async () => {
-    const env = webhookDeployment((await renderChart({})).manifests).spec.template.spec.containers[0].env;
-    assert.deepEqual(
-      env.find((e: { name: string }) => e.name === 'NODE_OPTIONS'),
-      { name: 'NODE_OPTIONS', value: '--max-old-space-size-percentage=50' },
+  test("the V8 flags are the image's (NODE_OPTIONS in the Dockerfile) unless nodeOptions replaces them", async () => {
+    const env = async (values: object) =>
+      webhookDeployment((await renderChart(values)).manifests).spec.template.spec.containers[0].env.find(
+        (e: { name: string }) => e.name === 'NODE_OPTIONS',
+      );
+    // An empty NODE_OPTIONS in the Pod would erase the image's: none is rendered by default.
+    assert.equal(await env({}), undefined);
+    // The one place of the flags is the Dockerfile; docs/hardening.md states its heap share.
+    const percent = /NODE_OPTIONS="--max-old-space-size-percentage=(\d+)/.exec(
+      readFileSync(join(REPO, 'Dockerfile'), 'utf8'),
+    )?.[1];
+    assert.ok(percent, 'the Dockerfile sizes the heap');
+    assert.match(
+      readFileSync(join(REPO, 'docs/hardening.md'), 'utf8'),
+      new RegExp(`^\\| heap \\| .* \\| ${percent} % of the container's memory \\|`, 'm'),
     );
+    assert.deepEqual(await env({ nodeOptions: '--max-old-space-size-percentage=60 --max-semi-space-size=16' }), {
+      name: 'NODE_OPTIONS',
+      value: '--max-old-space-size-percentage=60 --max-semi-space-size=16',
+    });
   });
 
   test('optional ServiceMonitor renders only when enabled', async () => {
@@ -1115,6 +1131,19 @@ describe('values.schema.json and README', () => {
       [{ config: { awsDefaultRegion: 'EU_WEST_1' } }, /awsDefaultRegion/], // what --aws-default-region refuses
     ] as const) {
       await assert.rejects(renderChart(values), (err: unknown) => err instanceof HelmError && message.test(err.stderr));
+    }
+  });
+
+  test('the injected images take a digest; the schema refuses what is no image reference, as the flags do', async () => {
+    const pinned = `registry.example/azwi/proxy:v1.6.0@sha256:${'0123456789abcdef'.repeat(4)}`;
+    const env = containerEnv(webhookDeployment((await renderChart({ config: { azureProxyImage: pinned } })).manifests));
+    assert.equal(env.WIW_AZURE_PROXY_IMAGE, pinned);
+    for (const key of ['azureProxyImage', 'azureProxyInitImage', 'gcpGcloudImage']) {
+      assert.equal(schema.properties.config.properties[key].pattern, IMAGE_REFERENCE.source, key);
+      await assert.rejects(
+        renderChart({ config: { [key]: 'gcr.io/x:stable; rm -rf /' } }),
+        (err: unknown) => err instanceof HelmError && new RegExp(key).test(err.stderr),
+      );
     }
   });
 

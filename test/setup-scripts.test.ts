@@ -521,6 +521,53 @@ describe('scripts/python-sdks.sh from an empty cache', () => {
   });
 });
 
+describe('scripts/provide-registry.sh from an empty cache', () => {
+  test('builds the registry once, stamped with its version; a second run builds nothing', async () => {
+    const box = new Sandbox();
+    const first = ok(await box.run('provide-registry.sh'), 'the first run');
+    const { REGISTRY } = assignments(first.stdout);
+    assert.match(REGISTRY, new RegExp(`^${box.cache}/registry-v\\d+\\.\\d+\\.\\d+/registry$`));
+    assert.match(
+      execute(REGISTRY),
+      /^registry built.*-X github\.com\/distribution\/distribution\/v3\/version\.version=v/,
+    );
+    assert.equal(box.calls('go build').length, 1);
+    assert.deepEqual(leftovers(box), []);
+    const calls = box.calls().length;
+    const second = ok(await box.run('provide-registry.sh'), 'the second run');
+    assert.equal(second.stdout, first.stdout);
+    assert.deepEqual(box.calls().slice(calls), [], 'the second run calls no stand-in');
+  });
+
+  test('a build killed half way leaves nothing a later run trusts; a failed build fails the script', async () => {
+    const box = new Sandbox();
+    box.makeGate();
+    const a = box.start('provide-registry.sh', [], { STANDIN_GATE_AT: 'go-build' });
+    await box.waitingAt('go-build');
+    killGroup(a.child, 'SIGKILL');
+    await a.done;
+    const failed = await box.run('provide-registry.sh', [], { STANDIN_FAIL_AT: 'go-build' });
+    assert.notEqual(failed.code, 0);
+    assert.equal(failed.stdout, '', 'no path printed for a failed build');
+    const r = ok(await box.run('provide-registry.sh'), 'the run after them');
+    assert.match(execute(assignments(r.stdout).REGISTRY), /^registry built/);
+    assert.equal(box.calls('go build').length, 3);
+    assert.deepEqual(leftovers(box), []);
+  });
+
+  test('TEST_ASSET_REGISTRY is used as is, and refused when it is not an executable', async () => {
+    const box = new Sandbox();
+    const own = join(box.dir, 'my-registry');
+    writeFileSync(own, '#!/bin/sh\n', { mode: 0o755 });
+    const r = ok(await box.run('provide-registry.sh', [], { TEST_ASSET_REGISTRY: own }), 'with TEST_ASSET_REGISTRY');
+    assert.equal(r.stdout, `REGISTRY=${own}\n`);
+    assert.deepEqual(box.calls(), [], 'nothing built');
+    const bad = await box.run('provide-registry.sh', [], { TEST_ASSET_REGISTRY: join(box.dir, 'absent') });
+    assert.notEqual(bad.code, 0);
+    assert.match(bad.stderr, /is not an executable file/);
+  });
+});
+
 describe('the image scripts from an empty cache', () => {
   test('provide-images.sh builds the base, pause and webhook images and their archives once', async () => {
     const box = new Sandbox();

@@ -151,9 +151,13 @@ export function helmUpgradeInstall(
   namespace: string,
   values: object,
   command: 'install' | 'upgrade' = 'install',
+  /** Another chart than the checkout's, e.g. oci://HOST/PATH/charts/NAME with `--version`. */
+  chart: { ref: string; args: string[] } = { ref: CHART, args: [] },
 ): Promise<string> {
   return withValuesFile(values, (file) =>
-    helm([command, release, CHART, '--namespace', namespace, '-f', file], { kubeconfig: cp.kubeconfigPath }),
+    helm([command, release, chart.ref, ...chart.args, '--namespace', namespace, '-f', file], {
+      kubeconfig: cp.kubeconfigPath,
+    }),
   );
 }
 
