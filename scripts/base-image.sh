@@ -6,6 +6,8 @@
 #
 # Usage: scripts/base-image.sh   (prints the image name)
 set -euo pipefail
+# A failure inside $(...) stops the script too (bash leaves errexit off there by default).
+shopt -s inherit_errexit
 cd "$(dirname "$0")/.."
 . scripts/image-lib.sh
 
@@ -27,7 +29,7 @@ log "building $NAME from Debian packages and the npm registry (first run only)"
 work=$(mktemp -d "${TMPDIR:-/tmp}/wiw-base-XXXXXX")
 ctr=
 cleanup() {
-  [ -n "$ctr" ] && bh rm "$ctr" >/dev/null 2>&1 || true
+  if [ -n "$ctr" ]; then bh rm "$ctr" >/dev/null 2>&1 || true; fi
   rm -rf "$work"
 }
 trap cleanup EXIT

@@ -12,6 +12,7 @@ import {
   type NodeClouds,
 } from '../test/support/node-clouds.ts';
 import { until } from '../test/support/webhook.ts';
+import { kubectlHint, shellQuote } from './demo-summary.ts';
 
 const bold = (s: string) => (process.stdout.isTTY ? `\x1b[1m${s}\x1b[0m` : s);
 
@@ -79,7 +80,8 @@ try {
   }
   console.log(`
 ${bold('The node keeps running.')} Try your own manifests (imagePullPolicy: Never, image ${node.images.base}):
-  export KUBECONFIG=${node.cp.kubeconfigPath}
+  export KUBECONFIG=${shellQuote(node.cp.kubeconfigPath)}
+${kubectlHint()}
   kubectl get pods -A -o wide
 Node logs: ${node.dir}/{kubelet,containerd,kube-controller-manager}.log
 Press Ctrl-C to stop and remove everything.`);

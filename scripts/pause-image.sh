@@ -6,6 +6,8 @@
 #
 # Usage: scripts/pause-image.sh   (prints the image name)
 set -euo pipefail
+# A failure inside $(...) stops the script too (bash leaves errexit off there by default).
+shopt -s inherit_errexit
 cd "$(dirname "$0")/.."
 . scripts/image-lib.sh
 
@@ -21,7 +23,7 @@ log "building $NAME (first run only)"
 work=$(mktemp -d "${TMPDIR:-/tmp}/wiw-pause-XXXXXX")
 ctr=
 cleanup() {
-  [ -n "$ctr" ] && bh rm "$ctr" >/dev/null 2>&1 || true
+  if [ -n "$ctr" ]; then bh rm "$ctr" >/dev/null 2>&1 || true; fi
   rm -rf "$work"
 }
 trap cleanup EXIT

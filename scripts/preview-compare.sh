@@ -3,6 +3,8 @@
 # inputs (scripts/preview-capture.ts lists them), diffed. Exit 0 when byte-identical.
 #   bash scripts/preview-compare.sh BASE_CHECKOUT [HEAD_CHECKOUT (default: this one)] [OUTDIR]
 set -euo pipefail
+# A failure inside $(...) stops the script too (bash leaves errexit off there by default).
+shopt -s inherit_errexit
 here=$(cd "$(dirname "$0")/.." && pwd)
 base=$(cd "${1:?usage: preview-compare.sh BASE_CHECKOUT [HEAD_CHECKOUT] [OUTDIR]}" && pwd)
 head=$(cd "${2:-$here}" && pwd)
@@ -10,7 +12,7 @@ out=${3:-$(mktemp -d -t wiw-preview-compare-XXXXXX)}
 for side in base head; do
   dir=${!side}
   [ -d "$dir/node_modules" ] || { echo "$dir: run npm ci there first" >&2; exit 2; }
-  rm -rf "$out/$side" && mkdir -p "$out/$side"
+  rm -rf "${out:?}/$side" && mkdir -p "$out/$side"
   node "$here/scripts/preview-capture.ts" "$dir" "$out/$side"
 done
 cases=$(find "$out/head" -maxdepth 1 -name '*.txt' | wc -l)

@@ -1,19 +1,23 @@
 #!/usr/bin/env bash
-# Provides kube-apiserver, etcd and helm for the tests and the demo.
+# Provides kube-apiserver, etcd, helm and kubectl for the tests and the demo.
 # Release downloads are not an option here, so they are built from Go modules once and
 # cached per version; later runs only print the cached paths.
 #
-# Prints shell assignments: KUBE_APISERVER=... ETCD=... HELM=...; with --node also KUBELET,
+# Prints shell assignments: KUBE_APISERVER=... ETCD=... HELM=... KUBECTL=... (kubectl is built with
+# kube-apiserver, at its version: the demo suggests it); with --node also KUBELET,
 # KUBE_CONTROLLER_MANAGER and KUBE_SCHEDULER (built together, at the API server's version).
 # Reuses binaries the user already has (envtest conventions):
-#   KUBEBUILDER_ASSETS (a folder holding kube-apiserver and etcd),
-#   TEST_ASSET_KUBE_APISERVER, TEST_ASSET_ETCD, TEST_ASSET_HELM.
+#   KUBEBUILDER_ASSETS (a folder holding kube-apiserver and etcd, and maybe helm and kubectl),
+#   TEST_ASSET_KUBE_APISERVER, TEST_ASSET_ETCD, TEST_ASSET_HELM, TEST_ASSET_KUBECTL.
 set -euo pipefail
+# A failure inside $(...) stops the script too (bash leaves errexit off there by default).
+shopt -s inherit_errexit
 
 K8S_VERSION=${K8S_VERSION:-v1.34.4}
 ETCD_VERSION=${ETCD_VERSION:-v3.6.16}
 HELM_VERSION=${HELM_VERSION:-v3.17.4}
 CACHE=${WIW_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/workload-identity-webhook}
+KUBE_DIR=$CACHE/kubernetes-$K8S_VERSION
 
 log() { echo "provide-binaries: $*" >&2; }
 die() { log "$*"; exit 1; }
@@ -34,6 +38,14 @@ lock() {
   flock 9
 }
 
+# The temporary folder of a build, inside the (locked) cache folder it fills: the final mv is then
+# a rename, never a copy across file systems that a kill could leave half done under the binary's
+# name. A killed build's leftovers are removed first (the lock says nobody else is building).
+work_in() {
+  rm -rf "$1"/.build-*
+  mktemp -d "$1/.build-XXXXXX"
+}
+
 # The go.mod of a build against k8s.io/kubernetes: the staging repositories it replaces with
 # their v0.X.Y twins, as the Kubernetes repository itself does.
 kube_go_mod() {
@@ -50,7 +62,8 @@ kube_go_mod() {
   done
 }
 
-# The main package of each command, as in k8s.io/kubernetes/cmd/<name>.
+# The main package of each server command, as in k8s.io/kubernetes/cmd/<name>. kubectl is
+# k8s.io/kubernetes/cmd/kubectl itself, kept in go.mod by an import in tools.go (kube_package).
 kube_main() {
   local name=$1 app=k8s.io/kubernetes/cmd/$1/app call
   case "$name" in
@@ -85,13 +98,18 @@ func main() {
 GO
 }
 
+# What `go build` is given for a command: kubectl's own package, or the main written for it.
+kube_package() {
+  if [ "$1" = kubectl ]; then echo k8s.io/kubernetes/cmd/kubectl; else echo "./cmd/$1"; fi
+}
+
 # Builds Kubernetes commands at K8S_VERSION into one temporary module (they share most
 # packages, so one build of several costs little more than one), then moves each binary into
 # place last, so an interrupted build never leaves a half-written binary that later runs trust.
 # Each build runs in a subshell (the ( ) body): its EXIT trap removes its own temporary folder and
 # nothing of it outlives the build (a RETURN trap would fire again in the caller, under set -u).
 build_kube() (
-  dir=$CACHE/kubernetes-$K8S_VERSION
+  dir=$KUBE_DIR
   missing=()
   for name in "$@"; do [ -x "$dir/$name" ] || missing+=("$name"); done
   if [ ${#missing[@]} -gt 0 ]; then
@@ -103,23 +121,29 @@ build_kube() (
   if [ ${#missing[@]} -gt 0 ]; then
     log "building ${missing[*]} $K8S_VERSION from Go modules (first run only, ~5-20 min)"
     minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
-    work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
-    mkdir -p "$dir"
+    work=$(work_in "$dir"); trap 'rm -rf "$work"' EXIT
     kube_go_mod build >"$work/go.mod"
+    packages=()
     for name in "${missing[@]}"; do
-      mkdir -p "$work/cmd/$name"
-      kube_main "$name" >"$work/cmd/$name/main.go"
+      packages+=("$(kube_package "$name")")
+      if [ "$name" = kubectl ]; then
+        printf '//go:build tools\n\npackage tools\n\nimport _ "k8s.io/kubernetes/cmd/kubectl"\n' >"$work/tools.go"
+      else
+        mkdir -p "$work/cmd/$name"
+        kube_main "$name" >"$work/cmd/$name/main.go"
+      fi
     done
-    (cd "$work" && go mod tidy >&2 && mkdir bin && CGO_ENABLED=0 go build -trimpath -o bin/ -ldflags "-s -w \
-      -X k8s.io/component-base/version.gitVersion=$K8S_VERSION \
-      -X k8s.io/component-base/version.gitMajor=1 \
-      -X k8s.io/component-base/version.gitMinor=$minor" "${missing[@]/#/./cmd/}" >&2)
+    # The version as Kubernetes stamps it (hack/lib/version.sh): component-base's and client-go's.
+    stamp=()
+    for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+      stamp+=("-X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor")
+    done
+    (cd "$work" && go mod tidy >&2 && mkdir bin &&
+      CGO_ENABLED=0 go build -trimpath -o bin/ -ldflags "-s -w ${stamp[*]}" "${packages[@]}" >&2)
     for name in "${missing[@]}"; do mv "$work/bin/$name" "$dir/$name"; done
   fi
   for name in "$@"; do echo "$dir/$name"; done
 )
-
-build_kube_apiserver() { build_kube kube-apiserver; }
 
 build_etcd() (
   out=$CACHE/etcd-$ETCD_VERSION/etcd
@@ -128,7 +152,7 @@ build_etcd() (
   lock "$(dirname "$out")"
   [ -x "$out" ] && { echo "$out"; exit 0; }
   log "building etcd $ETCD_VERSION from Go modules (first run only)"
-  work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+  work=$(work_in "$(dirname "$out")"); trap 'rm -rf "$work"' EXIT
   cat >"$work/main.go" <<'GO'
 package main
 
@@ -153,7 +177,7 @@ build_helm() (
   lock "$(dirname "$out")"
   [ -x "$out" ] && { echo "$out"; exit 0; }
   log "building helm $HELM_VERSION from Go modules (first run only)"
-  work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+  work=$(work_in "$(dirname "$out")"); trap 'rm -rf "$work"' EXIT
   (cd "$work" && GOBIN="$work" CGO_ENABLED=0 go install -trimpath -ldflags "-s -w \
     -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" >&2)
   mv "$work/helm" "$out"
@@ -164,16 +188,23 @@ if [ -n "${KUBEBUILDER_ASSETS:-}" ]; then
   : "${TEST_ASSET_KUBE_APISERVER:=$KUBEBUILDER_ASSETS/kube-apiserver}"
   : "${TEST_ASSET_ETCD:=$KUBEBUILDER_ASSETS/etcd}"
   [ -x "$KUBEBUILDER_ASSETS/helm" ] && : "${TEST_ASSET_HELM:=$KUBEBUILDER_ASSETS/helm}"
+  [ -x "$KUBEBUILDER_ASSETS/kubectl" ] && : "${TEST_ASSET_KUBECTL:=$KUBEBUILDER_ASSETS/kubectl}"
 fi
-for v in TEST_ASSET_KUBE_APISERVER TEST_ASSET_ETCD TEST_ASSET_HELM; do
+for v in TEST_ASSET_KUBE_APISERVER TEST_ASSET_ETCD TEST_ASSET_HELM TEST_ASSET_KUBECTL; do
   p=${!v:-}
   [ -z "$p" ] || [ -x "$p" ] || die "$v=$p is not an executable file"
 done
 
-kas=${TEST_ASSET_KUBE_APISERVER:-$(build_kube_apiserver)}
+# kube-apiserver and kubectl in one build: those not given are built together.
+kube=()
+[ -n "${TEST_ASSET_KUBE_APISERVER:-}" ] || kube+=(kube-apiserver)
+[ -n "${TEST_ASSET_KUBECTL:-}" ] || kube+=(kubectl)
+[ ${#kube[@]} -eq 0 ] || build_kube "${kube[@]}" >/dev/null
+kas=${TEST_ASSET_KUBE_APISERVER:-$KUBE_DIR/kube-apiserver}
+kubectl=${TEST_ASSET_KUBECTL:-$KUBE_DIR/kubectl}
 etcd=${TEST_ASSET_ETCD:-$(build_etcd)}
 helm=${TEST_ASSET_HELM:-$(build_helm)}
-printf 'KUBE_APISERVER=%q\nETCD=%q\nHELM=%q\n' "$kas" "$etcd" "$helm"
+printf 'KUBE_APISERVER=%q\nETCD=%q\nHELM=%q\nKUBECTL=%q\n' "$kas" "$etcd" "$helm" "$kubectl"
 
 # --node: also the node's and the controllers' commands (test/node-*.test.ts, demo --node).
 if [ "${1:-}" = "--node" ]; then

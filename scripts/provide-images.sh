@@ -6,6 +6,8 @@
 #
 # Prints shell assignments: WEBHOOK_IMAGE, BASE_IMAGE, PAUSE_IMAGE (names) and *_ARCHIVE (files).
 set -euo pipefail
+# A failure inside $(...) stops the script too (bash leaves errexit off there by default).
+shopt -s inherit_errexit
 cd "$(dirname "$0")/.."
 . scripts/image-lib.sh
 
@@ -31,7 +33,9 @@ bh build --quiet --layers --pull-never --network host "${build_args[@]}" \
   die "building $WEBHOOK_IMAGE failed: $(tail -30 "$STORAGE/webhook-build.log")"
 log "built $WEBHOOK_IMAGE in $(( $(date +%s) - start )) s"
 
-# docker-archive: what `ctr images import` reads, with the name kept.
+# docker-archive: what `ctr images import` reads, with the name kept. Written beside its name and
+# renamed last; a killed export's leftovers go (the lock above says no export is under way).
+rm -f "$CACHE"/images/*.part
 archive() {
   local id; id=$(bh inspect --type image --format '{{.FromImageID}}' "$1")
   local out=$CACHE/images/${id:0:20}.tar

@@ -5,6 +5,8 @@
 # named by a hash of the pins and the interpreter's version, so a second run is instant and a
 # change of pins builds a new one beside the old.
 set -euo pipefail
+# A failure inside $(...) stops the script too (bash leaves errexit off there by default).
+shopt -s inherit_errexit
 
 REQUIREMENTS='boto3==1.44.5
 azure-identity==1.27.0

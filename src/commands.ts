@@ -25,6 +25,10 @@ export interface IssuerCommandInput {
   namespace?: string;
   dir?: string;
   keyFiles: string[];
+  /** doctor: told what it waits for (a terminal's progress line). */
+  progress?: (waitingFor: string) => void;
+  /** doctor: colours in the text report (a terminal). */
+  colour?: boolean;
 }
 
 export interface CommandResult {
@@ -67,10 +71,11 @@ async function doctor(input: IssuerCommandInput): Promise<CommandResult> {
     secrets: { providers: createSecretProviders(input.config), defaultTokenPath: input.config.secretTokenPath },
     issuerCa,
     namespace: input.namespace,
+    progress: input.progress,
   });
   return {
     code: exitCode(report),
-    output: input.output === 'json' ? reportJson(report) : reportText(report),
+    output: input.output === 'json' ? reportJson(report) : reportText(report, { colour: input.colour }),
     warnings: [],
   };
 }

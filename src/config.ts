@@ -1,9 +1,10 @@
 import { CLOUD_SETTINGS, deriveCloudSettings, type CloudSettings, type SettingValues } from './clouds/settings.ts';
 import { ConfigError } from './errors.ts';
 import { DEFAULT_LIMITS } from './limits.ts';
+import { LOG_FORMATS, type LogFormat } from './log.ts';
 import { DEFAULT_TLS12_SUITES, parseCipherSuites, parseTlsVersion, type TlsVersion } from './tls/policy.ts';
 import { DEFAULT_SECRET_TOKEN_PATH, isTokenPath } from './model.ts';
-import { bool, envName, integer, oneOf, optionalString, type Setting, string } from './settings.ts';
+import { bool, defaultOf, envName, helpRow, integer, oneOf, optionalString, type Setting, string } from './settings.ts';
 
 // The webhook's settings: the server, certificates, caches, tenant policy and, from each cloud's
 // folder, the clouds' own. Validated once at start-up; an error names the flag.
@@ -23,8 +24,8 @@ function hostList(raw: string): string[] {
     .filter(Boolean);
 }
 
-export const settings = {
-  // Server
+/** The server's own settings: listeners, certificates, limits, logging, caches; `serve` reads them. */
+const serverSettings = {
   host: { flag: 'host', description: 'Address the admission server listens on', parse: string, default: '0.0.0.0' },
   port: { flag: 'port', description: 'HTTPS port of the admission server', parse: integer(0, 65535), default: 8443 },
   metricsPort: {
@@ -203,6 +204,13 @@ export const settings = {
     parse: oneOf(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const),
     default: 'info' as const,
   },
+  logFormat: {
+    flag: 'log-format',
+    description:
+      'numeric: pino\'s "level":30 and "time" in epoch milliseconds; named: "level":"info" and "time" in ISO 8601 UTC, as Cloud Logging and Loki pipelines expect',
+    parse: oneOf(LOG_FORMATS),
+    default: 'numeric' as LogFormat,
+  },
   kubeconfig: {
     flag: 'kubeconfig',
     description: 'Kubeconfig file; default: in-cluster, then $KUBECONFIG, then ~/.kube/config',
@@ -228,7 +236,14 @@ export const settings = {
     parse: integer(1, 10000),
     default: 50,
   },
-  // Per cloud (src/clouds/settings.ts: --strict and clouds/<cloud>/settings.ts)
+} satisfies Record<string, Setting<unknown>>;
+
+/**
+ * What decides the identity a Pod or Secret gets: the clouds' settings (src/clouds/settings.ts:
+ * --strict and each cloud's) and the labelled Secrets' token path. Besides `serve`, the commands
+ * that judge identities (preview, check-policy, trust, doctor, token-requestor) take these.
+ */
+export const identitySettings = {
   ...CLOUD_SETTINGS,
   // Labelled Secrets (GEP-26)
   secretTokenPath: {
@@ -238,7 +253,10 @@ export const settings = {
     parse: tokenPath,
     default: DEFAULT_SECRET_TOKEN_PATH,
   },
-  // Tenant policy (docs/policy.md)
+} satisfies Record<string, Setting<unknown>>;
+
+/** Tenant policy (docs/policy.md). */
+const policySettings = {
   watchPolicies: {
     flag: 'watch-policies',
     description:
@@ -262,6 +280,11 @@ export const settings = {
     default: 'deny' as const,
   },
 } satisfies Record<string, Setting<unknown>>;
+
+export const settings = { ...serverSettings, ...identitySettings, ...policySettings } satisfies Record<
+  string,
+  Setting<unknown>
+>;
 
 type Settings = typeof settings;
 /** Every setting's value, and what the clouds derive from theirs (CloudSettings). */
@@ -317,12 +340,17 @@ export function loadConfig(flags: ReadonlyMap<string, string>, env: NodeJS.Proce
   return { ...c, ...deriveCloudSettings(c) };
 }
 
-export function configHelp(): string {
+/** Help lines of the settings named (all by default): flag, description, default, environment twin. */
+export function configHelp(keys: readonly (keyof Settings)[] = Object.keys(settings) as (keyof Settings)[]): string {
   const lines: string[] = [];
-  for (const s of Object.values(settings) as Setting<unknown>[]) {
-    const def =
-      s.default === undefined ? '' : ` (default ${Array.isArray(s.default) ? s.default.join(',') : String(s.default)})`;
-    lines.push(`  --${s.flag}${s.boolean ? '' : ' VALUE'}`.padEnd(40) + `${s.description}${def} [$${envName(s.flag)}]`);
+  for (const s of keys.map((k) => settings[k]) as Setting<unknown>[]) {
+    const def = defaultOf(s);
+    lines.push(
+      helpRow(
+        `  --${s.flag}${s.boolean ? '' : ' VALUE'}`,
+        `${s.description}${def ? ` (default ${def})` : ''} [$${envName(s.flag)}]`,
+      ),
+    );
   }
   return lines.join('\n');
 }

@@ -1,16 +1,26 @@
 import pino, { type DestinationStream, type Logger } from 'pino';
 
+/** `numeric`: pino's own lines ("level":30, "time" in epoch ms); `named`: "level":"info", ISO 8601 "time". */
+export const LOG_FORMATS = ['numeric', 'named'] as const;
+export type LogFormat = (typeof LOG_FORMATS)[number];
+
 /**
  * JSON lines on stdout (or `destination`). Admission objects are never logged whole: a Secret's
  * data or a token must not reach a log, so the redaction list is a second guard, not the first.
  * Errors are logged as `{ err }`; the serializer drops the HTTP responses client errors carry.
+ * pino's numeric levels stay the default (existing pipelines parse them); `named` is for those
+ * that expect level names and ISO times.
  */
-export function createLogger(level: string, destination?: DestinationStream): Logger {
+export function createLogger(level: string, destination?: DestinationStream, format: LogFormat = 'numeric'): Logger {
   const options = {
     level,
     base: { name: 'workload-identity-webhook' },
     redact: { paths: ['token', 'data', 'stringData', '*.token', '*.data', '*.stringData'], censor: '[redacted]' },
     serializers: { err: serializeError },
+    ...(format === 'named' && {
+      formatters: { level: (label: string) => ({ level: label }) },
+      timestamp: pino.stdTimeFunctions.isoTime,
+    }),
   };
   return destination ? pino(options, destination) : pino(options);
 }

@@ -10,6 +10,20 @@ export interface Setting<T> {
   default: T;
   /** Boolean switches take no value on the command line. */
   boolean?: true;
+  /** The default as the flag is written, where String(default) would not be (an octal mode). */
+  defaultText?: string;
+}
+
+/** One row of a flag table in help: the flag, then its text from column 40 (on its own line when longer). */
+export function helpRow(left: string, text: string): string {
+  return left.length < 40 ? left.padEnd(40) + text : `${left}\n${' '.repeat(40)}${text}`;
+}
+
+/** The default of a setting as help shows it, or nothing for none (undefined, an empty list). */
+export function defaultOf(s: Setting<unknown>): string | undefined {
+  if (s.defaultText !== undefined) return s.defaultText;
+  if (s.default === undefined || (Array.isArray(s.default) && s.default.length === 0)) return undefined;
+  return Array.isArray(s.default) ? s.default.join(',') : String(s.default);
 }
 
 export const string = (raw: string) => raw;

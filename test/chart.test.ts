@@ -669,6 +669,7 @@ describe('values cover the webhook', () => {
         metricsPort: 9191,
         drainSeconds: 7,
         logLevel: 'debug',
+        logFormat: 'named',
         cacheMissTimeoutMs: 3000,
         cacheMissRate: 20,
         strict: true,

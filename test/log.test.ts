@@ -104,3 +104,36 @@ describe('logging errors', () => {
     assert.equal(logged.stack, err.stack);
   });
 });
+
+describe('--log-format', () => {
+  const line = (format?: 'numeric' | 'named', level = 'warn') => {
+    const lines: string[] = [];
+    const log = createLogger('debug', { write: (l: string) => void lines.push(l) }, format);
+    (log as unknown as Record<string, (o: object, m: string) => void>)[level]({ token: TOKEN }, 'hello');
+    return JSON.parse(lines[0]) as Record<string, unknown>;
+  };
+
+  test("numeric (the default): pino's level numbers and epoch-millisecond time", () => {
+    for (const entry of [line(), line('numeric')]) {
+      assert.equal(entry.level, 40);
+      assert.equal(typeof entry.time, 'number');
+      assert.ok(Math.abs((entry.time as number) - Date.now()) < 60_000);
+    }
+  });
+
+  test('named: "level":"info" and an ISO 8601 UTC time; redaction as before', () => {
+    for (const [level, name] of [
+      ['debug', 'debug'],
+      ['info', 'info'],
+      ['warn', 'warn'],
+      ['error', 'error'],
+    ]) {
+      const entry = line('named', level);
+      assert.equal(entry.level, name);
+      assert.match(String(entry.time), /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+      assert.ok(Math.abs(Date.parse(String(entry.time)) - Date.now()) < 60_000);
+      assert.equal(entry.token, '[redacted]');
+      assert.equal(entry.name, 'workload-identity-webhook');
+    }
+  });
+});

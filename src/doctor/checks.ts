@@ -19,6 +19,7 @@ import {
   readApiServerJwks,
   readPublicDiscovery,
   readPublicJwks,
+  type ApiServer,
   type Fetched,
 } from '../issuer/read.ts';
 import type { DiscoveryDocument } from '../issuer/discovery.ts';
@@ -38,68 +39,123 @@ export interface DoctorOptions {
   issuerCa?: string;
   /** Only this namespace's ServiceAccounts and Secrets. */
   namespace?: string;
+  /** Told what doctor waits for before each read (an HTTP read can take seconds): a progress line. */
+  progress?: (waitingFor: string) => void;
 }
 
 const BINDING_FIX =
   'kubectl create clusterrolebinding service-account-issuer-discovery-unauthenticated --clusterrole=system:service-account-issuer-discovery --group=system:unauthenticated ' +
   '(and keep --anonymous-auth enabled), or host the documents elsewhere: workload-identity-webhook issuer publish';
 
+/** What the checks have found so far: each step reads it and adds to it. */
+interface Doctor {
+  options: DoctorOptions;
+  api: ApiServer;
+  core: CoreV1Api;
+  checks: Check[];
+  add(c: Check): void;
+  /** Tells the person what doctor waits for now (an HTTP read can take seconds). */
+  waiting(what: string): void;
+  apiDiscovery?: Fetched<DiscoveryDocument>;
+  apiJwks?: Fetched<Jwks>;
+  identities: TrustIdentity[];
+  anyAccount?: { namespace: string; name: string };
+  fresh?: { token: string; payload: JWTPayload; alg?: string; kid?: string };
+  issuer?: string;
+  publicDiscovery?: Fetched<DiscoveryDocument>;
+  published?: Fetched<Jwks>;
+}
+
+/** A step returns 'stop' when nothing after it can be checked. */
+type Step = (d: Doctor) => Promise<'stop' | undefined>;
+
+/** The checks, in order: the API server's documents, the identities, the issuer, the public copies, each identity's token. */
+const STEPS: readonly [name: string, step: Step][] = [
+  ['api-server discovery', apiServerDocuments],
+  ['identities', collectIdentities],
+  ['fresh token', freshToken],
+  ['issuer', issuerChecks],
+  ['public documents', publicDocuments],
+  ['identity tokens', identityTokens],
+];
+
 export async function runDoctor(options: DoctorOptions): Promise<DoctorReport> {
   const checks: Check[] = [];
-  const add = (c: Check): void => void checks.push(c);
-  const api = await apiServerOf(options.kc);
+  // Each check carries the time since the one before: the reads it waited for, and its own work.
+  let since = performance.now();
+  const d: Doctor = {
+    options,
+    api: await apiServerOf(options.kc),
+    core: options.kc.makeApiClient(CoreV1Api),
+    checks,
+    add: (c) => {
+      const now = performance.now();
+      checks.push({ ...c, ms: Math.round(now - since) });
+      since = now;
+    },
+    waiting: (what) => options.progress?.(what),
+    identities: [],
+  };
+  for (const [, step] of STEPS) if ((await step(d)) === 'stop') break;
+  return { issuer: d.issuer, checks };
+}
 
-  const apiDiscovery = await readApiServerDiscovery(api);
-  if (!apiDiscovery.ok && apiDiscovery.status === undefined) {
-    add({
+async function apiServerDocuments(d: Doctor): Promise<'stop' | undefined> {
+  d.waiting(`the API server's discovery document (${d.api.server})`);
+  const discovery = await readApiServerDiscovery(d.api);
+  d.apiDiscovery = discovery;
+  if (!discovery.ok && discovery.status === undefined) {
+    d.add({
       id: 'api-server',
       verdict: 'unknown',
-      message: `cannot reach the API server at ${api.server}: ${apiDiscovery.problem}`,
+      message: `cannot reach the API server at ${d.api.server}: ${discovery.problem}`,
       fix: 'check --kubeconfig and the network path to the API server',
     });
-    return { issuer: undefined, checks };
+    return 'stop';
   }
-  if (apiDiscovery.ok) {
-    add({
+  if (discovery.ok) {
+    d.add({
       id: 'discovery',
       verdict: 'pass',
-      message: `the API server serves its discovery document: issuer ${apiDiscovery.value.issuer}, jwks_uri ${apiDiscovery.value.jwks_uri}`,
+      message: `the API server serves its discovery document: issuer ${discovery.value.issuer}, jwks_uri ${discovery.value.jwks_uri}`,
     });
-  } else if (apiDiscovery.status === 401 || apiDiscovery.status === 403) {
-    add({
+  } else if (discovery.status === 401 || discovery.status === 403) {
+    d.add({
       id: 'discovery',
       verdict: 'unknown',
-      message: `the API server refuses these credentials the discovery document (${apiDiscovery.problem})`,
+      message: `the API server refuses these credentials the discovery document (${discovery.problem})`,
       fix: 'use a kubeconfig allowed to GET /.well-known/openid-configuration',
     });
   } else {
-    add({
+    d.add({
       id: 'discovery',
       verdict: 'fail',
-      message: `the API server serves no discovery document at ${apiDiscovery.url} (${apiDiscovery.problem}); it serves none when --service-account-issuer is not an https URL`,
+      message: `the API server serves no discovery document at ${discovery.url} (${discovery.problem}); it serves none when --service-account-issuer is not an https URL`,
       fix: 'start kube-apiserver with --service-account-issuer=https://<host the clouds can reach>',
     });
   }
-  const apiJwks = await readApiServerJwks(api);
+  d.waiting("the API server's JWKS");
+  d.apiJwks = await readApiServerJwks(d.api);
+  return undefined;
+}
 
-  // Identities, and a fresh token for the first of them (or any ServiceAccount).
-  const core = options.kc.makeApiClient(CoreV1Api);
-  let identities: TrustIdentity[] = [];
-  let anyAccount: { namespace: string; name: string } | undefined;
+/** The identities the webhook hands out, through the same providers that mutate Pods. */
+async function collectIdentities(d: Doctor): Promise<undefined> {
+  const { options, add } = d;
   try {
+    d.waiting('the ServiceAccounts and labelled Secrets');
     const objects = await objectsOfCluster(options.kc, options.namespace);
     const fromAccounts = identitiesOfServiceAccounts(options.providers, objects.accounts);
     const fromSecrets = identitiesOfSecrets(options.secrets, objects.secrets, objects.accounts);
-    identities = [...fromAccounts.identities, ...fromSecrets.identities];
-    for (const p of [...fromAccounts.problems, ...fromSecrets.problems]) {
+    d.identities = [...fromAccounts.identities, ...fromSecrets.identities];
+    for (const p of [...fromAccounts.problems, ...fromSecrets.problems])
       add({
         id: 'annotations',
         verdict: 'fail',
         message: p,
         fix: 'correct the annotation or config; the webhook refuses it as it stands',
       });
-    }
-    anyAccount = objects.accounts[0];
+    d.anyAccount = objects.accounts[0];
     for (const w of objects.warnings ?? [])
       add({
         id: 'identities',
@@ -115,53 +171,59 @@ export async function runDoctor(options: DoctorOptions): Promise<DoctorReport> {
       fix: 'use a kubeconfig that may list serviceaccounts and secrets',
     });
   }
+  return undefined;
+}
+
+/** A fresh token, for the first identity (or any ServiceAccount): what the cluster really issues. */
+async function freshToken(d: Doctor): Promise<undefined> {
   const probe =
-    identities[0] ??
-    (anyAccount && {
-      namespace: anyAccount.namespace,
-      serviceAccount: anyAccount.name,
+    d.identities[0] ??
+    (d.anyAccount && {
+      namespace: d.anyAccount.namespace,
+      serviceAccount: d.anyAccount.name,
       audience: 'workload-identity-webhook-doctor',
       expirationSeconds: 3600,
     });
-  let fresh: { token: string; payload: JWTPayload; alg?: string; kid?: string } | undefined;
-  if (probe) {
-    try {
-      const token = await requestToken(
-        core,
-        probe.namespace,
-        probe.serviceAccount,
-        probe.audience,
-        probe.expirationSeconds ?? 3600,
-      );
-      const header = decodeProtectedHeader(token);
-      fresh = { token, payload: decodeJwt(token), alg: header.alg, kid: header.kid };
-    } catch (err) {
-      add({
-        id: 'token-issuer',
-        verdict: 'unknown',
-        message: `cannot request a token for ServiceAccount ${probe.namespace}/${probe.serviceAccount}: ${kubeError(err)}`,
-        fix: 'use a kubeconfig that may create serviceaccounts/token',
-      });
-    }
-  } else {
-    add({
+  if (!probe) {
+    d.add({
       id: 'token-issuer',
       verdict: 'unknown',
       message: 'no ServiceAccount to request a token for',
       fix: 'create a ServiceAccount, or pass --namespace of one that has some',
     });
+    return undefined;
   }
+  try {
+    d.waiting(`a token for ServiceAccount ${probe.namespace}/${probe.serviceAccount}`);
+    const token = await requestToken(
+      d.core,
+      probe.namespace,
+      probe.serviceAccount,
+      probe.audience,
+      probe.expirationSeconds ?? 3600,
+    );
+    const header = decodeProtectedHeader(token);
+    d.fresh = { token, payload: decodeJwt(token), alg: header.alg, kid: header.kid };
+  } catch (err) {
+    d.add({
+      id: 'token-issuer',
+      verdict: 'unknown',
+      message: `cannot request a token for ServiceAccount ${probe.namespace}/${probe.serviceAccount}: ${kubeError(err)}`,
+      fix: 'use a kubeconfig that may create serviceaccounts/token',
+    });
+  }
+  return undefined;
+}
 
-  const issuer = apiDiscovery.ok
-    ? apiDiscovery.value.issuer
-    : typeof fresh?.payload.iss === 'string'
-      ? fresh.payload.iss
-      : undefined;
-  if (issuer === undefined) return { issuer, checks };
+/** The issuer's form, the fresh token's iss against it, and jwks_uri. */
+async function issuerChecks(d: Doctor): Promise<'stop' | undefined> {
+  const { apiDiscovery, fresh, add } = d;
+  const iss = typeof fresh?.payload.iss === 'string' ? fresh.payload.iss : undefined;
+  const issuer = apiDiscovery?.ok ? apiDiscovery.value.issuer : iss;
+  d.issuer = issuer;
+  if (issuer === undefined) return 'stop';
   checkIssuerForm(issuer, add);
-
-  if (fresh && apiDiscovery.ok) {
-    const iss = String(fresh.payload.iss);
+  if (fresh && apiDiscovery?.ok) {
     add(
       iss === issuer
         ? {
@@ -177,77 +239,94 @@ export async function runDoctor(options: DoctorOptions): Promise<DoctorReport> {
           },
     );
   }
+  if (apiDiscovery?.ok) checkJwksUri(apiDiscovery.value.jwks_uri, issuer, add);
+  return undefined;
+}
 
-  // jwks_uri, and the public copies.
-  const jwksUri = apiDiscovery.ok ? apiDiscovery.value.jwks_uri : undefined;
-  if (jwksUri !== undefined) checkJwksUri(jwksUri, issuer, add);
-
-  const anonDiscovery = await readApiServerDiscovery(api, true);
-  const publicDiscovery = issuer.startsWith('https://')
-    ? await readPublicDiscovery(issuer, options.issuerCa)
-    : undefined;
-  checkAnonymous(anonDiscovery, publicDiscovery, issuer, add);
-
-  let published: Fetched<Jwks> | undefined;
-  if (publicDiscovery?.ok) {
-    const doc = publicDiscovery.value;
-    const same = apiDiscovery.ok ? sameDiscovery(doc, apiDiscovery.value) : undefined;
-    add(
-      same === undefined || same.length === 0
-        ? {
-            id: 'public-discovery',
-            verdict: 'pass',
-            message: `${publicDiscovery.url} is readable without credentials and names issuer ${doc.issuer}`,
-          }
-        : {
-            id: 'public-discovery',
-            verdict: 'fail',
-            message: `${publicDiscovery.url} differs from the API server's: ${same.join('; ')}`,
-            fix: 'republish the documents (workload-identity-webhook issuer publish) or correct --service-account-issuer / --service-account-jwks-uri',
-          },
-    );
-    published = await readPublicJwks(doc.jwks_uri, options.issuerCa);
-    if (apiJwks.ok) await compareKeys(apiJwks.value, published, add);
-    else if (published.ok)
-      add({
-        id: 'public-jwks',
-        verdict: 'pass',
-        message: `${published.url} holds ${published.value.keys.length} key(s)`,
-      });
-    else
-      add({
-        id: 'public-jwks',
-        verdict: published.status ? 'fail' : 'unknown',
-        message: `cannot read the public JWKS at ${published.url}: ${published.problem}`,
-        fix: 'serve the JWKS at jwks_uri without credentials',
-      });
-  } else if (publicDiscovery) {
-    const refused = publicDiscovery.status === 401 || publicDiscovery.status === 403;
-    add({
-      id: 'public-discovery',
-      verdict: publicDiscovery.status === undefined ? 'unknown' : 'fail',
-      message:
-        publicDiscovery.status === undefined
-          ? `cannot reach ${publicDiscovery.url} from here (${publicDiscovery.problem}); the clouds must reach it from the internet`
-          : `${publicDiscovery.url} answers ${publicDiscovery.problem}${refused ? ': discovery is not readable without credentials' : ''}`,
-      fix:
-        publicDiscovery.status === undefined
-          ? 'run doctor where the issuer URL resolves (pass --issuer-ca FILE for a private CA), or check it from outside'
-          : refused
-            ? BINDING_FIX
-            : 'serve the discovery document at the issuer URL: workload-identity-webhook issuer publish',
-    });
+/** The documents as the clouds read them: anonymously, at the issuer URL. */
+async function publicDocuments(d: Doctor): Promise<undefined> {
+  const issuer = d.issuer!;
+  const { options, add, apiDiscovery, apiJwks } = d;
+  d.waiting('anonymous discovery at the API server');
+  const anonDiscovery = await readApiServerDiscovery(d.api, true);
+  if (issuer.startsWith('https://')) {
+    d.waiting(`the public discovery document (${issuer})`);
+    d.publicDiscovery = await readPublicDiscovery(issuer, options.issuerCa);
   }
+  const publicDiscovery = d.publicDiscovery;
+  checkAnonymous(anonDiscovery, publicDiscovery, issuer, add);
+  if (!publicDiscovery) return undefined;
+  if (!publicDiscovery.ok) {
+    add(unreadablePublicDiscovery(publicDiscovery));
+    return undefined;
+  }
+  const doc = publicDiscovery.value;
+  const same = apiDiscovery?.ok ? sameDiscovery(doc, apiDiscovery.value) : undefined;
+  add(
+    same === undefined || same.length === 0
+      ? {
+          id: 'public-discovery',
+          verdict: 'pass',
+          message: `${publicDiscovery.url} is readable without credentials and names issuer ${doc.issuer}`,
+        }
+      : {
+          id: 'public-discovery',
+          verdict: 'fail',
+          message: `${publicDiscovery.url} differs from the API server's: ${same.join('; ')}`,
+          fix: 'republish the documents (workload-identity-webhook issuer publish) or correct --service-account-issuer / --service-account-jwks-uri',
+        },
+  );
+  d.waiting(`the public JWKS (${doc.jwks_uri})`);
+  const published = await readPublicJwks(doc.jwks_uri, options.issuerCa);
+  d.published = published;
+  if (apiJwks?.ok) await compareKeys(apiJwks.value, published, add);
+  else if (published.ok)
+    add({
+      id: 'public-jwks',
+      verdict: 'pass',
+      message: `${published.url} holds ${published.value.keys.length} key(s)`,
+    });
+  else
+    add({
+      id: 'public-jwks',
+      verdict: published.status ? 'fail' : 'unknown',
+      message: `cannot read the public JWKS at ${published.url}: ${published.problem}`,
+      fix: 'serve the JWKS at jwks_uri without credentials',
+    });
+  return undefined;
+}
 
+function unreadablePublicDiscovery(publicDiscovery: Fetched<DiscoveryDocument> & { ok: false }): Check {
+  const refused = publicDiscovery.status === 401 || publicDiscovery.status === 403;
+  const unreachable = publicDiscovery.status === undefined;
+  return {
+    id: 'public-discovery',
+    verdict: unreachable ? 'unknown' : 'fail',
+    message: unreachable
+      ? `cannot reach ${publicDiscovery.url} from here (${publicDiscovery.problem}); the clouds must reach it from the internet`
+      : `${publicDiscovery.url} answers ${publicDiscovery.problem}${refused ? ': discovery is not readable without credentials' : ''}`,
+    fix: unreachable
+      ? 'run doctor where the issuer URL resolves (pass --issuer-ca FILE for a private CA), or check it from outside'
+      : refused
+        ? BINDING_FIX
+        : 'serve the discovery document at the issuer URL: workload-identity-webhook issuer publish',
+  };
+}
+
+/** Each identity's token as the webhook would mount it, verified with the keys a cloud would use. */
+async function identityTokens(d: Doctor): Promise<undefined> {
+  const { identities, fresh, add, options } = d;
+  const issuer = d.issuer!;
   // The keys a cloud would verify with: the public copy when readable, else the API server's.
-  const keys = published?.ok ? published : apiJwks.ok ? apiJwks : undefined;
+  const keys = d.published?.ok ? d.published : d.apiJwks?.ok ? d.apiJwks : undefined;
   checkAlgorithms(keys?.value, fresh?.alg, identities, add);
   if (fresh && !identities.length) await checkToken('token-signature', undefined, fresh.token, issuer, keys, add);
   for (const identity of identities) {
     let token: string;
     try {
+      d.waiting(`the token of ${identity.source}`);
       token = await requestToken(
-        core,
+        d.core,
         identity.namespace,
         identity.serviceAccount,
         identity.audience,
@@ -264,14 +343,13 @@ export async function runDoctor(options: DoctorOptions): Promise<DoctorReport> {
     }
     await checkToken('identity', identity, token, issuer, keys, add);
   }
-  if (identities.length === 0 && checks.every((c) => c.id !== 'identities' || c.verdict === 'warn')) {
+  if (identities.length === 0 && d.checks.every((c) => c.id !== 'identities' || c.verdict === 'warn'))
     add({
       id: 'identities',
       verdict: 'warn',
       message: `no ServiceAccount${options.namespace ? ` in ${options.namespace}` : ''} carries an identity annotation yet`,
     });
-  }
-  return { issuer, checks };
+  return undefined;
 }
 
 function checkIssuerForm(issuer: string, add: (c: Check) => void): void {

@@ -15,6 +15,8 @@ export interface Check {
   fix?: string;
   /** The object a per-identity check is about: `ServiceAccount ns/name`. */
   subject?: string;
+  /** Milliseconds since the check before: the reads it waited for and its own work. */
+  ms?: number;
 }
 
 export interface DoctorReport {
@@ -29,12 +31,18 @@ export function exitCode(report: DoctorReport): 0 | 1 | 2 {
 }
 
 const LABEL: Record<Verdict, string> = { pass: 'ok', warn: 'WARN', fail: 'FAIL', unknown: '??' };
+/** SGR colours of the verdicts: green, yellow, red, magenta. */
+const COLOUR: Record<Verdict, number> = { pass: 32, warn: 33, fail: 31, unknown: 35 };
 
-export function reportText(report: DoctorReport): string {
+/** The report for a person; `colour` (a terminal's) paints the verdicts. Each check ends with its time. */
+export function reportText(report: DoctorReport, options: { colour?: boolean } = {}): string {
+  const paint = (v: Verdict, s: string) => (options.colour ? `\x1b[${COLOUR[v]}m${s}\x1b[0m` : s);
   // Messages carry values read from the cluster: one line each, whatever they hold.
   const lines = [`issuer: ${printable(report.issuer ?? '(unknown)')}`];
   for (const c of report.checks) {
-    lines.push(printable(`${LABEL[c.verdict].padEnd(4)} ${c.id}: ${c.subject ? `${c.subject}: ` : ''}${c.message}`));
+    const time = c.ms === undefined ? '' : ` (${duration(c.ms)})`;
+    const text = printable(`${c.id}: ${c.subject ? `${c.subject}: ` : ''}${c.message}`);
+    lines.push(`${paint(c.verdict, LABEL[c.verdict].padEnd(4))} ${text}${time}`);
     if (c.fix) lines.push(`     fix: ${printable(c.fix)}`);
   }
   const code = exitCode(report);
@@ -47,6 +55,11 @@ export function reportText(report: DoctorReport): string {
         : `${counts('unknown')} check(s) could not be made`,
   );
   return lines.join('\n') + '\n';
+}
+
+/** 12 ms, 1.5 s. */
+export function duration(ms: number): string {
+  return ms < 1000 ? `${Math.round(ms)} ms` : `${(ms / 1000).toFixed(1)} s`;
 }
 
 export function reportJson(report: DoctorReport): string {

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
-import { envName, integer, optionalString, string, type Setting } from '../settings.ts';
+import { defaultOf, envName, helpRow, integer, optionalString, string, type Setting } from '../settings.ts';
 import { ConfigError } from '../errors.ts';
 
 /**
@@ -120,11 +120,10 @@ export function loadRequestorConfig(
 export function requestorHelp(): string {
   const lines: string[] = [];
   for (const s of Object.values(requestorSettings) as Setting<unknown>[]) {
-    const def =
-      s.default === undefined || (Array.isArray(s.default) && s.default.length === 0)
-        ? ''
-        : ` (default ${String(s.default)})`;
-    lines.push(`  --${s.flag} VALUE`.padEnd(40) + `${s.description}${def} [$${envName(s.flag)}]`);
+    const def = defaultOf(s);
+    lines.push(
+      helpRow(`  --${s.flag} VALUE`, `${s.description}${def ? ` (default ${def})` : ''} [$${envName(s.flag)}]`),
+    );
   }
   return lines.join('\n');
 }

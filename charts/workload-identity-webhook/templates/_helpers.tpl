@@ -112,6 +112,7 @@ metricsHost: metrics-host
 metricsNamespaceLabel: metrics-namespace-label
 drainSeconds: drain-seconds
 logLevel: log-level
+logFormat: log-format
 cacheMissTimeoutMs: cache-miss-timeout-ms
 cacheMissRate: cache-miss-reads-per-second
 strict: strict

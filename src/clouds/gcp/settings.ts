@@ -47,7 +47,8 @@ export const GCP_SETTINGS = {
   },
   gcpAudience: {
     flag: 'gcp-audience',
-    description: 'Token audience when the ServiceAccount names none (default: //iam.googleapis.com/<provider>)',
+    description:
+      "Token audience when the ServiceAccount names none (default: the dialect's: sts.googleapis.com for pfnet's annotations, //iam.googleapis.com/<provider> for Flux's)",
     parse: optionalString,
     default: undefined,
   },
@@ -70,6 +71,7 @@ export const GCP_SETTINGS = {
       "File mode of the token and credential volumes of ServiceAccounts in the pfnet dialect, octal (pfnet's -token-default-mode)",
     parse: fileMode,
     default: PFNET.fileMode,
+    defaultText: `0${PFNET.fileMode.toString(8)}`,
   },
   gcpSetupContainerResources: {
     flag: 'gcp-setup-container-resources',
