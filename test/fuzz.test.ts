@@ -2,6 +2,8 @@
 // ServiceAccounts' annotations, labelled Secrets and their configs. Properties: never an
 // exception; a patch always applies; nothing of the user's object is lost; a second run on the
 // output changes nothing. A failure prints its seed: WIW_FUZZ_SEED=<seed> reproduces it.
+// test/fuzz-serve.test.ts sends mutated reviews over HTTPS to a real `serve` in the chart's memory
+// limit; each cause it found has a unit test at the end of this file.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import fastJsonPatch from 'fast-json-patch';
