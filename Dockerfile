@@ -25,6 +25,10 @@ COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund
 
 FROM ${NODE_IMAGE}
+# The version: package.json's, passed by scripts/provide-images.sh (docker build --build-arg
+# VERSION=...); the CLI's --version and the chart's appVersion are the same.
+ARG VERSION=unknown
+LABEL org.opencontainers.image.version=${VERSION}
 ENV NODE_ENV=production
 WORKDIR /app
 COPY --from=deps /app/node_modules ./node_modules

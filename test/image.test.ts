@@ -123,6 +123,9 @@ describe('the image, built with buildah', () => {
     assert.equal(config.WorkingDir, '/app');
     // Inherited from the base scripts/base-image.sh made: the build used it and pulled nothing.
     assert.match(config.Labels['io.workload-identity-webhook.base'] ?? '', /^suite=bookworm node=24 /);
+    // One version: package.json's, as `--version` prints it and the chart's appVersion.
+    const { version } = JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')) as { version: string };
+    assert.equal(config.Labels['org.opencontainers.image.version'], version);
     t.diagnostic(
       `image ${image.name}: ${(image.sizeBytes / 1e6).toFixed(1)} MB (base ${(image.baseSizeBytes / 1e6).toFixed(1)} MB)`,
     );
