@@ -8,7 +8,9 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { parse, parseAllDocuments } from 'yaml';
-import { settings } from '../src/config.ts';
+import { createProviders } from '../src/clouds/index.ts';
+import { loadConfig, settings } from '../src/config.ts';
+import { previewPod } from '../src/preview.ts';
 import { createMetrics } from '../src/metrics.ts';
 import { defaultOf, type Setting } from '../src/settings.ts';
 import { createRequestorMetrics } from '../src/token-requestor/metrics.ts';
@@ -257,5 +259,54 @@ describe('metrics named in the docs', () => {
     const text = DOCS.map(read).join('\n');
     for (const name of labels.keys())
       if (!isDefault(name)) assert.match(text, new RegExp(`\\b${name}\\b`), `${name} is in README.md or docs/`);
+  });
+});
+
+describe("GCP's default audience, per dialect, where the docs give it", () => {
+  /** The audience of the token the webhook mounts for a ServiceAccount of these annotations. */
+  function audienceFor(annotations: Record<string, string>): string {
+    const documents = [
+      { kind: 'ServiceAccount', apiVersion: 'v1', metadata: { name: 'sa', namespace: 'apps', annotations } },
+      {
+        kind: 'Pod',
+        apiVersion: 'v1',
+        metadata: { name: 'p', namespace: 'apps' },
+        spec: { serviceAccountName: 'sa', containers: [{ name: 'app', image: 'app' }] },
+      },
+    ];
+    const text = documents.map((d) => JSON.stringify(d)).join('\n---\n');
+    const r = previewPod(createProviders(loadConfig(new Map(), {})), { documents: [{ source: 'x', text }] }, 'json');
+    assert.ok(r.allowed);
+    const pod = JSON.parse(r.output) as {
+      spec: { volumes: { name: string; projected?: { sources: { serviceAccountToken?: { audience: string } }[] } }[] };
+    };
+    const token = pod.spec.volumes
+      .flatMap((v) => v.projected?.sources ?? [])
+      .find((s) => s.serviceAccountToken)?.serviceAccountToken;
+    return token!.audience;
+  }
+  const PROVIDER = 'projects/123456789012/locations/global/workloadIdentityPools/on-prem/providers/cluster-a';
+
+  test("the code: pfnet's annotations get sts.googleapis.com, Flux's //iam.googleapis.com/<provider>", () => {
+    assert.equal(audienceFor({ 'cloud.google.com/workload-identity-provider': PROVIDER }), 'sts.googleapis.com');
+    assert.equal(
+      audienceFor({ 'gcp.auth.fluxcd.io/workload-identity-provider': PROVIDER }),
+      `//iam.googleapis.com/${PROVIDER}`,
+    );
+  });
+
+  test('--gcp-audience help, the chart README row and docs/trust.md give both', () => {
+    const texts = {
+      help: settings.gcpAudience.description,
+      chart: read('charts/workload-identity-webhook/README.md')
+        .split('\n')
+        .find((l) => l.startsWith('| `config.gcpAudience`'))!,
+      trust: paragraphs('docs/trust.md').find((p) => p.includes('per pool provider'))!,
+    };
+    for (const [where, text] of Object.entries(texts)) {
+      assert.ok(text, where);
+      assert.match(text, /`?sts\.googleapis\.com`? for (ServiceAccounts in )?pfnet's/, where);
+      assert.match(text, /`?\/\/iam\.googleapis\.com\/<provider>`? for Flux's/, where);
+    }
   });
 });
