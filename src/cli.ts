@@ -4,6 +4,7 @@ import { commandHelp, PROGRAM, type ParsedArgs, parseArgs, UsageError, usage, VE
 import { loadConfig } from './config.ts';
 import { ConfigError, WebhookError } from './errors.ts';
 import { createLogger } from './log.ts';
+import { printable } from './shell.ts';
 import { previewPod, type OutputFormat } from './preview.ts';
 import { createProviders, createSecretProviders } from './clouds/index.ts';
 import { isSecretPreview, previewSecret } from './preview-secret.ts';
@@ -38,7 +39,7 @@ async function main(argv: string[]): Promise<number> {
   } catch (err) {
     if (err instanceof UsageError) return usageError(err, args.command);
     if (err instanceof ConfigError || err instanceof WebhookError) {
-      process.stderr.write(`error [${err.code}]: ${err.message}\n`);
+      process.stderr.write(`error [${err.code}]: ${printable(err.message)}\n`);
       return 2;
     }
     process.stderr.write(`error: ${(err as Error).stack ?? String(err)}\n`);
@@ -49,7 +50,7 @@ async function main(argv: string[]): Promise<number> {
 /** Exit 2 with the reason and where to read more: the command's help, or the list of commands. */
 function usageError(err: UsageError, command = err.command): number {
   const more = command ? `"${PROGRAM} ${command} --help"` : `"${PROGRAM} help"`;
-  process.stderr.write(`error: ${err.message}\nRun ${more} for usage.\n`);
+  process.stderr.write(`error: ${printable(err.message)}\nRun ${more} for usage.\n`);
   return 2;
 }
 
@@ -110,7 +111,7 @@ async function preview(args: ParsedArgs): Promise<number> {
   const old = oldFile === undefined ? undefined : { documents: [{ source: oldFile, text: readInput(oldFile) }] };
   const policyFiles = [...values(args, 'policy'), ...(config.policyFile ? [config.policyFile] : [])];
   const policy = policyFiles.length > 0 ? loadPreviewPolicy(policyFiles, config) : undefined;
-  for (const w of policy?.warnings ?? []) process.stderr.write(`warning: ${w}\n`);
+  for (const w of policy?.warnings ?? []) process.stderr.write(`warning: ${printable(w)}\n`);
   const secret = old || isSecretPreview({ documents });
   if (secret && policy)
     process.stderr.write('warning: tenant policy is previewed for Pods only; the Secret is previewed without it\n');
@@ -123,9 +124,9 @@ async function preview(args: ParsedArgs): Promise<number> {
         output,
       )
     : previewPod(createProviders(config), { documents }, output, policy);
-  for (const w of result.warnings) process.stderr.write(`warning: ${w}\n`);
+  for (const w of result.warnings) process.stderr.write(`warning: ${printable(w)}\n`);
   if (!result.allowed) {
-    process.stderr.write(`denied (${result.denial.reason}): ${result.denial.message}\n`);
+    process.stderr.write(`denied (${result.denial.reason}): ${printable(result.denial.message)}\n`);
     return 1;
   }
   process.stdout.write(result.output);
@@ -134,7 +135,7 @@ async function preview(args: ParsedArgs): Promise<number> {
 
 /** doctor, trust, issuer publish. */
 async function issuerCommand(args: ParsedArgs): Promise<number> {
-  const { runIssuerCommand } = await import('./trust/commands.ts');
+  const { runIssuerCommand } = await import('./commands.ts');
   const config = loadConfig(args.flags);
   const one = (name: string): string | undefined => values(args, name).at(-1);
   // On a terminal: a progress line on stderr while doctor waits, and colours (unless NO_COLOR).
@@ -151,7 +152,7 @@ async function issuerCommand(args: ParsedArgs): Promise<number> {
     progress: progress?.update,
     colour: process.stdout.isTTY === true && !process.env.NO_COLOR,
   }).finally(() => progress?.done());
-  for (const w of result.warnings) process.stderr.write(`warning: ${w}\n`);
+  for (const w of result.warnings) process.stderr.write(`warning: ${printable(w)}\n`);
   process.stdout.write(result.output);
   return result.code;
 }

@@ -1,7 +1,4 @@
-import { AWS_SETTINGS } from './clouds/aws/settings.ts';
-import type { AzureStackEnvironment } from './clouds/azure/environments.ts';
-import { AZURE_SETTINGS, deriveAzureSettings } from './clouds/azure/settings.ts';
-import { GCP_SETTINGS } from './clouds/gcp/settings.ts';
+import { CLOUD_SETTINGS, deriveCloudSettings, type CloudSettings, type SettingValues } from './clouds/settings.ts';
 import { ConfigError } from './errors.ts';
 import { DEFAULT_LIMITS } from './limits.ts';
 import { LOG_FORMATS, type LogFormat } from './log.ts';
@@ -42,6 +39,14 @@ const serverSettings = {
     description: 'Address of the metrics listener',
     parse: string,
     default: '0.0.0.0',
+  },
+  metricsNamespaceLabel: {
+    flag: 'metrics-namespace-label',
+    description:
+      "Label the Azure peer's azwi_mutation_request by namespace, as the peer does (only namespaces the cluster has; about 18 series each); false: one series, for clusters with thousands of namespaces",
+    parse: bool,
+    default: true,
+    boolean: true,
   },
   tlsCertFile: {
     flag: 'tls-cert-file',
@@ -221,14 +226,12 @@ const serverSettings = {
 } satisfies Record<string, Setting<unknown>>;
 
 /**
- * What decides the identity a Pod or Secret gets: each cloud's settings (src/clouds/<cloud>/settings.ts),
- * the labelled Secrets' token path and --strict. Besides `serve`, the commands that judge
- * identities (preview, check-policy, trust, doctor, token-requestor) take these.
+ * What decides the identity a Pod or Secret gets: the clouds' settings (src/clouds/settings.ts:
+ * --strict and each cloud's) and the labelled Secrets' token path. Besides `serve`, the commands
+ * that judge identities (preview, check-policy, trust, doctor, token-requestor) take these.
  */
 export const identitySettings = {
-  ...AWS_SETTINGS,
-  ...AZURE_SETTINGS,
-  ...GCP_SETTINGS,
+  ...CLOUD_SETTINGS,
   // Labelled Secrets (GEP-26)
   secretTokenPath: {
     flag: 'secret-token-path',
@@ -236,14 +239,6 @@ export const identitySettings = {
       "Where Pods mount a labelled Secret's token key, written into its derived files (per Secret: annotation workload-identity-webhook.io/token-path)",
     parse: tokenPath,
     default: DEFAULT_SECRET_TOKEN_PATH,
-  },
-  strict: {
-    flag: 'strict',
-    description:
-      'Refuse annotation values a peer webhook accepted and read its own way (default: admit them with that reading and an admission warning; docs/compatibility.md)',
-    parse: bool,
-    default: false,
-    boolean: true,
   },
 } satisfies Record<string, Setting<unknown>>;
 
@@ -279,10 +274,8 @@ export const settings = { ...serverSettings, ...identitySettings, ...policySetti
 >;
 
 type Settings = typeof settings;
-export type Config = { [K in keyof Settings]: Settings[K]['default'] | ReturnType<Settings[K]['parse']> } & {
-  /** Derived: AzureStackCloud's environment file, read once by loadConfig. */
-  azureStack?: AzureStackEnvironment;
-};
+/** Every setting's value, and what the clouds derive from theirs (CloudSettings). */
+export type Config = SettingValues<Settings> & CloudSettings;
 
 const byFlag = new Map<string, [keyof Settings, Setting<unknown>]>(
   Object.entries(settings).map(([key, s]) => [s.flag, [key as keyof Settings, s as Setting<unknown>]]),
@@ -331,8 +324,7 @@ export function loadConfig(flags: ReadonlyMap<string, string>, env: NodeJS.Proce
     );
   }
   // Settings that depend on each other within one cloud, and what they derive (files read once).
-  Object.assign(c, deriveAzureSettings(c));
-  return c;
+  return { ...c, ...deriveCloudSettings(c) };
 }
 
 /** Help lines of the settings named (all by default): flag, description, default, environment twin. */

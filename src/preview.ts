@@ -1,12 +1,12 @@
 import fastJsonPatch from 'fast-json-patch';
-import { parseAllDocuments, stringify } from 'yaml';
+import { stringify } from 'yaml';
+import { parseManifests, type ManifestInput } from './manifests.ts';
 import { WebhookError, type Denial } from './errors.ts';
 import type { Pod, ServiceAccountView } from './kube/types.ts';
 import { RecordKeys } from './mutate/injection-record.ts';
 import { serviceAccountNameOf } from './model.ts';
-import { mutatePod } from './mutate/pod.ts';
 import type { PatchOperation } from './mutate/patch.ts';
-import { podShapeError } from './admission/pods.ts';
+import { decidePod, podShapeError } from './admission/pods.ts';
 import type { PodProvider } from './clouds/types.ts';
 
 // A fixed key: preview's output is the same on every run. It proves nothing to a real webhook,
@@ -16,39 +16,12 @@ import { previewPodPolicy, type PreviewPolicy } from './policy/preview.ts';
 
 export type OutputFormat = 'yaml' | 'json' | 'patch';
 
-export interface PreviewInput {
-  /** Each entry: a file's name (for messages) and its text. */
-  documents: { source: string; text: string }[];
-}
+/** The files `preview` reads. */
+export type PreviewInput = ManifestInput;
 
 export type PreviewResult =
   | { allowed: true; output: string; patch: PatchOperation[]; warnings: string[] }
   | { allowed: false; denial: Denial; warnings: string[] };
-
-type Manifest = {
-  apiVersion?: string;
-  kind?: string;
-  metadata?: { name?: string; namespace?: string; annotations?: Record<string, string> };
-  items?: Manifest[];
-};
-
-/** Parses YAML or JSON streams (JSON is YAML), flattening `List` kinds. */
-export function parseManifests(input: PreviewInput): Manifest[] {
-  const out: Manifest[] = [];
-  for (const { source, text } of input.documents) {
-    for (const doc of parseAllDocuments(text)) {
-      if (doc.errors.length > 0) throw new WebhookError('WIW_BAD_INPUT', `${source}: ${doc.errors[0].message}`);
-      const value = doc.toJS() as unknown;
-      if (value === null || value === undefined) continue;
-      if (typeof value !== 'object' || Array.isArray(value))
-        throw new WebhookError('WIW_BAD_INPUT', `${source}: a document is not a Kubernetes object`);
-      const m = value as Manifest;
-      if (m.kind?.endsWith('List') && Array.isArray(m.items)) out.push(...m.items);
-      else out.push(m);
-    }
-  }
-  return out;
-}
 
 /**
  * The webhook's decision for one Pod, offline: the given ServiceAccounts stand in for the
@@ -85,14 +58,16 @@ export function previewPod(
   const warnings: string[] = [];
   if (!sa)
     warnings.push(`ServiceAccount ${namespace}/${saName} is not among the documents: previewed as if it did not exist`);
-  const result = mutatePod(
+  // The same steps as serve (admission/pods.ts), with the documents standing in for the cluster.
+  const decision = decidePod(
     providers,
     { pod, namespace, serviceAccount: sa, recordKeys: PREVIEW_KEYS },
     previewPodPolicy(policy, manifests, namespace, warnings),
   );
-  if (!result.allowed) return { allowed: false, denial: result.denial, warnings };
-  warnings.push(...result.warnings);
-  return { allowed: true, patch: result.patch, output: renderOutput(pod, result.patch, format), warnings };
+  if (decision.denial) return { allowed: false, denial: decision.denial, warnings };
+  warnings.push(...(decision.warnings ?? []));
+  const patch = decision.patch ?? [];
+  return { allowed: true, patch, output: renderOutput(pod, patch, format), warnings };
 }
 
 /** The object as the API server would store it (yaml or json), or the patch itself. */

@@ -273,7 +273,7 @@ describe('trust -f (offline)', () => {
     ]);
     assert.equal(r.code, 0, r.stderr);
     assert.match(r.stdout, /^# issuer: https:\/\/oidc\.example\.com\/cluster-a\n\n## AWS\n/);
-    assert.match(r.stdout, /\n"?\{\n {2}"Version": "2012-10-17",/);
+    assert.match(r.stdout, /\n# \{\n# {3}"Version": "2012-10-17",/);
     assert.match(
       r.stdout,
       /\naws iam create-open-id-connect-provider --url https:\/\/oidc\.example\.com\/cluster-a --client-id-list sts\.amazonaws\.com\n/,

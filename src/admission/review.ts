@@ -1,5 +1,7 @@
 import { WebhookError, type Denial } from '../errors.ts';
+import { isNamespaceName, isObjectName } from '../model.ts';
 import type { PatchOperation } from '../mutate/patch.ts';
+import type { Injection } from '../clouds/types.ts';
 
 export interface GroupVersionKind {
   group: string;
@@ -58,13 +60,41 @@ export function parseAdmissionReview(body: unknown): AdmissionReview {
   if (typeof request.operation !== 'string' || !OPERATIONS.has(request.operation)) {
     throw bad(`request.operation is ${JSON.stringify(request.operation)}; expected CREATE, UPDATE, DELETE or CONNECT`);
   }
-  if (request.namespace !== undefined && typeof request.namespace !== 'string')
-    throw bad('request.namespace must be a string');
   if (request.object !== undefined && request.object !== null && !isObject(request.object))
     throw bad('request.object must be an object');
   if (request.oldObject !== undefined && request.oldObject !== null && !isObject(request.oldObject))
     throw bad('request.oldObject must be an object');
+  namesProblem(request);
   return body as unknown as AdmissionReview;
+}
+
+/** A name as the API server sends it: absent or empty (a name still to be generated), or valid. */
+const nameOrEmpty = (value: unknown, valid: (v: unknown) => boolean) =>
+  value === undefined || value === '' || valid(value);
+
+/** generateName: a name's prefix, to which the API server appends 5 characters. */
+const isGenerateName = (v: unknown) => typeof v === 'string' && v.length <= 248 && /^[a-z0-9][-a-z0-9.]*$/.test(v);
+
+/**
+ * The names every later step logs, labels metrics with or looks up: checked here, before any
+ * use, as the API server validated them (DNS-1123, bounded). A value of another form or type did
+ * not come from an API server.
+ */
+function namesProblem(request: Record<string, unknown>): void {
+  const show = (v: unknown) => JSON.stringify(v)?.slice(0, 80);
+  if (!nameOrEmpty(request.namespace, isNamespaceName))
+    throw bad(`request.namespace ${show(request.namespace)} is not a namespace name (a DNS-1123 label)`);
+  if (!nameOrEmpty(request.name, isObjectName))
+    throw bad(`request.name ${show(request.name)} is not an object name (a DNS-1123 subdomain)`);
+  const metadata = (request.object as { metadata?: unknown } | undefined)?.metadata;
+  if (metadata === undefined || metadata === null) return;
+  if (!isObject(metadata)) throw bad('request.object.metadata must be an object');
+  if (!nameOrEmpty(metadata.namespace, isNamespaceName))
+    throw bad(`metadata.namespace ${show(metadata.namespace)} is not a namespace name (a DNS-1123 label)`);
+  if (!nameOrEmpty(metadata.name, isObjectName))
+    throw bad(`metadata.name ${show(metadata.name)} is not an object name (a DNS-1123 subdomain)`);
+  if (!nameOrEmpty(metadata.generateName, isGenerateName))
+    throw bad(`metadata.generateName ${show(metadata.generateName)} is not a name prefix`);
 }
 
 export interface Decision {
@@ -75,8 +105,40 @@ export interface Decision {
   auditAnnotations?: Record<string, string>;
   /** Providers injected, for the decision's log line and metrics; not sent. */
   injected?: string[];
-  /** How AWS credentials were injected, for the AWS peer's pod count metric; not sent. */
-  awsMethod?: 'sts_web_identity' | 'container_credentials';
+  /** A Pod's injections, for the peers' metrics; not sent. */
+  injections?: readonly Injection[];
+  /** The patch as sent, once serialised (handler.ts's limitPatch does it, and measures it). */
+  encodedPatch?: EncodedPatch;
+}
+
+export interface EncodedPatch {
+  base64: string;
+  bytes: number;
+}
+
+export function encodePatch(patch: PatchOperation[]): EncodedPatch {
+  const json = Buffer.from(JSON.stringify(patch));
+  return { base64: json.toString('base64'), bytes: json.length };
+}
+
+/** What an allowed object may carry besides its patch. */
+type Extras = Pick<Decision, 'warnings' | 'auditAnnotations' | 'injected' | 'injections'>;
+
+// The verdicts, after controller-runtime's admission response.go: every Decision is made by one.
+
+/** Admitted unchanged (warnings, if any, shown to the client). */
+export function allowed(extras: Extras = {}): Decision {
+  return { allowed: true, ...extras };
+}
+
+/** Admitted with this patch. */
+export function patched(patch: PatchOperation[], extras: Extras = {}): Decision {
+  return { allowed: true, patch, ...extras };
+}
+
+/** Refused, with the denial's status and message. */
+export function denied(denial: Denial): Decision {
+  return { allowed: false, denial };
 }
 
 const STATUS_REASONS: Record<Denial['status'], string> = {
@@ -86,22 +148,12 @@ const STATUS_REASONS: Record<Denial['status'], string> = {
   503: 'ServiceUnavailable',
 };
 
-/**
- * The response, in the request's apiVersion, echoing its uid, serialised; with the size of the
- * patch, which the server bounds.
- */
-export function reviewResponse(
-  apiVersion: AdmissionReview['apiVersion'],
-  uid: string,
-  decision: Decision,
-): { json: string; patchBytes: number } {
+/** The response, in the request's apiVersion, echoing its uid, serialised. */
+export function reviewResponse(apiVersion: AdmissionReview['apiVersion'], uid: string, decision: Decision): string {
   const response: Record<string, unknown> = { uid, allowed: decision.allowed };
-  let patchBytes = 0;
   if (decision.allowed && decision.patch && decision.patch.length > 0) {
-    const patch = Buffer.from(JSON.stringify(decision.patch));
-    patchBytes = patch.length;
     response.patchType = 'JSONPatch';
-    response.patch = patch.toString('base64');
+    response.patch = (decision.encodedPatch ?? encodePatch(decision.patch)).base64;
   }
   if (decision.denial) {
     response.status = {
@@ -114,5 +166,5 @@ export function reviewResponse(
   if (decision.auditAnnotations && Object.keys(decision.auditAnnotations).length > 0) {
     response.auditAnnotations = decision.auditAnnotations;
   }
-  return { json: JSON.stringify({ apiVersion, kind: 'AdmissionReview', response }), patchBytes };
+  return JSON.stringify({ apiVersion, kind: 'AdmissionReview', response });
 }

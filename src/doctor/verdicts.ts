@@ -1,3 +1,5 @@
+import { printable } from '../shell.ts';
+
 // A doctor's findings: one verdict per check, with the fix when something is wrong, and the exit
 // code scripts read (0 all good, 1 a problem found, 2 something could not be checked).
 
@@ -35,13 +37,13 @@ const COLOUR: Record<Verdict, number> = { pass: 32, warn: 33, fail: 31, unknown:
 /** The report for a person; `colour` (a terminal's) paints the verdicts. Each check ends with its time. */
 export function reportText(report: DoctorReport, options: { colour?: boolean } = {}): string {
   const paint = (v: Verdict, s: string) => (options.colour ? `\x1b[${COLOUR[v]}m${s}\x1b[0m` : s);
-  const lines = [`issuer: ${report.issuer ?? '(unknown)'}`];
+  // Messages carry values read from the cluster: one line each, whatever they hold.
+  const lines = [`issuer: ${printable(report.issuer ?? '(unknown)')}`];
   for (const c of report.checks) {
     const time = c.ms === undefined ? '' : ` (${duration(c.ms)})`;
-    lines.push(
-      `${paint(c.verdict, LABEL[c.verdict].padEnd(4))} ${c.id}: ${c.subject ? `${c.subject}: ` : ''}${c.message}${time}`,
-    );
-    if (c.fix) lines.push(`     fix: ${c.fix}`);
+    const text = printable(`${c.id}: ${c.subject ? `${c.subject}: ` : ''}${c.message}`);
+    lines.push(`${paint(c.verdict, LABEL[c.verdict].padEnd(4))} ${text}${time}`);
+    if (c.fix) lines.push(`     fix: ${printable(c.fix)}`);
   }
   const code = exitCode(report);
   const counts = (v: Verdict) => report.checks.filter((c) => c.verdict === v).length;

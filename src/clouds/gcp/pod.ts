@@ -1,4 +1,5 @@
 import { CLOUDS } from '../registry.ts';
+import { PFNET } from './facts.ts';
 import { denial, type Denial, isDenial } from '../../errors.ts';
 import type { Container, EnvVar, VolumeMount } from '../../kube/types.ts';
 import { boundExpiration, parseSeconds, splitNames, tokenVolume, tolerated, windowsPath } from '../common.ts';
@@ -22,19 +23,6 @@ export const GCP_TOKEN_FILE = 'token';
 export const GCP_CREDENTIALS_FILE = 'federation.json';
 export const GCP_CREDENTIALS_ANNOTATION = 'cloud.google.com/external-credentials-json';
 
-/** pfnet-research/gcp-workload-identity-federation-webhook's names and defaults (webhooks/constants.go). */
-export const PFNET = {
-  audience: 'sts.googleapis.com',
-  region: 'asia-northeast1',
-  gcloudImage: 'gcr.io/google.com/cloudsdktool/google-cloud-cli:stable',
-  fileMode: 0o440,
-  setupContainer: 'gcloud-setup',
-  configVolume: 'gcloud-config',
-  configMountPath: '/var/run/secrets/gcloud/config',
-  directVolume: 'external-credential-config',
-  directMountPath: '/var/run/secrets/workload-identity',
-} as const;
-
 const KEYS = {
   provider: ['cloud.google.com/workload-identity-provider', 'gcp.auth.fluxcd.io/workload-identity-provider'],
   email: ['cloud.google.com/service-account-email', 'iam.gke.io/gcp-service-account'],
@@ -44,10 +32,10 @@ const KEYS = {
   skipContainers: 'cloud.google.com/skip-containers',
 } as const;
 
-const PROVIDER_PATTERN =
+export const PROVIDER_PATTERN =
   /^projects\/(\d{1,20})\/locations\/global\/workloadIdentityPools\/([a-z0-9-]{4,32})\/providers\/([a-z0-9-]{4,32})$/;
 const PROVIDER_FORM = 'projects/<project number>/locations/global/workloadIdentityPools/<pool>/providers/<provider>';
-const EMAIL_PATTERN = /^[a-zA-Z0-9._%+-]+@([a-zA-Z0-9.-]+)$/;
+export const EMAIL_PATTERN = /^[a-zA-Z0-9._%+-]+@([a-zA-Z0-9.-]+)$/;
 const SA_DOMAIN = /^([a-z][a-z0-9-]{4,28}[a-z0-9])\.iam\.gserviceaccount\.com$/;
 
 export interface GcpOptions {
