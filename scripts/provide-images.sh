@@ -32,7 +32,10 @@ case "$(uname -m)" in
 esac
 version=$(sed -n 's/^  "version": "\(.*\)",$/\1/p' package.json)
 
-build_args=()
+# The image's version label: package.json's (the CLI prints the same, the chart's appVersion too).
+version=$(sed -n 's/^  "version": "\(.*\)",$/\1/p' package.json)
+[ -n "$version" ] || die "no version in package.json"
+build_args=(--build-arg "VERSION=$version")
 if [ -n "${NODE_EXTRA_CA_CERTS:-}" ] && [ -f "$NODE_EXTRA_CA_CERTS" ]; then
   # The machine's extra CA for npm inside RUN steps: mounted for the build only.
   build_args+=(--volume "$NODE_EXTRA_CA_CERTS:/run/wiw-extra-ca.pem:ro" --build-arg NODE_EXTRA_CA_CERTS=/run/wiw-extra-ca.pem)

@@ -582,6 +582,23 @@ describe('the image scripts from an empty cache', () => {
     }
     assert.equal(box.calls('debootstrap').length, 1);
     assert.equal(box.calls('buildah --root').filter((c) => / commit /.test(c)).length, 2);
+    // The webhook image is labelled with package.json's version.
+    const { version } = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string };
+    const label = spawnSync(
+      join(box.bin, 'buildah'),
+      [
+        '--root',
+        join(box.cache, 'containers/storage'),
+        'inspect',
+        '--type',
+        'image',
+        '--format',
+        '{{index .OCIv1.Config.Labels "org.opencontainers.image.version"}}',
+        vars.WEBHOOK_IMAGE,
+      ],
+      { encoding: 'utf8', env: box.env() },
+    );
+    assert.equal(label.stdout.trim(), version, label.stderr);
     assert.deepEqual(leftovers(box), []);
 
     const calls = box.calls().length;
