@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 import { readFileSync } from 'node:fs';
-import { configHelp, isBooleanFlag, isConfigFlag, loadConfig } from './config.ts';
+import { completeConfig, configHelp, isBooleanFlag, isConfigFlag, loadConfig } from './config.ts';
 import { ConfigError, WebhookError } from './errors.ts';
 import { createLogger } from './log.ts';
 import { previewPod, type OutputFormat } from './preview.ts';
@@ -169,7 +169,7 @@ async function main(argv: string[]): Promise<number> {
         process.stdout.write(USAGE + '\n');
         return 0;
       case 'serve': {
-        const config = loadConfig(args.flags);
+        const config = await completeConfig(loadConfig(args.flags));
         const log = createLogger(config.logLevel);
         // Loaded here so preview does not pay for the server and the Kubernetes client.
         const { serve } = await import('./server.ts');
@@ -181,7 +181,7 @@ async function main(argv: string[]): Promise<number> {
       }
       case 'preview': {
         if (args.files.length === 0) throw new UsageError('preview needs at least one -f FILE');
-        const config = loadConfig(args.flags);
+        const config = await completeConfig(loadConfig(args.flags));
         const documents = args.files.map((source) => ({ source, text: readInput(source) }));
         const old =
           args.old === undefined ? undefined : { documents: [{ source: args.old, text: readInput(args.old) }] };
@@ -231,7 +231,7 @@ async function main(argv: string[]): Promise<number> {
       case 'trust':
       case 'issuer publish': {
         const { runIssuerCommand } = await import('./trust/commands.ts');
-        const config = loadConfig(args.flags);
+        const config = await completeConfig(loadConfig(args.flags));
         const one = (name: string): string | undefined => {
           const values = args.commandFlags.get(name);
           if (values && values.length > 1) throw new UsageError(`--${name} given ${values.length} times`);

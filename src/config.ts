@@ -1,4 +1,5 @@
-import { AWS_SETTINGS } from './clouds/aws/settings.ts';
+import { AWS_SETTINGS, completeAwsSettings, deriveAwsSettings } from './clouds/aws/settings.ts';
+import type { RoleArnBase } from './clouds/aws/role-arn.ts';
 import type { AzureStackEnvironment } from './clouds/azure/environments.ts';
 import { AZURE_SETTINGS, deriveAzureSettings } from './clouds/azure/settings.ts';
 import { GCP_SETTINGS } from './clouds/gcp/settings.ts';
@@ -259,6 +260,8 @@ type Settings = typeof settings;
 export type Config = { [K in keyof Settings]: Settings[K]['default'] | ReturnType<Settings[K]['parse']> } & {
   /** Derived: AzureStackCloud's environment file, read once by loadConfig. */
   azureStack?: AzureStackEnvironment;
+  /** Derived: where --aws-compose-role-arn completes bare role names (loadConfig, or completeConfig's look-up). */
+  awsRoleArnBase?: RoleArnBase;
 };
 
 const byFlag = new Map<string, [keyof Settings, Setting<unknown>]>(
@@ -308,8 +311,16 @@ export function loadConfig(flags: ReadonlyMap<string, string>, env: NodeJS.Proce
     );
   }
   // Settings that depend on each other within one cloud, and what they derive (files read once).
-  Object.assign(c, deriveAzureSettings(c));
+  Object.assign(c, deriveAzureSettings(c), deriveAwsSettings(c));
   return c;
+}
+
+/**
+ * The settings that need a look-up at start-up (the EC2 instance identity document of
+ * --aws-compose-role-arn without an account); the commands that build Pod providers await it.
+ */
+export async function completeConfig(c: Config): Promise<Config> {
+  return Object.assign(c, await completeAwsSettings(c));
 }
 
 export function configHelp(): string {
