@@ -1,0 +1,483 @@
+// What the peers' users ask for and the peers do not give (issue 22 §3), through the same core
+// as `serve`: AWS bare role names (--aws-compose-role-arn), malformed ARNs outside --strict, a
+// region per ServiceAccount and Pod, a region envFrom may set, several roles per Pod; Azure a
+// client id per container; GCP a project for direct access and several providers.
+import { createServer, type IncomingMessage, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { completeConfig, loadConfig } from '../src/config.ts';
+import { ConfigError } from '../src/errors.ts';
+import { readInstanceIdentity } from '../src/clouds/aws/imds.ts';
+import { createProviders } from '../src/clouds/index.ts';
+import type { Pod } from '../src/kube/types.ts';
+import { mutatePod } from '../src/mutate/pod.ts';
+import { apply, config, envOf, pod, providers, sa } from './helpers.ts';
+
+const ARN = 'arn:aws:iam::111122223333:role/s3-reader';
+const WRITER = 'arn:aws:iam::444455556666:role/s3-writer';
+const TOKEN = '/var/run/secrets/eks.amazonaws.com/serviceaccount/token';
+
+function run(p: Pod, annotations: Record<string, string> | undefined, flags: Record<string, string> = {}) {
+  return mutatePod(providers(flags), {
+    pod: p,
+    namespace: 'team-a',
+    serviceAccount: annotations ? sa(annotations) : undefined,
+  });
+}
+
+function admitted(p: Pod, annotations: Record<string, string> | undefined, flags: Record<string, string> = {}) {
+  const result = run(p, annotations, flags);
+  assert.ok(result.allowed, result.allowed ? '' : result.denial.message);
+  return { pod: apply(p, result.patch), warnings: result.warnings, injections: result.injections };
+}
+
+function denied(p: Pod, annotations: Record<string, string> | undefined, flags: Record<string, string> = {}) {
+  const result = run(p, annotations, flags);
+  assert.equal(result.allowed, false, 'expected a denial');
+  return result.allowed ? assert.fail() : result.denial;
+}
+
+const withContainers = (...containers: Record<string, unknown>[]) =>
+  pod({ spec: { containers: containers.map((c) => ({ image: 'app', ...c })) } });
+
+describe('AWS: --aws-compose-role-arn, as the peer', () => {
+  const compose = { 'aws-compose-role-arn': 'true', 'aws-compose-role-arn-account': '111122223333' };
+
+  test("a role name or path completes to the account's ARN; a value with arn: anywhere is left as written", () => {
+    const env = (value: string, flags: Record<string, string> = compose) =>
+      envOf(admitted(pod(), { 'eks.amazonaws.com/role-arn': value }, flags).pod.spec!.containers![0]).AWS_ROLE_ARN;
+    assert.equal(env('s3-reader'), ARN);
+    assert.equal(env('team/s3-reader'), 'arn:aws:iam::111122223333:role/team/s3-reader');
+    assert.equal(env(WRITER), WRITER);
+    // Without the flag a bare name is a malformed ARN: injected as written, with a warning.
+    assert.equal(env('s3-reader', {}), 's3-reader');
+  });
+
+  test('the partition: the flag, else the one of --aws-default-region, else aws', () => {
+    const arn = (flags: Record<string, string>) => config({ ...compose, ...flags }).awsRoleArnBase;
+    assert.deepEqual(arn({}), { account: '111122223333', partition: 'aws' });
+    assert.deepEqual(arn({ 'aws-default-region': 'cn-north-1' }), { account: '111122223333', partition: 'aws-cn' });
+    assert.deepEqual(arn({ 'aws-default-region': 'us-gov-west-1' }), {
+      account: '111122223333',
+      partition: 'aws-us-gov',
+    });
+    assert.deepEqual(arn({ 'aws-compose-role-arn-partition': 'aws-iso-b', 'aws-default-region': 'cn-north-1' }), {
+      account: '111122223333',
+      partition: 'aws-iso-b',
+    });
+    const out = admitted(
+      pod(),
+      { 'eks.amazonaws.com/role-arn': 'r' },
+      { ...compose, 'aws-default-region': 'cn-north-1' },
+    );
+    assert.equal(envOf(out.pod.spec!.containers![0]).AWS_ROLE_ARN, 'arn:aws-cn:iam::111122223333:role/r');
+    assert.deepEqual(out.injections[0].identity, {
+      roleArn: 'arn:aws-cn:iam::111122223333:role/r',
+      account: '111122223333',
+      partition: 'aws-cn',
+      audience: 'sts.amazonaws.com',
+    });
+  });
+
+  test('a completed value that is still no role ARN says what it was completed to; --strict refuses it', () => {
+    const d = denied(pod(), { 'eks.amazonaws.com/role-arn': 'bad name' }, { ...compose, strict: 'true' });
+    assert.equal(d.reason, 'InvalidRoleArn');
+    assert.equal(
+      d.message,
+      'ServiceAccount team-a/app annotation eks.amazonaws.com/role-arn="bad name" (completed by --aws-compose-role-arn to "arn:aws:iam::111122223333:role/bad name") is not an IAM role ARN; expected arn:<partition>:iam::<12-digit account>:role/<optional path/><name>, or a role name or path',
+    );
+    const out = admitted(pod(), { 'eks.amazonaws.com/role-arn': 'bad name' }, compose);
+    assert.equal(envOf(out.pod.spec!.containers![0]).AWS_ROLE_ARN, 'arn:aws:iam::111122223333:role/bad name');
+    assert.equal(out.warnings.length, 1);
+  });
+
+  test('the account and partition flags need --aws-compose-role-arn, and are checked', () => {
+    assert.throws(() => config({ 'aws-compose-role-arn-account': '111122223333' }), ConfigError);
+    assert.throws(
+      () => config({ 'aws-compose-role-arn': 'true', 'aws-compose-role-arn-account': '1234' }),
+      /--aws-compose-role-arn-account="1234" is not an AWS account id/,
+    );
+    assert.throws(
+      () => config({ 'aws-compose-role-arn': 'true', 'aws-compose-role-arn-partition': 'gcp' }),
+      /is not an AWS partition/,
+    );
+  });
+});
+
+/** A strict stand-in of the EC2 instance metadata service (IMDSv2): token first, then the document. */
+describe('AWS: --aws-compose-role-arn without an account reads the instance identity document', () => {
+  let server: Server;
+  let endpoint: string;
+  const TOKEN_VALUE = 'imds-session-token';
+  let mode: 'v2' | 'v1-only' | 'down' = 'v2';
+  let region = 'us-gov-west-1';
+  const seen: string[] = [];
+
+  before(async () => {
+    server = createServer((req: IncomingMessage, res) => {
+      seen.push(`${req.method} ${req.url}`);
+      if (mode === 'down') return void res.writeHead(500).end();
+      if (req.url === '/latest/api/token') {
+        if (mode === 'v1-only') return void res.writeHead(404).end();
+        if (req.method !== 'PUT' || req.headers['x-aws-ec2-metadata-token-ttl-seconds'] === undefined)
+          return void res.writeHead(400).end();
+        return void res.writeHead(200).end(TOKEN_VALUE);
+      }
+      if (req.url === '/latest/dynamic/instance-identity/document' && req.method === 'GET') {
+        if (mode === 'v2' && req.headers['x-aws-ec2-metadata-token'] !== TOKEN_VALUE)
+          return void res.writeHead(401).end();
+        return void res
+          .writeHead(200, { 'content-type': 'text/plain' })
+          .end(JSON.stringify({ accountId: '777788889999', region, instanceId: 'i-0123' }));
+      }
+      res.writeHead(404).end();
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    endpoint = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+  after(() => server.close());
+
+  test('IMDSv2: the account and the partition of its region, as the peer derives them', async () => {
+    mode = 'v2';
+    region = 'us-gov-west-1';
+    seen.length = 0;
+    assert.deepEqual(await readInstanceIdentity(endpoint), { accountId: '777788889999', region: 'us-gov-west-1' });
+    assert.deepEqual(seen, ['PUT /latest/api/token', 'GET /latest/dynamic/instance-identity/document']);
+  });
+
+  test('completeConfig fills the account from the document; providers then complete bare names', async () => {
+    mode = 'v2';
+    region = 'cn-northwest-1';
+    const before = process.env.AWS_EC2_METADATA_SERVICE_ENDPOINT;
+    process.env.AWS_EC2_METADATA_SERVICE_ENDPOINT = endpoint;
+    try {
+      const c = await completeConfig(loadConfig(new Map([['aws-compose-role-arn', 'true']]), {}));
+      assert.deepEqual(c.awsRoleArnBase, { account: '777788889999', partition: 'aws-cn' });
+      const result = mutatePod(createProviders(c), {
+        pod: pod(),
+        namespace: 'team-a',
+        serviceAccount: sa({ 'eks.amazonaws.com/role-arn': 'reader' }),
+      });
+      assert.ok(result.allowed);
+      assert.equal(
+        envOf(apply(pod(), result.patch).spec!.containers![0]).AWS_ROLE_ARN,
+        'arn:aws-cn:iam::777788889999:role/reader',
+      );
+    } finally {
+      if (before === undefined) delete process.env.AWS_EC2_METADATA_SERVICE_ENDPOINT;
+      else process.env.AWS_EC2_METADATA_SERVICE_ENDPOINT = before;
+    }
+  });
+
+  test('an IMDSv1-only endpoint (no token endpoint) is read without a token', async () => {
+    mode = 'v1-only';
+    region = 'eu-west-1';
+    assert.deepEqual(await readInstanceIdentity(endpoint), { accountId: '777788889999', region: 'eu-west-1' });
+  });
+
+  test('an endpoint that fails or is absent is a start-up error naming the flag that avoids it', async () => {
+    mode = 'down';
+    await assert.rejects(readInstanceIdentity(endpoint), (err: Error) => {
+      assert.ok(err instanceof ConfigError);
+      assert.match(
+        err.message,
+        /cannot read the EC2 instance identity document at http:\/\/127\.0\.0\.1:\d+ \(session token: HTTP 500\); give the account with --aws-compose-role-arn-account/,
+      );
+      return true;
+    });
+    // Nothing listens on port 9 of loopback: refused at once.
+    await assert.rejects(readInstanceIdentity('http://127.0.0.1:9'), /session token: fetch failed/);
+  });
+});
+
+describe('AWS: a region per ServiceAccount and per Pod (AWS #149, #238)', () => {
+  const region = (p: Pod, annotations: Record<string, string>, flags: Record<string, string> = {}) => {
+    const env = envOf(
+      admitted(p, { 'eks.amazonaws.com/role-arn': ARN, ...annotations }, flags).pod.spec!.containers![0],
+    );
+    assert.equal(env.AWS_REGION, env.AWS_DEFAULT_REGION);
+    return env.AWS_REGION;
+  };
+
+  test("the Pod's annotation over the ServiceAccount's over --aws-default-region", () => {
+    const flags = { 'aws-default-region': 'us-gov-west-1' };
+    assert.equal(region(pod(), {}, flags), 'us-gov-west-1');
+    assert.equal(region(pod(), { 'eks.amazonaws.com/region': 'us-east-1' }, flags), 'us-east-1');
+    assert.equal(region(pod(), { 'eks.amazonaws.com/region': 'us-east-1' }), 'us-east-1');
+    const p = pod({ annotations: { 'eks.amazonaws.com/region': 'eu-central-1' } });
+    assert.equal(region(p, { 'eks.amazonaws.com/region': 'us-east-1' }, flags), 'eu-central-1');
+    assert.equal(region(p, {}), 'eu-central-1');
+    assert.equal(region(pod(), {}), undefined);
+  });
+
+  test('the annotation takes the configured prefix', () => {
+    const env = envOf(
+      admitted(
+        pod(),
+        { 'corp.example.com/role-arn': ARN, 'corp.example.com/region': 'ap-south-1' },
+        { 'aws-annotation-prefix': 'corp.example.com' },
+      ).pod.spec!.containers![0],
+    );
+    assert.equal(env.AWS_REGION, 'ap-south-1');
+  });
+
+  test('a value that is no region name denies, naming where it was written', () => {
+    const d = denied(pod({ annotations: { 'eks.amazonaws.com/region': 'EU West' } }), {
+      'eks.amazonaws.com/role-arn': ARN,
+    });
+    assert.equal(d.reason, 'InvalidAnnotation');
+    assert.equal(
+      d.message,
+      'Pod annotation eks.amazonaws.com/region="EU West" is not an AWS region name (lower-case letters, digits and hyphens, for example eu-west-1)',
+    );
+    assert.match(
+      denied(pod(), { 'eks.amazonaws.com/role-arn': ARN, 'eks.amazonaws.com/region': '' }).message,
+      /^ServiceAccount team-a\/app annotation eks\.amazonaws\.com\/region="" is not an AWS region name/,
+    );
+  });
+
+  test("a container's own region still wins", () => {
+    const p = withContainers({ name: 'app', env: [{ name: 'AWS_REGION', value: 'sa-east-1' }] });
+    const env = envOf(
+      admitted(p, { 'eks.amazonaws.com/role-arn': ARN, 'eks.amazonaws.com/region': 'us-east-1' }).pod.spec!
+        .containers![0],
+    );
+    assert.equal(env.AWS_REGION, 'sa-east-1');
+    assert.equal('AWS_DEFAULT_REGION' in env, false);
+  });
+});
+
+describe('AWS: a region the container sets through envFrom is not shadowed (AWS #248)', () => {
+  const flags = { 'aws-default-region': 'eu-central-1' };
+  const irsa = { 'eks.amazonaws.com/role-arn': ARN };
+  const configMap = { configMapRef: { name: 'settings' } };
+
+  test('a container whose envFrom may set the region gets none, the others do; a warning names it', () => {
+    const p = withContainers(
+      { name: 'cron', envFrom: [configMap] },
+      { name: 'plain' },
+      { name: 'prefixed', envFrom: [{ prefix: 'APP_', secretRef: { name: 's' } }] },
+      { name: 'aws-prefixed', envFrom: [{ prefix: 'AWS_', configMapRef: { name: 'aws' } }] },
+    );
+    const out = admitted(p, irsa, flags);
+    const [cron, plain, prefixed, awsPrefixed] = out.pod.spec!.containers!.map(envOf);
+    for (const env of [cron, awsPrefixed]) {
+      assert.equal('AWS_REGION' in env || 'AWS_DEFAULT_REGION' in env, false);
+      assert.equal(env.AWS_ROLE_ARN, ARN, 'the identity itself is still injected');
+    }
+    for (const env of [plain, prefixed]) assert.equal(env.AWS_REGION, 'eu-central-1');
+    assert.deepEqual(out.warnings, [
+      'containers "cron", "aws-prefixed": AWS_REGION and AWS_DEFAULT_REGION (eu-central-1) are not injected because envFrom may set them and an env entry would override it; set them in env or in that ConfigMap or Secret, or name the region in the Pod annotation eks.amazonaws.com/region',
+    ]);
+  });
+
+  test("the Pod's own region annotation is injected anyway; a region in env needs no warning", () => {
+    const p = pod({
+      annotations: { 'eks.amazonaws.com/region': 'eu-west-1' },
+      spec: { containers: [{ name: 'app', image: 'app', envFrom: [configMap] }] },
+    });
+    const out = admitted(p, irsa, flags);
+    assert.equal(envOf(out.pod.spec!.containers![0]).AWS_REGION, 'eu-west-1');
+    assert.deepEqual(out.warnings, []);
+    const own = withContainers({ name: 'app', envFrom: [configMap], env: [{ name: 'AWS_REGION', value: 'x-1' }] });
+    assert.deepEqual(admitted(own, irsa, flags).warnings, []);
+  });
+
+  test('init containers and EKS Pod Identity follow the same rule; skipped containers are not named', () => {
+    const p = pod({
+      annotations: { 'eks.amazonaws.com/skip-containers': 'skipped' },
+      spec: {
+        initContainers: [{ name: 'init', image: 'app', envFrom: [configMap] }],
+        containers: [
+          { name: 'app', image: 'app' },
+          { name: 'skipped', image: 'app', envFrom: [configMap] },
+        ],
+      },
+    });
+    const out = admitted(p, irsa, flags);
+    assert.equal('AWS_REGION' in envOf(out.pod.spec!.initContainers![0]), false);
+    assert.equal(envOf(out.pod.spec!.containers![0]).AWS_REGION, 'eu-central-1');
+    assert.match(out.warnings[0], /^container "init": /);
+  });
+
+  test('a ServiceAccount region yields to envFrom like the flag does', () => {
+    const p = withContainers({ name: 'app', envFrom: [configMap] });
+    const out = admitted(p, { ...irsa, 'eks.amazonaws.com/region': 'us-east-2' });
+    assert.equal('AWS_REGION' in envOf(out.pod.spec!.containers![0]), false);
+    assert.match(out.warnings[0], /\(us-east-2\) are not injected/);
+  });
+
+  test('admitting the stored Pod again changes nothing', () => {
+    const p = withContainers({ name: 'cron', envFrom: [configMap] }, { name: 'plain' });
+    const first = admitted(p, irsa, flags).pod;
+    const again = run(first, irsa, flags);
+    assert.ok(again.allowed);
+    assert.deepEqual(again.patch, []);
+  });
+});
+
+describe('AWS: several roles in one Pod, one profile each (AWS #20)', () => {
+  const CONFIG = '/var/run/secrets/eks.amazonaws.com/serviceaccount/config';
+  const file = (profiles: [string, string][]) =>
+    profiles
+      .map(
+        ([name, arn]) =>
+          `${name === 'default' ? '[default]' : `[profile ${name}]`}\nrole_arn = ${arn}\nweb_identity_token_file = ${TOKEN}`,
+      )
+      .join('\n\n') + '\n';
+
+  test('a shared config file, projected from a Pod annotation into the token volume, and AWS_CONFIG_FILE', () => {
+    const out = admitted(
+      pod(),
+      { 'eks.amazonaws.com/role-arn': ARN, 'eks.amazonaws.com/role-arns': `writer=${WRITER}, audit=${ARN}` },
+      { 'aws-default-region': 'eu-west-1' },
+    );
+    assert.equal(
+      out.pod.metadata!.annotations!['workload-identity-webhook.io/aws-config-file'],
+      file([
+        ['default', ARN],
+        ['writer', WRITER],
+        ['audit', ARN],
+      ]),
+    );
+    assert.deepEqual(out.pod.spec!.volumes![0].projected!.sources, [
+      { serviceAccountToken: { audience: 'sts.amazonaws.com', expirationSeconds: 86400, path: 'token' } },
+      {
+        downwardAPI: {
+          items: [
+            {
+              path: 'config',
+              fieldRef: {
+                apiVersion: 'v1',
+                fieldPath: "metadata.annotations['workload-identity-webhook.io/aws-config-file']",
+              },
+            },
+          ],
+        },
+      },
+    ]);
+    // No AWS_ROLE_ARN beside the file: boto3 would take it over the profile's role_arn.
+    assert.deepEqual(out.pod.spec!.containers![0].env, [
+      { name: 'AWS_DEFAULT_REGION', value: 'eu-west-1' },
+      { name: 'AWS_REGION', value: 'eu-west-1' },
+      { name: 'AWS_CONFIG_FILE', value: CONFIG },
+    ]);
+  });
+
+  test('every role is an identity: the default first, each profile named', () => {
+    const { injections } = admitted(pod(), {
+      'eks.amazonaws.com/role-arn': ARN,
+      'eks.amazonaws.com/role-arns': `writer=${WRITER}`,
+    });
+    assert.deepEqual(injections[0].identity, {
+      roleArn: ARN,
+      account: '111122223333',
+      partition: 'aws',
+      audience: 'sts.amazonaws.com',
+      profile: 'default',
+    });
+    assert.deepEqual(injections[0].additionalIdentities, [
+      { roleArn: WRITER, account: '444455556666', partition: 'aws', audience: 'sts.amazonaws.com', profile: 'writer' },
+    ]);
+  });
+
+  test('without role-arn the profile named default, else the first listed, is [default]', () => {
+    const ann = (p: Pod) => p.metadata!.annotations!['workload-identity-webhook.io/aws-config-file'];
+    const first = admitted(pod(), { 'eks.amazonaws.com/role-arns': `writer=${WRITER}\nreader=${ARN}` }).pod;
+    assert.equal(
+      ann(first),
+      file([
+        ['default', WRITER],
+        ['reader', ARN],
+      ]),
+    );
+    const named = admitted(pod(), { 'eks.amazonaws.com/role-arns': `writer=${WRITER};default=${ARN}` }).pod;
+    assert.equal(
+      ann(named),
+      file([
+        ['default', ARN],
+        ['writer', WRITER],
+      ]),
+    );
+  });
+
+  test('bare role names complete with --aws-compose-role-arn', () => {
+    const out = admitted(
+      pod(),
+      { 'eks.amazonaws.com/role-arns': 'reader=s3-reader,writer=team/s3-writer' },
+      { 'aws-compose-role-arn': 'true', 'aws-compose-role-arn-account': '111122223333' },
+    ).pod;
+    assert.equal(
+      out.metadata!.annotations!['workload-identity-webhook.io/aws-config-file'],
+      file([
+        ['default', ARN],
+        ['writer', 'arn:aws:iam::111122223333:role/team/s3-writer'],
+      ]),
+    );
+  });
+
+  test('nothing malformed goes into the file, with or without --strict', () => {
+    const cases: [Record<string, string>, RegExp][] = [
+      [{ 'eks.amazonaws.com/role-arns': 'writer' }, /"writer" is not <profile>=<role>/],
+      [{ 'eks.amazonaws.com/role-arns': ' , ' }, /names no role/],
+      [{ 'eks.amazonaws.com/role-arns': `[x]=${ARN}` }, /profile "\[x\]" is not a profile name/],
+      [{ 'eks.amazonaws.com/role-arns': `a=${ARN},a=${WRITER}` }, /profile "a" is named twice/],
+      [
+        { 'eks.amazonaws.com/role-arns': 'a=arn:aws:iam::1:role/x' },
+        /profile a="arn:aws:iam::1:role\/x" is not an IAM role ARN/,
+      ],
+      [
+        {
+          'eks.amazonaws.com/role-arn': 'nope\nweb_identity_token_file = /etc/shadow',
+          'eks.amazonaws.com/role-arns': `a=${ARN}`,
+        },
+        /annotation eks\.amazonaws\.com\/role-arn=[\s\S]* is not an IAM role ARN/,
+      ],
+      [
+        { 'eks.amazonaws.com/role-arn': ARN, 'eks.amazonaws.com/role-arns': `default=${WRITER}` },
+        /names the default profile twice/,
+      ],
+    ];
+    for (const [annotations, message] of cases) assert.match(denied(pod(), annotations).message, message);
+  });
+
+  test("a container's own web identity or config file wins; AWS_PROFILE is the container's to set", () => {
+    const p = withContainers(
+      { name: 'own-role', env: [{ name: 'AWS_ROLE_ARN', value: ARN }] },
+      { name: 'own-file', env: [{ name: 'AWS_CONFIG_FILE', value: '/etc/aws/config' }] },
+      { name: 'picks', env: [{ name: 'AWS_PROFILE', value: 'writer' }] },
+    );
+    const out = admitted(p, { 'eks.amazonaws.com/role-arns': `reader=${ARN},writer=${WRITER}` });
+    const [ownRole, ownFile, picks] = out.pod.spec!.containers!.map(envOf);
+    assert.equal('AWS_CONFIG_FILE' in ownRole, false);
+    assert.equal(ownFile.AWS_CONFIG_FILE, '/etc/aws/config');
+    assert.deepEqual(picks, { AWS_PROFILE: 'writer', AWS_CONFIG_FILE: CONFIG });
+    for (const c of out.pod.spec!.containers!) assert.equal(c.volumeMounts!.length, 1, `${c.name} has the token mount`);
+  });
+
+  test('Windows Pods get Windows paths in the variable and in the file', () => {
+    const p = pod({ spec: { nodeSelector: { 'kubernetes.io/os': 'windows' } } });
+    const out = admitted(p, { 'eks.amazonaws.com/role-arns': `reader=${ARN}` }).pod;
+    assert.equal(
+      envOf(out.spec!.containers![0]).AWS_CONFIG_FILE,
+      'C:\\var\\run\\secrets\\eks.amazonaws.com\\serviceaccount\\config',
+    );
+    assert.match(
+      out.metadata!.annotations!['workload-identity-webhook.io/aws-config-file'],
+      /^web_identity_token_file = C:\\var\\run\\secrets\\eks\.amazonaws\.com\\serviceaccount\\token$/m,
+    );
+  });
+
+  test('a change of ServiceAccount removes the file and its variable with the rest', () => {
+    const annotated = { 'eks.amazonaws.com/role-arns': `reader=${ARN}` };
+    const first = admitted(pod(), annotated).pod;
+    const moved = { ...first, spec: { ...first.spec, serviceAccountName: 'other' } };
+    const result = mutatePod(providers(), { pod: moved, namespace: 'team-a', serviceAccount: sa({}, 'other') });
+    assert.ok(result.allowed);
+    const after = apply(moved, result.patch);
+    assert.equal(after.metadata!.annotations?.['workload-identity-webhook.io/aws-config-file'], undefined);
+    assert.equal(after.spec!.containers![0].env?.length ?? 0, 0);
+    assert.equal(after.spec!.volumes?.length ?? 0, 0);
+  });
+});
