@@ -9,9 +9,16 @@ import assert from 'node:assert/strict';
 import { completeConfig, loadConfig } from '../src/config.ts';
 import { ConfigError } from '../src/errors.ts';
 import { readInstanceIdentity } from '../src/clouds/aws/imds.ts';
-import { createProviders } from '../src/clouds/index.ts';
 import type { Pod } from '../src/kube/types.ts';
 import { mutatePod } from '../src/mutate/pod.ts';
+import { compilePolicy } from '../src/policy/compile.ts';
+import { policySet } from '../src/policy/evaluate.ts';
+import { podPolicy, staticPolicyGate } from '../src/policy/gate.ts';
+import { loadPolicyFile } from '../src/policy/load.ts';
+import type { CompiledPolicy } from '../src/policy/model.ts';
+import { cloudModule, createProviders, providerOptionsFromConfig } from '../src/clouds/index.ts';
+import type { NamespaceView } from '../src/kube/types.ts';
+import { identitiesOfServiceAccounts } from '../src/trust/identities.ts';
 import { apply, config, envOf, pod, providers, sa } from './helpers.ts';
 
 const ARN = 'arn:aws:iam::111122223333:role/s3-reader';
@@ -284,7 +291,7 @@ describe('AWS: a region the container sets through envFrom is not shadowed (AWS 
     assert.deepEqual(admitted(own, irsa, flags).warnings, []);
   });
 
-  test('init containers and EKS Pod Identity follow the same rule; skipped containers are not named', () => {
+  test('init containers follow the same rule; skipped containers are not named', () => {
     const p = pod({
       annotations: { 'eks.amazonaws.com/skip-containers': 'skipped' },
       spec: {
@@ -479,5 +486,100 @@ describe('AWS: several roles in one Pod, one profile each (AWS #20)', () => {
     assert.equal(after.metadata!.annotations?.['workload-identity-webhook.io/aws-config-file'], undefined);
     assert.equal(after.spec!.containers![0].env?.length ?? 0, 0);
     assert.equal(after.spec!.volumes?.length ?? 0, 0);
+  });
+});
+
+const STARTER = new URL('../charts/workload-identity-webhook/files/policies/namespace-labels.yaml', import.meta.url)
+  .pathname;
+
+/** The core with tenant policy, as admitPod wires it, for a Pod in namespace team-a. */
+function judged(
+  policies: CompiledPolicy[],
+  labels: Record<string, string>,
+  annotations: Record<string, string>,
+  p: Pod = pod(),
+  flags: Record<string, string> = {},
+) {
+  const ns: NamespaceView = { name: 'team-a', labels };
+  const gate = staticPolicyGate(policySet(policies), providerOptionsFromConfig(config(flags)), [ns]);
+  return mutatePod(
+    providers(flags),
+    { pod: p, namespace: 'team-a', serviceAccount: sa(annotations) },
+    podPolicy(gate, ns),
+  );
+}
+
+function starter(): CompiledPolicy {
+  const [result] = loadPolicyFile(STARTER);
+  assert.ok(result.ok);
+  return result.policy;
+}
+
+function declaring(spec: unknown): CompiledPolicy {
+  const r = compilePolicy({ name: 'declared', generation: 1, source: 'test', spec });
+  assert.ok(r.ok, r.ok ? '' : JSON.stringify(r.problems));
+  return r.policy;
+}
+
+const account = (id: string) => ({ [`aws-account.workload-identity-webhook.io/${id}`]: 'true' });
+
+describe('tenant policy judges every identity of a cloud in the Pod', () => {
+  const roles = { 'eks.amazonaws.com/role-arn': ARN, 'eks.amazonaws.com/role-arns': `writer=${WRITER}` };
+
+  test("one profile's role in an account the namespace may not use denies the whole Pod", () => {
+    const r = judged([starter()], account('111122223333'), roles);
+    assert.equal(r.allowed, false);
+    assert.ok(!r.allowed);
+    assert.equal(r.denial.reason, 'PolicyDenied');
+    assert.match(r.denial.message, /^namespace team-a may not use AWS account 444455556666; /);
+    assert.doesNotMatch(r.denial.message, /111122223333/);
+    const both = judged([starter()], { ...account('111122223333'), ...account('444455556666') }, roles);
+    assert.ok(both.allowed, both.allowed ? '' : both.denial.message);
+  });
+
+  test('with identity providers declared, a profile in an undeclared account is untrusted', () => {
+    const policy = declaring({
+      identityProviders: [{ name: 'main', displayName: 'Main', aws: { accountIds: ['111122223333'] } }],
+    });
+    const r = judged([policy], {}, roles);
+    assert.ok(!r.allowed);
+    assert.equal(r.denial.reason, 'UntrustedIdentityProvider');
+    assert.match(
+      r.denial.message,
+      /^AWS account 444455556666 \(partition aws\) of role arn:aws:iam::444455556666:role\/s3-writer is not/,
+    );
+  });
+
+  test('a malformed role ARN admitted outside --strict matches no declared account', () => {
+    const policy = declaring({
+      identityProviders: [{ name: 'main', displayName: 'Main', aws: { accountIds: ['111122223333'] } }],
+    });
+    const r = judged([policy], {}, { 'eks.amazonaws.com/role-arn': 'arn:aws:iam::111122223333:role/a b' });
+    assert.ok(!r.allowed);
+    assert.equal(r.denial.reason, 'UntrustedIdentityProvider');
+  });
+});
+
+describe('trust prints every identity', () => {
+  test('each role of a ServiceAccount gets its trust policy, for the same subject and audience', () => {
+    const { identities, problems } = identitiesOfServiceAccounts(providers(), [
+      sa({ 'eks.amazonaws.com/role-arn': ARN, 'eks.amazonaws.com/role-arns': `writer=${WRITER}` }, 'jobs', 'batch'),
+    ]);
+    assert.deepEqual(problems, []);
+    const report = cloudModule('aws').trust.report('https://oidc.example.com/c', identities) as {
+      roles: { roleArn: string; trustedBy: string[] }[];
+      oidcProviders: { account: string }[];
+    };
+    assert.deepEqual(
+      report.roles.map((r) => [r.roleArn, r.trustedBy]),
+      [
+        [ARN, ['ServiceAccount batch/jobs']],
+        [WRITER, ['ServiceAccount batch/jobs']],
+      ],
+    );
+    assert.deepEqual(
+      report.oidcProviders.map((p) => p.account),
+      ['111122223333', '444455556666'],
+    );
   });
 });
