@@ -69,12 +69,19 @@ describe('preview', () => {
   test('a denial exits 1 with the message on stderr', () => {
     const input =
       'kind: ServiceAccount\napiVersion: v1\nmetadata: {name: x, annotations: {eks.amazonaws.com/role-arn: "arn:aws:iam::1:role/x"}}\n---\nkind: Pod\napiVersion: v1\nmetadata: {name: p}\nspec: {serviceAccountName: x, containers: [{name: c}]}\n';
-    const r = preview(['-f', '-'], input);
+    // Outside --strict a malformed ARN is injected as written, with a warning, as the AWS peer does.
+    const r = preview(['-f', '-', '--strict'], input);
     assert.equal(r.code, 1);
     assert.equal(r.stdout, '');
     assert.match(
       r.stderr,
       /denied \(InvalidRoleArn\): ServiceAccount default\/x annotation eks\.amazonaws\.com\/role-arn/,
+    );
+    const tolerated = preview(['-f', '-', '-o', 'patch'], input);
+    assert.equal(tolerated.code, 0);
+    assert.match(
+      tolerated.stderr,
+      /^warning: .*is not an IAM role ARN.*; injecting it as written, as the peer webhook does/,
     );
   });
 

@@ -1,5 +1,6 @@
 // The AWS side of the handshake: an IAM OIDC identity provider for the cluster's issuer, and for
 // each role the trust policy that admits exactly its ServiceAccounts' tokens (sub and aud).
+import { isDenial } from '../../errors.ts';
 import { parseRoleArn } from './pod.ts';
 import type { TrustIdentity } from '../../trust/identities.ts';
 import type { CloudTrust } from '../types.ts';
@@ -97,6 +98,13 @@ const json = (value: unknown): string => JSON.stringify(value, null, 2);
 export const awsTrustPart: CloudTrust<AwsTrust> = {
   verifier: 'AWS STS',
   algorithms: ['RS256'],
+  // EKS Pod Identity is trusted through the EKS association, not the cluster's issuer.
+  names: (identity) => identity.mode !== 'eks-pod-identity',
+  // Admitted as written outside --strict (as the peer does); no trust policy can name it.
+  problem: (identity) =>
+    identity.roleArn !== undefined && isDenial(parseRoleArn(identity.roleArn, 'role'))
+      ? `role "${identity.roleArn}" is not an IAM role ARN, so no trust policy can name it (the webhook injects it as written)`
+      : undefined,
   report: awsTrust,
   text: (report) => [
     '',
