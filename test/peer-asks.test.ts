@@ -583,3 +583,124 @@ describe('trust prints every identity', () => {
     );
   });
 });
+
+describe('Azure: a client id per container (Azure #408)', () => {
+  const APP = '8f3b2c1a-7d4e-4f5a-9b6c-0d1e2f3a4b5c';
+  const SIDECAR = '0b9e2a51-5c2f-4b8e-9a3d-1f7c6e5d4b3a';
+  const INIT = '11111111-2222-4333-8444-555555555555';
+  const TENANT = '72f988bf-86f1-41af-91ab-2d7cd011db47';
+  const optedIn = (spec: Record<string, unknown>, annotations?: Record<string, string>) =>
+    pod({ labels: { 'azure.workload.identity/use': 'true' }, annotations, spec });
+  const spec = {
+    initContainers: [{ name: 'migrate', image: 'app' }],
+    containers: [
+      { name: 'app', image: 'app' },
+      { name: 'sync', image: 'app' },
+    ],
+  };
+
+  test('each named container gets its own AZURE_CLIENT_ID; the others the ServiceAccount one', () => {
+    const out = admitted(optedIn(spec), {
+      'azure.workload.identity/client-id': APP,
+      'azure.workload.identity/tenant-id': TENANT,
+      'azure.workload.identity/container-client-ids': `sync=${SIDECAR}; migrate=${INIT}`,
+    });
+    const [migrate] = out.pod.spec!.initContainers!.map(envOf);
+    const [app, sync] = out.pod.spec!.containers!.map(envOf);
+    assert.equal(app.AZURE_CLIENT_ID, APP);
+    assert.equal(sync.AZURE_CLIENT_ID, SIDECAR);
+    assert.equal(migrate.AZURE_CLIENT_ID, INIT);
+    for (const env of [app, sync, migrate]) {
+      assert.equal(env.AZURE_TENANT_ID, TENANT);
+      assert.equal(env.AZURE_FEDERATED_TOKEN_FILE, '/var/run/secrets/azure/tokens/azure-identity-token');
+    }
+    assert.deepEqual(
+      out.pod.spec!.containers![1].env!.map((e) => e.name),
+      ['AZURE_CLIENT_ID', 'AZURE_TENANT_ID', 'AZURE_FEDERATED_TOKEN_FILE', 'AZURE_AUTHORITY_HOST'],
+    );
+    assert.deepEqual(
+      out.injections[0].additionalIdentities!.map((i) => [i.clientId, i.tenantId]),
+      [
+        [SIDECAR, TENANT],
+        [INIT, TENANT],
+      ],
+    );
+  });
+
+  test('without a ServiceAccount client id only the named containers get one; a skipped container none', () => {
+    const p = optedIn(spec, { 'azure.workload.identity/skip-containers': 'migrate' });
+    const out = admitted(p, {
+      'azure.workload.identity/tenant-id': TENANT,
+      'azure.workload.identity/container-client-ids': `sync=${SIDECAR}\nmigrate=${INIT}`,
+    });
+    assert.equal('AZURE_CLIENT_ID' in envOf(out.pod.spec!.containers![0]), false);
+    assert.equal(envOf(out.pod.spec!.containers![1]).AZURE_CLIENT_ID, SIDECAR);
+    assert.equal(out.pod.spec!.initContainers![0].env, undefined);
+    assert.match(
+      out.warnings.join('\n'),
+      /AZURE_CLIENT_ID is not injected but into the containers of azure\.workload\.identity\/container-client-ids/,
+    );
+  });
+
+  test("a container's own AZURE_CLIENT_ID still wins", () => {
+    const p = optedIn({ containers: [{ name: 'sync', image: 'app', env: [{ name: 'AZURE_CLIENT_ID', value: APP }] }] });
+    const out = admitted(p, {
+      'azure.workload.identity/container-client-ids': `sync=${SIDECAR}`,
+      'azure.workload.identity/tenant-id': TENANT,
+    });
+    assert.equal(envOf(out.pod.spec!.containers![0]).AZURE_CLIENT_ID, APP);
+  });
+
+  test('malformed entries are refused, with or without --strict', () => {
+    const cases: [string, RegExp][] = [
+      ['sync', /"sync" is not <container>=<client id>/],
+      [`Sync=${SIDECAR}`, /"Sync" is not a container name/],
+      [`sync=${SIDECAR};sync=${APP}`, /container "sync" is named twice/],
+      ['sync=my-app', /the client id of container "sync", "my-app", is not a GUID/],
+      [' ; ', /names no container/],
+    ];
+    for (const [value, message] of cases)
+      assert.match(denied(optedIn(spec), { 'azure.workload.identity/container-client-ids': value }).message, message);
+  });
+
+  test('tenant policy judges every client id; trust prints a federated credential for each', () => {
+    const policy = declaring({
+      identityProviders: [{ name: 'corp', displayName: 'Corp', azure: { tenantId: TENANT } }],
+      validations: [
+        {
+          name: 'approved-clients',
+          expression: `identity.provider != 'azure' || identity.clientId in ['${APP}', '${SIDECAR}']`,
+          message: 'unapproved client id',
+        },
+      ],
+    });
+    const annotations = {
+      'azure.workload.identity/client-id': APP,
+      'azure.workload.identity/container-client-ids': `sync=${SIDECAR};migrate=${INIT}`,
+    };
+    const r = judged([policy], {}, annotations, optedIn(spec));
+    assert.ok(!r.allowed);
+    assert.equal(r.denial.reason, 'PolicyDenied');
+    assert.match(r.denial.message, /^unapproved client id/);
+    const fine = judged(
+      [policy],
+      {},
+      { ...annotations, 'azure.workload.identity/container-client-ids': `sync=${SIDECAR}` },
+      optedIn(spec),
+    );
+    assert.ok(fine.allowed, fine.allowed ? '' : fine.denial.message);
+    // The policy's only tenant is the default: every container's identity gets it.
+    assert.equal(envOf(apply(optedIn(spec), fine.patch).spec!.containers![1]).AZURE_TENANT_ID, TENANT);
+
+    const { identities } = identitiesOfServiceAccounts(providers({ 'azure-tenant-id': TENANT }), [
+      sa(annotations, 'jobs', 'batch'),
+    ]);
+    const report = cloudModule('azure').trust.report('https://oidc.example.com/c', identities) as {
+      identities: { clientId: string; federatedCredentials: { subject: string }[] }[];
+    };
+    assert.deepEqual(
+      report.identities.map((i) => [i.clientId, i.federatedCredentials.map((c) => c.subject)]),
+      [APP, SIDECAR, INIT].map((id) => [id, ['system:serviceaccount:batch:jobs']]),
+    );
+  });
+});
