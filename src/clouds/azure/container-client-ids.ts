@@ -22,7 +22,10 @@ export function parseContainerClientIds(value: string, where: string): Map<strin
   const form = 'expected <container>=<client id> entries separated by semicolons';
   const key = `${where} annotation ${CONTAINER_CLIENT_IDS_ANNOTATION}`;
   if (bad.length > 0)
-    return denial('InvalidAnnotation', `${key}: ${bad.map((b) => `"${b}"`).join(', ')} is not <container>=<client id>; ${form}`);
+    return denial(
+      'InvalidAnnotation',
+      `${key}: ${bad.map((b) => `"${b}"`).join(', ')} is not <container>=<client id>; ${form}`,
+    );
   const ids = new Map<string, string>();
   for (const [container, clientId] of pairs) {
     if (!CONTAINER_NAME.test(container))

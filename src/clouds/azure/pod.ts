@@ -4,7 +4,11 @@ import { denial, type Denial, isDenial } from '../../errors.ts';
 import type { Container, EnvVar, Pod, VolumeMount } from '../../kube/types.ts';
 import { boundExpiration, parseSeconds, splitNames, tokenVolume, tolerated, windowsPath } from '../common.ts';
 import type { AddedContainer, Injection, PodContext, PodProvider } from '../types.ts';
-import { CONTAINER_CLIENT_IDS_ANNOTATION, containerEnvGroups, parseContainerClientIds } from './container-client-ids.ts';
+import {
+  CONTAINER_CLIENT_IDS_ANNOTATION,
+  containerEnvGroups,
+  parseContainerClientIds,
+} from './container-client-ids.ts';
 
 /**
  * Conventions of Azure/azure-workload-identity. Its token moved in release 1.6, and images
