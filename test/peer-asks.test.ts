@@ -704,3 +704,158 @@ describe('Azure: a client id per container (Azure #408)', () => {
     );
   });
 });
+
+describe('GCP: a project for direct resource access (pfnet PR #138)', () => {
+  const PROVIDER = 'projects/123456789012/locations/global/workloadIdentityPools/on-prem/providers/cluster-a';
+
+  test('cloud.google.com/project-id sets CLOUDSDK_CORE_PROJECT and GOOGLE_CLOUD_PROJECT without a service account', () => {
+    for (const key of [
+      'gcp.auth.fluxcd.io/workload-identity-provider',
+      'cloud.google.com/workload-identity-provider',
+    ]) {
+      const out = admitted(pod(), { [key]: PROVIDER, 'cloud.google.com/project-id': 'my-project' });
+      const env = envOf(out.pod.spec!.containers![0]);
+      assert.equal(env.CLOUDSDK_CORE_PROJECT, 'my-project', key);
+      assert.equal(env.GOOGLE_CLOUD_PROJECT, 'my-project', key);
+      const file = JSON.parse(out.pod.metadata!.annotations!['cloud.google.com/external-credentials-json']);
+      assert.equal(file.service_account_impersonation_url, undefined, 'still direct access');
+    }
+  });
+
+  test("it wins over the service account email's project, in the gcloud setup container too", () => {
+    const out = admitted(pod(), {
+      'cloud.google.com/workload-identity-provider': PROVIDER,
+      'cloud.google.com/service-account-email': 'reader@sa-project.iam.gserviceaccount.com',
+      'cloud.google.com/project-id': 'workload-project',
+    });
+    assert.equal(envOf(out.pod.spec!.containers![0]).CLOUDSDK_CORE_PROJECT, 'workload-project');
+    assert.equal(envOf(out.pod.spec!.initContainers![0]).CLOUDSDK_CORE_PROJECT, 'workload-project');
+    const legacy = admitted(pod(), {
+      'gcp.auth.fluxcd.io/workload-identity-provider': PROVIDER,
+      'cloud.google.com/project-id': 'example.com:legacy-project',
+    });
+    assert.equal(envOf(legacy.pod.spec!.containers![0]).GOOGLE_CLOUD_PROJECT, 'example.com:legacy-project');
+  });
+
+  test('a project number or a malformed id is refused, naming the annotation', () => {
+    for (const value of ['123456789012', 'My Project', '']) {
+      const d = denied(pod(), {
+        'gcp.auth.fluxcd.io/workload-identity-provider': PROVIDER,
+        'cloud.google.com/project-id': value,
+      });
+      assert.equal(d.reason, 'InvalidAnnotation');
+      assert.match(
+        d.message,
+        /annotation cloud\.google\.com\/project-id=".*" is not a project id: .*\(the id, not the project number\)$/,
+      );
+    }
+  });
+});
+
+describe('GCP: several providers in one Pod, one external_account file each', () => {
+  const MAIN = 'projects/123456789012/locations/global/workloadIdentityPools/on-prem/providers/cluster-a';
+  const BILLING = 'projects/555555555555/locations/global/workloadIdentityPools/billing-pool/providers/cluster-a';
+  const EMAIL = 'exporter@billing-project.iam.gserviceaccount.com';
+  const DIR = '/var/run/secrets/sts.googleapis.com/serviceaccount';
+  const annotations = {
+    'gcp.auth.fluxcd.io/workload-identity-provider': MAIN,
+    'cloud.google.com/workload-identity-providers': `billing=${BILLING}:${EMAIL}, audit=//iam.googleapis.com/${BILLING}`,
+  };
+
+  test('each named provider gets its own token (its audience) and its own file in the token volume', () => {
+    const out = admitted(pod(), annotations);
+    const sources = out.pod.spec!.volumes![0].projected!.sources!;
+    assert.deepEqual(
+      sources.map((s) => s.serviceAccountToken?.path ?? s.downwardAPI!.items![0].path),
+      ['token', 'federation.json', 'token-billing', 'federation-billing.json', 'token-audit', 'federation-audit.json'],
+    );
+    assert.deepEqual(
+      sources.filter((s) => s.serviceAccountToken).map((s) => s.serviceAccountToken!.audience),
+      [`//iam.googleapis.com/${MAIN}`, `//iam.googleapis.com/${BILLING}`, `//iam.googleapis.com/${BILLING}`],
+    );
+    const billing = JSON.parse(out.pod.metadata!.annotations!['workload-identity-webhook.io/gcp-credentials-billing']);
+    assert.equal(billing.audience, `//iam.googleapis.com/${BILLING}`);
+    assert.equal(billing.credential_source.file, `${DIR}/token-billing`);
+    assert.equal(
+      billing.service_account_impersonation_url,
+      `https://iamcredentials.googleapis.com/v1/projects/-/serviceAccounts/${EMAIL}:generateAccessToken`,
+    );
+    const audit = JSON.parse(out.pod.metadata!.annotations!['workload-identity-webhook.io/gcp-credentials-audit']);
+    assert.equal(audit.service_account_impersonation_url, undefined);
+    assert.equal(envOf(out.pod.spec!.containers![0]).GOOGLE_APPLICATION_CREDENTIALS, `${DIR}/federation.json`);
+    assert.deepEqual(
+      out.injections[0].additionalIdentities!.map((i) => [i.name, i.projectNumber, i.pool, i.serviceAccountEmail]),
+      [
+        ['billing', '555555555555', 'billing-pool', EMAIL],
+        ['audit', '555555555555', 'billing-pool', undefined],
+      ],
+    );
+  });
+
+  test("pfnet's layouts carry them in the same token volume", () => {
+    const out = admitted(pod(), {
+      'cloud.google.com/workload-identity-provider': MAIN,
+      'cloud.google.com/service-account-email': 'reader@my-project.iam.gserviceaccount.com',
+      'cloud.google.com/workload-identity-providers': `billing=${BILLING}`,
+    });
+    const volume = out.pod.spec!.volumes!.find((v) => v.name === 'gcp-iam-token')!;
+    assert.equal(volume.projected!.defaultMode, 0o440);
+    assert.deepEqual(
+      volume.projected!.sources!.map((s) => s.serviceAccountToken?.audience ?? s.downwardAPI!.items![0].path),
+      ['sts.googleapis.com', `//iam.googleapis.com/${BILLING}`, 'federation-billing.json'],
+    );
+  });
+
+  test('Windows Pods get the Windows token path in each file', () => {
+    const out = admitted(pod({ spec: { nodeSelector: { 'kubernetes.io/os': 'windows' } } }), annotations);
+    const billing = JSON.parse(out.pod.metadata!.annotations!['workload-identity-webhook.io/gcp-credentials-billing']);
+    assert.equal(
+      billing.credential_source.file,
+      'C:\\var\\run\\secrets\\sts.googleapis.com\\serviceaccount\\token-billing',
+    );
+  });
+
+  test('malformed entries are refused, with or without --strict', () => {
+    const cases: [string, RegExp][] = [
+      [`billing`, /"billing" is not <name>=<provider>/],
+      [`Billing=${BILLING}`, /"Billing" is not a name/],
+      [`a=${BILLING},a=${MAIN}`, /"a" is named twice/],
+      ['a=projects/1/pools/x', /a="projects\/1\/pools\/x" is not a workload identity provider/],
+      [`a=${BILLING}:not-an-email@`, /"not-an-email@" is not a Google service account email/],
+    ];
+    for (const [value, message] of cases)
+      assert.match(
+        denied(pod(), { ...annotations, 'cloud.google.com/workload-identity-providers': value }).message,
+        message,
+      );
+  });
+
+  test('tenant policy judges each provider; trust prints each provider with its own audience', () => {
+    const policy = declaring({
+      identityProviders: [
+        { name: 'main', displayName: 'Main pool', gcp: { projectNumber: '123456789012', pool: 'on-prem' } },
+      ],
+    });
+    const r = judged([policy], {}, annotations);
+    assert.ok(!r.allowed);
+    assert.equal(r.denial.reason, 'UntrustedIdentityProvider');
+    assert.match(r.denial.message, /^workload identity pool billing-pool of project 555555555555 is not/);
+
+    const { identities } = identitiesOfServiceAccounts(providers(), [sa(annotations, 'jobs', 'batch')]);
+    const report = cloudModule('gcp').trust.report('https://oidc.example.com/c', identities) as {
+      providers: { name: string; allowedAudiences: string[] }[];
+      serviceAccounts: { email: string }[];
+    };
+    assert.deepEqual(
+      report.providers.map((p) => [p.name, p.allowedAudiences]),
+      [
+        [MAIN, [`//iam.googleapis.com/${MAIN}`]],
+        [BILLING, [`//iam.googleapis.com/${BILLING}`]],
+      ],
+    );
+    assert.deepEqual(
+      report.serviceAccounts.map((s) => s.email),
+      [EMAIL],
+    );
+  });
+});

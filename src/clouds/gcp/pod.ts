@@ -3,6 +3,7 @@ import { denial, type Denial, isDenial } from '../../errors.ts';
 import type { Container, EnvVar, VolumeMount } from '../../kube/types.ts';
 import { boundExpiration, parseSeconds, splitNames, tokenVolume, tolerated, windowsPath } from '../common.ts';
 import type { Injection, PodContext, PodProvider } from '../types.ts';
+import { projectIdOf } from './project-id.ts';
 
 /**
  * Workload Identity Federation outside GKE, in the two dialects users already write:
@@ -47,7 +48,7 @@ const KEYS = {
 const PROVIDER_PATTERN =
   /^projects\/(\d{1,20})\/locations\/global\/workloadIdentityPools\/([a-z0-9-]{4,32})\/providers\/([a-z0-9-]{4,32})$/;
 const PROVIDER_FORM = 'projects/<project number>/locations/global/workloadIdentityPools/<pool>/providers/<provider>';
-const EMAIL_PATTERN = /^[a-zA-Z0-9._%+-]+@([a-zA-Z0-9.-]+)$/;
+export const EMAIL_PATTERN = /^[a-zA-Z0-9._%+-]+@([a-zA-Z0-9.-]+)$/;
 const SA_DOMAIN = /^([a-z][a-z0-9-]{4,28}[a-z0-9])\.iam\.gserviceaccount\.com$/;
 
 export interface GcpOptions {
@@ -272,12 +273,13 @@ export function createGcpProvider(options: GcpOptions): PodProvider {
 
       const path = (p: string) => (windows ? windowsPath(p) : p);
       const tokenFile = path(`${GCP_MOUNT_PATH}/${GCP_TOKEN_FILE}`);
-      // pfnet takes the project from any NAME@PROJECT.iam.gserviceaccount.com (webhooks/mutatepod.go).
-      const project = !email
-        ? undefined
-        : pfnet
-          ? /@(.+)\.iam\.gserviceaccount\.com$/.exec(email)?.[1]
-          : projectOfEmail(email);
+      // The annotated project (pfnet PR #138) wins; else pfnet takes the project from any
+      // NAME@PROJECT.iam.gserviceaccount.com (webhooks/mutatepod.go).
+      const projectId = projectIdOf(sa, saName);
+      if (isDenial(projectId)) return projectId;
+      const project =
+        projectId ??
+        (!email ? undefined : pfnet ? /@(.+)\.iam\.gserviceaccount\.com$/.exec(email)?.[1] : projectOfEmail(email));
       const identity: Record<string, string> = {
         workloadIdentityProvider: provider.name,
         projectNumber: provider.projectNumber,
