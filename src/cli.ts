@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { completeConfig, configHelp, isBooleanFlag, isConfigFlag, loadConfig } from './config.ts';
 import { ConfigError, WebhookError } from './errors.ts';
 import { createLogger } from './log.ts';
+import { printable } from './shell.ts';
 import { previewPod, type OutputFormat } from './preview.ts';
 import { createProviders, createSecretProviders } from './clouds/index.ts';
 import { isSecretPreview, previewSecret } from './preview-secret.ts';
@@ -187,7 +188,7 @@ async function main(argv: string[]): Promise<number> {
           args.old === undefined ? undefined : { documents: [{ source: args.old, text: readInput(args.old) }] };
         const policyFiles = [...args.policies, ...(config.policyFile ? [config.policyFile] : [])];
         const policy = policyFiles.length > 0 ? loadPreviewPolicy(policyFiles, config) : undefined;
-        for (const w of policy?.warnings ?? []) process.stderr.write(`warning: ${w}\n`);
+        for (const w of policy?.warnings ?? []) process.stderr.write(`warning: ${printable(w)}\n`);
         const secret = old || isSecretPreview({ documents });
         if (secret && policy)
           process.stderr.write(
@@ -201,9 +202,9 @@ async function main(argv: string[]): Promise<number> {
               args.output,
             )
           : previewPod(createProviders(config), { documents }, args.output, policy);
-        for (const w of result.warnings) process.stderr.write(`warning: ${w}\n`);
+        for (const w of result.warnings) process.stderr.write(`warning: ${printable(w)}\n`);
         if (!result.allowed) {
-          process.stderr.write(`denied (${result.denial.reason}): ${result.denial.message}\n`);
+          process.stderr.write(`denied (${result.denial.reason}): ${printable(result.denial.message)}\n`);
           return 1;
         }
         process.stdout.write(result.output);
@@ -247,7 +248,7 @@ async function main(argv: string[]): Promise<number> {
           dir: one('dir'),
           keyFiles: args.commandFlags.get('key-file') ?? [],
         });
-        for (const w of result.warnings) process.stderr.write(`warning: ${w}\n`);
+        for (const w of result.warnings) process.stderr.write(`warning: ${printable(w)}\n`);
         process.stdout.write(result.output);
         return result.code;
       }
@@ -260,7 +261,7 @@ async function main(argv: string[]): Promise<number> {
       return 2;
     }
     if (err instanceof ConfigError || err instanceof WebhookError) {
-      process.stderr.write(`error [${err.code}]: ${err.message}\n`);
+      process.stderr.write(`error [${err.code}]: ${printable(err.message)}\n`);
       return 2;
     }
     process.stderr.write(`error: ${(err as Error).stack ?? String(err)}\n`);

@@ -154,9 +154,15 @@ export interface CloudTrust<Report> {
   readonly podLabels?: Readonly<Record<string, string>>;
   /** Whether an injection's identity is one the cloud must trust (Azure injects for any labelled Pod). */
   names?(identity: Readonly<Record<string, string>>): boolean;
-  /** Why an identity the provider admits cannot be trusted as written (AWS: a malformed role ARN outside --strict). */
-  problem?(identity: Readonly<Record<string, string>>): string | undefined;
-  /** The cloud-side configuration that accepts these identities' tokens (only this cloud's are given). */
+  /**
+   * Why an identity's fields are not of the form its commands take, or undefined. Such an identity
+   * gets a FAIL line instead of commands: its values never reach a shell.
+   */
+  problem(identity: Readonly<Record<string, string>>): string | undefined;
+  /**
+   * The cloud-side configuration that accepts these identities' tokens (only this cloud's are
+   * given, each with no `problem`); every command word quoted (src/shell.ts).
+   */
   report(issuer: string, identities: readonly TrustIdentity[]): Report;
   /** The report as text: a heading, comments and commands. */
   text(report: Report): string[];

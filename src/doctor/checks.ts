@@ -11,7 +11,8 @@ import {
   jwtVerify,
   type JWTPayload,
 } from 'jose';
-import type { Jwks } from '../issuer/discovery.ts';
+import { issuerProblem, type Jwks } from '../issuer/discovery.ts';
+import { shellQuote } from '../shell.ts';
 import {
   apiServerOf,
   readApiServerDiscovery,
@@ -285,7 +286,7 @@ function checkIssuerForm(issuer: string, add: (c: Check) => void): void {
       id: 'issuer-https',
       verdict: 'fail',
       message: `the issuer ${JSON.stringify(issuer)} is not an https URL: AWS, Entra and Google fetch discovery over https only, and kube-apiserver serves no discovery for it`,
-      fix: `--service-account-issuer=https://${url?.host || '<public host>'}${url && url.pathname !== '/' ? url.pathname : ''}`,
+      fix: issuerFlag(`https://${url?.host}${url && url.pathname !== '/' ? url.pathname : ''}`),
     });
     return;
   }
@@ -295,18 +296,24 @@ function checkIssuerForm(issuer: string, add: (c: Check) => void): void {
       id: 'issuer-form',
       verdict: 'fail',
       message: `the issuer ${JSON.stringify(issuer)} ends with "/": tokens carry the slash, AWS names IAM OIDC providers without it (InvalidIdentityToken: No OpenIDConnect provider found), and Entra and Google match iss byte for byte, so every cloud-side setting must carry it too`,
-      fix: `--service-account-issuer=${issuer.replace(/\/+$/, '')} (then recreate the cloud-side trust with workload-identity-webhook trust)`,
+      fix: `${issuerFlag(issuer.replace(/\/+$/, ''))} (then recreate the cloud-side trust with workload-identity-webhook trust)`,
     });
-  } else if (url.search || url.hash) {
+  } else if (url.search || url.hash || issuerProblem(issuer)) {
     add({
       id: 'issuer-form',
       verdict: 'fail',
-      message: `the issuer ${issuer} has a query or fragment, which OpenID Connect forbids`,
+      message: `the issuer ${JSON.stringify(issuer)} has a query, a fragment or characters a URL path does not need, which OpenID Connect forbids or the clouds' tools mangle`,
       fix: 'use https://host[/path] as --service-account-issuer',
     });
   } else {
     add({ id: 'issuer-form', verdict: 'pass', message: 'the issuer has no trailing slash, query or fragment' });
   }
+}
+
+/** The kube-apiserver flag that sets this issuer, quoted; a value not of an issuer's form is not printed. */
+function issuerFlag(candidate: string): string {
+  if (issuerProblem(candidate)) return '--service-account-issuer=https://<public host>[/path]';
+  return shellQuote(`--service-account-issuer=${candidate}`);
 }
 
 function checkJwksUri(jwksUri: string, issuer: string, add: (c: Check) => void): void {

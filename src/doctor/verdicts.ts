@@ -1,3 +1,5 @@
+import { printable } from '../shell.ts';
+
 // A doctor's findings: one verdict per check, with the fix when something is wrong, and the exit
 // code scripts read (0 all good, 1 a problem found, 2 something could not be checked).
 
@@ -29,10 +31,11 @@ export function exitCode(report: DoctorReport): 0 | 1 | 2 {
 const LABEL: Record<Verdict, string> = { pass: 'ok', warn: 'WARN', fail: 'FAIL', unknown: '??' };
 
 export function reportText(report: DoctorReport): string {
-  const lines = [`issuer: ${report.issuer ?? '(unknown)'}`];
+  // Messages carry values read from the cluster: one line each, whatever they hold.
+  const lines = [`issuer: ${printable(report.issuer ?? '(unknown)')}`];
   for (const c of report.checks) {
-    lines.push(`${LABEL[c.verdict].padEnd(4)} ${c.id}: ${c.subject ? `${c.subject}: ` : ''}${c.message}`);
-    if (c.fix) lines.push(`     fix: ${c.fix}`);
+    lines.push(printable(`${LABEL[c.verdict].padEnd(4)} ${c.id}: ${c.subject ? `${c.subject}: ` : ''}${c.message}`));
+    if (c.fix) lines.push(`     fix: ${printable(c.fix)}`);
   }
   const code = exitCode(report);
   const counts = (v: Verdict) => report.checks.filter((c) => c.verdict === v).length;

@@ -19,6 +19,18 @@ export const DISCOVERY_PATH = '/.well-known/openid-configuration';
 /** Where kube-apiserver serves its JWKS, and where `issuer publish` puts it. */
 export const JWKS_PATH = '/openid/v1/jwks';
 
+/**
+ * The form of an issuer URL that may be printed into a command: https, a host name, a path of
+ * unreserved characters (a trailing slash is allowed here; callers warn about it). Anything else
+ * (a query, quotes, `$(`, spaces) is refused before it reaches a shell.
+ */
+const ISSUER_FORM = /^https:\/\/[A-Za-z0-9.-]+(?::[0-9]{1,5})?(?:\/[A-Za-z0-9._~%/-]*)?$/;
+
+export function issuerProblem(issuer: string): string | undefined {
+  if (ISSUER_FORM.test(issuer)) return undefined;
+  return `${JSON.stringify(issuer)} is not an issuer URL of the form https://host[:port][/path] (letters, digits and . _ ~ % - / only)`;
+}
+
 /** Discovery URL of an issuer: a trailing slash is dropped before appending (OIDC Discovery §4). */
 export function discoveryUrl(issuer: string): string {
   return issuer.replace(/\/$/, '') + DISCOVERY_PATH;

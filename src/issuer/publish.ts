@@ -3,7 +3,14 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { WebhookError } from '../errors.ts';
-import { discoveryDocument, DISCOVERY_PATH, JWKS_PATH, type DiscoveryDocument, type Jwks } from './discovery.ts';
+import {
+  discoveryDocument,
+  DISCOVERY_PATH,
+  issuerProblem,
+  JWKS_PATH,
+  type DiscoveryDocument,
+  type Jwks,
+} from './discovery.ts';
 
 export interface Publication {
   discovery: DiscoveryDocument;
@@ -29,6 +36,8 @@ function checkIssuerUrl(issuer: string): URL {
     );
   if (url.search || url.hash)
     throw new WebhookError('WIW_BAD_INPUT', `--issuer "${issuer}" must have no query or fragment`);
+  const form = issuerProblem(issuer);
+  if (form) throw new WebhookError('WIW_BAD_INPUT', `--issuer ${form}`);
   if (issuer.endsWith('/'))
     throw new WebhookError(
       'WIW_BAD_INPUT',

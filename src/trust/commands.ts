@@ -8,6 +8,8 @@ import { loadKubeConfig } from '../kube/client.ts';
 import { publishIssuer } from '../issuer/publish.ts';
 import { jwksFromKeyFiles } from '../issuer/keys.ts';
 import { apiServerOf, readApiServerDiscovery, readApiServerJwks } from '../issuer/read.ts';
+import { issuerProblem } from '../issuer/discovery.ts';
+import { shellQuote } from '../shell.ts';
 import { createProviders, createSecretProviders } from '../clouds/index.ts';
 import type { PreviewInput } from '../preview.ts';
 import { identitiesOfSecrets, identitiesOfServiceAccounts } from './identities.ts';
@@ -106,6 +108,8 @@ async function trust(input: IssuerCommandInput): Promise<CommandResult> {
     objects = await objectsOfCluster(kc, input.namespace);
     warnings.push(...(objects.warnings ?? []));
   }
+  const form = issuerProblem(issuer);
+  if (form) throw new WebhookError('WIW_BAD_INPUT', `the issuer ${form}: it is not printed into commands`);
   if (issuer.endsWith('/'))
     warnings.push(`the issuer ${issuer} ends with "/": AWS refuses such tokens; see workload-identity-webhook doctor`);
   const fromAccounts = identitiesOfServiceAccounts(createProviders(input.config), objects.accounts);
@@ -118,7 +122,7 @@ async function trust(input: IssuerCommandInput): Promise<CommandResult> {
   warnings.push(...problems.map((p) => `${p} (left out)`));
   const report = trustReport(issuer, [...fromAccounts.identities, ...fromSecrets.identities]);
   return {
-    code: problems.length > 0 ? 1 : 0,
+    code: problems.length > 0 || report.failures ? 1 : 0,
     output: input.output === 'json' ? trustJson(report) : trustText(report),
     warnings,
   };
@@ -155,7 +159,7 @@ async function publish(input: IssuerCommandInput): Promise<CommandResult> {
   const output = [
     `wrote ${pub.files.map((f) => `${input.dir}/${f}`).join(' and ')} (${pub.jwks.keys.length} key(s): ${pub.jwks.keys.map((k) => k.kid).join(', ')})`,
     `serve ${input.dir} at ${issuer} without credentials, then start kube-apiserver with:`,
-    ...pub.apiServerFlags.map((f) => `  ${f}`),
+    ...pub.apiServerFlags.map((f) => `  ${shellQuote(f)}`),
   ];
   return { code: 0, output: output.join('\n') + '\n', warnings: [] };
 }

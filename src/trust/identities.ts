@@ -68,14 +68,8 @@ export function identitiesOfServiceAccounts(
       const token = result.volume.projected?.sources?.find((s) => s.serviceAccountToken)?.serviceAccountToken;
       // Every identity the Pod may claim: the cloud's side must trust each one.
       for (const identity of [result.identity, ...(result.additionalIdentities ?? [])]) {
-        const trust = cloudModule(provider.name).trust;
         // Some clouds inject for any opted-in Pod (Azure): only what names an identity is one to trust.
-        if (trust.names?.(identity) === false) continue;
-        const problem = trust.problem?.(identity);
-        if (problem) {
-          problems.push(`ServiceAccount ${sa.namespace}/${sa.name}: ${problem}`);
-          continue;
-        }
+        if (cloudModule(provider.name).trust.names?.(identity) === false) continue;
         // An identity that presents its own token (a GCP provider with its audience) says which.
         const audience = identity.audience || token?.audience;
         if (!audience) continue;

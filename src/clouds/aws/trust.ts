@@ -1,10 +1,9 @@
 // The AWS side of the handshake: an IAM OIDC identity provider for the cluster's issuer, and for
 // each role the trust policy that admits exactly its ServiceAccounts' tokens (sub and aud).
-import { isDenial } from '../../errors.ts';
-import { parseRoleArn } from './pod.ts';
+import { parseRoleArn, ROLE_ARN_PATTERN } from './pod.ts';
 import type { TrustIdentity } from '../../trust/identities.ts';
 import type { CloudTrust } from '../types.ts';
-import { groupBy, shellQuote, unique } from '../../trust/shell.ts';
+import { groupBy, shellCommand, shellComment, shellCommentBlock, unique } from '../../shell.ts';
 
 export interface AwsTrustPolicy {
   Version: '2012-10-17';
@@ -38,7 +37,7 @@ function awsTrust(issuer: string, identities: readonly TrustIdentity[]): AwsTrus
   const providers = new Map<string, AwsTrust['oidcProviders'][number] & { partition: string }>();
   for (const [roleArn, members] of groupBy(ours, (i) => i.identity.roleArn)) {
     const role = parseRoleArn(roleArn, 'role');
-    if ('reason' in role) continue; // the provider validated it already
+    if ('reason' in role) continue; // `problem` left it out already
     const providerArn = oidcProviderArn(role.partition, role.account, issuer);
     const provider = providers.get(providerArn) ?? {
       arn: providerArn,
@@ -76,46 +75,62 @@ function awsTrust(issuer: string, identities: readonly TrustIdentity[]): AwsTrus
   const commands: string[] = [];
   for (const p of providers.values()) {
     commands.push(
-      `# account ${p.account}: the cluster's issuer as an IAM OIDC identity provider (if it exists: aws iam add-client-id-to-open-id-connect-provider)`,
-    );
-    commands.push(
-      `aws iam create-open-id-connect-provider --url ${shellQuote(p.url)} --client-id-list ${p.clientIds.map(shellQuote).join(' ')}`,
+      shellComment(
+        `account ${p.account}: the cluster's issuer as an IAM OIDC identity provider (if it exists: aws iam add-client-id-to-open-id-connect-provider)`,
+      ),
+      shellCommand([
+        'aws',
+        'iam',
+        'create-open-id-connect-provider',
+        '--url',
+        p.url,
+        '--client-id-list',
+        ...p.clientIds,
+      ]),
     );
   }
   for (const r of roles) {
     commands.push(
-      `# role ${r.roleArn}, trusted by ${r.trustedBy.join(', ')} (a new role: aws iam create-role --role-name ${shellQuote(r.roleName)} --assume-role-policy-document with the same JSON)`,
-    );
-    commands.push(
-      `aws iam update-assume-role-policy --role-name ${shellQuote(r.roleName)} --policy-document ${shellQuote(JSON.stringify(r.trustPolicy))}`,
+      shellComment(
+        `role ${r.roleArn}, trusted by ${r.trustedBy.join(', ')} (a new role: aws iam create-role --role-name ${r.roleName} --assume-role-policy-document with the same JSON)`,
+      ),
+      shellCommand([
+        'aws',
+        'iam',
+        'update-assume-role-policy',
+        '--role-name',
+        r.roleName,
+        '--policy-document',
+        JSON.stringify(r.trustPolicy),
+      ]),
     );
   }
   return { oidcProviders: [...providers.values()].map(({ partition: _, ...p }) => p), roles, commands };
 }
 
-const json = (value: unknown): string => JSON.stringify(value, null, 2);
+const json = (value: unknown): string[] => shellCommentBlock(JSON.stringify(value, null, 2));
 
 export const awsTrustPart: CloudTrust<AwsTrust> = {
   verifier: 'AWS STS',
   algorithms: ['RS256'],
-  // EKS Pod Identity is trusted through the EKS association, not the cluster's issuer.
+  // EKS Pod Identity's tokens go to the Pod Identity Agent, trusted through EKS associations.
   names: (identity) => identity.mode !== 'eks-pod-identity',
-  // Admitted as written outside --strict (as the peer does); no trust policy can name it.
+  // Whole-string match, no trimming: what goes into `aws` is exactly what the pattern allows.
   problem: (identity) =>
-    identity.roleArn !== undefined && isDenial(parseRoleArn(identity.roleArn, 'role'))
-      ? `role "${identity.roleArn}" is not an IAM role ARN, so no trust policy can name it (the webhook injects it as written)`
-      : undefined,
+    ROLE_ARN_PATTERN.test(identity.roleArn ?? '')
+      ? undefined
+      : `role ARN ${JSON.stringify(identity.roleArn)} is not an IAM role ARN`,
   report: awsTrust,
   text: (report) => [
     '',
     '## AWS',
     ...report.oidcProviders.flatMap((p) => [
-      `# IAM OIDC identity provider ${p.arn}`,
-      `#   url ${p.url}, client IDs (audiences): ${p.clientIds.join(', ')}`,
+      shellComment(`IAM OIDC identity provider ${p.arn}`),
+      shellComment(`  url ${p.url}, client IDs (audiences): ${p.clientIds.join(', ')}`),
     ]),
     ...report.roles.flatMap((r) => [
-      `# trust policy of role ${r.roleArn} (${r.trustedBy.join(', ')}):`,
-      json(r.trustPolicy),
+      shellComment(`trust policy of role ${r.roleArn} (${r.trustedBy.join(', ')}):`),
+      ...json(r.trustPolicy),
     ]),
     ...report.commands,
   ],

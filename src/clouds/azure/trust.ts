@@ -3,8 +3,8 @@
 // byte for byte, so each is printed exactly as the token carries it.
 import type { TrustIdentity } from '../../trust/identities.ts';
 import type { CloudTrust } from '../types.ts';
-import { AZURE_USE_LABEL } from './pod.ts';
-import { groupBy, shellQuote } from '../../trust/shell.ts';
+import { AZURE_USE_LABEL, GUID_PATTERN, isTenantId } from './pod.ts';
+import { groupBy, shellCommand, shellComment, shellCommentBlock, shellSubstitution } from '../../shell.ts';
 
 export interface FederatedIdentityCredential {
   name: string;
@@ -54,27 +54,48 @@ function azureTrust(issuer: string, identities: readonly TrustIdentity[]): Azure
     };
     result.identities.push(entry);
 
-    // The client id is a validated GUID: safe inside double quotes.
-    const pick = (field: string) => `"$(az identity list --query "[?clientId=='${clientId}'].${field} | [0]" -o tsv)"`;
+    // The managed identity's name and resource group, looked up by its client id (a GUID: `problem`).
+    const pick = (field: string) =>
+      shellSubstitution([
+        'az',
+        'identity',
+        'list',
+        '--query',
+        `[?clientId=='${clientId}'].${field} | [0]`,
+        '-o',
+        'tsv',
+      ]);
     result.commands.push(
-      `# client id ${clientId}${tenantId ? ` (tenant ${tenantId})` : ''}, trusted by ${entry.trustedBy.join(', ')}`,
+      shellComment(
+        `client id ${clientId}${tenantId ? ` (tenant ${tenantId})` : ''}, trusted by ${entry.trustedBy.join(', ')}`,
+      ),
     );
     for (const c of entry.federatedCredentials) {
       result.commands.push(
-        `az identity federated-credential create --name ${shellQuote(c.name)} --identity-name ${pick('name')} --resource-group ${pick('resourceGroup')} --issuer ${shellQuote(c.issuer)} --subject ${shellQuote(c.subject)} --audiences ${c.audiences.map(shellQuote).join(' ')}`,
+        `${shellCommand(['az', 'identity', 'federated-credential', 'create', '--name', c.name, '--identity-name'])} ${pick('name')} --resource-group ${pick('resourceGroup')} ${shellCommand(['--issuer', c.issuer, '--subject', c.subject, '--audiences', ...c.audiences])}`,
       );
     }
-    result.commands.push('# or, when the client id is an app registration rather than a managed identity:');
+    result.commands.push(shellComment('or, when the client id is an app registration rather than a managed identity:'));
     for (const c of entry.federatedCredentials) {
       result.commands.push(
-        `az ad app federated-credential create --id ${clientId} --parameters ${shellQuote(JSON.stringify(c))}`,
+        shellCommand([
+          'az',
+          'ad',
+          'app',
+          'federated-credential',
+          'create',
+          '--id',
+          clientId,
+          '--parameters',
+          JSON.stringify(c),
+        ]),
       );
     }
   }
   return result;
 }
 
-const json = (value: unknown): string => JSON.stringify(value, null, 2);
+const json = (value: unknown): string[] => shellCommentBlock(JSON.stringify(value, null, 2));
 
 export const azureTrustPart: CloudTrust<AzureTrust> = {
   verifier: 'Microsoft Entra ID',
@@ -83,13 +104,23 @@ export const azureTrustPart: CloudTrust<AzureTrust> = {
   podLabels: { [AZURE_USE_LABEL]: 'true' },
   // It injects for any labelled Pod; only a client id makes it an identity to trust.
   names: (identity) => !!identity.clientId,
+  // Outside --strict the webhook injects a client id of another form, as the peer does; it never
+  // goes into a command.
+  problem: ({ clientId, tenantId }) => {
+    if (!GUID_PATTERN.test(clientId ?? '')) return `client id ${JSON.stringify(clientId)} is not a GUID`;
+    if (tenantId !== undefined && !isTenantId(tenantId))
+      return `tenant ${JSON.stringify(tenantId)} is not a GUID or a domain`;
+    return undefined;
+  },
   report: azureTrust,
   text: (report) => [
     '',
     '## Azure',
     ...report.identities.flatMap((i) => [
-      `# federated identity credentials of client id ${i.clientId}${i.tenantId ? ` (tenant ${i.tenantId})` : ''}:`,
-      ...i.federatedCredentials.map(json),
+      shellComment(
+        `federated identity credentials of client id ${i.clientId}${i.tenantId ? ` (tenant ${i.tenantId})` : ''}:`,
+      ),
+      ...i.federatedCredentials.flatMap(json),
     ]),
     ...report.commands,
   ],

@@ -45,7 +45,7 @@ const KEYS = {
   skipContainers: 'cloud.google.com/skip-containers',
 } as const;
 
-const PROVIDER_PATTERN =
+export const PROVIDER_PATTERN =
   /^projects\/(\d{1,20})\/locations\/global\/workloadIdentityPools\/([a-z0-9-]{4,32})\/providers\/([a-z0-9-]{4,32})$/;
 const PROVIDER_FORM = 'projects/<project number>/locations/global/workloadIdentityPools/<pool>/providers/<provider>';
 export const EMAIL_PATTERN = /^[a-zA-Z0-9._%+-]+@([a-zA-Z0-9.-]+)$/;

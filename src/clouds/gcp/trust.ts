@@ -2,10 +2,10 @@
 // allows the audiences the webhook injects, with google.subject mapped from the token's sub, and
 // for each service account the roles/iam.workloadIdentityUser binding of its ServiceAccounts'
 // principals (or, without one, the principal to grant roles on resources directly).
-import { parseWorkloadIdentityProvider } from './pod.ts';
+import { EMAIL_PATTERN, PROVIDER_PATTERN, parseWorkloadIdentityProvider } from './pod.ts';
 import type { TrustIdentity } from '../../trust/identities.ts';
 import type { CloudTrust } from '../types.ts';
-import { groupBy, shellQuote, unique } from '../../trust/shell.ts';
+import { groupBy, shellCommand, shellComment, shellCommentBlock, unique } from '../../shell.ts';
 
 const ATTRIBUTE_MAPPING = { 'google.subject': 'assertion.sub' } as const;
 const WORKLOAD_IDENTITY_USER = 'roles/iam.workloadIdentityUser';
@@ -54,9 +54,23 @@ function gcpTrust(issuer: string, identities: readonly TrustIdentity[]): GcpTrus
       trustedBy: unique(members.map((m) => m.i.source)),
     };
     result.providers.push(entry);
-    const flags = `--project=${p.projectNumber} --location=global --workload-identity-pool=${shellQuote(p.pool)} --issuer-uri=${shellQuote(issuer)} --allowed-audiences=${shellQuote(entry.allowedAudiences.join(','))} --attribute-mapping=google.subject=assertion.sub`;
-    result.commands.push(`# pool provider ${name} (existing: providers update-oidc with the same flags)`);
-    result.commands.push(`gcloud iam workload-identity-pools providers create-oidc ${shellQuote(p.provider)} ${flags}`);
+    result.commands.push(
+      shellComment(`pool provider ${name} (existing: providers update-oidc with the same flags)`),
+      shellCommand([
+        'gcloud',
+        'iam',
+        'workload-identity-pools',
+        'providers',
+        'create-oidc',
+        p.provider,
+        `--project=${p.projectNumber}`,
+        '--location=global',
+        `--workload-identity-pool=${p.pool}`,
+        `--issuer-uri=${issuer}`,
+        `--allowed-audiences=${entry.allowedAudiences.join(',')}`,
+        '--attribute-mapping=google.subject=assertion.sub',
+      ]),
+    );
   }
 
   for (const [email, members] of groupBy(
@@ -70,10 +84,18 @@ function gcpTrust(issuer: string, identities: readonly TrustIdentity[]): GcpTrus
       trustedBy: unique(members.map((m) => m.i.source)),
     };
     result.serviceAccounts.push(entry);
-    result.commands.push(`# service account ${email}, impersonated by ${entry.trustedBy.join(', ')}`);
+    result.commands.push(shellComment(`service account ${email}, impersonated by ${entry.trustedBy.join(', ')}`));
     for (const member of principals) {
       result.commands.push(
-        `gcloud iam service-accounts add-iam-policy-binding ${shellQuote(email)} --role=${WORKLOAD_IDENTITY_USER} --member=${shellQuote(member)}`,
+        shellCommand([
+          'gcloud',
+          'iam',
+          'service-accounts',
+          'add-iam-policy-binding',
+          email,
+          `--role=${WORKLOAD_IDENTITY_USER}`,
+          `--member=${member}`,
+        ]),
       );
     }
   }
@@ -83,29 +105,45 @@ function gcpTrust(issuer: string, identities: readonly TrustIdentity[]): GcpTrus
     if (result.directAccess.some((d) => d.principal === principal)) continue;
     result.directAccess.push({ source: m.i.source, principal });
     result.commands.push(
-      `# ${m.i.source} has no Google service account: grant roles on resources to its principal, for example`,
-    );
-    result.commands.push(
-      `gcloud projects add-iam-policy-binding PROJECT_ID --role=ROLE --member=${shellQuote(principal)}`,
+      shellComment(
+        `${m.i.source} has no Google service account: grant roles on resources to its principal, for example`,
+      ),
+      shellCommand([
+        'gcloud',
+        'projects',
+        'add-iam-policy-binding',
+        'PROJECT_ID',
+        '--role=ROLE',
+        `--member=${principal}`,
+      ]),
     );
   }
   return result;
 }
 
-const json = (value: unknown): string => JSON.stringify(value, null, 2);
+const json = (value: unknown): string[] => shellCommentBlock(JSON.stringify(value, null, 2));
 
 export const gcpTrustPart: CloudTrust<GcpTrust> = {
   verifier: 'Google STS',
   algorithms: ['RS256', 'ES256'],
+  // Outside --strict the webhook passes pfnet's looser provider names through; they never go into a command.
+  problem: ({ workloadIdentityProvider, serviceAccountEmail }) => {
+    const provider = workloadIdentityProvider ?? '';
+    if (!PROVIDER_PATTERN.test(provider))
+      return `workload identity provider ${JSON.stringify(workloadIdentityProvider)} is not of the form projects/<number>/locations/global/workloadIdentityPools/<pool>/providers/<provider>`;
+    if (serviceAccountEmail !== undefined && !EMAIL_PATTERN.test(serviceAccountEmail))
+      return `service account email ${JSON.stringify(serviceAccountEmail)} is not an email address`;
+    return undefined;
+  },
   report: gcpTrust,
   text: (report) => [
     '',
     '## Google Cloud',
     ...report.providers.flatMap((p) => [
-      `# workload identity pool provider ${p.name} (${p.trustedBy.join(', ')}):`,
-      json({ issuerUri: p.issuerUri, allowedAudiences: p.allowedAudiences, attributeMapping: p.attributeMapping }),
+      shellComment(`workload identity pool provider ${p.name} (${p.trustedBy.join(', ')}):`),
+      ...json({ issuerUri: p.issuerUri, allowedAudiences: p.allowedAudiences, attributeMapping: p.attributeMapping }),
     ]),
-    ...report.serviceAccounts.flatMap((s) => [`# IAM policy binding on ${s.email}:`, json(s.binding)]),
+    ...report.serviceAccounts.flatMap((s) => [shellComment(`IAM policy binding on ${s.email}:`), ...json(s.binding)]),
     ...report.commands,
   ],
 };
