@@ -222,6 +222,20 @@ for (const language of ['node', 'python'] as const) {
       await sdk.stop();
     });
 
+    test('why the file comes without AWS_ROLE_ARN: beside it, boto3 takes the variable over the profile', async () => {
+      // The author sets all three, so the webhook adds none of them.
+      const { sdk } = await start(language, 'multi', {
+        env: {
+          AWS_ROLE_ARN: ROLE,
+          AWS_CONFIG_FILE: '/var/run/secrets/eks.amazonaws.com/serviceaccount/config',
+          AWS_PROFILE: 'writer',
+        },
+      });
+      const role = exchangeOf(await sdk.credentials()).roleArn;
+      assert.equal(role, language === 'python' ? ROLE : WRITER_ROLE);
+      await sdk.stop();
+    });
+
     test('a profile the file does not have is an error, not another role', async () => {
       const { sdk } = await start(language, 'multi');
       const issued = sts.exchanges.length;
