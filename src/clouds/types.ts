@@ -37,9 +37,10 @@ export interface Injection {
   /**
    * Env groups for the named containers (or init containers) in place of `envGroups`: what one
    * container gets differs from the rest (Azure's client id per container, a region left to
-   * envFrom, a container's own web identity).
+   * envFrom, a container's own web identity). A Map: container names are the Pod author's
+   * (`__proto__`, `toString`).
    */
-  containerEnvGroups?: Readonly<Record<string, EnvVar[][]>>;
+  containerEnvGroups?: ReadonlyMap<string, EnvVar[][]>;
   /** Pod annotations the volume projects through the downward API (the GCP credential file). */
   annotations: Record<string, string>;
   /** Pod labels (the AWS peer's `eks.amazonaws.com/pod-identity: enabled`). */

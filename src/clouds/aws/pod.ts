@@ -180,32 +180,32 @@ export function createAwsProvider(options: AwsOptions): PodProvider {
     identity: EnvVar[],
     skip: ReadonlySet<string>,
     warnings: string[],
-    ownIdentity?: (env: ReadonlySet<string>) => boolean,
+    ownIdentity?: (sets: (name: string) => boolean) => boolean,
   ): Pick<Injection, 'envGroups' | 'containerEnvGroups'> {
     const regionGroup = shared.region && REGION_VARS.map((name) => ({ name, value: shared.region!.value }));
     const envGroups = [...shared.envGroups, ...(regionGroup ? [regionGroup] : []), identity];
-    const perContainer: Record<string, EnvVar[][]> = {};
+    const perContainer = new Map<string, EnvVar[][]>();
     const leftToEnvFrom: string[] = [];
+    const yieldable = regionGroup !== undefined && !shared.region!.fromPod;
+    if (!yieldable && !ownIdentity) return { envGroups };
     for (const c of podContainers(pod)) {
       if (skip.has(c.name)) continue;
-      const env = new Set((c.env ?? []).map((e) => e.name));
-      const yieldRegion =
-        regionGroup !== undefined &&
-        !shared.region!.fromPod &&
-        !REGION_VARS.some((n) => env.has(n)) &&
-        REGION_VARS.some((n) => envFromMaySet(c, n));
-      const dropIdentity = ownIdentity?.(env) ?? false;
+      // Looked up only when needed: most containers have no envFrom (the core indexes env itself).
+      const sets = (name: string) => c.env?.some((e) => e.name === name) ?? false;
+      const yieldRegion = yieldable && REGION_VARS.some((n) => envFromMaySet(c, n)) && !REGION_VARS.some(sets);
+      const dropIdentity = ownIdentity?.(sets) ?? false;
       if (yieldRegion) leftToEnvFrom.push(`"${c.name}"`);
       if (yieldRegion || dropIdentity)
-        perContainer[c.name] = envGroups.filter(
-          (g) => !(yieldRegion && g === regionGroup) && !(dropIdentity && g === identity),
+        perContainer.set(
+          c.name,
+          envGroups.filter((g) => !(yieldRegion && g === regionGroup) && !(dropIdentity && g === identity)),
         );
     }
     if (leftToEnvFrom.length > 0)
       warnings.push(
         `container${leftToEnvFrom.length > 1 ? 's' : ''} ${leftToEnvFrom.join(', ')}: AWS_REGION and AWS_DEFAULT_REGION (${shared.region!.value}) are not injected because envFrom may set them and an env entry would override it; set them in env or in that ConfigMap or Secret, or name the region in the Pod annotation ${keys.region}`,
       );
-    return Object.keys(perContainer).length > 0 ? { envGroups, containerEnvGroups: perContainer } : { envGroups };
+    return perContainer.size > 0 ? { envGroups, containerEnvGroups: perContainer } : { envGroups };
   }
 
   /** The role of `role-arn`: completed, validated, and outside --strict a malformed one injected as written, as the peer does. */
@@ -256,8 +256,8 @@ export function createAwsProvider(options: AwsOptions): PodProvider {
     if (isDenial(profiles)) return profiles;
     // No AWS_ROLE_ARN beside the file: boto3 takes it over a profile's role_arn.
     const configFile = [{ name: 'AWS_CONFIG_FILE', value: path(`${AWS_MOUNT_PATH}/${AWS_CONFIG_FILE}`) }];
-    const ownWebIdentity = (env: ReadonlySet<string>) =>
-      env.has('AWS_ROLE_ARN') || env.has('AWS_WEB_IDENTITY_TOKEN_FILE');
+    const ownWebIdentity = (sets: (name: string) => boolean) =>
+      sets('AWS_ROLE_ARN') || sets('AWS_WEB_IDENTITY_TOKEN_FILE');
     const [first, ...rest] = profiles;
     return withWarnings(warnings, {
       ...base,

@@ -51,14 +51,14 @@ export function containerEnvGroups(
   ids: ReadonlyMap<string, string>,
   skip: ReadonlySet<string>,
   envGroups: EnvVar[][],
-): Record<string, EnvVar[][]> {
-  const out: Record<string, EnvVar[][]> = {};
+): Map<string, EnvVar[][]> {
+  const out = new Map<string, EnvVar[][]>();
   const own = (clientId: string): EnvVar[] => [{ name: 'AZURE_CLIENT_ID', value: clientId }];
   const rest = envGroups.filter((g) => !g.some((e) => e.name === 'AZURE_CLIENT_ID'));
   for (const c of podContainers(pod)) {
     const clientId = ids.get(c.name);
     if (clientId === undefined || skip.has(c.name)) continue;
-    out[c.name] = [own(clientId), ...rest];
+    out.set(c.name, [own(clientId), ...rest]);
   }
   return out;
 }
