@@ -20,7 +20,7 @@ export const PROVIDERS_ANNOTATION = 'cloud.google.com/workload-identity-provider
 /** The Pod annotation a named provider's file is projected from: the prefix, then the name. */
 export const CREDENTIALS_ANNOTATION_PREFIX = 'workload-identity-webhook.io/gcp-credentials-';
 
-// Names fit the annotation key (63 characters after the prefix's 27) and a file name.
+// Names fit an annotation key's name part (63 characters, "gcp-credentials-" and the name) and a file name.
 const NAME = /^[a-z0-9]([a-z0-9-]{0,34}[a-z0-9])?$/;
 
 interface Named {
