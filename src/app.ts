@@ -6,6 +6,7 @@ import { denial, type WebhookError } from './errors.ts';
 import { parseAdmissionReview, reviewResponse, type AdmissionRequest, type Decision } from './admission/review.ts';
 import { clip, DEFAULT_LIMITS, type ServerLimits } from './limits.ts';
 import type { Metrics } from './metrics.ts';
+import type { PodReviewObservation } from './clouds/types.ts';
 import { tlsPolicy, type TlsPolicy } from './tls/policy.ts';
 
 /**
@@ -33,6 +34,8 @@ export interface AppOptions {
   tls?: TlsPolicy;
   /** PEM of the CA that signs the API server's client certificate: /mutate then requires one. */
   clientCa?: string;
+  /** Each Pod CREATE answered, for the peers' metrics (the namespace is the request's, unbounded). */
+  observePod?: (review: PodReviewObservation) => void;
 }
 
 const FIRST_REQUEST_SEEN = Symbol('first request seen');
@@ -57,6 +60,7 @@ export function buildApp({
   limits: given,
   tls = tlsPolicy('TLSv1.2'),
   clientCa,
+  observePod,
 }: AppOptions): FastifyInstance {
   const limits: ServerLimits = { ...DEFAULT_LIMITS, ...given };
   const app = Fastify({
@@ -203,15 +207,13 @@ export function buildApp({
     metrics.latency.observe({ kind }, seconds);
     if (decision.injected) for (const provider of decision.injected) metrics.injections.inc({ provider });
     if (request.kind.kind === 'Pod' && request.operation === 'CREATE') {
-      const labels = (request.object as { metadata?: { labels?: Record<string, string> } } | undefined)?.metadata
-        ?.labels;
-      metrics.peers.pod({
+      observePod?.({
         path: req.url.split('?')[0],
         code: 200,
         seconds,
         namespace: request.namespace ?? '',
-        azureOptIn: labels?.['azure.workload.identity/use'] === 'true',
-        awsMethod: decision.awsMethod,
+        labels: (request.object as { metadata?: { labels?: Record<string, string> } } | undefined)?.metadata?.labels,
+        injections: decision.injections ?? [],
       });
     }
     if (decision.denial) metrics.denials.inc({ reason: decision.denial.reason });

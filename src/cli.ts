@@ -231,7 +231,7 @@ async function main(argv: string[]): Promise<number> {
       case 'doctor':
       case 'trust':
       case 'issuer publish': {
-        const { runIssuerCommand } = await import('./trust/commands.ts');
+        const { runIssuerCommand } = await import('./commands.ts');
         const config = await completeConfig(loadConfig(args.flags));
         const one = (name: string): string | undefined => {
           const values = args.commandFlags.get(name);

@@ -1,8 +1,10 @@
-import { AWS_SETTINGS, completeAwsSettings, deriveAwsSettings } from './clouds/aws/settings.ts';
-import type { RoleArnBase } from './clouds/aws/role-arn.ts';
-import type { AzureStackEnvironment } from './clouds/azure/environments.ts';
-import { AZURE_SETTINGS, deriveAzureSettings } from './clouds/azure/settings.ts';
-import { GCP_SETTINGS } from './clouds/gcp/settings.ts';
+import {
+  CLOUD_SETTINGS,
+  completeCloudSettings,
+  deriveCloudSettings,
+  type CloudSettings,
+  type SettingValues,
+} from './clouds/settings.ts';
 import { ConfigError } from './errors.ts';
 import { DEFAULT_LIMITS } from './limits.ts';
 import { DEFAULT_TLS12_SUITES, parseCipherSuites, parseTlsVersion, type TlsVersion } from './tls/policy.ts';
@@ -42,6 +44,14 @@ export const settings = {
     description: 'Address of the metrics listener',
     parse: string,
     default: '0.0.0.0',
+  },
+  metricsNamespaceLabel: {
+    flag: 'metrics-namespace-label',
+    description:
+      "Label the Azure peer's azwi_mutation_request by namespace, as the peer does (only namespaces the cluster has; about 18 series each); false: one series, for clusters with thousands of namespaces",
+    parse: bool,
+    default: true,
+    boolean: true,
   },
   tlsCertFile: {
     flag: 'tls-cert-file',
@@ -205,24 +215,14 @@ export const settings = {
     parse: oneOf(['Fail', 'Ignore'] as const),
     default: 'Fail' as const,
   },
-  strict: {
-    flag: 'strict',
-    description:
-      'Refuse annotation values a peer webhook accepted and read its own way (default: admit them with that reading and an admission warning; docs/compatibility.md)',
-    parse: bool,
-    default: false,
-    boolean: true,
-  },
   cacheMissRate: {
     flag: 'cache-miss-reads-per-second',
     description: 'Rate limit of direct reads on cache misses, per cache (ServiceAccounts, Namespaces)',
     parse: integer(1, 10000),
     default: 50,
   },
-  // Per cloud (src/clouds/<cloud>/settings.ts)
-  ...AWS_SETTINGS,
-  ...AZURE_SETTINGS,
-  ...GCP_SETTINGS,
+  // Per cloud (src/clouds/settings.ts: --strict and clouds/<cloud>/settings.ts)
+  ...CLOUD_SETTINGS,
   // Labelled Secrets (GEP-26)
   secretTokenPath: {
     flag: 'secret-token-path',
@@ -257,12 +257,8 @@ export const settings = {
 } satisfies Record<string, Setting<unknown>>;
 
 type Settings = typeof settings;
-export type Config = { [K in keyof Settings]: Settings[K]['default'] | ReturnType<Settings[K]['parse']> } & {
-  /** Derived: AzureStackCloud's environment file, read once by loadConfig. */
-  azureStack?: AzureStackEnvironment;
-  /** Derived: where --aws-compose-role-arn completes bare role names (loadConfig, or completeConfig's look-up). */
-  awsRoleArnBase?: RoleArnBase;
-};
+/** Every setting's value, and what the clouds derive from theirs (CloudSettings). */
+export type Config = SettingValues<Settings> & CloudSettings;
 
 const byFlag = new Map<string, [keyof Settings, Setting<unknown>]>(
   Object.entries(settings).map(([key, s]) => [s.flag, [key as keyof Settings, s as Setting<unknown>]]),
@@ -311,16 +307,16 @@ export function loadConfig(flags: ReadonlyMap<string, string>, env: NodeJS.Proce
     );
   }
   // Settings that depend on each other within one cloud, and what they derive (files read once).
-  Object.assign(c, deriveAzureSettings(c), deriveAwsSettings(c));
-  return c;
+  return { ...c, ...deriveCloudSettings(c) };
 }
 
 /**
- * The settings that need a look-up at start-up (the EC2 instance identity document of
- * --aws-compose-role-arn without an account); the commands that build Pod providers await it.
+ * The settings that need a look-up at start-up (the clouds', e.g. the EC2 instance identity
+ * document of --aws-compose-role-arn without an account); the commands that build Pod providers
+ * await it.
  */
 export async function completeConfig(c: Config): Promise<Config> {
-  return Object.assign(c, await completeAwsSettings(c));
+  return { ...c, ...(await completeCloudSettings(c)) };
 }
 
 export function configHelp(): string {

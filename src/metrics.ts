@@ -1,7 +1,12 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import { createPeerMetrics } from './metrics-peers.ts';
+
+/**
+ * The label value of a request namespace the cluster does not have: not a valid namespace name,
+ * so it never collides with one. A caller cannot mint series by naming namespaces.
+ */
+export const UNKNOWN_NAMESPACE_LABEL = '_unknown';
 
 /** One registry per server instance, so tests and the bench can run several side by side. */
 export function createMetrics() {
@@ -9,7 +14,6 @@ export function createMetrics() {
   collectDefaultMetrics({ register: registry, prefix: 'wiw_' });
   return {
     registry,
-    peers: createPeerMetrics(registry),
     requests: new Counter({
       name: 'wiw_admission_requests_total',
       help: 'Admission reviews by object kind, operation and result (mutated, allowed, denied, error)',

@@ -1,5 +1,6 @@
 import fastJsonPatch from 'fast-json-patch';
-import { parseAllDocuments, stringify } from 'yaml';
+import { stringify } from 'yaml';
+import { parseManifests, type ManifestInput } from './manifests.ts';
 import { WebhookError, type Denial } from './errors.ts';
 import type { Pod, ServiceAccountView } from './kube/types.ts';
 import { RecordKeys } from './mutate/injection-record.ts';
@@ -16,39 +17,12 @@ import { previewPodPolicy, type PreviewPolicy } from './policy/preview.ts';
 
 export type OutputFormat = 'yaml' | 'json' | 'patch';
 
-export interface PreviewInput {
-  /** Each entry: a file's name (for messages) and its text. */
-  documents: { source: string; text: string }[];
-}
+/** The files `preview` reads. */
+export type PreviewInput = ManifestInput;
 
 export type PreviewResult =
   | { allowed: true; output: string; patch: PatchOperation[]; warnings: string[] }
   | { allowed: false; denial: Denial; warnings: string[] };
-
-type Manifest = {
-  apiVersion?: string;
-  kind?: string;
-  metadata?: { name?: string; namespace?: string; annotations?: Record<string, string> };
-  items?: Manifest[];
-};
-
-/** Parses YAML or JSON streams (JSON is YAML), flattening `List` kinds. */
-export function parseManifests(input: PreviewInput): Manifest[] {
-  const out: Manifest[] = [];
-  for (const { source, text } of input.documents) {
-    for (const doc of parseAllDocuments(text)) {
-      if (doc.errors.length > 0) throw new WebhookError('WIW_BAD_INPUT', `${source}: ${doc.errors[0].message}`);
-      const value = doc.toJS() as unknown;
-      if (value === null || value === undefined) continue;
-      if (typeof value !== 'object' || Array.isArray(value))
-        throw new WebhookError('WIW_BAD_INPUT', `${source}: a document is not a Kubernetes object`);
-      const m = value as Manifest;
-      if (m.kind?.endsWith('List') && Array.isArray(m.items)) out.push(...m.items);
-      else out.push(m);
-    }
-  }
-  return out;
-}
 
 /**
  * The webhook's decision for one Pod, offline: the given ServiceAccounts stand in for the

@@ -9,8 +9,14 @@ import { ConfigError } from './errors.ts';
 import type { Config } from './config.ts';
 import { loadKubeConfig } from './kube/client.ts';
 import { ServiceAccountCache } from './kube/serviceaccount-cache.ts';
-import { createMetrics, serveMetrics } from './metrics.ts';
-import { annotationPrefixes, createProviders, createSecretProviders } from './clouds/index.ts';
+import { createMetrics, serveMetrics, UNKNOWN_NAMESPACE_LABEL } from './metrics.ts';
+import {
+  annotationPrefixes,
+  createPeerMetrics,
+  createProviders,
+  createSecretProviders,
+  startClouds,
+} from './clouds/index.ts';
 import { createTenantPolicy } from './policy/runtime.ts';
 import { SECRET_ANNOTATION_PREFIXES } from './model.ts';
 import { RecordKeys } from './mutate/injection-record.ts';
@@ -94,6 +100,7 @@ export async function serve(config: Config, root: Logger): Promise<RunningServer
   const providers = createProviders(config);
   const secretCore = { providers: createSecretProviders(config), defaultTokenPath: config.secretTokenPath };
   const metrics = createMetrics();
+  const peerMetrics = createPeerMetrics(metrics.registry, { namespaceLabel: config.metricsNamespaceLabel });
   const kubeConfig = loadKubeConfig(config.kubeconfig);
   const cache = new ServiceAccountCache({
     kubeConfig,
@@ -141,19 +148,17 @@ export async function serve(config: Config, root: Logger): Promise<RunningServer
     },
     tls: policy,
     clientCa,
+    // A namespace becomes a label value only if the cluster has it: a caller cannot mint series.
+    observePod: (review) =>
+      peerMetrics.observePod({
+        ...review,
+        namespace: cache.hasNamespace(review.namespace) ? review.namespace : UNKNOWN_NAMESPACE_LABEL,
+      }),
   });
+  cache.onNamespaceGone(peerMetrics.forgetNamespace);
   void cache.start();
   tenantPolicy?.start();
-  const associations = config.awsContainerCredentialsConfig;
-  if (associations) {
-    if (associations.ignored.length)
-      log.warn(
-        { file: associations.file, ignored: associations.ignored },
-        'pod identity associations: members ignored',
-      );
-    log.info({ file: associations.file, associations: associations.size }, 'EKS Pod Identity associations loaded');
-  }
-  const stopAssociations = associations?.watch(log);
+  const stopClouds = startClouds(config, log);
   await app.listen({ port: config.port, host: config.host });
   const port = (app.server.address() as AddressInfo).port;
   const stopWatching = tls.watch?.((pair) => {
@@ -186,7 +191,7 @@ export async function serve(config: Config, root: Logger): Promise<RunningServer
         // are not cut now: a client may be sending on one, and a POST cut mid-flight is not retried.
         await new Promise((resolve) => setTimeout(resolve, config.drainSeconds * 1000));
         stopWatching?.();
-        stopAssociations?.();
+        stopClouds();
         cache.stop();
         tenantPolicy?.stop();
         await Promise.all([app.close(), new Promise((resolve) => metricsServer.close(resolve))]);

@@ -686,6 +686,7 @@ describe('values cover the webhook', () => {
         gcpSetupContainerResources: '{"requests":{"cpu":"100m"}}',
         host: '0.0.0.0',
         metricsHost: '127.0.0.1',
+        metricsNamespaceLabel: false,
         gcpAllowedTokenUrls: ['https://sts.googleapis.com/v1/token', 'https://sts.example.com/v1/token'],
         secretTokenPath: '/var/run/identity/token',
         watchPolicies: true,

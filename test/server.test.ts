@@ -8,7 +8,8 @@ import { buildApp } from '../src/app.ts';
 import { admitPod } from '../src/admission/pods.ts';
 import type { ServiceAccountView } from '../src/kube/types.ts';
 import { createMetrics } from '../src/metrics.ts';
-import { createPeerMetrics } from '../src/metrics-peers.ts';
+import { createPeerMetrics } from '../src/clouds/index.ts';
+import type { Injection } from '../src/clouds/types.ts';
 import { Registry } from 'prom-client';
 import { generateCertificates } from '../src/tls/self-signed.ts';
 import { apply, pod, providers, sa } from './helpers.ts';
@@ -70,6 +71,7 @@ before(async () => {
     metrics,
     admit: (request) => admitPod(p, (ns, name) => accounts.get(`${ns}/${name}`), request),
     isReady: () => true,
+    observePod: createPeerMetrics(metrics.registry, { namespaceLabel: true }).observePod,
   });
   await app.listen({ port: 0, host: '127.0.0.1' });
   url = `https://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
@@ -334,36 +336,48 @@ describe('TLS and probes', () => {
 
   test("the Azure peer's histogram counts the Pods it would have seen: those labelled azure.workload.identity/use", async () => {
     const registry = new Registry();
-    const peers = createPeerMetrics(registry);
-    peers.pod({
-      path: '/mutate',
-      code: 200,
-      seconds: 0.002,
+    const peers = createPeerMetrics(registry, { namespaceLabel: true });
+    const aws = (identity: Record<string, string>) => ({ provider: 'aws', identity }) as unknown as Injection;
+    const review = { path: '/mutate', code: 200, seconds: 0.002 };
+    peers.observePod({
+      ...review,
       namespace: 'team-a',
-      azureOptIn: true,
-      awsMethod: undefined,
+      labels: { 'azure.workload.identity/use': 'true' },
+      injections: [],
     });
-    peers.pod({
-      path: '/mutate',
-      code: 200,
-      seconds: 0.002,
+    peers.observePod({ ...review, namespace: 'team-b', labels: {}, injections: [aws({ roleArn: 'r' })] });
+    peers.observePod({
+      ...review,
       namespace: 'team-b',
-      azureOptIn: false,
-      awsMethod: 'sts_web_identity',
+      labels: { 'azure.workload.identity/use': 'false' },
+      injections: [aws({ mode: 'eks-pod-identity' })],
     });
-    peers.pod({
-      path: '/mutate',
-      code: 200,
-      seconds: 0.002,
-      namespace: 'team-b',
-      azureOptIn: false,
-      awsMethod: 'container_credentials',
-    });
-    const text = await registry.metrics();
+    let text = await registry.metrics();
     assert.match(text, /^azwi_mutation_request_count\{namespace="team-a"\} 1$/m);
     assert.doesNotMatch(text, /namespace="team-b"/);
     assert.match(text, /^pod_identity_webhook_missing_sa_count 1$/m);
     assert.match(text, /^pod_identity_webhook_pod_count\{method="sts_web_identity"\} 1$/m);
     assert.match(text, /^pod_identity_webhook_pod_count\{method="container_credentials"\} 1$/m);
+    // A namespace that goes takes its series with it.
+    peers.forgetNamespace('team-a');
+    text = await registry.metrics();
+    assert.doesNotMatch(text, /namespace="team-a"/);
+  });
+
+  test('with the namespace label off, the Azure histogram is one series', async () => {
+    const registry = new Registry();
+    const peers = createPeerMetrics(registry, { namespaceLabel: false });
+    for (const namespace of ['a', 'b', 'c'])
+      peers.observePod({
+        path: '/mutate',
+        code: 200,
+        seconds: 0.001,
+        namespace,
+        labels: { 'azure.workload.identity/use': 'true' },
+        injections: [],
+      });
+    const text = await registry.metrics();
+    assert.match(text, /^azwi_mutation_request_count 3$/m);
+    assert.doesNotMatch(text, /namespace=/);
   });
 });

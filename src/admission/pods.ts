@@ -57,14 +57,13 @@ function decide(
   const result = mutatePod(providers, { pod, namespace, serviceAccount: sa, recordKeys }, policy);
   if (!result.allowed) return { allowed: false, denial: result.denial };
   const providersInjected = result.injections.map((i) => i.provider);
-  const aws = result.injections.find((i) => i.provider === 'aws');
   return {
     allowed: true,
     patch: result.patch,
     warnings: result.warnings,
     auditAnnotations: providersInjected.length ? { 'injected-providers': providersInjected.join(',') } : undefined,
     injected: providersInjected,
-    awsMethod: aws && (aws.identity.mode === 'eks-pod-identity' ? 'container_credentials' : 'sts_web_identity'),
+    injections: result.injections,
   };
 }
 

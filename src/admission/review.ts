@@ -1,5 +1,7 @@
 import { WebhookError, type Denial } from '../errors.ts';
+import { isNamespaceName, isObjectName } from '../model.ts';
 import type { PatchOperation } from '../mutate/patch.ts';
+import type { Injection } from '../clouds/types.ts';
 
 export interface GroupVersionKind {
   group: string;
@@ -58,13 +60,41 @@ export function parseAdmissionReview(body: unknown): AdmissionReview {
   if (typeof request.operation !== 'string' || !OPERATIONS.has(request.operation)) {
     throw bad(`request.operation is ${JSON.stringify(request.operation)}; expected CREATE, UPDATE, DELETE or CONNECT`);
   }
-  if (request.namespace !== undefined && typeof request.namespace !== 'string')
-    throw bad('request.namespace must be a string');
   if (request.object !== undefined && request.object !== null && !isObject(request.object))
     throw bad('request.object must be an object');
   if (request.oldObject !== undefined && request.oldObject !== null && !isObject(request.oldObject))
     throw bad('request.oldObject must be an object');
+  namesProblem(request);
   return body as unknown as AdmissionReview;
+}
+
+/** A name as the API server sends it: absent or empty (a name still to be generated), or valid. */
+const nameOrEmpty = (value: unknown, valid: (v: unknown) => boolean) =>
+  value === undefined || value === '' || valid(value);
+
+/** generateName: a name's prefix, to which the API server appends 5 characters. */
+const isGenerateName = (v: unknown) => typeof v === 'string' && v.length <= 248 && /^[a-z0-9][-a-z0-9.]*$/.test(v);
+
+/**
+ * The names every later step logs, labels metrics with or looks up: checked here, before any
+ * use, as the API server validated them (DNS-1123, bounded). A value of another form or type did
+ * not come from an API server.
+ */
+function namesProblem(request: Record<string, unknown>): void {
+  const show = (v: unknown) => JSON.stringify(v)?.slice(0, 80);
+  if (!nameOrEmpty(request.namespace, isNamespaceName))
+    throw bad(`request.namespace ${show(request.namespace)} is not a namespace name (a DNS-1123 label)`);
+  if (!nameOrEmpty(request.name, isObjectName))
+    throw bad(`request.name ${show(request.name)} is not an object name (a DNS-1123 subdomain)`);
+  const metadata = (request.object as { metadata?: unknown } | undefined)?.metadata;
+  if (metadata === undefined || metadata === null) return;
+  if (!isObject(metadata)) throw bad('request.object.metadata must be an object');
+  if (!nameOrEmpty(metadata.namespace, isNamespaceName))
+    throw bad(`metadata.namespace ${show(metadata.namespace)} is not a namespace name (a DNS-1123 label)`);
+  if (!nameOrEmpty(metadata.name, isObjectName))
+    throw bad(`metadata.name ${show(metadata.name)} is not an object name (a DNS-1123 subdomain)`);
+  if (!nameOrEmpty(metadata.generateName, isGenerateName))
+    throw bad(`metadata.generateName ${show(metadata.generateName)} is not a name prefix`);
 }
 
 export interface Decision {
@@ -75,8 +105,8 @@ export interface Decision {
   auditAnnotations?: Record<string, string>;
   /** Providers injected, for the decision's log line and metrics; not sent. */
   injected?: string[];
-  /** How AWS credentials were injected, for the AWS peer's pod count metric; not sent. */
-  awsMethod?: 'sts_web_identity' | 'container_credentials';
+  /** A Pod's injections, for the peers' metrics; not sent. */
+  injections?: readonly Injection[];
 }
 
 const STATUS_REASONS: Record<Denial['status'], string> = {

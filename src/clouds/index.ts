@@ -1,12 +1,14 @@
 // The clouds as modules: every layer above the providers reaches a cloud through CLOUD_MODULES
 // and iterates it in registry order, never naming a cloud. A new cloud is one folder and one line.
-import type { Config } from '../config.ts';
 import { awsCloud } from './aws/index.ts';
 import { azureCloud } from './azure/index.ts';
 import { gcpCloud } from './gcp/index.ts';
 import { PROVIDER_NAMES, type ProviderName } from './registry.ts';
 import type { SecretProvider } from './secret-config.ts';
-import type { Cloud, Overrides, PodProvider } from './types.ts';
+import type { CloudSettings } from './settings.ts';
+import type { Logger } from 'pino';
+import type { Registry } from 'prom-client';
+import type { Cloud, Overrides, PeerMetrics, PeerMetricsOptions, PodProvider } from './types.ts';
 
 export const CLOUD_MODULES = { aws: awsCloud, azure: azureCloud, gcp: gcpCloud } as const satisfies Record<
   ProviderName,
@@ -43,17 +45,17 @@ function perCloud<T>(make: (name: ProviderName) => T): Record<ProviderName, T> {
   return Object.fromEntries(PROVIDER_NAMES.map((name) => [name, make(name)])) as Record<ProviderName, T>;
 }
 
-export function providerOptionsFromConfig(config: Config): ProviderOptions {
+export function providerOptionsFromConfig(config: CloudSettings): ProviderOptions {
   return perCloud((name) => CLOUD_MODULES[name].options(config)) as ProviderOptions;
 }
 
-export function createProviders(config: Config): PodProvider[] {
+export function createProviders(config: CloudSettings): PodProvider[] {
   const options = providerOptionsFromConfig(config);
   return PROVIDER_NAMES.map((name) => podProvider(name, options[name]));
 }
 
 /** The providers of GEP-26 Secrets, from the same settings as the Pod providers. */
-export function createSecretProviders(config: Config): SecretProviders {
+export function createSecretProviders(config: CloudSettings): SecretProviders {
   return perCloud((name) => CLOUD_MODULES[name].secretProvider(config));
 }
 
@@ -76,4 +78,25 @@ function podProvider(name: ProviderName, options: ProviderOptions[ProviderName])
 /** The ServiceAccount annotation prefixes any provider reads: all the cache keeps. */
 export function annotationPrefixes(providers: readonly PodProvider[]): string[] {
   return [...new Set(providers.flatMap((p) => p.annotationPrefixes))];
+}
+
+/** Starts what each cloud keeps current while serving; returns what stops them all. */
+export function startClouds(settings: CloudSettings, log: Logger): () => void {
+  const stops = PROVIDER_NAMES.map((name) => (CLOUD_MODULES[name] as Cloud<object>).start?.(settings, log));
+  return () => {
+    for (const stop of stops) stop?.();
+  };
+}
+
+/** Every cloud's peer metrics as one: each sees every Pod review and counts those its peer would have. */
+export function createPeerMetrics(registry: Registry, options: PeerMetricsOptions): Required<PeerMetrics> {
+  const all = PROVIDER_NAMES.map((name) => CLOUD_MODULES[name].peerMetrics(registry, options));
+  return {
+    observePod: (review) => {
+      for (const m of all) m.observePod(review);
+    },
+    forgetNamespace: (namespace) => {
+      for (const m of all) m.forgetNamespace?.(namespace);
+    },
+  };
 }

@@ -3,7 +3,7 @@
 // is refused instead of silently producing a Secret without credentials.
 import { parseDocument } from 'yaml';
 import { denial, type Denial } from '../errors.ts';
-import type { ProviderName } from './types.ts';
+import type { ProviderName } from './registry.ts';
 
 export type ConfigObject = Record<string, unknown>;
 

@@ -1,13 +1,14 @@
+import type { Logger } from 'pino';
+import type { Registry } from 'prom-client';
 import type { Denial } from '../errors.ts';
 import type { Container, EnvVar, Pod, ServiceAccountView, Volume, VolumeMount } from '../kube/types.ts';
 
 export type { ProviderName } from './registry.ts';
 import type { ProviderName } from './registry.ts';
-import type { Config } from '../config.ts';
+import type { CloudSettings } from './settings.ts';
 import type { AzureCloud } from './azure/environments.ts';
 import type { SecretProvider } from './secret-config.ts';
-import type { SpecReader } from '../policy/reader.ts';
-import type { TrustIdentity } from '../trust/identities.ts';
+import type { SpecReader } from '../spec-reader.ts';
 
 /**
  * Everything one provider adds to a Pod. The mutation core turns it into additive JSON Patch
@@ -145,6 +146,23 @@ export interface CloudPolicy<Options extends object, Declared extends object, Fi
   finish?(injection: Injection, p: Declared): Injection;
 }
 
+/** An identity the webhook hands out, with the token's subject and audience: what a cloud must trust. */
+export interface TrustIdentity {
+  cloud: ProviderName;
+  /** Where it was read: `ServiceAccount ns/name` or `Secret ns/name`. */
+  source: string;
+  namespace: string;
+  serviceAccount: string;
+  /** The token's `sub`. */
+  subject: string;
+  /** The token's `aud`: exactly the audience the webhook (or the token requestor) requests. */
+  audience: string;
+  /** Projected token lifetime; undefined for labelled Secrets (the token requestor decides). */
+  expirationSeconds?: number;
+  /** The provider's identity record: roleArn, clientId and tenantId, workloadIdentityProvider and serviceAccountEmail... */
+  identity: Record<string, string>;
+}
+
 /** `trust` and `doctor`'s part of one cloud (docs/trust.md). */
 export interface CloudTrust<Report> {
   /** The service that verifies this cloud's federated tokens, in doctor's messages. */
@@ -169,6 +187,33 @@ export interface CloudTrust<Report> {
   text(report: Report): string[];
 }
 
+/** One Pod review answered, as the peers' metrics see it. */
+export interface PodReviewObservation {
+  /** The route that answered: /mutate, /mutate/fail or /mutate/ignore. */
+  path: string;
+  code: number;
+  seconds: number;
+  /** The request's namespace as a label value: one the cluster has, or a fixed stand-in (the caller bounds it). */
+  namespace: string;
+  labels: Readonly<Record<string, string>> | undefined;
+  /** What was injected (empty when nothing was, or the Pod was refused). */
+  injections: readonly Injection[];
+}
+
+export interface PeerMetrics {
+  observePod(review: PodReviewObservation): void;
+  /** The namespace is gone: its series go too. */
+  forgetNamespace?(namespace: string): void;
+}
+
+export interface PeerMetricsOptions {
+  /** Label series by namespace where the peer does (off: one series, for clusters with thousands of namespaces). */
+  namespaceLabel: boolean;
+}
+
+/** A cloud's peer webhook's metric names, served beside ours so its dashboards keep working after a migration. */
+export type PeerMetricsFactory = (registry: Registry, options: PeerMetricsOptions) => PeerMetrics;
+
 /**
  * One cloud, as the rest of the webhook sees it: its Pod provider's options from the flags (plain
  * data), those options with tenant policy's overrides, the Pod provider built from options, the
@@ -182,10 +227,13 @@ export interface Cloud<
   TrustReport = unknown,
 > {
   readonly name: ProviderName;
-  options(config: Config): Options;
+  options(settings: CloudSettings): Options;
   withOverrides(options: Options, overrides: Overrides): Options;
   podProvider(options: Options): PodProvider;
-  secretProvider(config: Config): SecretProvider;
+  secretProvider(settings: CloudSettings): SecretProvider;
   readonly policy: CloudPolicy<Options, Declared, Field>;
   readonly trust: CloudTrust<TrustReport>;
+  readonly peerMetrics: PeerMetricsFactory;
+  /** What the cloud keeps current while serving (a file it reloads); returns what stops it. */
+  start?(settings: CloudSettings, log: Logger): () => void;
 }

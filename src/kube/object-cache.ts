@@ -37,6 +37,17 @@ export interface ObjectCacheOptions<T> {
   /** A watch silent this long (no event, no bookmark) is restarted. */
   watchIdleTimeoutMs?: number;
   pageSize?: number;
+  /** Told of every object the cache gains and loses (an index kept beside it). */
+  index?: CacheIndex<T>;
+}
+
+/** What a cache tells an index: objects added and removed, and a relist (everything replaced). */
+export interface CacheIndex<T> {
+  added(view: T): void;
+  removed(view: T): void;
+  /** Before a relist adds everything again; after it, `relisted`. */
+  relisting(): void;
+  relisted(): void;
 }
 
 export class ObjectCache<T> {
@@ -61,18 +72,20 @@ export class ObjectCache<T> {
       list: o.list,
       onList: (items) => {
         this.#items.clear();
+        o.index?.relisting();
         for (const item of items) {
           const view = o.slim(item);
-          if (view) this.#items.set(o.key(view), view);
+          if (view) this.#put(view);
         }
+        o.index?.relisted();
         this.#sized();
         o.log.info({ what, size: this.#items.size }, `${what} cache listed`);
       },
       onEvent: (type, obj) => {
         const view = o.slim(obj);
         if (!view) return;
-        if (type === 'DELETED') this.#items.delete(o.key(view));
-        else this.#items.set(o.key(view), view);
+        if (type !== 'DELETED') this.#put(view);
+        else if (this.#items.delete(o.key(view))) o.index?.removed(view);
         this.#sized();
       },
       onRestart: (cause) => o.metrics?.watchRestarts.inc({ what, cause }),
@@ -159,10 +172,17 @@ export class ObjectCache<T> {
     const view = this.#o.slim(raw);
     // The watch will deliver it too; keeping it now spares the next admission a second read.
     if (view && !this.#items.has(key)) {
-      this.#items.set(key, view);
+      this.#put(view);
       this.#sized();
     }
     return view;
+  }
+
+  #put(view: T): void {
+    const key = this.#o.key(view);
+    const known = this.#items.has(key);
+    this.#items.set(key, view);
+    if (!known) this.#o.index?.added(view);
   }
 
   #sized(): void {

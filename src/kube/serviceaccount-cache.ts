@@ -7,7 +7,7 @@ import type { Logger } from 'pino';
 import { WebhookError } from '../errors.ts';
 import type { Metrics } from '../metrics.ts';
 import type { ListPage, ListWatch } from './list-watch.ts';
-import { ObjectCache } from './object-cache.ts';
+import { ObjectCache, type CacheIndex } from './object-cache.ts';
 import type { ServiceAccountView } from './types.ts';
 
 export interface ServiceAccountCacheOptions {
@@ -73,9 +73,45 @@ export function slimServiceAccount(sa: Raw, prefixes: readonly string[]): Servic
 
 const keyOf = (namespace: string, name: string) => `${namespace}/${name}`;
 
+/**
+ * The namespaces that hold at least one cached ServiceAccount: every namespace the cluster has
+ * (the controller manager gives each its `default`), and nothing a caller made up. Metric labels
+ * take their values from here; `gone` is told when a namespace loses its last ServiceAccount.
+ */
+class KnownNamespaces implements CacheIndex<ServiceAccountView> {
+  readonly #counts = new Map<string, number>();
+  #before: Set<string> | undefined;
+  gone: (namespace: string) => void = () => {};
+
+  has(namespace: string): boolean {
+    return this.#counts.has(namespace);
+  }
+
+  added(view: ServiceAccountView): void {
+    this.#counts.set(view.namespace, (this.#counts.get(view.namespace) ?? 0) + 1);
+  }
+
+  removed(view: ServiceAccountView): void {
+    const left = (this.#counts.get(view.namespace) ?? 1) - 1;
+    if (left > 0) this.#counts.set(view.namespace, left);
+    else if (this.#counts.delete(view.namespace)) this.gone(view.namespace);
+  }
+
+  relisting(): void {
+    this.#before = new Set(this.#counts.keys());
+    this.#counts.clear();
+  }
+
+  relisted(): void {
+    for (const namespace of this.#before ?? []) if (!this.#counts.has(namespace)) this.gone(namespace);
+    this.#before = undefined;
+  }
+}
+
 /** ServiceAccounts are looked up by namespace and name; the key of the cache underneath is "namespace/name". */
 export class ServiceAccountCache {
   readonly #cache: ObjectCache<ServiceAccountView>;
+  readonly #namespaces = new KnownNamespaces();
 
   constructor({ kubeConfig, annotationPrefixes, ...options }: ServiceAccountCacheOptions) {
     const api = kubeConfig.makeApiClient(CoreV1Api);
@@ -90,6 +126,7 @@ export class ServiceAccountCache {
         return api.readNamespacedServiceAccount({ namespace, name });
       },
       slim: (raw) => slimServiceAccount(raw as Raw, annotationPrefixes),
+      index: this.#namespaces,
       key: (view) => keyOf(view.namespace, view.name),
       unavailable: (key, why) => {
         const [namespace, name] = key.split('/');
@@ -109,6 +146,16 @@ export class ServiceAccountCache {
 
   get size(): number {
     return this.#cache.size;
+  }
+
+  /** Whether the namespace holds a cached ServiceAccount, i.e. exists (not merely named by a caller). */
+  hasNamespace(namespace: string): boolean {
+    return this.#namespaces.has(namespace);
+  }
+
+  /** Called when a namespace loses its last cached ServiceAccount (deleted), to drop what was kept for it. */
+  onNamespaceGone(fn: (namespace: string) => void): void {
+    this.#namespaces.gone = fn;
   }
 
   /** The list-watch underneath, for tests' diagnostics. */

@@ -1,6 +1,7 @@
 import type { DeclaredOf } from '../clouds/index.ts';
 import type { ProviderName } from '../clouds/types.ts';
 import type { IdentityVariable, PlainValue, Program } from './cel.ts';
+import type { SpecProblem } from '../spec-reader.ts';
 
 /** The custom resource: cluster-scoped, one object per policy (charts/workload-identity-webhook/crds/). */
 export const POLICY_GROUP = 'workload-identity-webhook.io';
@@ -84,12 +85,14 @@ export interface PolicyDocument {
   spec: unknown;
 }
 
-/** Why a policy is not used: a path into the object and what is wrong there. */
-export interface PolicyProblem {
-  reason: 'InvalidSpec' | 'CompileError' | 'ExampleFailed';
-  path: string;
-  message: string;
-}
+/** Why a policy is not used: a path into the object and what is wrong there (its spec, or its CEL). */
+export type PolicyProblem =
+  | SpecProblem
+  | {
+      reason: 'CompileError' | 'ExampleFailed';
+      path: string;
+      message: string;
+    };
 
 export interface CompiledValidation {
   name: string;

@@ -5,7 +5,7 @@
 import { cloudModule } from '../clouds/index.ts';
 import { cloudFacts, PROVIDER_NAMES, type ProviderName } from '../clouds/registry.ts';
 import { IDENTITY_FIELDS } from './cel.ts';
-import { describe, SpecReader } from './reader.ts';
+import { describe, SpecReader } from '../spec-reader.ts';
 import { defaultsSchema, orList } from './schema.ts';
 import {
   DEFAULT_FIELD_NAMES,

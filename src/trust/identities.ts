@@ -5,24 +5,10 @@ import type { Pod, Secret, ServiceAccountView } from '../kube/types.ts';
 import { decideSecret, planSecret, type SecretCoreOptions } from '../mutate/secret.ts';
 import { cloudModule } from '../clouds/index.ts';
 import { PROVIDER_NAMES } from '../clouds/registry.ts';
-import type { PodProvider, ProviderName } from '../clouds/types.ts';
-import { isDenial } from '../errors.ts';
+import type { PodProvider, TrustIdentity } from '../clouds/types.ts';
 
-export interface TrustIdentity {
-  cloud: ProviderName;
-  /** Where it was read: `ServiceAccount ns/name` or `Secret ns/name`. */
-  source: string;
-  namespace: string;
-  serviceAccount: string;
-  /** The token's `sub`. */
-  subject: string;
-  /** The token's `aud`: exactly the audience the webhook (or the token requestor) requests. */
-  audience: string;
-  /** Projected token lifetime; undefined for labelled Secrets (the token requestor decides). */
-  expirationSeconds?: number;
-  /** The provider's identity record: roleArn, clientId and tenantId, workloadIdentityProvider and serviceAccountEmail... */
-  identity: Record<string, string>;
-}
+export type { TrustIdentity };
+import { isDenial } from '../errors.ts';
 
 export interface Collected {
   identities: TrustIdentity[];

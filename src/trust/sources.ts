@@ -2,7 +2,7 @@
 import { CoreV1Api, type KubeConfig, type V1Secret } from '@kubernetes/client-node';
 import type { Secret, ServiceAccountView } from '../kube/types.ts';
 import { PROVIDER_LABEL } from '../model.ts';
-import { parseManifests, type PreviewInput } from '../preview.ts';
+import { parseManifests, type ManifestInput } from '../manifests.ts';
 
 export interface Objects {
   accounts: ServiceAccountView[];
@@ -12,7 +12,7 @@ export interface Objects {
 }
 
 /** ServiceAccounts and Secrets among YAML/JSON documents; `stringData` is folded into `data` as the API server does. */
-export function objectsOfManifests(input: PreviewInput): Objects {
+export function objectsOfManifests(input: ManifestInput): Objects {
   const accounts: ServiceAccountView[] = [];
   const secrets: Secret[] = [];
   for (const m of parseManifests(input)) {

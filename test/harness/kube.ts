@@ -3,7 +3,14 @@ import { CoreV1Api } from '@kubernetes/client-node';
 import type { V1Namespace, V1ServiceAccount } from '@kubernetes/client-node';
 import { createLocalJWKSet, jwtVerify } from 'jose';
 import type { JWTPayload } from 'jose';
-import type { ControlPlane } from './control-plane.ts';
+import type { KubeConfig } from '@kubernetes/client-node';
+
+/** What these helpers use of a started control plane (control-plane.ts re-exports them). */
+interface ControlPlane {
+  issuer: string;
+  kubeConfig(): KubeConfig;
+  request(method: string, path: string, body?: unknown): Promise<{ status: number; body: string }>;
+}
 
 export function createNamespace(cp: ControlPlane, name: string, labels?: Record<string, string>): Promise<V1Namespace> {
   const core = cp.kubeConfig().makeApiClient(CoreV1Api);

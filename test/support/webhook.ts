@@ -100,10 +100,15 @@ export async function startWebhook(
       .filter((l) => l.startsWith('{'))
       .map((l) => JSON.parse(l) as Record<string, unknown>);
   };
-  const listening = await until('the webhook to listen', () => {
-    if (proc.exitStatus() !== null) throw new GiveUp(`webhook exited (${proc.exitStatus()}):\n${proc.logTail(20)}`);
-    return logs().find((l) => l.msg === 'listening');
-  });
+  const listening = await until(
+    'the webhook to listen',
+    () => {
+      if (proc.exitStatus() !== null) throw new GiveUp(`webhook exited (${proc.exitStatus()}):\n${proc.logTail(20)}`);
+      return logs().find((l) => l.msg === 'listening');
+      // A loaded machine (several suites at once) can take its time to start a process.
+    },
+    60_000,
+  );
   const port = listening.port as number;
   const metricsPort = listening.metricsPort as number;
   const caPem = options.tls?.caPem ?? readFileSync(caFile, 'utf8');

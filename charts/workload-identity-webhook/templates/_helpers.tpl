@@ -109,6 +109,7 @@ host: host
 port: port
 metricsPort: metrics-port
 metricsHost: metrics-host
+metricsNamespaceLabel: metrics-namespace-label
 drainSeconds: drain-seconds
 logLevel: log-level
 cacheMissTimeoutMs: cache-miss-timeout-ms

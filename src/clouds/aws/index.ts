@@ -1,6 +1,6 @@
 // AWS as one Cloud: IAM Roles for Service Accounts for Pods, GEP-26 Secrets for the rest.
-import type { Config } from '../../config.ts';
 import type { Cloud } from '../types.ts';
+import { awsPeerMetrics } from './metrics.ts';
 import { awsPolicy, type AwsDeclared, type AwsField } from './policy.ts';
 import { awsTrustPart, type AwsTrust } from './trust.ts';
 import { type AwsOptions, createAwsProvider } from './pod.ts';
@@ -8,7 +8,7 @@ import { createAwsSecretProvider } from './secret.ts';
 
 export const awsCloud: Cloud<AwsOptions, AwsDeclared, AwsField, AwsTrust> = {
   name: 'aws',
-  options: (config: Config) => ({
+  options: (config) => ({
     annotationPrefix: config.awsAnnotationPrefix,
     defaultAudience: config.awsAudience,
     defaultTokenExpiration: config.awsTokenExpiration,
@@ -36,4 +36,16 @@ export const awsCloud: Cloud<AwsOptions, AwsDeclared, AwsField, AwsTrust> = {
     createAwsSecretProvider({ audience: config.awsAudience, defaultRegion: config.awsDefaultRegion }),
   policy: awsPolicy,
   trust: awsTrustPart,
+  peerMetrics: awsPeerMetrics,
+  start: (settings, log) => {
+    const associations = settings.awsContainerCredentialsConfig;
+    if (!associations) return () => {};
+    if (associations.ignored.length)
+      log.warn(
+        { file: associations.file, ignored: associations.ignored },
+        'pod identity associations: members ignored',
+      );
+    log.info({ file: associations.file, associations: associations.size }, 'EKS Pod Identity associations loaded');
+    return associations.watch(log);
+  },
 };

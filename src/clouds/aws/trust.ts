@@ -1,8 +1,7 @@
 // The AWS side of the handshake: an IAM OIDC identity provider for the cluster's issuer, and for
 // each role the trust policy that admits exactly its ServiceAccounts' tokens (sub and aud).
 import { parseRoleArn, ROLE_ARN_PATTERN } from './pod.ts';
-import type { TrustIdentity } from '../../trust/identities.ts';
-import type { CloudTrust } from '../types.ts';
+import type { CloudTrust, TrustIdentity } from '../types.ts';
 import { groupBy, shellCommand, shellComment, shellCommentBlock, unique } from '../../shell.ts';
 
 export interface AwsTrustPolicy {

@@ -1,6 +1,6 @@
 // Azure as one Cloud: Microsoft Entra Workload ID for Pods, GEP-26 Secrets for the rest.
-import type { Config } from '../../config.ts';
 import type { Cloud } from '../types.ts';
+import { azurePeerMetrics } from './metrics.ts';
 import { azurePolicy, type AzureDeclared, type AzureField } from './policy.ts';
 import { azureTrustPart, type AzureTrust } from './trust.ts';
 import { type AzureOptions, createAzureProvider } from './pod.ts';
@@ -8,7 +8,7 @@ import { createAzureSecretProvider } from './secret.ts';
 
 export const azureCloud: Cloud<AzureOptions, AzureDeclared, AzureField, AzureTrust> = {
   name: 'azure',
-  options: (config: Config) => ({
+  options: (config) => ({
     tenantId: config.azureTenantId,
     cloud: config.azureCloud,
     stack: config.azureStack,
@@ -34,4 +34,5 @@ export const azureCloud: Cloud<AzureOptions, AzureDeclared, AzureField, AzureTru
     createAzureSecretProvider({ audience: config.azureAudience, cloud: config.azureCloud, stack: config.azureStack }),
   policy: azurePolicy,
   trust: azureTrustPart,
+  peerMetrics: azurePeerMetrics,
 };

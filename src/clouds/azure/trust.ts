@@ -1,8 +1,7 @@
 // The Azure side: one federated identity credential per ServiceAccount on the application or
 // user-assigned managed identity its client id names. Entra matches issuer, subject and audience
 // byte for byte, so each is printed exactly as the token carries it.
-import type { TrustIdentity } from '../../trust/identities.ts';
-import type { CloudTrust } from '../types.ts';
+import type { CloudTrust, TrustIdentity } from '../types.ts';
 import { AZURE_USE_LABEL, GUID_PATTERN, isTenantId } from './pod.ts';
 import { groupBy, shellCommand, shellComment, shellCommentBlock, shellSubstitution } from '../../shell.ts';
 

@@ -9,3 +9,16 @@ export const GCP_FACTS = {
   tokenBounds: { min: 3600, max: API_SERVER_TOKEN_BOUNDS.max, belowMinimum: 'raise' },
   region: { pattern: GCP_REGION_PATTERN, what: 'a Google Cloud region', example: 'europe-west1' },
 } as const satisfies CloudFacts;
+
+/** pfnet-research/gcp-workload-identity-federation-webhook's names and defaults (webhooks/constants.go). */
+export const PFNET = {
+  audience: 'sts.googleapis.com',
+  region: 'asia-northeast1',
+  gcloudImage: 'gcr.io/google.com/cloudsdktool/google-cloud-cli:stable',
+  fileMode: 0o440,
+  setupContainer: 'gcloud-setup',
+  configVolume: 'gcloud-config',
+  configMountPath: '/var/run/secrets/gcloud/config',
+  directVolume: 'external-credential-config',
+  directMountPath: '/var/run/secrets/workload-identity',
+} as const;

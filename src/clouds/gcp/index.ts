@@ -1,6 +1,6 @@
 // GCP as one Cloud: Workload Identity Federation for Pods, GEP-26 Secrets for the rest.
-import type { Config } from '../../config.ts';
 import type { Cloud } from '../types.ts';
+import { gcpPeerMetrics } from './metrics.ts';
 import { gcpPolicy, type GcpDeclared, type GcpField } from './policy.ts';
 import { gcpTrustPart, type GcpTrust } from './trust.ts';
 import { createGcpProvider, type GcpOptions } from './pod.ts';
@@ -9,7 +9,7 @@ import { withNamedProviders } from './providers.ts';
 
 export const gcpCloud: Cloud<GcpOptions, GcpDeclared, GcpField, GcpTrust> = {
   name: 'gcp',
-  options: (config: Config) => ({
+  options: (config) => ({
     defaultTokenExpiration: config.gcpTokenExpiration,
     region: config.gcpDefaultRegion,
     audience: config.gcpAudience,
@@ -29,4 +29,5 @@ export const gcpCloud: Cloud<GcpOptions, GcpDeclared, GcpField, GcpTrust> = {
     createGcpSecretProvider({ allowedTokenUrls: config.gcpAllowedTokenUrls, audience: config.gcpAudience }),
   policy: gcpPolicy,
   trust: gcpTrustPart,
+  peerMetrics: gcpPeerMetrics,
 };

@@ -1,4 +1,5 @@
 import { CLOUDS } from '../registry.ts';
+import { PFNET } from './facts.ts';
 import { denial, type Denial, isDenial } from '../../errors.ts';
 import type { Container, EnvVar, VolumeMount } from '../../kube/types.ts';
 import { boundExpiration, parseSeconds, splitNames, tokenVolume, tolerated, windowsPath } from '../common.ts';
@@ -22,19 +23,6 @@ export const GCP_MOUNT_PATH = '/var/run/secrets/sts.googleapis.com/serviceaccoun
 export const GCP_TOKEN_FILE = 'token';
 export const GCP_CREDENTIALS_FILE = 'federation.json';
 export const GCP_CREDENTIALS_ANNOTATION = 'cloud.google.com/external-credentials-json';
-
-/** pfnet-research/gcp-workload-identity-federation-webhook's names and defaults (webhooks/constants.go). */
-export const PFNET = {
-  audience: 'sts.googleapis.com',
-  region: 'asia-northeast1',
-  gcloudImage: 'gcr.io/google.com/cloudsdktool/google-cloud-cli:stable',
-  fileMode: 0o440,
-  setupContainer: 'gcloud-setup',
-  configVolume: 'gcloud-config',
-  configMountPath: '/var/run/secrets/gcloud/config',
-  directVolume: 'external-credential-config',
-  directMountPath: '/var/run/secrets/workload-identity',
-} as const;
 
 const KEYS = {
   provider: ['cloud.google.com/workload-identity-provider', 'gcp.auth.fluxcd.io/workload-identity-provider'],

@@ -2,7 +2,7 @@
 import { ConfigError } from '../../errors.ts';
 import { httpsUrlList, integer, optionalString, type Setting } from '../../settings.ts';
 import { CLOUDS } from '../registry.ts';
-import { PFNET } from './pod.ts';
+import { PFNET } from './facts.ts';
 
 function nonEmpty(raw: string, flag: string): string {
   if (raw.trim() === '') throw new ConfigError(`--${flag} must not be empty`);

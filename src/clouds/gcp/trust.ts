@@ -3,8 +3,7 @@
 // for each service account the roles/iam.workloadIdentityUser binding of its ServiceAccounts'
 // principals (or, without one, the principal to grant roles on resources directly).
 import { EMAIL_PATTERN, PROVIDER_PATTERN, parseWorkloadIdentityProvider } from './pod.ts';
-import type { TrustIdentity } from '../../trust/identities.ts';
-import type { CloudTrust } from '../types.ts';
+import type { CloudTrust, TrustIdentity } from '../types.ts';
 import { groupBy, shellCommand, shellComment, shellCommentBlock, unique } from '../../shell.ts';
 
 const ATTRIBUTE_MAPPING = { 'google.subject': 'assertion.sub' } as const;

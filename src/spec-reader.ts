@@ -1,11 +1,18 @@
-// Reads a policy spec strictly, collecting problems with the path of the offending field, as the
-// API server words schema errors. Cloud folders read their identity provider's part with it.
-import type { PolicyProblem } from './model.ts';
+// Reads a spec strictly, collecting problems with the path of the offending field, as the API
+// server words schema errors. Tenant policy reads its objects with it, and each cloud folder its
+// identity provider's part.
+
+/** A field of the spec that is not as the schema says: its path and what is wrong there. */
+export interface SpecProblem {
+  reason: 'InvalidSpec';
+  path: string;
+  message: string;
+}
 
 const NAME = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 
 export class SpecReader {
-  readonly problems: PolicyProblem[] = [];
+  readonly problems: SpecProblem[] = [];
 
   fail(path: string, message: string): undefined {
     this.problems.push({ reason: 'InvalidSpec', path, message });

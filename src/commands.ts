@@ -1,24 +1,24 @@
 // The three subcommands of the cluster's side of the handshake: doctor, trust, issuer publish.
 import { readFileSync } from 'node:fs';
-import type { Config } from '../config.ts';
-import { runDoctor } from '../doctor/checks.ts';
-import { exitCode, reportJson, reportText } from '../doctor/verdicts.ts';
-import { WebhookError } from '../errors.ts';
-import { loadKubeConfig } from '../kube/client.ts';
-import { publishIssuer } from '../issuer/publish.ts';
-import { jwksFromKeyFiles } from '../issuer/keys.ts';
-import { apiServerOf, readApiServerDiscovery, readApiServerJwks } from '../issuer/read.ts';
-import { issuerProblem } from '../issuer/discovery.ts';
-import { shellQuote } from '../shell.ts';
-import { createProviders, createSecretProviders } from '../clouds/index.ts';
-import type { PreviewInput } from '../preview.ts';
-import { identitiesOfSecrets, identitiesOfServiceAccounts } from './identities.ts';
-import { trustJson, trustReport, trustText } from './report.ts';
-import { objectsOfCluster, objectsOfManifests, type Objects } from './sources.ts';
+import type { Config } from './config.ts';
+import { runDoctor } from './doctor/checks.ts';
+import { exitCode, reportJson, reportText } from './doctor/verdicts.ts';
+import { WebhookError } from './errors.ts';
+import { loadKubeConfig } from './kube/client.ts';
+import { publishIssuer } from './issuer/publish.ts';
+import { jwksFromKeyFiles } from './issuer/keys.ts';
+import { apiServerOf, readApiServerDiscovery, readApiServerJwks } from './issuer/read.ts';
+import { issuerProblem } from './issuer/discovery.ts';
+import { shellQuote } from './shell.ts';
+import { createProviders, createSecretProviders } from './clouds/index.ts';
+import type { ManifestInput } from './manifests.ts';
+import { identitiesOfSecrets, identitiesOfServiceAccounts } from './trust/identities.ts';
+import { trustJson, trustReport, trustText } from './trust/report.ts';
+import { objectsOfCluster, objectsOfManifests, type Objects } from './trust/sources.ts';
 
 export interface IssuerCommandInput {
   config: Config;
-  files: PreviewInput['documents'];
+  files: ManifestInput['documents'];
   output: 'text' | 'json';
   issuer?: string;
   issuerCa?: string;
