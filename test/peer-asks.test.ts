@@ -389,15 +389,24 @@ describe('AWS: several roles in one Pod, one profile each (AWS #20)', () => {
     ]);
   });
 
-  test('without role-arn the profile named default, else the first listed, is [default]', () => {
+  test('without role-arn the profile named default, else the first listed (kept under its name too), is [default]', () => {
     const ann = (p: Pod) => p.metadata!.annotations!['workload-identity-webhook.io/aws-config-file'];
-    const first = admitted(pod(), { 'eks.amazonaws.com/role-arns': `writer=${WRITER}\nreader=${ARN}` }).pod;
+    const out = admitted(pod(), { 'eks.amazonaws.com/role-arns': `writer=${WRITER}\nreader=${ARN}` });
     assert.equal(
-      ann(first),
+      ann(out.pod),
       file([
         ['default', WRITER],
+        ['writer', WRITER],
         ['reader', ARN],
       ]),
+    );
+    // One identity per role.
+    assert.deepEqual(
+      [out.injections[0].identity, ...out.injections[0].additionalIdentities!].map((i) => [i.roleArn, i.profile]),
+      [
+        [WRITER, 'default'],
+        [ARN, 'reader'],
+      ],
     );
     const named = admitted(pod(), { 'eks.amazonaws.com/role-arns': `writer=${WRITER};default=${ARN}` }).pod;
     assert.equal(
@@ -419,6 +428,7 @@ describe('AWS: several roles in one Pod, one profile each (AWS #20)', () => {
       out.metadata!.annotations!['workload-identity-webhook.io/aws-config-file'],
       file([
         ['default', ARN],
+        ['reader', ARN],
         ['writer', 'arn:aws:iam::111122223333:role/team/s3-writer'],
       ]),
     );

@@ -271,11 +271,17 @@ export function createAwsProvider(options: AwsOptions): PodProvider {
       annotations: { [AWS_CONFIG_ANNOTATION]: sharedConfigFile(profiles, path(tokenFile)) },
       satisfied: profilesConfigured,
       identity: { ...identityOf(first.role), profile: first.name },
-      additionalIdentities: rest.map((q) => ({ ...identityOf(q.role), profile: q.name })),
+      // One identity per role: tenant policy and trust judge roles, not profile names.
+      additionalIdentities: rest
+        .filter((q, i) => q.role.arn !== first.role.arn && rest.findIndex((o) => o.role.arn === q.role.arn) === i)
+        .map((q) => ({ ...identityOf(q.role), profile: q.name })),
     });
   }
 
-  /** The profiles with `[default]` first: role-arn's role, else the first listed. */
+  /**
+   * The profiles with `[default]` first: role-arn's role, else the one listed as `default`, else
+   * (also kept under its own name) the first listed.
+   */
   function withDefault(listed: Profile[], role: RoleArn | undefined, saName: string): Profile[] | Denial {
     const named = listed.find((q) => q.name === DEFAULT_PROFILE);
     if (role && named)
@@ -283,9 +289,8 @@ export function createAwsProvider(options: AwsOptions): PodProvider {
         'ConflictingAnnotations',
         `${saName} names the default profile twice: in ${keys.roleArn} and as "${DEFAULT_PROFILE}" in ${keys.roleArns}; keep one`,
       );
-    if (role) return [{ name: DEFAULT_PROFILE, role }, ...listed];
-    const first = named ?? listed[0];
-    return [{ name: DEFAULT_PROFILE, role: first.role }, ...listed.filter((q) => q !== first)];
+    if (named) return [named, ...listed.filter((q) => q !== named)];
+    return [{ name: DEFAULT_PROFILE, role: role ?? listed[0].role }, ...listed];
   }
 
   return {
