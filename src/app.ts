@@ -1,23 +1,27 @@
+// The HTTP(S) face of admission: routes, the limits that keep a replica inside its memory
+// whatever callers send, and one admission handler decorated with metrics, the patch limit and
+// the decision log (admission/handler.ts). Listening and lifecycle are the caller's.
 import type { Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
-import { denial, type WebhookError } from './errors.ts';
-import { parseAdmissionReview, reviewResponse, type AdmissionRequest, type Decision } from './admission/review.ts';
+import { httpError, type HttpErrorCode, type WebhookError } from './errors.ts';
+import {
+  answerDefects,
+  decorate,
+  limitPatch,
+  logDecision,
+  measure,
+  type Admit,
+  type AdmitContext,
+} from './admission/handler.ts';
+import { parseAdmissionReview, reviewResponse } from './admission/review.ts';
+import type { PodReviewObservation } from './clouds/types.ts';
 import { clip, DEFAULT_LIMITS, type ServerLimits } from './limits.ts';
 import type { Metrics } from './metrics.ts';
-import type { PodReviewObservation } from './clouds/types.ts';
 import { tlsPolicy, type TlsPolicy } from './tls/policy.ts';
 
-/**
- * The failure policy of the webhook entry that called: `/mutate/fail` and `/mutate/ignore` name
- * it (the chart gives system namespaces their own entry); plain `/mutate` leaves the default.
- */
-export interface AdmitContext {
-  failurePolicy?: 'Fail' | 'Ignore';
-}
-
-export type Admit = (request: AdmissionRequest, context: AdmitContext) => Promise<Decision>;
+export type { Admit, AdmitContext };
 
 const FAILURE_POLICIES: Record<string, AdmitContext['failurePolicy']> = { fail: 'Fail', ignore: 'Ignore' };
 
@@ -46,25 +50,66 @@ declare module 'node:net' {
   }
 }
 
-/** Object kinds as a metric label: a closed set, whatever a caller puts in request.kind. */
-const KIND_LABELS = new Set(['Pod', 'Secret']);
+/** Fastify's own error codes, as the catalog's. */
+const FASTIFY_CODES: Record<string, HttpErrorCode> = {
+  FST_ERR_CTP_BODY_TOO_LARGE: 'WIW_REQUEST_TOO_LARGE',
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: 'WIW_UNSUPPORTED_MEDIA_TYPE',
+  FST_ERR_CTP_EMPTY_JSON_BODY: 'WIW_BAD_ADMISSION_REVIEW',
+  FST_ERR_CTP_INVALID_JSON_BODY: 'WIW_BAD_ADMISSION_REVIEW',
+};
+
+function send(reply: FastifyReply, code: HttpErrorCode, message: string): FastifyReply {
+  const { status, body } = httpError(code, message);
+  return reply.code(status).send(body);
+}
 
 /** The admission HTTP(S) application: routes only; listening and lifecycle are the caller's. */
-export function buildApp({
-  https,
-  log,
-  metrics,
-  admit,
-  isReady,
-  isDraining = () => false,
-  limits: given,
-  tls = tlsPolicy('TLSv1.2'),
-  clientCa,
-  observePod,
-}: AppOptions): FastifyInstance {
-  const limits: ServerLimits = { ...DEFAULT_LIMITS, ...given };
+export function buildApp(options: AppOptions): FastifyInstance {
+  const limits: ServerLimits = { ...DEFAULT_LIMITS, ...options.limits };
+  const { metrics, log } = options;
+  const app = createFastify(options, limits);
+  app.addHook('onRequest', requestBudget(limits, metrics, options.isDraining ?? (() => false)));
+  app.addHook('onSend', responseDeadline(limits));
+  app.setErrorHandler((err: Error & { statusCode?: number; code?: string }, _req, reply) => {
+    const status = err.statusCode && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 500;
+    if (status === 500) log.error({ err }, 'request failed');
+    if (status === 413) metrics.rejected.inc({ reason: 'too_large' });
+    const code = FASTIFY_CODES[err.code ?? ''];
+    if (code) return send(reply, code, err.message);
+    return reply.code(status).send({ code: status === 500 ? 'WIW_INTERNAL' : err.code, message: err.message });
+  });
+  app.get('/healthz', async () => ({ status: 'ok' }));
+  app.get('/readyz', async (_req, reply) => {
+    if (options.isReady()) return { status: 'ready' };
+    return reply.code(503).send({ status: 'not ready' });
+  });
+  const handler = decorate(
+    options.admit,
+    logDecision(log),
+    measure(metrics, options.observePod),
+    limitPatch(limits.maxPatchBytes),
+    answerDefects(log),
+  );
+  const mutate = mutateRoute(handler, metrics, options.clientCa);
+  app.post('/mutate', (req, reply) => mutate(req, reply, { path: '/mutate' }));
+  app.post<{ Params: { policy: string } }>('/mutate/:policy', (req, reply) => {
+    const failurePolicy = FAILURE_POLICIES[req.params.policy];
+    if (!failurePolicy)
+      return send(
+        reply,
+        'WIW_NOT_FOUND',
+        `no route /mutate/${clip(req.params.policy, 63)}; the webhook serves /mutate, /mutate/fail and /mutate/ignore`,
+      );
+    return mutate(req, reply, { failurePolicy, path: `/mutate/${req.params.policy}` });
+  });
+  return app;
+}
+
+/** Fastify with the server's limits and TLS; idle connections are bounded before their first request. */
+function createFastify(options: AppOptions, limits: ServerLimits): FastifyInstance {
+  const { https, clientCa, tls = tlsPolicy('TLSv1.2') } = options;
   const app = Fastify({
-    // One line per decision is logged below; fastify's own per-request lines would double it.
+    // One line per decision is logged by the handler; fastify's own per-request lines would double it.
     logger: false,
     bodyLimit: limits.maxRequestBytes,
     https: https
@@ -93,14 +138,18 @@ export function buildApp({
   app.server.on(https ? 'secureConnection' : 'connection', (socket: Socket) => {
     socket.setTimeout(limits.headersTimeoutMs, () => socket.destroy());
   });
-
   // Only JSON is an AdmissionReview; fastify answers 415 for any other content type.
   app.removeContentTypeParser('text/plain');
+  return app;
+}
 
-  // Bodies held at once are bounded: a request that would exceed the budget is turned away
-  // before its body is read, so slow or stalled senders cannot pile up memory.
+/**
+ * Bodies held at once are bounded: a request that would exceed the budget is turned away before
+ * its body is read, so slow or stalled senders cannot pile up memory.
+ */
+function requestBudget(limits: ServerLimits, metrics: Metrics, isDraining: () => boolean) {
   let inflight = 0;
-  app.addHook('onRequest', async (req, reply) => {
+  return async (req: FastifyRequest, reply: FastifyReply) => {
     // From the first request on, Node's own timeouts govern the connection (keep-alive included).
     const socket = req.raw.socket;
     // (fastify's inject() hands a socket stand-in without timers)
@@ -111,20 +160,20 @@ export function buildApp({
     if (isDraining()) void reply.header('connection', 'close');
     if (req.method !== 'POST') return;
     const length = Number(req.headers['content-length']);
-    if (!Number.isFinite(length)) {
-      return reply
-        .code(411)
-        .header('connection', 'close')
-        .send({ code: 'WIW_LENGTH_REQUIRED', message: 'an AdmissionReview is sent with a Content-Length' });
-    }
+    if (!Number.isFinite(length))
+      return send(
+        reply.header('connection', 'close'),
+        'WIW_LENGTH_REQUIRED',
+        'an AdmissionReview is sent with a Content-Length',
+      );
     if (length > limits.maxRequestBytes) return; // fastify answers 413
     if (inflight + length > limits.maxInflightRequestBytes) {
       metrics.rejected.inc({ reason: 'busy' });
-      return reply
-        .code(503)
-        .header('retry-after', '1')
-        .header('connection', 'close')
-        .send({ code: 'WIW_BUSY', message: 'too many request bytes in flight; retry' });
+      return send(
+        reply.header('retry-after', '1').header('connection', 'close'),
+        'WIW_BUSY',
+        'too many request bytes in flight; retry',
+      );
     }
     inflight += length;
     let released = false;
@@ -135,115 +184,42 @@ export function buildApp({
     };
     reply.raw.once('close', release);
     reply.raw.once('finish', release);
-  });
+  };
+}
 
-  // A client that does not take its answer is cut off: answers are not left in memory for it.
-  app.addHook('onSend', async (_req, reply, payload) => {
+/** A client that does not take its answer is cut off: answers are not left in memory for it. */
+function responseDeadline(limits: ServerLimits) {
+  return async (_req: FastifyRequest, reply: FastifyReply, payload: unknown) => {
     const res = reply.raw;
     const timer = setTimeout(() => res.socket?.destroy(), limits.responseTimeoutMs);
     timer.unref();
     res.once('close', () => clearTimeout(timer));
     res.once('finish', () => clearTimeout(timer));
     return payload;
-  });
+  };
+}
 
-  app.setErrorHandler((err: Error & { statusCode?: number; code?: string }, _req, reply) => {
-    const status = err.statusCode && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 500;
-    if (status === 500) log.error({ err }, 'request failed');
-    if (status === 413) metrics.rejected.inc({ reason: 'too_large' });
-    void reply.code(status).send({ code: err.code ?? 'WIW_INTERNAL', message: err.message });
-  });
-
-  app.get('/healthz', async () => ({ status: 'ok' }));
-  app.get('/readyz', async (_req, reply) => {
-    if (isReady()) return { status: 'ready' };
-    return reply.code(503).send({ status: 'not ready' });
-  });
-
-  const mutate = async (req: FastifyRequest, reply: FastifyReply, context: AdmitContext) => {
-    const started = process.hrtime.bigint();
+/** POST /mutate: the caller authenticated (with --client-ca-file), the review parsed, the handler's answer sent. */
+function mutateRoute(handler: Admit, metrics: Metrics, clientCa: string | undefined) {
+  return async (req: FastifyRequest, reply: FastifyReply, context: AdmitContext) => {
     if (clientCa && !(req.raw.socket as TLSSocket).authorized) {
       metrics.rejected.inc({ reason: 'unauthenticated' });
-      return reply.code(401).send({
-        code: 'WIW_CLIENT_CERTIFICATE_REQUIRED',
-        message: 'a client certificate signed by --client-ca-file is required',
-      });
+      return send(
+        reply,
+        'WIW_CLIENT_CERTIFICATE_REQUIRED',
+        'a client certificate signed by --client-ca-file is required',
+      );
     }
     let review;
     try {
       review = parseAdmissionReview(req.body);
     } catch (err) {
       metrics.requests.inc({ kind: 'unknown', operation: 'unknown', result: 'error' });
-      const e = err as WebhookError;
-      return reply.code(400).send({ code: e.code, message: e.message });
+      return send(reply, 'WIW_BAD_ADMISSION_REVIEW', (err as WebhookError).message);
     }
-    const { request } = review;
-    const kind = KIND_LABELS.has(request.kind.kind) ? request.kind.kind : 'other';
-    let decision: Decision;
-    try {
-      decision = await admit(request, context);
-    } catch (err) {
-      // A defect must not take Pod creation down with an opaque 500: answer the review.
-      log.error({ uid: clip(request.uid), err }, 'admission failed');
-      decision = {
-        allowed: false,
-        denial: denial('InternalError', `workload-identity-webhook failed on this object: ${(err as Error).message}`),
-      };
-    }
-    let body = reviewResponse(review.apiVersion, request.uid, decision);
-    if (body.patchBytes > limits.maxPatchBytes) {
-      decision = {
-        allowed: false,
-        denial: denial(
-          'TooLarge',
-          `the identity would add ${body.patchBytes} bytes of JSON Patch to this ${request.kind.kind}, more than the webhook's limit of ${limits.maxPatchBytes}; split the workload into smaller Pods`,
-        ),
-      };
-      body = reviewResponse(review.apiVersion, request.uid, decision);
-    }
-    const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-    const result = !decision.allowed ? 'denied' : decision.patch && decision.patch.length > 0 ? 'mutated' : 'allowed';
-    metrics.requests.inc({ kind, operation: request.operation, result });
-    metrics.latency.observe({ kind }, seconds);
-    if (decision.injected) for (const provider of decision.injected) metrics.injections.inc({ provider });
-    if (request.kind.kind === 'Pod' && request.operation === 'CREATE') {
-      observePod?.({
-        path: req.url.split('?')[0],
-        code: 200,
-        seconds,
-        namespace: request.namespace ?? '',
-        labels: (request.object as { metadata?: { labels?: Record<string, string> } } | undefined)?.metadata?.labels,
-        injections: decision.injections ?? [],
-      });
-    }
-    if (decision.denial) metrics.denials.inc({ reason: decision.denial.reason });
-    const obj = request.object as { metadata?: { name?: string; generateName?: string } } | undefined;
-    log.info(
-      {
-        uid: clip(request.uid),
-        kind: clip(request.kind.kind, 63),
-        operation: request.operation,
-        namespace: clip(request.namespace),
-        name: clip(request.name || obj?.metadata?.name || obj?.metadata?.generateName),
-        allowed: decision.allowed,
-        providers: decision.injected,
-        reason: decision.denial?.reason,
-        durationMs: Math.round(seconds * 1e6) / 1000,
-      },
-      'admission',
-    );
-    return reply.header('content-type', 'application/json; charset=utf-8').send(body.json);
+    const decision = await handler(review.request, context);
+    return reply
+      .header('content-type', 'application/json; charset=utf-8')
+      .send(reviewResponse(review.apiVersion, review.request.uid, decision));
   };
-  app.post('/mutate', (req, reply) => mutate(req, reply, {}));
-  app.post<{ Params: { policy: string } }>('/mutate/:policy', (req, reply) => {
-    const failurePolicy = FAILURE_POLICIES[req.params.policy];
-    if (!failurePolicy)
-      return reply.code(404).send({
-        code: 'WIW_NOT_FOUND',
-        message: `no route /mutate/${clip(req.params.policy, 63)}; the webhook serves /mutate, /mutate/fail and /mutate/ignore`,
-      });
-    return mutate(req, reply, { failurePolicy });
-  });
-
-  return app;
 }

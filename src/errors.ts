@@ -1,9 +1,49 @@
-// Errors with a stable code (for logs, metrics and scripts) and a message a user can act on.
-// The code never changes once released; the message may be improved.
+// Errors with a stable code (for logs, metrics and scripts) and a message a user can act on, and
+// the denial catalog. One catalog of codes, after fastify's lib/errors.js: a code never changes
+// once released; the message may be improved. Codes the HTTP server answers with carry their status.
+
+export const ERROR_CODES = {
+  // Answered by the admission server (the body: { code, message }).
+  WIW_BAD_ADMISSION_REVIEW: { status: 400, means: 'the body is not an AdmissionReview the webhook can read' },
+  WIW_CLIENT_CERTIFICATE_REQUIRED: {
+    status: 401,
+    means: '--client-ca-file is set and the caller sent no certificate it signed',
+  },
+  WIW_NOT_FOUND: { status: 404, means: 'no such route' },
+  WIW_LENGTH_REQUIRED: { status: 411, means: 'a request without Content-Length' },
+  WIW_REQUEST_TOO_LARGE: { status: 413, means: 'a request larger than --max-request-bytes' },
+  WIW_UNSUPPORTED_MEDIA_TYPE: { status: 415, means: 'a body that is not JSON' },
+  WIW_BUSY: { status: 503, means: 'more request bytes in flight than --max-inflight-request-bytes; retry' },
+  WIW_INTERNAL: { status: 500, means: 'a defect: the webhook could not answer' },
+  // Raised inside the webhook and its commands.
+  WIW_INVALID_CONFIG: { means: 'a flag or environment variable with an invalid value (start-up)' },
+  WIW_BAD_USAGE: { means: 'a command given the wrong arguments' },
+  WIW_BAD_INPUT: { means: 'a file or value a command cannot read' },
+  WIW_BAD_POLICY_FILE: { means: 'a WorkloadIdentityPolicy file that cannot be read' },
+  WIW_ISSUER_UNKNOWN: { means: "the cluster's issuer could not be read" },
+  WIW_ISSUER_DOCUMENT: { means: 'a discovery document or JWKS that is not what OpenID Connect says' },
+  WIW_CERT_CONFLICT: { means: 'another replica changed the certificate Secret first; retried' },
+  WIW_SERVICEACCOUNT_UNAVAILABLE: { means: 'a ServiceAccount neither cached nor readable now' },
+  WIW_NAMESPACE_UNAVAILABLE: { means: 'a Namespace neither cached nor readable now' },
+} as const satisfies Record<string, { status?: number; means: string }>;
+
+export type ErrorCode = keyof typeof ERROR_CODES;
+/** The codes the admission server answers with. */
+export type HttpErrorCode = {
+  [K in ErrorCode]: (typeof ERROR_CODES)[K] extends { status: number } ? K : never;
+}[ErrorCode];
+
+/** An HTTP error answer: the catalog's status and a body naming the code. */
+export function httpError(
+  code: HttpErrorCode,
+  message: string,
+): { status: number; body: { code: string; message: string } } {
+  return { status: ERROR_CODES[code].status, body: { code, message } };
+}
 
 export class WebhookError extends Error {
-  readonly code: string;
-  constructor(code: string, message: string, options?: { cause?: unknown }) {
+  readonly code: ErrorCode;
+  constructor(code: ErrorCode, message: string, options?: { cause?: unknown }) {
     super(message, options);
     this.name = 'WebhookError';
     this.code = code;
@@ -67,6 +107,12 @@ export interface Denial {
 
 export function denial(reason: DenialReason, message: string): Denial {
   return { reason, status: DENIAL_STATUS[reason], message };
+}
+
+/** Several refusals as one: the first one's reason, every message. */
+export function mergeDenials(denials: readonly Denial[]): Denial {
+  if (denials.length === 1) return denials[0];
+  return denial(denials[0].reason, denials.map((d) => d.message).join('; '));
 }
 
 /** The one way to tell a denial from a value: every result type of the webhook is `T | Denial`. */

@@ -5,9 +5,8 @@ import { WebhookError, type Denial } from './errors.ts';
 import type { Pod, ServiceAccountView } from './kube/types.ts';
 import { RecordKeys } from './mutate/injection-record.ts';
 import { serviceAccountNameOf } from './model.ts';
-import { mutatePod } from './mutate/pod.ts';
 import type { PatchOperation } from './mutate/patch.ts';
-import { podShapeError } from './admission/pods.ts';
+import { decidePod, podShapeError } from './admission/pods.ts';
 import type { PodProvider } from './clouds/types.ts';
 
 // A fixed key: preview's output is the same on every run. It proves nothing to a real webhook,
@@ -59,14 +58,16 @@ export function previewPod(
   const warnings: string[] = [];
   if (!sa)
     warnings.push(`ServiceAccount ${namespace}/${saName} is not among the documents: previewed as if it did not exist`);
-  const result = mutatePod(
+  // The same steps as serve (admission/pods.ts), with the documents standing in for the cluster.
+  const decision = decidePod(
     providers,
     { pod, namespace, serviceAccount: sa, recordKeys: PREVIEW_KEYS },
     previewPodPolicy(policy, manifests, namespace, warnings),
   );
-  if (!result.allowed) return { allowed: false, denial: result.denial, warnings };
-  warnings.push(...result.warnings);
-  return { allowed: true, patch: result.patch, output: renderOutput(pod, result.patch, format), warnings };
+  if (decision.denial) return { allowed: false, denial: decision.denial, warnings };
+  warnings.push(...(decision.warnings ?? []));
+  const patch = decision.patch ?? [];
+  return { allowed: true, patch, output: renderOutput(pod, patch, format), warnings };
 }
 
 /** The object as the API server would store it (yaml or json), or the patch itself. */

@@ -77,14 +77,14 @@ describe('logging errors', () => {
   test('the same holds for an ApiException that is the cause of another error, or one of an AggregateError', () => {
     const { log, lines, parsed } = recorded();
     const api = new ApiException(403, 'Unknown API Status Code!', SECRET_BODY, HEADERS);
-    log.warn({ err: new WebhookError('WIW_TEST', 'reading failed', { cause: api }) }, 'caused');
+    log.warn({ err: new WebhookError('WIW_BAD_INPUT', 'reading failed', { cause: api }) }, 'caused');
     log.warn({ err: new AggregateError([api], 'all failed') }, 'aggregate');
-    log.warn(new WebhookError('WIW_TEST', 'as the first argument', { cause: api }), 'first argument');
+    log.warn(new WebhookError('WIW_BAD_INPUT', 'as the first argument', { cause: api }), 'first argument');
     assert.equal(lines.length, 3);
     for (const line of lines) assertClean(line);
     const [caused, aggregate, first] = parsed().map((l) => l.err as Record<string, unknown>);
     assert.equal(caused.message, 'reading failed: HTTP 403: the response body is not logged');
-    assert.equal(caused.code, 'WIW_TEST');
+    assert.equal(caused.code, 'WIW_BAD_INPUT');
     assert.match(String(caused.stack), /caused by: Error: HTTP 403: the response body is not logged\n\s+at /);
     assert.equal(
       (aggregate.aggregateErrors as { message: string }[])[0].message,

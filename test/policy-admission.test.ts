@@ -6,7 +6,8 @@ import { admitPod } from '../src/admission/pods.ts';
 import { admitSecret } from '../src/admission/secrets.ts';
 import type { AdmissionRequest } from '../src/admission/review.ts';
 import type { Pod, Secret, ServiceAccountView } from '../src/kube/types.ts';
-import { mutatePod, type PodMutation } from '../src/mutate/pod.ts';
+import { mutatePod, plan, resolve, type PodMutation } from '../src/mutate/pod.ts';
+import { isDenial } from '../src/errors.ts';
 import { compilePolicy } from '../src/policy/compile.ts';
 import { policySet } from '../src/policy/evaluate.ts';
 import { podPolicy, staticPolicyGate, type PolicyGate } from '../src/policy/gate.ts';
@@ -55,12 +56,14 @@ function run(
 ): PodMutation {
   const ns = g.namespace('team-a');
   assert.ok(!(ns instanceof Promise));
-  const hook = podPolicy(g, ns);
-  return mutatePod(
-    providers(flags),
-    { pod: p, namespace: 'team-a', serviceAccount: annotations ? sa(annotations) : undefined },
-    hook,
-  );
+  const judge = podPolicy(g, ns);
+  // The admission steps (admission/pods.ts): resolve, judge, plan.
+  const admission = { pod: p, namespace: 'team-a', serviceAccount: annotations ? sa(annotations) : undefined };
+  const resolved = resolve(providers(flags), admission);
+  if (isDenial(resolved)) return { allowed: false, denial: resolved };
+  const judged = judge ? judge(admission, resolved) : resolved;
+  if (isDenial(judged)) return { allowed: false, denial: judged };
+  return plan(admission, judged);
 }
 
 function admitted(

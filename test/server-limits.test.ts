@@ -295,15 +295,20 @@ describe('metrics and logs', () => {
     assert.match(text, /wiw_admission_requests_total\{kind="other",operation="CREATE",result="\w+"\} 20/);
   });
 
-  test('a 1 MB object name becomes a log field of at most a few hundred characters', async () => {
+  test('a 1 MB uid becomes a log field of at most a few hundred characters; a 1 MB name is refused unlogged', async () => {
     const s = await start();
-    const p = pod();
-    p.metadata!.name = 'n'.repeat(1024 * 1024);
-    assert.equal((await post(s, review(p, { name: p.metadata!.name }))).status, 200);
+    const uid = 'u'.repeat(1024 * 1024);
+    assert.equal((await post(s, review(pod(), { uid }))).status, 200);
     const line = s.logs.find((l) => l.msg === 'admission');
     assert.ok(line);
     assert.ok(JSON.stringify(line).length < 1024, `log line of ${JSON.stringify(line).length} characters`);
-    assert.match(String(line.name), /…\(1048576 chars\)$/);
+    assert.match(String(line.uid), /…\(1048576 chars\)$/);
+    const p = pod();
+    p.metadata!.name = 'n'.repeat(1024 * 1024);
+    const refused = await post(s, review(p, { name: p.metadata!.name }));
+    assert.equal(refused.status, 400);
+    assert.ok(refused.body.length < 400, 'the answer does not echo the name');
+    assert.equal(s.logs.filter((l) => l.msg === 'admission').length, 1);
   });
 });
 

@@ -1,11 +1,11 @@
-import { denial, WebhookError } from '../errors.ts';
+import { denial, isDenial, WebhookError } from '../errors.ts';
 import type { Pod, ServiceAccountView } from '../kube/types.ts';
 import { serviceAccountNameOf } from '../model.ts';
-import { mutatePod, type InjectionPolicy } from '../mutate/pod.ts';
+import { plan, resolve, type PodAdmission } from '../mutate/pod.ts';
 import type { RecordKeys } from '../mutate/injection-record.ts';
-import { podPolicyFor, type PolicyGate } from '../policy/gate.ts';
+import { podPolicyFor, type InjectionPolicy, type PolicyGate } from '../policy/gate.ts';
 import type { PodProvider } from '../clouds/types.ts';
-import type { AdmissionRequest, Decision } from './review.ts';
+import { allowed, denied, patched, type AdmissionRequest, type Decision } from './review.ts';
 
 /** The ServiceAccount cache's lookup: a hit answers at once, a miss later; awaited either way. */
 export type ServiceAccountLookup = (
@@ -46,25 +46,29 @@ function containerCount(pod: Pod): number {
   );
 }
 
-function decide(
+/**
+ * A Pod's steps, pure, as cert-manager's admission chain runs its own: resolve (each cloud's
+ * provider: what the ServiceAccount asks for), judge (tenant policy, which may resolve again with
+ * its defaults), plan (the patch). `serve` runs them after its reads, `preview` on files.
+ */
+export function decidePod(
   providers: readonly PodProvider[],
-  pod: Pod,
-  namespace: string,
-  sa: ServiceAccountView | undefined,
-  policy: InjectionPolicy | undefined,
-  recordKeys: RecordKeys | undefined,
+  admission: PodAdmission,
+  judge: InjectionPolicy | undefined,
 ): Decision {
-  const result = mutatePod(providers, { pod, namespace, serviceAccount: sa, recordKeys }, policy);
-  if (!result.allowed) return { allowed: false, denial: result.denial };
-  const providersInjected = result.injections.map((i) => i.provider);
-  return {
-    allowed: true,
-    patch: result.patch,
-    warnings: result.warnings,
+  const resolved = resolve(providers, admission);
+  if (isDenial(resolved)) return denied(resolved);
+  const judged = judge ? judge(admission, resolved) : resolved;
+  if (isDenial(judged)) return denied(judged);
+  const planned = plan(admission, judged);
+  if (!planned.allowed) return denied(planned.denial);
+  const providersInjected = planned.injections.map((i) => i.provider);
+  return patched(planned.patch, {
+    warnings: planned.warnings,
     auditAnnotations: providersInjected.length ? { 'injected-providers': providersInjected.join(',') } : undefined,
     injected: providersInjected,
-    injections: result.injections,
-  };
+    injections: planned.injections,
+  });
 }
 
 /**
@@ -76,19 +80,16 @@ export type UnresolvedPolicy = 'Fail' | 'Ignore';
 
 function unresolved(err: unknown, policy: UnresolvedPolicy): Decision {
   if (!(err instanceof WebhookError) || err.code !== 'WIW_SERVICEACCOUNT_UNAVAILABLE') throw err;
-  if (policy === 'Ignore') {
-    return {
-      allowed: true,
+  if (policy === 'Ignore')
+    return allowed({
       warnings: [`workload-identity-webhook: ${err.message}; the Pod was admitted without a cloud identity`],
-    };
-  }
-  return {
-    allowed: false,
-    denial: denial(
+    });
+  return denied(
+    denial(
       'ServiceAccountUnavailable',
       `${err.message}; the Pod is refused so that it does not start without its cloud identity: retry shortly`,
     ),
-  };
+  );
 }
 
 /** Pods on CREATE: look the ServiceAccount up (cache first) and run the pure core. */
@@ -103,20 +104,19 @@ export async function admitPod(
     maxContainers,
   }: { onUnresolved?: UnresolvedPolicy; recordKeys?: RecordKeys; maxContainers?: number } = {},
 ): Promise<Decision> {
-  if (request.operation !== 'CREATE' || request.subResource) return { allowed: true };
+  if (request.operation !== 'CREATE' || request.subResource) return allowed();
   const pod = request.object as Pod;
   const shape = podShapeError(pod);
-  if (shape) return { allowed: false, denial: denial('MalformedObject', `the Pod cannot be read: ${shape}`) };
+  if (shape) return denied(denial('MalformedObject', `the Pod cannot be read: ${shape}`));
   // Checked before any work: the cost of a Pod grows with its containers.
   const containers = containerCount(pod);
   if (maxContainers !== undefined && containers > maxContainers) {
-    return {
-      allowed: false,
-      denial: denial(
+    return denied(
+      denial(
         'TooLarge',
         `the Pod has ${containers} containers, more than the ${maxContainers} workload-identity-webhook admits (--max-containers); split it into several Pods`,
       ),
-    };
+    );
   }
   const namespace = request.namespace || pod.metadata?.namespace || 'default';
   let sa: ServiceAccountView | undefined;
@@ -130,5 +130,5 @@ export async function admitPod(
   } catch (err) {
     return unresolved(err, onUnresolved);
   }
-  return decide(providers, pod, namespace, sa, policy, recordKeys);
+  return decidePod(providers, { pod, namespace, serviceAccount: sa, recordKeys }, policy);
 }

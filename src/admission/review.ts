@@ -107,6 +107,38 @@ export interface Decision {
   injected?: string[];
   /** A Pod's injections, for the peers' metrics; not sent. */
   injections?: readonly Injection[];
+  /** The patch as sent, once serialised (handler.ts's limitPatch does it, and measures it). */
+  encodedPatch?: EncodedPatch;
+}
+
+export interface EncodedPatch {
+  base64: string;
+  bytes: number;
+}
+
+export function encodePatch(patch: PatchOperation[]): EncodedPatch {
+  const json = Buffer.from(JSON.stringify(patch));
+  return { base64: json.toString('base64'), bytes: json.length };
+}
+
+/** What an allowed object may carry besides its patch. */
+type Extras = Pick<Decision, 'warnings' | 'auditAnnotations' | 'injected' | 'injections'>;
+
+// The verdicts, after controller-runtime's admission response.go: every Decision is made by one.
+
+/** Admitted unchanged (warnings, if any, shown to the client). */
+export function allowed(extras: Extras = {}): Decision {
+  return { allowed: true, ...extras };
+}
+
+/** Admitted with this patch. */
+export function patched(patch: PatchOperation[], extras: Extras = {}): Decision {
+  return { allowed: true, patch, ...extras };
+}
+
+/** Refused, with the denial's status and message. */
+export function denied(denial: Denial): Decision {
+  return { allowed: false, denial };
 }
 
 const STATUS_REASONS: Record<Denial['status'], string> = {
@@ -116,22 +148,12 @@ const STATUS_REASONS: Record<Denial['status'], string> = {
   503: 'ServiceUnavailable',
 };
 
-/**
- * The response, in the request's apiVersion, echoing its uid, serialised; with the size of the
- * patch, which the server bounds.
- */
-export function reviewResponse(
-  apiVersion: AdmissionReview['apiVersion'],
-  uid: string,
-  decision: Decision,
-): { json: string; patchBytes: number } {
+/** The response, in the request's apiVersion, echoing its uid, serialised. */
+export function reviewResponse(apiVersion: AdmissionReview['apiVersion'], uid: string, decision: Decision): string {
   const response: Record<string, unknown> = { uid, allowed: decision.allowed };
-  let patchBytes = 0;
   if (decision.allowed && decision.patch && decision.patch.length > 0) {
-    const patch = Buffer.from(JSON.stringify(decision.patch));
-    patchBytes = patch.length;
     response.patchType = 'JSONPatch';
-    response.patch = patch.toString('base64');
+    response.patch = (decision.encodedPatch ?? encodePatch(decision.patch)).base64;
   }
   if (decision.denial) {
     response.status = {
@@ -144,5 +166,5 @@ export function reviewResponse(
   if (decision.auditAnnotations && Object.keys(decision.auditAnnotations).length > 0) {
     response.auditAnnotations = decision.auditAnnotations;
   }
-  return { json: JSON.stringify({ apiVersion, kind: 'AdmissionReview', response }), patchBytes };
+  return JSON.stringify({ apiVersion, kind: 'AdmissionReview', response });
 }

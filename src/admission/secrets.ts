@@ -4,7 +4,7 @@ import { planSecret, type SecretCoreOptions } from '../mutate/secret.ts';
 import { secretPolicyFor, type PolicyGate } from '../policy/gate.ts';
 import { judgeSecret } from './judge-secret.ts';
 import type { ServiceAccountLookup } from './pods.ts';
-import type { AdmissionRequest, Decision } from './review.ts';
+import { allowed, denied, patched, type AdmissionRequest, type Decision } from './review.ts';
 
 /** Checks the shape the Secret core relies on; the API server sends typed objects, others may not. */
 export function secretShapeError(secret: unknown): string | undefined {
@@ -41,11 +41,10 @@ export async function admitSecret(
   request: AdmissionRequest,
   policyGate?: PolicyGate,
 ): Promise<Decision> {
-  if ((request.operation !== 'CREATE' && request.operation !== 'UPDATE') || request.subResource)
-    return { allowed: true };
+  if ((request.operation !== 'CREATE' && request.operation !== 'UPDATE') || request.subResource) return allowed();
   const secret = request.object as Secret;
   const shape = secretShapeError(secret);
-  if (shape) return { allowed: false, denial: denial('MalformedObject', `the Secret cannot be read: ${shape}`) };
+  if (shape) return denied(denial('MalformedObject', `the Secret cannot be read: ${shape}`));
   const old = request.operation === 'UPDATE' ? (request.oldObject as Secret | undefined) : undefined;
   // A stored version we cannot read sets nothing to keep; the new one is still judged in full.
   const oldSecret = old && !secretShapeError(old) ? old : undefined;
@@ -59,15 +58,13 @@ export async function admitSecret(
     },
     oldSecret,
   );
-  if (!result.allowed) return { allowed: false, denial: result.denial };
-  if (!result.selected) return { allowed: true };
+  if (!result.allowed) return denied(result.denial);
+  if (!result.selected) return allowed();
   const audit: Record<string, string> = { 'secret-provider': result.derivation.provider };
   if (result.reference) audit['secret-service-account'] = `${result.reference.namespace}/${result.reference.name}`;
-  return {
-    allowed: true,
-    patch: result.patch,
+  return patched(result.patch, {
     warnings: result.warnings,
     auditAnnotations: audit,
     injected: [result.derivation.provider],
-  };
+  });
 }

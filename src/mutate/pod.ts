@@ -1,4 +1,4 @@
-import { denial, type Denial, isDenial } from '../errors.ts';
+import { denial, type Denial, isDenial, mergeDenials } from '../errors.ts';
 import type { Container, Pod, ServiceAccountView, Volume, VolumeMount } from '../kube/types.ts';
 import { isWindowsPod, serviceAccountNameOf } from '../model.ts';
 import type { Injection, PodProvider } from '../clouds/types.ts';
@@ -42,20 +42,24 @@ export type PodMutation =
     }
   | { allowed: false; denial: Denial };
 
+// The pure mutation core: a Pod and its ServiceAccount in, additive JSON Patch out. No I/O, no
+// clock, no randomness. Admission (admission/pods.ts) runs its steps: resolve, then tenant
+// policy's judgement (policy/), then plan; preview and the tests run them too.
+
 /**
- * Resolves what each provider would inject, without looking at the Pod's containers. Tenant
- * policy runs between this and `planPodPatch`.
+ * Step one: what each provider would inject, without looking at the Pod's containers; every
+ * provider's refusal, merged.
  */
-function resolvePodInjections(
+export function resolve(
   providers: readonly PodProvider[],
   { pod, namespace, serviceAccount }: PodAdmission,
-): { injections: Injection[]; denials: Denial[] } {
+): Injection[] | Denial {
   const injections: Injection[] = [];
   const denials: Denial[] = [];
-  if (pod.metadata?.labels?.[SKIP_POD_LABEL] !== undefined) return { injections, denials };
+  if (pod.metadata?.labels?.[SKIP_POD_LABEL] !== undefined) return injections;
   // A static Pod's mirror: the API server refuses mirror Pods that reference a ServiceAccount
   // token or any other API object, and the kubelet runs the manifest, not this object, anyway.
-  if (pod.metadata?.annotations?.[MIRROR_POD_ANNOTATION] !== undefined) return { injections, denials };
+  if (pod.metadata?.annotations?.[MIRROR_POD_ANNOTATION] !== undefined) return injections;
   const ctx = { pod, namespace, serviceAccount, windows: isWindowsPod(pod) };
   for (const provider of providers) {
     const result = provider.resolvePod(ctx);
@@ -63,22 +67,11 @@ function resolvePodInjections(
     if (isDenial(result)) denials.push(result);
     else injections.push(result);
   }
-  return { injections, denials };
+  return denials.length > 0 ? mergeDenials(denials) : injections;
 }
 
-/**
- * The pure mutation core: a Pod and its ServiceAccount in, additive JSON Patch out. No I/O, no
- * clock, no randomness: the server, the CLI's preview and the tests all call this.
- */
-export function mutatePod(
-  providers: readonly PodProvider[],
-  admission: PodAdmission,
-  policy?: InjectionPolicy,
-): PodMutation {
-  const resolved = resolvePodInjections(providers, admission);
-  if (resolved.denials.length > 0) return { allowed: false, denial: mergeDenials(resolved.denials) };
-  const { injections, denials } = policy ? policy(admission, resolved.injections) : resolved;
-  if (denials.length > 0) return { allowed: false, denial: mergeDenials(denials) };
+/** The last step: the patch that adds the (judged) injections, refusing conflicts with the user's Pod. */
+export function plan(admission: PodAdmission, injections: Injection[]): PodMutation {
   return planPodPatch(admission.pod, injections, {
     serviceAccountName: serviceAccountNameOf(admission.pod),
     namespace: admission.namespace,
@@ -86,18 +79,10 @@ export function mutatePod(
   });
 }
 
-/**
- * Tenant policy (src/policy): judges the requested identities and may apply defaults to them.
- * Pure and synchronous like the rest of the core: compiled policies arrive as plain data.
- */
-export type InjectionPolicy = (
-  admission: PodAdmission,
-  injections: Injection[],
-) => { injections: Injection[]; denials: Denial[] };
-
-export function mergeDenials(denials: Denial[]): Denial {
-  if (denials.length === 1) return denials[0];
-  return denial(denials[0].reason, denials.map((d) => d.message).join('; '));
+/** Resolve then plan, with no tenant policy: for tools and tests. */
+export function mutatePod(providers: readonly PodProvider[], admission: PodAdmission): PodMutation {
+  const injections = resolve(providers, admission);
+  return isDenial(injections) ? { allowed: false, denial: injections } : plan(admission, injections);
 }
 
 interface PlanContext {

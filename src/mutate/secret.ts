@@ -1,11 +1,10 @@
 import { PROVIDER_NAMES } from '../clouds/registry.ts';
-import { denial, type Denial, isDenial } from '../errors.ts';
+import { denial, type Denial, isDenial, mergeDenials } from '../errors.ts';
 import type { Secret, ServiceAccountView } from '../kube/types.ts';
 import { parseSecretConfig, type SecretDerivation, type SecretProvider } from '../clouds/secret-config.ts';
 import type { SecretProviders } from '../clouds/index.ts';
 import type { ProviderName } from '../clouds/types.ts';
 import { setMembers, type PatchOperation } from './patch.ts';
-import { mergeDenials } from './pod.ts';
 import {
   GARDENER_PROVIDER_LABEL,
   GARDENER_PURPOSE,

@@ -3,7 +3,7 @@
 // defaults applied) or the denials.
 import { cloudModule, providerWithOverrides, type ProviderOptions } from '../clouds/index.ts';
 import { CLOUDS, cloudFacts, type ProviderName } from '../clouds/registry.ts';
-import { denial, type Denial, isDenial } from '../errors.ts';
+import { denial, type Denial, isDenial, mergeDenials } from '../errors.ts';
 import type { NamespaceView, ObjectMeta, ServiceAccountView } from '../kube/types.ts';
 import type { PodAdmission } from '../mutate/pod.ts';
 import { isWindowsPod } from '../model.ts';
@@ -58,10 +58,10 @@ export function judgePodInjections(
   ctx: PodPolicyContext,
   admission: PodAdmission,
   injections: Injection[],
-): { injections: Injection[]; denials: Denial[] } {
-  if (injections.length === 0 || isEmptyPolicySet(ctx.set)) return { injections, denials: [] };
+): Injection[] | Denial {
+  if (injections.length === 0 || isEmptyPolicySet(ctx.set)) return injections;
   const unavailable = unavailableDenial(ctx.set);
-  if (unavailable) return { injections: [], denials: [unavailable] };
+  if (unavailable) return unavailable;
   const { pod, serviceAccount } = admission;
   const out: Injection[] = [];
   const denials: Denial[] = [];
@@ -122,7 +122,7 @@ export function judgePodInjections(
     if (refused.length > 0) denials.push(...refused);
     else out.push(final);
   }
-  return { injections: denials.length > 0 ? [] : out, denials };
+  return denials.length > 0 ? mergeDenials(denials) : out;
 }
 
 /** One further identity of an injection: the identity provider match, then every validation. */

@@ -1,10 +1,17 @@
-import { denial, type Denial } from '../errors.ts';
+import { denial, type Denial, mergeDenials } from '../errors.ts';
 import type { Secret, ServiceAccountView } from '../kube/types.ts';
-import { mergeDenials, type InjectionPolicy } from '../mutate/pod.ts';
+import type { PodAdmission } from '../mutate/pod.ts';
+import type { Injection } from '../clouds/types.ts';
 import type { SecretDerivation } from '../clouds/secret-config.ts';
 import { isEmptyPolicySet, judgePodInjections, judgeSecretIdentity, type PolicySet } from './evaluate.ts';
 import type { NamespaceView } from '../kube/types.ts';
 import type { ProviderOptions } from '../clouds/index.ts';
+
+/**
+ * The judge step of a Pod's admission: tenant policy on the identities the clouds resolved. It
+ * may resolve an identity again with its defaults; pure, like the core: compiled policies are data.
+ */
+export type InjectionPolicy = (admission: PodAdmission, injections: Injection[]) => Injection[] | Denial;
 
 /**
  * What admission needs from tenant policy: the policies in force now and the namespace's labels.
@@ -29,10 +36,7 @@ export async function podPolicyFor(
     ns = await gate.namespace(namespace);
   } catch (err) {
     // Without the namespace's labels no identity can be judged; a Pod that requests none still can be admitted.
-    return (_admission, injections) =>
-      injections.length === 0
-        ? { injections, denials: [] }
-        : { injections: [], denials: [namespaceDenial(err as Error)] };
+    return (_admission, injections) => (injections.length === 0 ? injections : namespaceDenial(err as Error));
   }
   return podPolicy(gate, ns);
 }

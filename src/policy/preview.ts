@@ -2,7 +2,7 @@
 // same judgement as `serve`, with Namespaces among the input documents standing in for the
 // cluster's.
 import type { Config } from '../config.ts';
-import type { InjectionPolicy } from '../mutate/pod.ts';
+import type { InjectionPolicy } from './gate.ts';
 import { judgePodInjections, isEmptyPolicySet, type PolicySet } from './evaluate.ts';
 import type { NamespaceView } from '../kube/types.ts';
 import { loadPolicyFile } from './load.ts';
