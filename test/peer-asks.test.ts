@@ -7,10 +7,10 @@ import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { completeConfig, loadConfig } from '../src/config.ts';
-import { ConfigError } from '../src/errors.ts';
+import { ConfigError, isDenial } from '../src/errors.ts';
 import { readInstanceIdentity } from '../src/clouds/aws/imds.ts';
 import type { Pod } from '../src/kube/types.ts';
-import { mutatePod } from '../src/mutate/pod.ts';
+import { mutatePod, plan, resolve } from '../src/mutate/pod.ts';
 import { compilePolicy } from '../src/policy/compile.ts';
 import { policySet } from '../src/policy/evaluate.ts';
 import { podPolicy, staticPolicyGate } from '../src/policy/gate.ts';
@@ -512,11 +512,14 @@ function judged(
 ) {
   const ns: NamespaceView = { name: 'team-a', labels };
   const gate = staticPolicyGate(policySet(policies), providerOptionsFromConfig(config(flags)), [ns]);
-  return mutatePod(
-    providers(flags),
-    { pod: p, namespace: 'team-a', serviceAccount: sa(annotations) },
-    podPolicy(gate, ns),
-  );
+  const judge = podPolicy(gate, ns)!;
+  // The admission steps (admission/pods.ts): resolve, judge, plan.
+  const admission = { pod: p, namespace: 'team-a', serviceAccount: sa(annotations) };
+  const resolved = resolve(providers(flags), admission);
+  if (isDenial(resolved)) return { allowed: false as const, denial: resolved };
+  const kept = judge(admission, resolved);
+  if (isDenial(kept)) return { allowed: false as const, denial: kept };
+  return plan(admission, kept);
 }
 
 function starter(): CompiledPolicy {
