@@ -5,7 +5,7 @@
 # On a fresh machine it fetches Node.js 24 from the npm registry when the machine's node is
 # another major, installs the dependencies, and builds kube-apiserver, etcd and helm once; for
 # the node suite (test/node-*.test.ts) and `demo --node` also the kubelet, controller-manager and
-# scheduler, the Debian packages of a node (scripts/node-packages.sh) and the images.
+# scheduler, the Debian packages of a node (scripts/node-packages.sh), the images and the registry.
 # Each step also runs alone (test/setup-scripts.test.ts runs them from an empty cache):
 #   scripts/dev.sh ensure-node | ensure-deps | ensure-binaries [--node] | ensure-python-sdks | ensure-node-parts
 set -euo pipefail
@@ -79,6 +79,8 @@ ensure_node_parts() {
   start=$SECONDS
   bash scripts/provide-images.sh >/dev/null
   log "images ready in $((SECONDS - start)) s"
+  # The OCI registry the release test pushes to (test/node-e2e.test.ts).
+  bash scripts/provide-registry.sh >/dev/null
 }
 
 cmd=${1:-}

@@ -29,6 +29,40 @@ describe('configuration', () => {
     for (const s of Object.values(settings)) assert.match(envName(s.flag), /^WIW_[A-Z0-9_]+$/);
   });
 
+  test('the injected images take a digest; their defaults are floating tags; what is no image reference is refused', () => {
+    const digest = `sha256:${'ab'.repeat(32)}`;
+    const c = load({
+      'azure-proxy-image': `mcr.microsoft.com/oss/azure/workload-identity/proxy:v1.6.0@${digest}`,
+      'azure-proxy-init-image': `registry.example:5000/proxy-init@${digest}`,
+      'gcp-gcloud-image': `gcr.io/google.com/cloudsdktool/google-cloud-cli:stable@${digest}`,
+    });
+    assert.equal(c.azureProxyImage, `mcr.microsoft.com/oss/azure/workload-identity/proxy:v1.6.0@${digest}`);
+    assert.equal(c.azureProxyInitImage, `registry.example:5000/proxy-init@${digest}`);
+    assert.equal(c.gcpGcloudImage, `gcr.io/google.com/cloudsdktool/google-cloud-cli:stable@${digest}`);
+    const defaults = load({});
+    for (const flag of ['azure-proxy-image', 'azure-proxy-init-image', 'gcp-gcloud-image']) {
+      const setting = Object.values(settings).find((s) => s.flag === flag)!;
+      assert.doesNotMatch(String(setting.default), /@sha256:/, `${flag}'s default is a tag`);
+      assert.match(setting.description, /pin one with IMAGE:TAG@sha256:DIGEST/, `${flag} says its default floats`);
+      for (const bad of [
+        '',
+        'gcr.io/x:stable; rm -rf /',
+        'Registry.example/UPPER:1',
+        `x@sha256:${'ab'.repeat(8)}`,
+        'x:tag\nnext',
+      ])
+        assert.throws(
+          () => load({ [flag]: bad }),
+          (err: unknown) =>
+            err instanceof ConfigError &&
+            err.message.startsWith(`--${flag}=`) &&
+            /is not an image reference/.test(err.message),
+          `${flag}=${bad}`,
+        );
+    }
+    assert.equal(defaults.gcpGcloudImage, 'gcr.io/google.com/cloudsdktool/google-cloud-cli:stable');
+  });
+
   test('Azure clouds accept their names and short aliases', () => {
     assert.equal(load({ 'azure-cloud': 'china' }).azureCloud, 'AzureChinaCloud');
     assert.equal(load({ 'azure-cloud': 'AzureUSGovernmentCloud' }).azureCloud, 'AzureUSGovernmentCloud');

@@ -276,6 +276,24 @@ describe('Azure (Microsoft Entra Workload ID)', () => {
     );
   });
 
+  test("the proxy images pinned by digest are the containers' images, exactly", () => {
+    const p = optedIn({ annotations: { 'azure.workload.identity/inject-proxy-sidecar': 'true' } });
+    const digest = `@sha256:${'ef'.repeat(32)}`;
+    const out = mutated(p, annotations, {
+      'azure-proxy-image': `mcr.microsoft.com/oss/azure/workload-identity/proxy:v1.6.0${digest}`,
+      'azure-proxy-init-image': `mcr.microsoft.com/oss/azure/workload-identity/proxy-init:v1.6.0${digest}`,
+    });
+    const all = [...out.spec!.initContainers!, ...out.spec!.containers!];
+    assert.equal(
+      all.find((c) => c.name === 'azwi-proxy')!.image,
+      `mcr.microsoft.com/oss/azure/workload-identity/proxy:v1.6.0${digest}`,
+    );
+    assert.equal(
+      all.find((c) => c.name === 'azwi-proxy-init')!.image,
+      `mcr.microsoft.com/oss/azure/workload-identity/proxy-init:v1.6.0${digest}`,
+    );
+  });
+
   test('an empty service-account-token-expiration is ignored as in the peer, with a warning; --strict refuses it', () => {
     const p = optedIn({ annotations: { 'azure.workload.identity/service-account-token-expiration': '' } });
     const result = run(p, { ...annotations, 'azure.workload.identity/service-account-token-expiration': '7200' });
@@ -554,6 +572,12 @@ describe('GCP (Workload Identity Federation)', () => {
     assert.equal(out.metadata!.annotations!['cloud.google.com/audience'], 'sts.googleapis.com');
     assert.equal(out.metadata!.annotations!['cloud.google.com/token-expiration'], '86400');
     assert.equal(out.metadata!.annotations!['cloud.google.com/external-credentials-json'], undefined);
+  });
+
+  test('pfnet dialect: a --gcp-gcloud-image pinned by digest is the setup container image, exactly', () => {
+    const image = `gcr.io/google.com/cloudsdktool/google-cloud-cli:stable@sha256:${'cd'.repeat(32)}`;
+    const out = mutated(pod(), PFNET_SA, { 'gcp-gcloud-image': image });
+    assert.equal(out.spec!.initContainers![0].image, image);
   });
 
   test('pfnet dialect: --gcp-gcloud-image, --gcp-file-mode and gcloud-run-as-user shape the setup container and volumes', () => {

@@ -1,18 +1,34 @@
-// End to end on a real node, as a user runs it: `helm install` of the chart with the image built
-// from the Dockerfile (scripts/provide-images.sh, never pulled), both replicas Ready, the
-// self-managed certificate made in-cluster and the caBundle patched, and Pods that really start:
-// inside them the official Node.js SDKs get credentials from the strict cloud stand-ins, reading
-// the files the kubelet projected at the paths the injected env vars name.
+// End to end on a real node, as a user runs it: the release command (`npm run release`) builds the
+// image for linux/amd64 and linux/arm64 and pushes it with the chart to a real OCI registry on the
+// loopback; `helm install oci://…` installs that chart, and the node's containerd pulls the image
+// by the index digest the chart was released with. Then both replicas Ready, the self-managed
+// certificate made in-cluster and the caBundle patched, and Pods that really start: inside them
+// the official Node.js SDKs get credentials from the strict cloud stand-ins, reading the files
+// the kubelet projected at the paths the injected env vars name.
+// Last, the operator's view: an alert's expression evaluated by Prometheus's engine over scrapes
+// of the webhook Pods, and what each webhook.scope does to Pod creation while the webhook is
+// scaled to 0.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { AdmissionregistrationV1Api, AppsV1Api, CoreV1Api } from '@kubernetes/client-node';
+import { execFile } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import type { Release } from '../scripts/release.ts';
+import { buildah, mountImage } from './harness/node-images.ts';
 import { startNode, type NodeCluster } from './harness/node.ts';
+import { evaluate, type Scrape } from './harness/promql.ts';
+import { CHART, helm } from './support/chart.ts';
+import { renderedRuleGroups } from './support/observability.ts';
+import { MEDIA, startRegistry, type LocalRegistry } from './harness/registry.ts';
 import { tokenDigest } from './sdk/oidc.ts';
 import {
   AZURE_USE,
   EMAIL,
   FULLNAME,
   PROVIDER,
+  RELEASE,
   ROLE,
   SYSTEM_NS,
   TENANT,
@@ -21,27 +37,97 @@ import {
   type NodeClouds,
   type ProbeReport,
 } from './support/node-clouds.ts';
+import { runRelease } from './support/release.ts';
 import { until } from './support/webhook.ts';
 
 const NS = 'apps';
 const SECRET_MOUNT = '/var/run/secrets/gardener.cloud/workload-identity';
 
+const REPO = join(import.meta.dirname, '..');
+const VERSION = (JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')) as { version: string }).version;
+const DOCKERFILE = readFileSync(join(REPO, 'Dockerfile'), 'utf8');
+
 let node: NodeCluster;
+let registry: LocalRegistry;
+let released: Release;
 let clouds: NodeClouds;
 let core: CoreV1Api;
 let apps: AppsV1Api;
 
 before(async () => {
-  node = await startNode({ name: 'node-e2e' });
+  [node, registry] = await Promise.all([startNode({ name: 'node-e2e' }), startRegistry()]);
   core = node.cp.kubeConfig().makeApiClient(CoreV1Api);
   apps = node.cp.kubeConfig().makeApiClient(AppsV1Api);
-  clouds = await startNodeClouds(node, NS);
-  await installChart(node, [NS]);
+  await node.trustRegistry(registry.host);
+  [released, clouds] = await Promise.all([runRelease(`${registry.host}/wiw`), startNodeClouds(node, NS)]);
+  await installChart(node, [NS], {
+    kind: 'oci',
+    ref: released.chart.reference,
+    version: released.chart.version,
+    plainHttp: true,
+  });
 });
 
 after(async () => {
   await clouds?.stop();
   await node?.stop();
+  await registry?.stop();
+});
+
+const ARCHES = { 'linux/amd64': 'amd64', 'linux/arm64': 'arm64' } as const;
+
+describe('the release, pushed to a real OCI registry', () => {
+  test('an OCI index lists linux/amd64 and linux/arm64, each the runtime base of its architecture plus the bundle', async (t) => {
+    const repository = 'wiw/workload-identity-webhook';
+    assert.equal(released.version, VERSION);
+    assert.equal(released.image.repository, `${registry.host}/${repository}`);
+    const index = await registry.manifest(repository, VERSION);
+    assert.equal(index.digest, released.image.digest, 'the tag is the index the release printed');
+    assert.equal(index.body.mediaType, MEDIA.index);
+    const platforms = (
+      index.body.manifests as { digest: string; mediaType: string; platform: Record<string, string> }[]
+    ).map((m) => [`${m.platform.os}/${m.platform.architecture}`, m.digest, m.mediaType, m.platform.variant]);
+    assert.deepEqual(platforms, [
+      ['linux/amd64', released.image.platforms['linux/amd64'], MEDIA.manifest, undefined],
+      ['linux/arm64', released.image.platforms['linux/arm64'], MEDIA.manifest, 'v8'],
+    ]);
+    for (const [platform, arch] of Object.entries(ARCHES)) {
+      const manifest = await registry.manifest(repository, released.image.platforms[platform]);
+      const config = await registry.blobJson(repository, manifest.body.config.digest);
+      assert.equal(config.architecture, arch, platform);
+      assert.equal(config.os, 'linux');
+      assert.equal(config.config.Labels['org.opencontainers.image.version'], VERSION);
+      assert.deepEqual(config.config.Entrypoint, ['/usr/local/bin/node', '/app/dist/cli.js']);
+      // The base layer is the runtime base the Dockerfile pins for this architecture.
+      const pin = new RegExp(`^ARG RUNTIME_BASE_${arch.toUpperCase()}=(\\S+)$`, 'm').exec(DOCKERFILE)![1];
+      const base = JSON.parse(await buildah(['inspect', '--type', 'image', pin])) as {
+        OCIv1: { architecture: string; rootfs: { diff_ids: string[] } };
+      };
+      assert.equal(base.OCIv1.architecture, arch);
+      assert.deepEqual(config.rootfs.diff_ids.slice(0, -1), base.OCIv1.rootfs.diff_ids, `${platform} base`);
+      assert.equal(config.rootfs.diff_ids.length, 2);
+      const compressed = (manifest.body.layers as { size: number }[]).reduce((n, l) => n + l.size, 0);
+      const size = await uncompressedSize(arch);
+      t.diagnostic(
+        `${platform}: ${(size / 1e6).toFixed(1)} MB uncompressed, ${(compressed / 1e6).toFixed(1)} MB pushed`,
+      );
+    }
+  });
+
+  test("the chart is an OCI artefact: its version and appVersion are package.json's, its image the index digest", async () => {
+    const repository = 'wiw/charts/workload-identity-webhook';
+    assert.equal(released.chart.reference, `oci://${registry.host}/${repository}`);
+    const chart = await registry.manifest(repository, VERSION);
+    assert.equal(chart.digest, released.chart.digest);
+    assert.equal(chart.body.config.mediaType, 'application/vnd.cncf.helm.config.v1+json');
+    const meta = await registry.blobJson(repository, chart.body.config.digest);
+    assert.equal(meta.version, VERSION);
+    assert.equal(meta.appVersion, VERSION);
+    assert.match(
+      meta.annotations['artifacthub.io/images'],
+      new RegExp(`image: ${registry.host}/wiw/workload-identity-webhook:${VERSION}@${released.image.digest}\\n`),
+    );
+  });
 });
 
 const digest = (report: ProbeReport, variable: string): string => {
@@ -100,7 +186,7 @@ function checkGcp(report: ProbeReport, sa: string): void {
 }
 
 describe('the chart installed on a real node', () => {
-  test('both webhook replicas become Ready, from the image built from the Dockerfile', async () => {
+  test('both webhook replicas become Ready, from the released image containerd pulled by digest', async () => {
     const deployment = await until(
       'both webhook replicas Ready',
       async () => {
@@ -122,13 +208,23 @@ describe('the chart installed on a real node', () => {
       await core.listNamespacedPod({ namespace: SYSTEM_NS, labelSelector: 'app.kubernetes.io/component=webhook' })
     ).items;
     assert.equal(pods.length, 2);
+    const image = `${released.image.repository}@${released.image.digest}`;
     for (const pod of pods) {
       assert.equal(pod.spec?.nodeName, node.nodeName);
-      assert.equal(pod.status?.containerStatuses?.[0].image, node.images.webhook);
+      assert.equal(pod.spec?.containers[0].image, image, 'the chart names the image by the released digest');
+      assert.equal(pod.status?.containerStatuses?.[0].imageID, image);
       assert.equal(pod.status?.containerStatuses?.[0].ready, true);
       assert.equal(pod.spec?.containers[0].securityContext?.readOnlyRootFilesystem, true);
     }
-    assert.equal(deployment.spec?.template.spec?.containers[0].imagePullPolicy, 'Never');
+    assert.equal(deployment.spec?.template.spec?.containers[0].imagePullPolicy, 'IfNotPresent');
+    // containerd fetched the index by its digest from the registry, then this platform's manifest.
+    const pulls = registry
+      .accessLog()
+      .filter((e) => e.method === 'GET' && e.status === 200 && e.userAgent.startsWith('containerd/'))
+      .map((e) => e.path);
+    assert.ok(pulls.includes(`/v2/wiw/workload-identity-webhook/manifests/${released.image.digest}`), pulls.join('\n'));
+    const here = `linux/${process.arch === 'arm64' ? 'arm64' : 'amd64'}`;
+    assert.ok(pulls.includes(`/v2/wiw/workload-identity-webhook/manifests/${released.image.platforms[here]}`));
   });
 
   test('the self-managed certificate is created in the cluster and the caBundle patched with it', async () => {
@@ -272,3 +368,113 @@ describe('the chart installed on a real node', () => {
     assert.ok(created.length > 10, `${created.length} Pods created`);
   });
 });
+
+describe('operating it: alerts over real scrapes, and the blast radius of each scope', () => {
+  const webhookPods = async () =>
+    (await core.listNamespacedPod({ namespace: SYSTEM_NS, labelSelector: 'app.kubernetes.io/component=webhook' }))
+      .items;
+  const ready = (pod: Awaited<ReturnType<typeof webhookPods>>[number]) =>
+    !pod.metadata?.deletionTimestamp && pod.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True');
+  /** What the Prometheus operator scrapes through the ServiceMonitor: each webhook Pod's metrics port. */
+  const scrapeWebhooks = async (): Promise<Scrape[]> =>
+    Promise.all(
+      (await webhookPods()).filter(ready).map(async (pod) => ({
+        timeMs: Date.now(),
+        labels: { namespace: SYSTEM_NS, job: FULLNAME, pod: pod.metadata!.name! },
+        body: await (await fetch(`http://${pod.status!.podIP}:9090/metrics`)).text(),
+      })),
+    );
+  const held = (name: string, serviceAccountName: string, labels: Record<string, string> = {}) => ({
+    metadata: { name, labels },
+    spec: {
+      serviceAccountName,
+      // Admitted and stored, never started.
+      schedulingGates: [{ name: 'example.com/hold' }],
+      containers: [{ name: 'app', image: node.images.base, imagePullPolicy: 'Never' }],
+    },
+  });
+
+  test("the denial alert's expression fires over scrapes of the webhook Pods once Pods are denied, not before", async () => {
+    const [rule] = (await renderedRuleGroups())[0].rules.filter(
+      (r) => r.alert === 'WorkloadIdentityWebhookDenialsRising',
+    );
+    await core.createNamespacedServiceAccount({
+      namespace: NS,
+      body: { metadata: { name: 'malformed', annotations: { 'eks.amazonaws.com/role-arn': 'arn:aws:iam::role/x' } } },
+    });
+    // The previous test replaced a replica: both Ready again first, so every scrape sees the same two.
+    await until(
+      'both webhook replicas Ready',
+      async () => (await webhookPods()).filter(ready).length === 2 || undefined,
+      120_000,
+    );
+    const scrapes = await scrapeWebhooks();
+    assert.equal(scrapes.length, 2);
+    for (let i = 0; i < 4; i++) await core.createNamespacedPod({ namespace: NS, body: held(`allowed-${i}`, 'aws') });
+    scrapes.push(...(await scrapeWebhooks()));
+    assert.deepEqual(await evaluate(scrapes, rule.expr, scrapes.at(-1)!.timeMs), [], 'nothing denied yet');
+    // Two rounds: a denial series new in one scrape has its second sample in the next.
+    for (const round of [0, 1]) {
+      for (let i = 0; i < 4; i++) {
+        await assert.rejects(
+          core.createNamespacedPod({ namespace: NS, body: held(`denied-${round}-${i}`, 'malformed') }),
+          /eks\.amazonaws\.com\/role-arn/,
+        );
+      }
+      scrapes.push(...(await scrapeWebhooks()));
+    }
+    const fired = await evaluate(scrapes, rule.expr, scrapes.at(-1)!.timeMs);
+    assert.deepEqual(
+      fired.map((f) => f.labels),
+      [{ namespace: SYSTEM_NS }],
+    );
+    assert.ok(fired[0].value > 0.1, `denied fraction ${fired[0].value}`);
+  });
+
+  test('with the webhook scaled to 0: scope all refuses an unlabelled Pod; scope labelled creates it and refuses a labelled one', async () => {
+    const scaleToZero = async () => {
+      await apps.replaceNamespacedDeploymentScale({
+        namespace: SYSTEM_NS,
+        name: FULLNAME,
+        body: { metadata: { name: FULLNAME, namespace: SYSTEM_NS }, spec: { replicas: 0 } },
+      });
+      await until('no webhook Pod left', async () => ((await webhookPods()).length === 0 ? true : undefined), 120_000);
+    };
+    await scaleToZero();
+    await assert.rejects(
+      core.createNamespacedPod({ namespace: NS, body: held('outage-all', 'aws') }),
+      /failed calling webhook \W*pods\.workload-identity-webhook\.io\W/,
+    );
+
+    await helm(
+      ['upgrade', RELEASE, CHART, '--namespace', SYSTEM_NS, '--reuse-values', '--set', 'webhook.scope=labelled'],
+      { kubeconfig: node.cp.kubeconfigPath },
+    );
+    // helm upgrade sets the chart's replica count again.
+    await scaleToZero();
+    const outside = await core.createNamespacedPod({ namespace: NS, body: held('outage-unlabelled', 'aws') });
+    assert.equal(
+      outside.spec!.containers[0].env?.find((e) => e.name === 'AWS_ROLE_ARN'),
+      undefined,
+      'created without reaching the webhook',
+    );
+    await assert.rejects(
+      core.createNamespacedPod({
+        namespace: NS,
+        body: held('outage-labelled', 'aws', { 'workload-identity-webhook.io/inject': 'true' }),
+      }),
+      /failed calling webhook \W*pods\.workload-identity-webhook\.io\W/,
+    );
+  });
+});
+
+/** The size of a released platform's image as built (its files, uncompressed). */
+async function uncompressedSize(arch: string): Promise<number> {
+  const image = await mountImage(`localhost/workload-identity-webhook-release:${VERSION}-${arch}`);
+  try {
+    const { stdout } = await promisify(execFile)('du', ['-sb', '--apparent-size', image.root]);
+    return Number(stdout.split('\t')[0]);
+  } finally {
+    await image.release();
+  }
+}

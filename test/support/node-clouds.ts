@@ -211,14 +211,30 @@ export async function startNodeClouds(node: NodeCluster, namespace: string): Pro
   return { namespace, standIn, sts, entra, google, subject, principal, probe, runPod, stop: () => standIn.stop() };
 }
 
-/** `helm install` of the chart with the locally built image, as a user would (pullPolicy Never: nothing is pulled). */
-export async function installChart(node: NodeCluster, requestorNamespaces: string[]): Promise<void> {
+/** Where the chart comes from: the checkout with the locally built image, or a released chart. */
+export type ChartSource = { kind: 'local' } | { kind: 'oci'; ref: string; version: string; plainHttp: boolean };
+
+/**
+ * `helm install` of the chart as a user would: from the checkout with the locally built image
+ * (pullPolicy Never: nothing is pulled), or a released chart from a registry (`oci://`), whose
+ * values name the released image by digest (pulled by the node's containerd).
+ */
+export async function installChart(
+  node: NodeCluster,
+  requestorNamespaces: string[],
+  source: ChartSource = { kind: 'local' },
+): Promise<void> {
   await createNamespace(node.cp, SYSTEM_NS, { 'pod-security.kubernetes.io/enforce': 'restricted' });
   const [repository, tag] = node.images.webhook.split(/:(?=[^:/]+$)/);
-  await helmUpgradeInstall(node.cp, RELEASE, SYSTEM_NS, {
-    image: { repository, tag, pullPolicy: 'Never' },
+  const values = {
+    ...(source.kind === 'local' ? { image: { repository, tag, pullPolicy: 'Never' } } : {}),
     config: { awsDefaultRegion: 'eu-west-1', azureTenantId: TENANT },
     // Its RoleBindings go into these, which must exist first.
     tokenRequestor: { enabled: true, namespaces: requestorNamespaces },
-  });
+  };
+  const chart =
+    source.kind === 'oci'
+      ? { ref: source.ref, args: ['--version', source.version, ...(source.plainHttp ? ['--plain-http'] : [])] }
+      : undefined;
+  await helmUpgradeInstall(node.cp, RELEASE, SYSTEM_NS, values, 'install', chart);
 }
