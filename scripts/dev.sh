@@ -107,6 +107,12 @@ case "$cmd" in
     npm run --silent build
     exec node --expose-gc bench/admission.ts "$@"
     ;;
+  peer-diff)
+    # The peers' binaries come from scripts/provide-peers.sh, which scripts/peer-diff.ts calls.
+    ensure_node; ensure_deps; ensure_binaries
+    npm run --silent build
+    exec node scripts/peer-diff.ts "$@"
+    ;;
   # The steps one by one; each prints what it provides.
   ensure-node) ensure_node; command -v node ;;
   ensure-deps) ensure_deps; echo "$PWD/node_modules" ;;
@@ -114,7 +120,7 @@ case "$cmd" in
   ensure-python-sdks) ensure_python_sdks; echo "$WIW_SDK_PYTHON" ;;
   ensure-node-parts) ensure_node_parts ;;
   *)
-    echo "usage: scripts/dev.sh test|demo|bench|ensure-node|ensure-deps|ensure-binaries [--node]|ensure-python-sdks|ensure-node-parts" >&2
+    echo "usage: scripts/dev.sh test|demo|bench|peer-diff|ensure-node|ensure-deps|ensure-binaries [--node]|ensure-python-sdks|ensure-node-parts" >&2
     exit 2
     ;;
 esac

@@ -48,6 +48,12 @@ export function createMetrics() {
       labelNames: ['provider'] as const,
       registers: [registry],
     }),
+    shadowed: new Counter({
+      name: 'wiw_user_env_shadowed_total',
+      help: "Containers whose own value of an injected credential variable wins over the webhook's, by provider and variable",
+      labelNames: ['provider', 'variable'] as const,
+      registers: [registry],
+    }),
     denials: new Counter({
       name: 'wiw_denials_total',
       help: 'Objects refused, by reason',

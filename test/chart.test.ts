@@ -1002,6 +1002,8 @@ describe('values cover the webhook', () => {
         gcpGcloudImage: 'registry.example/cloud-sdk:1',
         gcpFileMode: '0400',
         gcpSetupContainerResources: '{"requests":{"cpu":"100m"}}',
+        gcpDefaultInjectionMode: 'direct',
+        gcpDirectGcloud: true,
         host: '0.0.0.0',
         metricsHost: '127.0.0.1',
         metricsNamespaceLabel: false,

@@ -509,6 +509,40 @@ describe('observability', () => {
     assert.doesNotMatch(raw, /"containers"/); // no whole Pod
   });
 
+  test("a container's own credential variable: stored as written, the client gets the warning, the metric counts it", async () => {
+    const res = await cp.request('POST', `/api/v1/namespaces/${NS}/pods`, {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name: 'old-key' },
+      spec: {
+        serviceAccountName: 'pfnet',
+        containers: [
+          {
+            name: 'velero',
+            image: 'busybox',
+            env: [{ name: 'GOOGLE_APPLICATION_CREDENTIALS', value: '/credentials/cloud' }],
+          },
+        ],
+      },
+    });
+    assert.equal(res.status, 201, res.body);
+    const stored = JSON.parse(res.body) as V1Pod;
+    const own = stored.spec!.containers[0].env!.filter((e) => e.name === 'GOOGLE_APPLICATION_CREDENTIALS');
+    assert.deepEqual(plain(own), [{ name: 'GOOGLE_APPLICATION_CREDENTIALS', value: '/credentials/cloud' }]);
+    // The API server relays admission warnings in Warning headers (code 299).
+    const warnings = [res.headers.warning ?? []].flat().join('\n');
+    assert.match(
+      warnings,
+      // The header quotes the warning: the name's own quotes arrive escaped.
+      /^299 - "container \\"velero\\" sets GOOGLE_APPLICATION_CREDENTIALS itself, so it does not use the gcp identity/,
+    );
+    assert.doesNotMatch(warnings, /\/credentials\/cloud/, "the container's value is not echoed");
+    assert.match(
+      await wh.metrics(),
+      /wiw_user_env_shadowed_total\{provider="gcp",variable="GOOGLE_APPLICATION_CREDENTIALS"\} 1\b/,
+    );
+  });
+
   test('metrics report injections, denials and the cache size', async () => {
     const text = await wh.metrics();
     assert.match(text, /wiw_injections_total\{provider="aws"\} [1-9]/);

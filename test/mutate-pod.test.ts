@@ -1,11 +1,14 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { mutatePod } from '../src/mutate/pod.ts';
 import type { Pod } from '../src/kube/types.ts';
 import { apply, envOf, pod, providers, sa } from './helpers.ts';
+import { AWS_CREDENTIAL_ENV } from '../src/clouds/aws/pod.ts';
+import { AZURE_CREDENTIAL_ENV } from '../src/clouds/azure/pod.ts';
+import { GCP_CREDENTIAL_ENV } from '../src/clouds/gcp/pod.ts';
 
 const AWS_ARN = 'arn:aws:iam::111122223333:role/s3-reader';
 const AZ_CLIENT = '8f3b2c1a-7d4e-4f5a-9b6c-0d1e2f3a4b5c';
@@ -574,7 +577,8 @@ describe('GCP (Workload Identity Federation)', () => {
       assert.deepEqual(c.env, [
         { name: 'GOOGLE_APPLICATION_CREDENTIALS', value: '/var/run/secrets/gcloud/config/federation.json' },
         { name: 'CLOUDSDK_CONFIG', value: '/var/run/secrets/gcloud/config' },
-        { name: 'CLOUDSDK_COMPUTE_REGION', value: 'asia-northeast1' },
+        // pfnet's -gcp-default-region is empty unless set: it injects the empty value.
+        { name: 'CLOUDSDK_COMPUTE_REGION', value: '' },
         { name: 'CLOUDSDK_CORE_PROJECT', value: 'my-project' },
         { name: 'GOOGLE_CLOUD_PROJECT', value: 'my-project' },
       ]);
@@ -648,13 +652,84 @@ describe('GCP (Workload Identity Federation)', () => {
     assert.match(d.message, /init container named "gcloud-setup"/);
   });
 
-  test('Windows Pods get Windows paths inside the credential file too', () => {
-    const out = mutated(pod({ spec: { os: { name: 'windows' } } }), {
-      'cloud.google.com/workload-identity-provider': GCP_PROVIDER,
-    });
+  test("Windows Pods: the Flux dialect's credential file names the Windows path, pfnet's keeps pfnet's Linux paths", () => {
+    const windows = pod({ spec: { os: { name: 'windows' } } });
+    const flux = mutated(windows, { 'gcp.auth.fluxcd.io/workload-identity-provider': GCP_PROVIDER });
     assert.equal(
-      credentials(out).credential_source.file,
+      credentials(flux).credential_source.file,
       'C:\\var\\run\\secrets\\sts.googleapis.com\\serviceaccount\\token',
+    );
+    const pfnet = mutated(windows, { 'cloud.google.com/workload-identity-provider': GCP_PROVIDER });
+    assert.equal(credentials(pfnet).credential_source.file, '/var/run/secrets/sts.googleapis.com/serviceaccount/token');
+    assert.equal(
+      envOf(pfnet.spec!.containers![0]).GOOGLE_APPLICATION_CREDENTIALS,
+      '/var/run/secrets/workload-identity/federation.json',
+    );
+  });
+
+  test('pfnet dialect: an email that is not NAME@PROJECT.iam.gserviceaccount.com gets CLOUDSDK_CORE_PROJECT="" (and no GOOGLE_CLOUD_PROJECT), as pfnet writes it', () => {
+    const out = mutated(pod(), {
+      ...PFNET_SA,
+      'cloud.google.com/service-account-email': 'app-x@project.iam.googleapis.com',
+    });
+    const [setup, app] = [out.spec!.initContainers![0], out.spec!.containers![0]];
+    assert.equal(envOf(setup).CLOUDSDK_CORE_PROJECT, '');
+    assert.equal(envOf(app).CLOUDSDK_CORE_PROJECT, '');
+    assert.equal(envOf(app).GOOGLE_CLOUD_PROJECT, undefined);
+    // pfnet's unanchored expression: the first "@X.iam.gserviceaccount.com" names the project.
+    const odd = mutated(pod(), {
+      ...PFNET_SA,
+      'cloud.google.com/service-account-email': 'a@b.iam.gserviceaccount.com.example',
+    });
+    assert.equal(envOf(odd.spec!.containers![0]).CLOUDSDK_CORE_PROJECT, 'b');
+  });
+
+  test('GOOGLE_CLOUD_PROJECT is left out where the container names its own CLOUDSDK_CORE_PROJECT', () => {
+    const out = mutated(
+      pod({
+        spec: {
+          containers: [{ name: 'app', image: 'busybox', env: [{ name: 'CLOUDSDK_CORE_PROJECT', value: 'other' }] }],
+        },
+      }),
+      PFNET_SA,
+    );
+    const env = envOf(out.spec!.containers![0]);
+    assert.equal(env.CLOUDSDK_CORE_PROJECT, 'other');
+    assert.equal(env.GOOGLE_CLOUD_PROJECT, undefined);
+  });
+
+  test("--gcp-default-injection-mode direct: pfnet main's default, for ServiceAccounts that name no mode", () => {
+    const out = mutated(pod(), PFNET_SA, { 'gcp-default-injection-mode': 'direct' });
+    assert.equal(out.spec!.initContainers, undefined, 'no setup container');
+    assert.ok(out.metadata!.annotations!['cloud.google.com/external-credentials-json']);
+    const gcloud = mutated(
+      pod(),
+      { ...PFNET_SA, 'cloud.google.com/injection-mode': 'gcloud' },
+      {
+        'gcp-default-injection-mode': 'direct',
+      },
+    );
+    assert.equal(gcloud.spec!.initContainers![0].name, 'gcloud-setup', "the ServiceAccount's own mode wins");
+  });
+
+  test("--gcp-direct-gcloud: direct mode also sets up gcloud (pfnet main, #152); off, direct mode is v0.7.0's", () => {
+    const sa = { ...PFNET_SA, 'cloud.google.com/injection-mode': 'direct' };
+    const plain = envOf(mutated(pod(), sa).spec!.containers![0]);
+    assert.equal(plain.CLOUDSDK_AUTH_CREDENTIAL_FILE_OVERRIDE, undefined);
+    assert.equal(plain.CLOUDSDK_CONFIG, undefined);
+    const out = mutated(pod(), sa, { 'gcp-direct-gcloud': 'true' });
+    const app = out.spec!.containers![0];
+    assert.equal(
+      envOf(app).CLOUDSDK_AUTH_CREDENTIAL_FILE_OVERRIDE,
+      '/var/run/secrets/workload-identity/federation.json',
+    );
+    assert.equal(envOf(app).CLOUDSDK_CONFIG, '/var/run/secrets/gcloud/config');
+    assert.deepEqual(
+      out.spec!.volumes!.map((v) => v.name),
+      ['gcp-iam-token', 'gcloud-config', 'external-credential-config'],
+    );
+    assert.ok(
+      app.volumeMounts!.some((m) => m.name === 'gcloud-config' && m.mountPath === '/var/run/secrets/gcloud/config'),
     );
   });
 });
@@ -1069,5 +1144,96 @@ describe('AWS EKS Pod Identity (container credentials)', () => {
     assert.deepEqual(ours.spec!.volumes, []);
     const users = moved(mutated(pod({ labels: { 'eks.amazonaws.com/pod-identity': 'enabled' } }), {}, flags));
     assert.deepEqual(users.metadata!.labels, { 'eks.amazonaws.com/pod-identity': 'enabled' });
+  });
+});
+
+describe("a container's own value of an injected credential variable", () => {
+  const identities = {
+    aws: { sa: { 'eks.amazonaws.com/role-arn': AWS_ARN }, labels: {} },
+    azure: {
+      sa: { 'azure.workload.identity/client-id': AZ_CLIENT, 'azure.workload.identity/tenant-id': AZ_TENANT },
+      labels: { 'azure.workload.identity/use': 'true' },
+    },
+    gcp: {
+      sa: {
+        'cloud.google.com/workload-identity-provider': GCP_PROVIDER,
+        'cloud.google.com/service-account-email': 'reader@my-project.iam.gserviceaccount.com',
+      },
+      labels: {},
+    },
+  } as const;
+  const credentialEnv = { aws: AWS_CREDENTIAL_ENV, azure: AZURE_CREDENTIAL_ENV, gcp: GCP_CREDENTIAL_ENV };
+
+  for (const [provider, names] of Object.entries(credentialEnv) as [
+    keyof typeof credentialEnv,
+    ReadonlySet<string>,
+  ][]) {
+    for (const variable of names) {
+      test(`${provider} ${variable}: the container's value wins, with a warning naming it and the metric's labels`, () => {
+        const { sa: base, labels } = identities[provider];
+        // gcloud's own file variable is injected in direct mode with --gcp-direct-gcloud.
+        const gcloudFile = variable === 'CLOUDSDK_AUTH_CREDENTIAL_FILE_OVERRIDE';
+        // The shared config file is injected for a ServiceAccount that lists several roles.
+        const profiles = variable === 'AWS_CONFIG_FILE';
+        const annotations = gcloudFile
+          ? { ...base, 'cloud.google.com/injection-mode': 'direct' }
+          : profiles
+            ? { ...base, 'eks.amazonaws.com/role-arns': `reports=${AWS_ARN}` }
+            : base;
+        const flags: Record<string, string> = gcloudFile ? { 'gcp-direct-gcloud': 'true' } : {};
+        const p = pod({
+          labels,
+          spec: {
+            containers: [{ name: 'app "x"\n', image: 'busybox', env: [{ name: variable, value: '/old/key.json' }] }],
+          },
+        });
+        const result = run(p, annotations, flags);
+        assert.ok(result.allowed);
+        const env = envOf(apply(p, result.patch).spec!.containers![0]);
+        assert.equal(env[variable], '/old/key.json', "the user's value is kept");
+        if (variable.startsWith('AWS_CONTAINER_')) {
+          // EKS Pod Identity is not in force here: nothing of it is injected, nothing shadowed.
+          assert.deepEqual(result.shadowed, []);
+          return;
+        }
+        assert.deepEqual(result.shadowed, [{ provider, variable }]);
+        const warning = result.warnings.find((w) => w.includes(variable))!;
+        assert.ok(warning.startsWith('container "app \\"x\\"\\n" sets'), `the name is quoted: ${warning}`);
+        assert.ok(!warning.includes('/old/key.json'), "the container's value is never echoed");
+      });
+    }
+  }
+
+  test("docs/install.md names exactly the clouds' credential variables (the metric's variable label)", () => {
+    const install = readFileSync(join(import.meta.dirname, '../docs/install.md'), 'utf8');
+    const section = install.slice(install.indexOf('### Keeping an old credential'));
+    const listed = section.slice(section.indexOf('(variables:'), section.indexOf(').', section.indexOf('(variables:')));
+    assert.deepEqual(
+      [...listed.matchAll(/`([A-Z_]+)`/g)].map((m) => m[1]),
+      [...AWS_CREDENTIAL_ENV, ...AZURE_CREDENTIAL_ENV, ...GCP_CREDENTIAL_ENV],
+    );
+  });
+
+  test("the same value as the injected one, or the webhook's own from an earlier admission, warns of nothing", () => {
+    const first = run(pod(), identities.gcp.sa);
+    assert.ok(first.allowed);
+    const again = run(apply(pod(), first.patch), identities.gcp.sa);
+    assert.ok(again.allowed);
+    assert.deepEqual(again.shadowed, []);
+    assert.deepEqual(again.warnings, []);
+    const same = pod({
+      spec: {
+        containers: [
+          {
+            name: 'app',
+            image: 'busybox',
+            env: [{ name: 'GOOGLE_APPLICATION_CREDENTIALS', value: '/var/run/secrets/gcloud/config/federation.json' }],
+          },
+        ],
+      },
+    });
+    const result = run(same, identities.gcp.sa);
+    assert.ok(result.allowed);
+    assert.deepEqual(result.shadowed, []);
   });
 });

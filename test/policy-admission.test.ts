@@ -215,7 +215,7 @@ describe('identity providers', () => {
 
   test('a Pod that requests no identity is not judged at all', () => {
     const r = run(g, {});
-    assert.deepEqual(r, { allowed: true, patch: [], injections: [], warnings: [] });
+    assert.deepEqual(r, { allowed: true, patch: [], injections: [], warnings: [], shadowed: [] });
   });
 });
 

@@ -40,7 +40,12 @@ const CONTAINER_CREDENTIALS_FLAGS: Record<string, string> = {
   tokenPath: 'aws-container-credentials-token-path',
 };
 /** Our admission warnings per case. */
-const WARNINGS: Record<string, string[]> = {};
+const shadowed = (container: string, variable: string) =>
+  `container "${container}" sets ${variable} itself, so it does not use the aws identity the webhook injects; remove ${variable} from the container to use workload identity (docs/install.md#keeping-an-old-credential)`;
+const WARNINGS: Record<string, string[]> = {
+  // A container's own AWS_ROLE_ARN wins, in the peer as here; we say so.
+  rawPodSkip: [shadowed('balajilovesoreos', 'AWS_ROLE_ARN')],
+};
 
 mkdirSync(outDir, { recursive: true });
 writeFileSync(

@@ -517,6 +517,13 @@ for (const [file, name, env] of [
   replay(`TestAddEnvironmentVariables-${file}`, `TestAddEnvironmentVariables/${name}`, {
     pod: one('pod', [{ name: 'cont1', image: 'image', ...(env ? { env: [...env] } : {}) }]),
     saAnnotations: { ...client, ...tenant },
+    // The container's own identity variables win, in the peer as here; we say so.
+    warnings: (env ?? [])
+      .filter((e) => ['AZURE_CLIENT_ID', 'AZURE_TENANT_ID', 'AZURE_FEDERATED_TOKEN_FILE'].includes(e.name))
+      .map(
+        (e) =>
+          `container "cont1" sets ${e.name} itself, so it does not use the azure identity the webhook injects; remove ${e.name} from the container to use workload identity (docs/install.md#keeping-an-old-credential)`,
+      ),
   });
 }
 replay(

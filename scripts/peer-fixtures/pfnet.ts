@@ -19,6 +19,8 @@ const TOKEN_MOUNT = '/var/run/secrets/sts.googleapis.com/serviceaccount';
 const CONFIG_MOUNT = '/var/run/secrets/gcloud/config';
 const DIRECT_MOUNT = '/var/run/secrets/workload-identity';
 const IMAGE = 'gcr.io/google.com/cloudsdktool/google-cloud-cli:stable';
+// The region the peer's tests construct the mutator with (DefaultGCloudRegion): a test constant;
+// the binary's -gcp-default-region defaults to "", so the fixtures set our flag to it.
 const REGION = 'asia-northeast1';
 const SETUP_RESOURCES = { requests: { cpu: '100m' } };
 type Mode = 'gcloud' | 'direct';
@@ -150,7 +152,7 @@ mkdirSync(outDir, { recursive: true });
   const provider =
     'projects/{PROJECT_NUMBER}/locations/{LOCATION}/workloadIdentityPools/{POOL_ID}/providers/{PROVIDER_ID}';
   const email = 'sa@project.iam.gserviceaccount.com';
-  const flags = { 'gcp-setup-container-resources': JSON.stringify(SETUP_RESOURCES) };
+  const flags = { 'gcp-setup-container-resources': JSON.stringify(SETUP_RESOURCES), 'gcp-default-region': REGION };
   const saAnn = {
     [`${D}/workload-identity-provider`]: provider,
     [`${D}/service-account-email`]: email,
@@ -247,7 +249,11 @@ mkdirSync(outDir, { recursive: true });
   const provider =
     'projects/{ProjectNumber}/locations/{Location}/workloadIdentityPools/{PoolId}/providers/{ProviderId}';
   const email = 'sa@demo.iam.gserviceaccount.com';
-  const flags = { 'gcp-setup-container-resources': JSON.stringify(SETUP_RESOURCES), 'gcp-file-mode': '0400' };
+  const flags = {
+    'gcp-setup-container-resources': JSON.stringify(SETUP_RESOURCES),
+    'gcp-file-mode': '0400',
+    'gcp-default-region': REGION,
+  };
   const common = { source: `webhooks/mutatepod_test.go@${COMMIT}`, flags };
   const providerWarning = `ServiceAccount default/app annotation ${D}/workload-identity-provider="${provider}" is not a workload identity provider; expected projects/<project number>/locations/global/workloadIdentityPools/<pool>/providers/<provider>; passing it through, as the peer webhook does (--strict refuses it)`;
   const full = {

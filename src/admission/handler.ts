@@ -71,6 +71,7 @@ export function measure(metrics: Metrics, observePod?: (review: PodReviewObserva
     metrics.requests.inc({ kind, operation: request.operation, result });
     metrics.latency.observe({ kind }, seconds);
     for (const provider of decision.injected ?? []) metrics.injections.inc({ provider });
+    for (const labels of decision.shadowed ?? []) metrics.shadowed.inc(labels);
     if (decision.denial) metrics.denials.inc({ reason: decision.denial.reason });
     if (kind === 'Pod' && request.operation === 'CREATE')
       observePod?.({

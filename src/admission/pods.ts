@@ -114,6 +114,7 @@ export function decidePod(
     warnings: planned.warnings,
     auditAnnotations: providersInjected.length ? { 'injected-providers': providersInjected.join(',') } : undefined,
     injected: providersInjected,
+    shadowed: planned.shadowed,
     injections: planned.injections,
   });
 }

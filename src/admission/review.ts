@@ -105,6 +105,8 @@ export interface Decision {
   auditAnnotations?: Record<string, string>;
   /** Providers injected, for the decision's log line and metrics; not sent. */
   injected?: string[];
+  /** Credential variables a container's own value shadows, for the metric; not sent. */
+  shadowed?: { provider: string; variable: string }[];
   /** A Pod's injections, for the peers' metrics; not sent. */
   injections?: readonly Injection[];
   /** The patch as sent, once serialised (handler.ts's limitPatch does it, and measures it). */
@@ -122,7 +124,7 @@ export function encodePatch(patch: PatchOperation[]): EncodedPatch {
 }
 
 /** What an allowed object may carry besides its patch. */
-type Extras = Pick<Decision, 'warnings' | 'auditAnnotations' | 'injected' | 'injections'>;
+type Extras = Pick<Decision, 'warnings' | 'auditAnnotations' | 'injected' | 'injections' | 'shadowed'>;
 
 // The verdicts, after controller-runtime's admission response.go: every Decision is made by one.
 

@@ -42,6 +42,17 @@ export interface Injection {
    * (`__proto__`, `toString`).
    */
   containerEnvGroups?: ReadonlyMap<string, EnvVar[][]>;
+  /**
+   * An env var added only when the container sets none of these names either (GCP's
+   * GOOGLE_CLOUD_PROJECT is left out where the container names its own CLOUDSDK_CORE_PROJECT).
+   */
+  envGuards?: Readonly<Record<string, readonly string[]>>;
+  /**
+   * The variables that carry the credential itself (a token file, a role, a credential file):
+   * a container whose own value differs keeps it, and the admission warns that the injected
+   * identity is not what that container uses.
+   */
+  credentialEnv?: ReadonlySet<string>;
   /** Pod annotations the volume projects through the downward API (the GCP credential file). */
   annotations: Record<string, string>;
   /** Pod labels (the AWS peer's `eks.amazonaws.com/pod-identity: enabled`). */

@@ -39,6 +39,8 @@ export type PodMutation =
       patch: PatchOperation[];
       injections: Injection[];
       warnings: string[];
+      /** Credential variables a container's own value shadows (for the metric), one per container. */
+      shadowed: Shadowed[];
     }
   | { allowed: false; denial: Denial };
 
@@ -85,6 +87,12 @@ export function mutatePod(providers: readonly PodProvider[], admission: PodAdmis
   return isDenial(injections) ? { allowed: false, denial: injections } : plan(admission, injections);
 }
 
+/** A container's own value of an injected credential variable: it wins, and the identity goes unused. */
+export interface Shadowed {
+  provider: Injection['provider'];
+  variable: string;
+}
+
 interface PlanContext {
   serviceAccountName: string;
   namespace: string;
@@ -103,7 +111,7 @@ function planPodPatch(original: Pod, injections: Injection[], ctx: PlanContext):
     pod = removeRecorded(original, record, ops);
     record = undefined;
   }
-  if (injections.length === 0) return { allowed: true, patch: ops, injections, warnings };
+  if (injections.length === 0) return { allowed: true, patch: ops, injections, warnings, shadowed: [] };
 
   const spec = pod.spec ?? {};
   const conflicts: string[] = [];
@@ -151,6 +159,7 @@ function planPodPatch(original: Pod, injections: Injection[], ctx: PlanContext):
     else if (sameSetup(existing, container)) ownAdded.add(container.name);
   }
   const containerOps: PatchOperation[] = [];
+  const shadowed: ShadowedIn[] = [];
   planContainers(
     containerOps,
     conflicts,
@@ -160,8 +169,20 @@ function planPodPatch(original: Pod, injections: Injection[], ctx: PlanContext):
     injections,
     next,
     ownAdded,
+    shadowed,
   );
-  planContainers(containerOps, conflicts, '/spec/containers', '', spec.containers, injections, next, ownAdded);
+  planContainers(
+    containerOps,
+    conflicts,
+    '/spec/containers',
+    '',
+    spec.containers,
+    injections,
+    next,
+    ownAdded,
+    shadowed,
+  );
+  for (const s of shadowed) warnings.push(shadowWarning(s));
   // Setup init containers go first, after the operations that address init containers by index.
   const setups: Container[] = [];
   for (const { initContainer } of injections) {
@@ -217,7 +238,13 @@ function planPodPatch(original: Pod, injections: Injection[], ctx: PlanContext):
     added.initContainers.last,
   );
   addContainers(ops, '/spec/containers', spec.containers, added.containers.first, added.containers.last);
-  return { allowed: true, patch: ops, injections, warnings };
+  return {
+    allowed: true,
+    patch: ops,
+    injections,
+    warnings,
+    shadowed: shadowed.map(({ provider, variable }) => ({ provider, variable })),
+  };
 }
 
 /** Adds containers before and after a list's own, after every operation that addresses it by index. */
@@ -269,7 +296,9 @@ function removeRecorded(pod: Pod, record: InjectionRecord, ops: PatchOperation[]
       env: prune(
         `${base}/${i}/env`,
         c.env,
-        (e) => e.value !== undefined && env.has(e.name, digest(e.value)) && !keep.has(prefix + c.name, e.name),
+        // An empty value we added is stored without one (the API server omits empty strings).
+        (e) =>
+          e.valueFrom === undefined && env.has(e.name, digest(e.value ?? '')) && !keep.has(prefix + c.name, e.name),
       ),
       // A mount of a volume that goes would leave the Pod invalid: it goes too.
       volumeMounts: prune(`${base}/${i}/volumeMounts`, c.volumeMounts, (m) => removedVolumes.has(m.name)),
@@ -331,6 +360,7 @@ function planContainers(
   injections: Injection[],
   record: NextRecord,
   ownAdded: ReadonlySet<string>,
+  shadowed: ShadowedIn[],
 ): void {
   if (!containers) return;
   // Setup containers the webhook injects are its own: no provider mutates them, so a second
@@ -348,7 +378,11 @@ function planContainers(
     for (const injection of injections) {
       if (injection.skipContainers.has(container.name)) continue;
       userEnv ??= envIndex(container);
-      if (injection.satisfied?.(userEnv)) continue;
+      if (injection.satisfied?.(userEnv)) {
+        for (const group of injection.envGroups)
+          noteShadowed(shadowed, injection, container.name, group, userEnv, record);
+        continue;
+      }
       for (const wanted of mountsOf(injection)) {
         const atPath = container.volumeMounts?.find((m) => m.mountPath === wanted.mountPath);
         if (atPath === undefined) {
@@ -361,7 +395,11 @@ function planContainers(
       }
       for (const group of injection.containerEnvGroups?.get(container.name) ?? injection.envGroups) {
         // The user's value always wins: a group is added only when none of its names is set.
-        if (group.some((e) => userEnv!.has(e.name) || added.has(e.name))) {
+        const guards = injection.envGuards;
+        if (
+          group.some((e) => userEnv!.has(e.name) || added.has(e.name) || guards?.[e.name]?.some((g) => userEnv!.has(g)))
+        ) {
+          noteShadowed(shadowed, injection, container.name, group, userEnv, record);
           // The user's own copy of the very value the webhook adds stays the user's.
           for (const e of group) {
             if (e.value === undefined || userEnv.get(e.name) !== e.value || record.prior.has(e.name, digest(e.value)))
@@ -382,9 +420,39 @@ function planContainers(
   }
 }
 
+interface ShadowedIn extends Shadowed {
+  container: string;
+}
+
+/**
+ * The container's own value of a credential variable the webhook would set, unless it is the
+ * value the webhook itself wrote (an earlier admission, or the same value written by hand).
+ */
+function noteShadowed(
+  out: ShadowedIn[],
+  injection: Injection,
+  container: string,
+  group: readonly { name: string; value?: string }[],
+  userEnv: ReadonlyMap<string, string | undefined>,
+  record: NextRecord,
+): void {
+  for (const e of group) {
+    if (!injection.credentialEnv?.has(e.name) || !userEnv.has(e.name)) continue;
+    const own = userEnv.get(e.name);
+    if (own === e.value || (own !== undefined && record.prior.has(e.name, digest(own)))) continue;
+    out.push({ provider: injection.provider, variable: e.name, container });
+  }
+}
+
+/** Names only: the container's value may be anything, and the names are the webhook's own constants. */
+function shadowWarning(s: ShadowedIn): string {
+  return `container ${JSON.stringify(s.container.slice(0, 63))} sets ${s.variable} itself, so it does not use the ${s.provider} identity the webhook injects; remove ${s.variable} from the container to use workload identity (docs/install.md#keeping-an-old-credential)`;
+}
+
 function envIndex(container: Container): Map<string, string | undefined> {
   const index = new Map<string, string | undefined>();
-  for (const e of container.env ?? []) index.set(e.name, e.value);
+  // A stored empty value has no `value` (the API server omits empty strings): it reads as "".
+  for (const e of container.env ?? []) index.set(e.name, e.valueFrom ? undefined : (e.value ?? ''));
   return index;
 }
 

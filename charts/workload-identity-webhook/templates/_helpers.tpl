@@ -143,6 +143,8 @@ gcpTokenExpiration: gcp-token-expiration
 gcpGcloudImage: gcp-gcloud-image
 gcpFileMode: gcp-file-mode
 gcpSetupContainerResources: gcp-setup-container-resources
+gcpDefaultInjectionMode: gcp-default-injection-mode
+gcpDirectGcloud: gcp-direct-gcloud
 gcpAllowedTokenUrls: gcp-allowed-token-urls
 secretTokenPath: secret-token-path
 watchPolicies: watch-policies

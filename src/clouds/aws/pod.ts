@@ -72,6 +72,15 @@ function configuresItself(identityVars: readonly string[]): (env: { has(name: st
     (env.has('AWS_REGION') || env.has('AWS_DEFAULT_REGION')) &&
     env.has('AWS_STS_REGIONAL_ENDPOINTS');
 }
+/** The variables that carry the identity: a container's own value of one means it is not used. */
+export const AWS_CREDENTIAL_ENV: ReadonlySet<string> = new Set([
+  'AWS_ROLE_ARN',
+  'AWS_WEB_IDENTITY_TOKEN_FILE',
+  'AWS_CONTAINER_CREDENTIALS_FULL_URI',
+  'AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE',
+  'AWS_CONFIG_FILE',
+]);
+
 // Built once: an injection's `satisfied` is the same function on every admission.
 const webIdentityConfigured = configuresItself(['AWS_ROLE_ARN', 'AWS_WEB_IDENTITY_TOKEN_FILE']);
 const profilesConfigured = configuresItself(['AWS_ROLE_ARN', 'AWS_WEB_IDENTITY_TOKEN_FILE', 'AWS_CONFIG_FILE']);
@@ -233,7 +242,12 @@ export function createAwsProvider(options: AwsOptions): PodProvider {
     const tokenFile = `${AWS_MOUNT_PATH}/${AWS_TOKEN_FILE}`;
     const path = (f: string) => (windows ? windowsPath(f) : f);
     const identityOf = (r: RoleArn) => ({ roleArn: r.arn, account: r.account, partition: r.partition, audience });
-    const base = { provider: 'aws' as const, mountPath: AWS_MOUNT_PATH, skipContainers: skip };
+    const base = {
+      provider: 'aws' as const,
+      mountPath: AWS_MOUNT_PATH,
+      skipContainers: skip,
+      credentialEnv: AWS_CREDENTIAL_ENV,
+    };
     if (rawProfiles === undefined) {
       // A pair, as in the peer: a container that sets either one gets neither.
       const pair = [
@@ -326,6 +340,7 @@ export function createAwsProvider(options: AwsOptions): PodProvider {
           labels: { [AWS_POD_IDENTITY_LABEL]: 'enabled' },
           skipContainers,
           satisfied: containerCredentialsConfigured,
+          credentialEnv: AWS_CREDENTIAL_ENV,
           identity: { mode: 'eks-pod-identity', audience: cc.audience },
         });
       }

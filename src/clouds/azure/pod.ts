@@ -2,7 +2,7 @@ import { type AzureCloudName, type AzureStackEnvironment, authorityHostOf } from
 import { CLOUDS } from '../registry.ts';
 import { denial, type Denial, isDenial } from '../../errors.ts';
 import type { Container, EnvVar, Pod, VolumeMount } from '../../kube/types.ts';
-import { boundExpiration, parseSeconds, splitNames, tokenVolume, tolerated, windowsPath } from '../common.ts';
+import { boundExpiration, parseSeconds, splitNames, tokenVolume, tolerated } from '../common.ts';
 import type { AddedContainer, Injection, PodContext, PodProvider } from '../types.ts';
 import {
   CONTAINER_CLIENT_IDS_ANNOTATION,
@@ -64,6 +64,13 @@ export const GUID_PATTERN = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a
 const TENANT_PATTERN =
   /^(?:[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}|[a-zA-Z0-9][a-zA-Z0-9.-]{0,252}\.[a-zA-Z]{2,})$/;
 
+/** The variables that carry the identity: a container's own value of one means it is not used. */
+export const AZURE_CREDENTIAL_ENV: ReadonlySet<string> = new Set([
+  'AZURE_CLIENT_ID',
+  'AZURE_TENANT_ID',
+  'AZURE_FEDERATED_TOKEN_FILE',
+]);
+
 export function isTenantId(value: string): boolean {
   return TENANT_PATTERN.test(value);
 }
@@ -73,7 +80,7 @@ export function createAzureProvider(options: AzureOptions): PodProvider {
   return {
     name: 'azure',
     annotationPrefixes: [`${PREFIX}/`],
-    resolvePod({ pod, serviceAccount, windows }: PodContext): Injection | Denial | undefined {
+    resolvePod({ pod, serviceAccount }: PodContext): Injection | Denial | undefined {
       // Opt-in by label, exactly "true", as in the peer.
       if (pod.metadata?.labels?.[AZURE_USE_LABEL] !== 'true') return undefined;
       // The peer (1.6 on) ran first, side by side during a migration: its token is there already.
@@ -168,7 +175,9 @@ export function createAzureProvider(options: AzureOptions): PodProvider {
       const envGroups: EnvVar[][] = [];
       if (clientId) envGroups.push([{ name: 'AZURE_CLIENT_ID', value: clientId }]);
       if (tenantId) envGroups.push([{ name: 'AZURE_TENANT_ID', value: tenantId }]);
-      envGroups.push([{ name: 'AZURE_FEDERATED_TOKEN_FILE', value: windows ? windowsPath(tokenFile) : tokenFile }]);
+      // Windows Pods too, as the peer writes it whatever the OS: the kubelet mounts the volume at
+      // C:\var\run\secrets\..., which a rooted path names from the container's drive C:.
+      envGroups.push([{ name: 'AZURE_FEDERATED_TOKEN_FILE', value: tokenFile }]);
       envGroups.push([{ name: 'AZURE_AUTHORITY_HOST', value: authorityHost }]);
 
       const identity: Record<string, string> = { cloud: options.cloud, audience: options.audience };
@@ -181,6 +190,7 @@ export function createAzureProvider(options: AzureOptions): PodProvider {
       }));
       return {
         provider: 'azure',
+        credentialEnv: AZURE_CREDENTIAL_ENV,
         volume: tokenVolume(AZURE_VOLUME_NAME, options.audience, expiration, AZURE_TOKEN_FILE),
         mountPath: AZURE_MOUNT_PATH,
         extraMountPaths: [AZURE_MOUNT_PATH_1_6],

@@ -13,7 +13,8 @@ export const GCP_FACTS = {
 /** pfnet-research/gcp-workload-identity-federation-webhook's names and defaults (webhooks/constants.go). */
 export const PFNET = {
   audience: 'sts.googleapis.com',
-  region: 'asia-northeast1',
+  /** -gcp-default-region's default: pfnet injects CLOUDSDK_COMPUTE_REGION="" unless the flag is set. */
+  region: '',
   gcloudImage: 'gcr.io/google.com/cloudsdktool/google-cloud-cli:stable',
   fileMode: 0o440,
   setupContainer: 'gcloud-setup',

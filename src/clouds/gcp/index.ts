@@ -16,6 +16,8 @@ export const gcpCloud: Cloud<GcpOptions, GcpDeclared, GcpField, GcpTrust> = {
     gcloudImage: config.gcpGcloudImage,
     fileMode: config.gcpFileMode,
     setupResources: config.gcpSetupContainerResources,
+    defaultInjectionMode: config.gcpDefaultInjectionMode,
+    directGcloud: config.gcpDirectGcloud,
     strict: config.strict,
   }),
   withOverrides: (options, o) => ({

@@ -1,7 +1,7 @@
 import { CLOUDS } from '../registry.ts';
 import { PFNET } from './facts.ts';
 import { denial, type Denial, isDenial } from '../../errors.ts';
-import type { Container, EnvVar, VolumeMount } from '../../kube/types.ts';
+import type { Container, EnvVar, Volume, VolumeMount } from '../../kube/types.ts';
 import { boundExpiration, parseSeconds, splitNames, tokenVolume, tolerated, windowsPath } from '../common.ts';
 import type { Injection, PodContext, PodProvider } from '../types.ts';
 import { projectIdOf } from './project-id.ts';
@@ -38,6 +38,7 @@ export const PROVIDER_PATTERN =
 const PROVIDER_FORM = 'projects/<project number>/locations/global/workloadIdentityPools/<pool>/providers/<provider>';
 export const EMAIL_PATTERN = /^[a-zA-Z0-9._%+-]+@([a-zA-Z0-9.-]+)$/;
 const SA_DOMAIN = /^([a-z][a-z0-9-]{4,28}[a-z0-9])\.iam\.gserviceaccount\.com$/;
+const PFNET_PROJECT = /@(.*).iam.gserviceaccount.com/;
 
 export interface GcpOptions {
   defaultTokenExpiration: number;
@@ -53,6 +54,10 @@ export interface GcpOptions {
   setupResources?: Record<string, unknown>;
   /** Refuse the values the peer read its own way (see tolerated) instead of warning. */
   strict?: boolean;
+  /** pfnet dialect: the mode when the ServiceAccount names none and has an email (v0.7.0: gcloud). */
+  defaultInjectionMode?: 'gcloud' | 'direct';
+  /** pfnet dialect, direct mode: gcloud's variables and config volume too (pfnet's main, PR #152). */
+  directGcloud?: boolean;
 }
 
 export interface WorkloadIdentityProvider {
@@ -164,7 +169,8 @@ export function gcloudSetupContainer(
       { name: 'GCP_WORKLOAD_IDENTITY_PROVIDER', value: workloadIdentityProvider },
       { name: 'GCP_SERVICE_ACCOUNT', value: serviceAccountEmail },
       { name: 'CLOUDSDK_CONFIG', value: PFNET.configMountPath },
-      ...(project ? [{ name: 'CLOUDSDK_CORE_PROJECT', value: project }] : []),
+      // Empty when the email names no project, as pfnet writes it (projectEnvVar).
+      { name: 'CLOUDSDK_CORE_PROJECT', value: project ?? '' },
     ],
     securityContext: {
       allowPrivilegeEscalation: false,
@@ -174,6 +180,24 @@ export function gcloudSetupContainer(
   };
   if (resources) setup.resources = resources;
   return setup;
+}
+
+/** The variables that carry the identity: a container's own value of one means it is not used. */
+export const GCP_CREDENTIAL_ENV: ReadonlySet<string> = new Set([
+  'GOOGLE_APPLICATION_CREDENTIALS',
+  'CLOUDSDK_AUTH_CREDENTIAL_FILE_OVERRIDE',
+  'CLOUDSDK_CONFIG',
+]);
+
+/** GOOGLE_CLOUD_PROJECT only where the container names no project of its own for gcloud either. */
+const PROJECT_GUARD = { GOOGLE_CLOUD_PROJECT: ['CLOUDSDK_CORE_PROJECT'] } as const;
+
+/** pfnet's writable gcloud config folder, an emptyDir every served container mounts. */
+function configVolume(): { volume: Volume; mount: VolumeMount } {
+  return {
+    volume: { name: PFNET.configVolume, emptyDir: {} },
+    mount: { name: PFNET.configVolume, mountPath: PFNET.configMountPath },
+  };
 }
 
 export function createGcpProvider(options: GcpOptions): PodProvider {
@@ -236,7 +260,7 @@ export function createGcpProvider(options: GcpOptions): PodProvider {
       }
       const layout = !pfnet
         ? 'projected'
-        : (mode ?? (email ? 'gcloud' : 'direct')) === 'gcloud'
+        : (mode ?? (email ? (options.defaultInjectionMode ?? 'gcloud') : 'direct')) === 'gcloud'
           ? 'pfnet-gcloud'
           : 'pfnet-direct';
       const runAsUser = sa['cloud.google.com/gcloud-run-as-user'];
@@ -259,15 +283,17 @@ export function createGcpProvider(options: GcpOptions): PodProvider {
       if (isDenial(bounded)) return bounded;
       expiration = bounded;
 
-      const path = (p: string) => (windows ? windowsPath(p) : p);
+      // Windows paths for the Flux dialect; pfnet writes its Linux paths whatever the OS, and so do we
+      // for its dialect (the kubelet mounts them under C:, which a rooted path names).
+      const path = (p: string) => (windows && !pfnet ? windowsPath(p) : p);
       const tokenFile = path(`${GCP_MOUNT_PATH}/${GCP_TOKEN_FILE}`);
-      // The annotated project (pfnet PR #138) wins; else pfnet takes the project from any
-      // NAME@PROJECT.iam.gserviceaccount.com (webhooks/mutatepod.go).
+      // The annotated project (pfnet PR #138) wins; else pfnet takes the project from the first
+      // "@X.iam.gserviceaccount.com" in the email, "" when there is none (webhooks/mutatepod.go:
+      // the same regular expression, unanchored).
       const projectId = projectIdOf(sa, saName);
       if (isDenial(projectId)) return projectId;
       const project =
-        projectId ??
-        (!email ? undefined : pfnet ? /@(.+)\.iam\.gserviceaccount\.com$/.exec(email)?.[1] : projectOfEmail(email));
+        projectId ?? (!email ? undefined : pfnet ? (PFNET_PROJECT.exec(email)?.[1] ?? '') : projectOfEmail(email));
       const identity: Record<string, string> = {
         workloadIdentityProvider: provider.name,
         projectNumber: provider.projectNumber,
@@ -293,6 +319,8 @@ export function createGcpProvider(options: GcpOptions): PodProvider {
         if (options.region) envGroups.push([{ name: 'CLOUDSDK_COMPUTE_REGION', value: options.region }]);
         return {
           provider: 'gcp',
+          credentialEnv: GCP_CREDENTIAL_ENV,
+          envGuards: PROJECT_GUARD,
           volume: tokenVolume(GCP_VOLUME_NAME, audience, expiration, GCP_TOKEN_FILE, [
             {
               path: GCP_CREDENTIALS_FILE,
@@ -320,18 +348,36 @@ export function createGcpProvider(options: GcpOptions): PodProvider {
         [KEYS.expiration]: String(expiration),
       };
       const region = options.region ?? PFNET.region;
-      const tail: EnvVar[][] = [[{ name: 'CLOUDSDK_COMPUTE_REGION', value: region }], ...projectEnv];
+      // Both always, as pfnet adds them (empty values included) where the container sets neither name.
+      const tail: EnvVar[][] = [
+        [{ name: 'CLOUDSDK_COMPUTE_REGION', value: region }],
+        ...(project === '' ? [[{ name: 'CLOUDSDK_CORE_PROJECT', value: '' }]] : projectEnv),
+      ];
 
       if (layout === 'pfnet-direct') {
         const credentialsFile = path(`${PFNET.directMountPath}/${GCP_CREDENTIALS_FILE}`);
         annotations[GCP_CREDENTIALS_ANNOTATION] = JSON.stringify(
           externalAccountConfig({ provider, serviceAccountEmail: email, tokenFile }),
         );
+        // pfnet's main (PR #152): gcloud reads the same file through its own variable, and needs a
+        // writable config folder.
+        const gcloud = options.directGcloud
+          ? {
+              volumes: [configVolume()],
+              env: [
+                [{ name: 'CLOUDSDK_AUTH_CREDENTIAL_FILE_OVERRIDE', value: credentialsFile }],
+                [{ name: 'CLOUDSDK_CONFIG', value: path(PFNET.configMountPath) }],
+              ],
+            }
+          : { volumes: [], env: [] };
         return {
           provider: 'gcp',
+          credentialEnv: GCP_CREDENTIAL_ENV,
+          envGuards: PROJECT_GUARD,
           volume,
           mountPath: GCP_MOUNT_PATH,
           extraVolumes: [
+            ...gcloud.volumes,
             {
               volume: {
                 name: PFNET.directVolume,
@@ -351,7 +397,7 @@ export function createGcpProvider(options: GcpOptions): PodProvider {
               mount: { name: PFNET.directVolume, mountPath: PFNET.directMountPath, readOnly: true },
             },
           ],
-          envGroups: [[{ name: 'GOOGLE_APPLICATION_CREDENTIALS', value: credentialsFile }], ...tail],
+          envGroups: [[{ name: 'GOOGLE_APPLICATION_CREDENTIALS', value: credentialsFile }], ...gcloud.env, ...tail],
           annotations,
           skipContainers,
           identity,
@@ -359,7 +405,6 @@ export function createGcpProvider(options: GcpOptions): PodProvider {
         };
       }
 
-      const configMount: VolumeMount = { name: PFNET.configVolume, mountPath: PFNET.configMountPath };
       const setup = gcloudSetupContainer(
         provider.name,
         email!,
@@ -370,9 +415,11 @@ export function createGcpProvider(options: GcpOptions): PodProvider {
       );
       return {
         provider: 'gcp',
+        credentialEnv: GCP_CREDENTIAL_ENV,
+        envGuards: PROJECT_GUARD,
         volume,
         mountPath: GCP_MOUNT_PATH,
-        extraVolumes: [{ volume: { name: PFNET.configVolume, emptyDir: {} }, mount: configMount }],
+        extraVolumes: [configVolume()],
         envGroups: [
           [{ name: 'GOOGLE_APPLICATION_CREDENTIALS', value: path(`${PFNET.configMountPath}/${GCP_CREDENTIALS_FILE}`) }],
           [{ name: 'CLOUDSDK_CONFIG', value: path(PFNET.configMountPath) }],

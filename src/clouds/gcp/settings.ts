@@ -1,6 +1,6 @@
 // GCP's flags and their environment twins (WIW_GCP_...), part of the webhook's settings.
 import { ConfigError } from '../../errors.ts';
-import { httpsUrlList, imageReference, integer, optionalString, type Setting } from '../../settings.ts';
+import { bool, httpsUrlList, imageReference, integer, oneOf, optionalString, type Setting } from '../../settings.ts';
 import { CLOUDS } from '../registry.ts';
 import { PFNET } from './facts.ts';
 
@@ -74,6 +74,21 @@ export const GCP_SETTINGS = {
       'Resources of the gcloud setup init container, as JSON (pfnet\'s -setup-container-resources), for example {"requests":{"cpu":"100m"}}',
     parse: resources,
     default: undefined as Record<string, unknown> | undefined,
+  },
+  gcpDefaultInjectionMode: {
+    flag: 'gcp-default-injection-mode',
+    description:
+      "Injection mode of ServiceAccounts in the pfnet dialect that name no cloud.google.com/injection-mode and have a service account email: gcloud (pfnet v0.7.0) or direct (pfnet's main, its --default-injection-mode)",
+    parse: oneOf(['gcloud', 'direct'] as const),
+    default: 'gcloud' as 'gcloud' | 'direct',
+  },
+  gcpDirectGcloud: {
+    flag: 'gcp-direct-gcloud',
+    description:
+      "pfnet dialect, direct mode: also set CLOUDSDK_AUTH_CREDENTIAL_FILE_OVERRIDE and CLOUDSDK_CONFIG with a writable gcloud-config volume, so gcloud works without the setup init container (pfnet's main, its PR #152)",
+    parse: bool,
+    default: false,
+    boolean: true,
   },
   gcpAllowedTokenUrls: {
     flag: 'gcp-allowed-token-urls',
