@@ -3,7 +3,7 @@
 #   scripts/dev.sh demo   a local control plane with the webhook registered and sample workloads
 #   scripts/dev.sh test   lint, typecheck and the whole test suite
 # On a fresh machine it fetches Node.js 24 from the npm registry when the machine's node is
-# another major, installs the dependencies, and builds kube-apiserver, etcd and helm once; for
+# another major, installs the dependencies, and builds kube-apiserver (with kubectl), etcd and helm once; for
 # the node suite (test/node-*.test.ts) and `demo --node` also the kubelet, controller-manager and
 # scheduler, the Debian packages of a node (scripts/node-packages.sh), the images and the registry.
 # Each step also runs alone (test/setup-scripts.test.ts runs them from an empty cache):

@@ -24,7 +24,7 @@ die() { log "$*"; exit 1; }
 
 need_go() {
   command -v go >/dev/null 2>&1 && return 0
-  die "kube-apiserver, etcd and helm are not cached in $CACHE and Go is not installed.
+  die "kube-apiserver, kubectl, etcd and helm are not cached in $CACHE and Go is not installed.
 Install Go 1.24 or newer (it builds them from the Go module proxy, once),
 or point KUBEBUILDER_ASSETS at a folder holding kube-apiserver and etcd
 (or set TEST_ASSET_KUBE_APISERVER, TEST_ASSET_ETCD and TEST_ASSET_HELM)."

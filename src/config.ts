@@ -172,6 +172,19 @@ const serverSettings = {
     parse: integer(1, 1_000_000),
     default: DEFAULT_LIMITS.maxConnections,
   },
+  maxConnectionsPerSource: {
+    flag: 'max-connections-per-source',
+    description:
+      'Open connections of one client address at once (raise it when every caller, kube-apiserver included, comes through one proxy address)',
+    parse: integer(1, 1_000_000),
+    default: DEFAULT_LIMITS.maxConnectionsPerSource,
+  },
+  firstRequestTimeoutMs: {
+    flag: 'first-request-timeout-ms',
+    description: 'Time a new connection has to finish TLS and send its first request',
+    parse: integer(100, 60_000),
+    default: DEFAULT_LIMITS.firstRequestTimeoutMs,
+  },
   recordKeyFile: {
     flag: 'record-key-file',
     description:

@@ -4,12 +4,14 @@ import type { Logger } from 'pino';
 import { buildApp, type AdmitContext } from './app.ts';
 import { admitPod } from './admission/pods.ts';
 import { admitSecret } from './admission/secrets.ts';
-import type { AdmissionRequest, Decision } from './admission/review.ts';
+import { allowed, type AdmissionRequest, type Decision } from './admission/review.ts';
+import type { PodReviewObservation } from './clouds/types.ts';
 import { ConfigError } from './errors.ts';
 import type { Config } from './config.ts';
 import { loadKubeConfig } from './kube/client.ts';
+import { together } from './kube/lifecycle.ts';
 import { ServiceAccountCache } from './kube/serviceaccount-cache.ts';
-import { createMetrics, serveMetrics, UNKNOWN_NAMESPACE_LABEL } from './metrics.ts';
+import { createMetrics, serveMetrics, UNKNOWN_NAMESPACE_LABEL, type Metrics } from './metrics.ts';
 import {
   annotationPrefixes,
   createPeerMetrics,
@@ -23,7 +25,7 @@ import { RecordKeys } from './mutate/injection-record.ts';
 import { selfManagedTls } from './tls/self-managed.ts';
 import { tlsPolicy } from './tls/policy.ts';
 import { generateCertificates } from './tls/self-signed.ts';
-import { readKeyPair, watchKeyPair, type KeyPair } from './tls/reloader.ts';
+import { certificateNotAfter, readKeyPair, watchKeyPair, type KeyPair } from './tls/reloader.ts';
 
 export interface RunningServer {
   port: number;
@@ -63,11 +65,13 @@ async function loadTls(
  * else one derived from the serving key, which replicas share through their certificate Secret.
  * After a certificate rotation the previous key still verifies.
  */
-async function injectionRecordKeys(
-  config: Config,
-  pair: KeyPair,
-  log: Logger,
-): Promise<{ current: RecordKeys; rotate(p: KeyPair): void }> {
+/** The keys that sign injection records, following the serving key when it rotates. */
+interface RotatingRecordKeys {
+  current: RecordKeys;
+  rotate(p: KeyPair): void;
+}
+
+async function injectionRecordKeys(config: Config, pair: KeyPair, log: Logger): Promise<RotatingRecordKeys> {
   if (config.recordKeyFile) {
     const file = config.recordKeyFile;
     const material = await readFile(file).catch((err: Error) => {
@@ -93,14 +97,10 @@ async function injectionRecordKeys(
   return keys;
 }
 
-export async function serve(config: Config, root: Logger): Promise<RunningServer> {
-  // One child logger per component, made here where the components are built.
-  const log = root.child({ component: 'server' });
-  const tls = await loadTls(config, root.child({ component: 'tls' }));
+/** What admission reads and judges with: providers, the ServiceAccount cache, tenant policy. */
+function admission(config: Config, root: Logger, metrics: Metrics, recordKeys: RotatingRecordKeys) {
   const providers = createProviders(config);
   const secretCore = { providers: createSecretProviders(config), defaultTokenPath: config.secretTokenPath };
-  const metrics = createMetrics();
-  const peerMetrics = createPeerMetrics(metrics.registry, { namespaceLabel: config.metricsNamespaceLabel });
   const kubeConfig = loadKubeConfig(config.kubeconfig);
   const cache = new ServiceAccountCache({
     kubeConfig,
@@ -111,8 +111,6 @@ export async function serve(config: Config, root: Logger): Promise<RunningServer
     missReadsPerSecond: config.cacheMissRate,
   });
   const tenantPolicy = createTenantPolicy(config, kubeConfig, root.child({ component: 'tenant-policy' }), metrics);
-  const recordKeys = await injectionRecordKeys(config, tls.pair, log);
-  let draining = false;
   const lookup = (ns: string, name: string) => cache.lookup(ns, name);
   const admit = async (request: AdmissionRequest, context: AdmitContext): Promise<Decision> => {
     if (request.kind.kind === 'Pod' && request.kind.group === '')
@@ -123,8 +121,32 @@ export async function serve(config: Config, root: Logger): Promise<RunningServer
       });
     if (request.kind.kind === 'Secret' && request.kind.group === '')
       return admitSecret(secretCore, lookup, request, tenantPolicy?.gate);
-    return { allowed: true };
+    return allowed();
   };
+  // Everything list-watched beside the server: ready once all are synced.
+  return { admit, cache, watched: together([cache, ...(tenantPolicy?.parts ?? [])]) };
+}
+
+/** The peers' metrics, their namespace label bounded: only a namespace the cluster has is a label value. */
+function boundedPeerMetrics(config: Config, metrics: Metrics, cache: ServiceAccountCache) {
+  const peerMetrics = createPeerMetrics(metrics.registry, { namespaceLabel: config.metricsNamespaceLabel });
+  cache.onNamespaceGone(peerMetrics.forgetNamespace);
+  return (review: PodReviewObservation) =>
+    peerMetrics.observePod({
+      ...review,
+      namespace: cache.hasNamespace(review.namespace) ? review.namespace : UNKNOWN_NAMESPACE_LABEL,
+    });
+}
+
+export async function serve(config: Config, root: Logger): Promise<RunningServer> {
+  // One child logger per component, made here where the components are built.
+  const log = root.child({ component: 'server' });
+  const tls = await loadTls(config, root.child({ component: 'tls' }));
+  const metrics = createMetrics();
+  metrics.servingCertificateExpiry.set(certificateNotAfter(tls.pair.cert));
+  const recordKeys = await injectionRecordKeys(config, tls.pair, log);
+  const { admit, cache, watched } = admission(config, root, metrics, recordKeys);
+  let draining = false;
 
   const clientCa = config.clientCaFile
     ? await readFile(config.clientCaFile, 'utf8').catch((err: Error) => {
@@ -137,7 +159,7 @@ export async function serve(config: Config, root: Logger): Promise<RunningServer
     log: root.child({ component: 'admission' }),
     metrics,
     admit,
-    isReady: () => !draining && cache.synced && (tenantPolicy?.synced() ?? true),
+    isReady: () => !draining && watched.synced,
     isDraining: () => draining,
     limits: {
       maxRequestBytes: config.maxRequestBytes,
@@ -145,19 +167,14 @@ export async function serve(config: Config, root: Logger): Promise<RunningServer
       maxContainers: config.maxContainers,
       maxPatchBytes: config.maxPatchBytes,
       maxConnections: config.maxConnections,
+      maxConnectionsPerSource: config.maxConnectionsPerSource,
+      firstRequestTimeoutMs: config.firstRequestTimeoutMs,
     },
     tls: policy,
     clientCa,
-    // A namespace becomes a label value only if the cluster has it: a caller cannot mint series.
-    observePod: (review) =>
-      peerMetrics.observePod({
-        ...review,
-        namespace: cache.hasNamespace(review.namespace) ? review.namespace : UNKNOWN_NAMESPACE_LABEL,
-      }),
+    observePod: boundedPeerMetrics(config, metrics, cache),
   });
-  cache.onNamespaceGone(peerMetrics.forgetNamespace);
-  void cache.start();
-  tenantPolicy?.start();
+  void watched.start();
   const stopClouds = startClouds(config, log);
   await app.listen({ port: config.port, host: config.host });
   const port = (app.server.address() as AddressInfo).port;
@@ -170,6 +187,7 @@ export async function serve(config: Config, root: Logger): Promise<RunningServer
       ...(clientCa ? { ca: clientCa } : {}),
     });
     recordKeys.rotate(pair);
+    metrics.servingCertificateExpiry.set(certificateNotAfter(pair.cert));
   });
 
   const { server: metricsServer, port: metricsPort } = await serveMetrics(
@@ -192,8 +210,7 @@ export async function serve(config: Config, root: Logger): Promise<RunningServer
         await new Promise((resolve) => setTimeout(resolve, config.drainSeconds * 1000));
         stopWatching?.();
         stopClouds();
-        cache.stop();
-        tenantPolicy?.stop();
+        watched.stop();
         await Promise.all([app.close(), new Promise((resolve) => metricsServer.close(resolve))]);
         log.info('stopped');
       })();

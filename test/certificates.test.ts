@@ -322,6 +322,37 @@ describe('self-managed certificates against a real API server', () => {
     await wh.stop();
   });
 
+  test('an entry added to the webhook configuration later gets the caBundle at once, through its watch', async () => {
+    await emptySecret('certs-e');
+    const [port] = await freePorts(1);
+    await webhookConfiguration('certs-e', [port]);
+    const wh = await replica('certs-e', port, 'certs-e', ['--cert-resync-seconds', '3600']);
+    const [bundle] = await caBundles('certs-e');
+    assert.match(bundle, /BEGIN CERTIFICATE/);
+    // What a helm upgrade adding an entry does: the new entry comes without a caBundle. Twice: the
+    // first may race the reconcile that follows the replica's start; the second cannot.
+    for (const added of ['added-1', 'added-2']) {
+      const config = await admission.readMutatingWebhookConfiguration({ name: 'certs-e' });
+      const entry = { ...structuredClone(config.webhooks![0]), name: `${added}.certs-e.workload-identity-webhook.io` };
+      delete entry.clientConfig.caBundle;
+      config.webhooks!.push(entry);
+      await admission.replaceMutatingWebhookConfiguration({ name: 'certs-e', body: config });
+      await until(
+        `entry ${added} to get the caBundle (the resync is an hour away)`,
+        async () => ((await caBundles('certs-e')).every((b) => b === bundle) ? true : undefined),
+        10_000,
+      );
+    }
+    assert.equal((await caBundles('certs-e')).length, 3);
+    assert.deepEqual(
+      wh.logs().filter((l) => (l.level as number) >= 40),
+      [],
+      'no warning: the configuration is listed and watched',
+    );
+    await wh.stop();
+    await admission.deleteMutatingWebhookConfiguration({ name: 'certs-e' });
+  });
+
   test('a missing Secret stops start-up with an error naming the flag', async () => {
     const [port] = await freePorts(1);
     const wh = await startLocalWebhook(cp, {

@@ -313,6 +313,69 @@ describe('helm install, upgrade and uninstall', () => {
     assert.ok(!webhook.logs().some((l) => l.msg === 'created a CA and serving certificate'), 'no new CA on a rollout');
   });
 
+  test('scope labelled: only Pods opted in by their label or their namespace reach the webhook, each once', async () => {
+    assert.ok(webhook, 'installed by the first test');
+    await helmUpgradeInstall(
+      cp,
+      RELEASE,
+      NS,
+      {
+        webhook: { url: `https://127.0.0.1:${port}`, scope: 'labelled' },
+        tokenRequestor: { enabled: true, namespaces: ['apps'] },
+      },
+      'upgrade',
+    );
+    const mwc = await admission.readMutatingWebhookConfiguration({ name: FULLNAME });
+    assert.deepEqual(
+      mwc.webhooks!.map((w) => w.name),
+      [
+        'pods.workload-identity-webhook.io',
+        'azure-pods.workload-identity-webhook.io',
+        'namespace-pods.workload-identity-webhook.io',
+        'system-pods.workload-identity-webhook.io',
+        'secrets.workload-identity-webhook.io',
+        'gardener-secrets.workload-identity-webhook.io',
+      ],
+    );
+    await createNamespace(cp, 'opted-in', { 'workload-identity-webhook.io/inject': 'true' });
+    await createServiceAccount(cp, 'opted-in', 'worker', { 'eks.amazonaws.com/role-arn': ROLE });
+    const INJECT = { 'workload-identity-webhook.io/inject': 'true' };
+    const AZURE = { 'azure.workload.identity/use': 'true' };
+    const cases: [string, string, Record<string, string>, boolean][] = [
+      ['apps', 'plain', {}, false],
+      ['apps', 'inject-false', { 'workload-identity-webhook.io/inject': 'false' }, false],
+      ['apps', 'labelled', INJECT, true],
+      ['apps', 'azure', AZURE, true],
+      ['apps', 'both', { ...INJECT, ...AZURE }, true],
+      ['opted-in', 'in-namespace', {}, true],
+      ['opted-in', 'in-namespace-azure', AZURE, true],
+      ['opted-in', 'opted-out', { ...INJECT, 'workload-identity-webhook.io/skip': 'true' }, false],
+    ];
+    for (const [namespace, name, labels, reached] of cases) {
+      // The caBundle is patched; the new entries may take a moment to be in the API server's view.
+      const pod = await until(`Pod ${name} admitted`, async () => {
+        const created = await core.createNamespacedPod({
+          namespace,
+          dryRun: 'All',
+          body: {
+            metadata: { name: `scope-${name}`, labels },
+            spec: { serviceAccountName: 'worker', containers: [{ name: 'app', image: 'busybox' }] },
+          },
+        });
+        return !reached || podEnv(created).AWS_ROLE_ARN ? created : undefined;
+      });
+      assert.equal(podEnv(pod).AWS_ROLE_ARN, reached ? ROLE : undefined, `${namespace}/${name}`);
+      const admissions: Record<string, unknown>[] = webhook!
+        .logs()
+        .filter((l) => l.msg === 'admission' && l.name === `scope-${name}` && l.namespace === namespace);
+      assert.equal(
+        admissions.length,
+        reached ? 1 : 0,
+        `${namespace}/${name} reached the webhook ${admissions.length} times`,
+      );
+    }
+  });
+
   test('uninstall leaves nothing of the release behind', async () => {
     assert.ok(installed.length > 0, 'installed by the first test');
     const last = await releaseManifests();
@@ -336,6 +399,8 @@ describe('helm install, upgrade and uninstall', () => {
         networkPolicy: { enabled: true },
         serviceMonitor: { enabled: true },
         certificates: { mode: 'certManager' },
+        prometheusRule: { enabled: true, runbookUrl: 'https://docs.example.com/observability.md' },
+        grafanaDashboard: { enabled: true },
       },
       { release: RELEASE, namespace: NS },
     );

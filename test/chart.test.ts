@@ -24,6 +24,7 @@ import {
   plainManifests,
   readPlainManifests,
   renderChart,
+  renderNotes,
   withValuesFile,
   type Manifest,
 } from './support/chart.ts';
@@ -31,6 +32,21 @@ import {
 const valuesYaml = parse(readFileSync(join(CHART, 'values.yaml'), 'utf8')) as Record<string, any>;
 const schema = JSON.parse(readFileSync(join(CHART, 'values.schema.json'), 'utf8'));
 const FULLNAME = 'wiw-workload-identity-webhook';
+const WEBHOOK_ALERTS = [
+  'WorkloadIdentityWebhookErrors',
+  'WorkloadIdentityWebhookDenialsRising',
+  'WorkloadIdentityWebhookRequestsRejected',
+  'WorkloadIdentityWebhookCacheMissReadsFailing',
+  'WorkloadIdentityWebhookWatchRestarting',
+  'WorkloadIdentityWebhookCertificateExpiring',
+  'WorkloadIdentityWebhookSlowAdmissions',
+];
+const REQUESTOR_ALERTS = ['WorkloadIdentityTokenRequestorFailing', 'WorkloadIdentityTokenRequestorNoLeader'];
+const LABELLED_POD_ENTRIES = [
+  'pods.workload-identity-webhook.io',
+  'azure-pods.workload-identity-webhook.io',
+  'namespace-pods.workload-identity-webhook.io',
+];
 
 type SettingKey = keyof typeof settings;
 
@@ -98,6 +114,28 @@ function configFlagTable(): Record<string, string> {
   return parse(body) as Record<string, string>;
 }
 
+/** Whether a Kubernetes label selector (matchLabels and matchExpressions) selects these labels. */
+function selects(
+  selector: {
+    matchLabels?: Record<string, string>;
+    matchExpressions?: { key: string; operator: string; values?: string[] }[];
+  },
+  labels: Record<string, string>,
+): boolean {
+  const labelsMatch = Object.entries(selector.matchLabels ?? {}).every(([k, v]) => labels[k] === v);
+  return (
+    labelsMatch &&
+    (selector.matchExpressions ?? []).every(({ key, operator, values = [] }) => {
+      const has = Object.hasOwn(labels, key);
+      if (operator === 'In') return has && values.includes(labels[key]);
+      if (operator === 'NotIn') return !has || !values.includes(labels[key]);
+      if (operator === 'Exists') return has;
+      if (operator === 'DoesNotExist') return !has;
+      throw new Error(`unknown operator ${operator}`);
+    })
+  );
+}
+
 function webhookDeployment(manifests: Manifest[]): Manifest {
   const d = find(manifests, 'Deployment', FULLNAME);
   assert.ok(d, 'the webhook Deployment is rendered');
@@ -111,12 +149,15 @@ describe('helm lint and helm template over the values matrix', () => {
       const { manifests } = await renderChart(values);
       const mwc = find(manifests, 'MutatingWebhookConfiguration', FULLNAME)!;
       const failurePolicy = values.webhook?.failurePolicy ?? 'Fail';
+      const reinvocationPolicy = values.webhook?.reinvocationPolicy ?? 'IfNeeded';
       const secretsOn = values.webhook?.secrets?.enabled ?? true;
       const systemNamespaces: string[] = values.webhook?.systemNamespaces ?? ['kube-system'];
+      const podEntries =
+        values.webhook?.scope === 'labelled' ? LABELLED_POD_ENTRIES : ['pods.workload-identity-webhook.io'];
       assert.deepEqual(
         mwc.webhooks.map((w: any) => w.name),
         [
-          'pods.workload-identity-webhook.io',
+          ...podEntries,
           ...(systemNamespaces.length ? ['system-pods.workload-identity-webhook.io'] : []),
           ...(secretsOn
             ? ['secrets.workload-identity-webhook.io', 'gardener-secrets.workload-identity-webhook.io']
@@ -126,6 +167,7 @@ describe('helm lint and helm template over the values matrix', () => {
       const system = mwc.webhooks.find((w: any) => w.name === 'system-pods.workload-identity-webhook.io');
       if (system) {
         assert.equal(system.failurePolicy, values.webhook?.systemFailurePolicy ?? 'Ignore');
+        assert.equal(system.reinvocationPolicy, reinvocationPolicy);
         assert.deepEqual(system.namespaceSelector, {
           matchExpressions: [{ key: 'kubernetes.io/metadata.name', operator: 'In', values: systemNamespaces }],
         });
@@ -136,7 +178,7 @@ describe('helm lint and helm template over the values matrix', () => {
       for (const w of mwc.webhooks.filter((x: any) => x !== system)) {
         assert.deepEqual(w.admissionReviewVersions, ['v1']);
         assert.equal(w.sideEffects, 'None');
-        assert.equal(w.reinvocationPolicy, 'IfNeeded');
+        assert.equal(w.reinvocationPolicy, reinvocationPolicy);
         assert.equal(w.failurePolicy, failurePolicy);
         assert.equal(w.timeoutSeconds, values.webhook?.timeoutSeconds ?? 10);
         const excluded = w.namespaceSelector.matchExpressions[0];
@@ -154,14 +196,20 @@ describe('helm lint and helm template over the values matrix', () => {
             port: 443,
           });
       }
-      const [pods, secrets, gardener] = mwc.webhooks.filter((x: any) => x !== system);
-      assert.deepEqual(pods.rules, [
-        { apiGroups: [''], apiVersions: ['v1'], operations: ['CREATE'], resources: ['pods'], scope: 'Namespaced' },
-      ]);
-      assert.deepEqual(pods.objectSelector.matchExpressions, [
-        { key: 'workload-identity-webhook.io/skip', operator: 'DoesNotExist' },
-        { key: 'eks.amazonaws.com/skip-pod-identity-webhook', operator: 'DoesNotExist' },
-      ]);
+      const byName = (name: string) => mwc.webhooks.find((w: any) => w.name === name);
+      for (const pods of [...podEntries, ...(system ? [system.name] : [])].map(byName)) {
+        assert.deepEqual(pods.rules, [
+          { apiGroups: [''], apiVersions: ['v1'], operations: ['CREATE'], resources: ['pods'], scope: 'Namespaced' },
+        ]);
+        assert.deepEqual(pods.objectSelector.matchExpressions.slice(0, 2), [
+          { key: 'workload-identity-webhook.io/skip', operator: 'DoesNotExist' },
+          { key: 'eks.amazonaws.com/skip-pod-identity-webhook', operator: 'DoesNotExist' },
+        ]);
+      }
+      if (podEntries.length === 1)
+        assert.equal(byName(podEntries[0]).objectSelector.matchExpressions.length, 2, 'scope all: every Pod');
+      const secrets = byName('secrets.workload-identity-webhook.io');
+      const gardener = byName('gardener-secrets.workload-identity-webhook.io');
       if (secretsOn) {
         for (const w of [secrets, gardener]) assert.deepEqual(w.rules[0].operations, ['CREATE', 'UPDATE']);
         assert.deepEqual(secrets.objectSelector, {
@@ -228,7 +276,7 @@ describe('certificate modes', () => {
       apiGroups: ['admissionregistration.k8s.io'],
       resources: ['mutatingwebhookconfigurations'],
       resourceNames: [FULLNAME],
-      verbs: ['get', 'patch'],
+      verbs: ['get', 'list', 'watch', 'patch'],
     });
     const mwc = find(manifests, 'MutatingWebhookConfiguration')!;
     assert.ok(
@@ -596,6 +644,20 @@ describe('availability, security and least privilege', () => {
     });
   });
 
+  test('NOTES warn that /mutate is open to any caller unless client auth or a NetworkPolicy source restriction is set', async () => {
+    const warning = /WARNING: \/mutate answers any caller[\s\S]*docs\/hardening\.md/;
+    const webhookFrom = [{ ipBlock: { cidr: '10.0.0.0/28' } }];
+    assert.match(await renderNotes({}), warning, 'defaults');
+    assert.match(await renderNotes({ networkPolicy: { enabled: false, webhookFrom } }), warning, 'NetworkPolicy off');
+    assert.doesNotMatch(await renderNotes({ clientAuth: { caBundle: TEST_CA_PEM } }), warning, 'client auth');
+    assert.doesNotMatch(await renderNotes({ networkPolicy: { webhookFrom } }), warning, 'a source restriction');
+    // The rest of the notes are still there.
+    assert.match(
+      await renderNotes({ networkPolicy: { webhookFrom } }),
+      /is installed as wiw-workload-identity-webhook/,
+    );
+  });
+
   test("the V8 flags are the image's (NODE_OPTIONS in the Dockerfile) unless nodeOptions replaces them", async () => {
     const env = async (values: object) =>
       webhookDeployment((await renderChart(values)).manifests).spec.template.spec.containers[0].env.find(
@@ -629,6 +691,245 @@ describe('availability, security and least privilege', () => {
     const np = find(on, 'NetworkPolicy')!;
     assert.deepEqual(np.spec.policyTypes, ['Ingress', 'Egress']);
     assert.deepEqual(np.spec.ingress[0].ports, [{ port: 'https', protocol: 'TCP' }]);
+  });
+});
+
+describe('safe defaults and the scope of the Pod webhook', () => {
+  test('both Deployments get priority class system-cluster-critical and a Linux node selector by default', async () => {
+    const { manifests } = await renderChart({ tokenRequestor: { enabled: true, namespaces: ['apps'] } });
+    const deployments = all(manifests, 'Deployment');
+    assert.equal(deployments.length, 2);
+    for (const d of deployments) {
+      assert.equal(d.spec.template.spec.priorityClassName, 'system-cluster-critical', d.metadata.name);
+      assert.deepEqual(d.spec.template.spec.nodeSelector, { 'kubernetes.io/os': 'linux' }, d.metadata.name);
+    }
+    // Helm merges maps: null removes a default key.
+    const none = webhookDeployment(
+      (await renderChart({ priorityClassName: '', nodeSelector: { 'kubernetes.io/os': null } })).manifests,
+    );
+    assert.equal(none.spec.template.spec.priorityClassName, undefined);
+    assert.equal(none.spec.template.spec.nodeSelector, undefined);
+  });
+
+  test('reinvocationPolicy is a value, IfNeeded by default, on every entry', async () => {
+    for (const [values, expected] of [
+      [{}, 'IfNeeded'],
+      [{ webhook: { reinvocationPolicy: 'Never' } }, 'Never'],
+      [{ webhook: { reinvocationPolicy: 'Never', scope: 'labelled' } }, 'Never'],
+    ] as const) {
+      const mwc = find((await renderChart(values)).manifests, 'MutatingWebhookConfiguration')!;
+      assert.deepEqual(
+        new Set(mwc.webhooks.map((w: { reinvocationPolicy: string }) => w.reinvocationPolicy)),
+        new Set([expected]),
+      );
+    }
+  });
+
+  test('scope labelled: a Pod reaches the webhook only through an opt-in label, on itself or its namespace, and once', async () => {
+    const mwc = find(
+      (await renderChart({ webhook: { scope: 'labelled', namespaceSelector: { matchLabels: { team: 'a' } } } }))
+        .manifests,
+      'MutatingWebhookConfiguration',
+    )!;
+    const podEntries = mwc.webhooks.filter((w: any) => LABELLED_POD_ENTRIES.includes(w.name));
+    assert.equal(podEntries.length, 3);
+    const INJECT = 'workload-identity-webhook.io/inject';
+    const AZURE = 'azure.workload.identity/use';
+    // Every combination of the opt-in labels on a Pod and on its namespace.
+    const labelSets: Record<string, string>[] = [
+      {},
+      { [INJECT]: 'true' },
+      { [INJECT]: 'false' },
+      { [AZURE]: 'true' },
+      { [INJECT]: 'true', [AZURE]: 'true' },
+    ];
+    for (const podLabels of labelSets) {
+      for (const nsLabels of [{}, { [INJECT]: 'true' }, { [INJECT]: 'yes' }] as Record<string, string>[]) {
+        const namespace: Record<string, string> = { 'kubernetes.io/metadata.name': 'apps', team: 'a', ...nsLabels };
+        const reached = podEntries.filter(
+          (w: any) => selects(w.namespaceSelector, namespace) && selects(w.objectSelector, podLabels),
+        );
+        const optedIn = podLabels[INJECT] === 'true' || podLabels[AZURE] === 'true' || nsLabels[INJECT] === 'true';
+        assert.equal(
+          reached.length,
+          optedIn ? 1 : 0,
+          `Pod ${JSON.stringify(podLabels)} in namespace ${JSON.stringify(nsLabels)}`,
+        );
+        // The extra namespaceSelector terms still apply to every entry.
+        const otherTeam = { ...namespace, team: 'b' };
+        assert.ok(podEntries.every((w: any) => !selects(w.namespaceSelector, otherTeam)));
+      }
+    }
+    // Opted out, or in an excluded namespace: never, whatever the opt-in labels say.
+    const skipped = { 'workload-identity-webhook.io/skip': '', [INJECT]: 'true' };
+    assert.ok(podEntries.every((w: any) => !selects(w.objectSelector, skipped)));
+    const own = { 'kubernetes.io/metadata.name': 'wiw-system', team: 'a', [INJECT]: 'true' };
+    assert.ok(podEntries.every((w: any) => !selects(w.namespaceSelector, own)));
+    // Labelled Secrets and the system entry are chosen as with scope all.
+    const all = find((await renderChart({})).manifests, 'MutatingWebhookConfiguration')!;
+    const others = (m: Manifest) =>
+      m.webhooks.filter((w: any) => !LABELLED_POD_ENTRIES.includes(w.name)).map((w: any) => [w.name, w.objectSelector]);
+    const plain = find(
+      (await renderChart({ webhook: { scope: 'labelled' } })).manifests,
+      'MutatingWebhookConfiguration',
+    )!;
+    assert.deepEqual(others(plain), others(all));
+  });
+
+  test('the schema refuses an unknown scope or reinvocation policy', async () => {
+    for (const [values, message] of [
+      [{ webhook: { scope: 'some' } }, /scope must be one of/],
+      [{ webhook: { reinvocationPolicy: 'Always' } }, /reinvocationPolicy must be one of/],
+    ] as const)
+      await assert.rejects(renderChart(values), (err: unknown) => err instanceof HelmError && message.test(err.stderr));
+  });
+});
+
+describe('metrics, alerts and the dashboard', () => {
+  const RUNBOOK = 'https://docs.example.com/observability.md';
+
+  test("the token requestor's metrics: a Service over its replicas, and a ServiceMonitor with the webhook's", async () => {
+    const values = { tokenRequestor: { enabled: true, namespaces: ['apps'] }, serviceMonitor: { enabled: true } };
+    const { manifests } = await renderChart(values);
+    const name = `${FULLNAME}-token-requestor`;
+    const service = find(manifests, 'Service', name)!;
+    const deployment = find(manifests, 'Deployment', name)!;
+    assert.deepEqual(service.spec.selector, deployment.spec.selector.matchLabels);
+    assert.deepEqual(service.spec.ports, [{ name: 'metrics', port: 9090, targetPort: 'metrics', protocol: 'TCP' }]);
+    assert.equal(deployment.spec.template.spec.containers[0].ports[0].name, 'metrics');
+    const monitors = all(manifests, 'ServiceMonitor');
+    assert.deepEqual(
+      monitors.map((m) => m.metadata.name),
+      [FULLNAME, name],
+    );
+    // Each ServiceMonitor selects its own Service, and only that one.
+    for (const [monitor, svc] of [
+      [monitors[0], find(manifests, 'Service', FULLNAME)!],
+      [monitors[1], service],
+    ]) {
+      const matches = all(manifests, 'Service').filter((s) =>
+        Object.entries(monitor.spec.selector.matchLabels).every(([k, v]) => s.metadata.labels?.[k] === v),
+      );
+      assert.deepEqual(
+        matches.map((s) => s.metadata.name),
+        [svc.metadata.name],
+      );
+    }
+    const off = (await renderChart({ ...values, metrics: { enabled: false }, serviceMonitor: { enabled: false } }))
+      .manifests;
+    assert.equal(find(off, 'Service', name), undefined);
+    assert.deepEqual(
+      all((await renderChart({ tokenRequestor: values.tokenRequestor })).manifests, 'ServiceMonitor'),
+      [],
+    );
+  });
+
+  test('the PrometheusRule is opt-in; its thresholds, selector and labels come from the values', async () => {
+    assert.equal(find((await renderChart({})).manifests, 'PrometheusRule'), undefined);
+    const rule = find(
+      (
+        await renderChart({
+          prometheusRule: {
+            enabled: true,
+            runbookUrl: RUNBOOK,
+            labels: { release: 'prometheus' },
+            alertLabels: { team: 'platform' },
+            denialRatio: 0.25,
+            certificateExpiryDays: 30,
+            latencyTimeoutRatio: 0.8,
+          },
+          webhook: { timeoutSeconds: 5 },
+        })
+      ).manifests,
+      'PrometheusRule',
+    )!;
+    assert.equal(rule.metadata.labels!.release, 'prometheus');
+    const rules = rule.spec.groups[0].rules as {
+      alert: string;
+      expr: string;
+      labels: Record<string, string>;
+      annotations: Record<string, string>;
+    }[];
+    const byName = Object.fromEntries(rules.map((r) => [r.alert, r]));
+    assert.deepEqual(Object.keys(byName), WEBHOOK_ALERTS, 'without the token requestor, none of its alerts');
+    assert.match(byName.WorkloadIdentityWebhookDenialsRising.expr, />\s*0\.25$/);
+    assert.match(byName.WorkloadIdentityWebhookCertificateExpiring.expr, /< 2592000$/);
+    assert.match(byName.WorkloadIdentityWebhookSlowAdmissions.expr, /> 4$/, '0.8 of the 5 s timeout');
+    for (const r of rules) {
+      assert.match(r.expr, /namespace="wiw-system"/, `${r.alert} selects the release's namespace`);
+      assert.equal(r.labels.team, 'platform');
+      assert.match(r.labels.severity, /^(warning|critical)$/);
+      assert.equal(r.annotations.runbook_url, `${RUNBOOK}#${r.alert.toLowerCase()}`);
+    }
+    const custom = find(
+      (
+        await renderChart({
+          prometheusRule: { enabled: true, runbookUrl: RUNBOOK, selector: 'job="identity"' },
+          tokenRequestor: { enabled: true, namespaces: ['apps'] },
+        })
+      ).manifests,
+      'PrometheusRule',
+    )!;
+    const customRules = custom.spec.groups[0].rules as { alert: string; expr: string }[];
+    assert.deepEqual(
+      customRules.map((r) => r.alert),
+      [...WEBHOOK_ALERTS, ...REQUESTOR_ALERTS],
+    );
+    for (const r of customRules) {
+      assert.match(r.expr, /\{job="identity"[,}]/, r.alert);
+      assert.doesNotMatch(r.expr, /namespace=/, r.alert);
+    }
+  });
+
+  test("without runbookUrl the alerts link to docs/observability.md of the chart's source at this version", async () => {
+    const chart = parse(readFileSync(join(CHART, 'Chart.yaml'), 'utf8')) as { sources?: string[]; appVersion: string };
+    const render = renderChart({ prometheusRule: { enabled: true } });
+    if (!chart.sources?.length) {
+      await assert.rejects(render, /prometheusRule\.runbookUrl is required: Chart\.yaml names no source repository/);
+      return;
+    }
+    const rule = find((await render).manifests, 'PrometheusRule')!;
+    assert.equal(
+      rule.spec.groups[0].rules[0].annotations.runbook_url,
+      `${chart.sources[0].replace(/\/$/, '')}/blob/v${chart.appVersion}/docs/observability.md#workloadidentitywebhookerrors`,
+    );
+  });
+
+  test("the dashboard is opt-in, in a ConfigMap with the Grafana sidecar's label, exactly the file", async () => {
+    assert.equal(find((await renderChart({})).manifests, 'ConfigMap', `${FULLNAME}-dashboard`), undefined);
+    const file = readFileSync(join(CHART, 'files/dashboards/workload-identity-webhook.json'), 'utf8');
+    const cm = find(
+      (await renderChart({ grafanaDashboard: { enabled: true } })).manifests,
+      'ConfigMap',
+      `${FULLNAME}-dashboard`,
+    )!;
+    assert.equal(cm.metadata.labels!.grafana_dashboard, '1');
+    assert.equal(cm.metadata.namespace, 'wiw-system');
+    assert.equal(cm.data['workload-identity-webhook.json'], file.trim());
+    assert.equal(JSON.parse(cm.data['workload-identity-webhook.json']).uid, 'workload-identity-webhook');
+    const elsewhere = find(
+      (
+        await renderChart({
+          grafanaDashboard: {
+            enabled: true,
+            label: 'dashboards',
+            labelValue: 'identity',
+            annotations: { grafana_folder: 'Identity' },
+            namespace: 'monitoring',
+          },
+        })
+      ).manifests,
+      'ConfigMap',
+      `${FULLNAME}-dashboard`,
+    )!;
+    assert.equal(elsewhere.metadata.namespace, 'monitoring');
+    assert.equal(elsewhere.metadata.labels!.dashboards, 'identity');
+    assert.equal(
+      elsewhere.metadata.labels!.grafana_dashboard,
+      undefined,
+      'the default label is replaced, not added to',
+    );
+    assert.deepEqual(elsewhere.metadata.annotations, { grafana_folder: 'Identity' });
   });
 });
 
@@ -712,6 +1013,8 @@ describe('values cover the webhook', () => {
         maxContainers: 100,
         maxPatchBytes: 2097152,
         maxConnections: 1000,
+        maxConnectionsPerSource: 200,
+        firstRequestTimeoutMs: 3000,
       },
     };
     const table = configFlagTable();

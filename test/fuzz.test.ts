@@ -2,6 +2,8 @@
 // ServiceAccounts' annotations, labelled Secrets and their configs. Properties: never an
 // exception; a patch always applies; nothing of the user's object is lost; a second run on the
 // output changes nothing. A failure prints its seed: WIW_FUZZ_SEED=<seed> reproduces it.
+// test/fuzz-serve.test.ts sends mutated reviews over HTTPS to a real `serve` in the chart's memory
+// limit; each cause it found has a unit test at the end of this file.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import fastJsonPatch from 'fast-json-patch';
@@ -12,7 +14,8 @@ import { WebhookError } from '../src/errors.ts';
 import type { Container, Pod, Secret, ServiceAccountView } from '../src/kube/types.ts';
 import { INJECTED_ANNOTATION, RecordKeys } from '../src/mutate/injection-record.ts';
 import { createSecretProviders } from '../src/clouds/index.ts';
-import { config, providers } from './helpers.ts';
+import { setMembers, type PatchOperation } from '../src/mutate/patch.ts';
+import { apply, config, pod as examplePod, providers } from './helpers.ts';
 import { ARN, CLIENT, GCP_AUDIENCE, TENANT, WIF_PROVIDER, b64 } from './support/secrets.ts';
 
 const BASE_SEED = Number(process.env.WIW_FUZZ_SEED ?? 20261123);
@@ -355,5 +358,82 @@ describe('fuzz', () => {
       for (const [k, v] of Object.entries(data))
         assert.equal(out.data?.[k], v, `${context}: data.${k} kept byte for byte`);
     }
+  });
+});
+
+// Each cause the HTTPS fuzz (test/fuzz-serve.test.ts) found, reproduced on its own.
+describe('what the fuzz found', () => {
+  const p = providers({ 'azure-tenant-id': TENANT });
+  const recordKeys = RecordKeys.random();
+  const admit = (object: unknown, sa: ServiceAccountView | undefined) =>
+    admitPod(p, () => sa, request(object), undefined, { recordKeys, maxContainers: 500 });
+  const aws: ServiceAccountView = {
+    namespace: 'team-a',
+    name: 'app',
+    uid: 'u',
+    annotations: { 'eks.amazonaws.com/role-arn': ARN },
+  };
+  const azure: ServiceAccountView = {
+    namespace: 'team-a',
+    name: 'other',
+    uid: 'u',
+    annotations: { 'azure.workload.identity/client-id': CLIENT },
+  };
+
+  /** A Pod as the webhook left it for `aws`, now named for another ServiceAccount: a reinvocation. */
+  async function reinvoked(): Promise<Pod> {
+    const first = await admit(examplePod({ labels: { 'azure.workload.identity/use': 'true' } }), aws);
+    const out = apply(examplePod({ labels: { 'azure.workload.identity/use': 'true' } }), first.patch!);
+    out.spec!.serviceAccountName = 'other';
+    return out;
+  }
+
+  test('a value of the wrong type where the core reads a string is refused as malformed, not an internal error', async () => {
+    const cases: [string, (pod: Pod) => void][] = [
+      ['env value', (pod) => ((pod.spec!.containers![0].env![0] as { value: unknown }).value = [[]])],
+      ['annotation value', (pod) => ((pod.metadata!.annotations as Record<string, unknown>)['example.com/x'] = {})],
+      ['label value', (pod) => ((pod.metadata!.labels as Record<string, unknown>)['example.com/x'] = 1)],
+    ];
+    for (const [what, edit] of cases) {
+      const pod = await reinvoked();
+      edit(pod);
+      const decision = await admit(pod, azure);
+      assert.equal(decision.allowed, false, what);
+      assert.equal(decision.denial?.reason, 'MalformedObject', what);
+      assert.match(decision.denial!.message, /is not a string/, what);
+    }
+  });
+
+  test('metadata.annotations or labels that are not maps are refused, not answered with a patch that cannot apply', async () => {
+    for (const [field, value] of [
+      ['annotations', ['{"v":2}']],
+      ['annotations', 'a\nb'],
+      ['labels', 'x'],
+      ['annotations', null],
+    ] as const) {
+      const pod = examplePod({ labels: { 'azure.workload.identity/use': 'true' } }) as Record<string, any>;
+      pod.metadata[field] = value;
+      const decision = await admit(pod, azure);
+      assert.equal(decision.denial?.reason, 'MalformedObject', `${field}: ${JSON.stringify(value)}`);
+      assert.match(decision.denial!.message, new RegExp(`metadata.${field} is not a map of strings`));
+    }
+  });
+
+  test('a Pod without a spec is refused, not answered with a patch that adds to /spec', async () => {
+    const decision = await admit({ metadata: { name: 'p', labels: { 'azure.workload.identity/use': 'true' } } }, azure);
+    assert.equal(decision.denial?.reason, 'MalformedObject');
+    assert.match(decision.denial!.message, /spec is missing/);
+  });
+
+  test('setMembers adds a member whose name an object inherits (constructor, toString): a replace would not apply', () => {
+    const ops: PatchOperation[] = [];
+    const existing = { a: '1' };
+    setMembers(ops, '/metadata/annotations', existing, { constructor: 'x', toString: 'y', a: '2' });
+    assert.deepEqual(ops, [
+      { op: 'add', path: '/metadata/annotations/constructor', value: 'x' },
+      { op: 'add', path: '/metadata/annotations/toString', value: 'y' },
+      { op: 'replace', path: '/metadata/annotations/a', value: '2' },
+    ]);
+    apply({ metadata: { annotations: existing } } as Pod, ops);
   });
 });

@@ -5,6 +5,9 @@
 // certificate made in-cluster and the caBundle patched, and Pods that really start: inside them
 // the official Node.js SDKs get credentials from the strict cloud stand-ins, reading the files
 // the kubelet projected at the paths the injected env vars name.
+// Last, the operator's view: an alert's expression evaluated by Prometheus's engine over scrapes
+// of the webhook Pods, and what each webhook.scope does to Pod creation while the webhook is
+// scaled to 0.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { AdmissionregistrationV1Api, AppsV1Api, CoreV1Api } from '@kubernetes/client-node';
@@ -15,6 +18,9 @@ import { promisify } from 'node:util';
 import type { Release } from '../scripts/release.ts';
 import { buildah, mountImage } from './harness/node-images.ts';
 import { startNode, type NodeCluster } from './harness/node.ts';
+import { evaluate, type Scrape } from './harness/promql.ts';
+import { CHART, helm } from './support/chart.ts';
+import { renderedRuleGroups } from './support/observability.ts';
 import { MEDIA, startRegistry, type LocalRegistry } from './harness/registry.ts';
 import { tokenDigest } from './sdk/oidc.ts';
 import {
@@ -22,6 +28,7 @@ import {
   EMAIL,
   FULLNAME,
   PROVIDER,
+  RELEASE,
   ROLE,
   SYSTEM_NS,
   TENANT,
@@ -359,6 +366,105 @@ describe('the chart installed on a real node', () => {
       assert.equal(env.AWS_ROLE_ARN, ROLE, `Pod ${name} was mutated`);
     }
     assert.ok(created.length > 10, `${created.length} Pods created`);
+  });
+});
+
+describe('operating it: alerts over real scrapes, and the blast radius of each scope', () => {
+  const webhookPods = async () =>
+    (await core.listNamespacedPod({ namespace: SYSTEM_NS, labelSelector: 'app.kubernetes.io/component=webhook' }))
+      .items;
+  const ready = (pod: Awaited<ReturnType<typeof webhookPods>>[number]) =>
+    !pod.metadata?.deletionTimestamp && pod.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True');
+  /** What the Prometheus operator scrapes through the ServiceMonitor: each webhook Pod's metrics port. */
+  const scrapeWebhooks = async (): Promise<Scrape[]> =>
+    Promise.all(
+      (await webhookPods()).filter(ready).map(async (pod) => ({
+        timeMs: Date.now(),
+        labels: { namespace: SYSTEM_NS, job: FULLNAME, pod: pod.metadata!.name! },
+        body: await (await fetch(`http://${pod.status!.podIP}:9090/metrics`)).text(),
+      })),
+    );
+  const held = (name: string, serviceAccountName: string, labels: Record<string, string> = {}) => ({
+    metadata: { name, labels },
+    spec: {
+      serviceAccountName,
+      // Admitted and stored, never started.
+      schedulingGates: [{ name: 'example.com/hold' }],
+      containers: [{ name: 'app', image: node.images.base, imagePullPolicy: 'Never' }],
+    },
+  });
+
+  test("the denial alert's expression fires over scrapes of the webhook Pods once Pods are denied, not before", async () => {
+    const [rule] = (await renderedRuleGroups())[0].rules.filter(
+      (r) => r.alert === 'WorkloadIdentityWebhookDenialsRising',
+    );
+    await core.createNamespacedServiceAccount({
+      namespace: NS,
+      body: { metadata: { name: 'malformed', annotations: { 'eks.amazonaws.com/role-arn': 'arn:aws:iam::role/x' } } },
+    });
+    // The previous test replaced a replica: both Ready again first, so every scrape sees the same two.
+    await until(
+      'both webhook replicas Ready',
+      async () => (await webhookPods()).filter(ready).length === 2 || undefined,
+      120_000,
+    );
+    const scrapes = await scrapeWebhooks();
+    assert.equal(scrapes.length, 2);
+    for (let i = 0; i < 4; i++) await core.createNamespacedPod({ namespace: NS, body: held(`allowed-${i}`, 'aws') });
+    scrapes.push(...(await scrapeWebhooks()));
+    assert.deepEqual(await evaluate(scrapes, rule.expr, scrapes.at(-1)!.timeMs), [], 'nothing denied yet');
+    // Two rounds: a denial series new in one scrape has its second sample in the next.
+    for (const round of [0, 1]) {
+      for (let i = 0; i < 4; i++) {
+        await assert.rejects(
+          core.createNamespacedPod({ namespace: NS, body: held(`denied-${round}-${i}`, 'malformed') }),
+          /eks\.amazonaws\.com\/role-arn/,
+        );
+      }
+      scrapes.push(...(await scrapeWebhooks()));
+    }
+    const fired = await evaluate(scrapes, rule.expr, scrapes.at(-1)!.timeMs);
+    assert.deepEqual(
+      fired.map((f) => f.labels),
+      [{ namespace: SYSTEM_NS }],
+    );
+    assert.ok(fired[0].value > 0.1, `denied fraction ${fired[0].value}`);
+  });
+
+  test('with the webhook scaled to 0: scope all refuses an unlabelled Pod; scope labelled creates it and refuses a labelled one', async () => {
+    const scaleToZero = async () => {
+      await apps.replaceNamespacedDeploymentScale({
+        namespace: SYSTEM_NS,
+        name: FULLNAME,
+        body: { metadata: { name: FULLNAME, namespace: SYSTEM_NS }, spec: { replicas: 0 } },
+      });
+      await until('no webhook Pod left', async () => ((await webhookPods()).length === 0 ? true : undefined), 120_000);
+    };
+    await scaleToZero();
+    await assert.rejects(
+      core.createNamespacedPod({ namespace: NS, body: held('outage-all', 'aws') }),
+      /failed calling webhook \W*pods\.workload-identity-webhook\.io\W/,
+    );
+
+    await helm(
+      ['upgrade', RELEASE, CHART, '--namespace', SYSTEM_NS, '--reuse-values', '--set', 'webhook.scope=labelled'],
+      { kubeconfig: node.cp.kubeconfigPath },
+    );
+    // helm upgrade sets the chart's replica count again.
+    await scaleToZero();
+    const outside = await core.createNamespacedPod({ namespace: NS, body: held('outage-unlabelled', 'aws') });
+    assert.equal(
+      outside.spec!.containers[0].env?.find((e) => e.name === 'AWS_ROLE_ARN'),
+      undefined,
+      'created without reaching the webhook',
+    );
+    await assert.rejects(
+      core.createNamespacedPod({
+        namespace: NS,
+        body: held('outage-labelled', 'aws', { 'workload-identity-webhook.io/inject': 'true' }),
+      }),
+      /failed calling webhook \W*pods\.workload-identity-webhook\.io\W/,
+    );
   });
 });
 

@@ -1,5 +1,6 @@
 // The EKS Pod Identity association file is reloaded when it changes, as the AWS peer watches it.
 import { test } from 'node:test';
+import { ConfigError } from '../src/errors.ts';
 import assert from 'node:assert/strict';
 import { mkdtempSync, renameSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -66,6 +67,12 @@ test('members the peer ignores are reported, not silently dropped', () => {
   const parsed = parseAssociations('{"identities":[{"namespace":"a","serviceAccount":"b","roleArn":"x"}],"v":1}');
   assert.deepEqual([...parsed.keys], ['a/b']);
   assert.deepEqual(parsed.ignored, ['v', 'identities[0].roleArn']);
-  assert.throws(() => parseAssociations('[]'), /not an object; expected \{"identities"/);
+  assert.throws(
+    () => parseAssociations('[]'),
+    (err: Error) => {
+      assert.ok(err instanceof ConfigError, 'a configuration error, as every start-up problem');
+      return /not an object; expected \{"identities"/.test(err.message);
+    },
+  );
   assert.throws(() => parseAssociations('{"identities":["a/b"]}'), /identities\[0\] is not an object/);
 });

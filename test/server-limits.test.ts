@@ -257,8 +257,8 @@ describe('connections', () => {
 });
 
 describe('idle connections', () => {
-  test('a TLS connection that never sends a request is closed after the header timeout', async () => {
-    const s = await start({ headersTimeoutMs: 300 });
+  test('a TLS connection that never sends a request is closed after the first-request timeout', async () => {
+    const s = await start({ firstRequestTimeoutMs: 300 });
     const socket = await new Promise<TLSSocket>((resolve) => {
       const c = connect({ port: s.port, host: '127.0.0.1', ca: certs.caPem, servername: 'localhost' }, () =>
         resolve(c),
@@ -268,14 +268,14 @@ describe('idle connections', () => {
   });
 
   test('a keep-alive connection is not cut by that timeout once it has sent a request', async () => {
-    const s = await start({ headersTimeoutMs: 300 });
+    const s = await start({ firstRequestTimeoutMs: 300 });
     let connections = 0;
     s.app.server.on('secureConnection', () => connections++);
     const agent = new Agent({ keepAlive: true, maxSockets: 1, ca: certs.caPem });
     assert.equal((await httpsRequest(`${s.url}/healthz`, { ca: certs.caPem, agent })).status, 200);
     const { until } = await import('./support/webhook.ts');
     const started = Date.now();
-    await until('twice the header timeout to pass', () => Date.now() - started > 600 || undefined);
+    await until('twice the first-request timeout to pass', () => Date.now() - started > 600 || undefined);
     assert.equal((await httpsRequest(`${s.url}/healthz`, { ca: certs.caPem, agent })).status, 200);
     assert.equal(connections, 1, 'the second request went over the first connection');
     agent.destroy();

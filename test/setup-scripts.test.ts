@@ -1,11 +1,12 @@
 // Every set-up script from an empty cache folder (WIW_CACHE_DIR): scripts/provide-binaries.sh
-// (with and without --node), scripts/dev.sh's steps (the Node.js fetch, the node packages),
+// (with and without --node), scripts/provide-promql.sh, scripts/dev.sh's steps (the Node.js fetch, the node packages),
 // scripts/python-sdks.sh and the image scripts. The slow builds are stood in for by the executables
 // in test/fixtures/setup-standins (go, npm, python3, buildah, debootstrap), first on PATH; the
 // scripts' own control flow runs for real: traps, set -u, cache paths, locks, a failed build and
 // its retry, and a build killed half way (which must leave nothing a later run trusts).
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import {
   chmodSync,
   cpSync,
@@ -335,6 +336,95 @@ describe('scripts/provide-binaries.sh from an empty cache', () => {
   });
 });
 
+describe('scripts/provide-promql.sh from an empty cache', () => {
+  const version = /PROMETHEUS_VERSION:-(v[\d.]+)/.exec(
+    readFileSync(join(ROOT, 'scripts/provide-promql.sh'), 'utf8'),
+  )![1];
+  // Keyed by the source's digest too, so an edit of main.go is never served a stale binary.
+  const digest = createHash('sha256')
+    .update(readFileSync(join(ROOT, 'scripts/promql/main.go')))
+    .digest('hex')
+    .slice(0, 12);
+  const folder = (box: Sandbox) => join(box.cache, `promql-${version}-${digest}`);
+
+  test('builds wiw-promql once, keyed by the Prometheus version and the source digest; a second run builds nothing', async () => {
+    const box = new Sandbox();
+    const first = ok(await box.run('provide-promql.sh'), 'the first run');
+    assert.deepEqual(assignments(first.stdout), { PROMQL: join(folder(box), 'wiw-promql') });
+    assert.match(execute(join(folder(box), 'wiw-promql')), /^wiw-promql built.*ldflags: -s -w/);
+    assert.deepEqual(
+      box.calls('go').map((c) => c.split(' ').slice(0, 3).join(' ')),
+      ['go mod tidy', 'go build -trimpath'],
+    );
+    assert.deepEqual(leftovers(box), []);
+    const calls = box.calls().length;
+    const second = ok(await box.run('provide-promql.sh'), 'the second run');
+    assert.equal(second.stdout, first.stdout);
+    assert.deepEqual(box.calls().slice(calls), [], 'the second run calls no stand-in');
+  });
+
+  test('two runs at once: the second waits for the first build and builds nothing', async () => {
+    const box = new Sandbox();
+    const gate = box.makeGate();
+    const a = box.start('provide-promql.sh', [], { STANDIN_GATE_AT: 'go-build' });
+    await box.waitingAt('go-build');
+    const b = box.start('provide-promql.sh');
+    const waits = await until('the second run waiting for the lock, or building', () =>
+      someoneWaitsFor(join(folder(box), '.lock')) ? 'waits' : box.calls('go build').length > 1 ? 'builds' : undefined,
+    );
+    assert.equal(waits, 'waits', 'the second run built while the first was building');
+    await gate.open();
+    const [ra, rb] = await Promise.all([a.done, b.done]);
+    assert.equal(ok(rb, 'the second run').stdout, ok(ra, 'the first run').stdout);
+    assert.equal(box.calls('go build').length, 1);
+    assert.deepEqual(leftovers(box), []);
+  });
+
+  for (const signal of ['SIGKILL', 'SIGTERM'] as const) {
+    test(`a build killed half way (${signal}) leaves no binary a later run trusts`, async () => {
+      const box = new Sandbox();
+      box.makeGate();
+      const a = box.start('provide-promql.sh', [], { STANDIN_GATE_AT: 'go-build' });
+      await box.waitingAt('go-build');
+      killGroup(a.child, signal);
+      assert.notEqual((await a.done).code, 0);
+      assert.equal(existsSync(join(folder(box), 'wiw-promql')), false, 'a half-written wiw-promql is in place');
+      if (signal === 'SIGTERM') assert.deepEqual(leftovers(box), []);
+      const rb = ok(await box.run('provide-promql.sh'), 'the run after the killed one');
+      assert.match(execute(assignments(rb.stdout).PROMQL), /^wiw-promql built/);
+      assert.deepEqual(leftovers(box), [], "the killed build's folder is gone too");
+    });
+  }
+
+  test('a failed build fails the script with its error and prints no path; a retry builds', async () => {
+    const box = new Sandbox();
+    const failed = await box.run('provide-promql.sh', [], { STANDIN_FAIL_AT: 'go-build' });
+    assert.equal(failed.code, 1);
+    assert.match(failed.stderr, /go-build failed[\s\S]*building wiw-promql failed/);
+    assert.equal(failed.stdout, '');
+    assert.deepEqual(leftovers(box), []);
+    const retried = ok(await box.run('provide-promql.sh'), 'the retry');
+    assert.match(execute(assignments(retried.stdout).PROMQL), /^wiw-promql built/);
+  });
+
+  test('without Go: exit 1 naming what to install or point at; TEST_ASSET_PROMQL is used, and checked', async () => {
+    const box = new Sandbox({ without: ['go'] });
+    const r = await box.run('provide-promql.sh');
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, /Go is not installed[\s\S]*TEST_ASSET_PROMQL/);
+    assert.equal(r.stdout, '');
+    const given = join(box.dir, 'wiw-promql');
+    writeFileSync(given, '#!/bin/sh\n', { mode: 0o755 });
+    assert.equal(
+      ok(await box.run('provide-promql.sh', [], { TEST_ASSET_PROMQL: given }), 'with TEST_ASSET_PROMQL').stdout,
+      `PROMQL=${given}\n`,
+    );
+    const bad = await box.run('provide-promql.sh', [], { TEST_ASSET_PROMQL: join(box.dir, 'missing') });
+    assert.equal(bad.code, 1);
+    assert.match(bad.stderr, /TEST_ASSET_PROMQL=.*missing is not an executable file/);
+  });
+});
+
 describe('scripts/dev.sh steps from an empty cache', () => {
   test('ensure-node fetches Node.js 24 once when the machine has another major', async () => {
     const box = new Sandbox();
@@ -510,6 +600,23 @@ describe('the image scripts from an empty cache', () => {
     assert.equal(box.calls('debootstrap').length, 1);
     // The base, the pause image and the two runtime bases.
     assert.equal(box.calls('buildah --root').filter((c) => / commit /.test(c)).length, 4);
+    // The webhook image is labelled with package.json's version.
+    const { version } = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string };
+    const label = spawnSync(
+      join(box.bin, 'buildah'),
+      [
+        '--root',
+        join(box.cache, 'containers/storage'),
+        'inspect',
+        '--type',
+        'image',
+        '--format',
+        '{{index .OCIv1.Config.Labels "org.opencontainers.image.version"}}',
+        vars.WEBHOOK_IMAGE,
+      ],
+      { encoding: 'utf8', env: box.env() },
+    );
+    assert.equal(label.stdout.trim(), version, label.stderr);
     assert.deepEqual(leftovers(box), []);
 
     const calls = box.calls().length;

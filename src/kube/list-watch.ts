@@ -1,3 +1,4 @@
+import type { Lifecycle } from './lifecycle.ts';
 import { Watch, type KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 
@@ -44,7 +45,7 @@ export type RestartCause = 'gone' | 'idle' | 'watch_error' | 'list_error';
  * from the last resourceVersion; 410 Gone relists; errors and silence back off (reset as soon as a
  * watch is established again). `synced` turns true after the first list and stays true.
  */
-export class ListWatch {
+export class ListWatch implements Lifecycle {
   readonly #o: Required<ListWatchOptions>;
   readonly #watch: Watch;
   #resourceVersion = '';

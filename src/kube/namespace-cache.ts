@@ -8,6 +8,7 @@ import type { Logger } from 'pino';
 import { WebhookError } from '../errors.ts';
 import type { Metrics } from '../metrics.ts';
 import type { ListPage } from './list-watch.ts';
+import { Watched } from './lifecycle.ts';
 import { ObjectCache } from './object-cache.ts';
 import type { NamespaceView } from './types.ts';
 
@@ -34,12 +35,14 @@ export interface NamespaceCacheOptions {
 /** A namespace that does not exist has no labels; the API server refuses the object anyway. */
 const absent = (name: string): NamespaceView => Object.freeze({ name, labels: Object.freeze({}) });
 
-export class NamespaceCache {
+export class NamespaceCache extends Watched {
   readonly #cache: ObjectCache<NamespaceView>;
+  protected readonly source: ObjectCache<NamespaceView>;
 
   constructor({ kubeConfig, ...options }: NamespaceCacheOptions) {
+    super();
     const api = kubeConfig.makeApiClient(CoreV1Api);
-    this.#cache = new ObjectCache({
+    this.#cache = this.source = new ObjectCache({
       ...options,
       kubeConfig,
       what: 'Namespace',
@@ -56,20 +59,8 @@ export class NamespaceCache {
     });
   }
 
-  get synced(): boolean {
-    return this.#cache.synced;
-  }
-
   get size(): number {
     return this.#cache.size;
-  }
-
-  start(): Promise<void> {
-    return this.#cache.start();
-  }
-
-  stop(): void {
-    this.#cache.stop();
   }
 
   /** The namespace's labels; rejects with WIW_NAMESPACE_UNAVAILABLE when they cannot be read. */

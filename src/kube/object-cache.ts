@@ -9,6 +9,7 @@ import type { Logger } from 'pino';
 import type { Metrics } from '../metrics.ts';
 import { DirectReads, TimeoutError } from './direct-read.ts';
 import { ListWatch, statusOf, type ListPage } from './list-watch.ts';
+import type { Lifecycle } from './lifecycle.ts';
 import { TokenBucket } from './rate-limit.ts';
 
 /** The kinds cached: the `what` label of the cache metrics, so a closed set. */
@@ -50,7 +51,7 @@ export interface CacheIndex<T> {
   relisted(): void;
 }
 
-export class ObjectCache<T> {
+export class ObjectCache<T> implements Lifecycle {
   readonly #o: ObjectCacheOptions<T> & { missTimeoutMs: number };
   readonly #items = new Map<string, T>();
   readonly #reads: DirectReads<T | undefined>;

@@ -7,6 +7,7 @@ import type { Logger } from 'pino';
 import { WebhookError } from '../errors.ts';
 import type { Metrics } from '../metrics.ts';
 import type { ListPage, ListWatch } from './list-watch.ts';
+import { Watched } from './lifecycle.ts';
 import { ObjectCache, type CacheIndex } from './object-cache.ts';
 import type { ServiceAccountView } from './types.ts';
 
@@ -109,13 +110,15 @@ class KnownNamespaces implements CacheIndex<ServiceAccountView> {
 }
 
 /** ServiceAccounts are looked up by namespace and name; the key of the cache underneath is "namespace/name". */
-export class ServiceAccountCache {
+export class ServiceAccountCache extends Watched {
   readonly #cache: ObjectCache<ServiceAccountView>;
   readonly #namespaces = new KnownNamespaces();
+  protected readonly source: ObjectCache<ServiceAccountView>;
 
   constructor({ kubeConfig, annotationPrefixes, ...options }: ServiceAccountCacheOptions) {
+    super();
     const api = kubeConfig.makeApiClient(CoreV1Api);
-    this.#cache = new ObjectCache({
+    this.#cache = this.source = new ObjectCache({
       ...options,
       kubeConfig,
       what: 'ServiceAccount',
@@ -133,10 +136,6 @@ export class ServiceAccountCache {
         return new ServiceAccountUnavailable(namespace, name, why);
       },
     });
-  }
-
-  get synced(): boolean {
-    return this.#cache.synced;
   }
 
   /** A watch connection is open (the list is in and events are flowing). */
@@ -161,15 +160,6 @@ export class ServiceAccountCache {
   /** The list-watch underneath, for tests' diagnostics. */
   get listWatchForTests(): ListWatch {
     return this.#cache.listWatch;
-  }
-
-  /** Starts list-and-watch; resolves once the first list is in. */
-  start(): Promise<void> {
-    return this.#cache.start();
-  }
-
-  stop(): void {
-    this.#cache.stop();
   }
 
   /** The cached view, synchronously; undefined on a miss. */

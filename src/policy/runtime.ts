@@ -2,6 +2,7 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { Config } from '../config.ts';
 import type { Metrics } from '../metrics.ts';
+import type { Lifecycle } from '../kube/lifecycle.ts';
 import { NamespaceCache } from '../kube/namespace-cache.ts';
 import { PolicyWatch } from './watch.ts';
 import type { PolicyGate } from './gate.ts';
@@ -12,10 +13,8 @@ import { PolicyStore, summary } from './store.ts';
 /** Tenant policy in `serve`: the store, its sources (file, cluster) and the namespace cache. */
 export interface TenantPolicy {
   gate: PolicyGate;
-  /** Every source loaded and the namespaces listed: only then is an admission judged as it should be. */
-  synced(): boolean;
-  start(): void;
-  stop(): void;
+  /** The namespace cache and the policy watch: only once both are synced is an admission judged as it should be. */
+  parts: Lifecycle[];
 }
 
 /** undefined when neither --watch-policies nor --policy-file is given: admission is then exactly as without policy. */
@@ -49,14 +48,6 @@ export function createTenantPolicy(
       options: providerOptionsFromConfig(config),
       namespace: (name) => namespaces.lookup(name),
     },
-    synced: () => namespaces.synced && (watch?.synced ?? true),
-    start() {
-      void namespaces.start();
-      void watch?.start();
-    },
-    stop() {
-      watch?.stop();
-      namespaces.stop();
-    },
+    parts: watch ? [namespaces, watch] : [namespaces],
   };
 }

@@ -5,6 +5,7 @@ import { POLICY_GROUP, POLICY_KIND, POLICY_PLURAL, POLICY_VERSION, type CompileR
 import { policyStatus, statusChanged } from './status.ts';
 import { summary, type PolicyStore } from './store.ts';
 import { ListWatch, statusOf, type ListPage } from '../kube/list-watch.ts';
+import { Watched } from '../kube/lifecycle.ts';
 
 /** The source of cluster policies in the store. */
 const CLUSTER_SOURCE = 'cluster';
@@ -30,20 +31,21 @@ export interface PolicyWatchOptions {
  * written only when it would change, so replicas agree without fighting (a write that loses a
  * race gets 409 and the next event decides again).
  */
-export class PolicyWatch {
+export class PolicyWatch extends Watched {
   readonly #api: CustomObjectsApi;
-  readonly #lw: ListWatch;
+  protected readonly source: ListWatch;
   readonly #store: PolicyStore;
   readonly #log: Logger;
   readonly #now: () => Date;
   readonly #compiled = new Map<string, { uid: string; generation: number; result: CompileResult }>();
 
   constructor({ kubeConfig, store, log, now = () => new Date() }: PolicyWatchOptions) {
+    super();
     this.#api = kubeConfig.makeApiClient(CustomObjectsApi);
     this.#store = store;
     this.#log = log;
     this.#now = now;
-    this.#lw = new ListWatch({
+    this.source = new ListWatch({
       kubeConfig,
       log,
       what: POLICY_KIND,
@@ -74,18 +76,6 @@ export class PolicyWatch {
         }
       },
     });
-  }
-
-  get synced(): boolean {
-    return this.#lw.synced;
-  }
-
-  start(): Promise<void> {
-    return this.#lw.start();
-  }
-
-  stop(): void {
-    this.#lw.stop();
   }
 
   #forget(name: string): void {

@@ -5,6 +5,7 @@ import { readFileSync, watch, type FSWatcher } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { basename, dirname } from 'node:path';
 import type { Logger } from 'pino';
+import { ConfigError } from '../../errors.ts';
 
 export interface ParsedAssociations {
   keys: Set<string>;
@@ -14,7 +15,7 @@ export interface ParsedAssociations {
 
 const key = (namespace: string, serviceAccount: string) => `${namespace}/${serviceAccount}`;
 
-/** Parses the file's text; throws an Error naming the entry and the expected form. */
+/** Parses the file's text; throws a ConfigError naming the entry and the expected form. */
 export function parseAssociations(text: string): ParsedAssociations {
   const keys = new Set<string>();
   const ignored: string[] = [];
@@ -23,21 +24,21 @@ export function parseAssociations(text: string): ParsedAssociations {
   try {
     doc = JSON.parse(text);
   } catch (err) {
-    throw new Error(`not JSON (${(err as Error).message})`);
+    throw new ConfigError(`not JSON (${(err as Error).message})`);
   }
   const form = 'expected {"identities": [{"namespace": "<namespace>", "serviceAccount": "<name>"}, ...]}';
-  if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) throw new Error(`not an object; ${form}`);
+  if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) throw new ConfigError(`not an object; ${form}`);
   for (const k of Object.keys(doc)) if (k !== 'identities') ignored.push(k);
   const identities = (doc as { identities?: unknown }).identities;
   if (identities === undefined || identities === null) return { keys, ignored };
-  if (!Array.isArray(identities)) throw new Error(`"identities" is not a list; ${form}`);
+  if (!Array.isArray(identities)) throw new ConfigError(`"identities" is not a list; ${form}`);
   identities.forEach((item: unknown, i) => {
     const entry = item as Record<string, unknown> | null;
     if (typeof entry !== 'object' || entry === null || Array.isArray(entry))
-      throw new Error(`identities[${i}] is not an object; ${form}`);
+      throw new ConfigError(`identities[${i}] is not an object; ${form}`);
     for (const field of ['namespace', 'serviceAccount'])
       if (typeof entry[field] !== 'string' || entry[field] === '')
-        throw new Error(`identities[${i}].${field} is missing or not a non-empty string; ${form}`);
+        throw new ConfigError(`identities[${i}].${field} is missing or not a non-empty string; ${form}`);
     for (const k of Object.keys(entry))
       if (k !== 'namespace' && k !== 'serviceAccount') ignored.push(`identities[${i}].${k}`);
     keys.add(key(entry.namespace as string, entry.serviceAccount as string));
@@ -57,18 +58,18 @@ export class PodIdentityAssociations {
     this.ignored = parsed.ignored;
   }
 
-  /** Reads the file at start-up; throws an Error naming the file and the problem. */
+  /** Reads the file at start-up; throws a ConfigError naming the file and the problem. */
   static read(file: string): PodIdentityAssociations {
     let text: string;
     try {
       text = readFileSync(file, 'utf8');
     } catch (err) {
-      throw new Error(`cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+      throw new ConfigError(`cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
     }
     try {
       return new PodIdentityAssociations(file, parseAssociations(text));
     } catch (err) {
-      throw new Error(`${file}: ${(err as Error).message}`);
+      throw new ConfigError(`${file}: ${(err as Error).message}`);
     }
   }
 
