@@ -11,8 +11,12 @@ const CLI = resolve(import.meta.dirname, '../src/cli.ts');
 const EXAMPLES = resolve(import.meta.dirname, '../examples');
 const dir = mkdtempSync(join(tmpdir(), 'wiw-preview-'));
 
-function preview(args: string[], input?: string) {
-  const r = spawnSync(process.execPath, [CLI, 'preview', ...args], { input, encoding: 'utf8' });
+function preview(args: string[], input?: string, env: Record<string, string> = {}) {
+  const r = spawnSync(process.execPath, [CLI, 'preview', ...args], {
+    input,
+    encoding: 'utf8',
+    env: { ...process.env, ...env },
+  });
   return { code: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
@@ -69,12 +73,40 @@ describe('preview', () => {
   test('a denial exits 1 with the message on stderr', () => {
     const input =
       'kind: ServiceAccount\napiVersion: v1\nmetadata: {name: x, annotations: {eks.amazonaws.com/role-arn: "arn:aws:iam::1:role/x"}}\n---\nkind: Pod\napiVersion: v1\nmetadata: {name: p}\nspec: {serviceAccountName: x, containers: [{name: c}]}\n';
-    const r = preview(['-f', '-'], input);
+    // Outside --strict a malformed ARN is injected as written, with a warning, as the AWS peer does.
+    const r = preview(['-f', '-', '--strict'], input);
     assert.equal(r.code, 1);
     assert.equal(r.stdout, '');
     assert.match(
       r.stderr,
       /denied \(InvalidRoleArn\): ServiceAccount default\/x annotation eks\.amazonaws\.com\/role-arn/,
+    );
+    const tolerated = preview(['-f', '-', '-o', 'patch'], input);
+    assert.equal(tolerated.code, 0);
+    assert.match(
+      tolerated.stderr,
+      /^warning: .*is not an IAM role ARN.*; injecting it as written, as the peer webhook does/,
+    );
+  });
+
+  test('--aws-compose-role-arn: a bare role name completes; without an account an unreadable IMDS is a start-up error', () => {
+    const input =
+      'kind: ServiceAccount\napiVersion: v1\nmetadata: {name: x, annotations: {eks.amazonaws.com/role-arn: team/reader}}\n---\nkind: Pod\napiVersion: v1\nmetadata: {name: p}\nspec: {serviceAccountName: x, containers: [{name: c}]}\n';
+    const composed = preview(
+      ['-f', '-', '-o', 'json', '--aws-compose-role-arn', '--aws-compose-role-arn-account', '111122223333'],
+      input,
+    );
+    assert.equal(composed.code, 0, composed.stderr);
+    const env = JSON.parse(composed.stdout).spec.containers[0].env as { name: string; value: string }[];
+    assert.equal(env.find((e) => e.name === 'AWS_ROLE_ARN')?.value, 'arn:aws:iam::111122223333:role/team/reader');
+    // Nothing listens on port 9 of loopback: the look-up fails at once.
+    const unreadable = preview(['-f', '-', '--aws-compose-role-arn'], input, {
+      AWS_EC2_METADATA_SERVICE_ENDPOINT: 'http://127.0.0.1:9',
+    });
+    assert.equal(unreadable.code, 2);
+    assert.match(
+      unreadable.stderr,
+      /^error \[[A-Z_]+\]: --aws-compose-role-arn: cannot read the EC2 instance identity document at http:\/\/127\.0\.0\.1:9 .*give the account with --aws-compose-role-arn-account\n$/,
     );
   });
 

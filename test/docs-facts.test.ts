@@ -72,7 +72,17 @@ describe("the chart README's Values table", () => {
   );
   const rows = [...readme.split('## Values')[1].matchAll(/^\| `([^`]+)` \| `(.*?)` \| (.*) \|$/gm)];
 
-  const at = (path: string) => path.split('.').reduce<unknown>((o, k) => (o as Record<string, unknown>)?.[k], values);
+  /** The value at a dotted path; a key may hold dots itself (nodeSelector.kubernetes.io/os): the longest that exists wins. */
+  const at = (path: string, o: unknown = values): unknown => {
+    if (path === '') return o;
+    const parts = path.split('.');
+    for (let n = parts.length; n > 0; n--) {
+      const key = parts.slice(0, n).join('.');
+      const map = o as Record<string, unknown> | undefined;
+      if (map && Object.hasOwn(map, key)) return at(parts.slice(n).join('.'), map[key]);
+    }
+    return undefined;
+  };
 
   test('each default, read as YAML, is the value in values.yaml', () => {
     assert.ok(rows.length > 50);

@@ -70,7 +70,8 @@ before(async () => {
         'gcp.auth.fluxcd.io/workload-identity-provider': PROVIDER,
       },
     ],
-    [NS, 'bad-arn', { 'eks.amazonaws.com/role-arn': 'arn:aws:iam::123:role/x' }],
+    // A role that goes into the profiles' config file is refused with or without --strict.
+    [NS, 'bad-arn', { 'eks.amazonaws.com/role-arns': 'writer=arn:aws:iam::123:role/x' }],
     [NS, 'plain', {}],
     ['reinvoke', 'aws', { 'eks.amazonaws.com/role-arn': ARN }],
     ['reinvoke-sa', 'azure', { 'azure.workload.identity/client-id': CLIENT }],
@@ -368,7 +369,7 @@ describe('stored Pods carry exactly what each provider needs', () => {
     await assert.rejects(createPod(NS, 'bad-arn'), (err: { body?: string; code?: number }) => {
       assert.match(
         String(err.body),
-        /eks\.amazonaws\.com\/role-arn=\\?"arn:aws:iam::123:role\/x\\?" is not an IAM role ARN/,
+        /eks\.amazonaws\.com\/role-arns profile writer=\\?"arn:aws:iam::123:role\/x\\?" is not an IAM role ARN/,
       );
       return true;
     });

@@ -69,6 +69,17 @@ const SA_VALUES: Record<string, readonly string[]> = {
   'cloud.google.com/service-account-email': ['reader@my-project.iam.gserviceaccount.com', 'nobody', ''],
   'cloud.google.com/injection-mode': ['direct', 'gcloud', 'GCLOUD', 'bogus'],
   'cloud.google.com/audience': [GCP_AUDIENCE, ''],
+  // The asks of issue 22 §3: several identities, a region, a project.
+  'eks.amazonaws.com/role-arns': [`writer=${ARN}`, `default=${ARN},x=${ARN}`, 'a', 'a=b', `[x]=${ARN}`, '', '\n'],
+  'eks.amazonaws.com/region': ['eu-west-1', 'EU', '', ' us-east-1 '],
+  'azure.workload.identity/container-client-ids': [`sidecar=${CLIENT}`, `app=${CLIENT};app=${CLIENT}`, 'app=x', ';'],
+  'cloud.google.com/project-id': ['my-project', '123', '', 'a:b'],
+  'cloud.google.com/workload-identity-providers': [
+    `b=${WIF_PROVIDER}`,
+    `b=${WIF_PROVIDER}:x@y.iam.gserviceaccount.com`,
+    'b=x',
+    ',',
+  ],
 };
 
 function randomString(r: Rng): string {
@@ -84,6 +95,10 @@ function randomContainer(r: Rng): Container {
         : ({ name: r.pick(ENV_NAMES), valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } } as never),
     );
   if (r.chance(0.3)) c.volumeMounts = [{ name: r.pick(VOLUME_NAMES), mountPath: r.pick(PATHS) }];
+  if (r.chance(0.2))
+    c.envFrom = [
+      r.pick([{ configMapRef: { name: 'cm' } }, { prefix: 'AWS_', secretRef: { name: 's' } }, { prefix: 'APP_' }]),
+    ];
   if (r.chance(0.2)) (c as Record<string, unknown>).startupProbe = { exec: { command: ['true'] } };
   if (r.chance(0.1)) (c as Record<string, unknown>).restartPolicy = 'Always';
   return c;
@@ -108,6 +123,7 @@ function randomPod(r: Rng): Pod {
   if (r.chance(0.2)) annotations['eks.amazonaws.com/skip-containers'] = r.pick(['app', 'app,sidecar', ',,']);
   if (r.chance(0.2)) annotations['azure.workload.identity/skip-containers'] = r.pick(['app', 'app;sidecar', ';']);
   if (r.chance(0.2)) annotations['example.com/a~b/c'] = randomString(r);
+  if (r.chance(0.1)) annotations['eks.amazonaws.com/region'] = r.pick(['eu-central-1', 'x y']);
   const labels: Record<string, string> = {};
   if (r.chance(0.5)) labels['azure.workload.identity/use'] = r.pick(['true', 'false', 'TRUE']);
   if (r.chance(0.1)) labels['workload-identity-webhook.io/skip'] = '';
@@ -166,7 +182,12 @@ function request(object: unknown, extra: Partial<AdmissionRequest> = {}): Admiss
 
 /** Everything of `before` is still in `after`, but for the keys the webhook owns. */
 function assertKept(before: Pod, after: Pod, context: string): void {
-  const owned = new Set([INJECTED_ANNOTATION, 'cloud.google.com/external-credentials-json']);
+  const owned = new Set([
+    INJECTED_ANNOTATION,
+    'cloud.google.com/external-credentials-json',
+    'workload-identity-webhook.io/aws-config-file',
+    'workload-identity-webhook.io/gcp-credentials-b',
+  ]);
   for (const [k, v] of Object.entries(before.metadata?.annotations ?? {}))
     if (!owned.has(k)) assert.equal(after.metadata?.annotations?.[k], v, `${context}: annotation ${k}`);
   assert.deepEqual(after.metadata?.labels, before.metadata?.labels, `${context}: labels`);

@@ -91,8 +91,22 @@ describe('AWS (IAM Roles for Service Accounts)', () => {
     assert.equal('AWS_REGION' in env, false);
   });
 
-  test('a malformed role ARN denies the Pod naming the annotation and the expected form', () => {
-    const d = denied(pod(), { 'eks.amazonaws.com/role-arn': 'arn:aws:iam::12345:role/x' });
+  test('a malformed role ARN is injected as written with a warning, as the peer does; --strict denies it', () => {
+    const bad = 'arn:aws:iam::12345:role/x';
+    const r = run(pod(), { 'eks.amazonaws.com/role-arn': bad });
+    assert.ok(r.allowed);
+    assert.deepEqual(r.warnings, [
+      `ServiceAccount team-a/app annotation eks.amazonaws.com/role-arn="${bad}" is not an IAM role ARN; expected arn:<partition>:iam::<12-digit account>:role/<optional path/><name>; injecting it as written, as the peer webhook does (--strict refuses it)`,
+    ]);
+    assert.equal(envOf(apply(pod(), r.patch).spec!.containers![0]).AWS_ROLE_ARN, bad);
+    // Tenant policy cannot place it in an account.
+    assert.deepEqual(r.injections[0].identity, {
+      roleArn: bad,
+      account: '',
+      partition: '',
+      audience: 'sts.amazonaws.com',
+    });
+    const d = denied(pod(), { 'eks.amazonaws.com/role-arn': bad }, { strict: 'true' });
     assert.equal(d.reason, 'InvalidRoleArn');
     assert.match(d.message, /ServiceAccount team-a\/app annotation eks\.amazonaws\.com\/role-arn/);
     assert.match(d.message, /12-digit account/);
@@ -671,11 +685,15 @@ describe('several providers on one ServiceAccount', () => {
   });
 
   test('every invalid provider is reported in one denial', () => {
-    const d = denied(pod(), {
-      ...all,
-      'eks.amazonaws.com/role-arn': 'nope',
-      'cloud.google.com/workload-identity-provider': 'nope',
-    });
+    const d = denied(
+      pod(),
+      {
+        ...all,
+        'eks.amazonaws.com/role-arn': 'nope',
+        'cloud.google.com/workload-identity-provider': 'nope',
+      },
+      { strict: 'true' },
+    );
     assert.match(d.message, /role-arn="nope".*; .*workload-identity-provider="nope"/);
   });
 

@@ -8,15 +8,17 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createAwsSts, type AwsSts } from './sdk/aws-sts.ts';
+import { createAwsSts, type AwsSts, type TrustPolicy } from './sdk/aws-sts.ts';
 import { POD_IDENTITY_AUDIENCE, startPodIdentityAgent, type PodIdentityAgent } from './sdk/eks-pod-identity-agent.ts';
-import { startSdkCluster, type SdkCluster } from './sdk/cluster.ts';
+import { startSdkCluster, type SdkCluster, type StartOptions } from './sdk/cluster.ts';
 import { tokenDigest } from './sdk/oidc.ts';
 import { refreshAcrossRotation, type Language, type SdkAnswer } from './sdk/sdk-process.ts';
 import { checkPinnedVersion } from './sdk/versions.ts';
 
 const NS = 'sdk-aws';
 const ROLE = 'arn:aws:iam::111122223333:role/s3-reader';
+// Several roles in one Pod: a second role, in another account, for the `writer` profile.
+const WRITER_ROLE = 'arn:aws:iam::444455556666:role/s3-writer';
 const TOKEN_FILE = '/var/run/secrets/eks.amazonaws.com/serviceaccount/token';
 // Where Gardener's extensions mount the Secret; the webhook's default --secret-token-path is in it.
 const SECRET_MOUNT = '/var/run/secrets/gardener.cloud/workload-identity';
@@ -25,6 +27,24 @@ const subject = (sa: string) => `system:serviceaccount:${NS}:${sa}`;
 // EKS Pod Identity: the association lives in EKS (here: the agent's table and the webhook's file).
 const POD_IDENTITY_ROLE = 'arn:aws:iam::444455556666:role/pod-identity-reader';
 const POD_IDENTITY_TOKEN_FILE = '/var/run/secrets/pods.eks.amazonaws.com/serviceaccount/eks-pod-identity-token';
+
+/** A role's trust policy: the account's OIDC provider for the issuer, these ServiceAccounts, the default audience. */
+function trusting(issuer: string, account: string, serviceAccounts: string[]): TrustPolicy {
+  const hostPath = issuer.replace('https://', '');
+  return {
+    Version: '2012-10-17',
+    Statement: [
+      {
+        Effect: 'Allow',
+        Principal: { Federated: `arn:aws:iam::${account}:oidc-provider/${hostPath}` },
+        Action: 'sts:AssumeRoleWithWebIdentity',
+        Condition: {
+          StringEquals: { [`${hostPath}:sub`]: serviceAccounts.map(subject), [`${hostPath}:aud`]: 'sts.amazonaws.com' },
+        },
+      },
+    ],
+  };
+}
 
 let cluster: SdkCluster;
 let sts: AwsSts;
@@ -65,6 +85,12 @@ before(async () => {
       elsewhere: { 'eks.amazonaws.com/role-arn': ROLE, 'eks.amazonaws.com/audience': 'sts.example.com' },
       // EKS Pod Identity wins over the IRSA annotation it also carries.
       associated: { 'eks.amazonaws.com/role-arn': ROLE },
+      // One profile per role in a shared config file: [default] the reader, [profile writer].
+      multi: {
+        'eks.amazonaws.com/role-arn': ROLE,
+        'eks.amazonaws.com/role-arns': `writer=${WRITER_ROLE}`,
+        'eks.amazonaws.com/sts-regional-endpoints': 'true',
+      },
       'unassociated-in-eks': {},
     },
     services: (issuer) => [
@@ -72,27 +98,8 @@ before(async () => {
         issuer,
         clientIds: ['sts.amazonaws.com'],
         roles: [
-          {
-            arn: ROLE,
-            trustPolicy: {
-              Version: '2012-10-17',
-              Statement: [
-                {
-                  Effect: 'Allow',
-                  Principal: {
-                    Federated: `arn:aws:iam::111122223333:oidc-provider/${issuer.issuer.replace('https://', '')}`,
-                  },
-                  Action: 'sts:AssumeRoleWithWebIdentity',
-                  Condition: {
-                    StringEquals: {
-                      [`${issuer.issuer.replace('https://', '')}:sub`]: [subject('reader'), subject('secret-reader')],
-                      [`${issuer.issuer.replace('https://', '')}:aud`]: 'sts.amazonaws.com',
-                    },
-                  },
-                },
-              ],
-            },
-          },
+          { arn: ROLE, trustPolicy: trusting(issuer.issuer, '111122223333', ['reader', 'secret-reader', 'multi']) },
+          { arn: WRITER_ROLE, trustPolicy: trusting(issuer.issuer, '444455556666', ['multi']) },
         ],
       })),
     ],
@@ -105,7 +112,8 @@ after(async () => {
   await agent?.stop();
 });
 
-const start = (language: Language, serviceAccount: string) => cluster.start(language, 'aws', serviceAccount);
+const start = (language: Language, serviceAccount: string, options?: StartOptions) =>
+  cluster.start(language, 'aws', serviceAccount, options);
 /** Digest of the token the stand-in saw when it issued these credentials. */
 const presented = (answer: SdkAnswer) => sts.exchanges.find((e) => e.accessKeyId === answer.accessKeyId)?.tokenDigest;
 
@@ -179,6 +187,63 @@ for (const language of ['node', 'python'] as const) {
       );
       assert.equal(presented(first), tokenDigest(original));
       assert.equal(presented(second), tokenDigest(rotated));
+      await sdk.stop();
+    });
+  });
+}
+
+for (const language of ['node', 'python'] as const) {
+  const sdkName = language === 'node' ? '@aws-sdk/credential-providers' : 'boto3';
+
+  describe(`several roles, one profile each: ${sdkName} (${language})`, () => {
+    const exchangeOf = (answer: SdkAnswer) => {
+      assert.ok(answer.ok, JSON.stringify(answer.error));
+      const exchange = sts.exchanges.find((e) => e.accessKeyId === answer.accessKeyId);
+      assert.ok(exchange, 'the SDK returned credentials the stand-in issued');
+      return exchange;
+    };
+
+    test('no profile named: [default], the role-arn role; code naming the writer profile: its role, same token', async () => {
+      const { container, sdk } = await start(language, 'multi');
+      assert.deepEqual(container.rewrittenEnv, ['AWS_CONFIG_FILE']);
+      assert.equal(container.env.AWS_ROLE_ARN, undefined);
+      const token = tokenDigest(container.tokens[0].token);
+      const byDefault = exchangeOf(await sdk.credentials());
+      assert.deepEqual([byDefault.roleArn, byDefault.subject, byDefault.tokenDigest], [ROLE, subject('multi'), token]);
+      const writer = exchangeOf(await sdk.credentials('writer'));
+      assert.deepEqual([writer.roleArn, writer.subject, writer.tokenDigest], [WRITER_ROLE, subject('multi'), token]);
+      assert.equal(writer.host, 'sts.eu-west-1.amazonaws.com');
+      await sdk.stop();
+    });
+
+    test("a container's own AWS_PROFILE picks its role for the default chain", async () => {
+      const { sdk } = await start(language, 'multi', { env: { AWS_PROFILE: 'writer' } });
+      assert.equal(exchangeOf(await sdk.credentials()).roleArn, WRITER_ROLE);
+      await sdk.stop();
+    });
+
+    test('why the file comes without AWS_ROLE_ARN: beside it, boto3 takes the variable over the profile', async () => {
+      // The author sets all three, so the webhook adds none of them.
+      const { sdk } = await start(language, 'multi', {
+        env: {
+          AWS_ROLE_ARN: ROLE,
+          AWS_CONFIG_FILE: '/var/run/secrets/eks.amazonaws.com/serviceaccount/config',
+          AWS_PROFILE: 'writer',
+        },
+      });
+      const role = exchangeOf(await sdk.credentials()).roleArn;
+      assert.equal(role, language === 'python' ? ROLE : WRITER_ROLE);
+      await sdk.stop();
+    });
+
+    test('a profile the file does not have is an error, not another role', async () => {
+      const { sdk } = await start(language, 'multi');
+      const issued = sts.exchanges.length;
+      const answer = await sdk.credentials('nobody');
+      assert.equal(answer.ok, false);
+      // boto3 names the profile (ProfileNotFound); the JS chain reports that no provider could load.
+      assert.match(answer.error!.message, language === 'python' ? /nobody/ : /Could not load credentials/);
+      assert.equal(sts.exchanges.length, issued, 'no role was assumed');
       await sdk.stop();
     });
   });

@@ -12,6 +12,8 @@ import { checkPinnedVersion } from './sdk/versions.ts';
 const NS = 'sdk-azure';
 const TENANT = '72f988bf-86f1-41af-91ab-2d7cd011db47';
 const CLIENT = '8f3b2c1a-7d4e-4f5a-9b6c-0d1e2f3a4b5c';
+// A client id for one container of the Pod (azure.workload.identity/container-client-ids).
+const SYNC_CLIENT = '0b9e2a51-5c2f-4b8e-9a3d-1f7c6e5d4b3a';
 const AUDIENCE = 'api://AzureADTokenExchange';
 const TOKEN_FILE = '/var/run/secrets/azure/tokens/azure-identity-token';
 // Where the peer from release 1.6 on puts it; the same volume is mounted there.
@@ -31,6 +33,11 @@ before(async () => {
       reader: { 'azure.workload.identity/client-id': CLIENT },
       // Same application, but no federated credential of it names this ServiceAccount.
       intruder: { 'azure.workload.identity/client-id': CLIENT },
+      // Container `sync` signs in as another application; the rest of the Pod as CLIENT.
+      'per-container': {
+        'azure.workload.identity/client-id': CLIENT,
+        'azure.workload.identity/container-client-ids': `sync=${SYNC_CLIENT}`,
+      },
     },
     services: (issuer) => [
       (entra = createEntra({
@@ -39,7 +46,16 @@ before(async () => {
           {
             tenantId: TENANT,
             clientId: CLIENT,
-            federatedCredentials: [{ issuer: issuer.issuer, subject: subject('reader'), audiences: [AUDIENCE] }],
+            federatedCredentials: ['reader', 'per-container'].map((sa) => ({
+              issuer: issuer.issuer,
+              subject: subject(sa),
+              audiences: [AUDIENCE],
+            })),
+          },
+          {
+            tenantId: TENANT,
+            clientId: SYNC_CLIENT,
+            federatedCredentials: [{ issuer: issuer.issuer, subject: subject('per-container'), audiences: [AUDIENCE] }],
           },
         ],
       })),
@@ -77,6 +93,24 @@ for (const language of ['node', 'python'] as const) {
       assert.equal(exchange.subject, subject('reader'));
       assert.equal(exchange.tokenDigest, tokenDigest(container.tokens[0].token));
       await sdk.stop();
+    });
+
+    test('a client id per container: in one Pod, `sync` signs in as its application and `app` as the ServiceAccount one', async () => {
+      const pod = await cluster.createPod('per-container', { labels: USE, sidecars: ['sync'] });
+      const clientOf = async (name: string) => {
+        const container = await cluster.materialise(pod, { container: name });
+        const sdk = cluster.startSdk(language, 'azure', container);
+        const answer = await sdk.credentials();
+        assert.ok(answer.ok, `${JSON.stringify(answer.error)}\n${sdk.stderr()}`);
+        const exchange = entra.exchanges.find((e) => e.accessToken === answer.token);
+        assert.ok(exchange, 'the SDK returned a token the stand-in issued');
+        assert.equal(exchange.subject, subject('per-container'));
+        assert.equal(exchange.tokenDigest, tokenDigest(container.tokens[0].token));
+        await sdk.stop();
+        return exchange.clientId;
+      };
+      assert.equal(await clientOf('sync'), SYNC_CLIENT);
+      assert.equal(await clientOf('app'), CLIENT);
     });
 
     test('an image that hard-coded the peer 1.6+ path finds the token there too, and the SDK exchanges it', async () => {

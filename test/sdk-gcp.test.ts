@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { startSdkCluster, type SdkCluster } from './sdk/cluster.ts';
+import { startSdkCluster, type SdkCluster, type StartOptions } from './sdk/cluster.ts';
 import { createGoogleCloud, type GoogleCloud } from './sdk/google.ts';
 import { tokenDigest } from './sdk/oidc.ts';
 import { refreshAcrossRotation, type Language, type SdkProcess } from './sdk/sdk-process.ts';
@@ -18,6 +18,11 @@ const POOL = 'on-prem';
 const PROVIDER = `projects/${PROJECT_NUMBER}/locations/global/workloadIdentityPools/${POOL}/providers/cluster-a`;
 const AUDIENCE = `//iam.googleapis.com/${PROVIDER}`;
 const EMAIL = 'reader@my-project.iam.gserviceaccount.com';
+// A second pool, for a provider named by cloud.google.com/workload-identity-providers.
+const BILLING_NUMBER = '555555555555';
+const BILLING = `projects/${BILLING_NUMBER}/locations/global/workloadIdentityPools/billing-pool/providers/cluster-a`;
+const EXPORTER = 'exporter@billing-project.iam.gserviceaccount.com';
+const BILLING_FILE = '/var/run/secrets/sts.googleapis.com/serviceaccount/federation-billing.json';
 const TOKEN_FILE = '/var/run/secrets/sts.googleapis.com/serviceaccount/token';
 // Where Gardener's extensions mount the Secret; the webhook's default --secret-token-path is in it.
 const SECRET_MOUNT = '/var/run/secrets/gardener.cloud/workload-identity';
@@ -50,14 +55,31 @@ before(async () => {
       intruder: impersonate,
       // An audience the provider does not allow.
       elsewhere: { ...impersonate, 'cloud.google.com/audience': 'https://elsewhere.example.com' },
+      // Direct access through the first pool, and the billing pool's provider impersonating EXPORTER.
+      multi: {
+        'gcp.auth.fluxcd.io/workload-identity-provider': PROVIDER,
+        'cloud.google.com/workload-identity-providers': `billing=${BILLING}:${EXPORTER}`,
+      },
     },
     services: (issuer) => [
       (google = createGoogleCloud({
         issuer,
         // pfnet's README has users allow its default audience on the provider.
-        providers: [{ name: PROVIDER, issuer: issuer.issuer, allowedAudiences: ['sts.googleapis.com', AUDIENCE] }],
-        serviceAccounts: [{ email: EMAIL, workloadIdentityUsers: [principal('reader'), principal('secret-reader')] }],
-        projects: { [PROJECT_NUMBER]: 'my-project' },
+        providers: [
+          { name: PROVIDER, issuer: issuer.issuer, allowedAudiences: ['sts.googleapis.com', AUDIENCE] },
+          // Only its own default audience.
+          { name: BILLING, issuer: issuer.issuer },
+        ],
+        serviceAccounts: [
+          { email: EMAIL, workloadIdentityUsers: [principal('reader'), principal('secret-reader')] },
+          {
+            email: EXPORTER,
+            workloadIdentityUsers: [
+              `principal://iam.googleapis.com/projects/${BILLING_NUMBER}/locations/global/workloadIdentityPools/billing-pool/subject/${subject('multi')}`,
+            ],
+          },
+        ],
+        projects: { [PROJECT_NUMBER]: 'my-project', [BILLING_NUMBER]: 'billing-project' },
       })),
     ],
   });
@@ -67,7 +89,8 @@ after(async () => {
   await cluster?.stop();
 });
 
-const start = (language: Language, serviceAccount: string) => cluster.start(language, 'gcp', serviceAccount);
+const start = (language: Language, serviceAccount: string, options?: StartOptions) =>
+  cluster.start(language, 'gcp', serviceAccount, options);
 
 /**
  * Google's refresh goes through STS and then impersonation: every STS exchange after the
@@ -134,6 +157,30 @@ for (const language of ['node', 'python'] as const) {
         google.impersonations.some((i) => i.principal === principal('direct')),
         false,
       );
+      await sdk.stop();
+    });
+
+    test("several providers: the default file is the first pool's; a container naming the billing file gets the billing pool's service account", async () => {
+      const first = await start(language, 'multi');
+      const direct = await first.sdk.credentials();
+      assert.ok(direct.ok, `${JSON.stringify(direct.error)}\n${first.sdk.stderr()}`);
+      assert.equal(google.exchanges.find((e) => e.accessToken === direct.token)?.provider, PROVIDER);
+      await first.sdk.stop();
+
+      const { container, sdk } = await start(language, 'multi', {
+        env: { GOOGLE_APPLICATION_CREDENTIALS: BILLING_FILE },
+      });
+      const billingToken = container.tokens.find((t) => t.path.endsWith('/token-billing'))!;
+      assert.equal(billingToken.audience, `//iam.googleapis.com/${BILLING}`);
+      const answer = await sdk.credentials();
+      assert.ok(answer.ok, `${JSON.stringify(answer.error)}\n${sdk.stderr()}`);
+      const impersonation = google.impersonations.find((i) => i.accessToken === answer.token);
+      assert.ok(impersonation, "the SDK returned a token the stand-in issued for the billing pool's service account");
+      assert.equal(impersonation.email, EXPORTER);
+      const exchange = google.exchanges.find((e) => e.tokenDigest === tokenDigest(billingToken.token));
+      assert.ok(exchange, 'the billing file presented the billing token');
+      assert.equal(exchange.provider, BILLING);
+      assert.equal(exchange.subject, subject('multi'));
       await sdk.stop();
     });
 

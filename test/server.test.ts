@@ -112,13 +112,14 @@ describe('POST /mutate', () => {
   });
 
   test('a denial carries the code and the message naming the annotation', async () => {
-    accounts.set('team-a/bad', sa({ 'eks.amazonaws.com/role-arn': 'arn:aws:iam::1:role/x' }, 'bad'));
+    // A role that goes into the profiles' config file is refused with or without --strict.
+    accounts.set('team-a/bad', sa({ 'eks.amazonaws.com/role-arns': 'writer=arn:aws:iam::1:role/x' }, 'bad'));
     const body = (await post(review(pod({ spec: { serviceAccountName: 'bad' } })))).json();
     assert.equal(body.response.allowed, false);
     assert.equal(body.response.status.code, 400);
     assert.match(
       body.response.status.message,
-      /eks\.amazonaws\.com\/role-arn="arn:aws:iam::1:role\/x" is not an IAM role ARN/,
+      /eks\.amazonaws\.com\/role-arns profile writer="arn:aws:iam::1:role\/x" is not an IAM role ARN/,
     );
   });
 

@@ -286,7 +286,8 @@ describe('trust -f (offline)', () => {
       'trust',
       '-f',
       manifests(
-        sa('apps', 'bad', { 'eks.amazonaws.com/role-arn': 'arn:aws:iam::1:role/x' }),
+        // A role for the profiles' config file: refused with or without --strict.
+        sa('apps', 'bad', { 'eks.amazonaws.com/role-arns': 'writer=arn:aws:iam::1:role/x' }),
         sa('apps', 'good', { 'eks.amazonaws.com/role-arn': ROLE }),
       ),
       '--issuer',
@@ -302,6 +303,35 @@ describe('trust -f (offline)', () => {
     assert.deepEqual(
       (JSON.parse(r.stdout) as TrustReport).identities.map((i) => i.source),
       ['ServiceAccount apps/good'],
+    );
+  });
+
+  test('a role ARN the webhook injects as written (outside --strict, as the AWS peer): a FAIL line, exit 1, no command', () => {
+    const file = manifests(
+      sa('apps', 'loose', { 'eks.amazonaws.com/role-arn': "arn:aws:iam::1:role/x'; rm -rf /" }),
+      sa('apps', 'good', { 'eks.amazonaws.com/role-arn': ROLE }),
+    );
+    const r = cli(['trust', '-f', file, '--issuer', ISSUER]);
+    assert.equal(r.code, 1);
+    assert.match(
+      r.stdout,
+      /^# FAIL aws ServiceAccount apps\/loose: role ARN .* is not an IAM role ARN; no command is printed for it$/m,
+    );
+    assert.doesNotMatch(
+      r.stdout
+        .split('\n')
+        .filter((l) => !l.startsWith('#'))
+        .join('\n'),
+      /rm -rf/,
+    );
+    const json = JSON.parse(cli(['trust', '-f', file, '--issuer', ISSUER, '-o', 'json']).stdout) as TrustReport;
+    assert.deepEqual(
+      json.identities.map((i) => i.source),
+      ['ServiceAccount apps/good'],
+    );
+    assert.deepEqual(
+      json.failures!.map((f) => f.source),
+      ['ServiceAccount apps/loose'],
     );
   });
 

@@ -359,7 +359,7 @@ function planContainers(
           );
         }
       }
-      for (const group of injection.envGroups) {
+      for (const group of injection.containerEnvGroups?.get(container.name) ?? injection.envGroups) {
         // The user's value always wins: a group is added only when none of its names is set.
         if (group.some((e) => userEnv!.has(e.name) || added.has(e.name))) {
           // The user's own copy of the very value the webhook adds stays the user's.

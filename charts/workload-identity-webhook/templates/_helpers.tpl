@@ -121,6 +121,9 @@ awsDefaultRegion: aws-default-region
 awsAudience: aws-audience
 awsTokenExpiration: aws-token-expiration
 awsStsRegionalEndpoints: aws-sts-regional-endpoints
+awsComposeRoleArn: aws-compose-role-arn
+awsComposeRoleArnAccount: aws-compose-role-arn-account
+awsComposeRoleArnPartition: aws-compose-role-arn-partition
 awsContainerCredentialsAudience: aws-container-credentials-audience
 awsContainerCredentialsFullUri: aws-container-credentials-full-uri
 awsContainerCredentialsTokenMountPath: aws-container-credentials-token-mount-path

@@ -4,6 +4,7 @@ import { denial, type Denial, isDenial } from '../../errors.ts';
 import type { Container, EnvVar, VolumeMount } from '../../kube/types.ts';
 import { boundExpiration, parseSeconds, splitNames, tokenVolume, tolerated, windowsPath } from '../common.ts';
 import type { Injection, PodContext, PodProvider } from '../types.ts';
+import { projectIdOf } from './project-id.ts';
 
 /**
  * Workload Identity Federation outside GKE, in the two dialects users already write:
@@ -260,12 +261,13 @@ export function createGcpProvider(options: GcpOptions): PodProvider {
 
       const path = (p: string) => (windows ? windowsPath(p) : p);
       const tokenFile = path(`${GCP_MOUNT_PATH}/${GCP_TOKEN_FILE}`);
-      // pfnet takes the project from any NAME@PROJECT.iam.gserviceaccount.com (webhooks/mutatepod.go).
-      const project = !email
-        ? undefined
-        : pfnet
-          ? /@(.+)\.iam\.gserviceaccount\.com$/.exec(email)?.[1]
-          : projectOfEmail(email);
+      // The annotated project (pfnet PR #138) wins; else pfnet takes the project from any
+      // NAME@PROJECT.iam.gserviceaccount.com (webhooks/mutatepod.go).
+      const projectId = projectIdOf(sa, saName);
+      if (isDenial(projectId)) return projectId;
+      const project =
+        projectId ??
+        (!email ? undefined : pfnet ? /@(.+)\.iam\.gserviceaccount\.com$/.exec(email)?.[1] : projectOfEmail(email));
       const identity: Record<string, string> = {
         workloadIdentityProvider: provider.name,
         projectNumber: provider.projectNumber,
