@@ -13,6 +13,9 @@
 # Node.js and Debian packages and rewrites the lock and these lines; review and commit both.
 # Elsewhere, run scripts/runtime-base.sh first (it needs root and buildah), or push the bases
 # to a registry and pass its references as RUNTIME_BASE_AMD64/ARM64 build arguments.
+# The build stage's image (NODE_IMAGE) is not pinned: nothing of it ships. What it makes, the
+# bundle, follows from package-lock.json (npm ci checks every package's integrity, esbuild
+# included) and src/.
 ARG NODE_IMAGE=node:24-bookworm-slim
 ARG RUNTIME_BASE_AMD64=localhost/workload-identity-webhook-runtime@sha256:39363725df48c2af4000c9bd4c1b1c9d212ad1f32d9a1c3f4ac8309c53fc8384
 ARG RUNTIME_BASE_ARM64=localhost/workload-identity-webhook-runtime@sha256:6c262dbd867386532ac8fda5f53b3b6e8a7b6161f71dd58150ca7684986d1d35

@@ -1,7 +1,8 @@
 // Bundles the CLI and server for the image: src/cli.ts and everything it imports, production
 // dependencies included, as a few ES modules (the lazily imported commands stay separate chunks),
 // so the image needs no node_modules at run time. Also writes the licences of the bundled
-// packages beside the code, as their licences ask.
+// packages beside the code, as their licences ask. Like dist/, it goes beside package.json
+// (the image has /app/package.json and /app/dist/).
 //
 //   node scripts/bundle.ts [OUTDIR]   (default: bundle/)
 import { existsSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -33,7 +34,9 @@ export async function bundle(outdir: string): Promise<Metafile> {
     minifySyntax: true,
     keepNames: true,
     legalComments: 'none',
-    chunkNames: 'chunks/[name]-[hash]',
+    // Every file one folder below package.json, as the sources are in src/: a module that reads
+    // ../package.json (the version) finds it from whichever file it ends up in.
+    chunkNames: '[name]-[hash]',
     // The CommonJS dependencies require() Node's built-in modules; ES module output has no require.
     banner: {
       js: "import { createRequire as __wiwRequire } from 'node:module'; const require = __wiwRequire(import.meta.url);",

@@ -30,7 +30,6 @@ case "$(uname -m)" in
   aarch64) arch=arm64 runtime_base=$RUNTIME_BASE_ARM64 ;;
   *) die "no runtime base for $(uname -m)" ;;
 esac
-version=$(sed -n 's/^  "version": "\(.*\)",$/\1/p' package.json)
 
 # The image's version label: package.json's (the CLI prints the same, the chart's appVersion too).
 version=$(sed -n 's/^  "version": "\(.*\)",$/\1/p' package.json)
@@ -42,7 +41,7 @@ if [ -n "${NODE_EXTRA_CA_CERTS:-}" ] && [ -f "$NODE_EXTRA_CA_CERTS" ]; then
 fi
 start=$(date +%s)
 # --layers: unchanged steps come from the cache; --pull=never: FROM resolves to the local base.
-bh build --quiet --layers --pull-never --network host "${build_args[@]}" --build-arg "VERSION=$version" \
+bh build --quiet --layers --pull-never --network host "${build_args[@]}" \
   --platform "linux/$arch" --build-arg "BUILDPLATFORM=linux/$arch" --build-arg "RUNTIME_BASE=$runtime_base" \
   --tag "$WEBHOOK_IMAGE" --file Dockerfile . >"$STORAGE/webhook-build.log" 2>&1 ||
   die "building $WEBHOOK_IMAGE failed: $(tail -30 "$STORAGE/webhook-build.log")"

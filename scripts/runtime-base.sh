@@ -17,6 +17,8 @@
 #                                           packages, rewrites the lock, then --pin
 # Needs root, buildah, curl, dpkg-deb, binutils (and binutils-aarch64-linux-gnu for arm64's strip).
 set -euo pipefail
+# A failure inside $(...) stops the script too (bash leaves errexit off there by default).
+shopt -s inherit_errexit
 cd "$(dirname "$0")/.."
 . scripts/image-lib.sh
 
@@ -43,8 +45,7 @@ oci_variant() { case "$1" in arm64) echo v8 ;; esac; }
 
 # The digest the Dockerfile pins for an architecture.
 pinned() {
-  local upper; upper=$(echo "$1" | tr a-z A-Z)
-  sed -n "s|^ARG RUNTIME_BASE_$upper=$NAME@\(sha256:[0-9a-f]\{64\}\)\$|\1|p" Dockerfile
+  sed -n "s|^ARG RUNTIME_BASE_${1^^}=$NAME@\(sha256:[0-9a-f]\{64\}\)\$|\1|p" Dockerfile
 }
 
 # The lock's lines of one kind for one architecture ("node amd64 ..." / "deb amd64 ...").
@@ -91,7 +92,7 @@ EOF
         uri=$(echo "$line" | sed -n "s/^'\([^']*\)'.*/\1/p")
         hash=$(echo "$line" | sed -n 's/.* SHA256:\([0-9a-f]\{64\}\).*/\1/p')
         ver=$(apt-cache "${opts[@]}" show --no-all-versions "$deb:$arch" | sed -n 's/^Version: //p' | head -1)
-        [ -n "$uri" ] && [ -n "$hash" ] && [ -n "$ver" ] || die "cannot resolve $deb:$arch: $line"
+        if [ -z "$uri" ] || [ -z "$hash" ] || [ -z "$ver" ]; then die "cannot resolve $deb:$arch: $line"; fi
         echo "deb $arch $deb $ver $uri $hash"
       done
     done
@@ -182,7 +183,7 @@ build_arch() { # arch work; prints the manifest digest
   # Mozilla's CA certificates as one bundle, as update-ca-certificates writes it.
   install -d "$root/etc/ssl/certs"
   find "$pool/usr/share/ca-certificates/mozilla" -name '*.crt' | LC_ALL=C sort |
-    while read -r crt; do sed -e '$a\' "$crt"; done >"$root/etc/ssl/certs/ca-certificates.crt"
+    while read -r crt; do awk 1 "$crt"; done >"$root/etc/ssl/certs/ca-certificates.crt"
   [ -s "$root/etc/ssl/certs/ca-certificates.crt" ] || die "no CA certificates in ca-certificates"
   # The release identification scanners read (base-files ships no other file here).
   install -d "$root/usr/lib"
@@ -212,6 +213,7 @@ oci_layout() { # arch work; prints the manifest digest
   mv "$work/layer.tar" "$oci/blobs/sha256/$layer"
   local node_version; node_version=$(lock_lines node "$arch" | cut -d' ' -f4)
   local debs; debs=$(lock_lines deb "$arch" | awk '{printf "%s%s=%s", (NR>1?" ":""), $3, $4}')
+  # shellcheck disable=SC2016 # JavaScript, not shell: ${...} are its template strings.
   ARCH=$arch VARIANT=$(oci_variant "$arch") LAYER=$layer SIZE=$(stat -c %s "$oci/blobs/sha256/$layer") \
     NODE_VERSION=$node_version DEBS=$debs RECIPE=$RECIPE NONROOT=$NONROOT OCI=$oci node --input-type=module -e '
       import { createHash } from "node:crypto";
@@ -270,9 +272,9 @@ trap 'rm -rf "$work"' EXIT
 
 for arch in "${ARCHES[@]}"; do
   want=$(pinned "$arch")
-  [ -n "$want" ] || [ "$mode" != build ] || die "the Dockerfile pins no RUNTIME_BASE_$(echo "$arch" | tr a-z A-Z)"
+  [ -n "$want" ] || [ "$mode" != build ] || die "the Dockerfile pins no RUNTIME_BASE_${arch^^}"
   if [ "$mode" = build ] && bh inspect --type image "$NAME@$want" >/dev/null 2>&1; then
-    printf 'RUNTIME_BASE_%s=%q\n' "$(echo "$arch" | tr a-z A-Z)" "$NAME@$want"
+    printf 'RUNTIME_BASE_%s=%q\n' "${arch^^}" "$NAME@$want"
     continue
   fi
   log "building the $arch runtime base from $LOCK"
@@ -282,7 +284,7 @@ for arch in "${ARCHES[@]}"; do
       die "the $arch runtime base built from $LOCK is $got, but the Dockerfile pins $want.
 If you changed the lock or this recipe on purpose, run scripts/runtime-base.sh --pin and commit the Dockerfile."
     fi
-    upper=$(echo "$arch" | tr a-z A-Z)
+    upper=${arch^^}
     sed -i "s|^ARG RUNTIME_BASE_$upper=.*|ARG RUNTIME_BASE_$upper=$NAME@$got|" Dockerfile
     log "pinned RUNTIME_BASE_$upper=$NAME@$got in the Dockerfile"
   fi
@@ -291,5 +293,5 @@ If you changed the lock or this recipe on purpose, run scripts/runtime-base.sh -
   bh tag "localhost$work/$arch/oci" "$NAME:$arch"
   bh rmi "localhost$work/$arch/oci" >/dev/null
   bh inspect --type image "$NAME@$got" >/dev/null 2>&1 || die "buildah does not find $NAME@$got after the import"
-  printf 'RUNTIME_BASE_%s=%q\n' "$(echo "$arch" | tr a-z A-Z)" "$NAME@$got"
+  printf 'RUNTIME_BASE_%s=%q\n' "${arch^^}" "$NAME@$got"
 done
