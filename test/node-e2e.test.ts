@@ -400,7 +400,8 @@ describe('operating it: alerts over real scrapes, and the blast radius of each s
     );
     await core.createNamespacedServiceAccount({
       namespace: NS,
-      body: { metadata: { name: 'malformed', annotations: { 'eks.amazonaws.com/role-arn': 'arn:aws:iam::role/x' } } },
+      // A malformed role-arn only warns outside --strict (as the peer admits it); a malformed role-arns list is refused.
+      body: { metadata: { name: 'malformed', annotations: { 'eks.amazonaws.com/role-arns': 'not-a-profile' } } },
     });
     // The previous test replaced a replica: both Ready again first, so every scrape sees the same two.
     await until(
@@ -418,7 +419,7 @@ describe('operating it: alerts over real scrapes, and the blast radius of each s
       for (let i = 0; i < 4; i++) {
         await assert.rejects(
           core.createNamespacedPod({ namespace: NS, body: held(`denied-${round}-${i}`, 'malformed') }),
-          /eks\.amazonaws\.com\/role-arn/,
+          /eks\.amazonaws\.com\/role-arns/,
         );
       }
       scrapes.push(...(await scrapeWebhooks()));

@@ -106,7 +106,8 @@ describe('what the rules and the dashboard name is what the processes export', (
     cp = await startControlPlane({ name: 'observability' });
     await createNamespace(cp, 'apps');
     await createServiceAccount(cp, 'apps', 'plain');
-    await createServiceAccount(cp, 'apps', 'broken', { 'eks.amazonaws.com/role-arn': 'not-an-arn' });
+    // A malformed role-arn only warns outside --strict (as the peer admits it); a malformed role-arns list is refused.
+    await createServiceAccount(cp, 'apps', 'broken', { 'eks.amazonaws.com/role-arns': 'not-a-profile' });
     // The Lease the chart would create.
     const lease = await cp.request('POST', '/apis/coordination.k8s.io/v1/namespaces/apps/leases', {
       apiVersion: 'coordination.k8s.io/v1',
