@@ -206,7 +206,7 @@ etcd=${TEST_ASSET_ETCD:-$(build_etcd)}
 helm=${TEST_ASSET_HELM:-$(build_helm)}
 printf 'KUBE_APISERVER=%q\nETCD=%q\nHELM=%q\nKUBECTL=%q\n' "$kas" "$etcd" "$helm" "$kubectl"
 
-# --node: also the node's and the controllers' commands (test/node-*.test.ts, demo --node).
+# --node: also the node's and the controllers' commands (test/e2e/node-*.test.ts, demo --node).
 if [ "${1:-}" = "--node" ]; then
   # A command substitution, not a process substitution: a failed build must stop the script.
   node_out=$(build_kube kubelet kube-controller-manager kube-scheduler)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Provides the three single-cloud webhooks this one replaces, at pinned versions, for the
-# differential harness (scripts/peer-diff.ts, test/peer-diff.test.ts) and the side-by-side benchmark.
+# differential harness (scripts/peer-diff.ts, test/e2e/peer-diff.test.ts) and the side-by-side benchmark.
 #
 #   bash scripts/provide-peers.sh [aws] [azure] [pfnet]     (none named: all three)
 #   bash scripts/provide-peers.sh --versions                 (the pins only; builds nothing)

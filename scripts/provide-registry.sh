@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Provides an OCI registry for the release test (test/node-e2e.test.ts): distribution's
+# Provides an OCI registry for the release test (test/e2e/node-e2e.test.ts): distribution's
 # `registry` (the reference implementation behind Docker Hub and most self-hosted registries),
 # built from Go modules once and cached per version, as scripts/provide-binaries.sh does for
 # kube-apiserver. Only the filesystem and in-memory storage drivers are linked in.

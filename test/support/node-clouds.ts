@@ -1,4 +1,4 @@
-// The cloud side of a node cluster, shared by test/node-e2e.test.ts and `demo --node`: the strict
+// The cloud side of a node cluster, shared by test/e2e/node-e2e.test.ts and `demo --node`: the strict
 // AWS, Azure and Google stand-ins listening where Pods reach the host, one set of identities
 // (ServiceAccounts annotated for each cloud and for all three), and probe Pods in which the
 // official Node.js SDKs ask for credentials (test/sdk/node/pod-probe.ts).

@@ -15,7 +15,7 @@ import type { Pod } from '../../src/kube/types.ts';
 import { createCa, createServingCert } from '../harness/certs.ts';
 import { freePorts, type ControlPlane } from '../harness/control-plane.ts';
 import { startProcess, type Managed } from '../harness/processes.ts';
-import { httpsRequest } from '../https-client.ts';
+import { httpsRequest } from './https-client.ts';
 import { startWebhook, until, GiveUp, type WebhookProcess } from './webhook.ts';
 import { diffPods, type Difference } from './peer-diff-compare.ts';
 import { ROWS, type RowContext } from './peer-diff-rows.ts';
@@ -253,7 +253,7 @@ export function loadRecording(peer: Peer): Recording | undefined {
 
 export function saveRecording(recording: Recording): void {
   mkdirSync(RECORDINGS_DIR, { recursive: true });
-  const header = `# ${recording.peer} peer ${recording.version}: its answer to each review of the corpus, recorded by\n# "npm run peer-diff -- --record" from its binary. test/peer-diff.test.ts judges against these.\n`;
+  const header = `# ${recording.peer} peer ${recording.version}: its answer to each review of the corpus, recorded by\n# "npm run peer-diff -- --record" from its binary. test/e2e/peer-diff.test.ts judges against these.\n`;
   writeFileSync(recordingFile(recording.peer), header + stringify(recording, { lineWidth: 0 }));
 }
 

@@ -161,7 +161,7 @@ export async function startTokenRequestor(
 /**
  * The rules of the chart's token-requestor ClusterRole. Bound cluster-wide here (the requestor
  * without --namespaces); the chart binds them per served namespace and adds an admission policy,
- * which test/token-requestor-privileges.test.ts runs exactly as rendered.
+ * which test/e2e/token-requestor-privileges.test.ts runs exactly as rendered.
  */
 export const REQUESTOR_CLUSTER_RULES = [
   { apiGroups: [''], resources: ['secrets'], verbs: ['list', 'watch', 'patch'] },

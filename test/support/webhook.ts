@@ -6,7 +6,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { AdmissionregistrationV1Api, CoreV1Api, type V1MutatingWebhook } from '@kubernetes/client-node';
 import type { ControlPlane } from '../harness/control-plane.ts';
 import { startProcess, type Managed } from '../harness/processes.ts';
-import { httpsRequest } from '../https-client.ts';
+import { httpsRequest } from './https-client.ts';
 
 // WIW_CLI: another build of the CLI (the benchmark compares releases).
 const CLI = process.env.WIW_CLI ?? resolve(import.meta.dirname, '../../dist/cli.js');
