@@ -94,7 +94,8 @@ case "$cmd" in
     ensure_binaries; ensure_python_sdks; ensure_node_parts
     npm run --silent build
     node --version >&2
-    # Both wings: test/unit (in-process) and test/e2e (starts processes).
+    # Both wings: test/unit (in-process) and test/e2e (starts processes); test/unit/test-layout.test.ts
+    # holds every test file to one of them.
     exec node --test --test-concurrency=2 "$@" 'test/unit/**/*.test.ts' 'test/e2e/**/*.test.ts'
     ;;
   demo)

@@ -14,7 +14,7 @@ import {
   type ControlPlane,
 } from '../harness/control-plane.ts';
 import { servedCertificate, startLocalWebhook, type LocalWebhook } from '../support/chart-webhook.ts';
-import { until } from '../support/webhook.ts';
+import { until } from '../harness/until.ts';
 
 const ROLE = 'arn:aws:iam::111122223333:role/rotation';
 const b64 = (s: string) => Buffer.from(s).toString('base64');

@@ -34,7 +34,7 @@ import {
 } from '../support/chart.ts';
 import { serviceAccountKubeconfig, startLocalWebhook, type LocalWebhook } from '../support/chart-webhook.ts';
 import { ARN, labelledSecret, textData } from '../support/secrets.ts';
-import { until } from '../support/webhook.ts';
+import { until } from '../harness/until.ts';
 
 const NS = 'wiw-system';
 const RELEASE = 'wiw';

@@ -21,7 +21,8 @@ import {
 } from '../harness/control-plane.ts';
 import { buildah, imageTools, mountImage, scriptVars, type BuiltImage } from '../harness/node-images.ts';
 import { OPTIONAL_EXTERNALS, bundle, bundledPackages, externals } from '../../scripts/bundle.ts';
-import { startProcess, type Managed } from '../harness/processes.ts';
+import { startLogging } from '../harness/cli-process.ts';
+import type { Managed } from '../harness/processes.ts';
 import { httpsRequest } from '../support/https-client.ts';
 import { LOOPBACK_SERVE_ARGS, registerWebhook, until } from '../support/webhook.ts';
 
@@ -360,20 +361,10 @@ describe('the image, built with buildah', () => {
     await writeFile(join(bundle, 'config.json'), JSON.stringify(runcSpec(image, args, uid, gid, scratch)));
     const logPath = join(cp.dir, 'image-webhook.log');
     // The host's network (no network namespace): it reaches the API server on loopback.
-    proc = startProcess('image-webhook', 'runc', ['run', '--bundle', bundle, containerId], logPath);
-    const logs = () =>
-      (existsSync(logPath) ? readFileSync(logPath, 'utf8') : '')
-        .split('\n')
-        .filter((l) => l.startsWith('{'))
-        .map((l) => JSON.parse(l));
-    const listening = await until(
-      'the image entrypoint to listen',
-      () => {
-        if (proc!.exitStatus() !== null) throw new Error(`exited: ${proc!.logTail(20)}`);
-        return logs().find((l) => l.msg === 'listening');
-      },
-      30_000,
-    );
+    const entrypoint = startLogging('image-webhook', 'runc', ['run', '--bundle', bundle, containerId], logPath);
+    proc = entrypoint.process;
+    const logs = entrypoint.logs;
+    const listening = await entrypoint.waitForLog('listening', 'the image entrypoint to listen', 30_000);
     const url = `https://127.0.0.1:${listening.port}`;
     const caPem = readFileSync(join(scratch, 'ca.pem'), 'utf8');
     await until('ready', async () => (await httpsRequest(`${url}/readyz`, { ca: caPem })).status === 200 || undefined);
@@ -398,7 +389,7 @@ describe('the image, built with buildah', () => {
       });
     const env = Object.fromEntries((pod.spec!.containers[0].env ?? []).map((e) => [e.name, e.value]));
     assert.equal(env.AWS_ROLE_ARN, ROLE);
-    assert.ok(!logs().some((l) => l.level >= 50), 'no errors logged');
+    assert.ok(!logs().some((l) => (l.level as number) >= 50), 'no errors logged');
     // The server's process (runc's child's child), as the kernel sees it: the image user.
     const { stdout } = await run('runc', ['ps', '--format', 'json', containerId]);
     const [pid] = JSON.parse(stdout) as number[];

@@ -38,7 +38,7 @@ import {
   type ProbeReport,
 } from '../support/node-clouds.ts';
 import { runRelease } from '../support/release.ts';
-import { until } from '../support/webhook.ts';
+import { until } from '../harness/until.ts';
 
 const NS = 'apps';
 const SECRET_MOUNT = '/var/run/secrets/gardener.cloud/workload-identity';

@@ -6,7 +6,7 @@ import { after, before, describe, test } from 'node:test';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { startNode, type NodeCluster } from '../harness/node.ts';
 import { mountsUnder, sh } from '../harness/node-host.ts';
-import { until } from '../support/webhook.ts';
+import { until } from '../harness/until.ts';
 
 describe('node harness', () => {
   let node: NodeCluster;

@@ -13,7 +13,7 @@ import { TokenBucket } from '../../src/kube/rate-limit.ts';
 import { createMetrics } from '../../src/metrics.ts';
 import { createNamespace, startControlPlane, type ControlPlane } from '../harness/control-plane.ts';
 import { proxyTo } from '../support/tcp-proxy.ts';
-import { until } from '../support/webhook.ts';
+import { until } from '../harness/until.ts';
 
 const log = pino({ level: 'silent' });
 let cp: ControlPlane;

@@ -7,7 +7,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { until } from '../support/webhook.ts';
+import { until } from '../harness/until.ts';
 
 const SCRIPT = join(import.meta.dirname, '../../scripts/provide-peers.sh');
 const MODULE = 'github.com/aws/amazon-eks-pod-identity-webhook';

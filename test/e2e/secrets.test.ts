@@ -24,14 +24,16 @@ import {
   b64,
   fakeJwt,
   labelledSecret,
+  textData,
+  unb64,
+} from '../support/secrets.ts';
+import {
   leaseHolder,
   requestorKubeconfig,
   startTokenRequestor,
-  textData,
-  unb64,
   waitForSecretWebhook,
   type RequestorProcess,
-} from '../support/secrets.ts';
+} from '../support/token-requestor.ts';
 
 const TOKEN_PATH = '/var/run/secrets/gardener.cloud/workload-identity/token';
 const GRANT = 'workload-identity-webhook.io/allowed-referrer-namespaces';

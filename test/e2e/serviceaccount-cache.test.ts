@@ -15,7 +15,7 @@ import {
   type ControlPlane,
 } from '../harness/control-plane.ts';
 import { proxyTo } from '../support/tcp-proxy.ts';
-import { until } from '../support/webhook.ts';
+import { until } from '../harness/until.ts';
 
 const PREFIXES = ['eks.amazonaws.com/', 'azure.workload.identity/'];
 const log = pino({ level: 'silent' });

@@ -23,7 +23,7 @@ import { writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { after, describe, test } from 'node:test';
-import { until } from '../support/webhook.ts';
+import { until } from '../harness/until.ts';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const STANDINS = join(ROOT, 'test/fixtures/setup-standins');

@@ -17,7 +17,7 @@ import {
 import { containerEnv, find, renderChart, resourcePath, type Manifest } from '../support/chart.ts';
 import { serviceAccountKubeconfig, startLocalWebhook, type LocalWebhook } from '../support/chart-webhook.ts';
 import { labelledSecret, textData } from '../support/secrets.ts';
-import { until } from '../support/webhook.ts';
+import { until } from '../harness/until.ts';
 import { httpsRequest } from '../support/https-client.ts';
 
 const NS = 'wiw-system';

@@ -14,7 +14,7 @@ import { createGoogleCloud, type GoogleCloud } from '../sdk/google.ts';
 import { loadClusterIssuer } from '../sdk/oidc.ts';
 import { startStandInServer, type StandInServer } from '../sdk/standin-server.ts';
 import { helmUpgradeInstall } from './chart.ts';
-import { until } from './webhook.ts';
+import { until } from '../harness/until.ts';
 
 const REPO = resolve(import.meta.dirname, '../..');
 export const SYSTEM_NS = 'wiw-system';

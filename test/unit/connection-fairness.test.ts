@@ -17,7 +17,7 @@ import { createMetrics } from '../../src/metrics.ts';
 import { generateCertificates } from '../../src/tls/self-signed.ts';
 import { createCa, createClientCert, type KeyPair } from '../harness/certs.ts';
 import { pod, providers, sa } from '../support/builders.ts';
-import { until } from '../support/webhook.ts';
+import { until } from '../harness/until.ts';
 
 const LIMITS = { maxConnections: 48, maxConnectionsPerSource: 12, firstRequestTimeoutMs: 300 };
 const API_SERVER = '127.0.0.2';

@@ -162,7 +162,7 @@ describe('request bodies', () => {
     assert.equal(res.headers['retry-after'], '1');
     assert.equal(res.json().code, 'WIW_BUSY');
     for (const socket of stalled) socket.destroy();
-    const { until } = await import('../support/webhook.ts');
+    const { until } = await import('../harness/until.ts');
     await until('the budget to come back', async () => (await post(s, review(pod()))).status === 200 || undefined);
   });
 
@@ -221,7 +221,7 @@ describe('clients that do not read', () => {
     );
     socket.write(body);
     // The server gives up on the unread answer and closes; the paused client then sees the end.
-    const { until } = await import('../support/webhook.ts');
+    const { until } = await import('../harness/until.ts');
     await until('the server to drop the connection', async () => {
       const count = await new Promise<number>((resolve) => s.app.server.getConnections((_e, n) => resolve(n)));
       return count === 0 || undefined;
@@ -273,7 +273,7 @@ describe('idle connections', () => {
     s.app.server.on('secureConnection', () => connections++);
     const agent = new Agent({ keepAlive: true, maxSockets: 1, ca: certs.caPem });
     assert.equal((await httpsRequest(`${s.url}/healthz`, { ca: certs.caPem, agent })).status, 200);
-    const { until } = await import('../support/webhook.ts');
+    const { until } = await import('../harness/until.ts');
     const started = Date.now();
     await until('twice the first-request timeout to pass', () => Date.now() - started > 600 || undefined);
     assert.equal((await httpsRequest(`${s.url}/healthz`, { ca: certs.caPem, agent })).status, 200);

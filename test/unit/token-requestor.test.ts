@@ -19,7 +19,7 @@ import {
 } from '../../src/token-requestor/requestor.ts';
 import { readTokenClaims, renewal, renewalFraction, type RenewalInput } from '../../src/token-requestor/schedule.ts';
 import { trackSecret, type TrackedSecret } from '../../src/token-requestor/secret-informer.ts';
-import { until } from '../support/webhook.ts';
+import { until } from '../harness/until.ts';
 import { config } from '../support/builders.ts';
 import { GCP_AUDIENCE, b64, fakeJwt, labelledSecret } from '../support/secrets.ts';
 
