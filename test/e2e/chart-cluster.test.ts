@@ -33,7 +33,8 @@ import {
   type Manifest,
 } from '../support/chart.ts';
 import { serviceAccountKubeconfig, startLocalWebhook, type LocalWebhook } from '../support/chart-webhook.ts';
-import { ARN, labelledSecret, textData } from '../support/secrets.ts';
+import { ROLE_ARN } from '../support/identities.ts';
+import { labelledSecret, textData } from '../support/secrets.ts';
 import { until } from '../harness/until.ts';
 
 const NS = 'wiw-system';
@@ -241,7 +242,7 @@ describe('helm install, upgrade and uninstall', () => {
       namespace: 'apps',
       body: labelledSecret('aws', { namespace: 'apps', name: 'aws-credentials' }) as never,
     });
-    assert.equal(textData(stored).roleARN, ARN);
+    assert.equal(textData(stored).roleARN, ROLE_ARN);
 
     // ...and its token from the token requestor, run as its Deployment with its ServiceAccount.
     const requestor = find(installed, 'Deployment', `${FULLNAME}-token-requestor`)!;
@@ -261,7 +262,7 @@ describe('helm install, upgrade and uninstall', () => {
       },
       30_000,
     );
-    assert.equal(textData(withToken).roleARN, ARN, 'the token write re-derived the keys');
+    assert.equal(textData(withToken).roleARN, ROLE_ARN, 'the token write re-derived the keys');
     const lease = await cp.request(
       'GET',
       `/apis/coordination.k8s.io/v1/namespaces/${NS}/leases/${FULLNAME}-token-requestor`,

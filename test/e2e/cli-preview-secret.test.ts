@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parse, stringify } from 'yaml';
 import { textData } from '../support/secrets.ts';
+import { CHANGED_ID, TENANT } from '../support/identities.ts';
 
 const CLI = resolve(import.meta.dirname, '../../src/cli.ts');
 const EXAMPLES = resolve(import.meta.dirname, '../../examples/secrets');
@@ -53,15 +54,12 @@ describe('preview of a Secret', () => {
   test('--old previews an UPDATE: the Azure tenant may not change', () => {
     const old = file('old.yaml', [exampleSecret('azure')]);
     const next = exampleSecret('azure');
-    next.stringData.config = next.stringData.config.replace(
-      '72f988bf-86f1-41af-91ab-2d7cd011db47',
-      '11111111-2222-3333-4444-555555555555',
-    );
+    next.stringData.config = next.stringData.config.replace(TENANT, CHANGED_ID);
     const r = preview(['-f', file('new.yaml', [next]), '--old', old]);
     assert.equal(r.code, 1);
     assert.equal(
       r.stderr,
-      'denied (ImmutableAccount): config.tenantID cannot change from "72f988bf-86f1-41af-91ab-2d7cd011db47" to "11111111-2222-3333-4444-555555555555": a workload identity Secret stays with one cloud account; create a new Secret for another\n',
+      `denied (ImmutableAccount): config.tenantID cannot change from "${TENANT}" to "${CHANGED_ID}": a workload identity Secret stays with one cloud account; create a new Secret for another\n`,
     );
     assert.equal(preview(['-f', join(EXAMPLES, 'azure.yaml'), '--old', old, '-o', 'patch']).code, 0);
   });

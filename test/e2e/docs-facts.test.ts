@@ -17,6 +17,7 @@ import { createRequestorMetrics } from '../../src/token-requestor/metrics.ts';
 import { startControlPlane, type ControlPlane } from '../harness/control-plane.ts';
 import { all, type Manifest, renderChart } from '../support/chart.ts';
 import { startWebhook, type WebhookProcess } from '../support/webhook.ts';
+import { WIF_PROVIDER as PROVIDER } from '../support/identities.ts';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const read = (file: string) => readFileSync(join(ROOT, file), 'utf8');
@@ -305,7 +306,6 @@ describe("GCP's default audience, per dialect, where the docs give it", () => {
       .find((s) => s.serviceAccountToken)?.serviceAccountToken;
     return token!.audience;
   }
-  const PROVIDER = 'projects/123456789012/locations/global/workloadIdentityPools/on-prem/providers/cluster-a';
 
   test("the code: pfnet's annotations get sts.googleapis.com, Flux's //iam.googleapis.com/<provider>", () => {
     assert.equal(audienceFor({ 'cloud.google.com/workload-identity-provider': PROVIDER }), 'sts.googleapis.com');

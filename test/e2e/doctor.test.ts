@@ -20,9 +20,9 @@ import {
   type ControlPlane,
   type ControlPlaneOptions,
 } from '../harness/control-plane.ts';
+import { ROLE_ARN as ROLE } from '../support/identities.ts';
 
 const CLI = resolve(import.meta.dirname, '../../dist/cli.js');
-const ROLE = 'arn:aws:iam::111122223333:role/s3-reader';
 
 interface Check {
   id: string;

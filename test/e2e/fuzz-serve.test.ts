@@ -20,6 +20,7 @@ import {
 import { chartMemory, memoryCgroup, rssMiB, type MemoryCgroup } from '../support/cgroup.ts';
 import { addedViolations, examples, mutateReview, podReview, rng, type Obj } from '../support/review-fuzz.ts';
 import { startWebhook, type WebhookProcess } from '../support/webhook.ts';
+import { TENANT } from '../support/identities.ts';
 
 const BASE_SEED = Number(process.env.WIW_FUZZ_SEED ?? 20261123);
 const RUNS = Number(process.env.WIW_FUZZ_SERVE_RUNS ?? 20_000);
@@ -46,7 +47,7 @@ before(async () => {
   await createServiceAccount(cp, NS, 'default', {});
   for (const sa of examples().serviceAccounts)
     await createServiceAccount(cp, NS, sa.metadata.name, sa.metadata.annotations ?? {});
-  wh = await startWebhook(cp, ['--azure-tenant-id', '72f988bf-86f1-41af-91ab-2d7cd011db47'], {
+  wh = await startWebhook(cp, ['--azure-tenant-id', TENANT], {
     wrap: cgroup.wrap,
     env: { NODE_OPTIONS: memory.nodeOptions },
   });

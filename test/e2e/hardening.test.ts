@@ -18,11 +18,8 @@ import { httpsRequest } from '../support/https-client.ts';
 import { proxyTo } from '../support/tcp-proxy.ts';
 import { registerWebhook, startWebhook, until, type WebhookProcess } from '../support/webhook.ts';
 import { startSidecarInjector } from '../support/sidecar-injector.ts';
+import { CLIENT, ROLE_ARN as ARN, TENANT, WIF_PROVIDER as PROVIDER } from '../support/identities.ts';
 
-const ARN = 'arn:aws:iam::111122223333:role/s3-reader';
-const CLIENT = '8f3b2c1a-7d4e-4f5a-9b6c-0d1e2f3a4b5c';
-const TENANT = '72f988bf-86f1-41af-91ab-2d7cd011db47';
-const PROVIDER = 'projects/123456789012/locations/global/workloadIdentityPools/on-prem/providers/cluster-a';
 const INJECTED = 'workload-identity-webhook.io/injected';
 
 let cp: ControlPlane;

@@ -16,6 +16,7 @@ import {
 } from '../harness/control-plane.ts';
 import { chartMemory, memoryCgroup, rssMiB, type MemoryCgroup } from '../support/cgroup.ts';
 import { startWebhook, type WebhookProcess } from '../support/webhook.ts';
+import { CLIENT, TENANT } from '../support/identities.ts';
 
 const NAMESPACES = 10_000;
 // The heap grows to its working size over the first few thousand reviews, and once for a body of
@@ -24,8 +25,6 @@ const WARM_UP = 2_000;
 /** Series a bounded set of outcomes may still add (an error result seen for the first time). */
 const NEW_SERIES_ALLOWED = 16;
 const CONCURRENCY = 8;
-const CLIENT = '8f3b2c1a-7d4e-4f5a-9b6c-0d1e2f3a4b5c';
-const TENANT = '72f988bf-86f1-41af-91ab-2d7cd011db47';
 
 let cp: ControlPlane;
 let wh: WebhookProcess;

@@ -13,12 +13,9 @@ import {
 } from '../harness/control-plane.ts';
 import { registerWebhook, startWebhook, until, type WebhookProcess } from '../support/webhook.ts';
 import { startSidecarInjector } from '../support/sidecar-injector.ts';
+import { CLIENT, GCP_EMAIL, ROLE_ARN as ARN, TENANT, WIF_PROVIDER as PROVIDER } from '../support/identities.ts';
 
 const NS = 'team-a';
-const ARN = 'arn:aws:iam::111122223333:role/s3-reader';
-const CLIENT = '8f3b2c1a-7d4e-4f5a-9b6c-0d1e2f3a4b5c';
-const TENANT = '72f988bf-86f1-41af-91ab-2d7cd011db47';
-const PROVIDER = 'projects/123456789012/locations/global/workloadIdentityPools/on-prem/providers/cluster-a';
 const GCP_AUDIENCE = `//iam.googleapis.com/${PROVIDER}`;
 
 let cp: ControlPlane;
@@ -48,7 +45,7 @@ before(async () => {
       'gcp',
       {
         'gcp.auth.fluxcd.io/workload-identity-provider': PROVIDER,
-        'iam.gke.io/gcp-service-account': 'reader@my-project.iam.gserviceaccount.com',
+        'iam.gke.io/gcp-service-account': GCP_EMAIL,
       },
     ],
     // A ServiceAccount written for pfnet's webhook, no injection-mode: pfnet's gcloud mode.
@@ -57,7 +54,7 @@ before(async () => {
       'pfnet',
       {
         'cloud.google.com/workload-identity-provider': PROVIDER,
-        'cloud.google.com/service-account-email': 'reader@my-project.iam.gserviceaccount.com',
+        'cloud.google.com/service-account-email': GCP_EMAIL,
       },
     ],
     [NS, 'flux', { 'gcp.auth.fluxcd.io/workload-identity-provider': PROVIDER }],
@@ -265,7 +262,7 @@ describe('stored Pods carry exactly what each provider needs', () => {
     assert.deepEqual(setup.command!.slice(0, 2), ['sh', '-c']);
     assert.deepEqual(env(setup), [
       { name: 'GCP_WORKLOAD_IDENTITY_PROVIDER', value: PROVIDER },
-      { name: 'GCP_SERVICE_ACCOUNT', value: 'reader@my-project.iam.gserviceaccount.com' },
+      { name: 'GCP_SERVICE_ACCOUNT', value: GCP_EMAIL },
       { name: 'CLOUDSDK_CONFIG', value: '/var/run/secrets/gcloud/config' },
       { name: 'CLOUDSDK_CORE_PROJECT', value: 'my-project' },
     ]);

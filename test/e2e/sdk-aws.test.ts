@@ -14,18 +14,23 @@ import { startSdkCluster, type SdkCluster, type StartOptions } from '../sdk/clus
 import { tokenDigest } from '../sdk/oidc.ts';
 import { refreshAcrossRotation, type Language, type SdkAnswer } from '../sdk/sdk-process.ts';
 import { checkPinnedVersion } from '../sdk/versions.ts';
+import {
+  AWS_ACCOUNT,
+  OTHER_ACCOUNT_ROLE_ARN as WRITER_ROLE,
+  OTHER_AWS_ACCOUNT,
+  ROLE_ARN as ROLE,
+  roleArn,
+} from '../support/identities.ts';
 
 const NS = 'sdk-aws';
-const ROLE = 'arn:aws:iam::111122223333:role/s3-reader';
 // Several roles in one Pod: a second role, in another account, for the `writer` profile.
-const WRITER_ROLE = 'arn:aws:iam::444455556666:role/s3-writer';
 const TOKEN_FILE = '/var/run/secrets/eks.amazonaws.com/serviceaccount/token';
 // Where Gardener's extensions mount the Secret; the webhook's default --secret-token-path is in it.
 const SECRET_MOUNT = '/var/run/secrets/gardener.cloud/workload-identity';
 const subject = (sa: string) => `system:serviceaccount:${NS}:${sa}`;
 
 // EKS Pod Identity: the association lives in EKS (here: the agent's table and the webhook's file).
-const POD_IDENTITY_ROLE = 'arn:aws:iam::444455556666:role/pod-identity-reader';
+const POD_IDENTITY_ROLE = roleArn('pod-identity-reader', OTHER_AWS_ACCOUNT);
 const POD_IDENTITY_TOKEN_FILE = '/var/run/secrets/pods.eks.amazonaws.com/serviceaccount/eks-pod-identity-token';
 
 /** A role's trust policy: the account's OIDC provider for the issuer, these ServiceAccounts, the default audience. */
@@ -98,8 +103,8 @@ before(async () => {
         issuer,
         clientIds: ['sts.amazonaws.com'],
         roles: [
-          { arn: ROLE, trustPolicy: trusting(issuer.issuer, '111122223333', ['reader', 'secret-reader', 'multi']) },
-          { arn: WRITER_ROLE, trustPolicy: trusting(issuer.issuer, '444455556666', ['multi']) },
+          { arn: ROLE, trustPolicy: trusting(issuer.issuer, AWS_ACCOUNT, ['reader', 'secret-reader', 'multi']) },
+          { arn: WRITER_ROLE, trustPolicy: trusting(issuer.issuer, OTHER_AWS_ACCOUNT, ['multi']) },
         ],
       })),
     ],

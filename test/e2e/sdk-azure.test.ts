@@ -8,12 +8,10 @@ import { createEntra, type Entra } from '../sdk/entra.ts';
 import { tokenDigest } from '../sdk/oidc.ts';
 import { refreshAcrossRotation, type Language, type SdkAnswer } from '../sdk/sdk-process.ts';
 import { checkPinnedVersion } from '../sdk/versions.ts';
+import { CLIENT, OTHER_ID as SYNC_CLIENT, TENANT } from '../support/identities.ts';
 
 const NS = 'sdk-azure';
-const TENANT = '72f988bf-86f1-41af-91ab-2d7cd011db47';
-const CLIENT = '8f3b2c1a-7d4e-4f5a-9b6c-0d1e2f3a4b5c';
 // A client id for one container of the Pod (azure.workload.identity/container-client-ids).
-const SYNC_CLIENT = '0b9e2a51-5c2f-4b8e-9a3d-1f7c6e5d4b3a';
 const AUDIENCE = 'api://AzureADTokenExchange';
 const TOKEN_FILE = '/var/run/secrets/azure/tokens/azure-identity-token';
 // Where the peer from release 1.6 on puts it; the same volume is mounted there.

@@ -11,17 +11,20 @@ import { createGoogleCloud, type GoogleCloud } from '../sdk/google.ts';
 import { tokenDigest } from '../sdk/oidc.ts';
 import { refreshAcrossRotation, type Language, type SdkProcess } from '../sdk/sdk-process.ts';
 import { checkPinnedVersion } from '../sdk/versions.ts';
+import {
+  BILLING_EMAIL as EXPORTER,
+  BILLING_PROJECT_NUMBER as BILLING_NUMBER,
+  BILLING_PROVIDER as BILLING,
+  GCP_EMAIL as EMAIL,
+  GCP_PROJECT,
+  GCP_AUDIENCE as AUDIENCE,
+  POOL,
+  PROJECT_NUMBER,
+  WIF_PROVIDER as PROVIDER,
+} from '../support/identities.ts';
 
 const NS = 'sdk-gcp';
-const PROJECT_NUMBER = '123456789012';
-const POOL = 'on-prem';
-const PROVIDER = `projects/${PROJECT_NUMBER}/locations/global/workloadIdentityPools/${POOL}/providers/cluster-a`;
-const AUDIENCE = `//iam.googleapis.com/${PROVIDER}`;
-const EMAIL = 'reader@my-project.iam.gserviceaccount.com';
-// A second pool, for a provider named by cloud.google.com/workload-identity-providers.
-const BILLING_NUMBER = '555555555555';
-const BILLING = `projects/${BILLING_NUMBER}/locations/global/workloadIdentityPools/billing-pool/providers/cluster-a`;
-const EXPORTER = 'exporter@billing-project.iam.gserviceaccount.com';
+// BILLING: a second pool, for a provider named by cloud.google.com/workload-identity-providers.
 const BILLING_FILE = '/var/run/secrets/sts.googleapis.com/serviceaccount/federation-billing.json';
 const TOKEN_FILE = '/var/run/secrets/sts.googleapis.com/serviceaccount/token';
 // Where Gardener's extensions mount the Secret; the webhook's default --secret-token-path is in it.
@@ -79,7 +82,7 @@ before(async () => {
             ],
           },
         ],
-        projects: { [PROJECT_NUMBER]: 'my-project', [BILLING_NUMBER]: 'billing-project' },
+        projects: { [PROJECT_NUMBER]: GCP_PROJECT, [BILLING_NUMBER]: 'billing-project' },
       })),
     ],
   });

@@ -9,15 +9,20 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parse, stringify } from 'yaml';
 import type { TrustReport } from '../../src/trust/report.ts';
+import {
+  AWS_ACCOUNT,
+  CLIENT,
+  GCP_EMAIL as EMAIL,
+  PATH_ROLE_ARN as ROLE,
+  POOL,
+  PROJECT_NUMBER,
+  TENANT,
+  WIF_PROVIDER as PROVIDER,
+} from '../support/identities.ts';
 
 const CLI = resolve(import.meta.dirname, '../../src/cli.ts');
 const dir = mkdtempSync(join(tmpdir(), 'wiw-trust-'));
 const ISSUER = 'https://oidc.example.com/cluster-a';
-const ROLE = 'arn:aws:iam::111122223333:role/team/s3-reader';
-const CLIENT = '8f3b2c1a-7d4e-4f5a-9b6c-0d1e2f3a4b5c';
-const TENANT = '72f988bf-86f1-41af-91ab-2d7cd011db47';
-const PROVIDER = 'projects/123456789012/locations/global/workloadIdentityPools/on-prem/providers/cluster-a';
-const EMAIL = 'reader@my-project.iam.gserviceaccount.com';
 
 function cli(args: string[], input?: string) {
   const r = spawnSync(process.execPath, [CLI, ...args], { input, encoding: 'utf8' });
@@ -53,9 +58,9 @@ describe('trust -f (offline)', () => {
     );
     assert.deepEqual(report.aws!.oidcProviders, [
       {
-        arn: `arn:aws:iam::111122223333:oidc-provider/${hostPath}`,
+        arn: `arn:aws:iam::${AWS_ACCOUNT}:oidc-provider/${hostPath}`,
         url: ISSUER,
-        account: '111122223333',
+        account: AWS_ACCOUNT,
         clientIds: ['sts.amazonaws.com', 'sts.example.com'],
       },
     ]);
@@ -162,14 +167,14 @@ describe('trust -f (offline)', () => {
       ),
     );
     const principal = (name: string) =>
-      `principal://iam.googleapis.com/projects/123456789012/locations/global/workloadIdentityPools/on-prem/subject/system:serviceaccount:apps:${name}`;
+      `principal://iam.googleapis.com/projects/${PROJECT_NUMBER}/locations/global/workloadIdentityPools/${POOL}/subject/system:serviceaccount:apps:${name}`;
     assert.deepEqual(
       report.gcp!.providers.map(({ trustedBy: _, ...p }) => p),
       [
         {
           name: PROVIDER,
-          projectNumber: '123456789012',
-          pool: 'on-prem',
+          projectNumber: PROJECT_NUMBER,
+          pool: POOL,
           provider: 'cluster-a',
           issuerUri: ISSUER,
           // reader is in the pfnet dialect: pfnet's audience; writer in Flux's: the provider's own.
@@ -187,7 +192,7 @@ describe('trust -f (offline)', () => {
     ]);
     assert.ok(
       report.gcp!.commands.includes(
-        `gcloud iam workload-identity-pools providers create-oidc cluster-a --project=123456789012 --location=global --workload-identity-pool=on-prem --issuer-uri=${ISSUER} --allowed-audiences=sts.googleapis.com,//iam.googleapis.com/${PROVIDER},https://custom.example.com --attribute-mapping=google.subject=assertion.sub`,
+        `gcloud iam workload-identity-pools providers create-oidc cluster-a --project=${PROJECT_NUMBER} --location=global --workload-identity-pool=${POOL} --issuer-uri=${ISSUER} --allowed-audiences=sts.googleapis.com,//iam.googleapis.com/${PROVIDER},https://custom.example.com --attribute-mapping=google.subject=assertion.sub`,
       ),
     );
     assert.ok(

@@ -13,15 +13,17 @@ import { stringify } from 'yaml';
 import { printable, shellComment, shellQuote } from '../../src/shell.ts';
 import type { TrustReport } from '../../src/trust/report.ts';
 import { issuerProblem } from '../../src/issuer/discovery.ts';
+import {
+  CLIENT,
+  GCP_EMAIL as EMAIL,
+  PATH_ROLE_ARN as ROLE,
+  TENANT,
+  WIF_PROVIDER as PROVIDER,
+} from '../support/identities.ts';
 
 const CLI = resolve(import.meta.dirname, '../../src/cli.ts');
 const dir = mkdtempSync(join(tmpdir(), 'wiw-hostile-'));
 const ISSUER = 'https://oidc.example.com/cluster-a';
-const ROLE = 'arn:aws:iam::111122223333:role/team/s3-reader';
-const CLIENT = '8f3b2c1a-7d4e-4f5a-9b6c-0d1e2f3a4b5c';
-const TENANT = '72f988bf-86f1-41af-91ab-2d7cd011db47';
-const PROVIDER = 'projects/123456789012/locations/global/workloadIdentityPools/on-prem/providers/cluster-a';
-const EMAIL = 'reader@my-project.iam.gserviceaccount.com';
 
 /** What an attacker writes: shell syntax, quotes, newlines and look-alikes of each. */
 const HOSTILE = [

@@ -19,16 +19,20 @@ import { createEntra, type Entra } from '../sdk/entra.ts';
 import { createGoogleCloud, type GoogleCloud } from '../sdk/google.ts';
 import { tokenDigest } from '../sdk/oidc.ts';
 import type { TrustReport } from '../../src/trust/report.ts';
+import {
+  CLIENT,
+  GCP_EMAIL as EMAIL,
+  GCP_PROJECT,
+  PROJECT_NUMBER,
+  ROLE_ARN as ROLE,
+  TENANT,
+  WIF_PROVIDER as PROVIDER,
+  AWS_ACCOUNT,
+} from '../support/identities.ts';
 
 const run = promisify(execFile);
 const CLI = resolve(import.meta.dirname, '../../dist/cli.js');
 const NS = 'trust-proof';
-const ROLE = 'arn:aws:iam::111122223333:role/s3-reader';
-const TENANT = '72f988bf-86f1-41af-91ab-2d7cd011db47';
-const CLIENT = '8f3b2c1a-7d4e-4f5a-9b6c-0d1e2f3a4b5c';
-const PROJECT_NUMBER = '123456789012';
-const PROVIDER = `projects/${PROJECT_NUMBER}/locations/global/workloadIdentityPools/on-prem/providers/cluster-a`;
-const EMAIL = 'reader@my-project.iam.gserviceaccount.com';
 const ACCOUNTS: Record<string, Record<string, string>> = {
   'aws-reader': { 'eks.amazonaws.com/role-arn': ROLE },
   // Same role: its trust policy must admit both.
@@ -108,7 +112,7 @@ before(async () => {
         issuer,
         providers,
         serviceAccounts,
-        projects: { [PROJECT_NUMBER]: 'my-project' },
+        projects: { [PROJECT_NUMBER]: GCP_PROJECT },
       })),
     ],
   });
@@ -131,7 +135,7 @@ describe('trust, read from the cluster', () => {
       [`${hostPath}:sub`]: [subject('aws-reader'), subject('aws-writer')],
       [`${hostPath}:aud`]: 'sts.amazonaws.com',
     });
-    assert.equal(statement[0].Principal.Federated, `arn:aws:iam::111122223333:oidc-provider/${hostPath}`);
+    assert.equal(statement[0].Principal.Federated, `arn:aws:iam::${AWS_ACCOUNT}:oidc-provider/${hostPath}`);
   });
 
   test("--issuer other than the cluster's: printed as asked, with a warning that the tokens carry another", async () => {

@@ -3,21 +3,15 @@
 import fastJsonPatch from 'fast-json-patch';
 import type { Secret } from '../../src/kube/types.ts';
 import type { PatchOperation } from '../../src/mutate/patch.ts';
+import { CLIENT, GCP_AUDIENCE, GCP_EMAIL, GCP_PROJECT, ROLE_ARN, SUBSCRIPTION, TENANT } from './identities.ts';
 
 export const b64 = (text: string): string => Buffer.from(text, 'utf8').toString('base64');
 export const unb64 = (value: string | undefined): string | undefined =>
   value === undefined ? undefined : Buffer.from(value, 'base64').toString('utf8');
 
-export const ARN = 'arn:aws:iam::111122223333:role/s3-reader';
-export const CLIENT = '8f3b2c1a-7d4e-4f5a-9b6c-0d1e2f3a4b5c';
-export const TENANT = '72f988bf-86f1-41af-91ab-2d7cd011db47';
-export const SUBSCRIPTION = '0b1f6471-1bf0-4dda-aec3-cb9272f09590';
-export const WIF_PROVIDER = 'projects/123456789012/locations/global/workloadIdentityPools/on-prem/providers/cluster-a';
-export const GCP_AUDIENCE = `//iam.googleapis.com/${WIF_PROVIDER}`;
-export const GCP_EMAIL = 'reader@my-project.iam.gserviceaccount.com';
 export const IMPERSONATION_URL = `https://iamcredentials.googleapis.com/v1/projects/-/serviceAccounts/${GCP_EMAIL}:generateAccessToken`;
 
-export const awsConfig = { roleARN: ARN };
+export const awsConfig = { roleARN: ROLE_ARN };
 export const azureConfig = { clientID: CLIENT, tenantID: TENANT, subscriptionID: SUBSCRIPTION };
 export const gcpCredentials = {
   universe_domain: 'googleapis.com',
@@ -27,7 +21,7 @@ export const gcpCredentials = {
   token_url: 'https://sts.googleapis.com/v1/token',
   service_account_impersonation_url: IMPERSONATION_URL,
 };
-export const gcpConfig = { projectID: 'my-project', credentialsConfig: gcpCredentials };
+export const gcpConfig = { projectID: GCP_PROJECT, credentialsConfig: gcpCredentials };
 
 export interface SecretOptions {
   name?: string;

@@ -16,7 +16,8 @@ import { INJECTED_ANNOTATION, RecordKeys } from '../../src/mutate/injection-reco
 import { createSecretProviders } from '../../src/clouds/index.ts';
 import { setMembers, type PatchOperation } from '../../src/mutate/patch.ts';
 import { apply, config, pod as examplePod, providers } from '../support/builders.ts';
-import { ARN, CLIENT, GCP_AUDIENCE, TENANT, WIF_PROVIDER, b64 } from '../support/secrets.ts';
+import { CLIENT, GCP_AUDIENCE, GCP_EMAIL, ROLE_ARN, TENANT, WIF_PROVIDER } from '../support/identities.ts';
+import { b64 } from '../support/secrets.ts';
 
 const BASE_SEED = Number(process.env.WIW_FUZZ_SEED ?? 20261123);
 const RUNS = Number(process.env.WIW_FUZZ_RUNS ?? 4000);
@@ -58,7 +59,13 @@ const PATHS = [
   '/var/run/secrets/sts.googleapis.com/serviceaccount',
 ];
 const SA_VALUES: Record<string, readonly string[]> = {
-  'eks.amazonaws.com/role-arn': [ARN, 'arn:aws:iam::1:role/x', '', 'arn:aws-cn:iam::111122223333:role/a/b/c', '\u0000'],
+  'eks.amazonaws.com/role-arn': [
+    ROLE_ARN,
+    'arn:aws:iam::1:role/x',
+    '',
+    'arn:aws-cn:iam::111122223333:role/a/b/c',
+    '\u0000',
+  ],
   'eks.amazonaws.com/token-expiration': ['3600', '1h', '-1', '99999999999999', '', ' 600 '],
   'eks.amazonaws.com/sts-regional-endpoints': ['true', 'yes', 'False', ''],
   'eks.amazonaws.com/audience': ['sts.amazonaws.com', '', 'x'.repeat(300)],
@@ -66,11 +73,19 @@ const SA_VALUES: Record<string, readonly string[]> = {
   'azure.workload.identity/tenant-id': [TENANT, 'contoso.onmicrosoft.com', '', '..'],
   'azure.workload.identity/service-account-token-expiration': ['3600', '100', '86401', 'x', ''],
   'cloud.google.com/workload-identity-provider': [WIF_PROVIDER, 'projects/x', '', `${WIF_PROVIDER}/extra`],
-  'cloud.google.com/service-account-email': ['reader@my-project.iam.gserviceaccount.com', 'nobody', ''],
+  'cloud.google.com/service-account-email': [GCP_EMAIL, 'nobody', ''],
   'cloud.google.com/injection-mode': ['direct', 'gcloud', 'GCLOUD', 'bogus'],
   'cloud.google.com/audience': [GCP_AUDIENCE, ''],
   // The asks of issue 22 §3: several identities, a region, a project.
-  'eks.amazonaws.com/role-arns': [`writer=${ARN}`, `default=${ARN},x=${ARN}`, 'a', 'a=b', `[x]=${ARN}`, '', '\n'],
+  'eks.amazonaws.com/role-arns': [
+    `writer=${ROLE_ARN}`,
+    `default=${ROLE_ARN},x=${ROLE_ARN}`,
+    'a',
+    'a=b',
+    `[x]=${ROLE_ARN}`,
+    '',
+    '\n',
+  ],
   'eks.amazonaws.com/region': ['eu-west-1', 'EU', '', ' us-east-1 '],
   'azure.workload.identity/container-client-ids': [`sidecar=${CLIENT}`, `app=${CLIENT};app=${CLIENT}`, 'app=x', ';'],
   'cloud.google.com/project-id': ['my-project', '123', '', 'a:b'],
@@ -91,7 +106,7 @@ function randomContainer(r: Rng): Container {
   if (r.chance(0.5))
     c.env = Array.from({ length: r.int(4) }, () =>
       r.chance(0.8)
-        ? { name: r.pick(ENV_NAMES), value: r.chance(0.5) ? ARN : randomString(r) }
+        ? { name: r.pick(ENV_NAMES), value: r.chance(0.5) ? ROLE_ARN : randomString(r) }
         : ({ name: r.pick(ENV_NAMES), valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } } as never),
     );
   if (r.chance(0.3)) c.volumeMounts = [{ name: r.pick(VOLUME_NAMES), mountPath: r.pick(PATHS) }];
@@ -304,13 +319,13 @@ describe('fuzz', () => {
     const core = { providers: createSecretProviders(c), defaultTokenPath: c.secretTokenPath };
     const configs: Record<string, unknown[]> = {
       aws: [
-        { roleARN: ARN },
+        { roleARN: ROLE_ARN },
         { roleARN: 'x' },
-        { roleArn: ARN },
+        { roleArn: ROLE_ARN },
         'roleARN: [',
         '{}',
         'a: &a [1]\nb: *a',
-        { roleARN: ARN, region: 'eu-west-1' },
+        { roleARN: ROLE_ARN, region: 'eu-west-1' },
         null,
         42,
       ],
@@ -392,7 +407,7 @@ describe('what the fuzz found', () => {
     namespace: 'team-a',
     name: 'app',
     uid: 'u',
-    annotations: { 'eks.amazonaws.com/role-arn': ARN },
+    annotations: { 'eks.amazonaws.com/role-arn': ROLE_ARN },
   };
   const azure: ServiceAccountView = {
     namespace: 'team-a',

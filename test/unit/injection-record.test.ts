@@ -7,8 +7,8 @@ import { mutatePod } from '../../src/mutate/pod.ts';
 import { digest, INJECTED_ANNOTATION, RecordKeys } from '../../src/mutate/injection-record.ts';
 import type { Pod } from '../../src/kube/types.ts';
 import { apply, envOf, pod, providers, sa } from '../support/builders.ts';
+import { CLIENT, GCP_EMAIL, ROLE_ARN as ARN, WIF_PROVIDER } from '../support/identities.ts';
 
-const ARN = 'arn:aws:iam::111122223333:role/s3-reader';
 const AWS = { 'eks.amazonaws.com/role-arn': ARN };
 const keys = RecordKeys.random();
 
@@ -163,12 +163,12 @@ describe('the genuine record', () => {
     const containers = Array.from({ length: 2000 }, (_, i) => ({ name: `c${i}`, image: 'busybox' }));
     const out = mutated(pod({ spec: { containers } }), {
       ...AWS,
-      'azure.workload.identity/client-id': '8f3b2c1a-7d4e-4f5a-9b6c-0d1e2f3a4b5c',
+      'azure.workload.identity/client-id': CLIENT,
     });
     const record = out.metadata!.annotations![INJECTED_ANNOTATION];
     const small = mutated(pod(), {
       ...AWS,
-      'azure.workload.identity/client-id': '8f3b2c1a-7d4e-4f5a-9b6c-0d1e2f3a4b5c',
+      'azure.workload.identity/client-id': CLIENT,
     }).metadata!.annotations![INJECTED_ANNOTATION];
     assert.equal(record.length, small.length);
     assert.ok(record.length < 1024, `${record.length} bytes`);
@@ -178,9 +178,8 @@ describe('the genuine record', () => {
 describe('setup init containers', () => {
   test("pfnet's gcloud setup container goes with the identity when the ServiceAccount changes; a user's init container stays", () => {
     const pfnet = {
-      'cloud.google.com/workload-identity-provider':
-        'projects/123456789012/locations/global/workloadIdentityPools/on-prem/providers/cluster-a',
-      'cloud.google.com/service-account-email': 'reader@my-project.iam.gserviceaccount.com',
+      'cloud.google.com/workload-identity-provider': WIF_PROVIDER,
+      'cloud.google.com/service-account-email': GCP_EMAIL,
     };
     const p = pod({ spec: { initContainers: [{ name: 'migrate', image: 'db:1', env: [{ name: 'X', value: '1' }] }] } });
     const once = mutated(p, pfnet);

@@ -9,11 +9,13 @@ import { apply, envOf, pod, providers, sa } from '../support/builders.ts';
 import { AWS_CREDENTIAL_ENV } from '../../src/clouds/aws/pod.ts';
 import { AZURE_CREDENTIAL_ENV } from '../../src/clouds/azure/pod.ts';
 import { GCP_CREDENTIAL_ENV } from '../../src/clouds/gcp/pod.ts';
-
-const AWS_ARN = 'arn:aws:iam::111122223333:role/s3-reader';
-const AZ_CLIENT = '8f3b2c1a-7d4e-4f5a-9b6c-0d1e2f3a4b5c';
-const AZ_TENANT = '72f988bf-86f1-41af-91ab-2d7cd011db47';
-const GCP_PROVIDER = 'projects/123456789012/locations/global/workloadIdentityPools/on-prem/providers/cluster-a';
+import {
+  CLIENT as AZ_CLIENT,
+  GCP_EMAIL,
+  ROLE_ARN as AWS_ARN,
+  TENANT as AZ_TENANT,
+  WIF_PROVIDER as GCP_PROVIDER,
+} from '../support/identities.ts';
 
 function run(p: Pod, annotations: Record<string, string> | undefined, flags: Record<string, string> = {}) {
   return mutatePod(providers(flags), {
@@ -406,7 +408,7 @@ describe('GCP (Workload Identity Federation)', () => {
   test('impersonation: the external_account file gcloud writes, projected next to the token', () => {
     const out = mutated(pod(), {
       'gcp.auth.fluxcd.io/workload-identity-provider': GCP_PROVIDER,
-      'iam.gke.io/gcp-service-account': 'reader@my-project.iam.gserviceaccount.com',
+      'iam.gke.io/gcp-service-account': GCP_EMAIL,
     });
     assert.deepEqual(Object.keys(credentials(out)), [
       'universe_domain',
@@ -423,8 +425,7 @@ describe('GCP (Workload Identity Federation)', () => {
       audience: `//iam.googleapis.com/${GCP_PROVIDER}`,
       subject_token_type: 'urn:ietf:params:oauth:token-type:jwt',
       token_url: 'https://sts.googleapis.com/v1/token',
-      service_account_impersonation_url:
-        'https://iamcredentials.googleapis.com/v1/projects/-/serviceAccounts/reader@my-project.iam.gserviceaccount.com:generateAccessToken',
+      service_account_impersonation_url: `https://iamcredentials.googleapis.com/v1/projects/-/serviceAccounts/${GCP_EMAIL}:generateAccessToken`,
       credential_source: { file: '/var/run/secrets/sts.googleapis.com/serviceaccount/token', format: { type: 'text' } },
     });
     assert.deepEqual(out.spec!.volumes![0], {
@@ -530,7 +531,7 @@ describe('GCP (Workload Identity Federation)', () => {
 
   const PFNET_SA = {
     'cloud.google.com/workload-identity-provider': GCP_PROVIDER,
-    'cloud.google.com/service-account-email': 'reader@my-project.iam.gserviceaccount.com',
+    'cloud.google.com/service-account-email': GCP_EMAIL,
   };
 
   test("the pfnet dialect gets pfnet's defaults: audience sts.googleapis.com, gcloud mode with its setup init container, files mode 0440", () => {
@@ -564,7 +565,7 @@ describe('GCP (Workload Identity Federation)', () => {
     ]);
     assert.deepEqual(envOf(setup), {
       GCP_WORKLOAD_IDENTITY_PROVIDER: GCP_PROVIDER,
-      GCP_SERVICE_ACCOUNT: 'reader@my-project.iam.gserviceaccount.com',
+      GCP_SERVICE_ACCOUNT: GCP_EMAIL,
       CLOUDSDK_CONFIG: '/var/run/secrets/gcloud/config',
       CLOUDSDK_CORE_PROJECT: 'my-project',
     });
@@ -1157,7 +1158,7 @@ describe("a container's own value of an injected credential variable", () => {
     gcp: {
       sa: {
         'cloud.google.com/workload-identity-provider': GCP_PROVIDER,
-        'cloud.google.com/service-account-email': 'reader@my-project.iam.gserviceaccount.com',
+        'cloud.google.com/service-account-email': GCP_EMAIL,
       },
       labels: {},
     },

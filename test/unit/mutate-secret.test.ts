@@ -19,14 +19,19 @@ import { grantsReferrer } from '../../src/mutate/secret-reference.ts';
 import { createSecretProviders } from '../../src/clouds/index.ts';
 import { config } from '../support/builders.ts';
 import {
-  ARN,
+  CHANGED_ID,
   CLIENT,
   GCP_AUDIENCE,
   GCP_EMAIL,
-  IMPERSONATION_URL,
+  GCP_PROJECT,
+  ROLE_ARN,
   SUBSCRIPTION,
   TENANT,
   WIF_PROVIDER,
+  roleArn,
+} from '../support/identities.ts';
+import {
+  IMPERSONATION_URL,
   applySecretPatch,
   awsConfig,
   azureConfig,
@@ -79,17 +84,17 @@ function sa(namespace: string, name: string, annotations: Record<string, string>
 describe('AWS derivation', () => {
   test('writes roleARN, the token path and a [default] profile that assumes the role with the token', () => {
     const data = derived(labelledSecret('aws'));
-    assert.equal(data.roleARN, ARN);
+    assert.equal(data.roleARN, ROLE_ARN);
     assert.equal(data.workloadIdentityTokenFile, TOKEN_PATH);
     assert.equal(
       data.credentialsFile,
-      ['[default]', `role_arn = ${ARN}`, `web_identity_token_file = ${TOKEN_PATH}`, ''].join('\n'),
+      ['[default]', `role_arn = ${ROLE_ARN}`, `web_identity_token_file = ${TOKEN_PATH}`, ''].join('\n'),
     );
   });
 
   test('adds region from the config, else from --aws-default-region', () => {
     assert.match(
-      derived(labelledSecret('aws', { config: { roleARN: ARN, region: 'eu-central-1' } })).credentialsFile,
+      derived(labelledSecret('aws', { config: { roleARN: ROLE_ARN, region: 'eu-central-1' } })).credentialsFile,
       /\nregion = eu-central-1\n$/,
     );
     assert.match(
@@ -97,7 +102,7 @@ describe('AWS derivation', () => {
       /\nregion = us-east-2\n$/,
     );
     const both = derived(
-      labelledSecret('aws', { config: { roleARN: ARN, region: 'eu-central-1' } }),
+      labelledSecret('aws', { config: { roleARN: ROLE_ARN, region: 'eu-central-1' } }),
       {},
       { 'aws-default-region': 'us-east-2' },
     );
@@ -105,8 +110,8 @@ describe('AWS derivation', () => {
   });
 
   test("accepts Gardener's WorkloadIdentityConfig as is, in YAML", () => {
-    const yaml = `apiVersion: aws.provider.extensions.gardener.cloud/v1alpha1\nkind: WorkloadIdentityConfig\nroleARN: ${ARN}\n`;
-    assert.equal(derived(labelledSecret('aws', { config: yaml })).roleARN, ARN);
+    const yaml = `apiVersion: aws.provider.extensions.gardener.cloud/v1alpha1\nkind: WorkloadIdentityConfig\nroleARN: ${ROLE_ARN}\n`;
+    assert.equal(derived(labelledSecret('aws', { config: yaml })).roleARN, ROLE_ARN);
   });
 
   test('the token-path annotation moves the path in every derived key', () => {
@@ -193,7 +198,7 @@ describe('GCP derivation', () => {
         credential_source: { file: TOKEN_PATH, format: { type: 'text' } },
       }),
     );
-    assert.equal(data.projectID, 'my-project');
+    assert.equal(data.projectID, GCP_PROJECT);
   });
 
   test("direct access (no impersonation) gets gcloud's token_info_url, and the token lifetime is kept", () => {
@@ -225,7 +230,7 @@ describe('GCP derivation', () => {
   test('projectID comes from the config, else from the impersonated account, else is not written', () => {
     assert.equal(
       derived(labelledSecret('gcp', { config: { credentialsConfig: gcpCredentials } })).projectID,
-      'my-project',
+      GCP_PROJECT,
     );
     const { service_account_impersonation_url: _, ...direct } = gcpCredentials;
     assert.equal('projectID' in derived(labelledSecret('gcp', { config: { credentialsConfig: direct } })), false);
@@ -283,7 +288,7 @@ describe('validation messages', () => {
     ],
     [
       'AWS region',
-      labelledSecret('aws', { config: { roleARN: ARN, region: 'Frankfurt' } }),
+      labelledSecret('aws', { config: { roleARN: ROLE_ARN, region: 'Frankfurt' } }),
       {
         reason: 'InvalidConfig',
         status: 400,
@@ -301,7 +306,7 @@ describe('validation messages', () => {
     ],
     [
       'an unknown field (a typo)',
-      labelledSecret('aws', { config: { roleArn: ARN } }),
+      labelledSecret('aws', { config: { roleArn: ROLE_ARN } }),
       {
         reason: 'InvalidConfig',
         status: 400,
@@ -311,7 +316,7 @@ describe('validation messages', () => {
     [
       "another provider's apiVersion and a wrong kind",
       labelledSecret('aws', {
-        config: { apiVersion: 'azure.provider.extensions.gardener.cloud/v1alpha1', kind: 'Config', roleARN: ARN },
+        config: { apiVersion: 'azure.provider.extensions.gardener.cloud/v1alpha1', kind: 'Config', roleARN: ROLE_ARN },
       }),
       {
         reason: 'InvalidConfig',
@@ -488,7 +493,7 @@ describe('validation messages', () => {
     ],
     [
       'GCP credentialsConfig missing',
-      labelledSecret('gcp', { config: { projectID: 'my-project' } }),
+      labelledSecret('gcp', { config: { projectID: GCP_PROJECT } }),
       {
         reason: 'MissingConfigField',
         status: 400,
@@ -643,12 +648,12 @@ describe('UPDATE', () => {
     };
     const result = run(edited, { oldSecret: stored });
     assert.ok(result.allowed);
-    assert.deepEqual(result.patch, [{ op: 'replace', path: '/data/roleARN', value: b64(ARN) }]);
+    assert.deepEqual(result.patch, [{ op: 'replace', path: '/data/roleARN', value: b64(ROLE_ARN) }]);
   });
 
   test('a changed role ARN is re-derived (AWS keeps no account fixed)', () => {
     const stored = applySecretPatch(labelledSecret('aws'), patchOf(run(labelledSecret('aws'))));
-    const other = 'arn:aws:iam::111122223333:role/other';
+    const other = roleArn('other');
     const next: Secret = { ...stored, data: { ...stored.data, config: b64(JSON.stringify({ roleARN: other })) } };
     assert.equal(textData(applySecretPatch(next, patchOf(run(next, { oldSecret: stored })))).roleARN, other);
   });
@@ -658,22 +663,22 @@ describe('UPDATE', () => {
       'Azure tenant',
       'azure',
       azureConfig,
-      { ...azureConfig, tenantID: '11111111-2222-3333-4444-555555555555' },
-      `config.tenantID cannot change from "${TENANT}" to "11111111-2222-3333-4444-555555555555": a workload identity Secret stays with one cloud account; create a new Secret for another`,
+      { ...azureConfig, tenantID: CHANGED_ID },
+      `config.tenantID cannot change from "${TENANT}" to "${CHANGED_ID}": a workload identity Secret stays with one cloud account; create a new Secret for another`,
     ],
     [
       'Azure subscription',
       'azure',
       azureConfig,
-      { ...azureConfig, subscriptionID: '11111111-2222-3333-4444-555555555555' },
-      `config.subscriptionID cannot change from "${SUBSCRIPTION}" to "11111111-2222-3333-4444-555555555555": a workload identity Secret stays with one cloud account; create a new Secret for another`,
+      { ...azureConfig, subscriptionID: CHANGED_ID },
+      `config.subscriptionID cannot change from "${SUBSCRIPTION}" to "${CHANGED_ID}": a workload identity Secret stays with one cloud account; create a new Secret for another`,
     ],
     [
       'GCP project',
       'gcp',
       gcpConfig,
       { ...gcpConfig, projectID: 'other-project' },
-      'config.projectID cannot change from "my-project" to "other-project": a workload identity Secret stays with one cloud account; create a new Secret for another',
+      `config.projectID cannot change from "${GCP_PROJECT}" to "other-project": a workload identity Secret stays with one cloud account; create a new Secret for another`,
     ],
   ];
   for (const [what, provider, before, after, message] of changes) {
@@ -687,12 +692,9 @@ describe('UPDATE', () => {
 
   test('the Azure client may change within the same tenant and subscription', () => {
     const next = labelledSecret('azure', {
-      config: { ...azureConfig, clientID: '11111111-2222-3333-4444-555555555555' },
+      config: { ...azureConfig, clientID: CHANGED_ID },
     });
-    assert.equal(
-      derived(next, { oldSecret: labelledSecret('azure') }).clientID,
-      '11111111-2222-3333-4444-555555555555',
-    );
+    assert.equal(derived(next, { oldSecret: labelledSecret('azure') }).clientID, CHANGED_ID);
   });
 
   test('the provider cannot change', () => {
@@ -708,7 +710,7 @@ describe('UPDATE', () => {
   test('labelling a plain Secret is judged like a CREATE', () => {
     const plain = labelledSecret('azure', {
       provider: null,
-      config: { ...azureConfig, tenantID: '11111111-2222-3333-4444-555555555555' },
+      config: { ...azureConfig, tenantID: CHANGED_ID },
     });
     assert.equal(derived(labelledSecret('azure'), { oldSecret: plain }).tenantID, TENANT);
   });
@@ -972,10 +974,10 @@ describe('admission glue', () => {
     const decision = await admitSecret(
       c,
       () => undefined,
-      request(
-        labelledSecret('azure', { config: { ...azureConfig, tenantID: '11111111-2222-3333-4444-555555555555' } }),
-        { operation: 'UPDATE', oldObject: labelledSecret('azure') },
-      ),
+      request(labelledSecret('azure', { config: { ...azureConfig, tenantID: CHANGED_ID } }), {
+        operation: 'UPDATE',
+        oldObject: labelledSecret('azure'),
+      }),
     );
     assert.equal(decision.denial?.reason, 'ImmutableAccount');
   });
@@ -983,6 +985,6 @@ describe('admission glue', () => {
 
 test('the GCP email used in the fixtures maps to its project', () => {
   // Guards the fixture the projectID tests rely on.
-  assert.match(GCP_EMAIL, /@my-project\.iam\.gserviceaccount\.com$/);
-  assert.equal(awsConfig.roleARN, ARN);
+  assert.equal(GCP_EMAIL, `reader@${GCP_PROJECT}.iam.gserviceaccount.com`);
+  assert.equal(awsConfig.roleARN, ROLE_ARN);
 });

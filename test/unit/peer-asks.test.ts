@@ -20,9 +20,23 @@ import { cloudModule, createProviders, providerOptionsFromConfig } from '../../s
 import type { NamespaceView } from '../../src/kube/types.ts';
 import { identitiesOfServiceAccounts } from '../../src/trust/identities.ts';
 import { apply, config, envOf, pod, providers, sa } from '../support/builders.ts';
+import {
+  AWS_ACCOUNT,
+  BILLING_EMAIL,
+  BILLING_PROVIDER,
+  CLIENT,
+  GCP_EMAIL,
+  OTHER_ACCOUNT_ROLE_ARN as WRITER,
+  OTHER_AWS_ACCOUNT,
+  OTHER_ID,
+  PATH_ROLE_ARN,
+  POOL,
+  PROJECT_NUMBER,
+  ROLE_ARN as ARN,
+  TENANT,
+  WIF_PROVIDER,
+} from '../support/identities.ts';
 
-const ARN = 'arn:aws:iam::111122223333:role/s3-reader';
-const WRITER = 'arn:aws:iam::444455556666:role/s3-writer';
 const TOKEN = '/var/run/secrets/eks.amazonaws.com/serviceaccount/token';
 
 function run(p: Pod, annotations: Record<string, string> | undefined, flags: Record<string, string> = {}) {
@@ -49,13 +63,13 @@ const withContainers = (...containers: Record<string, unknown>[]) =>
   pod({ spec: { containers: containers.map((c) => ({ image: 'app', ...c })) } });
 
 describe('AWS: --aws-compose-role-arn, as the peer', () => {
-  const compose = { 'aws-compose-role-arn': 'true', 'aws-compose-role-arn-account': '111122223333' };
+  const compose = { 'aws-compose-role-arn': 'true', 'aws-compose-role-arn-account': AWS_ACCOUNT };
 
   test("a role name or path completes to the account's ARN; a value with arn: anywhere is left as written", () => {
     const env = (value: string, flags: Record<string, string> = compose) =>
       envOf(admitted(pod(), { 'eks.amazonaws.com/role-arn': value }, flags).pod.spec!.containers![0]).AWS_ROLE_ARN;
     assert.equal(env('s3-reader'), ARN);
-    assert.equal(env('team/s3-reader'), 'arn:aws:iam::111122223333:role/team/s3-reader');
+    assert.equal(env('team/s3-reader'), PATH_ROLE_ARN);
     assert.equal(env(WRITER), WRITER);
     // Without the flag a bare name is a malformed ARN: injected as written, with a warning.
     assert.equal(env('s3-reader', {}), 's3-reader');
@@ -100,7 +114,7 @@ describe('AWS: --aws-compose-role-arn, as the peer', () => {
   });
 
   test('the account and partition flags need --aws-compose-role-arn, and are checked', () => {
-    assert.throws(() => config({ 'aws-compose-role-arn-account': '111122223333' }), ConfigError);
+    assert.throws(() => config({ 'aws-compose-role-arn-account': AWS_ACCOUNT }), ConfigError);
     assert.throws(
       () => config({ 'aws-compose-role-arn': 'true', 'aws-compose-role-arn-account': '1234' }),
       /--aws-compose-role-arn-account="1234" is not an AWS account id/,
@@ -385,7 +399,13 @@ describe('AWS: several roles in one Pod, one profile each (AWS #20)', () => {
       profile: 'default',
     });
     assert.deepEqual(injections[0].additionalIdentities, [
-      { roleArn: WRITER, account: '444455556666', partition: 'aws', audience: 'sts.amazonaws.com', profile: 'writer' },
+      {
+        roleArn: WRITER,
+        account: OTHER_AWS_ACCOUNT,
+        partition: 'aws',
+        audience: 'sts.amazonaws.com',
+        profile: 'writer',
+      },
     ]);
   });
 
@@ -422,7 +442,7 @@ describe('AWS: several roles in one Pod, one profile each (AWS #20)', () => {
     const out = admitted(
       pod(),
       { 'eks.amazonaws.com/role-arns': 'reader=s3-reader,writer=team/s3-writer' },
-      { 'aws-compose-role-arn': 'true', 'aws-compose-role-arn-account': '111122223333' },
+      { 'aws-compose-role-arn': 'true', 'aws-compose-role-arn-account': AWS_ACCOUNT },
     ).pod;
     assert.equal(
       out.metadata!.annotations!['workload-identity-webhook.io/aws-config-file'],
@@ -546,7 +566,7 @@ describe('tenant policy judges every identity of a cloud in the Pod', () => {
     assert.equal(r.denial.reason, 'PolicyDenied');
     assert.match(r.denial.message, /^namespace team-a may not use AWS account 444455556666; /);
     assert.doesNotMatch(r.denial.message, /111122223333/);
-    const both = judged([starter()], { ...account('111122223333'), ...account('444455556666') }, roles);
+    const both = judged([starter()], { ...account(AWS_ACCOUNT), ...account(OTHER_AWS_ACCOUNT) }, roles);
     assert.ok(both.allowed, both.allowed ? '' : both.denial.message);
   });
 
@@ -592,16 +612,15 @@ describe('trust prints every identity', () => {
     );
     assert.deepEqual(
       report.oidcProviders.map((p) => p.account),
-      ['111122223333', '444455556666'],
+      [AWS_ACCOUNT, OTHER_AWS_ACCOUNT],
     );
   });
 });
 
 describe('Azure: a client id per container (Azure #408)', () => {
-  const APP = '8f3b2c1a-7d4e-4f5a-9b6c-0d1e2f3a4b5c';
-  const SIDECAR = '0b9e2a51-5c2f-4b8e-9a3d-1f7c6e5d4b3a';
+  const APP = CLIENT;
+  const SIDECAR = OTHER_ID;
   const INIT = '11111111-2222-4333-8444-555555555555';
-  const TENANT = '72f988bf-86f1-41af-91ab-2d7cd011db47';
   const optedIn = (spec: Record<string, unknown>, annotations?: Record<string, string>) =>
     pod({ labels: { 'azure.workload.identity/use': 'true' }, annotations, spec });
   const spec = {
@@ -719,7 +738,7 @@ describe('Azure: a client id per container (Azure #408)', () => {
 });
 
 describe('GCP: a project for direct resource access (pfnet PR #138)', () => {
-  const PROVIDER = 'projects/123456789012/locations/global/workloadIdentityPools/on-prem/providers/cluster-a';
+  const PROVIDER = WIF_PROVIDER;
 
   test('cloud.google.com/project-id sets CLOUDSDK_CORE_PROJECT and GOOGLE_CLOUD_PROJECT without a service account', () => {
     for (const key of [
@@ -766,9 +785,9 @@ describe('GCP: a project for direct resource access (pfnet PR #138)', () => {
 });
 
 describe('GCP: several providers in one Pod, one external_account file each', () => {
-  const MAIN = 'projects/123456789012/locations/global/workloadIdentityPools/on-prem/providers/cluster-a';
-  const BILLING = 'projects/555555555555/locations/global/workloadIdentityPools/billing-pool/providers/cluster-a';
-  const EMAIL = 'exporter@billing-project.iam.gserviceaccount.com';
+  const MAIN = WIF_PROVIDER;
+  const BILLING = BILLING_PROVIDER;
+  const EMAIL = BILLING_EMAIL;
   const DIR = '/var/run/secrets/sts.googleapis.com/serviceaccount';
   const annotations = {
     'gcp.auth.fluxcd.io/workload-identity-provider': MAIN,
@@ -808,7 +827,7 @@ describe('GCP: several providers in one Pod, one external_account file each', ()
   test("pfnet's layouts carry them in the same token volume", () => {
     const out = admitted(pod(), {
       'cloud.google.com/workload-identity-provider': MAIN,
-      'cloud.google.com/service-account-email': 'reader@my-project.iam.gserviceaccount.com',
+      'cloud.google.com/service-account-email': GCP_EMAIL,
       'cloud.google.com/workload-identity-providers': `billing=${BILLING}`,
     });
     const volume = out.pod.spec!.volumes!.find((v) => v.name === 'gcp-iam-token')!;
@@ -846,7 +865,7 @@ describe('GCP: several providers in one Pod, one external_account file each', ()
   test('tenant policy judges each provider; trust prints each provider with its own audience', () => {
     const policy = declaring({
       identityProviders: [
-        { name: 'main', displayName: 'Main pool', gcp: { projectNumber: '123456789012', pool: 'on-prem' } },
+        { name: 'main', displayName: 'Main pool', gcp: { projectNumber: PROJECT_NUMBER, pool: POOL } },
       ],
     });
     const r = judged([policy], {}, annotations);

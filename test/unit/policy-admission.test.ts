@@ -22,12 +22,10 @@ import { createGcpProvider } from '../../src/clouds/gcp/pod.ts';
 import { createSecretProviders } from '../../src/clouds/index.ts';
 import { apply, config, envOf, pod, providers, sa } from '../support/builders.ts';
 import { labelledSecret } from '../support/secrets.ts';
+import { CLIENT, OTHER_ID as TENANT_B, TENANT as TENANT_A } from '../support/identities.ts';
 
 const ARN_A = 'arn:aws:iam::111111111111:role/app';
 const ARN_B = 'arn:aws:iam::222222222222:role/app';
-const TENANT_A = '72f988bf-86f1-41af-91ab-2d7cd011db47';
-const TENANT_B = '0b9e2a51-5c2f-4b8e-9a3d-1f7c6e5d4b3a';
-const CLIENT = '8f3b2c1a-7d4e-4f5a-9b6c-0d1e2f3a4b5c';
 const WIF = (project: string, pool: string) =>
   `projects/${project}/locations/global/workloadIdentityPools/${pool}/providers/cluster-a`;
 const STARTER = new URL('../../charts/workload-identity-webhook/files/policies/namespace-labels.yaml', import.meta.url)

@@ -11,6 +11,7 @@ import { loadPolicyFile, policyDocumentsFromText } from '../../src/policy/load.t
 import type { CompileResult } from '../../src/policy/model.ts';
 import { policyStatus, statusChanged } from '../../src/policy/status.ts';
 import { PolicyStore } from '../../src/policy/store.ts';
+import { TENANT } from '../support/identities.ts';
 
 const STARTER = resolve(
   import.meta.dirname,
@@ -172,7 +173,7 @@ describe('reading a policy', () => {
         name: 'corp',
         displayName: 'corp',
         provider: 'azure',
-        tenantId: '72f988bf-86f1-41af-91ab-2d7cd011db47',
+        tenantId: TENANT,
         cloud: 'AzureUSGovernmentCloud',
         authorityHost: 'https://login.example.us/',
         defaults: {},
@@ -192,7 +193,7 @@ describe('reading a policy', () => {
     const got = problems({
       identityProviders: [
         { name: 'a', aws: { tokenExpirationSeconds: 300 } },
-        { name: 'z', azure: { tenantId: '72f988bf-86f1-41af-91ab-2d7cd011db47', tokenExpirationSeconds: 90000 } },
+        { name: 'z', azure: { tenantId: TENANT, tokenExpirationSeconds: 90000 } },
         { name: 'g', gcp: { projectNumber: '1', pool: 'pool', tokenExpirationSeconds: 1800 } },
       ],
     });

@@ -16,6 +16,7 @@ import { generateCertificates } from '../../src/tls/self-signed.ts';
 import { parseCipherSuites, parseTlsVersion, tlsPolicy } from '../../src/tls/policy.ts';
 import { pod, providers, sa } from '../support/builders.ts';
 import { httpsRequest } from '../support/https-client.ts';
+import { CLIENT } from '../support/identities.ts';
 
 const ARN = 'arn:aws:iam::111122223333:role/r';
 const accounts = new Map<string, ServiceAccountView>([
@@ -23,7 +24,7 @@ const accounts = new Map<string, ServiceAccountView>([
     'team-a/app',
     sa({
       'eks.amazonaws.com/role-arn': ARN,
-      'azure.workload.identity/client-id': '8f3b2c1a-7d4e-4f5a-9b6c-0d1e2f3a4b5c',
+      'azure.workload.identity/client-id': CLIENT,
     }),
   ],
 ]);

@@ -21,7 +21,8 @@ import { readTokenClaims, renewal, renewalFraction, type RenewalInput } from '..
 import { trackSecret, type TrackedSecret } from '../../src/token-requestor/secret-informer.ts';
 import { until } from '../harness/until.ts';
 import { config } from '../support/builders.ts';
-import { GCP_AUDIENCE, b64, fakeJwt, labelledSecret } from '../support/secrets.ts';
+import { GCP_AUDIENCE } from '../support/identities.ts';
+import { b64, fakeJwt, labelledSecret } from '../support/secrets.ts';
 
 const SUBJECT = 'system:serviceaccount:team-a:app';
 const GRANT = 'workload-identity-webhook.io/allowed-referrer-namespaces';
