@@ -131,7 +131,8 @@ async function scrape(when: string) {
     );
   });
   const series = text.split('\n').filter((l) => l && !l.startsWith('#'));
-  const heap = Number(/^wiw_nodejs_heap_size_used_bytes (\d+)/m.exec(text)?.[1]) / 2 ** 20;
+  const heap = Number(/^nodejs_heap_size_used_bytes (\d+)/m.exec(text)?.[1]) / 2 ** 20;
+  assert.ok(Number.isFinite(heap), 'the scrape has nodejs_heap_size_used_bytes');
   return { text, series: series.length, bytes: Buffer.byteLength(text), heap, ...rssMiB(wh.process.pid) };
 }
 
