@@ -1,37 +1,63 @@
 # syntax=docker/dockerfile:1
-# The webhook image: `docker build -t REGISTRY/workload-identity-webhook:TAG .`
-# Node.js 24 (the current LTS; package.json engines asks for 24), production dependencies only,
-# runs as a numeric non-root user, writes nothing to its filesystem (read-only root works).
-# scripts/provide-images.sh builds it with buildah, without a registry (test/image.test.ts).
+# The webhook image, for linux/amd64 and linux/arm64. `npm run release -- --registry HOST/PATH`
+# builds and pushes both (docs/install.md); scripts/provide-images.sh builds the machine's own for
+# the tests. The server is bundled (scripts/bundle.ts): no node_modules, no package manager, no
+# shell; it runs as a numeric non-root user and writes nothing to its filesystem (read-only root).
+#
+# The base of the shipped stage is built locally by scripts/runtime-base.sh, distroless-style:
+# Node.js 24, the C libraries it links, CA certificates, /etc/passwd. It is pinned here by
+# digest, and the pin is checked: every input of the base is pinned by version and hash in
+# scripts/runtime-base.lock, the base is assembled reproducibly (one layer, sorted, mtimes 0),
+# so its digest is a function of the lock and the recipe; the script rebuilds it where it is
+# missing and refuses a result whose digest differs from these lines. `--update` resolves newer
+# Node.js and Debian packages and rewrites the lock and these lines; review and commit both.
+# Elsewhere, run scripts/runtime-base.sh first (it needs root and buildah), or push the bases
+# to a registry and pass its references as RUNTIME_BASE_AMD64/ARM64 build arguments.
+# The build stage's image (NODE_IMAGE) is not pinned: nothing of it ships. What it makes, the
+# bundle, follows from package-lock.json (npm ci checks every package's integrity, esbuild
+# included) and src/.
 ARG NODE_IMAGE=node:24-bookworm-slim
+ARG RUNTIME_BASE_AMD64=localhost/workload-identity-webhook-runtime@sha256:39363725df48c2af4000c9bd4c1b1c9d212ad1f32d9a1c3f4ac8309c53fc8384
+ARG RUNTIME_BASE_ARM64=localhost/workload-identity-webhook-runtime@sha256:6c262dbd867386532ac8fda5f53b3b6e8a7b6161f71dd58150ca7684986d1d35
+# The base of the image being built: the build scripts pass the pin of the target platform
+# (buildah 1.28 cannot pick a stage by ${TARGETARCH}); without one, amd64's.
+ARG RUNTIME_BASE=${RUNTIME_BASE_AMD64}
+# Set by BuildKit; buildah 1.28 sets TARGETPLATFORM from --platform, and the build scripts pass
+# BUILDPLATFORM.
+ARG BUILDPLATFORM
+ARG TARGETPLATFORM
 
-# Compile TypeScript to dist/ (needs the dev dependencies; none of this stage ships).
-FROM ${NODE_IMAGE} AS build
+# Bundle on the machine's own platform (none of this stage ships): the bundle is plain
+# JavaScript, the same for every target platform.
+FROM --platform=${BUILDPLATFORM} ${NODE_IMAGE} AS build
 # A CA bundle for npm behind a TLS-intercepting proxy (a build argument: the image keeps nothing).
 ARG NODE_EXTRA_CA_CERTS
 WORKDIR /src
 COPY package.json package-lock.json ./
-RUN npm ci --no-audit --no-fund
-COPY tsconfig.json tsconfig.build.json ./
+# No install scripts: esbuild finds its binary in its platform package without one.
+RUN npm ci --ignore-scripts --no-audit --no-fund
+COPY tsconfig.json ./
+COPY scripts/bundle.ts ./scripts/
 COPY src ./src
-RUN npm run build
+# What ships, as one layer: the bundle and package.json (the version a reader of /app sees).
+RUN node scripts/bundle.ts /src/app/dist && cp package.json /src/app/
 
-# Production dependencies only, exactly as locked; no install scripts run. (The npm cache stays
-# behind in this stage: only node_modules is copied on.)
-FROM ${NODE_IMAGE} AS deps
-ARG NODE_EXTRA_CA_CERTS
+# The shipped stage: the runtime base of the target platform and the bundle, nothing run.
+FROM --platform=${TARGETPLATFORM} ${RUNTIME_BASE}
+# package.json's version, set by the release (scripts/release.ts) and scripts/provide-images.sh.
+ARG VERSION=dev
+LABEL org.opencontainers.image.title="workload-identity-webhook" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.licenses="Apache-2.0"
+# NODE_OPTIONS: the V8 flags of the container, in this one place (the chart's nodeOptions
+# replaces them). The heap is sized from the container's memory limit: without a flag Node 24
+# lets it grow to the whole limit, and the kernel kills the container before the GC runs hard.
+ENV NODE_ENV=production \
+    NODE_OPTIONS="--max-old-space-size-percentage=50"
 WORKDIR /app
-COPY package.json package-lock.json ./
-RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund
-
-FROM ${NODE_IMAGE}
-ENV NODE_ENV=production
-WORKDIR /app
-COPY --from=deps /app/node_modules ./node_modules
-COPY --from=build /src/dist ./dist
-COPY package.json ./
+COPY --from=build /src/app ./
 # Numeric, so the kubelet can verify runAsNonRoot; the chart runs it as the same user.
 USER 65532:65532
 EXPOSE 8443 9090
-ENTRYPOINT ["node", "/app/dist/cli.js"]
+ENTRYPOINT ["/usr/local/bin/node", "/app/dist/cli.js"]
 CMD ["serve"]

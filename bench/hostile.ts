@@ -2,60 +2,31 @@
 // 256 MiB and NODE_OPTIONS=--max-old-space-size-percentage=50, as the chart sets them) serves a
 // normal stream of reviews while hostile callers do what issue #10 found: Pods of 8,000
 // containers, 5.9 MB bodies that stall, clients that never read their answers, thousands of idle
-// TLS connections and reviews with unique kinds. Prints, before and during the attack, the normal
-// stream's throughput, p50/p99 and errors; then the webhook's peak memory, OOM kills and whether
-// it is still alive. Every attack loop is bounded in count and time and targets loopback only.
-import { existsSync, mkdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
+// TLS connections and reviews with unique kinds, all from 127.0.0.1. Prints, before and during the
+// attack, the normal stream's throughput, p50/p99 and errors (from 127.0.0.2, as kube-apiserver
+// comes from an address of its own), what a fresh connection from that address gets during the
+// attack; then the webhook's peak memory, OOM kills and whether it is still alive. Every attack loop is bounded in count and time and targets loopback only.
 import { Agent, request } from 'node:https';
 import { connect, type TLSSocket } from 'node:tls';
 import { parseArgs } from 'node:util';
 import { createNamespace, createServiceAccount, startControlPlane } from '../test/harness/control-plane.ts';
+import { chartMemory, memoryCgroup, rssMiB } from '../test/support/cgroup.ts';
 import { startWebhook } from '../test/support/webhook.ts';
 
 const { values: opts } = parseArgs({
   options: {
-    'memory-mib': { type: 'string', default: '256' },
+    'memory-mib': { type: 'string', default: String(chartMemory().limit / 2 ** 20) },
     seconds: { type: 'string', default: '15' },
     // The chart's default; '' for Node's own heap sizing (the whole cgroup limit).
-    'node-options': { type: 'string', default: '--max-old-space-size-percentage=50' },
+    'node-options': { type: 'string', default: chartMemory().nodeOptions },
   },
 });
 const MEMORY = Number(opts['memory-mib']) * 1024 * 1024;
 const SECONDS = Number(opts.seconds);
 const NS = 'bench';
-
-/** A memory cgroup (v2, else v1) the webhook starts in; the kernel kills it beyond the limit. */
-function memoryCgroup(limit: number) {
-  const v2 = existsSync('/sys/fs/cgroup/cgroup.controllers');
-  const dir = v2 ? '/sys/fs/cgroup/wiw-bench-hostile' : '/sys/fs/cgroup/memory/wiw-bench-hostile';
-  if (!existsSync(dir)) mkdirSync(dir);
-  writeFileSync(`${dir}/${v2 ? 'memory.max' : 'memory.limit_in_bytes'}`, String(limit));
-  // No swap: beyond the limit the kernel kills, as in a Pod.
-  if (v2) writeFileSync(`${dir}/memory.swap.max`, '0');
-  else if (existsSync(`${dir}/memory.memsw.limit_in_bytes`))
-    writeFileSync(`${dir}/memory.memsw.limit_in_bytes`, String(limit));
-  const read = (f: string) => readFileSync(`${dir}/${f}`, 'utf8');
-  return {
-    procs: `${dir}/cgroup.procs`,
-    peakMiB: () =>
-      Number(
-        v2
-          ? existsSync(`${dir}/memory.peak`)
-            ? read('memory.peak')
-            : read('memory.current')
-          : read('memory.max_usage_in_bytes'),
-      ) /
-      2 ** 20,
-    oomKills: () => Number(/oom_kill (\d+)/.exec(read(v2 ? 'memory.events' : 'memory.oom_control'))?.[1] ?? 0),
-    remove: () => {
-      try {
-        rmdirSync(dir);
-      } catch {
-        /* still has a process: left for the next run */
-      }
-    },
-  };
-}
+// The normal stream comes from another address than the attacks, as kube-apiserver does.
+const API_SERVER_ADDRESS = '127.0.0.2';
+const ATTACKER_ADDRESS = '127.0.0.1';
 
 function review(object: unknown, kind = 'Pod', uid = 'u'): Buffer {
   return Buffer.from(
@@ -84,7 +55,7 @@ function normalPod(i: number) {
 const percentile = (sorted: number[], p: number) =>
   sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))] ?? NaN;
 
-const cgroup = memoryCgroup(MEMORY);
+const cgroup = memoryCgroup('bench-hostile', MEMORY);
 const cp = await startControlPlane({ name: 'bench-hostile' });
 let stopAttacks = false;
 try {
@@ -98,7 +69,7 @@ try {
       'projects/123456789012/locations/global/workloadIdentityPools/pool-1/providers/cluster',
   });
   const wh = await startWebhook(cp, ['--log-level', 'info'], {
-    wrap: (command, args) => ['/bin/sh', ['-c', `echo $$ > ${cgroup.procs} && exec "$0" "$@"`, command, ...args]],
+    wrap: cgroup.wrap,
     env: { NODE_OPTIONS: opts['node-options'] },
   });
   const port = wh.port;
@@ -108,7 +79,7 @@ try {
   );
 
   const agent = new Agent({ keepAlive: true, maxSockets: 4, ca: wh.caPem });
-  const post = (body: Buffer, a: Agent | false = agent) =>
+  const post = (body: Buffer, a: Agent | false = agent, from = API_SERVER_ADDRESS) =>
     new Promise<{ status: number; ms: number }>((resolve) => {
       const t = performance.now();
       const req = request(
@@ -118,6 +89,7 @@ try {
           path: '/mutate',
           method: 'POST',
           agent: a,
+          localAddress: from,
           ca: wh.caPem,
           servername: 'localhost',
           headers: { 'content-type': 'application/json', 'content-length': body.length },
@@ -179,7 +151,8 @@ try {
         },
       });
       const a = new Agent({ keepAlive: true, maxSockets: 2, ca: wh.caPem });
-      while (!stopAttacks && Date.now() < deadline) count('8,000-container Pods', String((await post(huge, a)).status));
+      while (!stopAttacks && Date.now() < deadline)
+        count('8,000-container Pods', String((await post(huge, a, ATTACKER_ADDRESS)).status));
       a.destroy();
     })(),
     // 2. 30 senders announcing 5.9 MB and stalling after 64 KB; and 22 announcing 8 MB.
@@ -236,13 +209,28 @@ try {
     (async () => {
       const a = new Agent({ keepAlive: true, maxSockets: 2, ca: wh.caPem });
       for (let i = 0; i < 20_000 && !stopAttacks && Date.now() < deadline; i++)
-        count('unique kinds', String((await post(review(normalPod(i), `Kind${i}`), a)).status));
+        count('unique kinds', String((await post(review(normalPod(i), `Kind${i}`), a, ATTACKER_ADDRESS)).status));
       a.destroy();
     })(),
   ];
+  // What kube-apiserver sees when it opens a new connection during the attack (5 a second).
+  const fresh: { status: number; ms: number }[] = [];
+  const probing = (async () => {
+    while (!stopAttacks && Date.now() < deadline) {
+      fresh.push(await post(normal[0], false));
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+  })();
   await normalLoad('normal, under attack', SECONDS);
   stopAttacks = true;
-  await Promise.all(attacks);
+  await Promise.all([...attacks, probing]);
+  const freshOk = fresh
+    .filter((f) => f.status === 200)
+    .map((f) => f.ms)
+    .sort((a, b) => a - b);
+  console.log(
+    `fresh connections from kube-apiserver's address: ${fresh.length}, answered ${freshOk.length}, p50 ${percentile(freshOk, 0.5).toFixed(0)} ms, max ${(freshOk.at(-1) ?? NaN).toFixed(0)} ms`,
+  );
   const open = held.filter((s) => !s.destroyed).length;
   for (const s of held) s.destroy();
   const metrics = await wh.metrics();
@@ -253,9 +241,7 @@ try {
   console.log(`metric series of wiw_admission_requests_total after the unique kinds: ${series}`);
   await normalLoad('normal, after attack', 3);
   const alive = wh.process.exitStatus() === null;
-  const hwm = alive
-    ? Number(/VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${wh.process.pid}/status`, 'utf8'))?.[1] ?? 0) / 1024
-    : NaN;
+  const hwm = alive ? rssMiB(wh.process.pid).hwm : NaN;
   console.log(
     `webhook: ${alive ? 'alive' : `exited (${wh.process.exitStatus()})`}, peak RSS ${hwm.toFixed(0)} MiB; cgroup peak ${cgroup.peakMiB().toFixed(0)} MiB of ${MEMORY / 2 ** 20} MiB (page cache of its log file included), OOM kills ${cgroup.oomKills()}`,
   );

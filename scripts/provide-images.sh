@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Provides the images the node suite and `demo --node` load into containerd, built without any
-# registry: the base image (scripts/base-image.sh), the pause image (scripts/pause-image.sh) and
-# the webhook image built from the Dockerfile with buildah, which never pulls. Each is exported
-# once per image ID as a docker-archive in the cache; later runs reuse the archives.
+# registry: the base image (scripts/base-image.sh: the Dockerfile's build stage, and the SDK
+# probes' Pods), the runtime bases the Dockerfile pins (scripts/runtime-base.sh), the pause image
+# (scripts/pause-image.sh) and the webhook image built from the Dockerfile with buildah for this
+# machine's platform, never pulling. Each image the node loads is exported once per image ID as a
+# docker-archive in the cache; later runs reuse the archives.
 #
-# Prints shell assignments: WEBHOOK_IMAGE, BASE_IMAGE, PAUSE_IMAGE (names) and *_ARCHIVE (files).
+# Prints shell assignments: WEBHOOK_IMAGE, BASE_IMAGE, PAUSE_IMAGE (names) and *_ARCHIVE (files),
+# RUNTIME_BASE_AMD64 and RUNTIME_BASE_ARM64 (name@digest).
 set -euo pipefail
 # A failure inside $(...) stops the script too (bash leaves errexit off there by default).
 shopt -s inherit_errexit
@@ -20,8 +23,18 @@ flock 9
 
 base=$(bash scripts/base-image.sh)
 pause=$(bash scripts/pause-image.sh)
+runtime=$(bash scripts/runtime-base.sh)
+eval "$runtime"
+case "$(uname -m)" in
+  x86_64) arch=amd64 runtime_base=$RUNTIME_BASE_AMD64 ;;
+  aarch64) arch=arm64 runtime_base=$RUNTIME_BASE_ARM64 ;;
+  *) die "no runtime base for $(uname -m)" ;;
+esac
 
-build_args=()
+# The image's version label: package.json's (the CLI prints the same, the chart's appVersion too).
+version=$(sed -n 's/^  "version": "\(.*\)",$/\1/p' package.json)
+[ -n "$version" ] || die "no version in package.json"
+build_args=(--build-arg "VERSION=$version")
 if [ -n "${NODE_EXTRA_CA_CERTS:-}" ] && [ -f "$NODE_EXTRA_CA_CERTS" ]; then
   # The machine's extra CA for npm inside RUN steps: mounted for the build only.
   build_args+=(--volume "$NODE_EXTRA_CA_CERTS:/run/wiw-extra-ca.pem:ro" --build-arg NODE_EXTRA_CA_CERTS=/run/wiw-extra-ca.pem)
@@ -29,6 +42,7 @@ fi
 start=$(date +%s)
 # --layers: unchanged steps come from the cache; --pull=never: FROM resolves to the local base.
 bh build --quiet --layers --pull-never --network host "${build_args[@]}" \
+  --platform "linux/$arch" --build-arg "BUILDPLATFORM=linux/$arch" --build-arg "RUNTIME_BASE=$runtime_base" \
   --tag "$WEBHOOK_IMAGE" --file Dockerfile . >"$STORAGE/webhook-build.log" 2>&1 ||
   die "building $WEBHOOK_IMAGE failed: $(tail -30 "$STORAGE/webhook-build.log")"
 log "built $WEBHOOK_IMAGE in $(( $(date +%s) - start )) s"
@@ -50,3 +64,4 @@ archive() {
 printf 'WEBHOOK_IMAGE=%q\nWEBHOOK_IMAGE_ARCHIVE=%q\n' "$WEBHOOK_IMAGE" "$(archive "$WEBHOOK_IMAGE")"
 printf 'BASE_IMAGE=%q\nBASE_IMAGE_ARCHIVE=%q\n' "$base" "$(archive "$base")"
 printf 'PAUSE_IMAGE=%q\nPAUSE_IMAGE_ARCHIVE=%q\n' "$pause" "$(archive "$pause")"
+echo "$runtime"

@@ -1,7 +1,6 @@
 // The HTTP(S) face of admission: routes, the limits that keep a replica inside its memory
 // whatever callers send, and one admission handler decorated with metrics, the patch limit and
 // the decision log (admission/handler.ts). Listening and lifecycle are the caller's.
-import type { Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
@@ -18,6 +17,7 @@ import {
 import { parseAdmissionReview, reviewResponse } from './admission/review.ts';
 import type { PodReviewObservation } from './clouds/types.ts';
 import { clip, DEFAULT_LIMITS, type ServerLimits } from './limits.ts';
+import { limitConnections } from './connection-limits.ts';
 import type { Metrics } from './metrics.ts';
 import { tlsPolicy, type TlsPolicy } from './tls/policy.ts';
 
@@ -40,14 +40,6 @@ export interface AppOptions {
   clientCa?: string;
   /** Each Pod CREATE answered, for the peers' metrics (the namespace is the request's, unbounded). */
   observePod?: (review: PodReviewObservation) => void;
-}
-
-const FIRST_REQUEST_SEEN = Symbol('first request seen');
-
-declare module 'node:net' {
-  interface Socket {
-    [FIRST_REQUEST_SEEN]?: boolean;
-  }
 }
 
 /** Fastify's own error codes, as the catalog's. */
@@ -105,7 +97,7 @@ export function buildApp(options: AppOptions): FastifyInstance {
   return app;
 }
 
-/** Fastify with the server's limits and TLS; idle connections are bounded before their first request. */
+/** Fastify with the server's limits and TLS, and who gets a connection (connection-limits.ts). */
 function createFastify(options: AppOptions, limits: ServerLimits): FastifyInstance {
   const { https, clientCa, tls = tlsPolicy('TLSv1.2') } = options;
   const app = Fastify({
@@ -131,13 +123,11 @@ function createFastify(options: AppOptions, limits: ServerLimits): FastifyInstan
     keepAliveTimeout: limits.keepAliveTimeoutMs,
     requestTimeout: limits.requestTimeoutMs,
   } as Parameters<typeof Fastify>[0]) as unknown as FastifyInstance;
-  app.server.maxConnections = limits.maxConnections;
   app.server.headersTimeout = limits.headersTimeoutMs;
-  // Node's header and request timeouts start with a request: a connection that never sends one
-  // would stay open for good. It gets the header timeout to send its first request.
-  app.server.on(https ? 'secureConnection' : 'connection', (socket: Socket) => {
-    socket.setTimeout(limits.headersTimeoutMs, () => socket.destroy());
-  });
+  // Who gets a connection: caps overall and per source, a deadline for the first request.
+  limitConnections(app.server, { ...limits, preferAuthenticated: clientCa !== undefined }, (reason) =>
+    options.metrics.connectionsClosed.inc({ reason }),
+  );
   // Only JSON is an AdmissionReview; fastify answers 415 for any other content type.
   app.removeContentTypeParser('text/plain');
   return app;
@@ -150,13 +140,6 @@ function createFastify(options: AppOptions, limits: ServerLimits): FastifyInstan
 function requestBudget(limits: ServerLimits, metrics: Metrics, isDraining: () => boolean) {
   let inflight = 0;
   return async (req: FastifyRequest, reply: FastifyReply) => {
-    // From the first request on, Node's own timeouts govern the connection (keep-alive included).
-    const socket = req.raw.socket;
-    // (fastify's inject() hands a socket stand-in without timers)
-    if (!socket[FIRST_REQUEST_SEEN] && typeof socket.setTimeout === 'function') {
-      socket[FIRST_REQUEST_SEEN] = true;
-      socket.setTimeout(0);
-    }
     if (isDraining()) void reply.header('connection', 'close');
     if (req.method !== 'POST') return;
     const length = Number(req.headers['content-length']);

@@ -203,6 +203,8 @@ export function parseArgs(argv: string[]): ParsedArgs {
   let name = first;
   let args = rest;
   if (first === 'issuer') {
+    if (rest[0] === '--help' || rest[0] === '-h')
+      return { command: 'issuer publish', flags: new Map(), own: new Map(), help: true };
     if (rest[0] !== 'publish') throw new UsageError(`issuer ${rest[0] ?? ''}: expected "issuer publish"`);
     name = 'issuer publish';
     args = rest.slice(1);

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 import { readFileSync } from 'node:fs';
 import { commandHelp, PROGRAM, type ParsedArgs, parseArgs, UsageError, usage, VERSION } from './cli-args.ts';
-import { loadConfig } from './config.ts';
+import { completeConfig, loadConfig } from './config.ts';
 import { ConfigError, WebhookError } from './errors.ts';
 import { createLogger } from './log.ts';
 import { printable } from './shell.ts';
@@ -61,7 +61,7 @@ async function run(args: ParsedArgs): Promise<number> {
       process.stdout.write(`${PROGRAM} ${VERSION}\n`);
       return 0;
     case 'serve': {
-      const config = loadConfig(args.flags);
+      const config = await completeConfig(loadConfig(args.flags));
       const log = createLogger(config.logLevel, undefined, config.logFormat);
       log.info({ version: VERSION, node: process.version }, `${PROGRAM} ${VERSION} starting`);
       // Loaded here so preview does not pay for the server and the Kubernetes client.
@@ -104,7 +104,7 @@ async function run(args: ParsedArgs): Promise<number> {
 async function preview(args: ParsedArgs): Promise<number> {
   const files = values(args, 'filename');
   if (files.length === 0) throw new UsageError('preview needs at least one -f FILE', args.command);
-  const config = loadConfig(args.flags);
+  const config = await completeConfig(loadConfig(args.flags));
   const [{ previewPod }, { isSecretPreview, previewSecret }, { loadPreviewPolicy }, clouds] = await Promise.all([
     import('./preview.ts'),
     import('./preview-secret.ts'),
@@ -144,7 +144,7 @@ async function issuerCommand(args: ParsedArgs): Promise<number> {
     import('./commands.ts'),
     import('./doctor/progress.ts'),
   ]);
-  const config = loadConfig(args.flags);
+  const config = await completeConfig(loadConfig(args.flags));
   const one = (name: string): string | undefined => values(args, name).at(-1);
   // On a terminal: a progress line on stderr while doctor waits, and colours (unless NO_COLOR).
   const progress = args.command === 'doctor' ? progressLine(process.stderr) : undefined;

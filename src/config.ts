@@ -1,4 +1,10 @@
-import { CLOUD_SETTINGS, deriveCloudSettings, type CloudSettings, type SettingValues } from './clouds/settings.ts';
+import {
+  CLOUD_SETTINGS,
+  completeCloudSettings,
+  deriveCloudSettings,
+  type CloudSettings,
+  type SettingValues,
+} from './clouds/settings.ts';
 import { ConfigError } from './errors.ts';
 import { DEFAULT_LIMITS } from './limits.ts';
 import { LOG_FORMATS, type LogFormat } from './log.ts';
@@ -172,6 +178,19 @@ const serverSettings = {
     parse: integer(1, 1_000_000),
     default: DEFAULT_LIMITS.maxConnections,
   },
+  maxConnectionsPerSource: {
+    flag: 'max-connections-per-source',
+    description:
+      'Open connections of one client address at once (raise it when every caller, kube-apiserver included, comes through one proxy address)',
+    parse: integer(1, 1_000_000),
+    default: DEFAULT_LIMITS.maxConnectionsPerSource,
+  },
+  firstRequestTimeoutMs: {
+    flag: 'first-request-timeout-ms',
+    description: 'Time a new connection has to finish TLS and send its first request',
+    parse: integer(100, 60_000),
+    default: DEFAULT_LIMITS.firstRequestTimeoutMs,
+  },
   recordKeyFile: {
     flag: 'record-key-file',
     description:
@@ -325,6 +344,15 @@ export function loadConfig(flags: ReadonlyMap<string, string>, env: NodeJS.Proce
   }
   // Settings that depend on each other within one cloud, and what they derive (files read once).
   return { ...c, ...deriveCloudSettings(c) };
+}
+
+/**
+ * The settings that need a look-up at start-up (the clouds', e.g. the EC2 instance identity
+ * document of --aws-compose-role-arn without an account); the commands that build Pod providers
+ * await it.
+ */
+export async function completeConfig(c: Config): Promise<Config> {
+  return { ...c, ...(await completeCloudSettings(c)) };
 }
 
 /** Help lines of the settings named (all by default): flag, description, default, environment twin. */

@@ -8,7 +8,10 @@
 // - containers: each costs ~1.5 KB of patch with three clouds; 500 containers give a 0.75 MiB
 //   patch, and etcd stores no object over 1.5 MiB, so beyond that the Pod could not be stored.
 // - patch: 1 MiB of JSON Patch (1.4 MiB base64) is the most any legitimate Pod needs.
-// - connections: an idle TLS connection costs ~60 KB; 512 of them ~30 MiB.
+// - connections: an idle TLS connection costs ~60 KB; 512 of them ~30 MiB. One source holds at
+//   most a quarter (kube-apiserver keeps a few dozen at most; a proxy in front of it, all of its
+//   replicas'), and must send its first request within 5 s (TLS included; kube-apiserver sends at
+//   once): one client cannot hold the others out (src/connection-limits.ts).
 export interface ServerLimits {
   /** Largest request body accepted (413 beyond). */
   maxRequestBytes: number;
@@ -20,6 +23,10 @@ export interface ServerLimits {
   maxPatchBytes: number;
   /** Open connections at once; more are refused at accept. */
   maxConnections: number;
+  /** Open connections of one source address at once. */
+  maxConnectionsPerSource: number;
+  /** Time from accept to the first request's headers, TLS handshake included. */
+  firstRequestTimeoutMs: number;
   /** Time to receive a request's headers. */
   headersTimeoutMs: number;
   /** Time to receive a whole request, body included. */
@@ -38,6 +45,8 @@ export const DEFAULT_LIMITS: ServerLimits = {
   maxContainers: 500,
   maxPatchBytes: 1024 * 1024,
   maxConnections: 512,
+  maxConnectionsPerSource: 128,
+  firstRequestTimeoutMs: 5_000,
   headersTimeoutMs: 10_000,
   // kube-apiserver gives a webhook at most 30 s; a body still arriving after 15 s is an attack.
   requestTimeoutMs: 15_000,

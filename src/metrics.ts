@@ -11,7 +11,9 @@ export const UNKNOWN_NAMESPACE_LABEL = '_unknown';
 /** One registry per server instance, so tests and the bench can run several side by side. */
 export function createMetrics() {
   const registry = new Registry();
-  collectDefaultMetrics({ register: registry, prefix: 'wiw_' });
+  // Node's process metrics under their standard names (process_*, nodejs_*), where generic
+  // dashboards and alerts look for them; the target's labels tell this process from others.
+  collectDefaultMetrics({ register: registry });
   return {
     registry,
     requests: new Counter({
@@ -24,12 +26,19 @@ export function createMetrics() {
       name: 'wiw_admission_duration_seconds',
       help: 'Time from request body parsed to response ready',
       labelNames: ['kind'] as const,
-      buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
+      // Up to the longest webhook timeout (30 s), so latency near the configured timeout is measured.
+      buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
       registers: [registry],
     }),
     rejected: new Counter({
       name: 'wiw_requests_rejected_total',
       help: 'Requests turned away before admission, by reason (too_large, busy, unauthenticated)',
+      labelNames: ['reason'] as const,
+      registers: [registry],
+    }),
+    connectionsClosed: new Counter({
+      name: 'wiw_connections_closed_total',
+      help: 'Connections the server closed to keep room for others, by reason (limit, per_source_limit, evicted, first_request_timeout)',
       labelNames: ['reason'] as const,
       registers: [registry],
     }),
@@ -69,6 +78,11 @@ export function createMetrics() {
       name: 'wiw_serviceaccount_fallback_reads_total',
       help: 'Direct API reads after a cache miss, by kind and result (found, not_found, error, timeout, rate_limited)',
       labelNames: ['what', 'result'] as const,
+      registers: [registry],
+    }),
+    servingCertificateExpiry: new Gauge({
+      name: 'wiw_serving_certificate_expiry_timestamp_seconds',
+      help: 'notAfter of the serving certificate this replica presents, in seconds since the epoch',
       registers: [registry],
     }),
     watchRestarts: new Counter({

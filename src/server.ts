@@ -23,7 +23,7 @@ import {
 import { SECRET_ANNOTATION_PREFIXES } from './model.ts';
 import { RecordKeys } from './mutate/injection-record.ts';
 import { tlsPolicy } from './tls/policy.ts';
-import { readKeyPair, watchKeyPair, type KeyPair } from './tls/reloader.ts';
+import { certificateNotAfter, readKeyPair, watchKeyPair, type KeyPair } from './tls/reloader.ts';
 
 export interface RunningServer {
   port: number;
@@ -156,6 +156,7 @@ export async function serve(config: Config, root: Logger): Promise<RunningServer
   const api = await connectKube(config.kubeconfig);
   const tls = await loadTls(config, api, root.child({ component: 'tls' }));
   const metrics = createMetrics();
+  metrics.servingCertificateExpiry.set(certificateNotAfter(tls.pair.cert));
   const recordKeys = await injectionRecordKeys(config, tls.pair, log);
   const { admit, cache, watched } = await admission(config, api, root, metrics, recordKeys);
   let draining = false;
@@ -179,6 +180,8 @@ export async function serve(config: Config, root: Logger): Promise<RunningServer
       maxContainers: config.maxContainers,
       maxPatchBytes: config.maxPatchBytes,
       maxConnections: config.maxConnections,
+      maxConnectionsPerSource: config.maxConnectionsPerSource,
+      firstRequestTimeoutMs: config.firstRequestTimeoutMs,
     },
     tls: policy,
     clientCa,
@@ -197,6 +200,7 @@ export async function serve(config: Config, root: Logger): Promise<RunningServer
       ...(clientCa ? { ca: clientCa } : {}),
     });
     recordKeys.rotate(pair);
+    metrics.servingCertificateExpiry.set(certificateNotAfter(pair.cert));
   });
 
   const { server: metricsServer, port: metricsPort } = await serveMetrics(

@@ -52,6 +52,25 @@ export function oneOf<T extends string>(values: readonly T[]) {
   };
 }
 
+// An image reference as kubelets and registries read it (distribution's reference grammar):
+// [registry[:port]/]path[:tag][@algorithm:hex]. A tag floats (the registry may move it); a digest
+// pins the exact image.
+const DOMAIN_PART = '(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])';
+const PATH_PART = '[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*';
+export const IMAGE_REFERENCE = new RegExp(
+  `^(?:${DOMAIN_PART}(?:\\.${DOMAIN_PART})*(?::[0-9]+)?/)?${PATH_PART}(?:/${PATH_PART})*` +
+    '(?::[\\w][\\w.-]{0,127})?(?:@sha256:[a-f0-9]{64}|@sha512:[a-f0-9]{128})?$',
+);
+
+export function imageReference(raw: string, flag: string): string {
+  const image = raw.trim();
+  if (!IMAGE_REFERENCE.test(image) || image.length > 512)
+    throw new ConfigError(
+      `--${flag}=${JSON.stringify(raw)} is not an image reference: REGISTRY/PATH[:TAG][@sha256:DIGEST], for example registry.example/team/image:1.0@sha256:<64 hex digits>`,
+    );
+  return image;
+}
+
 export function httpsUrlList(raw: string, flag: string): string[] {
   const urls = raw
     .split(',')

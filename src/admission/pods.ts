@@ -6,6 +6,7 @@ import type { RecordKeys } from '../mutate/injection-record.ts';
 import type { InjectionPolicy, TenantJudges } from '../policy/gate.ts';
 import type { PodProvider } from '../clouds/types.ts';
 import { allowed, denied, patched, type AdmissionRequest, type Decision } from './review.ts';
+import { METADATA_SHAPE, shapeError, type Shape } from './shape.ts';
 
 /** The ServiceAccount cache's lookup: a hit answers at once, a miss later; awaited either way. */
 export type ServiceAccountLookup = (
@@ -13,28 +14,74 @@ export type ServiceAccountLookup = (
   name: string,
 ) => ServiceAccountView | undefined | Promise<ServiceAccountView | undefined>;
 
+const CONTAINER_SHAPE: Shape = {
+  fields: {
+    name: 'string',
+    image: 'string',
+    command: { list: 'string' },
+    env: { list: { fields: { name: 'string', value: 'string' }, required: ['name'] } },
+    volumeMounts: { list: { fields: { name: 'string', mountPath: 'string' }, required: ['name', 'mountPath'] } },
+  },
+  required: ['name'],
+};
+
+const VOLUME_SHAPE: Shape = {
+  fields: {
+    name: 'string',
+    projected: {
+      fields: {
+        sources: {
+          list: {
+            fields: {
+              serviceAccountToken: {
+                fields: { audience: 'string', expirationSeconds: 'integer', path: 'string' },
+                required: ['path'],
+              },
+              downwardAPI: {
+                fields: {
+                  items: {
+                    list: {
+                      fields: { path: 'string', fieldRef: { fields: { fieldPath: 'string' } } },
+                      required: ['path'],
+                    },
+                  },
+                },
+              },
+            },
+          },
+        },
+      },
+    },
+  },
+  required: ['name'],
+};
+
+/** The slice of a Pod the mutation core and the providers read, with the types they rely on. */
+const POD_SHAPE: Shape = {
+  fields: {
+    metadata: METADATA_SHAPE,
+    spec: {
+      fields: {
+        serviceAccountName: 'string',
+        serviceAccount: 'string',
+        hostNetwork: 'boolean',
+        nodeSelector: { map: 'string' },
+        os: { fields: { name: 'string' } },
+        containers: { list: CONTAINER_SHAPE },
+        initContainers: { list: CONTAINER_SHAPE },
+        ephemeralContainers: { list: { fields: {} } },
+        volumes: { list: VOLUME_SHAPE },
+      },
+    },
+  },
+  // The API server refuses a Pod without containers: one without a spec never reaches a webhook.
+  required: ['spec'],
+};
+
 /** Checks the shape the mutation core relies on; the API server sends typed objects, others may not. */
 export function podShapeError(pod: unknown): string | undefined {
-  if (typeof pod !== 'object' || pod === null) return 'request.object is not a Pod';
-  const spec = (pod as Pod).spec;
-  if (spec === undefined) return undefined;
-  if (typeof spec !== 'object' || spec === null) return 'spec is not an object';
-  for (const field of ['containers', 'initContainers', 'volumes'] as const) {
-    const list = spec[field];
-    if (list === undefined) continue;
-    if (!Array.isArray(list)) return `spec.${field} is not a list`;
-    for (let i = 0; i < list.length; i++) {
-      const item = list[i] as unknown as Record<string, unknown>;
-      if (typeof item !== 'object' || item === null || typeof item.name !== 'string')
-        return `spec.${field}[${i}] has no name`;
-      if (field !== 'volumes') {
-        if (item.env !== undefined && !Array.isArray(item.env)) return `spec.${field}[${i}].env is not a list`;
-        if (item.volumeMounts !== undefined && !Array.isArray(item.volumeMounts))
-          return `spec.${field}[${i}].volumeMounts is not a list`;
-      }
-    }
-  }
-  return undefined;
+  if (typeof pod !== 'object' || pod === null || Array.isArray(pod)) return 'request.object is not a Pod';
+  return shapeError(pod, POD_SHAPE, '');
 }
 
 function containerCount(pod: Pod): number {

@@ -5,24 +5,20 @@ import type { TenantJudges } from '../policy/gate.ts';
 import { judgeSecret } from './judge-secret.ts';
 import type { ServiceAccountLookup } from './pods.ts';
 import { allowed, denied, patched, type AdmissionRequest, type Decision } from './review.ts';
+import { METADATA_SHAPE, shapeError } from './shape.ts';
 
 /** Checks the shape the Secret core relies on; the API server sends typed objects, others may not. */
 export function secretShapeError(secret: unknown): string | undefined {
   if (typeof secret !== 'object' || secret === null || Array.isArray(secret)) return 'the object is not a Secret';
   const { metadata, data } = secret as Secret;
-  if (metadata !== undefined && (typeof metadata !== 'object' || metadata === null)) return 'metadata is not an object';
-  for (const field of ['labels', 'annotations'] as const) {
-    const map = metadata?.[field];
-    if (
-      map !== undefined &&
-      (typeof map !== 'object' || map === null || Object.values(map).some((v) => typeof v !== 'string'))
-    ) {
-      return `metadata.${field} is not a map of strings`;
-    }
-  }
+  const meta = metadata === undefined ? undefined : shapeError(metadata, METADATA_SHAPE, 'metadata');
+  if (meta) return meta;
   if (
     data !== undefined &&
-    (typeof data !== 'object' || data === null || Object.values(data).some((v) => typeof v !== 'string'))
+    (typeof data !== 'object' ||
+      data === null ||
+      Array.isArray(data) ||
+      Object.values(data).some((v) => typeof v !== 'string'))
   ) {
     return 'data is not a map of base64 strings';
   }

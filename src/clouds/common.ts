@@ -1,5 +1,5 @@
 import { denial, type Denial } from '../errors.ts';
-import type { DownwardAPIFile, Volume } from '../kube/types.ts';
+import type { Container, DownwardAPIFile, Pod, Volume } from '../kube/types.ts';
 import type { TokenBounds } from './facts.ts';
 
 /**
@@ -105,4 +105,43 @@ export function tokenVolume(
   ];
   if (files.length > 0) sources.push({ downwardAPI: { items: files } });
   return { name, projected: { sources } };
+}
+
+/** The Pod's init containers and containers, in that order (names are unique across both). */
+export function podContainers(pod: Pod): Container[] {
+  return [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])];
+}
+
+/**
+ * Whether the container's `envFrom` could set `name`: a ConfigMap or Secret source without a
+ * prefix, or with a prefix `name` begins with, may hold that key. The webhook cannot read the
+ * source at admission, and an `env` entry would override it (env wins over envFrom).
+ */
+export function envFromMaySet(container: Container, name: string): boolean {
+  const sources: unknown = container.envFrom;
+  if (!Array.isArray(sources)) return false;
+  return sources.some((s: unknown) => {
+    const prefix = (s as { prefix?: unknown } | null)?.prefix;
+    return name.startsWith(typeof prefix === 'string' ? prefix : '');
+  });
+}
+
+/**
+ * Splits a list annotation: entries separated by commas, semicolons, spaces or new lines (none
+ * of which a name, ARN, GUID or provider holds), empty entries ignored.
+ */
+export function splitList(value: string): string[] {
+  return value.split(/[\s,;]+/).filter(Boolean);
+}
+
+/** `key=value` entries of a list annotation; an entry without "=" or with an empty side is a problem. */
+export function parsePairs(value: string): { pairs: [string, string][]; bad: string[] } {
+  const pairs: [string, string][] = [];
+  const bad: string[] = [];
+  for (const entry of splitList(value)) {
+    const at = entry.indexOf('=');
+    if (at <= 0 || at === entry.length - 1) bad.push(entry);
+    else pairs.push([entry.slice(0, at), entry.slice(at + 1)]);
+  }
+  return { pairs, bad };
 }

@@ -3,7 +3,8 @@
 // a cloud receives (Cloud.options, Cloud.secretProvider); and what the clouds derive from their
 // values at start-up (files read once). A new cloud adds its table and, if needed, its derivation.
 import { bool, type Setting } from '../settings.ts';
-import { AWS_SETTINGS } from './aws/settings.ts';
+import type { RoleArnBase } from './aws/role-arn.ts';
+import { AWS_SETTINGS, completeAwsSettings, deriveAwsSettings } from './aws/settings.ts';
 import type { AzureStackEnvironment } from './azure/environments.ts';
 import { AZURE_SETTINGS, deriveAzureSettings } from './azure/settings.ts';
 import { GCP_SETTINGS } from './gcp/settings.ts';
@@ -32,9 +33,16 @@ export type SettingValues<T extends Record<string, Setting<unknown>>> = {
 export type CloudSettings = SettingValues<Table> & {
   /** AzureStackCloud's environment file, read once at start-up. */
   azureStack?: AzureStackEnvironment;
+  /** Where --aws-compose-role-arn completes bare role names: from the flags, or completeCloudSettings's look-up. */
+  awsRoleArnBase?: RoleArnBase;
 };
 
 /** Settings that depend on each other within one cloud, and what they derive; throws ConfigError. */
 export function deriveCloudSettings(values: SettingValues<Table>): CloudSettings {
-  return { ...values, ...deriveAzureSettings(values) };
+  return { ...values, ...deriveAzureSettings(values), ...deriveAwsSettings(values) };
+}
+
+/** What the clouds derive by a look-up at start-up (the EC2 instance identity document); throws ConfigError. */
+export async function completeCloudSettings(settings: CloudSettings): Promise<Partial<CloudSettings>> {
+  return completeAwsSettings(settings);
 }

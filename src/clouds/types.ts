@@ -36,6 +36,13 @@ export interface Injection {
    */
   envGroups: EnvVar[][];
   /**
+   * Env groups for the named containers (or init containers) in place of `envGroups`: what one
+   * container gets differs from the rest (Azure's client id per container, a region left to
+   * envFrom, a container's own web identity). A Map: container names are the Pod author's
+   * (`__proto__`, `toString`).
+   */
+  containerEnvGroups?: ReadonlyMap<string, EnvVar[][]>;
+  /**
    * An env var added only when the container sets none of these names either (GCP's
    * GOOGLE_CLOUD_PROJECT is left out where the container names its own CLOUDSDK_CORE_PROJECT).
    */
@@ -59,6 +66,12 @@ export interface Injection {
   satisfied?: (envNames: { has(name: string): boolean }) => boolean;
   /** The identity claimed, for logs, audit annotations and tenant policy. */
   identity: Record<string, string>;
+  /**
+   * More identities of this cloud the same Pod may claim (AWS profiles, Azure client ids per
+   * container, GCP providers), each a whole record like `identity`: tenant policy judges each one
+   * and `trust` prints each one. `audience`, when set, is the token that identity presents.
+   */
+  additionalIdentities?: Record<string, string>[];
   /** Shown to the client by the API server; the Pod is still admitted. */
   warnings?: string[];
 }

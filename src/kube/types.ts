@@ -25,9 +25,17 @@ export interface VolumeMount {
   [key: string]: unknown;
 }
 
+/** One source of a container's `envFrom`: every key of a ConfigMap or Secret, each name prefixed. */
+export interface EnvFromSource {
+  prefix?: string;
+  configMapRef?: unknown;
+  secretRef?: unknown;
+}
+
 export interface Container {
   name: string;
   env?: EnvVar[];
+  envFrom?: EnvFromSource[];
   volumeMounts?: VolumeMount[];
   [key: string]: unknown;
 }

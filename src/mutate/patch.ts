@@ -39,10 +39,11 @@ export function setMembers(
     return;
   }
   for (const key of keys) {
-    const current = existing[key];
-    if (current === members[key]) continue;
+    // Own members only: `constructor` or `toString` is inherited, and a replace of it would not apply.
+    const present = Object.hasOwn(existing, key);
+    if (present && existing[key] === members[key]) continue;
     ops.push({
-      op: current === undefined ? 'add' : 'replace',
+      op: present ? 'replace' : 'add',
       path: `${path}/${escapePointerToken(key)}`,
       value: members[key],
     });

@@ -393,7 +393,7 @@ function planContainers(
           );
         }
       }
-      for (const group of injection.envGroups) {
+      for (const group of injection.containerEnvGroups?.get(container.name) ?? injection.envGroups) {
         // The user's value always wins: a group is added only when none of its names is set.
         const guards = injection.envGuards;
         if (

@@ -10,7 +10,7 @@ import { isWindowsPod } from '../model.ts';
 import type { SecretDerivation } from '../clouds/secret-config.ts';
 import type { Injection } from '../clouds/types.ts';
 import { activation, type Activation, type IdentityVariable } from './cel.ts';
-import { admissionVariables, identityOfInjection, identityOfSecret } from './inputs.ts';
+import { admissionVariables, identityOf, identityOfInjection, identityOfSecret } from './inputs.ts';
 import type { CompiledPolicy, DefaultField, IdentityProviderSpec } from './model.ts';
 import type { Overrides } from '../clouds/types.ts';
 import { overridesFor } from './provider-options.ts';
@@ -114,10 +114,26 @@ export function judgePodInjections(
       ctx.set,
       activation(admissionVariables('Pod', pod.metadata, ctx.namespace, serviceAccount, identity)),
     );
+    // The cloud's further identities in this Pod (AWS profiles, Azure client ids per container,
+    // GCP providers) share the defaults above and are each matched and validated.
+    for (const raw of final.additionalIdentities ?? []) {
+      refused.push(...judgeAdditional(ctx, admission, identityOf(cloud, raw)));
+    }
     if (refused.length > 0) denials.push(...refused);
     else out.push(final);
   }
   return denials.length > 0 ? mergeDenials(denials) : out;
+}
+
+/** One further identity of an injection: the identity provider match, then every validation. */
+function judgeAdditional(ctx: PodPolicyContext, { pod, serviceAccount }: PodAdmission, identity: IdentityVariable) {
+  const declared = matchIdentityProvider(ctx.set, identity);
+  if (ctx.set.identityProviders.length > 0 && !declared) return [untrusted(ctx.set, identity)];
+  identity.identityProvider = declared?.name ?? '';
+  return validate(
+    ctx.set,
+    activation(admissionVariables('Pod', pod.metadata, ctx.namespace, serviceAccount, identity)),
+  );
 }
 
 export interface SecretSubject {

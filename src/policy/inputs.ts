@@ -19,7 +19,8 @@ export function identityOfSecret(derivation: Pick<SecretDerivation, 'provider' |
   return identityOf(derivation.provider, derivation.identity);
 }
 
-function identityOf(provider: ProviderName, raw: Readonly<Record<string, string>>): IdentityVariable {
+/** The identity of one record a cloud's provider gives (an injection's `identity` or one of its `additionalIdentities`). */
+export function identityOf(provider: ProviderName, raw: Readonly<Record<string, string>>): IdentityVariable {
   return {
     ...emptyIdentity(),
     ...cloudModule(provider).policy.identity(raw),

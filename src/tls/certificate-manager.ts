@@ -46,6 +46,7 @@ export class CertificateManager {
   readonly #api: KubeApi;
   readonly #secretPath: string;
   readonly #watch: ListWatch;
+  readonly #configWatch: ListWatch | undefined;
   #serving: KeyPair | undefined;
   #listeners: ((pair: KeyPair) => void)[] = [];
   #timer: NodeJS.Timeout | undefined;
@@ -73,12 +74,32 @@ export class CertificateManager {
         if (type !== 'DELETED') this.#trigger();
       },
     });
+    // The webhook configuration too, by name: an entry added later (helm upgrade, kubectl apply)
+    // arrives without a caBundle, and is given one at once rather than at the next resync.
+    const configuration = options.webhookConfiguration;
+    if (configuration) {
+      this.#configWatch = new ListWatch({
+        api: options.api,
+        log: options.log,
+        what: 'MutatingWebhookConfiguration',
+        path: '/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations',
+        query: { fieldSelector: `metadata.name=${configuration}` },
+        // start() has just reconciled; a relist after a failure reconciles again.
+        onList: (items) => {
+          if (items.length > 0 && this.#serving) this.#trigger();
+        },
+        onEvent: (type) => {
+          if (type !== 'DELETED') this.#trigger();
+        },
+      });
+    }
   }
 
   /** Fills the Secret if needed and returns the pair to serve; then keeps it current. */
   async start(): Promise<KeyPair> {
     await this.#reconcile(true);
     void this.#watch.start();
+    void this.#configWatch?.start();
     return this.#serving!;
   }
 
@@ -91,6 +112,7 @@ export class CertificateManager {
     this.#stopped = true;
     clearTimeout(this.#timer);
     this.#watch.stop();
+    this.#configWatch?.stop();
   }
 
   /** Runs reconciles one at a time; a trigger during a run causes exactly one more run. */

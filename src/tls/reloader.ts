@@ -9,6 +9,11 @@ export interface KeyPair {
   key: string;
 }
 
+/** notAfter of a PEM certificate (the first of a chain), in seconds since the epoch. */
+export function certificateNotAfter(certPem: string): number {
+  return new X509Certificate(certPem).validToDate.getTime() / 1000;
+}
+
 /** Reads and checks a certificate/key pair: both parse and the key belongs to the certificate. */
 export async function readKeyPair(certFile: string, keyFile: string): Promise<KeyPair> {
   const [cert, key] = await Promise.all([readFile(certFile, 'utf8'), readFile(keyFile, 'utf8')]);

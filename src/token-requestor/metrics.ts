@@ -2,7 +2,9 @@ import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 
 export function createRequestorMetrics() {
   const registry = new Registry();
-  collectDefaultMetrics({ register: registry, prefix: 'wiw_token_requestor_' });
+  // Standard process_* and nodejs_* names, as the webhook's; its own metrics keep the
+  // wiw_token_requestor_ prefix, which tells them from the webhook's wiw_* in one query.
+  collectDefaultMetrics({ register: registry });
   return {
     registry,
     leader: new Gauge({

@@ -51,20 +51,25 @@ export function identitiesOfServiceAccounts(
         problems.push(`ServiceAccount ${sa.namespace}/${sa.name}: ${result.message}`);
         continue;
       }
-      // Some clouds inject for any opted-in Pod (Azure): only what names an identity is one to trust.
-      if (cloudModule(provider.name).trust.names?.(result.identity) === false) continue;
       const token = result.volume.projected?.sources?.find((s) => s.serviceAccountToken)?.serviceAccountToken;
-      if (!token?.audience) continue;
-      identities.push({
-        cloud: provider.name,
-        source: `ServiceAccount ${sa.namespace}/${sa.name}`,
-        namespace: sa.namespace,
-        serviceAccount: sa.name,
-        subject: subjectOf(sa.namespace, sa.name),
-        audience: token.audience,
-        expirationSeconds: token.expirationSeconds,
-        identity: result.identity,
-      });
+      // Every identity the Pod may claim: the cloud's side must trust each one.
+      for (const identity of [result.identity, ...(result.additionalIdentities ?? [])]) {
+        // Some clouds inject for any opted-in Pod (Azure): only what names an identity is one to trust.
+        if (cloudModule(provider.name).trust.names?.(identity) === false) continue;
+        // An identity that presents its own token (a GCP provider with its audience) says which.
+        const audience = identity.audience || token?.audience;
+        if (!audience) continue;
+        identities.push({
+          cloud: provider.name,
+          source: `ServiceAccount ${sa.namespace}/${sa.name}`,
+          namespace: sa.namespace,
+          serviceAccount: sa.name,
+          subject: subjectOf(sa.namespace, sa.name),
+          audience,
+          expirationSeconds: token?.expirationSeconds,
+          identity,
+        });
+      }
     }
   }
   return { identities, problems };

@@ -15,8 +15,16 @@ const CACHE =
 const STORAGE = join(CACHE, 'containers');
 
 /** Runs a provide-* script of scripts/ and returns the NAME=value lines it printed. */
-export async function scriptVars(script: string, args: string[] = []): Promise<Record<string, string>> {
-  const child = spawn('bash', [script, ...args], { cwd: REPO, stdio: ['ignore', 'pipe', 'inherit'] });
+export async function scriptVars(
+  script: string,
+  args: string[] = [],
+  env: Record<string, string> = {},
+): Promise<Record<string, string>> {
+  const child = spawn('bash', [script, ...args], {
+    cwd: REPO,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   let stdout = '';
   child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
   const code = await new Promise<number | null>((resolve, reject) => {
@@ -26,7 +34,7 @@ export async function scriptVars(script: string, args: string[] = []): Promise<R
   if (code !== 0) throw new Error(`${script} failed (exit ${code}); see its messages above`);
   const vars: Record<string, string> = {};
   for (const line of stdout.split('\n')) {
-    const m = /^([A-Z_]+)=(.*)$/.exec(line);
+    const m = /^([A-Z][A-Z0-9_]*)=(.*)$/.exec(line);
     // printf %q output: a plain value stays as is; otherwise undo backslash escapes.
     if (m) vars[m[1]] = m[2].replace(/\\(.)/g, '$1');
   }
@@ -52,15 +60,45 @@ export interface ImageConfig {
   Labels: Record<string, string>;
 }
 
-export interface BuiltImage {
+export interface MountedImage {
   name: string;
   config: ImageConfig;
+  architecture: string;
+  /** The uncompressed digests of its layers, base first. */
+  diffIds: string[];
   /** The image's root filesystem, mounted (a buildah working container: nothing is written to the image). */
   root: string;
-  /** Size of the image as exported (its layers, uncompressed), and of its base. */
-  sizeBytes: number;
-  baseSizeBytes: number;
   release(): Promise<void>;
+}
+
+/** Mounts a stored image's root filesystem for reading (buildah from + mount), with its configuration. */
+export async function mountImage(name: string): Promise<MountedImage> {
+  const { OCIv1: oci } = JSON.parse(await buildah(['inspect', '--type', 'image', name])) as {
+    OCIv1: { config: ImageConfig; architecture: string; rootfs: { diff_ids: string[] } };
+  };
+  const container = await buildah(['from', '--pull-never', '--quiet', name]);
+  try {
+    return {
+      name,
+      config: { ...oci.config, Labels: oci.config.Labels ?? {}, Env: oci.config.Env ?? [] },
+      architecture: oci.architecture,
+      diffIds: oci.rootfs.diff_ids,
+      root: await buildah(['mount', container]),
+      release: async () => {
+        await buildah(['rm', container]);
+      },
+    };
+  } catch (err) {
+    await buildah(['rm', container]).catch(() => {});
+    throw err;
+  }
+}
+
+export interface BuiltImage extends MountedImage {
+  /** Size of the image as exported (its layers, uncompressed). */
+  sizeBytes: number;
+  /** The provide-images.sh variables (RUNTIME_BASE_AMD64...). */
+  vars: Record<string, string>;
 }
 
 export function imageTools() {
@@ -68,27 +106,12 @@ export function imageTools() {
     provide: () => scriptVars('scripts/provide-images.sh'),
     async mountWebhookImage(): Promise<BuiltImage> {
       const vars = await scriptVars('scripts/provide-images.sh');
-      const name = vars.WEBHOOK_IMAGE;
-      const config = (
-        JSON.parse(await buildah(['inspect', '--type', 'image', name])) as { OCIv1: { config: ImageConfig } }
-      ).OCIv1.config;
-      const container = await buildah(['from', '--pull-never', '--quiet', name]);
-      try {
-        const root = await buildah(['mount', container]);
-        return {
-          name,
-          config: { ...config, Labels: config.Labels ?? {}, Env: config.Env ?? [] },
-          root,
-          sizeBytes: statSync(vars.WEBHOOK_IMAGE_ARCHIVE).size,
-          baseSizeBytes: statSync(vars.BASE_IMAGE_ARCHIVE).size,
-          release: async () => {
-            await buildah(['rm', container]);
-          },
-        };
-      } catch (err) {
-        await buildah(['rm', container]).catch(() => {});
-        throw err;
-      }
+      const image = await mountImage(vars.WEBHOOK_IMAGE);
+      return {
+        ...image,
+        sizeBytes: statSync(vars.WEBHOOK_IMAGE_ARCHIVE).size,
+        vars,
+      };
     },
   };
 }

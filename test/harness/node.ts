@@ -51,6 +51,11 @@ export interface NodeCluster {
   daemons: Record<'containerd' | 'kubelet' | 'controllerManager' | 'scheduler', Managed>;
   /** Containers containerd runs now, in the k8s.io namespace (ids). */
   runningContainers(): Promise<string[]>;
+  /**
+   * Lets containerd pull from a registry over plain HTTP (a test registry on the loopback), as an
+   * operator would in /etc/containerd/certs.d/<host>/hosts.toml. containerd reads it at each pull.
+   */
+  trustRegistry(host: string): Promise<void>;
   /** Deletes every Pod, waits for the node to stop them, stops everything, undoes the host changes. Idempotent. */
   stop(): Promise<void>;
 }
@@ -137,7 +142,7 @@ export async function startNode(options: NodeOptions = {}): Promise<NodeCluster>
 
     // containerd, with all its state in the node's folder.
     await Promise.all(
-      ['containerd/root', 'containerd/state', 'cni/net.d', 'cni/ipam', 'runc'].map((d) =>
+      ['containerd/root', 'containerd/state', 'containerd/certs.d', 'cni/net.d', 'cni/ipam', 'runc'].map((d) =>
         mkdir(file(d), { recursive: true }),
       ),
     );
@@ -285,6 +290,15 @@ export async function startNode(options: NodeOptions = {}): Promise<NodeCluster>
       containerdSocket: socket,
       daemons: daemons as NodeCluster['daemons'],
       runningContainers,
+      trustRegistry: async (registryHost: string) => {
+        if (!/^[a-z0-9.-]+:\d+$/.test(registryHost)) throw new Error(`not host:port: ${registryHost}`);
+        const hostDir = file(`containerd/certs.d/${registryHost}`);
+        await mkdir(hostDir, { recursive: true });
+        await writeFile(
+          join(hostDir, 'hosts.toml'),
+          `server = "http://${registryHost}"\n[host."http://${registryHost}"]\n  capabilities = ["pull", "resolve"]\n`,
+        );
+      },
       stop: () => (stopping ??= teardown()),
     };
   } catch (err) {
@@ -344,6 +358,9 @@ state = ${q(join(dir, 'containerd/state'))}
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
         Root = ${q(join(dir, 'runc'))}
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    # Per-registry settings (NodeCluster.trustRegistry), read at each pull.
+    config_path = ${q(join(dir, 'containerd/certs.d'))}
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = ${q(CNI_BIN)}
     conf_dir = ${q(join(dir, 'cni/net.d'))}

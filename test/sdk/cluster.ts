@@ -40,7 +40,7 @@ export interface SdkCluster {
   /** Creates a Pod and returns it as the API server stored it after admission. */
   createPod(
     serviceAccountName: string,
-    opts?: { labels?: Record<string, string>; env?: Record<string, string> },
+    opts?: { labels?: Record<string, string>; env?: Record<string, string>; sidecars?: string[] },
   ): Promise<V1Pod>;
   /**
    * Creates a labelled Secret (GEP-26) and returns it as stored once the token requestor has
@@ -56,8 +56,8 @@ export interface SdkCluster {
   renewSecretToken(name: string): Promise<V1Secret>;
   /** A Pod that mounts `secretName` at `mountPath`, with the env vars its author set. */
   createSecretPod(secretName: string, mountPath: string, env: Record<string, string>): Promise<V1Pod>;
-  /** The Pod's first container as it would see itself, under a fresh folder of this test file's root. */
-  materialise(pod: V1Pod, options?: MaterialiseOptions): Promise<MaterialisedContainer>;
+  /** The Pod's first container (or `container`) as it would see itself, under a fresh folder of this test file's root. */
+  materialise(pod: V1Pod, options?: MaterialiseOptions & { container?: string }): Promise<MaterialisedContainer>;
   /** An SDK child process on exactly that container's environment; stopped by `stop()` if not before. */
   startSdk(language: Language, cloud: Cloud, container: MaterialisedContainer): SdkProcess;
   /** All three: a Pod of `serviceAccountName`, its container laid out, an SDK started on it. */
@@ -75,6 +75,10 @@ export interface StartOptions extends MaterialiseOptions {
   labels?: Record<string, string>;
   /** Env vars the Pod's author set on the container (an image's hard-coded settings). */
   env?: Record<string, string>;
+  /** More containers of the Pod, after `app` (same image, no env of their own). */
+  sidecars?: string[];
+  /** The container the SDK runs in; default `app`. */
+  container?: string;
 }
 
 export interface SdkCase {
@@ -176,6 +180,7 @@ export async function startSdkCluster(options: SdkClusterOptions): Promise<SdkCl
                   image: 'app',
                   ...(opts.env ? { env: Object.entries(opts.env).map(([name, value]) => ({ name, value })) } : {}),
                 },
+                ...(opts.sidecars ?? []).map((name) => ({ name, image: 'app' })),
               ],
             },
           },
@@ -240,13 +245,8 @@ export async function startSdkCluster(options: SdkClusterOptions): Promise<SdkCl
         return core.readNamespacedPod({ namespace: options.namespace, name: created.metadata!.name! });
       },
       materialise(pod, materialiseOptions) {
-        return materialiseContainer(
-          cp,
-          pod,
-          pod.spec!.containers[0].name,
-          join(root, 'pods', pod.metadata!.name!),
-          materialiseOptions,
-        );
+        const name = materialiseOptions?.container ?? pod.spec!.containers[0].name;
+        return materialiseContainer(cp, pod, name, join(root, 'pods', pod.metadata!.name!, name), materialiseOptions);
       },
       startSdk(language, cloud, container) {
         const child = startSdk(language, cloud, container.env, server, join(container.root, 'home'));
@@ -254,8 +254,15 @@ export async function startSdkCluster(options: SdkClusterOptions): Promise<SdkCl
         return child;
       },
       async start(language, cloud, serviceAccountName, startOptions = {}) {
-        const pod = await cluster.createPod(serviceAccountName, { labels: startOptions.labels, env: startOptions.env });
-        const container = await cluster.materialise(pod, { tokenAudience: startOptions.tokenAudience });
+        const pod = await cluster.createPod(serviceAccountName, {
+          labels: startOptions.labels,
+          env: startOptions.env,
+          sidecars: startOptions.sidecars,
+        });
+        const container = await cluster.materialise(pod, {
+          tokenAudience: startOptions.tokenAudience,
+          container: startOptions.container,
+        });
         return { pod, container, sdk: cluster.startSdk(language, cloud, container) };
       },
       stop,

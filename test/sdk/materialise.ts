@@ -5,7 +5,8 @@
 // Nothing is changed except paths, and only by the root prefix:
 //  - env values naming a file inside one of the container's mounts;
 //  - `credential_source.file` of an `external_account` JSON file (the GCP credential files);
-//  - `web_identity_token_file` of an AWS shared config file (a Secret's credentialsFile).
+//  - `web_identity_token_file` of an AWS shared config file (a Secret's credentialsFile, the
+//    profiles of a Pod's config file), in every profile.
 // That is the whole rewrite; every other byte is as the webhook injected it.
 import { mkdir, rename, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
@@ -196,8 +197,8 @@ function fieldValue(pod: V1Pod, fieldPath: string): string {
 
 /** The explicit path rewrites inside files: the token path of a GCP or AWS credential file. */
 function rewriteFile(content: string, insideMount: (path: string) => boolean, root: string): string {
-  if (/^\[default\]\n/.test(content)) {
-    return content.replace(/^(web_identity_token_file = )(\S+)$/m, (line, key: string, path: string) =>
+  if (/^\[(default|profile [^\]\n]+)\]\n/.test(content)) {
+    return content.replace(/^(web_identity_token_file = )(\S+)$/gm, (line, key: string, path: string) =>
       insideMount(path) ? key + join(root, path) : line,
     );
   }

@@ -23,7 +23,8 @@ export interface SdkProcess {
   language: Language;
   /** The environment the child was started with (the container's plus the redirection). */
   env: Record<string, string>;
-  credentials(): Promise<SdkAnswer>;
+  /** Credentials from the default chain; `profile` (AWS): the code names that profile of the config file. */
+  credentials(profile?: string): Promise<SdkAnswer>;
   versions(): Promise<Record<string, string>>;
   /** Time passes for the child: its SDK sees cached credentials age by `seconds`. */
   advanceClock(seconds: number): Promise<void>;
@@ -132,7 +133,7 @@ export function startSdk(
   return {
     language,
     env,
-    credentials: () => call({ op: 'credentials' }),
+    credentials: (profile) => call(profile === undefined ? { op: 'credentials' } : { op: 'credentials', profile }),
     async versions() {
       const answer = await call({ op: 'versions' });
       if (!answer.ok) throw new Error(`versions: ${answer.error?.message}`);

@@ -3,13 +3,14 @@
 //
 //   node test/support/chart.ts write-plain-manifests   regenerates webhook-config/
 import { execFile } from 'node:child_process';
-import { mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
+import { cp, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { parseAllDocuments, stringify } from 'yaml';
 import { resolveBinaries } from '../harness/binaries.ts';
 import type { ControlPlane } from '../harness/control-plane.ts';
+import { TENANT } from './identities.ts';
 
 export const REPO = resolve(import.meta.dirname, '../..');
 export const CHART = join(REPO, 'charts/workload-identity-webhook');
@@ -104,6 +105,41 @@ export async function renderChart(
   return parseRendered(text);
 }
 
+/**
+ * NOTES.txt as `helm install` would print it: `helm template` renders NOTES but never prints
+ * them, so a copy of the chart gets one more template that includes NOTES.txt as a YAML string.
+ */
+export async function renderNotes(values: object = {}, options: { release?: string; namespace?: string } = {}) {
+  const dir = await mkdtemp(join(tmpdir(), 'wiw-notes-'));
+  try {
+    const chart = join(dir, 'chart');
+    await cp(CHART, chart, { recursive: true });
+    const name = 'templates/notes-under-test.yaml';
+    await writeFile(
+      join(chart, name),
+      'notes: {{ include "workload-identity-webhook/templates/NOTES.txt" . | toJson }}\n',
+    );
+    const text = await withValuesFile(values, (file) =>
+      helm([
+        'template',
+        options.release ?? 'wiw',
+        chart,
+        '--namespace',
+        options.namespace ?? 'wiw-system',
+        '--kube-version',
+        KUBE_VERSION,
+        '--show-only',
+        name,
+        '-f',
+        file,
+      ]),
+    );
+    return (parseRendered(text).manifests[0] as unknown as { notes: string }).notes;
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
 export function lintChart(values: object = {}): Promise<string> {
   return withValuesFile(values, (file) =>
     helm(['lint', CHART, '--strict', '--kube-version', KUBE_VERSION, '-f', file]),
@@ -116,9 +152,13 @@ export function helmUpgradeInstall(
   namespace: string,
   values: object,
   command: 'install' | 'upgrade' = 'install',
+  /** Another chart than the checkout's, e.g. oci://HOST/PATH/charts/NAME with `--version`. */
+  chart: { ref: string; args: string[] } = { ref: CHART, args: [] },
 ): Promise<string> {
   return withValuesFile(values, (file) =>
-    helm([command, release, CHART, '--namespace', namespace, '-f', file], { kubeconfig: cp.kubeconfigPath }),
+    helm([command, release, chart.ref, ...chart.args, '--namespace', namespace, '-f', file], {
+      kubeconfig: cp.kubeconfigPath,
+    }),
   );
 }
 
@@ -255,6 +295,37 @@ export function stubCrds(): Manifest[] {
         ca: { type: 'object', required: ['secretName'], properties: { secretName: str } },
       },
     }),
+    crd('monitoring.coreos.com', 'PrometheusRule', 'prometheusrules', {
+      type: 'object',
+      properties: {
+        groups: {
+          type: 'array',
+          items: {
+            type: 'object',
+            required: ['name', 'rules'],
+            properties: {
+              name: str,
+              interval: str,
+              rules: {
+                type: 'array',
+                items: {
+                  type: 'object',
+                  required: ['expr'],
+                  properties: {
+                    alert: str,
+                    record: str,
+                    expr: { 'x-kubernetes-int-or-string': true },
+                    for: str,
+                    labels: { type: 'object', additionalProperties: str },
+                    annotations: { type: 'object', additionalProperties: str },
+                  },
+                },
+              },
+            },
+          },
+        },
+      },
+    }),
     crd('monitoring.coreos.com', 'ServiceMonitor', 'servicemonitors', {
       type: 'object',
       required: ['selector'],
@@ -346,7 +417,7 @@ if (import.meta.main) {
 
 export const TEST_CA_PEM = '-----BEGIN CERTIFICATE-----\nMIIBtest\n-----END CERTIFICATE-----\n';
 
-/** Each certificate mode, token requestor on and off, both failure policies, custom selectors. */
+/** Each certificate mode, token requestor on and off, both failure policies and scopes, custom selectors. */
 export const VALUES_MATRIX: { name: string; values: Record<string, any> }[] = [
   { name: 'defaults (self-managed)', values: {} },
   {
@@ -397,7 +468,7 @@ export const VALUES_MATRIX: { name: string; values: Record<string, any> }[] = [
       webhook: { url: 'https://127.0.0.1:9443', timeoutSeconds: 5, annotations: { 'example.com/owner': 'platform' } },
       config: {
         awsDefaultRegion: 'eusc-de-east-1',
-        azureTenantId: '72f988bf-86f1-41af-91ab-2d7cd011db47',
+        azureTenantId: TENANT,
         gcpDefaultRegion: 'europe-west1',
         gcpAudience: 'https://iam.googleapis.com/x',
         logLevel: 'debug',
@@ -405,6 +476,21 @@ export const VALUES_MATRIX: { name: string; values: Record<string, any> }[] = [
       },
       priorityClassName: 'system-cluster-critical',
       podAnnotations: { 'example.com/a': 'b' },
+    },
+  },
+  {
+    name: 'labelled scope, reinvocation Never, alerts, dashboard and ServiceMonitors with the token requestor',
+    values: {
+      webhook: {
+        scope: 'labelled',
+        reinvocationPolicy: 'Never',
+        namespaceSelector: { matchLabels: { team: 'a' } },
+      },
+      tokenRequestor: { enabled: true, namespaces: ['apps'] },
+      serviceMonitor: { enabled: true },
+      prometheusRule: { enabled: true, runbookUrl: 'https://docs.example.com/observability.md' },
+      grafanaDashboard: { enabled: true },
+      priorityClassName: '',
     },
   },
 ];

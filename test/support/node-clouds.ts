@@ -1,4 +1,4 @@
-// The cloud side of a node cluster, shared by test/node-e2e.test.ts and `demo --node`: the strict
+// The cloud side of a node cluster, shared by test/e2e/node-e2e.test.ts and `demo --node`: the strict
 // AWS, Azure and Google stand-ins listening where Pods reach the host, one set of identities
 // (ServiceAccounts annotated for each cloud and for all three), and probe Pods in which the
 // official Node.js SDKs ask for credentials (test/sdk/node/pod-probe.ts).
@@ -14,18 +14,17 @@ import { createGoogleCloud, type GoogleCloud } from '../sdk/google.ts';
 import { loadClusterIssuer } from '../sdk/oidc.ts';
 import { startStandInServer, type StandInServer } from '../sdk/standin-server.ts';
 import { helmUpgradeInstall } from './chart.ts';
-import { until } from './webhook.ts';
+import { AWS_ACCOUNT, CLIENT, GCP_EMAIL, POOL, PROJECT_NUMBER, TENANT, roleArn } from './identities.ts';
+import { until } from '../harness/until.ts';
 
 const REPO = resolve(import.meta.dirname, '../..');
 export const SYSTEM_NS = 'wiw-system';
 export const RELEASE = 'wiw';
 export const FULLNAME = 'wiw-workload-identity-webhook';
-export const ROLE = 'arn:aws:iam::111122223333:role/on-the-node';
-export const TENANT = '72f988bf-86f1-41af-91ab-2d7cd011db47';
-export const CLIENT = '8f3b2c1a-7d4e-4f5a-9b6c-0d1e2f3a4b5c';
-export const PROJECT_NUMBER = '123456789012';
-export const PROVIDER = `projects/${PROJECT_NUMBER}/locations/global/workloadIdentityPools/on-prem/providers/node`;
-export const EMAIL = 'reader@my-project.iam.gserviceaccount.com';
+export const ROLE = roleArn('on-the-node');
+export { CLIENT, PROJECT_NUMBER, TENANT };
+export const PROVIDER = `projects/${PROJECT_NUMBER}/locations/global/workloadIdentityPools/${POOL}/providers/node`;
+export const EMAIL = GCP_EMAIL;
 export const AZURE_USE = { 'azure.workload.identity/use': 'true' };
 
 const AWS = { 'eks.amazonaws.com/role-arn': ROLE, 'eks.amazonaws.com/sts-regional-endpoints': 'true' };
@@ -93,7 +92,7 @@ export async function startNodeClouds(node: NodeCluster, namespace: string): Pro
           Statement: [
             {
               Effect: 'Allow',
-              Principal: { Federated: `arn:aws:iam::111122223333:oidc-provider/${issuerHostPath}` },
+              Principal: { Federated: `arn:aws:iam::${AWS_ACCOUNT}:oidc-provider/${issuerHostPath}` },
               Action: 'sts:AssumeRoleWithWebIdentity',
               Condition: {
                 StringEquals: {
@@ -211,14 +210,30 @@ export async function startNodeClouds(node: NodeCluster, namespace: string): Pro
   return { namespace, standIn, sts, entra, google, subject, principal, probe, runPod, stop: () => standIn.stop() };
 }
 
-/** `helm install` of the chart with the locally built image, as a user would (pullPolicy Never: nothing is pulled). */
-export async function installChart(node: NodeCluster, requestorNamespaces: string[]): Promise<void> {
+/** Where the chart comes from: the checkout with the locally built image, or a released chart. */
+export type ChartSource = { kind: 'local' } | { kind: 'oci'; ref: string; version: string; plainHttp: boolean };
+
+/**
+ * `helm install` of the chart as a user would: from the checkout with the locally built image
+ * (pullPolicy Never: nothing is pulled), or a released chart from a registry (`oci://`), whose
+ * values name the released image by digest (pulled by the node's containerd).
+ */
+export async function installChart(
+  node: NodeCluster,
+  requestorNamespaces: string[],
+  source: ChartSource = { kind: 'local' },
+): Promise<void> {
   await createNamespace(node.cp, SYSTEM_NS, { 'pod-security.kubernetes.io/enforce': 'restricted' });
   const [repository, tag] = node.images.webhook.split(/:(?=[^:/]+$)/);
-  await helmUpgradeInstall(node.cp, RELEASE, SYSTEM_NS, {
-    image: { repository, tag, pullPolicy: 'Never' },
+  const values = {
+    ...(source.kind === 'local' ? { image: { repository, tag, pullPolicy: 'Never' } } : {}),
     config: { awsDefaultRegion: 'eu-west-1', azureTenantId: TENANT },
     // Its RoleBindings go into these, which must exist first.
     tokenRequestor: { enabled: true, namespaces: requestorNamespaces },
-  });
+  };
+  const chart =
+    source.kind === 'oci'
+      ? { ref: source.ref, args: ['--version', source.version, ...(source.plainHttp ? ['--plain-http'] : [])] }
+      : undefined;
+  await helmUpgradeInstall(node.cp, RELEASE, SYSTEM_NS, values, 'install', chart);
 }

@@ -133,15 +133,4 @@ export const ROWS: Row[] = [
       return changed ? { ours, theirs } : undefined;
     },
   },
-  {
-    // The peer logs a malformed ARN and injects it; we refuse it (issue 22 §3 makes it a warning).
-    id: 'aws-malformed-role-arn',
-    peers: ['aws'],
-    explain(ours, theirs, ctx) {
-      const arn = ctx.serviceAccount['eks.amazonaws.com/role-arn'];
-      if (admitted(ours) || !admitted(theirs) || arn === undefined) return undefined;
-      if (/^arn:aws[a-z0-9-]*:iam::\d{12}:role\/.+$/.test(arn) || !ours.refused.includes('role-arn')) return undefined;
-      return { ours: theirs, theirs };
-    },
-  },
 ];

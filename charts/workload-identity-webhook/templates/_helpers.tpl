@@ -102,7 +102,7 @@ app.kubernetes.io/component: token-requestor
 
 {{/*
 config key -> flag of `workload-identity-webhook serve`; the container gets WIW_<FLAG>.
-test/chart.test.ts checks this table against src/config.ts, so a new flag cannot be missed.
+test/e2e/chart.test.ts checks this table against src/config.ts, so a new flag cannot be missed.
 */}}
 {{- define "wiw.configFlags" -}}
 host: host
@@ -121,6 +121,9 @@ awsDefaultRegion: aws-default-region
 awsAudience: aws-audience
 awsTokenExpiration: aws-token-expiration
 awsStsRegionalEndpoints: aws-sts-regional-endpoints
+awsComposeRoleArn: aws-compose-role-arn
+awsComposeRoleArnAccount: aws-compose-role-arn-account
+awsComposeRoleArnPartition: aws-compose-role-arn-partition
 awsContainerCredentialsAudience: aws-container-credentials-audience
 awsContainerCredentialsFullUri: aws-container-credentials-full-uri
 awsContainerCredentialsTokenMountPath: aws-container-credentials-token-mount-path
@@ -153,6 +156,8 @@ maxInflightRequestBytes: max-inflight-request-bytes
 maxContainers: max-containers
 maxPatchBytes: max-patch-bytes
 maxConnections: max-connections
+maxConnectionsPerSource: max-connections-per-source
+firstRequestTimeoutMs: first-request-timeout-ms
 {{- end }}
 
 {{/* tokenRequestor.config key -> flag of `workload-identity-webhook token-requestor`. */}}
@@ -242,4 +247,42 @@ tokenExpiration: token-expiration
 {{/* Tenant policy needs Namespace labels, from the CRD or from a file. */}}
 {{- define "wiw.policyEnabled" -}}
 {{- if or .Values.config.watchPolicies .Values.policy.configMap }}true{{ end }}
+{{- end }}
+
+{{/*
+objectSelector and rules of a Pod entry: the opt-out labels, then the given match expressions
+(the opt-in labels of webhook.scope labelled).
+*/}}
+{{- define "wiw.podEntry" -}}
+objectSelector:
+  matchExpressions:
+    - key: workload-identity-webhook.io/skip
+      operator: DoesNotExist
+    - key: eks.amazonaws.com/skip-pod-identity-webhook
+      operator: DoesNotExist
+    {{- with . }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+rules:
+  - apiGroups: [""]
+    apiVersions: ["v1"]
+    operations: ["CREATE"]
+    resources: ["pods"]
+    scope: Namespaced
+{{- end }}
+
+{{/* PromQL label matchers that pick this release's series (prometheusRule.selector). */}}
+{{- define "wiw.promSelector" -}}
+{{- default (printf "namespace=%q" .Release.Namespace) .Values.prometheusRule.selector }}
+{{- end }}
+
+{{/* Where the alerts' runbook lives: prometheusRule.runbookUrl, or the docs of this version. */}}
+{{- define "wiw.runbookUrl" -}}
+{{- if .Values.prometheusRule.runbookUrl }}
+{{- .Values.prometheusRule.runbookUrl }}
+{{- else if .Chart.Sources }}
+{{- printf "%s/blob/v%s/docs/observability.md" (first .Chart.Sources | trimSuffix "/") .Chart.AppVersion }}
+{{- else }}
+{{- fail "prometheusRule.runbookUrl is required: Chart.yaml names no source repository to link the runbook in" }}
+{{- end }}
 {{- end }}

@@ -15,6 +15,7 @@ export const awsCloud: Cloud<AwsOptions, AwsDeclared, AwsField, AwsTrust> = {
     region: config.awsDefaultRegion,
     regionalStsEndpoints: config.awsStsRegionalEndpoints,
     strict: config.strict,
+    roleArnBase: config.awsRoleArnBase,
     containerCredentials: config.awsContainerCredentialsConfig && {
       associations: config.awsContainerCredentialsConfig,
       audience: config.awsContainerCredentialsAudience,

@@ -4,23 +4,33 @@ import type { EnvVar, Pod } from '../../kube/types.ts';
 import { serviceAccountNameOf } from '../../model.ts';
 import {
   boundExpiration,
+  envFromMaySet,
   parseBool,
   parseSeconds,
+  podContainers,
   splitNames,
   tokenVolume,
   tolerated,
   windowsPath,
 } from '../common.ts';
 import type { Injection, PodContext, PodProvider } from '../types.ts';
+import {
+  AWS_CONFIG_ANNOTATION,
+  AWS_CONFIG_FILE,
+  DEFAULT_PROFILE,
+  type Profile,
+  parseProfiles,
+  sharedConfigFile,
+} from './profiles.ts';
+import { composeRoleArn, type RoleArn, type RoleArnBase, readRoleArn } from './role-arn.ts';
+
+export { parseRoleArn, ROLE_ARN_PATTERN, type RoleArn } from './role-arn.ts';
 
 /** Conventions of aws/amazon-eks-pod-identity-webhook (IAM Roles for Service Accounts). */
 export const AWS_VOLUME_NAME = 'aws-iam-token';
 export const AWS_MOUNT_PATH = '/var/run/secrets/eks.amazonaws.com/serviceaccount';
 export const AWS_TOKEN_FILE = 'token';
 export const AWS_SKIP_POD_LABEL = 'eks.amazonaws.com/skip-pod-identity-webhook';
-
-export const ROLE_ARN_PATTERN = /^arn:aws[a-z0-9-]*:iam::(\d{12}):role\/(?:[\w+=,.@-]+\/)*[\w+=,.@-]{1,64}$/;
-const ROLE_ARN_FORM = 'arn:<partition>:iam::<12-digit account>:role/<optional path/><name>';
 
 export interface AwsOptions {
   /** The annotation prefix; the peer makes it a flag, so some clusters use their own. */
@@ -33,6 +43,8 @@ export interface AwsOptions {
   regionalStsEndpoints: boolean;
   /** Refuse the values the peer read its own way (see tolerated) instead of warning. */
   strict?: boolean;
+  /** --aws-compose-role-arn: the account and partition a bare role name completes to. */
+  roleArnBase?: RoleArnBase;
   /** EKS Pod Identity: associated ServiceAccounts get container credentials instead of IRSA. */
   containerCredentials?: ContainerCredentialsOptions;
 }
@@ -50,22 +62,6 @@ export interface ContainerCredentialsOptions {
 /** The peer labels every Pod it gives container credentials (handler.go getPodSpecPatch). */
 export const AWS_POD_IDENTITY_LABEL = 'eks.amazonaws.com/pod-identity';
 
-export interface RoleArn {
-  partition: string;
-  account: string;
-  arn: string;
-}
-
-/** Validates a role ARN; the message names where it came from and the expected form. */
-export function parseRoleArn(value: string, where: string): RoleArn | Denial {
-  const arn = value.trim();
-  const match = ROLE_ARN_PATTERN.exec(arn);
-  if (!match) {
-    return denial('InvalidRoleArn', `${where}="${value}" is not an IAM role ARN; expected ${ROLE_ARN_FORM}`);
-  }
-  return { partition: arn.split(':')[1], account: match[1], arn };
-}
-
 /**
  * The peer leaves a container alone, mount included, when it sets its web identity, region and
  * regional STS variables itself (handler.go addEnvToContainer); so do we.
@@ -82,31 +78,52 @@ export const AWS_CREDENTIAL_ENV: ReadonlySet<string> = new Set([
   'AWS_WEB_IDENTITY_TOKEN_FILE',
   'AWS_CONTAINER_CREDENTIALS_FULL_URI',
   'AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE',
+  'AWS_CONFIG_FILE',
 ]);
 
 // Built once: an injection's `satisfied` is the same function on every admission.
 const webIdentityConfigured = configuresItself(['AWS_ROLE_ARN', 'AWS_WEB_IDENTITY_TOKEN_FILE']);
+const profilesConfigured = configuresItself(['AWS_ROLE_ARN', 'AWS_WEB_IDENTITY_TOKEN_FILE', 'AWS_CONFIG_FILE']);
 const containerCredentialsConfigured = configuresItself([
   'AWS_CONTAINER_CREDENTIALS_FULL_URI',
   'AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE',
 ]);
 
+const REGION_VARS = ['AWS_DEFAULT_REGION', 'AWS_REGION'] as const;
+
+/** The injection with the warnings gathered while building it (envPlan adds some). */
+function withWarnings(warnings: string[], injection: Injection): Injection {
+  return warnings.length > 0 ? { ...injection, warnings } : injection;
+}
+// A region name as the flag takes it: new region shapes keep working.
+const REGION_NAME = /^[a-z0-9]+(-[a-z0-9]+)*$/;
+
+/** What both modes read alike: regional STS, expiry and region. */
+interface Shared {
+  expiration: number;
+  /** AWS_STS_REGIONAL_ENDPOINTS, if injected. */
+  envGroups: EnvVar[][];
+  region: { value: string; fromPod: boolean } | undefined;
+}
+
 export function createAwsProvider(options: AwsOptions): PodProvider {
   const p = options.annotationPrefix;
   const keys = {
     roleArn: `${p}/role-arn`,
+    roleArns: `${p}/role-arns`,
     audience: `${p}/audience`,
     regional: `${p}/sts-regional-endpoints`,
     expiration: `${p}/token-expiration`,
+    region: `${p}/region`,
     skipContainers: `${p}/skip-containers`,
   };
+  const strict = options.strict ?? false;
 
   /**
-   * What both modes read alike (the peer's GetCommonConfigurations and parsePodAnnotations): the
-   * regional STS switch and the token expiry, Pod annotation over ServiceAccount over flag.
+   * The peer's GetCommonConfigurations and parsePodAnnotations: the regional STS switch and the
+   * token expiry, Pod annotation over ServiceAccount over flag; and the region, the same way.
    */
-  function common(pod: Pod, sa: Record<string, string>, saName: string, warnings: string[]) {
-    const strict = options.strict ?? false;
+  function common(pod: Pod, sa: Record<string, string>, saName: string, warnings: string[]): Shared | Denial {
     let regional = options.regionalStsEndpoints;
     const rawRegional = sa[keys.regional];
     if (rawRegional !== undefined) {
@@ -135,21 +152,166 @@ export function createAwsProvider(options: AwsOptions): PodProvider {
     const bounded = boundExpiration(expiration, CLOUDS.aws.tokenBounds, keys.expiration, 'ServiceAccount');
     if (isDenial(bounded)) return bounded;
 
+    const region = regionOf(pod, sa, saName);
+    if (isDenial(region)) return region;
     const envGroups: EnvVar[][] = [];
     if (regional) envGroups.push([{ name: 'AWS_STS_REGIONAL_ENDPOINTS', value: 'regional' }]);
-    if (options.region) {
-      envGroups.push([
-        { name: 'AWS_DEFAULT_REGION', value: options.region },
-        { name: 'AWS_REGION', value: options.region },
-      ]);
+    return { expiration: bounded, envGroups, region };
+  }
+
+  /** The region annotations (AWS issues #149, #238): the Pod's over the ServiceAccount's over the flag. */
+  function regionOf(pod: Pod, sa: Record<string, string>, saName: string): Shared['region'] | Denial {
+    const fromPod = pod.metadata?.annotations?.[keys.region];
+    for (const [where, raw] of [
+      ['Pod', fromPod],
+      [saName, sa[keys.region]],
+    ] as const) {
+      if (raw === undefined) continue;
+      if (!REGION_NAME.test(raw.trim()))
+        return denial(
+          'InvalidAnnotation',
+          `${where} annotation ${keys.region}="${raw}" is not an AWS region name (lower-case letters, digits and hyphens, for example eu-west-1)`,
+        );
+      return { value: raw.trim(), fromPod: raw === fromPod };
     }
-    return { expiration: bounded, envGroups };
+    return options.region === undefined ? undefined : { value: options.region, fromPod: false };
+  }
+
+  /**
+   * The env groups in order, and each container's own where it differs: a region the container's
+   * envFrom may set is left to it (AWS #248: an env entry would shadow envFrom), unless the Pod's
+   * own annotation names the region; `ownIdentity` drops what a container that configures its own
+   * web identity must not get.
+   */
+  function envPlan(
+    pod: Pod,
+    shared: Shared,
+    identity: EnvVar[],
+    skip: ReadonlySet<string>,
+    warnings: string[],
+    ownIdentity?: (sets: (name: string) => boolean) => boolean,
+  ): Pick<Injection, 'envGroups' | 'containerEnvGroups'> {
+    const regionGroup = shared.region && REGION_VARS.map((name) => ({ name, value: shared.region!.value }));
+    const envGroups = [...shared.envGroups, ...(regionGroup ? [regionGroup] : []), identity];
+    const perContainer = new Map<string, EnvVar[][]>();
+    const leftToEnvFrom: string[] = [];
+    const yieldable = regionGroup !== undefined && !shared.region!.fromPod;
+    if (!yieldable && !ownIdentity) return { envGroups };
+    for (const c of podContainers(pod)) {
+      if (skip.has(c.name)) continue;
+      // Looked up only when needed: most containers have no envFrom (the core indexes env itself).
+      const sets = (name: string) => c.env?.some((e) => e.name === name) ?? false;
+      const yieldRegion = yieldable && REGION_VARS.some((n) => envFromMaySet(c, n)) && !REGION_VARS.some(sets);
+      const dropIdentity = ownIdentity?.(sets) ?? false;
+      if (yieldRegion) leftToEnvFrom.push(`"${c.name}"`);
+      if (yieldRegion || dropIdentity)
+        perContainer.set(
+          c.name,
+          envGroups.filter((g) => !(yieldRegion && g === regionGroup) && !(dropIdentity && g === identity)),
+        );
+    }
+    if (leftToEnvFrom.length > 0)
+      warnings.push(
+        `container${leftToEnvFrom.length > 1 ? 's' : ''} ${leftToEnvFrom.join(', ')}: AWS_REGION and AWS_DEFAULT_REGION (${shared.region!.value}) are not injected because envFrom may set them and an env entry would override it; set them in env or in that ConfigMap or Secret, or name the region in the Pod annotation ${keys.region}`,
+      );
+    return perContainer.size > 0 ? { envGroups, containerEnvGroups: perContainer } : { envGroups };
+  }
+
+  /** The role of `role-arn`: completed, validated, and outside --strict a malformed one injected as written, as the peer does. */
+  function defaultRole(raw: string, saName: string, warnings: string[], inFile: boolean): RoleArn | Denial {
+    const role = readRoleArn(raw, `${saName} annotation ${keys.roleArn}`, options.roleArnBase);
+    // A shared config file is parsed by the SDKs: nothing malformed goes into it.
+    if (!isDenial(role) || inFile) return role;
+    const kept = tolerated(strict, warnings, role, undefined, 'injecting it as written');
+    if (kept !== undefined) return kept;
+    // Tenant policy cannot place it in an account: it matches no declared identity provider.
+    return { arn: composeRoleArn(raw.trim(), options.roleArnBase), account: '', partition: '' };
+  }
+
+  function irsa(ctx: PodContext, saName: string, warnings: string[], skip: ReadonlySet<string>) {
+    const { pod, serviceAccount, windows } = ctx;
+    const sa = serviceAccount!.annotations;
+    const rawArn = sa[keys.roleArn]?.trim() ? sa[keys.roleArn] : undefined;
+    const rawProfiles = sa[keys.roleArns]?.trim() ? sa[keys.roleArns] : undefined;
+    if (rawArn === undefined && rawProfiles === undefined) return undefined;
+    const role = rawArn === undefined ? undefined : defaultRole(rawArn, saName, warnings, rawProfiles !== undefined);
+    if (role && isDenial(role)) return role;
+    const audience = sa[keys.audience]?.trim() || options.defaultAudience;
+    const shared = common(pod, sa, saName, warnings);
+    if (isDenial(shared)) return shared;
+    const tokenFile = `${AWS_MOUNT_PATH}/${AWS_TOKEN_FILE}`;
+    const path = (f: string) => (windows ? windowsPath(f) : f);
+    const identityOf = (r: RoleArn) => ({ roleArn: r.arn, account: r.account, partition: r.partition, audience });
+    const base = {
+      provider: 'aws' as const,
+      mountPath: AWS_MOUNT_PATH,
+      skipContainers: skip,
+      credentialEnv: AWS_CREDENTIAL_ENV,
+    };
+    if (rawProfiles === undefined) {
+      // A pair, as in the peer: a container that sets either one gets neither.
+      const pair = [
+        { name: 'AWS_ROLE_ARN', value: role!.arn },
+        { name: 'AWS_WEB_IDENTITY_TOKEN_FILE', value: path(tokenFile) },
+      ];
+      return withWarnings(warnings, {
+        ...base,
+        volume: tokenVolume(AWS_VOLUME_NAME, audience, shared.expiration, AWS_TOKEN_FILE),
+        ...envPlan(pod, shared, pair, skip, warnings),
+        annotations: {},
+        satisfied: webIdentityConfigured,
+        identity: identityOf(role!),
+      });
+    }
+
+    const listed = parseProfiles(rawProfiles, `${saName} annotation ${keys.roleArns}`, options.roleArnBase);
+    if (isDenial(listed)) return listed;
+    const profiles = withDefault(listed, role as RoleArn | undefined, saName);
+    if (isDenial(profiles)) return profiles;
+    // No AWS_ROLE_ARN beside the file: boto3 takes it over a profile's role_arn.
+    const configFile = [{ name: 'AWS_CONFIG_FILE', value: path(`${AWS_MOUNT_PATH}/${AWS_CONFIG_FILE}`) }];
+    const ownWebIdentity = (sets: (name: string) => boolean) =>
+      sets('AWS_ROLE_ARN') || sets('AWS_WEB_IDENTITY_TOKEN_FILE');
+    const [first, ...rest] = profiles;
+    return withWarnings(warnings, {
+      ...base,
+      volume: tokenVolume(AWS_VOLUME_NAME, audience, shared.expiration, AWS_TOKEN_FILE, [
+        {
+          path: AWS_CONFIG_FILE,
+          fieldRef: { apiVersion: 'v1', fieldPath: `metadata.annotations['${AWS_CONFIG_ANNOTATION}']` },
+        },
+      ]),
+      ...envPlan(pod, shared, configFile, skip, warnings, ownWebIdentity),
+      annotations: { [AWS_CONFIG_ANNOTATION]: sharedConfigFile(profiles, path(tokenFile)) },
+      satisfied: profilesConfigured,
+      identity: { ...identityOf(first.role), profile: first.name },
+      // One identity per role: tenant policy and trust judge roles, not profile names.
+      additionalIdentities: rest
+        .filter((q, i) => q.role.arn !== first.role.arn && rest.findIndex((o) => o.role.arn === q.role.arn) === i)
+        .map((q) => ({ ...identityOf(q.role), profile: q.name })),
+    });
+  }
+
+  /**
+   * The profiles with `[default]` first: role-arn's role, else the one listed as `default`, else
+   * (also kept under its own name) the first listed.
+   */
+  function withDefault(listed: Profile[], role: RoleArn | undefined, saName: string): Profile[] | Denial {
+    const named = listed.find((q) => q.name === DEFAULT_PROFILE);
+    if (role && named)
+      return denial(
+        'ConflictingAnnotations',
+        `${saName} names the default profile twice: in ${keys.roleArn} and as "${DEFAULT_PROFILE}" in ${keys.roleArns}; keep one`,
+      );
+    if (named) return [named, ...listed.filter((q) => q !== named)];
+    return [{ name: DEFAULT_PROFILE, role: role ?? listed[0].role }, ...listed];
   }
 
   return {
     name: 'aws',
     annotationPrefixes: [`${p}/`],
-    resolvePod({ pod, namespace, serviceAccount, windows }: PodContext): Injection | Denial | undefined {
+    resolvePod(ctx: PodContext): Injection | Denial | undefined {
+      const { pod, namespace, serviceAccount, windows } = ctx;
       const labels = pod.metadata?.labels;
       if (labels && labels[AWS_SKIP_POD_LABEL] !== undefined) return undefined;
       const sa = serviceAccount?.annotations ?? {};
@@ -165,56 +327,26 @@ export function createAwsProvider(options: AwsOptions): PodProvider {
         const shared = common(pod, sa, saName, warnings);
         if (isDenial(shared)) return shared;
         const tokenFile = `${cc.mountPath.replace(/\/$/, '')}/${cc.tokenPath}`;
-        return {
+        const pair = [
+          { name: 'AWS_CONTAINER_CREDENTIALS_FULL_URI', value: cc.fullUri },
+          { name: 'AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE', value: windows ? windowsPath(tokenFile) : tokenFile },
+        ];
+        return withWarnings(warnings, {
           provider: 'aws',
           volume: tokenVolume(cc.volumeName, cc.audience, shared.expiration, cc.tokenPath),
           mountPath: cc.mountPath,
-          envGroups: [
-            ...shared.envGroups,
-            [
-              { name: 'AWS_CONTAINER_CREDENTIALS_FULL_URI', value: cc.fullUri },
-              { name: 'AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE', value: windows ? windowsPath(tokenFile) : tokenFile },
-            ],
-          ],
+          ...envPlan(pod, shared, pair, skipContainers, warnings),
           annotations: {},
           labels: { [AWS_POD_IDENTITY_LABEL]: 'enabled' },
           skipContainers,
           satisfied: containerCredentialsConfigured,
           credentialEnv: AWS_CREDENTIAL_ENV,
-          warnings: warnings.length ? warnings : undefined,
           identity: { mode: 'eks-pod-identity', audience: cc.audience },
-        };
+        });
       }
 
       if (!serviceAccount) return undefined;
-      const rawArn = sa[keys.roleArn];
-      if (rawArn === undefined || rawArn.trim() === '') return undefined;
-      const role = parseRoleArn(rawArn, `${saName} annotation ${keys.roleArn}`);
-      if (isDenial(role)) return role;
-      const audience = sa[keys.audience]?.trim() || options.defaultAudience;
-      const shared = common(pod, sa, saName, warnings);
-      if (isDenial(shared)) return shared;
-
-      const tokenFile = `${AWS_MOUNT_PATH}/${AWS_TOKEN_FILE}`;
-      return {
-        provider: 'aws',
-        volume: tokenVolume(AWS_VOLUME_NAME, audience, shared.expiration, AWS_TOKEN_FILE),
-        mountPath: AWS_MOUNT_PATH,
-        envGroups: [
-          ...shared.envGroups,
-          // A pair, as in the peer: a container that sets either one gets neither.
-          [
-            { name: 'AWS_ROLE_ARN', value: role.arn },
-            { name: 'AWS_WEB_IDENTITY_TOKEN_FILE', value: windows ? windowsPath(tokenFile) : tokenFile },
-          ],
-        ],
-        annotations: {},
-        skipContainers,
-        satisfied: webIdentityConfigured,
-        credentialEnv: AWS_CREDENTIAL_ENV,
-        warnings: warnings.length ? warnings : undefined,
-        identity: { roleArn: role.arn, account: role.account, partition: role.partition, audience },
-      };
+      return irsa(ctx, saName, warnings, skipContainers);
     },
   };
 }

@@ -2,7 +2,9 @@
 import { ConfigError } from '../../errors.ts';
 import { bool, integer, type Setting, string } from '../../settings.ts';
 import { CLOUDS } from '../registry.ts';
+import { type InstanceIdentity, readInstanceIdentity } from './imds.ts';
 import { PodIdentityAssociations } from './pod-identity-associations.ts';
+import { partitionOfRegion, type RoleArnBase } from './role-arn.ts';
 
 // The peer passes its --aws-default-region through untouched, so the flag refuses only what no
 // SDK could read as a region name; region shapes AWS adds later keep working.
@@ -53,6 +55,19 @@ function volumeName(raw: string, flag: string): string {
   return raw;
 }
 
+function accountId(raw: string, flag: string): string | undefined {
+  if (raw === '') return undefined;
+  if (!/^\d{12}$/.test(raw)) throw new ConfigError(`--${flag}="${raw}" is not an AWS account id (12 digits)`);
+  return raw;
+}
+
+function partition(raw: string, flag: string): string | undefined {
+  if (raw === '') return undefined;
+  if (!/^aws(-[a-z]+)*$/.test(raw))
+    throw new ConfigError(`--${flag}="${raw}" is not an AWS partition (aws, aws-cn, aws-us-gov, ...)`);
+  return raw;
+}
+
 export const AWS_SETTINGS = {
   awsAnnotationPrefix: {
     flag: 'aws-annotation-prefix',
@@ -84,6 +99,29 @@ export const AWS_SETTINGS = {
     parse: bool,
     default: false,
     boolean: true,
+  },
+  // Bare role names completed to ARNs, as the peer's --compose-role-arn (its PR #95).
+  awsComposeRoleArn: {
+    flag: 'aws-compose-role-arn',
+    description:
+      'Complete a role-arn annotation without "arn:" (a role name or path) to arn:<partition>:iam::<account>:role/<value>',
+    parse: bool,
+    default: false,
+    boolean: true,
+  },
+  awsComposeRoleArnAccount: {
+    flag: 'aws-compose-role-arn-account',
+    description:
+      "With --aws-compose-role-arn: the account (12 digits); default: the EC2 instance identity document's, read at start-up as the peer does",
+    parse: accountId,
+    default: undefined,
+  },
+  awsComposeRoleArnPartition: {
+    flag: 'aws-compose-role-arn-partition',
+    description:
+      "With --aws-compose-role-arn: the partition; default: the one of the instance identity document's region, else of --aws-default-region, else aws",
+    parse: partition,
+    default: undefined,
   },
   // EKS Pod Identity (container credentials), as the peer's --watch-container-credentials-config.
   awsContainerCredentialsConfig: {
@@ -124,3 +162,46 @@ export const AWS_SETTINGS = {
     default: 'eks-pod-identity-token',
   },
 } satisfies Record<string, Setting<unknown>>;
+
+type AwsSettingValues = {
+  [K in keyof typeof AWS_SETTINGS]: ReturnType<(typeof AWS_SETTINGS)[K]['parse']> | (typeof AWS_SETTINGS)[K]['default'];
+};
+
+/**
+ * What the AWS settings derive at start-up: the account and partition bare role names complete
+ * to. An explicit account needs no look-up; without one, `completeAwsSettings` reads the
+ * instance identity document.
+ */
+export function deriveAwsSettings(c: AwsSettingValues): { awsRoleArnBase?: RoleArnBase } {
+  if (!c.awsComposeRoleArn) {
+    if (c.awsComposeRoleArnAccount !== undefined || c.awsComposeRoleArnPartition !== undefined)
+      throw new ConfigError(
+        '--aws-compose-role-arn-account and --aws-compose-role-arn-partition need --aws-compose-role-arn',
+      );
+    return {};
+  }
+  if (c.awsComposeRoleArnAccount === undefined) return {};
+  return {
+    awsRoleArnBase: {
+      account: c.awsComposeRoleArnAccount,
+      partition:
+        c.awsComposeRoleArnPartition ??
+        (c.awsDefaultRegion === undefined ? 'aws' : partitionOfRegion(c.awsDefaultRegion)),
+    },
+  };
+}
+
+/** The look-up `deriveAwsSettings` leaves to start-up: the instance identity document, read once. */
+export async function completeAwsSettings(
+  c: AwsSettingValues & { awsRoleArnBase?: RoleArnBase },
+  read: () => Promise<InstanceIdentity> = readInstanceIdentity,
+): Promise<{ awsRoleArnBase?: RoleArnBase }> {
+  if (!c.awsComposeRoleArn || c.awsRoleArnBase) return {};
+  const identity = await read();
+  return {
+    awsRoleArnBase: {
+      account: identity.accountId,
+      partition: c.awsComposeRoleArnPartition ?? partitionOfRegion(identity.region),
+    },
+  };
+}

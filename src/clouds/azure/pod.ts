@@ -4,6 +4,11 @@ import { denial, type Denial, isDenial } from '../../errors.ts';
 import type { Container, EnvVar, Pod, VolumeMount } from '../../kube/types.ts';
 import { boundExpiration, parseSeconds, splitNames, tokenVolume, tolerated } from '../common.ts';
 import type { AddedContainer, Injection, PodContext, PodProvider } from '../types.ts';
+import {
+  CONTAINER_CLIENT_IDS_ANNOTATION,
+  containerEnvGroups,
+  parseContainerClientIds,
+} from './container-client-ids.ts';
 
 /**
  * Conventions of Azure/azure-workload-identity. Its token moved in release 1.6, and images
@@ -107,7 +112,14 @@ export function createAzureProvider(options: AzureOptions): PodProvider {
         if (typeof kept !== 'string') return kept;
       }
       const tenantId = tenantAnnotation || options.tenantId || '';
-      if (!clientId) warnings.push(`${saName} has no ${KEYS.clientId} annotation: AZURE_CLIENT_ID is not injected`);
+      const perContainer = sa[CONTAINER_CLIENT_IDS_ANNOTATION]?.trim()
+        ? parseContainerClientIds(sa[CONTAINER_CLIENT_IDS_ANNOTATION], saName)
+        : undefined;
+      if (perContainer && isDenial(perContainer)) return perContainer;
+      if (!clientId)
+        warnings.push(
+          `${saName} has no ${KEYS.clientId} annotation: AZURE_CLIENT_ID is not injected${perContainer ? ` but into the containers of ${CONTAINER_CLIENT_IDS_ANNOTATION}` : ''}`,
+        );
       if (!tenantId)
         warnings.push(
           `no tenant: annotate the ServiceAccount with ${KEYS.tenantId} or start the webhook with --azure-tenant-id; AZURE_TENANT_ID is not injected`,
@@ -186,6 +198,13 @@ export function createAzureProvider(options: AzureOptions): PodProvider {
           ? {}
           : { addedContainers: proxyContainers(options.proxy, proxyPort, skipContainers, envGroups.flat(), mounts) }),
         envGroups,
+        ...(perContainer && {
+          containerEnvGroups: containerEnvGroups(pod, perContainer, skipContainers, envGroups),
+          // Each client id is an identity of its own: judged by tenant policy, trusted by its federated credential.
+          additionalIdentities: [...new Set([...perContainer.values()].map((id) => id.toLowerCase()))]
+            .filter((id) => id !== clientId.toLowerCase())
+            .map((id) => ({ ...identity, clientId: id })),
+        }),
         annotations: {},
         skipContainers,
         identity,

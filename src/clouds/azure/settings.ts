@@ -1,6 +1,6 @@
 // Azure's flags and their environment twins (WIW_AZURE_...), part of the webhook's settings.
 import { ConfigError } from '../../errors.ts';
-import { bool, integer, oneOf, optionalString, type Setting, string } from '../../settings.ts';
+import { bool, imageReference, integer, oneOf, optionalString, type Setting, string } from '../../settings.ts';
 import { CLOUDS } from '../registry.ts';
 import {
   AZURE_AUDIENCE,
@@ -66,14 +66,16 @@ export const AZURE_SETTINGS = {
   // are the peer's release images (its Makefile's REGISTRY and IMAGE_VERSION).
   azureProxyImage: {
     flag: 'azure-proxy-image',
-    description: "Image of the azwi-proxy sidecar (the peer's PROXY_IMAGE)",
-    parse: string,
+    description:
+      "Image of the azwi-proxy sidecar (the peer's PROXY_IMAGE); the default is the peer's release tag, which its registry could move: pin one with IMAGE:TAG@sha256:DIGEST",
+    parse: imageReference,
     default: 'mcr.microsoft.com/oss/azure/workload-identity/proxy:v1.6.0',
   },
   azureProxyInitImage: {
     flag: 'azure-proxy-init-image',
-    description: "Image of the azwi-proxy-init init container (the peer's PROXY_INIT_IMAGE)",
-    parse: string,
+    description:
+      "Image of the azwi-proxy-init init container (the peer's PROXY_INIT_IMAGE); the default is the peer's release tag, which its registry could move: pin one with IMAGE:TAG@sha256:DIGEST",
+    parse: imageReference,
     default: 'mcr.microsoft.com/oss/azure/workload-identity/proxy-init:v1.6.0',
   },
   azureProxyNativeSidecar: {

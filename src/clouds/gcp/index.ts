@@ -5,6 +5,7 @@ import { gcpPolicy, type GcpDeclared, type GcpField } from './policy.ts';
 import { gcpTrustPart, type GcpTrust } from './trust.ts';
 import { createGcpProvider, type GcpOptions } from './pod.ts';
 import { createGcpSecretProvider } from './secret.ts';
+import { withNamedProviders } from './providers.ts';
 
 export const gcpCloud: Cloud<GcpOptions, GcpDeclared, GcpField, GcpTrust> = {
   name: 'gcp',
@@ -25,7 +26,7 @@ export const gcpCloud: Cloud<GcpOptions, GcpDeclared, GcpField, GcpTrust> = {
     audience: o.audience ?? options.audience,
     defaultTokenExpiration: o.tokenExpirationSeconds ?? options.defaultTokenExpiration,
   }),
-  podProvider: createGcpProvider,
+  podProvider: (options) => withNamedProviders(createGcpProvider(options), options),
   secretProvider: (config) =>
     createGcpSecretProvider({ allowedTokenUrls: config.gcpAllowedTokenUrls, audience: config.gcpAudience }),
   policy: gcpPolicy,

@@ -4,6 +4,7 @@ import { denial, type Denial, isDenial } from '../../errors.ts';
 import type { Container, EnvVar, Volume, VolumeMount } from '../../kube/types.ts';
 import { boundExpiration, parseSeconds, splitNames, tokenVolume, tolerated, windowsPath } from '../common.ts';
 import type { Injection, PodContext, PodProvider } from '../types.ts';
+import { projectIdOf } from './project-id.ts';
 
 /**
  * Workload Identity Federation outside GKE, in the two dialects users already write:
@@ -286,9 +287,13 @@ export function createGcpProvider(options: GcpOptions): PodProvider {
       // for its dialect (the kubelet mounts them under C:, which a rooted path names).
       const path = (p: string) => (windows && !pfnet ? windowsPath(p) : p);
       const tokenFile = path(`${GCP_MOUNT_PATH}/${GCP_TOKEN_FILE}`);
-      // pfnet takes the project from the first "@X.iam.gserviceaccount.com" in the email, "" when
-      // there is none (webhooks/mutatepod.go: the same regular expression, unanchored).
-      const project = !email ? undefined : pfnet ? (PFNET_PROJECT.exec(email)?.[1] ?? '') : projectOfEmail(email);
+      // The annotated project (pfnet PR #138) wins; else pfnet takes the project from the first
+      // "@X.iam.gserviceaccount.com" in the email, "" when there is none (webhooks/mutatepod.go:
+      // the same regular expression, unanchored).
+      const projectId = projectIdOf(sa, saName);
+      if (isDenial(projectId)) return projectId;
+      const project =
+        projectId ?? (!email ? undefined : pfnet ? (PFNET_PROJECT.exec(email)?.[1] ?? '') : projectOfEmail(email));
       const identity: Record<string, string> = {
         workloadIdentityProvider: provider.name,
         projectNumber: provider.projectNumber,

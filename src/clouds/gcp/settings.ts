@@ -1,13 +1,8 @@
 // GCP's flags and their environment twins (WIW_GCP_...), part of the webhook's settings.
 import { ConfigError } from '../../errors.ts';
-import { bool, httpsUrlList, integer, oneOf, optionalString, type Setting } from '../../settings.ts';
+import { bool, httpsUrlList, imageReference, integer, oneOf, optionalString, type Setting } from '../../settings.ts';
 import { CLOUDS } from '../registry.ts';
 import { PFNET } from './facts.ts';
-
-function nonEmpty(raw: string, flag: string): string {
-  if (raw.trim() === '') throw new ConfigError(`--${flag} must not be empty`);
-  return raw.trim();
-}
 
 /** An octal file mode such as 0440 (a leading 0 optional), as pfnet's flag takes it. */
 function fileMode(raw: string, flag: string): number {
@@ -61,8 +56,8 @@ export const GCP_SETTINGS = {
   gcpGcloudImage: {
     flag: 'gcp-gcloud-image',
     description:
-      "Image of the gcloud setup init container of ServiceAccounts in the pfnet dialect (cloud.google.com/*) in gcloud mode (pfnet's -gcloud-image)",
-    parse: nonEmpty,
+      "Image of the gcloud setup init container of ServiceAccounts in the pfnet dialect (cloud.google.com/*) in gcloud mode (pfnet's -gcloud-image); the default is pfnet's floating tag `stable`: pin one with IMAGE:TAG@sha256:DIGEST",
+    parse: imageReference,
     default: PFNET.gcloudImage,
   },
   gcpFileMode: {

@@ -3,6 +3,7 @@
 // and stdout, one JSON object per line:
 //   {"op":"versions"}             -> {"ok":true,"versions":{...}}
 //   {"op":"credentials"}          -> {"ok":true,...} or {"ok":false,"error":{...}}
+//   {"op":"credentials","profile":"p"}  (AWS) the same, from the named profile of the config file
 //   {"op":"advance","seconds":N}  -> {"ok":true}   (time passes for this process)
 import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
@@ -12,16 +13,18 @@ const SCOPE_AZURE = 'https://management.azure.com/.default';
 const SCOPE_GCP = 'https://www.googleapis.com/auth/cloud-platform';
 
 type Answer = Record<string, unknown>;
-let getCredentials: () => Promise<Answer>;
+let getCredentials: (profile?: string) => Promise<Answer>;
 let packages: string[];
 
 switch (cloud) {
   case 'aws': {
     const { fromNodeProviderChain } = await import('@aws-sdk/credential-providers');
-    // Built once, as an application builds its client once; it caches and refreshes by itself.
-    const provider = fromNodeProviderChain();
-    getCredentials = async () => {
-      const c = await provider();
+    // Built once (per profile), as an application builds its client once; it caches and refreshes by itself.
+    const chains = new Map<string, ReturnType<typeof fromNodeProviderChain>>();
+    getCredentials = async (profile) => {
+      const key = profile ?? '';
+      if (!chains.has(key)) chains.set(key, fromNodeProviderChain(profile === undefined ? {} : { profile }));
+      const c = await chains.get(key)!();
       return {
         accessKeyId: c.accessKeyId,
         secretAccessKey: c.secretAccessKey,
@@ -84,11 +87,11 @@ function describeError(err: unknown): Answer {
 
 const lines = createInterface({ input: process.stdin });
 for await (const line of lines) {
-  const request = JSON.parse(line) as { op: string; seconds?: number };
+  const request = JSON.parse(line) as { op: string; seconds?: number; profile?: string };
   let answer: Answer;
   try {
     if (request.op === 'versions') answer = { ok: true, versions: versions() };
-    else if (request.op === 'credentials') answer = { ok: true, ...(await getCredentials()) };
+    else if (request.op === 'credentials') answer = { ok: true, ...(await getCredentials(request.profile)) };
     else if (request.op === 'advance') {
       (globalThis as unknown as Record<symbol, (s: number) => void>)[Symbol.for('wiw.sdk.advanceClock')](
         request.seconds!,

@@ -1,6 +1,6 @@
 # An application using one official Python cloud SDK the way applications do: the default
 # credential chain, configured by nothing but the environment. Same line protocol as
-# ../node/sdk-child.ts: {"op": "versions" | "credentials" | "advance", "seconds": N}.
+# ../node/sdk-child.ts: {"op": "versions" | "credentials" | "advance", "seconds": N, "profile": P (AWS)}.
 import json
 import sys
 from importlib.metadata import version
@@ -14,12 +14,14 @@ SCOPE_GCP = "https://www.googleapis.com/auth/cloud-platform"
 if cloud == "aws":
     import boto3
 
-    # One session for the process, as an application keeps one; it caches and refreshes.
-    session = boto3.Session()
+    # One session for the process (per profile), as an application keeps one; it caches and refreshes.
+    sessions = {}
     packages = ["boto3", "botocore"]
 
-    def get_credentials():
-        credentials = session.get_credentials()
+    def get_credentials(profile=None):
+        if profile not in sessions:
+            sessions[profile] = boto3.Session() if profile is None else boto3.Session(profile_name=profile)
+        credentials = sessions[profile].get_credentials()
         if credentials is None:
             raise RuntimeError("boto3 found no credentials")
         frozen = credentials.get_frozen_credentials()
@@ -31,7 +33,7 @@ elif cloud == "azure":
     credential = DefaultAzureCredential()
     packages = ["azure-identity", "azure-core", "msal"]
 
-    def get_credentials():
+    def get_credentials(profile=None):
         token = credential.get_token(SCOPE_AZURE)
         return {"token": token.token, "expiresOnTimestamp": token.expires_on * 1000}
 
@@ -42,7 +44,7 @@ elif cloud == "gcp":
     packages = ["google-auth", "requests"]
     state = {}
 
-    def get_credentials():
+    def get_credentials(profile=None):
         # google.auth.default() already exchanges tokens (it looks up the project), so it runs
         # on the first request, where a failure is reported like any other.
         if "credentials" not in state:
@@ -74,7 +76,7 @@ for line in sys.stdin:
         if request["op"] == "versions":
             answer = {"ok": True, "versions": {name: version(name) for name in packages}}
         elif request["op"] == "credentials":
-            answer = {"ok": True, **get_credentials()}
+            answer = {"ok": True, **get_credentials(request.get("profile"))}
         elif request["op"] == "advance":
             sitecustomize.advance_clock(request["seconds"])
             answer = {"ok": True}

@@ -1,0 +1,95 @@
+// The shapes of the object slices the cores read. kube-apiserver sends typed objects (a string is
+// a string, a list a list, empty fields omitted), any other caller of /mutate may not: a value of
+// the wrong type in a field the core reads would throw (an internal error) or yield a patch that
+// does not apply to the object. Fields not named here are carried through unread.
+import { clip } from '../limits.ts';
+
+export type Shape =
+  | 'string'
+  | 'boolean'
+  | 'integer'
+  | { map: 'string' }
+  | { list: Shape }
+  | { fields: Record<string, Shape>; required?: readonly string[] };
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function describe(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'a list';
+  return typeof value === 'object' ? 'an object' : `a ${typeof value}`;
+}
+
+function expected(shape: Shape): string {
+  if (typeof shape === 'string') return `a ${shape}`;
+  if ('map' in shape) return 'a map of strings';
+  if ('list' in shape) return 'a list';
+  return 'an object';
+}
+
+const join = (path: string, key: string) => (path ? `${path}.${key}` : key);
+
+/**
+ * The first place where `value` is not of `shape`, named by its path; undefined when it is all of
+ * it. Every review is checked: the walk that builds no strings answers first, and only an object
+ * that fails it is walked again for the message.
+ */
+export function shapeError(value: unknown, shape: Shape, path: string): string | undefined {
+  return conforms(value, shape) ? undefined : firstError(value, shape, path);
+}
+
+function conforms(value: unknown, shape: Shape): boolean {
+  if (shape === 'string') return typeof value === 'string';
+  if (shape === 'boolean') return typeof value === 'boolean';
+  if (shape === 'integer') return Number.isSafeInteger(value);
+  if ('list' in shape) {
+    if (!Array.isArray(value)) return false;
+    for (let i = 0; i < value.length; i++) if (!conforms(value[i], shape.list)) return false;
+    return true;
+  }
+  if (!isPlainObject(value)) return false;
+  if ('map' in shape) {
+    for (const key in value) if (Object.hasOwn(value, key) && typeof value[key] !== 'string') return false;
+    return true;
+  }
+  for (const key of shape.required ?? []) if (!Object.hasOwn(value, key)) return false;
+  for (const key in shape.fields)
+    if (Object.hasOwn(value, key) && !conforms(value[key], shape.fields[key])) return false;
+  return true;
+}
+
+function firstError(value: unknown, shape: Shape, path: string): string | undefined {
+  const wrong = () => `${path} is not ${expected(shape)} (${describe(value)})`;
+  if (shape === 'string') return typeof value === 'string' ? undefined : wrong();
+  if (shape === 'boolean') return typeof value === 'boolean' ? undefined : wrong();
+  if (shape === 'integer') return Number.isSafeInteger(value) ? undefined : wrong();
+  if ('list' in shape) {
+    if (!Array.isArray(value)) return wrong();
+    for (let i = 0; i < value.length; i++) {
+      const error = firstError(value[i], shape.list, `${path}[${i}]`);
+      if (error) return error;
+    }
+    return undefined;
+  }
+  if (!isPlainObject(value)) return wrong();
+  if ('map' in shape) {
+    for (const key of Object.keys(value))
+      if (typeof value[key] !== 'string')
+        return `${path}[${JSON.stringify(clip(key, 63))}] is not a string (${describe(value[key])})`;
+    return undefined;
+  }
+  for (const key of shape.required ?? []) if (!Object.hasOwn(value, key)) return `${join(path, key)} is missing`;
+  for (const [key, inner] of Object.entries(shape.fields)) {
+    if (!Object.hasOwn(value, key)) continue;
+    const error = firstError(value[key], inner, join(path, key));
+    if (error) return error;
+  }
+  return undefined;
+}
+
+/** metadata as the cores read it (labels and annotations are map[string]string). */
+export const METADATA_SHAPE: Shape = {
+  fields: { namespace: 'string', labels: { map: 'string' }, annotations: { map: 'string' } },
+};

@@ -1,0 +1,67 @@
+// Several roles in one Pod (the AWS peer's issue #20, which it does not offer): a shared config
+// file with one web-identity profile per role, all presenting the same projected token. The SDKs
+// read it through AWS_CONFIG_FILE; code picks a role by profile name, a container by AWS_PROFILE.
+import { denial, type Denial, isDenial } from '../../errors.ts';
+import { parsePairs } from '../common.ts';
+import { type RoleArn, type RoleArnBase, readRoleArn } from './role-arn.ts';
+
+/** The Pod annotation the file is projected from (by the downward API, into the token volume). */
+export const AWS_CONFIG_ANNOTATION = 'workload-identity-webhook.io/aws-config-file';
+/** Its name in the token volume, beside `token`. */
+export const AWS_CONFIG_FILE = 'config';
+export const DEFAULT_PROFILE = 'default';
+
+// Profile names the SDKs' INI readers and shells take as they are.
+const PROFILE_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
+
+export interface Profile {
+  name: string;
+  role: RoleArn;
+}
+
+/**
+ * The `role-arns` annotation: `<profile>=<role ARN, or role name with --aws-compose-role-arn>`
+ * entries. Every value lands in a file the SDKs parse, so nothing malformed is let through, with
+ * or without --strict.
+ */
+export function parseProfiles(value: string, where: string, base: RoleArnBase | undefined): Profile[] | Denial {
+  const { pairs, bad } = parsePairs(value);
+  const form = 'expected <profile>=<role ARN> entries separated by commas or new lines';
+  if (bad.length > 0)
+    return denial(
+      'InvalidAnnotation',
+      `${where}: ${bad.map((b) => `"${b}"`).join(', ')} is not <profile>=<role>; ${form}`,
+    );
+  if (pairs.length === 0) return denial('InvalidAnnotation', `${where}="${value}" names no role; ${form}`);
+  const profiles: Profile[] = [];
+  for (const [name, raw] of pairs) {
+    if (!PROFILE_NAME.test(name))
+      return denial(
+        'InvalidAnnotation',
+        `${where}: profile "${name}" is not a profile name (letters, digits, "_", "." and "-", at most 64)`,
+      );
+    if (profiles.some((p) => p.name === name))
+      return denial('InvalidAnnotation', `${where}: profile "${name}" is named twice`);
+    const role = readRoleArn(raw, `${where} profile ${name}`, base);
+    if (isDenial(role)) return role;
+    profiles.push({ name, role });
+  }
+  return profiles;
+}
+
+/**
+ * The shared config file: `[default]` first, then `[profile <name>]` per role, each with the
+ * role and the token file. Values are validated ARNs, names and a path: no line can be injected.
+ */
+export function sharedConfigFile(profiles: readonly Profile[], tokenFile: string): string {
+  return profiles
+    .map((p) =>
+      [
+        p.name === DEFAULT_PROFILE ? '[default]' : `[profile ${p.name}]`,
+        `role_arn = ${p.role.arn}`,
+        `web_identity_token_file = ${tokenFile}`,
+      ].join('\n'),
+    )
+    .join('\n\n')
+    .concat('\n');
+}

@@ -1,0 +1,64 @@
+// A client id per container (the Azure peer's issue #408, which it does not offer): the
+// ServiceAccount names, for some of its Pods' containers, the user-assigned identity or app
+// registration each one signs in as. One token serves them all (the same ServiceAccount subject),
+// so every client id needs a federated credential for it; `trust` prints one for each.
+import { denial, type Denial } from '../../errors.ts';
+import type { EnvVar } from '../../kube/types.ts';
+import type { Pod } from '../../kube/types.ts';
+import { parsePairs, podContainers } from '../common.ts';
+
+export const CONTAINER_CLIENT_IDS_ANNOTATION = 'azure.workload.identity/container-client-ids';
+
+const CONTAINER_NAME = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+const GUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
+
+/**
+ * `<container>=<client id>` entries, separated by semicolons (as the peer's skip-containers),
+ * commas or new lines. Every value is new to this annotation: anything but a GUID is refused,
+ * with or without --strict.
+ */
+export function parseContainerClientIds(value: string, where: string): Map<string, string> | Denial {
+  const { pairs, bad } = parsePairs(value);
+  const form = 'expected <container>=<client id> entries separated by semicolons';
+  const key = `${where} annotation ${CONTAINER_CLIENT_IDS_ANNOTATION}`;
+  if (bad.length > 0)
+    return denial(
+      'InvalidAnnotation',
+      `${key}: ${bad.map((b) => `"${b}"`).join(', ')} is not <container>=<client id>; ${form}`,
+    );
+  const ids = new Map<string, string>();
+  for (const [container, clientId] of pairs) {
+    if (!CONTAINER_NAME.test(container))
+      return denial('InvalidAnnotation', `${key}: "${container}" is not a container name (a DNS label)`);
+    if (ids.has(container)) return denial('InvalidAnnotation', `${key}: container "${container}" is named twice`);
+    if (!GUID.test(clientId))
+      return denial(
+        'InvalidClientId',
+        `${key}: the client id of container "${container}", "${clientId}", is not a GUID such as 00000000-0000-0000-0000-000000000000`,
+      );
+    ids.set(container, clientId);
+  }
+  if (ids.size === 0) return denial('InvalidAnnotation', `${key}="${value}" names no container; ${form}`);
+  return ids;
+}
+
+/**
+ * The env groups of each named container the Pod has: its own AZURE_CLIENT_ID in place of the
+ * ServiceAccount's (first, where the ServiceAccount names none).
+ */
+export function containerEnvGroups(
+  pod: Pod,
+  ids: ReadonlyMap<string, string>,
+  skip: ReadonlySet<string>,
+  envGroups: EnvVar[][],
+): Map<string, EnvVar[][]> {
+  const out = new Map<string, EnvVar[][]>();
+  const own = (clientId: string): EnvVar[] => [{ name: 'AZURE_CLIENT_ID', value: clientId }];
+  const rest = envGroups.filter((g) => !g.some((e) => e.name === 'AZURE_CLIENT_ID'));
+  for (const c of podContainers(pod)) {
+    const clientId = ids.get(c.name);
+    if (clientId === undefined || skip.has(c.name)) continue;
+    out.set(c.name, [own(clientId), ...rest]);
+  }
+  return out;
+}
