@@ -2,13 +2,14 @@
 // peer, built by scripts/provide-peers.sh as the differential harness has them) on one real
 // kube-apiserver, with the same ServiceAccounts, serving certificate and review stream. Each
 // server runs alone on CPU 0 (taskset; GOMAXPROCS=1 for the Go peers); the load generator, the API
-// server and etcd on the other CPUs. `serve` runs as its Pod does: in a memory cgroup of the
-// chart's limit, with the Node flags of charts/workload-identity-webhook/files/node-options (the
-// chart's and the image's). Every figure is the median of --rounds rounds; the table ends with the
-// issue's goals, each met or not, and how busy the machine was with other work meanwhile.
+// server and etcd on the other CPUs. `serve` runs as its Pod does: the image's bundle (WIW_CLI;
+// scripts/dev.sh builds it), in a memory cgroup of the chart's limit, with the Node flags of the
+// Dockerfile's NODE_OPTIONS (the chart keeps them unless nodeOptions is set). Every figure is the
+// median of --rounds rounds; the table ends with the issue's goals, each met or not, and how busy
+// the machine was with other work meanwhile.
 //
-//   npm run bench:peers [-- --rounds 3] [--seconds 10] [--peers aws,azure] [--phases base,scale] [--scale 50000]
-//                       [--settle 75] [--image-archive FILE]
+//   npm run bench:peers [-- --rounds 3] [--seconds 10] [--peers aws,azure] [--phases base,scale]
+//                       [--scale 50000] [--settle 75] [--image-archive FILE]
 import { readFileSync, statSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
@@ -17,6 +18,7 @@ import { parseArgs } from 'node:util';
 import { startControlPlane, type ControlPlane } from '../test/harness/control-plane.ts';
 import { TENANT as AZURE_TENANT } from '../test/support/identities.ts';
 import { providePeers, servingCertificate, startPeer, type TlsFiles } from '../test/support/peer-diff.ts';
+import { CLI } from '../test/harness/cli-process.ts';
 import { startWebhook } from '../test/support/webhook.ts';
 import { createAll } from './support/cluster.ts';
 import { cpuCount, cpuSecondsOf, foreignLoad, loadAverage, memoryCgroup, pin, rssOf } from './support/host.ts';
@@ -27,8 +29,13 @@ const ROOT = join(import.meta.dirname, '..');
 const CACHE =
   process.env.WIW_CACHE_DIR ??
   join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'workload-identity-webhook');
-/** The Node flags the chart and the image set: one file, read by both and by this benchmark. */
-export const NODE_OPTIONS_FILE = join(ROOT, 'charts/workload-identity-webhook/files/node-options');
+/** The Node flags of the container: the Dockerfile's ENV NODE_OPTIONS, the one place they are set. */
+export function imageNodeOptions(): string {
+  const dockerfile = readFileSync(join(ROOT, 'Dockerfile'), 'utf8');
+  const flags = /^\s*NODE_OPTIONS="([^"]*)"/m.exec(dockerfile)?.[1];
+  if (flags === undefined) throw new Error('the Dockerfile sets no NODE_OPTIONS="..."');
+  return flags;
+}
 
 const { values: opts } = parseArgs({
   options: {
@@ -51,7 +58,7 @@ const BASE_SAS = Number(opts['service-accounts']);
 const SCALE_SAS = Number(opts.scale);
 const SETTLE_S = Number(opts.settle);
 const MEMORY = Number(opts['memory-mib']) * 2 ** 20;
-const NODE_FLAGS = opts['node-options'] ?? readFileSync(NODE_OPTIONS_FILE, 'utf8').trim();
+const NODE_FLAGS = opts['node-options'] ?? imageNodeOptions();
 const PEERS = opts.peers.split(',').filter(Boolean) as Kind[];
 const PHASES = new Set(opts.phases.split(','));
 const SERVER_CPU = '0';
@@ -569,7 +576,7 @@ const kinds: Kind[] = ['project', ...PEERS];
 const others = Array.from({ length: cpuCount() - 1 }, (_, i) => i + 1).join(',');
 pin(process.pid, others);
 console.log(
-  `bench:peers: ${ROUNDS} rounds, ${SECONDS} s per load run; serve in a ${MEMORY / 2 ** 20} MiB memory cgroup with NODE_OPTIONS="${NODE_FLAGS}"; ` +
+  `bench:peers: ${ROUNDS} rounds, ${SECONDS} s per load run; serve (${CLI}) in a ${MEMORY / 2 ** 20} MiB memory cgroup with NODE_OPTIONS="${NODE_FLAGS}"; ` +
     `servers on CPU ${SERVER_CPU}, load, kube-apiserver and etcd on CPU ${others}; peers: ${PEERS.map((p) => `${p} ${vars[`${p.toUpperCase()}_PEER_VERSION`]}`).join(', ') || 'none'}`,
 );
 const sampler = setInterval(() => loads.push(loadAverage()), 5000);

@@ -111,10 +111,10 @@ case "$cmd" in
     ;;
   bench-peers)
     # Beside the peers' binaries (scripts/provide-peers.sh, which bench/peers.ts calls); as root:
-    # `serve` runs in a memory cgroup.
+    # `serve` runs in a memory cgroup, from the bundle the image ships (scripts/bundle.ts).
     ensure_node; ensure_deps; ensure_binaries
-    npm run --silent build
-    exec node bench/peers.ts "$@"
+    node scripts/bundle.ts >&2
+    WIW_CLI=$PWD/bundle/cli.js exec node bench/peers.ts "$@"
     ;;
   peer-diff)
     # The peers' binaries come from scripts/provide-peers.sh, which scripts/peer-diff.ts calls.
