@@ -53,7 +53,7 @@ LABEL org.opencontainers.image.title="workload-identity-webhook" \
 # replaces them). The heap is sized from the container's memory limit: without a flag Node 24
 # lets it grow to the whole limit, and the kernel kills the container before the GC runs hard.
 ENV NODE_ENV=production \
-    NODE_OPTIONS="--max-old-space-size-percentage=50"
+    NODE_OPTIONS="--max-old-space-size-percentage=50 --max-semi-space-size=4"
 WORKDIR /app
 COPY --from=build /src/app ./
 # Numeric, so the kubelet can verify runAsNonRoot; the chart runs it as the same user.

@@ -115,7 +115,11 @@ describe('Dockerfile', () => {
       [{ op: 'COPY', args: '--from=build /src/app ./' }],
     );
     const env = final.steps.find((s) => s.op === 'ENV')!.args;
-    assert.match(env, /NODE_OPTIONS="--max-old-space-size-percentage=\d+/, 'the V8 flags live here');
+    assert.match(
+      env,
+      /NODE_OPTIONS="--max-old-space-size-percentage=\d+ --max-semi-space-size=\d+"/,
+      'the V8 flags live here',
+    );
   });
 
   test('.dockerignore keeps host builds and dependencies out of the context', () => {
@@ -298,7 +302,9 @@ describe('the image, built with buildah', () => {
     assert.deepEqual(config.Entrypoint, ['/usr/local/bin/node', '/app/dist/cli.js']);
     assert.deepEqual(config.Cmd, ['serve']);
     assert.ok(config.Env.includes('NODE_ENV=production'));
-    assert.ok(config.Env.some((e) => /^NODE_OPTIONS=--max-old-space-size-percentage=\d+$/.test(e)));
+    assert.ok(
+      config.Env.some((e) => /^NODE_OPTIONS=--max-old-space-size-percentage=\d+ --max-semi-space-size=\d+$/.test(e)),
+    );
     assert.equal(config.WorkingDir, '/app');
     assert.equal(config.Labels['org.opencontainers.image.version'], packageJson.version);
     // The base layer is the pinned runtime base's (one layer), then one layer of the app.

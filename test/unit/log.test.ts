@@ -3,7 +3,6 @@
 // and headers as fields and writes both into its message and stack).
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import { mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -183,21 +182,5 @@ describe('writing stdout', () => {
     } finally {
       done();
     }
-  });
-
-  test('what is buffered is written when the process exits', () => {
-    const script = `
-      import { createLogger, DECISION_MESSAGE } from ${JSON.stringify(join(import.meta.dirname, '../src/log.ts'))};
-      const log = createLogger('info');
-      for (let n = 0; n < 3; n++) log.info({ n }, DECISION_MESSAGE);
-      process.exit(0);`;
-    const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8' });
-    assert.deepEqual(
-      out
-        .trim()
-        .split('\n')
-        .map((l) => JSON.parse(l).n),
-      [0, 1, 2],
-    );
   });
 });
