@@ -46,14 +46,14 @@ export async function connectKube(path: string | undefined): Promise<KubeApi> {
   }
 }
 
-/** The Pod's own service account, as client-go's rest.InClusterConfig reads it. */
-function inCluster(): KubeCredentials {
+/** The Pod's own service account, as client-go's rest.InClusterConfig reads it (`dir`: its mount). */
+export function inCluster(dir = SERVICE_ACCOUNT_DIR): KubeCredentials {
   const host = process.env.KUBERNETES_SERVICE_HOST ?? '';
   const port = process.env.KUBERNETES_SERVICE_PORT ?? '443';
   return {
     server: `https://${host.includes(':') ? `[${host}]` : host}:${port}`,
-    ca: readFileSync(join(SERVICE_ACCOUNT_DIR, 'ca.crt')),
-    token: tokenFile(join(SERVICE_ACCOUNT_DIR, 'token')),
+    ca: readFileSync(join(dir, 'ca.crt')),
+    token: tokenFile(join(dir, 'token')),
   };
 }
 

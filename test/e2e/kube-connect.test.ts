@@ -2,14 +2,14 @@
 // kubeconfig files with static credentials read directly, token files read again as the kubelet
 // rotates them, a plugin handed to client-node, and clear errors for what cannot be used.
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { stringify } from 'yaml';
 import { ConfigError } from '../../src/errors.ts';
-import { KubeApiError, type KubeApi } from '../../src/kube/api.ts';
-import { connectKube, tokenFile } from '../../src/kube/connect.ts';
+import { KubeApi, KubeApiError } from '../../src/kube/api.ts';
+import { connectKube, inCluster, tokenFile } from '../../src/kube/connect.ts';
 import {
   createNamespace,
   createServiceAccount,
@@ -125,6 +125,29 @@ describe('a kubeconfig read without client-node', () => {
       },
     );
     assert.equal(await whoAmI(await connectKube(file)), 'system:serviceaccount:ns1:second');
+  });
+
+  test("in a Pod: the service's address from the environment, the service account's token and ca.crt", async () => {
+    const mount = join(dir, 'serviceaccount');
+    mkdirSync(mount);
+    writeFileSync(join(mount, 'token'), await requestToken(cp, 'ns1', 'first', cp.issuer, 3600));
+    writeFileSync(join(mount, 'ca.crt'), cp.caPem);
+    const saved = { host: process.env.KUBERNETES_SERVICE_HOST, port: process.env.KUBERNETES_SERVICE_PORT };
+    const { hostname, port } = new URL(cp.server);
+    process.env.KUBERNETES_SERVICE_HOST = hostname;
+    process.env.KUBERNETES_SERVICE_PORT = port;
+    try {
+      const credentials = inCluster(mount);
+      assert.equal(credentials.server, cp.server);
+      assert.equal(await whoAmI(new KubeApi(credentials)), 'system:serviceaccount:ns1:first');
+    } finally {
+      for (const [k, v] of [
+        ['KUBERNETES_SERVICE_HOST', saved.host],
+        ['KUBERNETES_SERVICE_PORT', saved.port],
+      ] as const)
+        if (v === undefined) delete process.env[k];
+        else process.env[k] = v;
+    }
   });
 
   test('$KUBECONFIG when no --kubeconfig is given and not in a cluster', async () => {
