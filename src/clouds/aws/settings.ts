@@ -1,5 +1,6 @@
 // AWS's flags and their environment twins (WIW_AWS_...), part of the webhook's settings.
 import { ConfigError } from '../../errors.ts';
+import { isDnsLabel } from '../../model.ts';
 import { bool, integer, type Setting, string } from '../../settings.ts';
 import { CLOUDS } from '../registry.ts';
 import { type InstanceIdentity, readInstanceIdentity } from './imds.ts';
@@ -49,9 +50,8 @@ function fileName(raw: string, flag: string): string {
   return raw;
 }
 
-const DNS_LABEL = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
 function volumeName(raw: string, flag: string): string {
-  if (!DNS_LABEL.test(raw)) throw new ConfigError(`--${flag}="${raw}" is not a volume name (a DNS label)`);
+  if (!isDnsLabel(raw)) throw new ConfigError(`--${flag}="${raw}" is not a volume name (a DNS label)`);
   return raw;
 }
 
