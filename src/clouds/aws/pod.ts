@@ -14,6 +14,7 @@ import {
   windowsPath,
 } from '../common.ts';
 import type { Injection, PodContext, PodProvider } from '../types.ts';
+import { AWS_REGION_NAME } from './facts.ts';
 import {
   AWS_CONFIG_ANNOTATION,
   AWS_CONFIG_FILE,
@@ -95,8 +96,6 @@ const REGION_VARS = ['AWS_DEFAULT_REGION', 'AWS_REGION'] as const;
 function withWarnings(warnings: string[], injection: Injection): Injection {
   return warnings.length > 0 ? { ...injection, warnings } : injection;
 }
-// A region name as the flag takes it: new region shapes keep working.
-const REGION_NAME = /^[a-z0-9]+(-[a-z0-9]+)*$/;
 
 /** What both modes read alike: regional STS, expiry and region. */
 interface Shared {
@@ -233,7 +232,7 @@ function regionOf(aws: Aws, pod: Pod, sa: Record<string, string>, saName: string
     [saName, sa[key]],
   ] as const) {
     if (raw === undefined) continue;
-    if (!REGION_NAME.test(raw.trim()))
+    if (!AWS_REGION_NAME.test(raw.trim()))
       return denial(
         'InvalidAnnotation',
         `${where} annotation ${key}="${raw}" is not an AWS region name (lower-case letters, digits and hyphens, for example eu-west-1)`,

@@ -3,13 +3,13 @@ import { ConfigError } from '../../errors.ts';
 import { isDnsLabel } from '../../model.ts';
 import { bool, integer, type Setting, string } from '../../settings.ts';
 import { CLOUDS } from '../registry.ts';
+import { AWS_ACCOUNT_ID, AWS_PARTITION, AWS_REGION_NAME } from './facts.ts';
 import { type InstanceIdentity, readInstanceIdentity } from './imds.ts';
 import { PodIdentityAssociations } from './pod-identity-associations.ts';
 import { partitionOfRegion, type RoleArnBase } from './role-arn.ts';
 
 // The peer passes its --aws-default-region through untouched, so the flag refuses only what no
-// SDK could read as a region name; region shapes AWS adds later keep working.
-const AWS_REGION_NAME = /^[a-z0-9]+(-[a-z0-9]+)*$/;
+// SDK could read as a region name.
 function awsRegion(raw: string, flag: string): string | undefined {
   if (raw === '') return undefined;
   if (!AWS_REGION_NAME.test(raw))
@@ -57,13 +57,13 @@ function volumeName(raw: string, flag: string): string {
 
 function accountId(raw: string, flag: string): string | undefined {
   if (raw === '') return undefined;
-  if (!/^\d{12}$/.test(raw)) throw new ConfigError(`--${flag}="${raw}" is not an AWS account id (12 digits)`);
+  if (!AWS_ACCOUNT_ID.test(raw)) throw new ConfigError(`--${flag}="${raw}" is not an AWS account id (12 digits)`);
   return raw;
 }
 
 function partition(raw: string, flag: string): string | undefined {
   if (raw === '') return undefined;
-  if (!/^aws(-[a-z]+)*$/.test(raw))
+  if (!AWS_PARTITION.test(raw))
     throw new ConfigError(`--${flag}="${raw}" is not an AWS partition (aws, aws-cn, aws-us-gov, ...)`);
   return raw;
 }
