@@ -1,5 +1,6 @@
 import { type AzureCloudName, type AzureStackEnvironment, authorityHostOf } from './environments.ts';
 import { CLOUDS } from '../registry.ts';
+import { GUID_PATTERN, isTenantId } from './facts.ts';
 import { denial, type Denial, isDenial } from '../../errors.ts';
 import type { Container, EnvVar, Pod, VolumeMount } from '../../kube/types.ts';
 import { boundExpiration, parseSeconds, splitNames, tokenVolume, tolerated } from '../common.ts';
@@ -59,21 +60,12 @@ export interface AzureOptions {
   strict?: boolean;
 }
 
-export const GUID_PATTERN = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
-// Entra accepts a tenant's verified domain in place of its id.
-const TENANT_PATTERN =
-  /^(?:[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}|[a-zA-Z0-9][a-zA-Z0-9.-]{0,252}\.[a-zA-Z]{2,})$/;
-
 /** The variables that carry the identity: a container's own value of one means it is not used. */
 export const AZURE_CREDENTIAL_ENV: ReadonlySet<string> = new Set([
   'AZURE_CLIENT_ID',
   'AZURE_TENANT_ID',
   'AZURE_FEDERATED_TOKEN_FILE',
 ]);
-
-export function isTenantId(value: string): boolean {
-  return TENANT_PATTERN.test(value);
-}
 
 export function createAzureProvider(options: AzureOptions): PodProvider {
   const authorityHost = authorityHostOf(options.cloud, options.stack);

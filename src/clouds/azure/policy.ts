@@ -4,7 +4,8 @@
 // or --azure-tenant-id).
 import type { CloudPolicy } from '../types.ts';
 import { AZURE_CLOUDS, type AzureCloud } from './environments.ts';
-import { type AzureOptions, isTenantId } from './pod.ts';
+import { isTenantId } from './facts.ts';
+import type { AzureOptions } from './pod.ts';
 
 /** The ServiceAccount's tenant (clouds/azure/pod.ts): the user's choice, not a default. */
 const TENANT_ANNOTATION = 'azure.workload.identity/tenant-id';

@@ -2,7 +2,8 @@
 // user-assigned managed identity its client id names. Entra matches issuer, subject and audience
 // byte for byte, so each is printed exactly as the token carries it.
 import type { CloudTrust, TrustIdentity } from '../types.ts';
-import { AZURE_USE_LABEL, GUID_PATTERN, isTenantId } from './pod.ts';
+import { GUID_PATTERN, isTenantId } from './facts.ts';
+import { AZURE_USE_LABEL } from './pod.ts';
 import { groupBy, shellCommand, shellComment, shellCommentBlock, shellSubstitution } from '../../shell.ts';
 
 export interface FederatedIdentityCredential {
