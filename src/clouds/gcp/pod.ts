@@ -1,5 +1,5 @@
 import { CLOUDS } from '../registry.ts';
-import { PFNET } from './facts.ts';
+import { PFNET, PROJECT_ID_PART } from './facts.ts';
 import { denial, type Denial, isDenial } from '../../errors.ts';
 import type { Container, DownwardAPIFile, EnvVar, Volume, VolumeMount } from '../../kube/types.ts';
 import { boundExpiration, parseSeconds, splitNames, tokenVolume, tolerated, windowsPath } from '../common.ts';
@@ -37,7 +37,7 @@ export const PROVIDER_PATTERN =
   /^projects\/(\d{1,20})\/locations\/global\/workloadIdentityPools\/([a-z0-9-]{4,32})\/providers\/([a-z0-9-]{4,32})$/;
 const PROVIDER_FORM = 'projects/<project number>/locations/global/workloadIdentityPools/<pool>/providers/<provider>';
 export const EMAIL_PATTERN = /^[a-zA-Z0-9._%+-]+@([a-zA-Z0-9.-]+)$/;
-const SA_DOMAIN = /^([a-z][a-z0-9-]{4,28}[a-z0-9])\.iam\.gserviceaccount\.com$/;
+const SA_DOMAIN = new RegExp(`^(${PROJECT_ID_PART})\\.iam\\.gserviceaccount\\.com$`);
 const PFNET_PROJECT = /@(.*).iam.gserviceaccount.com/;
 
 export interface GcpOptions {

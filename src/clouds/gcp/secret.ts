@@ -1,4 +1,5 @@
 import { denial, type Denial, isDenial } from '../../errors.ts';
+import { PROJECT_ID_PART } from './facts.ts';
 import {
   externalAccountConfig,
   parseWorkloadIdentityProvider,
@@ -34,7 +35,7 @@ const IMPERSONATION_URL =
   /^https:\/\/iamcredentials\.googleapis\.com\/v1\/projects\/-\/serviceAccounts\/([a-zA-Z0-9._%+-]+@[a-zA-Z0-9.-]+):generateAccessToken$/;
 const IMPERSONATION_FORM =
   'https://iamcredentials.googleapis.com/v1/projects/-/serviceAccounts/<email>:generateAccessToken';
-const PROJECT_ID = /^[a-z][a-z0-9-]{4,28}[a-z0-9]$/;
+const PROJECT_ID = new RegExp(`^${PROJECT_ID_PART}$`);
 const DOMAIN = /^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)+$/;
 const MIN_LIFETIME = 600;
 const MAX_LIFETIME = 43200;
