@@ -51,6 +51,11 @@ export const DEFAULT_SECRET_TOKEN_PATH = '/var/run/secrets/gardener.cloud/worklo
 /** The ServiceAccount annotation prefixes the Secret path reads (the cache must keep them). */
 export const SECRET_ANNOTATION_PREFIXES: readonly string[] = [PROJECT_DOMAIN];
 
+/** A JSON object: neither null nor a list. */
+export function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
 /** A DNS-1123 label's characters; a label has at most 63 of them. */
 export const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;

@@ -3,6 +3,7 @@
 // the wrong type in a field the core reads would throw (an internal error) or yield a patch that
 // does not apply to the object. Fields not named here are carried through unread.
 import { clip } from '../limits.ts';
+import { isObject } from '../model.ts';
 
 export type Shape =
   | 'string'
@@ -11,10 +12,6 @@ export type Shape =
   | { map: 'string' }
   | { list: Shape }
   | { fields: Record<string, Shape>; required?: readonly string[] };
-
-function isPlainObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
 
 function describe(value: unknown): string {
   if (value === null) return 'null';
@@ -45,7 +42,7 @@ export function shapeError(value: unknown, shape: Shape, path: string): string |
     }
     return undefined;
   }
-  if (!isPlainObject(value)) return wrong();
+  if (!isObject(value)) return wrong();
   if ('map' in shape) {
     for (const key of Object.keys(value))
       if (typeof value[key] !== 'string')

@@ -2,6 +2,7 @@
 // provider and tenant policy all read, so configuration needs no provider code.
 import { readFileSync } from 'node:fs';
 import { ConfigError } from '../../errors.ts';
+import { isObject } from '../../model.ts';
 
 export const AZURE_AUDIENCE = 'api://AzureADTokenExchange';
 
@@ -43,7 +44,7 @@ export function readAzureStackEnvironment(file: string, flag: string): AzureStac
   } catch (err) {
     throw new ConfigError(`${where}: the Azure environment file is not JSON: ${(err as Error).message}`);
   }
-  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed))
+  if (!isObject(parsed))
     throw new ConfigError(`${where}: the Azure environment file must hold a JSON object (go-autorest's Environment)`);
   const key = Object.keys(parsed).find((k) => k.toLowerCase() === 'activedirectoryendpoint');
   const value = key === undefined ? undefined : (parsed as Record<string, unknown>)[key];
