@@ -9,7 +9,7 @@ import {
   type WorkloadIdentityProvider,
 } from './pod.ts';
 import type { CloudTrust, TrustIdentity } from '../types.ts';
-import { groupBy, shellCommand, shellComment, shellCommentBlock, unique } from '../../shell.ts';
+import { groupBy, shellCommand, shellComment, shellCommentJson, unique } from '../../shell.ts';
 
 const ATTRIBUTE_MAPPING = { 'google.subject': 'assertion.sub' } as const;
 const WORKLOAD_IDENTITY_USER = 'roles/iam.workloadIdentityUser';
@@ -140,8 +140,6 @@ function grantPrincipals(result: GcpTrust, resolved: Resolved[]): void {
   }
 }
 
-const json = (value: unknown): string[] => shellCommentBlock(JSON.stringify(value, null, 2));
-
 export const gcpTrustPart: CloudTrust<GcpTrust> = {
   verifier: 'Google STS',
   algorithms: ['RS256', 'ES256'],
@@ -160,9 +158,16 @@ export const gcpTrustPart: CloudTrust<GcpTrust> = {
     '## Google Cloud',
     ...report.providers.flatMap((p) => [
       shellComment(`workload identity pool provider ${p.name} (${p.trustedBy.join(', ')}):`),
-      ...json({ issuerUri: p.issuerUri, allowedAudiences: p.allowedAudiences, attributeMapping: p.attributeMapping }),
+      ...shellCommentJson({
+        issuerUri: p.issuerUri,
+        allowedAudiences: p.allowedAudiences,
+        attributeMapping: p.attributeMapping,
+      }),
     ]),
-    ...report.serviceAccounts.flatMap((s) => [shellComment(`IAM policy binding on ${s.email}:`), ...json(s.binding)]),
+    ...report.serviceAccounts.flatMap((s) => [
+      shellComment(`IAM policy binding on ${s.email}:`),
+      ...shellCommentJson(s.binding),
+    ]),
     ...report.commands,
   ],
 };
