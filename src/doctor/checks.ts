@@ -353,12 +353,7 @@ async function identityTokens(d: Doctor): Promise<undefined> {
 }
 
 function checkIssuerForm(issuer: string, add: (c: Check) => void): void {
-  let url: URL | undefined;
-  try {
-    url = new URL(issuer);
-  } catch {
-    // not a URL: handled below
-  }
+  const url = URL.parse(issuer);
   if (url?.protocol !== 'https:') {
     add({
       id: 'issuer-https',
@@ -395,12 +390,7 @@ function issuerFlag(candidate: string): string {
 }
 
 function checkJwksUri(jwksUri: string, issuer: string, add: (c: Check) => void): void {
-  let url: URL | undefined;
-  try {
-    url = new URL(jwksUri);
-  } catch {
-    // reported below
-  }
+  const url = URL.parse(jwksUri);
   if (url?.protocol !== 'https:') {
     add({
       id: 'jwks-uri',

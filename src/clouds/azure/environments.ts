@@ -48,11 +48,7 @@ export function readAzureStackEnvironment(file: string, flag: string): AzureStac
     throw new ConfigError(`${where}: the Azure environment file must hold a JSON object (go-autorest's Environment)`);
   const key = Object.keys(parsed).find((k) => k.toLowerCase() === 'activedirectoryendpoint');
   const value = key === undefined ? undefined : (parsed as Record<string, unknown>)[key];
-  let ok = false;
-  try {
-    ok = typeof value === 'string' && new URL(value).protocol === 'https:';
-  } catch {}
-  if (!ok)
+  if (typeof value !== 'string' || URL.parse(value)?.protocol !== 'https:')
     throw new ConfigError(
       `${where}: "activeDirectoryEndpoint" is ${value === undefined ? 'missing' : JSON.stringify(value)}; expected the https URL of the stack's Entra or AD FS authority, such as "https://adfs.local.azurestack.external/adfs/" (it becomes AZURE_AUTHORITY_HOST)`,
     );

@@ -45,7 +45,7 @@ export const azurePolicy: CloudPolicy<AzureOptions, AzureDeclared, AzureField> =
         `Unsupported value: ${JSON.stringify(cloudName)}: supported values: ${Object.keys(AZURE_CLOUDS).join(', ')}`,
       );
     const host = r.string(o.authorityHost, `${path}.authorityHost`, false);
-    if (host !== undefined && !isHttpsUrl(host))
+    if (host !== undefined && URL.parse(host)?.protocol !== 'https:')
       r.fail(
         `${path}.authorityHost`,
         `Invalid value: ${JSON.stringify(host)}: an https URL such as https://login.microsoftonline.com/`,
@@ -94,11 +94,3 @@ export const azurePolicy: CloudPolicy<AzureOptions, AzureDeclared, AzureField> =
           identity: { ...injection.identity, authorityHost: p.authorityHost },
         },
 };
-
-function isHttpsUrl(s: string): boolean {
-  try {
-    return new URL(s).protocol === 'https:';
-  } catch {
-    return false;
-  }
-}

@@ -232,12 +232,8 @@ function credentialsFile(
 }
 
 function isHttpsUrl(value: string): boolean {
-  try {
-    const url = new URL(value);
-    return url.protocol === 'https:' && url.hostname !== '' && url.username === '' && url.password === '';
-  } catch {
-    return false;
-  }
+  const url = URL.parse(value);
+  return url?.protocol === 'https:' && url.hostname !== '' && url.username === '' && url.password === '';
 }
 
 function tokenLifetime(value: unknown, impersonating: boolean, problems: Denial[]): number | undefined {
