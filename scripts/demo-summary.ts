@@ -1,6 +1,6 @@
 // What the demo prints for each Pod: everything the webhook added, found by comparing the Pod as
 // written with the Pod as admitted (volumes, init containers, containers, mounts, env), so a new
-// kind of injection shows up without a change here. test/demo-summary.test.ts holds it to that.
+// kind of injection shows up without a change here. test/unit/demo-summary.test.ts holds it to that.
 import { accessSync, constants } from 'node:fs';
 import { delimiter, join } from 'node:path';
 import type { V1Container, V1Pod, V1Volume } from '@kubernetes/client-node';

@@ -4,9 +4,9 @@
 #   scripts/dev.sh test   lint, typecheck and the whole test suite
 # On a fresh machine it fetches Node.js 24 from the npm registry when the machine's node is
 # another major, installs the dependencies, and builds kube-apiserver (with kubectl), etcd and helm once; for
-# the node suite (test/node-*.test.ts) and `demo --node` also the kubelet, controller-manager and
+# the node suite (test/e2e/node-*.test.ts) and `demo --node` also the kubelet, controller-manager and
 # scheduler, the Debian packages of a node (scripts/node-packages.sh), the images and the registry.
-# Each step also runs alone (test/setup-scripts.test.ts runs them from an empty cache):
+# Each step also runs alone (test/e2e/setup-scripts.test.ts runs them from an empty cache):
 #   scripts/dev.sh ensure-node | ensure-deps | ensure-binaries [--node] | ensure-python-sdks | ensure-node-parts
 set -euo pipefail
 # A failure inside $(...) stops the script too (bash leaves errexit off there by default).
@@ -58,7 +58,7 @@ ensure_deps() {
 }
 
 ensure_python_sdks() {
-  # The official Python SDKs the SDK proof runs (test/sdk-*.test.ts), in a cached virtualenv.
+  # The official Python SDKs the SDK proof runs (test/e2e/sdk-*.test.ts), in a cached virtualenv.
   WIW_SDK_PYTHON=$(bash scripts/python-sdks.sh)
   export WIW_SDK_PYTHON
 }
@@ -79,7 +79,7 @@ ensure_node_parts() {
   start=$SECONDS
   bash scripts/provide-images.sh >/dev/null
   log "images ready in $((SECONDS - start)) s"
-  # The OCI registry the release test pushes to (test/node-e2e.test.ts).
+  # The OCI registry the release test pushes to (test/e2e/node-e2e.test.ts).
   bash scripts/provide-registry.sh >/dev/null
 }
 
@@ -94,7 +94,9 @@ case "$cmd" in
     ensure_binaries; ensure_python_sdks; ensure_node_parts
     npm run --silent build
     node --version >&2
-    exec node --test --test-concurrency=2 "$@" 'test/**/*.test.ts'
+    # Both wings: test/unit (in-process) and test/e2e (starts processes); test/unit/test-layout.test.ts
+    # holds every test file to one of them.
+    exec node --test --test-concurrency=2 "$@" 'test/unit/**/*.test.ts' 'test/e2e/**/*.test.ts'
     ;;
   demo)
     ensure_node; ensure_deps; ensure_binaries

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Lints the project's shell scripts with shellcheck (scripts/, .ci/run and the set-up stand-ins of
-# test/setup-scripts.test.ts), the second half of `npm run lint`. Uses Debian's shellcheck, installed
+# test/e2e/setup-scripts.test.ts), the second half of `npm run lint`. Uses Debian's shellcheck, installed
 # when missing (as root, as scripts/node-packages.sh does; otherwise it says what to install).
 set -euo pipefail
 shopt -s inherit_errexit

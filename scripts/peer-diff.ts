@@ -6,7 +6,7 @@
 //   npm run peer-diff [-- --peers aws,azure,pfnet] [--record]
 //
 // --record also writes each peer's answers to test/fixtures/peer-diff/recorded/<peer>.yaml, which
-// test/peer-diff.test.ts judges against where a peer's binary cannot be built here.
+// test/e2e/peer-diff.test.ts judges against where a peer's binary cannot be built here.
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';

@@ -16,11 +16,9 @@ shopt -s inherit_errexit
 K8S_VERSION=${K8S_VERSION:-v1.34.4}
 ETCD_VERSION=${ETCD_VERSION:-v3.6.16}
 HELM_VERSION=${HELM_VERSION:-v3.17.4}
-CACHE=${WIW_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/workload-identity-webhook}
+# shellcheck source=scripts/build-lib.sh
+. "$(dirname "$0")/build-lib.sh"
 KUBE_DIR=$CACHE/kubernetes-$K8S_VERSION
-
-log() { echo "provide-binaries: $*" >&2; }
-die() { log "$*"; exit 1; }
 
 need_go() {
   command -v go >/dev/null 2>&1 && return 0
@@ -28,22 +26,6 @@ need_go() {
 Install Go 1.24 or newer (it builds them from the Go module proxy, once),
 or point KUBEBUILDER_ASSETS at a folder holding kube-apiserver and etcd
 (or set TEST_ASSET_KUBE_APISERVER, TEST_ASSET_ETCD and TEST_ASSET_HELM)."
-}
-
-# One build of a folder at a time: test files and checkouts may ask at once. The lock is held by
-# the calling subshell until it exits; whoever waited finds the binary and builds nothing.
-lock() {
-  mkdir -p "$1"
-  exec 9>"$1/.lock"
-  flock 9
-}
-
-# The temporary folder of a build, inside the (locked) cache folder it fills: the final mv is then
-# a rename, never a copy across file systems that a kill could leave half done under the binary's
-# name. A killed build's leftovers are removed first (the lock says nobody else is building).
-work_in() {
-  rm -rf "$1"/.build-*
-  mktemp -d "$1/.build-XXXXXX"
 }
 
 # The go.mod of a build against k8s.io/kubernetes: the staging repositories it replaces with
@@ -121,7 +103,8 @@ build_kube() (
   if [ ${#missing[@]} -gt 0 ]; then
     log "building ${missing[*]} $K8S_VERSION from Go modules (first run only, ~5-20 min)"
     minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
-    work=$(work_in "$dir"); trap 'rm -rf "$work"' EXIT
+    start_build "$dir"
+    work=$WORK
     kube_go_mod build >"$work/go.mod"
     packages=()
     for name in "${missing[@]}"; do
@@ -152,7 +135,8 @@ build_etcd() (
   lock "$(dirname "$out")"
   [ -x "$out" ] && { echo "$out"; exit 0; }
   log "building etcd $ETCD_VERSION from Go modules (first run only)"
-  work=$(work_in "$(dirname "$out")"); trap 'rm -rf "$work"' EXIT
+  start_build "$(dirname "$out")"
+  work=$WORK
   cat >"$work/main.go" <<'GO'
 package main
 
@@ -177,7 +161,8 @@ build_helm() (
   lock "$(dirname "$out")"
   [ -x "$out" ] && { echo "$out"; exit 0; }
   log "building helm $HELM_VERSION from Go modules (first run only)"
-  work=$(work_in "$(dirname "$out")"); trap 'rm -rf "$work"' EXIT
+  start_build "$(dirname "$out")"
+  work=$WORK
   (cd "$work" && GOBIN="$work" CGO_ENABLED=0 go install -trimpath -ldflags "-s -w \
     -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" >&2)
   mv "$work/helm" "$out"
@@ -206,7 +191,7 @@ etcd=${TEST_ASSET_ETCD:-$(build_etcd)}
 helm=${TEST_ASSET_HELM:-$(build_helm)}
 printf 'KUBE_APISERVER=%q\nETCD=%q\nHELM=%q\nKUBECTL=%q\n' "$kas" "$etcd" "$helm" "$kubectl"
 
-# --node: also the node's and the controllers' commands (test/node-*.test.ts, demo --node).
+# --node: also the node's and the controllers' commands (test/e2e/node-*.test.ts, demo --node).
 if [ "${1:-}" = "--node" ]; then
   # A command substitution, not a process substitution: a failed build must stop the script.
   node_out=$(build_kube kubelet kube-controller-manager kube-scheduler)

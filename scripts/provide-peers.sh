@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Provides the three single-cloud webhooks this one replaces, at pinned versions, for the
-# differential harness (scripts/peer-diff.ts, test/peer-diff.test.ts) and the side-by-side benchmark.
+# differential harness (scripts/peer-diff.ts, test/e2e/peer-diff.test.ts) and the side-by-side benchmark.
 #
 #   bash scripts/provide-peers.sh [aws] [azure] [pfnet]     (none named: all three)
 #   bash scripts/provide-peers.sh --versions                 (the pins only; builds nothing)
@@ -21,23 +21,13 @@ shopt -s inherit_errexit # a failed step inside $(build_aws) stops it, not only 
 AWS_PEER_VERSION=${AWS_PEER_VERSION:-v0.6.17}
 AZURE_PEER_VERSION=${AZURE_PEER_VERSION:-v1.6.0}
 PFNET_PEER_VERSION=${PFNET_PEER_VERSION:-v0.7.0}
-CACHE=${WIW_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/workload-identity-webhook}
 AWS_MODULE=github.com/aws/amazon-eks-pod-identity-webhook
 
-log() { echo "provide-peers: $*" >&2; }
-die() { log "$*"; exit 1; }
+# shellcheck source=scripts/build-lib.sh
+. "$(dirname "$0")/build-lib.sh"
 
-# One build of a folder at a time (test files and a benchmark may ask at once): the lock is held
-# by the calling subshell until it exits; whoever waited finds the binary and builds nothing.
-lock() {
-  mkdir -p "$1"
-  exec 9>"$1/.lock"
-  flock 9
-}
-
-# The AWS peer from the Go module proxy, into a temporary folder, moved into place last so an
-# interrupted build never leaves a half-written binary. Its own subshell: the EXIT trap removes
-# its temporary folder and nothing of it outlives the build.
+# The AWS peer from the Go module proxy, built in its locked cache folder and moved into place last
+# (scripts/build-lib.sh), so an interrupted build never leaves a half-written binary.
 build_aws() (
   out=$CACHE/peer-aws-$AWS_PEER_VERSION/amazon-eks-pod-identity-webhook
   [ -x "$out" ] && { echo "$out"; exit 0; }
@@ -46,7 +36,8 @@ Install Go 1.26 or newer (it builds the peer from the Go module proxy, once), or
   lock "$(dirname "$out")"
   [ -x "$out" ] && { echo "$out"; exit 0; }
   log "building $AWS_MODULE $AWS_PEER_VERSION from the Go module proxy (first run only, ~3 min)"
-  work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+  start_build "$(dirname "$out")"
+  work=$WORK
   # A module that requires the peer at its tag: its build list is the peer's own go.mod (it has no
   # replace directives), and nothing asks the proxy for the list of versions, which it refuses.
   printf 'module wiw/peer-aws\ngo 1.26\nrequire %s %s\n' "$AWS_MODULE" "$AWS_PEER_VERSION" >"$work/go.mod"

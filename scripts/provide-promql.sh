@@ -13,11 +13,9 @@ shopt -s inherit_errexit
 
 # github.com/prometheus/prometheus v0.316.0 is Prometheus 3.16.0 (the Go module's numbering).
 PROMETHEUS_VERSION=${PROMETHEUS_VERSION:-v0.316.0}
-CACHE=${WIW_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/workload-identity-webhook}
+# shellcheck source=scripts/build-lib.sh
+. "$(dirname "$0")/build-lib.sh"
 SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/promql" && pwd)/main.go
-
-log() { echo "provide-promql: $*" >&2; }
-die() { log "$*"; exit 1; }
 
 if [ -n "${TEST_ASSET_PROMQL:-}" ]; then
   [ -x "$TEST_ASSET_PROMQL" ] || die "TEST_ASSET_PROMQL=$TEST_ASSET_PROMQL is not an executable file"
@@ -28,23 +26,17 @@ fi
 # Keyed by the source too: an edit of main.go builds a new binary instead of reusing a stale one.
 digest=$(sha256sum "$SRC" | cut -c1-12)
 
-# The build runs in a subshell: its EXIT trap removes its temporary folder, and the lock it takes
-# is released when it exits. Whoever waited for the lock finds the binary and builds nothing.
 build_promql() (
   dir=$CACHE/promql-$PROMETHEUS_VERSION-$digest
   out=$dir/wiw-promql
   [ -x "$out" ] && { echo "$out"; exit 0; }
   command -v go >/dev/null 2>&1 || die "wiw-promql is not cached in $dir and Go is not installed.
 Install Go 1.26 or newer (it builds it from the Go module proxy, once), or set TEST_ASSET_PROMQL."
-  mkdir -p "$dir"
-  exec 9>"$dir/.lock"
-  flock 9
+  lock "$dir"
   [ -x "$out" ] && { echo "$out"; exit 0; }
   log "building wiw-promql against github.com/prometheus/prometheus $PROMETHEUS_VERSION (first run only, a few minutes)"
-  # Inside the locked cache folder, so the final mv is a rename; a killed build's leftovers go first
-  # (the lock says nobody else is building).
-  rm -rf "$dir"/.build-*
-  work=$(mktemp -d "$dir/.build-XXXXXX"); trap 'rm -rf "$work"' EXIT
+  start_build "$dir"
+  work=$WORK
   cp "$SRC" "$work/main.go"
   printf 'module wiw/promql\ngo 1.26\nrequire github.com/prometheus/prometheus %s\n' "$PROMETHEUS_VERSION" >"$work/go.mod"
   (cd "$work" && go mod tidy >&2 && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o wiw-promql . >&2) ||

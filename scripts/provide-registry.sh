@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Provides an OCI registry for the release test (test/node-e2e.test.ts): distribution's
+# Provides an OCI registry for the release test (test/e2e/node-e2e.test.ts): distribution's
 # `registry` (the reference implementation behind Docker Hub and most self-hosted registries),
 # built from Go modules once and cached per version, as scripts/provide-binaries.sh does for
 # kube-apiserver. Only the filesystem and in-memory storage drivers are linked in.
@@ -11,13 +11,9 @@ set -euo pipefail
 shopt -s inherit_errexit
 
 REGISTRY_VERSION=${REGISTRY_VERSION:-v3.1.2}
-CACHE=${WIW_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/workload-identity-webhook}
+# shellcheck source=scripts/build-lib.sh
+. "$(dirname "$0")/build-lib.sh"
 
-log() { echo "provide-registry: $*" >&2; }
-die() { log "$*"; exit 1; }
-
-# In a subshell: the lock it takes is held until it exits (whoever waited finds the binary and
-# builds nothing), and its EXIT trap removes its own temporary folder.
 build_registry() (
   dir=$CACHE/registry-$REGISTRY_VERSION
   out=$dir/registry
@@ -25,14 +21,11 @@ build_registry() (
   command -v go >/dev/null 2>&1 || die "the registry is not cached in $CACHE and Go is not installed.
 Install Go 1.24 or newer (it builds the registry from the Go module proxy, once),
 or set TEST_ASSET_REGISTRY to a distribution registry binary."
-  mkdir -p "$dir"
-  exec 9>"$dir/.lock"
-  flock 9
+  lock "$dir"
   [ -x "$out" ] && { echo "$out"; exit 0; }
   log "building distribution registry $REGISTRY_VERSION from Go modules (first run only, ~2-10 min)"
-  # Inside the locked folder, so the last mv is a rename; a killed build's leftovers go first.
-  rm -rf "$dir"/.build-*
-  work=$(mktemp -d "$dir/.build-XXXXXX"); trap 'rm -rf "$work"' EXIT
+  start_build "$dir"
+  work=$WORK
   cat >"$work/main.go" <<'GO'
 package main
 

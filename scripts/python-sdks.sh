@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A Python virtualenv holding the official cloud SDKs that the SDK proof (test/sdk-*.test.ts)
+# A Python virtualenv holding the official cloud SDKs that the SDK proof (test/e2e/sdk-*.test.ts)
 # runs: boto3, azure-identity and google-auth (+ requests, its HTTP transport), pinned.
 # Prints the venv's python on stdout (progress goes to stderr). The venv lives under the cache,
 # named by a hash of the pins and the interpreter's version, so a second run is instant and a

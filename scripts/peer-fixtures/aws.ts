@@ -1,5 +1,5 @@
 // Re-creates aws/amazon-eks-pod-identity-webhook's golden files (pkg/handler/testdata) as
-// fixtures of test/peer-compat.test.ts. The peer's harness reads its settings from `testing.*`
+// fixtures of test/unit/peer-compat.test.ts. The peer's harness reads its settings from `testing.*`
 // Pod annotations (handler_pod_test.go: buildModifierFromPod, buildFakeCacheFromPod); they
 // become the fixture's flags and ServiceAccount, and the Pod keeps only the user's annotations.
 // The expected Pod is the input with the peer's expectedPatch applied.
@@ -71,7 +71,7 @@ for (const path of git('ls-tree', '-r', '--name-only', 'HEAD', 'pkg/handler/test
   if (ann[`${T}handler/mountPath`] !== undefined) flags['mount-path'] = ann[`${T}handler/mountPath`];
   const peerOnly: Record<string, string> = {};
   if (ann[`${T}containercredentials/uri`]) {
-    // Relative to the repository's root (test/peer-compat.test.ts resolves it there).
+    // Relative to the repository's root (test/unit/peer-compat.test.ts resolves it there).
     flags['aws-container-credentials-config'] = join(outDir, ASSOCIATIONS);
     for (const [key, flag] of Object.entries(CONTAINER_CREDENTIALS_FLAGS)) {
       const value = ann[`${T}containercredentials/${key}`];

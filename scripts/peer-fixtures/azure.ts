@@ -1,5 +1,5 @@
 // Re-creates Azure/azure-workload-identity's webhook tests (pkg/webhook/webhook_test.go), every
-// case, as Pod fixtures of test/peer-compat.test.ts. Most of its cases test helpers (token expiry,
+// case, as Pod fixtures of test/unit/peer-compat.test.ts. Most of its cases test helpers (token expiry,
 // client and tenant, skip-containers, volume, env and mount helpers, the proxy); each becomes a
 // Pod through the whole webhook where the helper's effect shows, the expected Pod built with the
 // peer's Handle as transcribed below. Cases about the envelope or start-up are replayed in the test.
@@ -293,7 +293,7 @@ for (const [file, name, podAnn, saAnn] of [
 }
 
 // TestGetAzureAuthorityHost: --azure-cloud (the peer's cloud name). Its invalid cloud name fails
-// at start-up in both: test/peer-compat.test.ts.
+// at start-up in both: test/unit/peer-compat.test.ts.
 for (const [file, name, cloud, host] of [
   ['default-azure-environment', 'default azure environment', undefined, PUBLIC],
   ['public-cloud', 'public cloud', 'AzurePublicCloud', PUBLIC],
@@ -375,7 +375,7 @@ replay(
 );
 
 // TestHandleError: the Pods the peer refuses. Its undecodable object ("invalid") is an envelope
-// case, replayed in test/peer-compat.test.ts.
+// case, replayed in test/unit/peer-compat.test.ts.
 replay('TestHandleError-service-account-not-found', 'TestHandleError/service account not found', {
   pod: newPod('sa', USE, undefined, true),
   differences: ['serviceaccount-missing'],
@@ -535,7 +535,7 @@ replay(
     flags: {},
     peer: { ...PEER, tenant: '' },
     warnings: [W.noClient, W.noTenant],
-    note: "No client id and no tenant: neither is injected. The case's empty authority host exists in the peer only for an AzureStackCloud file without activeDirectoryEndpoint, which we refuse at start-up (test/peer-compat.test.ts); here the cloud is public.",
+    note: "No client id and no tenant: neither is injected. The case's empty authority host exists in the peer only for an AzureStackCloud file without activeDirectoryEndpoint, which we refuse at start-up (test/unit/peer-compat.test.ts); here the cloud is public.",
   },
 );
 

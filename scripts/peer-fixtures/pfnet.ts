@@ -1,5 +1,5 @@
 // Re-creates pfnet-research/gcp-workload-identity-federation-webhook's Pod mutation tests
-// (webhooks/mutator_test.go, webhooks/mutatepod_test.go) as fixtures of test/peer-compat.test.ts,
+// (webhooks/mutator_test.go, webhooks/mutatepod_test.go) as fixtures of test/unit/peer-compat.test.ts,
 // and its helper tests (identityconfig_test.go, mutatepod_parts_test.go,
 // external_account_config_test.go) as tables under helpers/.
 // Their expected Pods are Go expressions built from the peer's helpers (gcloudSetupContainer,
@@ -370,7 +370,7 @@ mkdirSync(outDir, { recursive: true });
 }
 
 // ---- Helper tests: cases about a function whose effect is not a whole Pod. Each becomes a row of
-// a table checked against our corresponding function (test/peer-compat.test.ts, "pfnet's helpers").
+// a table checked against our corresponding function (test/unit/peer-compat.test.ts, "pfnet's helpers").
 const helpersDir = join(outDir, 'helpers');
 mkdirSync(helpersDir, { recursive: true });
 const writeHelper = (name: string, fixture: Record<string, unknown>) =>

@@ -28,8 +28,36 @@ function expected(shape: Shape): string {
 
 const join = (path: string, key: string) => (path ? `${path}.${key}` : key);
 
-/** The first place where `value` is not of `shape`, named by its path; undefined when it is all of it. */
+/**
+ * The first place where `value` is not of `shape`, named by its path; undefined when it is all of
+ * it. Every review is checked: the walk that builds no strings answers first, and only an object
+ * that fails it is walked again for the message.
+ */
 export function shapeError(value: unknown, shape: Shape, path: string): string | undefined {
+  return conforms(value, shape) ? undefined : firstError(value, shape, path);
+}
+
+function conforms(value: unknown, shape: Shape): boolean {
+  if (shape === 'string') return typeof value === 'string';
+  if (shape === 'boolean') return typeof value === 'boolean';
+  if (shape === 'integer') return Number.isSafeInteger(value);
+  if ('list' in shape) {
+    if (!Array.isArray(value)) return false;
+    for (let i = 0; i < value.length; i++) if (!conforms(value[i], shape.list)) return false;
+    return true;
+  }
+  if (!isObject(value)) return false;
+  if ('map' in shape) {
+    for (const key in value) if (Object.hasOwn(value, key) && typeof value[key] !== 'string') return false;
+    return true;
+  }
+  for (const key of shape.required ?? []) if (!Object.hasOwn(value, key)) return false;
+  for (const key in shape.fields)
+    if (Object.hasOwn(value, key) && !conforms(value[key], shape.fields[key])) return false;
+  return true;
+}
+
+function firstError(value: unknown, shape: Shape, path: string): string | undefined {
   const wrong = () => `${path} is not ${expected(shape)} (${describe(value)})`;
   if (shape === 'string') return typeof value === 'string' ? undefined : wrong();
   if (shape === 'boolean') return typeof value === 'boolean' ? undefined : wrong();
@@ -37,7 +65,7 @@ export function shapeError(value: unknown, shape: Shape, path: string): string |
   if ('list' in shape) {
     if (!Array.isArray(value)) return wrong();
     for (let i = 0; i < value.length; i++) {
-      const error = shapeError(value[i], shape.list, `${path}[${i}]`);
+      const error = firstError(value[i], shape.list, `${path}[${i}]`);
       if (error) return error;
     }
     return undefined;
@@ -52,7 +80,7 @@ export function shapeError(value: unknown, shape: Shape, path: string): string |
   for (const key of shape.required ?? []) if (!Object.hasOwn(value, key)) return `${join(path, key)} is missing`;
   for (const [key, inner] of Object.entries(shape.fields)) {
     if (!Object.hasOwn(value, key)) continue;
-    const error = shapeError(value[key], inner, join(path, key));
+    const error = firstError(value[key], inner, join(path, key));
     if (error) return error;
   }
   return undefined;

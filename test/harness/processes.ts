@@ -99,7 +99,8 @@ export function startProcess(
   command: string,
   args: string[],
   logPath: string,
-  env?: Record<string, string>,
+  /** On top of ours; a variable set to undefined is left out. */
+  env?: NodeJS.ProcessEnv,
 ): Managed {
   installHooks();
   const fd = openSync(logPath, 'a');

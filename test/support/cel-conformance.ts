@@ -1,5 +1,5 @@
 // A slice of the cel-spec conformance suite (v0.25.1, as @bufbuild/cel-spec ships it) and a
-// runner that scores any CEL evaluator on it: test/policy-cel.test.ts keeps the chosen library
+// runner that scores any CEL evaluator on it: test/unit/policy-cel.test.ts keeps the chosen library
 // honest, bench/cel-conformance.ts compares the candidates (docs/policy.md has the figures).
 import {
   celUint,

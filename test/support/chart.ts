@@ -10,6 +10,7 @@ import { promisify } from 'node:util';
 import { parseAllDocuments, stringify } from 'yaml';
 import { resolveBinaries } from '../harness/binaries.ts';
 import type { ControlPlane } from '../harness/control-plane.ts';
+import { TENANT } from './identities.ts';
 
 export const REPO = resolve(import.meta.dirname, '../..');
 export const CHART = join(REPO, 'charts/workload-identity-webhook');
@@ -467,7 +468,7 @@ export const VALUES_MATRIX: { name: string; values: Record<string, any> }[] = [
       webhook: { url: 'https://127.0.0.1:9443', timeoutSeconds: 5, annotations: { 'example.com/owner': 'platform' } },
       config: {
         awsDefaultRegion: 'eusc-de-east-1',
-        azureTenantId: '72f988bf-86f1-41af-91ab-2d7cd011db47',
+        azureTenantId: TENANT,
         gcpDefaultRegion: 'europe-west1',
         gcpAudience: 'https://iam.googleapis.com/x',
         logLevel: 'debug',

@@ -1,4 +1,4 @@
-// The cloud side of a node cluster, shared by test/node-e2e.test.ts and `demo --node`: the strict
+// The cloud side of a node cluster, shared by test/e2e/node-e2e.test.ts and `demo --node`: the strict
 // AWS, Azure and Google stand-ins listening where Pods reach the host, one set of identities
 // (ServiceAccounts annotated for each cloud and for all three), and probe Pods in which the
 // official Node.js SDKs ask for credentials (test/sdk/node/pod-probe.ts).
@@ -14,18 +14,17 @@ import { createGoogleCloud, type GoogleCloud } from '../sdk/google.ts';
 import { loadClusterIssuer } from '../sdk/oidc.ts';
 import { startStandInServer, type StandInServer } from '../sdk/standin-server.ts';
 import { helmUpgradeInstall } from './chart.ts';
-import { until } from './webhook.ts';
+import { AWS_ACCOUNT, CLIENT, GCP_EMAIL, POOL, PROJECT_NUMBER, TENANT, roleArn } from './identities.ts';
+import { until } from '../harness/until.ts';
 
 const REPO = resolve(import.meta.dirname, '../..');
 export const SYSTEM_NS = 'wiw-system';
 export const RELEASE = 'wiw';
 export const FULLNAME = 'wiw-workload-identity-webhook';
-export const ROLE = 'arn:aws:iam::111122223333:role/on-the-node';
-export const TENANT = '72f988bf-86f1-41af-91ab-2d7cd011db47';
-export const CLIENT = '8f3b2c1a-7d4e-4f5a-9b6c-0d1e2f3a4b5c';
-export const PROJECT_NUMBER = '123456789012';
-export const PROVIDER = `projects/${PROJECT_NUMBER}/locations/global/workloadIdentityPools/on-prem/providers/node`;
-export const EMAIL = 'reader@my-project.iam.gserviceaccount.com';
+export const ROLE = roleArn('on-the-node');
+export { CLIENT, PROJECT_NUMBER, TENANT };
+export const PROVIDER = `projects/${PROJECT_NUMBER}/locations/global/workloadIdentityPools/${POOL}/providers/node`;
+export const EMAIL = GCP_EMAIL;
 export const AZURE_USE = { 'azure.workload.identity/use': 'true' };
 
 const AWS = { 'eks.amazonaws.com/role-arn': ROLE, 'eks.amazonaws.com/sts-regional-endpoints': 'true' };
@@ -93,7 +92,7 @@ export async function startNodeClouds(node: NodeCluster, namespace: string): Pro
           Statement: [
             {
               Effect: 'Allow',
-              Principal: { Federated: `arn:aws:iam::111122223333:oidc-provider/${issuerHostPath}` },
+              Principal: { Federated: `arn:aws:iam::${AWS_ACCOUNT}:oidc-provider/${issuerHostPath}` },
               Action: 'sts:AssumeRoleWithWebIdentity',
               Condition: {
                 StringEquals: {

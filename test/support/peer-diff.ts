@@ -15,8 +15,10 @@ import type { Pod } from '../../src/kube/types.ts';
 import { createCa, createServingCert } from '../harness/certs.ts';
 import { freePorts, type ControlPlane } from '../harness/control-plane.ts';
 import { startProcess, type Managed } from '../harness/processes.ts';
-import { httpsRequest } from '../https-client.ts';
-import { startWebhook, until, GiveUp, type WebhookProcess } from './webhook.ts';
+import { httpsRequest } from './https-client.ts';
+import { GiveUp, until } from '../harness/until.ts';
+import { GCP_PROJECT, TENANT, WIF_PROVIDER, roleArn } from './identities.ts';
+import { startWebhook, type WebhookProcess } from './webhook.ts';
 import { diffPods, type Difference } from './peer-diff-compare.ts';
 import { ROWS, type RowContext } from './peer-diff-rows.ts';
 import type { Answer, Cloud, Peer, PeerConfig } from './peer-diff-model.ts';
@@ -52,8 +54,6 @@ export function loadCorpus(dir = CORPUS_DIR): CorpusFile[] {
     .map((f) => ({ file: f, ...(parse(readFileSync(join(dir, f), 'utf8')) as Omit<CorpusFile, 'file'>) }));
 }
 
-export const AZURE_TENANT = '72f988bf-86f1-41af-91ab-2d7cd011db47';
-
 export const CONFIGS: PeerConfig[] = [
   { id: 'aws/defaults', peer: 'aws', peerArgs: [], ourArgs: [] },
   {
@@ -66,15 +66,15 @@ export const CONFIGS: PeerConfig[] = [
     id: 'azure/public',
     peer: 'azure',
     peerArgs: [],
-    peerEnv: { AZURE_TENANT_ID: AZURE_TENANT },
-    ourArgs: ['--azure-tenant-id', AZURE_TENANT],
+    peerEnv: { AZURE_TENANT_ID: TENANT },
+    ourArgs: ['--azure-tenant-id', TENANT],
   },
   {
     id: 'azure/us-government',
     peer: 'azure',
     peerArgs: [],
-    peerEnv: { AZURE_TENANT_ID: AZURE_TENANT, AZURE_ENVIRONMENT: 'AzureUSGovernmentCloud' },
-    ourArgs: ['--azure-tenant-id', AZURE_TENANT, '--azure-cloud', 'AzureUSGovernmentCloud'],
+    peerEnv: { AZURE_TENANT_ID: TENANT, AZURE_ENVIRONMENT: 'AzureUSGovernmentCloud' },
+    ourArgs: ['--azure-tenant-id', TENANT, '--azure-cloud', 'AzureUSGovernmentCloud'],
   },
   { id: 'pfnet/defaults', peer: 'pfnet', peerArgs: [], ourArgs: [] },
   {
@@ -253,7 +253,7 @@ export function loadRecording(peer: Peer): Recording | undefined {
 
 export function saveRecording(recording: Recording): void {
   mkdirSync(RECORDINGS_DIR, { recursive: true });
-  const header = `# ${recording.peer} peer ${recording.version}: its answer to each review of the corpus, recorded by\n# "npm run peer-diff -- --record" from its binary. test/peer-diff.test.ts judges against these.\n`;
+  const header = `# ${recording.peer} peer ${recording.version}: its answer to each review of the corpus, recorded by\n# "npm run peer-diff -- --record" from its binary. test/e2e/peer-diff.test.ts judges against these.\n`;
   writeFileSync(recordingFile(recording.peer), header + stringify(recording, { lineWidth: 0 }));
 }
 
@@ -400,16 +400,15 @@ async function synced(endpoint: Endpoint, sentinel: { pod: Pod; namespace: strin
 
 const SENTINEL_NAMESPACE = 'peer-diff-sentinel';
 const SENTINELS: Record<Cloud, { annotations: Record<string, string>; labels?: Record<string, string> }> = {
-  aws: { annotations: { 'eks.amazonaws.com/role-arn': 'arn:aws:iam::111122223333:role/sentinel' } },
+  aws: { annotations: { 'eks.amazonaws.com/role-arn': roleArn('sentinel') } },
   azure: {
     annotations: { 'azure.workload.identity/client-id': '00000000-0000-4000-8000-00000000ffff' },
     labels: { 'azure.workload.identity/use': 'true' },
   },
   gcp: {
     annotations: {
-      'cloud.google.com/workload-identity-provider':
-        'projects/123456789012/locations/global/workloadIdentityPools/on-prem/providers/cluster-a',
-      'cloud.google.com/service-account-email': 'sentinel@my-project.iam.gserviceaccount.com',
+      'cloud.google.com/workload-identity-provider': WIF_PROVIDER,
+      'cloud.google.com/service-account-email': `sentinel@${GCP_PROJECT}.iam.gserviceaccount.com`,
     },
   },
 };

@@ -1,15 +1,17 @@
 // The webhook as production runs it: `serve` in a child process with a kubeconfig, registered
 // with the API server through a MutatingWebhookConfiguration (url + caBundle).
-import { existsSync, readFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { AdmissionregistrationV1Api, CoreV1Api, type V1MutatingWebhook } from '@kubernetes/client-node';
+import { startCli, type LoggingOptions } from '../harness/cli-process.ts';
 import type { ControlPlane } from '../harness/control-plane.ts';
-import { startProcess, type Managed } from '../harness/processes.ts';
-import { httpsRequest } from '../https-client.ts';
+import type { Managed } from '../harness/processes.ts';
+import { until } from '../harness/until.ts';
+import { httpsRequest } from './https-client.ts';
 
-// WIW_CLI: another build of the CLI (the benchmark compares releases).
-const CLI = process.env.WIW_CLI ?? resolve(import.meta.dirname, '../../dist/cli.js');
+// `until` and `GiveUp` live in the harness; the benchmarks and scripts import them from here too.
+export { GiveUp, until } from '../harness/until.ts';
+
 let counter = 0;
 
 export interface WebhookProcess {
@@ -22,31 +24,6 @@ export interface WebhookProcess {
   logs(): Record<string, unknown>[];
   metrics(): Promise<string>;
   stop(): Promise<void>;
-}
-
-/** Thrown from an `until` check to stop waiting at once (the awaited thing can no longer happen). */
-export class GiveUp extends Error {}
-
-/** Polls `check` every 50 ms until it returns a value; throws with `what` after the deadline. */
-export async function until<T>(
-  what: string,
-  check: () => T | undefined | Promise<T | undefined>,
-  timeoutMs = 20_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let lastError: unknown;
-  for (;;) {
-    try {
-      const value = await check();
-      if (value !== undefined && value !== false) return value as T;
-    } catch (err) {
-      if (err instanceof GiveUp) throw err;
-      lastError = err;
-    }
-    if (Date.now() > deadline)
-      throw new Error(`timed out waiting for ${what}${lastError ? `: ${(lastError as Error).message}` : ''}`);
-    await sleep(50);
-  }
 }
 
 /** `serve` on loopback with free ports and no drain: how the tests run it. */
@@ -63,12 +40,9 @@ export const LOOPBACK_SERVE_ARGS = [
   '0',
 ];
 
-export interface StartOptions {
+export interface StartOptions extends LoggingOptions {
   /** Serve these files instead of a self-signed certificate; `caPem` is what clients trust. */
   tls?: { certFile: string; keyFile: string; caPem: string };
-  /** Start the process through a wrapper (the benchmark puts it in a memory cgroup). */
-  wrap?: (command: string, args: string[]) => [string, string[]];
-  env?: Record<string, string>;
 }
 
 export async function startWebhook(
@@ -76,39 +50,19 @@ export async function startWebhook(
   extraArgs: string[] = [],
   options: StartOptions = {},
 ): Promise<WebhookProcess> {
-  if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run "npm run build" first (scripts/dev.sh test does)`);
   const n = ++counter;
   const caFile = join(cp.dir, `webhook-${n}-ca.pem`);
-  const logPath = join(cp.dir, `webhook-${n}.log`);
   const tlsArgs = options.tls
     ? ['--tls-cert-file', options.tls.certFile, '--tls-key-file', options.tls.keyFile]
     : ['--self-signed', '--ca-bundle-out', caFile];
-  const [command, args] = (options.wrap ?? ((c, a) => [c, a]))(process.execPath, [
-    CLI,
-    'serve',
-    '--kubeconfig',
-    cp.kubeconfigPath,
-    ...tlsArgs,
-    ...LOOPBACK_SERVE_ARGS,
-    ...extraArgs,
-  ]);
-  const proc = startProcess(`webhook-${n}`, command, args, logPath, options.env);
-  const logs = (): Record<string, unknown>[] => {
-    const text = existsSync(logPath) ? readFileSync(logPath, 'utf8') : '';
-    return text
-      .split('\n')
-      .filter((l) => l.startsWith('{'))
-      .map((l) => JSON.parse(l) as Record<string, unknown>);
-  };
-  const listening = await until(
-    'the webhook to listen',
-    () => {
-      if (proc.exitStatus() !== null) throw new GiveUp(`webhook exited (${proc.exitStatus()}):\n${proc.logTail(20)}`);
-      return logs().find((l) => l.msg === 'listening');
-      // A loaded machine (several suites at once) can take its time to start a process.
-    },
-    60_000,
+  const cli = startCli(
+    `webhook-${n}`,
+    ['serve', '--kubeconfig', cp.kubeconfigPath, ...tlsArgs, ...LOOPBACK_SERVE_ARGS, ...extraArgs],
+    join(cp.dir, `webhook-${n}.log`),
+    options,
   );
+  // A loaded machine (several suites at once) can take its time to start a process.
+  const listening = await cli.waitForLog('listening', 'the webhook to listen', 60_000);
   const port = listening.port as number;
   const metricsPort = listening.metricsPort as number;
   const caPem = options.tls?.caPem ?? readFileSync(caFile, 'utf8');
@@ -122,10 +76,10 @@ export async function startWebhook(
     port,
     metricsPort,
     caPem,
-    process: proc,
-    logs,
+    process: cli.process,
+    logs: cli.logs,
     metrics: async () => (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text(),
-    stop: () => proc.stop(),
+    stop: cli.stop,
   };
 }
 

@@ -102,7 +102,7 @@ app.kubernetes.io/component: token-requestor
 
 {{/*
 config key -> flag of `workload-identity-webhook serve`; the container gets WIW_<FLAG>.
-test/chart.test.ts checks this table against src/config.ts, so a new flag cannot be missed.
+test/e2e/chart.test.ts checks this table against src/config.ts, so a new flag cannot be missed.
 */}}
 {{- define "wiw.configFlags" -}}
 host: host

@@ -1,4 +1,4 @@
-// Runs inside a Pod on the test node (test/node-e2e.test.ts): asks the official SDK of one cloud
+// Runs inside a Pod on the test node (test/e2e/node-e2e.test.ts): asks the official SDK of one cloud
 // for credentials once (sdk-child.ts, on exactly the Pod's environment plus the redirection to
 // the stand-ins), then reports through the container's termination message: the SDK's answer,
 // and what the kubelet put at the paths the environment names (mode, size, a digest of tokens,

@@ -65,7 +65,7 @@ net.Socket.prototype.connect = function guardedConnect(this: net.Socket, ...args
       : { port: first, host: typeof args[1] === 'string' ? args[1] : undefined };
   // A unix socket has a `path`; http's agent sets path: null for TCP.
   const host: string | undefined = options.path == null ? (options.host ?? options.hostname) : undefined;
-  // The stand-in's own address is off loopback when the SDK runs in a Pod (test/node-e2e.test.ts).
+  // The stand-in's own address is off loopback when the SDK runs in a Pod (test/e2e/node-e2e.test.ts).
   if (host && net.isIP(host) && !isLoopback(host) && host !== address) {
     process.stderr.write(`redirect: blocked a connection to ${host}\n`);
     // What a host without a route there sees.

@@ -1,0 +1,149 @@
+// `workload-identity-webhook preview`: the mutation core offline, as an operator runs it.
+import { describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { parse } from 'yaml';
+
+const CLI = resolve(import.meta.dirname, '../../src/cli.ts');
+const EXAMPLES = resolve(import.meta.dirname, '../../examples');
+const dir = mkdtempSync(join(tmpdir(), 'wiw-preview-'));
+
+function preview(args: string[], input?: string, env: Record<string, string> = {}) {
+  const r = spawnSync(process.execPath, [CLI, 'preview', ...args], {
+    input,
+    encoding: 'utf8',
+    env: { ...process.env, ...env },
+  });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+function file(name: string, text: string): string {
+  const path = join(dir, name);
+  writeFileSync(path, text);
+  return path;
+}
+
+describe('preview', () => {
+  test('prints the mutated Pod as YAML by default and exits 0', () => {
+    const r = preview(['-f', join(EXAMPLES, 'aws.yaml')]);
+    assert.equal(r.code, 0, r.stderr);
+    const pod = parse(r.stdout);
+    assert.equal(pod.kind, 'Pod');
+    assert.equal(pod.spec.volumes[0].name, 'aws-iam-token');
+    assert.ok(pod.spec.containers[0].env.some((e: { name: string }) => e.name === 'AWS_ROLE_ARN'));
+    assert.doesNotMatch(r.stdout, /&a\d|\*a\d/, 'no YAML anchors or aliases');
+  });
+
+  test('-o json prints JSON, -o patch the JSON Patch', () => {
+    const json = preview(['-f', join(EXAMPLES, 'gcp.yaml'), '-o', 'json']);
+    assert.equal(JSON.parse(json.stdout).spec.volumes[0].name, 'gcp-iam-token');
+    const patch = JSON.parse(preview(['-f', join(EXAMPLES, 'gcp.yaml'), '-o', 'patch']).stdout);
+    assert.ok(Array.isArray(patch) && patch.every((op: { op: string }) => op.op === 'add'));
+  });
+
+  test('ServiceAccounts and the Pod may come from separate files and stdin; namespace defaults to default', () => {
+    const sa = file(
+      'sa.json',
+      JSON.stringify({
+        apiVersion: 'v1',
+        kind: 'ServiceAccount',
+        metadata: { name: 'x', annotations: { 'eks.amazonaws.com/role-arn': 'arn:aws:iam::111122223333:role/x' } },
+      }),
+    );
+    const pod =
+      'apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {serviceAccountName: x, containers: [{name: c}]}\n';
+    const r = preview(['-f', sa, '-f', '-', '-o', 'patch'], pod);
+    assert.equal(r.code, 0, r.stderr);
+    assert.ok(JSON.parse(r.stdout).length > 0);
+  });
+
+  test('a Pod with nothing to inject gives the empty patch []', () => {
+    const sa = file(
+      'backup-sa.yaml',
+      'apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: backup, namespace: demo, annotations: {eks.amazonaws.com/role-arn: "arn:aws:iam::111122223333:role/backup"}}\n',
+    );
+    const ok = preview(['-f', sa, '-f', join(EXAMPLES, 'opted-out.yaml'), '-o', 'patch']);
+    assert.equal(ok.code, 0, ok.stderr);
+    assert.equal(ok.stdout.trim(), '[]');
+  });
+
+  test('a denial exits 1 with the message on stderr', () => {
+    const input =
+      'kind: ServiceAccount\napiVersion: v1\nmetadata: {name: x, annotations: {eks.amazonaws.com/role-arn: "arn:aws:iam::1:role/x"}}\n---\nkind: Pod\napiVersion: v1\nmetadata: {name: p}\nspec: {serviceAccountName: x, containers: [{name: c}]}\n';
+    // Outside --strict a malformed ARN is injected as written, with a warning, as the AWS peer does.
+    const r = preview(['-f', '-', '--strict'], input);
+    assert.equal(r.code, 1);
+    assert.equal(r.stdout, '');
+    assert.match(
+      r.stderr,
+      /denied \(InvalidRoleArn\): ServiceAccount default\/x annotation eks\.amazonaws\.com\/role-arn/,
+    );
+    const tolerated = preview(['-f', '-', '-o', 'patch'], input);
+    assert.equal(tolerated.code, 0);
+    assert.match(
+      tolerated.stderr,
+      /^warning: .*is not an IAM role ARN.*; injecting it as written, as the peer webhook does/,
+    );
+  });
+
+  test('--aws-compose-role-arn: a bare role name completes; without an account an unreadable IMDS is a start-up error', () => {
+    const input =
+      'kind: ServiceAccount\napiVersion: v1\nmetadata: {name: x, annotations: {eks.amazonaws.com/role-arn: team/reader}}\n---\nkind: Pod\napiVersion: v1\nmetadata: {name: p}\nspec: {serviceAccountName: x, containers: [{name: c}]}\n';
+    const composed = preview(
+      ['-f', '-', '-o', 'json', '--aws-compose-role-arn', '--aws-compose-role-arn-account', '111122223333'],
+      input,
+    );
+    assert.equal(composed.code, 0, composed.stderr);
+    const env = JSON.parse(composed.stdout).spec.containers[0].env as { name: string; value: string }[];
+    assert.equal(env.find((e) => e.name === 'AWS_ROLE_ARN')?.value, 'arn:aws:iam::111122223333:role/team/reader');
+    // Nothing listens on port 9 of loopback: the look-up fails at once.
+    const unreadable = preview(['-f', '-', '--aws-compose-role-arn'], input, {
+      AWS_EC2_METADATA_SERVICE_ENDPOINT: 'http://127.0.0.1:9',
+    });
+    assert.equal(unreadable.code, 2);
+    assert.match(
+      unreadable.stderr,
+      /^error \[[A-Z_]+\]: --aws-compose-role-arn: cannot read the EC2 instance identity document at http:\/\/127\.0\.0\.1:9 .*give the account with --aws-compose-role-arn-account\n$/,
+    );
+  });
+
+  test("configuration flags are the same as serve's", () => {
+    const r = preview(['-f', join(EXAMPLES, 'azure.yaml'), '-o', 'json', '--azure-cloud', 'AzureUSGovernmentCloud']);
+    const env = JSON.parse(r.stdout).spec.containers[0].env;
+    assert.ok(
+      env.some(
+        (e: { name: string; value: string }) =>
+          e.name === 'AZURE_AUTHORITY_HOST' && e.value === 'https://login.microsoftonline.us/',
+      ),
+    );
+  });
+
+  test('bad usage and unreadable input exit 2 with a precise message', () => {
+    const cases: [string[], string | undefined, RegExp][] = [
+      [[], undefined, /preview needs at least one -f FILE/],
+      [['-f', join(dir, 'missing.yaml')], undefined, /cannot read .*missing\.yaml: ENOENT/],
+      [['-f', '-'], 'a: [unclosed', /-: /],
+      [['-f', '-'], 'kind: ServiceAccount\nmetadata: {name: x}\n', /exactly one Pod among the documents; found 0/],
+      [['-f', join(EXAMPLES, 'aws.yaml'), '-o', 'xml'], undefined, /-o xml: expected yaml, json or patch/],
+      [
+        ['-f', join(EXAMPLES, 'aws.yaml'), '-f', join(EXAMPLES, 'gcp.yaml')],
+        undefined,
+        /exactly one Pod among the documents; found 2/,
+      ],
+      [['-f', join(EXAMPLES, 'aws.yaml'), '--no-such-flag', 'x'], undefined, /unknown flag --no-such-flag/],
+      [
+        ['-f', join(EXAMPLES, 'aws.yaml'), '--aws-default-region', 'Mars'],
+        undefined,
+        /--aws-default-region="Mars" is not an AWS region/,
+      ],
+    ];
+    for (const [args, input, message] of cases) {
+      const r = preview(args, input);
+      assert.equal(r.code, 2, `${args.join(' ')}: ${r.stderr}`);
+      assert.match(r.stderr, message);
+    }
+  });
+});

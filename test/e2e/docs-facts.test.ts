@@ -1,0 +1,332 @@
+// The sentences in the docs that repeat a fact the code owns, held to the code: the README's
+// Configuration table (flags and defaults) to src/config.ts; the chart README's rows to
+// values.yaml and the flags they feed; every RBAC grant the docs state to the chart as helm renders
+// it (verbs, by name, cluster-wide or not); every metric named in the docs, with its labels, to
+// what a running `serve` exports (and the token requestor's registry).
+import assert from 'node:assert/strict';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { parse, parseAllDocuments } from 'yaml';
+import { createProviders } from '../../src/clouds/index.ts';
+import { loadConfig, settings } from '../../src/config.ts';
+import { previewPod } from '../../src/preview.ts';
+import { createMetrics } from '../../src/metrics.ts';
+import { defaultOf, type Setting } from '../../src/settings.ts';
+import { createRequestorMetrics } from '../../src/token-requestor/metrics.ts';
+import { startControlPlane, type ControlPlane } from '../harness/control-plane.ts';
+import { all, type Manifest, renderChart } from '../support/chart.ts';
+import { startWebhook, type WebhookProcess } from '../support/webhook.ts';
+import { WIF_PROVIDER as PROVIDER } from '../support/identities.ts';
+
+const ROOT = resolve(import.meta.dirname, '../..');
+const read = (file: string) => readFileSync(join(ROOT, file), 'utf8');
+const DOCS = [
+  'README.md',
+  'charts/workload-identity-webhook/README.md',
+  ...readdirSync(join(ROOT, 'docs')).map((f) => `docs/${f}`),
+].filter((f) => f.endsWith('.md'));
+const byFlag = new Map((Object.values(settings) as Setting<unknown>[]).map((s) => [s.flag, s]));
+
+/** Paragraphs (blank-line separated) of a Markdown file, each on one line. */
+function paragraphs(file: string): string[] {
+  return read(file)
+    .split(/\n\s*\n/)
+    .map((p) => p.replace(/\s*\n\s*/g, ' '));
+}
+
+function paragraph(file: string, containing: string): string {
+  const found = paragraphs(file).filter((p) => p.includes(containing));
+  assert.equal(found.length, 1, `one paragraph of ${file} contains "${containing}"`);
+  return found[0];
+}
+
+describe("README's Configuration table", () => {
+  const MiB = 1024 * 1024;
+  /** A default as the table writes it: off for a false switch, MiB for whole mebibytes, — for none. */
+  const readable = (s: Setting<unknown>) =>
+    s.default === false
+      ? 'off'
+      : typeof s.default === 'number' && s.default >= MiB && s.default % MiB === 0
+        ? `${s.default / MiB} MiB`
+        : (defaultOf(s) ?? '—');
+  const table = read('README.md').split('## Configuration')[1].split('\n## ')[0];
+  const rows = [...table.matchAll(/^\| (`--.*?) \| (.*?) \| (.*) \|$/gm)];
+
+  test('every flag it names is a setting, and its defaults are the code defaults, in the order of its flags', () => {
+    assert.ok(rows.length >= 20, `${rows.length} rows`);
+    for (const [, flagsCell, defaults] of rows) {
+      const flags = [...flagsCell.matchAll(/`--([a-z0-9-]+)/g)].map((m) => m[1]);
+      for (const f of flags) assert.ok(byFlag.has(f), `--${f} is a setting of src/config.ts`);
+      assert.equal(defaults, flags.map((f) => readable(byFlag.get(f)!)).join(', '), `defaults of ${flagsCell}`);
+    }
+  });
+});
+
+describe("the chart README's Values table", () => {
+  const readme = read('charts/workload-identity-webhook/README.md');
+  const values = parse(read('charts/workload-identity-webhook/values.yaml')) as Record<string, unknown>;
+  const flagOf = new Map(
+    [...read('charts/workload-identity-webhook/templates/_helpers.tpl').matchAll(/^(\w+): ([a-z0-9-]+)$/gm)].map(
+      (m) => [m[1], m[2]],
+    ),
+  );
+  const rows = [...readme.split('## Values')[1].matchAll(/^\| `([^`]+)` \| `(.*?)` \| (.*) \|$/gm)];
+
+  /** The value at a dotted path; a key may hold dots itself (nodeSelector.kubernetes.io/os): the longest that exists wins. */
+  const at = (path: string, o: unknown = values): unknown => {
+    if (path === '') return o;
+    const parts = path.split('.');
+    for (let n = parts.length; n > 0; n--) {
+      const key = parts.slice(0, n).join('.');
+      const map = o as Record<string, unknown> | undefined;
+      if (map && Object.hasOwn(map, key)) return at(parts.slice(n).join('.'), map[key]);
+    }
+    return undefined;
+  };
+
+  test('each default, read as YAML, is the value in values.yaml', () => {
+    assert.ok(rows.length > 50);
+    // The cell is the value as YAML (`[kube-system]`, `"0440"`, `""`): read back, it is the value itself.
+    for (const [, path, cell] of rows) assert.deepEqual(parse(cell), at(path), `the default of ${path}: ${cell}`);
+  });
+
+  test("each config row names the flag its value feeds (templates/_helpers.tpl), and that flag's own row is a setting", () => {
+    for (const [, path, , text] of rows.filter((r) => r[1].startsWith('config.'))) {
+      const key = path.slice('config.'.length);
+      const flag = flagOf.get(key);
+      assert.ok(flag, `config.${key} maps to a flag`);
+      assert.ok(byFlag.has(flag), `--${flag} is a setting`);
+      assert.ok(text.startsWith(`\`--${flag}\``), `the row of config.${key} starts with \`--${flag}\`: ${text}`);
+    }
+  });
+});
+
+// ---- RBAC: what the docs say each ServiceAccount may do, against what the chart grants ----
+
+type Grants = Map<string, string>; // resource -> sorted verbs, joined
+
+interface Bound {
+  rules: { resources: string[]; verbs: string[]; resourceNames?: string[] }[];
+  clusterWide: boolean;
+}
+
+/** Every rule bound to the ServiceAccount, with whether its binding is a ClusterRoleBinding. */
+function boundTo(manifests: Manifest[], serviceAccount: string): Bound[] {
+  const bindings = [...all(manifests, 'RoleBinding'), ...all(manifests, 'ClusterRoleBinding')].filter((b) =>
+    (b.subjects as { kind: string; name: string }[]).some(
+      (s) => s.kind === 'ServiceAccount' && s.name === serviceAccount,
+    ),
+  );
+  return bindings.map((b) => {
+    const role = manifests.find((m) => m.kind === b.roleRef.kind && m.metadata.name === b.roleRef.name)!;
+    assert.ok(role, `${b.kind} ${b.metadata.name} refers to a rendered ${b.roleRef.kind}`);
+    return { rules: role.rules, clusterWide: b.kind === 'ClusterRoleBinding' };
+  });
+}
+
+function grantsOf(bound: Bound[], filter: (rule: Bound['rules'][number], b: Bound) => boolean = () => true): Grants {
+  const verbs = new Map<string, Set<string>>();
+  for (const b of bound)
+    for (const rule of b.rules)
+      if (filter(rule, b))
+        for (const r of rule.resources) for (const v of rule.verbs) verbs.set(r, (verbs.get(r) ?? new Set()).add(v));
+  return new Map([...verbs].map(([r, v]) => [r, [...v].sort().join(',')]));
+}
+
+/** The grants a sentence states, written `resource` (`verb`, `verb`): the form the docs use for RBAC. */
+function claims(text: string): Grants {
+  const out = new Map<string, Set<string>>();
+  for (const m of text.matchAll(/`([a-z][a-z/]*)` \(`([a-z]+)`((?:, `[a-z]+`)*)/g)) {
+    const verbs = [m[2], ...[...m[3].matchAll(/`([a-z]+)`/g)].map((v) => v[1])];
+    out.set(m[1], new Set([...(out.get(m[1]) ?? []), ...verbs]));
+  }
+  return new Map([...out].map(([r, v]) => [r, [...v].sort().join(',')]));
+}
+
+describe('RBAC in the docs is what the chart renders', () => {
+  let manifests: Manifest[];
+  let webhook: Bound[];
+  let requestor: Bound[];
+  before(async () => {
+    ({ manifests } = await renderChart({ tokenRequestor: { enabled: true, namespaces: ['apps'] } }));
+    const sa = (component: string) =>
+      all(manifests, 'Deployment').find((d) => d.metadata.labels?.['app.kubernetes.io/component'] === component)!.spec
+        .template.spec.serviceAccountName as string;
+    webhook = boundTo(manifests, sa('webhook'));
+    requestor = boundTo(manifests, sa('token-requestor'));
+    assert.ok(webhook.length > 0 && requestor.length > 0);
+  });
+
+  const cases: {
+    file: string;
+    containing: string;
+    who: () => Bound[];
+    only?: (r: Bound['rules'][number], b: Bound) => boolean;
+  }[] = [
+    {
+      file: 'charts/workload-identity-webhook/README.md',
+      containing: 'a ServiceAccount whose ClusterRole',
+      who: () => webhook,
+    },
+    {
+      file: 'charts/workload-identity-webhook/README.md',
+      containing: 'The token requestor also reads',
+      who: () => requestor,
+    },
+    {
+      file: 'docs/install.md',
+      containing: 'least privileged',
+      who: () => webhook,
+      only: (_, b) => b.clusterWide, // what it may do cluster-wide
+    },
+    {
+      file: 'docs/install.md',
+      containing: 'The webhook may read and update that Secret',
+      who: () => webhook,
+      only: (r) => (r.resourceNames?.length ?? 0) > 0, // what it may do by name
+    },
+  ];
+  for (const c of cases) {
+    test(`${c.file}: "${c.containing} ..." states every verb granted and no other`, () => {
+      const text = paragraph(c.file, c.containing);
+      assert.deepEqual(claims(text), grantsOf(c.who(), c.only), text);
+      const clusterWide = c.who().some((b) => b.clusterWide);
+      if (/never cluster-wide/.test(text)) assert.equal(clusterWide, false, 'it says never cluster-wide');
+      if (/(?<!never |else )cluster-wide/.test(text)) assert.equal(clusterWide, true, 'it says cluster-wide');
+    });
+  }
+
+  test("docs/secrets.md: the token requestor's ClusterRole as shown is the one rendered", () => {
+    const section = read('docs/secrets.md').split('### Its permissions')[1];
+    const yaml = /```yaml\n([\s\S]*?)```/.exec(section)![1];
+    const shown = parseAllDocuments(yaml)
+      .map((d) => d.toJS() as Manifest)
+      .find((m) => m?.kind === 'ClusterRole')!;
+    const rendered = all(manifests, 'ClusterRole').find(
+      (r) => r.metadata.labels?.['app.kubernetes.io/component'] === 'token-requestor',
+    )!;
+    assert.deepEqual(shown.rules, rendered.rules);
+  });
+
+  test('the claim reader reads what it should (it would have caught the old token-requestor paragraph)', () => {
+    const old =
+      'Its RBAC: Secrets `get`, `list`, `watch`, `update`, `patch` and ServiceAccounts `get`, `list`, `watch` cluster-wide';
+    assert.deepEqual(claims(old), new Map(), 'the old form states no grant the reader accepts');
+    assert.notDeepEqual(claims(old), grantsOf(requestor));
+    assert.deepEqual(
+      claims('`secrets` (`list`, `watch`, `patch`; `list` by name) and `events` (`create`)'),
+      new Map([
+        ['secrets', 'list,patch,watch'],
+        ['events', 'create'],
+      ]),
+    );
+  });
+});
+
+// ---- Metrics: names and labels in the docs, against what runs ----
+
+describe('metrics named in the docs', () => {
+  let cp: ControlPlane;
+  let wh: WebhookProcess;
+  let served: Set<string>;
+  before(async () => {
+    cp = await startControlPlane({ name: 'docs-facts' });
+    wh = await startWebhook(cp);
+    served = new Set([...(await wh.metrics()).matchAll(/^# HELP (\S+) /gm)].map((m) => m[1]));
+  });
+  after(async () => {
+    await wh?.stop();
+    await cp?.stop();
+  });
+
+  /** name -> label names, of the code's registries (the running processes build theirs the same way). */
+  const labels = new Map<string, string[]>();
+  for (const registry of [createMetrics().registry, createRequestorMetrics().registry])
+    for (const m of registry.getMetricsAsArray() as unknown as { name: string; labelNames: string[] }[])
+      labels.set(m.name, [...m.labelNames].sort());
+  // Node.js's own metrics, under their standard names: documented as the families process_* and nodejs_*.
+  const isDefault = (name: string) => /^(process|nodejs)_/.test(name);
+  const requestorOnly = (name: string) => name.startsWith('wiw_token_requestor_');
+
+  test("serve exports each of its registry's metrics", () => {
+    for (const name of labels.keys()) if (!requestorOnly(name)) assert.ok(served.has(name), `serve exports ${name}`);
+  });
+
+  test('each metric the docs name exists, with exactly the labels they give it', () => {
+    let seen = 0;
+    for (const file of DOCS) {
+      for (const m of read(file).matchAll(/\b(wiw_[a-z_]+)(\{([a-z_,]*)\})?/g)) {
+        const [, name, braces, given] = m;
+        seen++;
+        // A family named with a wildcard (wiw_token_requestor_*): some metric is of it.
+        if (name.endsWith('_')) {
+          assert.ok(
+            [...labels.keys()].some((k) => k.startsWith(name)),
+            `${file}: ${name}* names metrics`,
+          );
+          continue;
+        }
+        assert.ok(labels.has(name), `${file}: ${name} is a metric`);
+        if (!requestorOnly(name)) assert.ok(served.has(name), `${file}: serve exports ${name}`);
+        if (braces) assert.deepEqual(given.split(',').sort(), labels.get(name), `${file}: the labels of ${name}`);
+      }
+    }
+    assert.ok(seen > 10);
+  });
+
+  test("each of the webhook's and the token requestor's own metrics is documented", () => {
+    const text = DOCS.map(read).join('\n');
+    for (const name of labels.keys())
+      if (!isDefault(name)) assert.match(text, new RegExp(`\\b${name}\\b`), `${name} is in README.md or docs/`);
+    for (const family of ['process_', 'nodejs_']) assert.match(text, new RegExp(`\`${family}\\*\``), family);
+  });
+});
+
+describe("GCP's default audience, per dialect, where the docs give it", () => {
+  /** The audience of the token the webhook mounts for a ServiceAccount of these annotations. */
+  function audienceFor(annotations: Record<string, string>): string {
+    const documents = [
+      { kind: 'ServiceAccount', apiVersion: 'v1', metadata: { name: 'sa', namespace: 'apps', annotations } },
+      {
+        kind: 'Pod',
+        apiVersion: 'v1',
+        metadata: { name: 'p', namespace: 'apps' },
+        spec: { serviceAccountName: 'sa', containers: [{ name: 'app', image: 'app' }] },
+      },
+    ];
+    const text = documents.map((d) => JSON.stringify(d)).join('\n---\n');
+    const r = previewPod(createProviders(loadConfig(new Map(), {})), { documents: [{ source: 'x', text }] }, 'json');
+    assert.ok(r.allowed);
+    const pod = JSON.parse(r.output) as {
+      spec: { volumes: { name: string; projected?: { sources: { serviceAccountToken?: { audience: string } }[] } }[] };
+    };
+    const token = pod.spec.volumes
+      .flatMap((v) => v.projected?.sources ?? [])
+      .find((s) => s.serviceAccountToken)?.serviceAccountToken;
+    return token!.audience;
+  }
+
+  test("the code: pfnet's annotations get sts.googleapis.com, Flux's //iam.googleapis.com/<provider>", () => {
+    assert.equal(audienceFor({ 'cloud.google.com/workload-identity-provider': PROVIDER }), 'sts.googleapis.com');
+    assert.equal(
+      audienceFor({ 'gcp.auth.fluxcd.io/workload-identity-provider': PROVIDER }),
+      `//iam.googleapis.com/${PROVIDER}`,
+    );
+  });
+
+  test('--gcp-audience help, the chart README row and docs/trust.md give both', () => {
+    const texts = {
+      help: settings.gcpAudience.description,
+      chart: read('charts/workload-identity-webhook/README.md')
+        .split('\n')
+        .find((l) => l.startsWith('| `config.gcpAudience`'))!,
+      trust: paragraphs('docs/trust.md').find((p) => p.includes('per pool provider'))!,
+    };
+    for (const [where, text] of Object.entries(texts)) {
+      assert.ok(text, where);
+      assert.match(text, /`?sts\.googleapis\.com`? for (ServiceAccounts in )?pfnet's/, where);
+      assert.match(text, /`?\/\/iam\.googleapis\.com\/<provider>`? for Flux's/, where);
+    }
+  });
+});

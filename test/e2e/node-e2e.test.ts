@@ -1,0 +1,481 @@
+// End to end on a real node, as a user runs it: the release command (`npm run release`) builds the
+// image for linux/amd64 and linux/arm64 and pushes it with the chart to a real OCI registry on the
+// loopback; `helm install oci://…` installs that chart, and the node's containerd pulls the image
+// by the index digest the chart was released with. Then both replicas Ready, the self-managed
+// certificate made in-cluster and the caBundle patched, and Pods that really start: inside them
+// the official Node.js SDKs get credentials from the strict cloud stand-ins, reading the files
+// the kubelet projected at the paths the injected env vars name.
+// Last, the operator's view: an alert's expression evaluated by Prometheus's engine over scrapes
+// of the webhook Pods, and what each webhook.scope does to Pod creation while the webhook is
+// scaled to 0.
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { AdmissionregistrationV1Api, AppsV1Api, CoreV1Api } from '@kubernetes/client-node';
+import { execFile } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import type { Release } from '../../scripts/release.ts';
+import { buildah, mountImage } from '../harness/node-images.ts';
+import { startNode, type NodeCluster } from '../harness/node.ts';
+import { evaluate, type Scrape } from '../harness/promql.ts';
+import { CHART, helm } from '../support/chart.ts';
+import { renderedRuleGroups } from '../support/observability.ts';
+import { MEDIA, startRegistry, type LocalRegistry } from '../harness/registry.ts';
+import { tokenDigest } from '../sdk/oidc.ts';
+import {
+  AZURE_USE,
+  EMAIL,
+  FULLNAME,
+  PROVIDER,
+  RELEASE,
+  ROLE,
+  SYSTEM_NS,
+  TENANT,
+  installChart,
+  startNodeClouds,
+  type NodeClouds,
+  type ProbeReport,
+} from '../support/node-clouds.ts';
+import { runRelease } from '../support/release.ts';
+import { until } from '../harness/until.ts';
+
+const NS = 'apps';
+const SECRET_MOUNT = '/var/run/secrets/gardener.cloud/workload-identity';
+
+const REPO = join(import.meta.dirname, '../..');
+const VERSION = (JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')) as { version: string }).version;
+const DOCKERFILE = readFileSync(join(REPO, 'Dockerfile'), 'utf8');
+
+let node: NodeCluster;
+let registry: LocalRegistry;
+let released: Release;
+let clouds: NodeClouds;
+let core: CoreV1Api;
+let apps: AppsV1Api;
+
+before(async () => {
+  [node, registry] = await Promise.all([startNode({ name: 'node-e2e' }), startRegistry()]);
+  core = node.cp.kubeConfig().makeApiClient(CoreV1Api);
+  apps = node.cp.kubeConfig().makeApiClient(AppsV1Api);
+  await node.trustRegistry(registry.host);
+  [released, clouds] = await Promise.all([runRelease(`${registry.host}/wiw`), startNodeClouds(node, NS)]);
+  await installChart(node, [NS], {
+    kind: 'oci',
+    ref: released.chart.reference,
+    version: released.chart.version,
+    plainHttp: true,
+  });
+});
+
+after(async () => {
+  await clouds?.stop();
+  await node?.stop();
+  await registry?.stop();
+});
+
+const ARCHES = { 'linux/amd64': 'amd64', 'linux/arm64': 'arm64' } as const;
+
+describe('the release, pushed to a real OCI registry', () => {
+  test('an OCI index lists linux/amd64 and linux/arm64, each the runtime base of its architecture plus the bundle', async (t) => {
+    const repository = 'wiw/workload-identity-webhook';
+    assert.equal(released.version, VERSION);
+    assert.equal(released.image.repository, `${registry.host}/${repository}`);
+    const index = await registry.manifest(repository, VERSION);
+    assert.equal(index.digest, released.image.digest, 'the tag is the index the release printed');
+    assert.equal(index.body.mediaType, MEDIA.index);
+    const platforms = (
+      index.body.manifests as { digest: string; mediaType: string; platform: Record<string, string> }[]
+    ).map((m) => [`${m.platform.os}/${m.platform.architecture}`, m.digest, m.mediaType, m.platform.variant]);
+    assert.deepEqual(platforms, [
+      ['linux/amd64', released.image.platforms['linux/amd64'], MEDIA.manifest, undefined],
+      ['linux/arm64', released.image.platforms['linux/arm64'], MEDIA.manifest, 'v8'],
+    ]);
+    for (const [platform, arch] of Object.entries(ARCHES)) {
+      const manifest = await registry.manifest(repository, released.image.platforms[platform]);
+      const config = await registry.blobJson(repository, manifest.body.config.digest);
+      assert.equal(config.architecture, arch, platform);
+      assert.equal(config.os, 'linux');
+      assert.equal(config.config.Labels['org.opencontainers.image.version'], VERSION);
+      assert.deepEqual(config.config.Entrypoint, ['/usr/local/bin/node', '/app/dist/cli.js']);
+      // The base layer is the runtime base the Dockerfile pins for this architecture.
+      const pin = new RegExp(`^ARG RUNTIME_BASE_${arch.toUpperCase()}=(\\S+)$`, 'm').exec(DOCKERFILE)![1];
+      const base = JSON.parse(await buildah(['inspect', '--type', 'image', pin])) as {
+        OCIv1: { architecture: string; rootfs: { diff_ids: string[] } };
+      };
+      assert.equal(base.OCIv1.architecture, arch);
+      assert.deepEqual(config.rootfs.diff_ids.slice(0, -1), base.OCIv1.rootfs.diff_ids, `${platform} base`);
+      assert.equal(config.rootfs.diff_ids.length, 2);
+      const compressed = (manifest.body.layers as { size: number }[]).reduce((n, l) => n + l.size, 0);
+      const size = await uncompressedSize(arch);
+      t.diagnostic(
+        `${platform}: ${(size / 1e6).toFixed(1)} MB uncompressed, ${(compressed / 1e6).toFixed(1)} MB pushed`,
+      );
+    }
+  });
+
+  test("the chart is an OCI artefact: its version and appVersion are package.json's, its image the index digest", async () => {
+    const repository = 'wiw/charts/workload-identity-webhook';
+    assert.equal(released.chart.reference, `oci://${registry.host}/${repository}`);
+    const chart = await registry.manifest(repository, VERSION);
+    assert.equal(chart.digest, released.chart.digest);
+    assert.equal(chart.body.config.mediaType, 'application/vnd.cncf.helm.config.v1+json');
+    const meta = await registry.blobJson(repository, chart.body.config.digest);
+    assert.equal(meta.version, VERSION);
+    assert.equal(meta.appVersion, VERSION);
+    assert.match(
+      meta.annotations['artifacthub.io/images'],
+      new RegExp(`image: ${registry.host}/wiw/workload-identity-webhook:${VERSION}@${released.image.digest}\\n`),
+    );
+  });
+});
+
+const digest = (report: ProbeReport, variable: string): string => {
+  const file = report.files[variable];
+  assert.ok(file && !file.error && file.sha256, `${variable}: ${JSON.stringify(file)}`);
+  return file.sha256!;
+};
+/** tokenDigest of a file the probe only reported by its sha256: compare on the same function. */
+const sameToken = (fileSha256: string, seen: string): boolean =>
+  // tokenDigest is the first 16 hex digits of the sha256 of the trimmed token; files hold no newline.
+  fileSha256.slice(0, 16) === seen;
+
+function checkAws(report: ProbeReport, sa: string): void {
+  assert.ok(report.answer.ok, JSON.stringify(report));
+  const exchange = clouds.sts.exchanges.find((e) => e.accessKeyId === report.answer.accessKeyId);
+  assert.ok(exchange, 'the SDK returned credentials the stand-in issued');
+  assert.equal(exchange.subject, clouds.subject(sa));
+  assert.equal(exchange.roleArn, ROLE);
+  assert.equal(exchange.host, 'sts.eu-west-1.amazonaws.com');
+  assert.ok(
+    sameToken(digest(report, 'AWS_WEB_IDENTITY_TOKEN_FILE'), exchange.tokenDigest),
+    'the stand-in saw the token the kubelet projected',
+  );
+}
+
+function checkAzure(report: ProbeReport, sa: string): void {
+  assert.ok(report.answer.ok, JSON.stringify(report));
+  const exchange = clouds.entra.exchanges.find((e) => e.accessToken === report.answer.token);
+  assert.ok(exchange, 'the SDK returned a token the stand-in issued');
+  assert.equal(exchange.subject, clouds.subject(sa));
+  assert.equal(exchange.tenantId, TENANT);
+  assert.ok(sameToken(digest(report, 'AZURE_FEDERATED_TOKEN_FILE'), exchange.tokenDigest));
+}
+
+function checkGcp(report: ProbeReport, sa: string): void {
+  assert.ok(report.answer.ok, JSON.stringify(report));
+  const impersonation = clouds.google.impersonations.find((i) => i.accessToken === report.answer.token);
+  assert.ok(impersonation, 'the SDK returned the impersonated access token');
+  assert.equal(impersonation.principal, clouds.principal(sa));
+  assert.equal(impersonation.email, EMAIL);
+  // The external_account file the downward API delivered, complete.
+  const file = report.files.GOOGLE_APPLICATION_CREDENTIALS;
+  assert.ok(file?.content, JSON.stringify(file));
+  const config = JSON.parse(file.content) as Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+  assert.equal(config.type, 'external_account');
+  assert.equal(config.audience, `//iam.googleapis.com/${PROVIDER}`);
+  assert.equal(config.subject_token_type, 'urn:ietf:params:oauth:token-type:jwt');
+  assert.equal(config.token_url, 'https://sts.googleapis.com/v1/token');
+  assert.equal(
+    config.service_account_impersonation_url,
+    `https://iamcredentials.googleapis.com/v1/projects/-/serviceAccounts/${EMAIL}:generateAccessToken`,
+  );
+  assert.equal(typeof config.credential_source?.file, 'string');
+  const exchange = clouds.google.exchanges.find((e) => e.principal === clouds.principal(sa));
+  assert.ok(exchange);
+}
+
+describe('the chart installed on a real node', () => {
+  test('both webhook replicas become Ready, from the released image containerd pulled by digest', async () => {
+    const deployment = await until(
+      'both webhook replicas Ready',
+      async () => {
+        const d = await apps.readNamespacedDeployment({ namespace: SYSTEM_NS, name: FULLNAME });
+        return d.status?.readyReplicas === 2 ? d : undefined;
+      },
+      180_000,
+    ).catch(async (err: Error) => {
+      const pods = await core.listNamespacedPod({ namespace: SYSTEM_NS });
+      throw new Error(
+        `${err.message}\n${JSON.stringify(
+          pods.items.map((p) => ({ name: p.metadata?.name, status: p.status?.containerStatuses })),
+          null,
+          1,
+        )}`,
+      );
+    });
+    const pods = (
+      await core.listNamespacedPod({ namespace: SYSTEM_NS, labelSelector: 'app.kubernetes.io/component=webhook' })
+    ).items;
+    assert.equal(pods.length, 2);
+    const image = `${released.image.repository}@${released.image.digest}`;
+    for (const pod of pods) {
+      assert.equal(pod.spec?.nodeName, node.nodeName);
+      assert.equal(pod.spec?.containers[0].image, image, 'the chart names the image by the released digest');
+      assert.equal(pod.status?.containerStatuses?.[0].imageID, image);
+      assert.equal(pod.status?.containerStatuses?.[0].ready, true);
+      assert.equal(pod.spec?.containers[0].securityContext?.readOnlyRootFilesystem, true);
+    }
+    assert.equal(deployment.spec?.template.spec?.containers[0].imagePullPolicy, 'IfNotPresent');
+    // containerd fetched the index by its digest from the registry, then this platform's manifest.
+    const pulls = registry
+      .accessLog()
+      .filter((e) => e.method === 'GET' && e.status === 200 && e.userAgent.startsWith('containerd/'))
+      .map((e) => e.path);
+    assert.ok(pulls.includes(`/v2/wiw/workload-identity-webhook/manifests/${released.image.digest}`), pulls.join('\n'));
+    const here = `linux/${process.arch === 'arm64' ? 'arm64' : 'amd64'}`;
+    assert.ok(pulls.includes(`/v2/wiw/workload-identity-webhook/manifests/${released.image.platforms[here]}`));
+  });
+
+  test('the self-managed certificate is created in the cluster and the caBundle patched with it', async () => {
+    const admission = node.cp.kubeConfig().makeApiClient(AdmissionregistrationV1Api);
+    const secret = await until(
+      'the certificate Secret',
+      () => core.readNamespacedSecret({ namespace: SYSTEM_NS, name: `${FULLNAME}-certs` }),
+      60_000,
+    );
+    const ca = Buffer.from(secret.data!['ca.crt'], 'base64').toString('utf8');
+    assert.match(ca, /^-----BEGIN CERTIFICATE-----/);
+    const config = await until(
+      'caBundle patched',
+      async () => {
+        const c = await admission.readMutatingWebhookConfiguration({ name: FULLNAME });
+        return c.webhooks?.every((w) => w.clientConfig.caBundle) ? c : undefined;
+      },
+      60_000,
+    );
+    for (const webhook of config.webhooks!) {
+      assert.equal(Buffer.from(webhook.clientConfig.caBundle!, 'base64').toString('utf8'), ca);
+      assert.equal(webhook.clientConfig.service?.name, FULLNAME);
+    }
+  });
+
+  test('an AWS Pod starts; inside it the AWS SDK assumes the role with the projected token', async () => {
+    const reports = await clouds.runPod('aws', 'aws', [clouds.probe('aws')]);
+    checkAws(reports.get('aws')!, 'aws');
+  });
+
+  test('an Azure Pod starts; inside it @azure/identity gets a token with the projected assertion', async () => {
+    const reports = await clouds.runPod('azure', 'azure', [clouds.probe('azure')], {}, AZURE_USE);
+    checkAzure(reports.get('azure')!, 'azure');
+  });
+
+  test('a GCP Pod starts; inside it google-auth-library reads the downward-API external_account file and impersonates', async () => {
+    const reports = await clouds.runPod('gcp', 'gcp', [clouds.probe('gcp')]);
+    checkGcp(reports.get('gcp')!, 'gcp');
+  });
+
+  test("a multi-cloud Pod starts; each container gets credentials from all three clouds' SDKs", async () => {
+    const reports = await clouds.runPod(
+      'multi',
+      'multi',
+      [clouds.probe('aws'), clouds.probe('azure'), clouds.probe('gcp')],
+      {},
+      AZURE_USE,
+    );
+    checkAws(reports.get('aws')!, 'multi');
+    checkAzure(reports.get('azure')!, 'multi');
+    checkGcp(reports.get('gcp')!, 'multi');
+  });
+
+  test('a labelled Secret gets its token from the in-cluster token requestor; a Pod using it through a volume assumes the role', async () => {
+    await core.createNamespacedSecret({
+      namespace: NS,
+      body: {
+        metadata: {
+          name: 'aws-credentials',
+          labels: { 'workload-identity-webhook.io/provider': 'aws' },
+          annotations: { 'workload-identity-webhook.io/service-account': 'secret-reader' },
+        },
+        data: { config: Buffer.from(JSON.stringify({ roleARN: ROLE })).toString('base64') },
+      },
+    });
+    const secret = await until(
+      'the in-cluster token requestor to write the token',
+      async () => {
+        const s = await core.readNamespacedSecret({ namespace: NS, name: 'aws-credentials' });
+        return s.data?.token ? s : undefined;
+      },
+      90_000,
+    );
+    const token = Buffer.from(secret.data!.token, 'base64').toString('utf8');
+    const reports = await clouds.runPod(
+      'uses-secret',
+      'secret-consumer',
+      [
+        {
+          ...clouds.probe('aws', { AWS_CONFIG_FILE: `${SECRET_MOUNT}/credentialsFile` }),
+          volumeMounts: [
+            ...clouds.probe('aws').volumeMounts!,
+            { name: 'credentials', mountPath: SECRET_MOUNT, readOnly: true },
+          ],
+        },
+      ],
+      { volumes: [{ name: 'credentials', secret: { secretName: 'aws-credentials' } }] },
+    );
+    const report = reports.get('aws')!;
+    assert.ok(report.answer.ok, JSON.stringify(report));
+    const exchange = clouds.sts.exchanges.find((e) => e.accessKeyId === report.answer.accessKeyId);
+    assert.ok(exchange);
+    assert.equal(exchange.subject, clouds.subject('secret-reader'));
+    assert.equal(exchange.tokenDigest, tokenDigest(token));
+    assert.match(report.files.AWS_CONFIG_FILE.content!, new RegExp(`web_identity_token_file = ${SECRET_MOUNT}/token`));
+  });
+
+  test('deleting one webhook Pod while Pods are being created loses no admission', async () => {
+    const webhookPods = (
+      await core.listNamespacedPod({ namespace: SYSTEM_NS, labelSelector: 'app.kubernetes.io/component=webhook' })
+    ).items;
+    assert.equal(webhookPods.length, 2);
+    const created: string[] = [];
+    const failures: string[] = [];
+    const victim = webhookPods[0].metadata!.name!;
+    await core.deleteNamespacedPod({ namespace: SYSTEM_NS, name: victim });
+    const victimExists = async (): Promise<boolean> =>
+      core.readNamespacedPod({ namespace: SYSTEM_NS, name: victim }).then(
+        () => true,
+        () => false,
+      );
+    // Back to back, from the deletion until the Pod is gone (its drain and termination), and
+    // some more after. Pods held by a scheduling gate: admitted and stored, never started.
+    for (let i = 0, after = 0; after < 10 && i < 2000; i++) {
+      if (!(await victimExists())) after++;
+      const name = `admitted-${i}`;
+      try {
+        await core.createNamespacedPod({
+          namespace: NS,
+          body: {
+            metadata: { name },
+            spec: {
+              serviceAccountName: 'aws',
+              schedulingGates: [{ name: 'example.com/hold' }],
+              containers: [{ name: 'app', image: node.images.base, imagePullPolicy: 'Never' }],
+            },
+          },
+        });
+        created.push(name);
+      } catch (err) {
+        failures.push(`${name}: ${(err as Error).message}`);
+      }
+    }
+    assert.equal(await victimExists(), false, 'the deleted webhook Pod is gone');
+    assert.deepEqual(failures, []);
+    for (const name of created) {
+      const pod = await core.readNamespacedPod({ namespace: NS, name });
+      const env = Object.fromEntries((pod.spec!.containers[0].env ?? []).map((e) => [e.name, e.value]));
+      assert.equal(env.AWS_ROLE_ARN, ROLE, `Pod ${name} was mutated`);
+    }
+    assert.ok(created.length > 10, `${created.length} Pods created`);
+  });
+});
+
+describe('operating it: alerts over real scrapes, and the blast radius of each scope', () => {
+  const webhookPods = async () =>
+    (await core.listNamespacedPod({ namespace: SYSTEM_NS, labelSelector: 'app.kubernetes.io/component=webhook' }))
+      .items;
+  const ready = (pod: Awaited<ReturnType<typeof webhookPods>>[number]) =>
+    !pod.metadata?.deletionTimestamp && pod.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True');
+  /** What the Prometheus operator scrapes through the ServiceMonitor: each webhook Pod's metrics port. */
+  const scrapeWebhooks = async (): Promise<Scrape[]> =>
+    Promise.all(
+      (await webhookPods()).filter(ready).map(async (pod) => ({
+        timeMs: Date.now(),
+        labels: { namespace: SYSTEM_NS, job: FULLNAME, pod: pod.metadata!.name! },
+        body: await (await fetch(`http://${pod.status!.podIP}:9090/metrics`)).text(),
+      })),
+    );
+  const held = (name: string, serviceAccountName: string, labels: Record<string, string> = {}) => ({
+    metadata: { name, labels },
+    spec: {
+      serviceAccountName,
+      // Admitted and stored, never started.
+      schedulingGates: [{ name: 'example.com/hold' }],
+      containers: [{ name: 'app', image: node.images.base, imagePullPolicy: 'Never' }],
+    },
+  });
+
+  test("the denial alert's expression fires over scrapes of the webhook Pods once Pods are denied, not before", async () => {
+    const [rule] = (await renderedRuleGroups())[0].rules.filter(
+      (r) => r.alert === 'WorkloadIdentityWebhookDenialsRising',
+    );
+    await core.createNamespacedServiceAccount({
+      namespace: NS,
+      // A malformed role-arn only warns outside --strict (as the peer admits it); a malformed role-arns list is refused.
+      body: { metadata: { name: 'malformed', annotations: { 'eks.amazonaws.com/role-arns': 'not-a-profile' } } },
+    });
+    // The previous test replaced a replica: both Ready again first, so every scrape sees the same two.
+    await until(
+      'both webhook replicas Ready',
+      async () => (await webhookPods()).filter(ready).length === 2 || undefined,
+      120_000,
+    );
+    const scrapes = await scrapeWebhooks();
+    assert.equal(scrapes.length, 2);
+    for (let i = 0; i < 4; i++) await core.createNamespacedPod({ namespace: NS, body: held(`allowed-${i}`, 'aws') });
+    scrapes.push(...(await scrapeWebhooks()));
+    assert.deepEqual(await evaluate(scrapes, rule.expr, scrapes.at(-1)!.timeMs), [], 'nothing denied yet');
+    // Two rounds: a denial series new in one scrape has its second sample in the next.
+    for (const round of [0, 1]) {
+      for (let i = 0; i < 4; i++) {
+        await assert.rejects(
+          core.createNamespacedPod({ namespace: NS, body: held(`denied-${round}-${i}`, 'malformed') }),
+          /eks\.amazonaws\.com\/role-arns/,
+        );
+      }
+      scrapes.push(...(await scrapeWebhooks()));
+    }
+    const fired = await evaluate(scrapes, rule.expr, scrapes.at(-1)!.timeMs);
+    assert.deepEqual(
+      fired.map((f) => f.labels),
+      [{ namespace: SYSTEM_NS }],
+    );
+    assert.ok(fired[0].value > 0.1, `denied fraction ${fired[0].value}`);
+  });
+
+  test('with the webhook scaled to 0: scope all refuses an unlabelled Pod; scope labelled creates it and refuses a labelled one', async () => {
+    const scaleToZero = async () => {
+      await apps.replaceNamespacedDeploymentScale({
+        namespace: SYSTEM_NS,
+        name: FULLNAME,
+        body: { metadata: { name: FULLNAME, namespace: SYSTEM_NS }, spec: { replicas: 0 } },
+      });
+      await until('no webhook Pod left', async () => ((await webhookPods()).length === 0 ? true : undefined), 120_000);
+    };
+    await scaleToZero();
+    await assert.rejects(
+      core.createNamespacedPod({ namespace: NS, body: held('outage-all', 'aws') }),
+      /failed calling webhook \W*pods\.workload-identity-webhook\.io\W/,
+    );
+
+    await helm(
+      ['upgrade', RELEASE, CHART, '--namespace', SYSTEM_NS, '--reuse-values', '--set', 'webhook.scope=labelled'],
+      { kubeconfig: node.cp.kubeconfigPath },
+    );
+    // helm upgrade sets the chart's replica count again.
+    await scaleToZero();
+    const outside = await core.createNamespacedPod({ namespace: NS, body: held('outage-unlabelled', 'aws') });
+    assert.equal(
+      outside.spec!.containers[0].env?.find((e) => e.name === 'AWS_ROLE_ARN'),
+      undefined,
+      'created without reaching the webhook',
+    );
+    await assert.rejects(
+      core.createNamespacedPod({
+        namespace: NS,
+        body: held('outage-labelled', 'aws', { 'workload-identity-webhook.io/inject': 'true' }),
+      }),
+      /failed calling webhook \W*pods\.workload-identity-webhook\.io\W/,
+    );
+  });
+});
+
+/** The size of a released platform's image as built (its files, uncompressed). */
+async function uncompressedSize(arch: string): Promise<number> {
+  const image = await mountImage(`localhost/workload-identity-webhook-release:${VERSION}-${arch}`);
+  try {
+    const { stdout } = await promisify(execFile)('du', ['-sb', '--apparent-size', image.root]);
+    return Number(stdout.split('\t')[0]);
+  } finally {
+    await image.release();
+  }
+}

@@ -1,0 +1,154 @@
+// The release's parts that need no registry (the end-to-end run against a real one is in
+// test/e2e/node-e2e.test.ts): package.json as the one source of the version, the Artifact Hub
+// metadata, the chart as the release stamps it, and the release's refusal of a bad registry.
+// (scripts/provide-registry.sh from an empty cache: test/e2e/setup-scripts.test.ts.)
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, test } from 'node:test';
+import { promisify } from 'node:util';
+import { parse } from 'yaml';
+import { CHART_DIR, IMAGE_NAME, PLATFORMS, setChartImage, setChartVersion } from '../../scripts/release.ts';
+import { KUBE_VERSION, REPO, helm, parseRendered } from '../support/chart.ts';
+
+const run = promisify(execFile);
+const pkg = JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')) as {
+  version: string;
+  license: string;
+  homepage: string;
+  repository: { url: string };
+  scripts: Record<string, string>;
+};
+const chartYaml = (dir = CHART_DIR) => readFileSync(join(dir, 'Chart.yaml'), 'utf8');
+const temps: string[] = [];
+const tempDir = (prefix: string): string => {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  temps.push(dir);
+  return dir;
+};
+after(() => {
+  for (const dir of temps) rmSync(dir, { recursive: true, force: true });
+});
+
+describe('one version: package.json', () => {
+  test("Chart.yaml's version and appVersion are package.json's (syncing changes nothing)", () => {
+    const chart = parse(chartYaml()) as { version: string; appVersion: string };
+    assert.equal(chart.version, pkg.version);
+    assert.equal(chart.appVersion, pkg.version);
+    const copy = join(tempDir('wiw-chart-'), 'chart');
+    cpSync(CHART_DIR, copy, { recursive: true });
+    setChartVersion(copy, pkg.version);
+    assert.equal(chartYaml(copy), chartYaml(), 'the checkout is in sync, comments and all');
+  });
+
+  test('`npm version` writes the new version into Chart.yaml and the plain manifests', () => {
+    assert.match(pkg.scripts.version, /node scripts\/release\.ts --sync-chart/);
+    assert.match(pkg.scripts.version, /write-plain-manifests/);
+    assert.match(pkg.scripts.version, /git add charts\/workload-identity-webhook\/Chart\.yaml webhook-config/);
+    const copy = join(tempDir('wiw-chart-'), 'chart');
+    cpSync(CHART_DIR, copy, { recursive: true });
+    setChartVersion(copy, '9.8.7');
+    const text = chartYaml(copy);
+    assert.deepEqual(
+      [(parse(text) as { version: string }).version, (parse(text) as { appVersion: string }).appVersion],
+      ['9.8.7', '9.8.7'],
+    );
+    assert.ok(text.includes('# Both are package.json'), 'comments are kept');
+  });
+});
+
+describe('Artifact Hub metadata', () => {
+  const chart = parse(chartYaml()) as {
+    home: string;
+    sources: string[];
+    maintainers: { name: string; email?: string; url?: string }[];
+    annotations: Record<string, string>;
+  };
+
+  test('home, sources and maintainers; home and sources are package.json homepage and repository', () => {
+    assert.equal(chart.home, pkg.homepage);
+    assert.deepEqual(chart.sources, [pkg.repository.url]);
+    assert.ok(chart.maintainers.length > 0 && chart.maintainers.every((m) => m.name));
+  });
+
+  test('annotations: licence, the image on both platforms, a changelog of known kinds, links', () => {
+    const a = chart.annotations;
+    assert.equal(a['artifacthub.io/license'], pkg.license);
+    assert.deepEqual(parse(a['artifacthub.io/images']), [
+      { name: IMAGE_NAME, image: `${IMAGE_NAME}:${pkg.version}`, platforms: [...PLATFORMS] },
+    ]);
+    const changes = parse(a['artifacthub.io/changes']) as { kind: string; description: string }[];
+    assert.ok(changes.length > 0);
+    for (const c of changes) {
+      assert.ok(['added', 'changed', 'deprecated', 'removed', 'fixed', 'security'].includes(c.kind), c.kind);
+      assert.ok(c.description.length > 10);
+    }
+    for (const link of parse(a['artifacthub.io/links']) as { name: string; url: string }[])
+      assert.ok(link.name && link.url.startsWith(`${pkg.homepage}/`), link.url);
+  });
+
+  test('artifacthub-repo.yml names the owners', () => {
+    const repo = parse(readFileSync(join(REPO, 'artifacthub-repo.yml'), 'utf8')) as { owners: { name: string }[] };
+    assert.ok(repo.owners.length > 0 && repo.owners.every((o) => o.name));
+  });
+});
+
+describe('the chart as the release stamps it', () => {
+  test('names the image by the index digest, lists it for Artifact Hub, and lints', async () => {
+    const dir = join(tempDir('wiw-stamped-'), 'workload-identity-webhook');
+    cpSync(CHART_DIR, dir, { recursive: true });
+    const image = {
+      repository: 'registry.example:5000/team/workload-identity-webhook',
+      tag: '1.2.3',
+      digest: `sha256:${'ab'.repeat(32)}`,
+    };
+    setChartVersion(dir, '1.2.3', { image: `${image.repository}:1.2.3@${image.digest}`, platforms: [...PLATFORMS] });
+    setChartImage(dir, image);
+    const meta = parse(chartYaml(dir)) as { version: string; annotations: Record<string, string> };
+    assert.equal(meta.version, '1.2.3');
+    assert.deepEqual(parse(meta.annotations['artifacthub.io/images']), [
+      { name: IMAGE_NAME, image: `${image.repository}:1.2.3@${image.digest}`, platforms: [...PLATFORMS] },
+    ]);
+    const { manifests } = parseRendered(await helm(['template', 'wiw', dir, '--kube-version', KUBE_VERSION]));
+    const deployment = manifests.find(
+      (m) => m.kind === 'Deployment' && m.metadata.labels?.['app.kubernetes.io/component'] === 'webhook',
+    )!;
+    assert.equal(deployment.spec.template.spec.containers[0].image, `${image.repository}@${image.digest}`);
+    assert.equal(deployment.metadata.labels?.['app.kubernetes.io/version'], '1.2.3');
+    await helm(['lint', dir, '--strict', '--kube-version', KUBE_VERSION]);
+  });
+});
+
+describe('npm run release', () => {
+  const release = (args: string[]) =>
+    run(process.execPath, ['scripts/release.ts', ...args], { cwd: REPO }).then(
+      () => ({ code: 0, stderr: '' }),
+      (err: { code: number; stderr: string }) => ({ code: err.code, stderr: err.stderr }),
+    );
+
+  test('refuses a registry that is not HOST[:PORT]/PATH before building anything', async () => {
+    for (const bad of [
+      'reg.example/x;touch /tmp/wiw-pwned',
+      'https://reg.example/x',
+      'Reg.Example/x',
+      'reg.example/x/',
+      '-x',
+    ]) {
+      const { code, stderr } = await release(['--registry', bad]);
+      assert.equal(code, 1, bad);
+      assert.match(stderr, /is not HOST\[:PORT\]\/PATH in lowercase/, bad);
+      assert.doesNotMatch(stderr, /building/);
+    }
+    assert.equal(existsSync('/tmp/wiw-pwned'), false);
+  });
+
+  test('without --registry, or with an unknown flag, prints its usage', async () => {
+    for (const args of [[], ['--registry'], ['--registry', 'reg.example/x', '--push-everything']]) {
+      const { code, stderr } = await release(args);
+      assert.equal(code, 2, args.join(' '));
+      assert.match(stderr, /^usage: npm run release -- --registry HOST\[:PORT\]\/PATH/);
+    }
+  });
+});

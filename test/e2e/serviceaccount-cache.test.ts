@@ -1,0 +1,272 @@
+// The ServiceAccount cache against a real kube-apiserver: slimming, direct reads on a miss,
+// and a watch that recovers after its connection is cut or it goes silent.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { KubeConfig } from '@kubernetes/client-node';
+import pino from 'pino';
+import { CoreV1Api } from '@kubernetes/client-node';
+import { ServiceAccountCache, ServiceAccountUnavailable } from '../../src/kube/serviceaccount-cache.ts';
+import { ListWatch, statusOf, type ListPage } from '../../src/kube/list-watch.ts';
+import { createMetrics } from '../../src/metrics.ts';
+import {
+  createNamespace,
+  createServiceAccount,
+  startControlPlane,
+  type ControlPlane,
+} from '../harness/control-plane.ts';
+import { proxyTo } from '../support/tcp-proxy.ts';
+import { until } from '../harness/until.ts';
+
+const PREFIXES = ['eks.amazonaws.com/', 'azure.workload.identity/'];
+const log = pino({ level: 'silent' });
+let cp: ControlPlane;
+
+before(async () => {
+  cp = await startControlPlane({ name: 'sa-cache' });
+  await createNamespace(cp, 'ns1');
+  await createServiceAccount(cp, 'ns1', 'existing', {
+    'eks.amazonaws.com/role-arn': 'arn:aws:iam::111122223333:role/a',
+    'kubectl.kubernetes.io/last-applied-configuration': 'x'.repeat(10_000),
+  });
+});
+after(() => cp?.stop());
+
+async function metricValue(metrics: ReturnType<typeof createMetrics>, name: string, labels = ''): Promise<number> {
+  const text = await metrics.registry.metrics();
+  const line = text
+    .split('\n')
+    .find((l) => l.startsWith(`${name}${labels} `) || (labels === '' && l.startsWith(`${name} `)));
+  return line ? Number(line.split(' ').pop()) : 0;
+}
+
+describe('list and watch', () => {
+  test("keeps name, namespace, uid and only the annotations of the providers' prefixes", async () => {
+    const cache = new ServiceAccountCache({ kubeConfig: cp.kubeConfig(), annotationPrefixes: PREFIXES, log });
+    await cache.start();
+    try {
+      const view = cache.get('ns1', 'existing');
+      assert.ok(view);
+      assert.deepEqual(view.annotations, { 'eks.amazonaws.com/role-arn': 'arn:aws:iam::111122223333:role/a' });
+      assert.match(view.uid, /^[0-9a-f-]{36}$/);
+      assert.ok(Object.isFrozen(view));
+      await createServiceAccount(cp, 'ns1', 'later', { 'azure.workload.identity/client-id': 'c' });
+      const later = await until('the watch to deliver the new ServiceAccount', () => cache.get('ns1', 'later'));
+      assert.deepEqual(later.annotations, { 'azure.workload.identity/client-id': 'c' });
+    } finally {
+      cache.stop();
+    }
+  });
+});
+
+describe('cache misses', () => {
+  test('a miss is read from the API server once, even when asked for concurrently', async () => {
+    const metrics = createMetrics();
+    const cache = new ServiceAccountCache({ kubeConfig: cp.kubeConfig(), annotationPrefixes: PREFIXES, log, metrics });
+    await cache.start();
+    cache.stop(); // no watch: the only way to learn of a new ServiceAccount is the direct read
+    await createServiceAccount(cp, 'ns1', 'brand-new', {
+      'eks.amazonaws.com/role-arn': 'arn:aws:iam::111122223333:role/b',
+    });
+    assert.equal(cache.get('ns1', 'brand-new'), undefined);
+    const [a, b] = await Promise.all([cache.lookup('ns1', 'brand-new'), cache.lookup('ns1', 'brand-new')]);
+    assert.equal(a?.annotations['eks.amazonaws.com/role-arn'], 'arn:aws:iam::111122223333:role/b');
+    assert.equal(a, b);
+    assert.equal(
+      await metricValue(metrics, 'wiw_serviceaccount_fallback_reads_total', '{what="ServiceAccount",result="found"}'),
+      1,
+    );
+    // Now cached: no further read.
+    assert.equal(cache.lookup('ns1', 'brand-new'), a);
+    assert.equal(
+      await metricValue(metrics, 'wiw_serviceaccount_fallback_reads_total', '{what="ServiceAccount",result="found"}'),
+      1,
+    );
+  });
+
+  test('a ServiceAccount that does not exist is undefined; reads beyond the rate limit are not made', async () => {
+    const metrics = createMetrics();
+    const cache = new ServiceAccountCache({
+      kubeConfig: cp.kubeConfig(),
+      annotationPrefixes: PREFIXES,
+      log,
+      metrics,
+      missReadsPerSecond: 1,
+    });
+    await cache.start();
+    cache.stop();
+    assert.equal(await cache.lookup('ns1', 'ghost'), undefined);
+    assert.equal(
+      await metricValue(
+        metrics,
+        'wiw_serviceaccount_fallback_reads_total',
+        '{what="ServiceAccount",result="not_found"}',
+      ),
+      1,
+    );
+    // Beyond the rate limit the answer is unknown, not "absent": the caller must not take it for one.
+    await assert.rejects(
+      async () => cache.lookup('ns1', 'ghost-2'),
+      (err: Error) =>
+        err instanceof ServiceAccountUnavailable && /ns1\/ghost-2 .*direct reads per second/.test(err.message),
+    );
+    assert.equal(
+      await metricValue(
+        metrics,
+        'wiw_serviceaccount_fallback_reads_total',
+        '{what="ServiceAccount",result="rate_limited"}',
+      ),
+      1,
+    );
+  });
+
+  test('a direct read that times out or fails is unknown, not absent', async () => {
+    // An API server address that accepts connections and never answers.
+    const silent = await proxyTo(cp.server);
+    silent.freeze();
+    const kc = new KubeConfig();
+    kc.loadFromFile(cp.kubeconfigPath);
+    const cluster = kc.getCurrentCluster()!;
+    kc.clusters = kc.clusters.map((c) =>
+      c.name === cluster.name ? { ...c, server: `https://127.0.0.1:${silent.port}` } : c,
+    );
+    const metrics = createMetrics();
+    const cache = new ServiceAccountCache({
+      kubeConfig: kc,
+      annotationPrefixes: PREFIXES,
+      log,
+      metrics,
+      missTimeoutMs: 200,
+    });
+    try {
+      await assert.rejects(
+        async () => cache.lookup('ns1', 'existing'),
+        (err: Error) =>
+          err instanceof ServiceAccountUnavailable && /no answer from the API server in 200 ms/.test(err.message),
+      );
+      assert.equal(
+        await metricValue(
+          metrics,
+          'wiw_serviceaccount_fallback_reads_total',
+          '{what="ServiceAccount",result="timeout"}',
+        ),
+        1,
+      );
+    } finally {
+      cache.stop();
+      silent.close();
+    }
+  });
+});
+
+// The ListWatch under the cache, for its diagnostics.
+function listWatchOf(cache: ServiceAccountCache): ListWatch {
+  return (cache as unknown as { listWatchForTests: ListWatch }).listWatchForTests;
+}
+
+/** A pino logger whose lines the test can read. */
+function recordingLog() {
+  const lines: Record<string, unknown>[] = [];
+  const log = pino({ level: 'debug' }, { write: (line: string) => void lines.push(JSON.parse(line)) });
+  return { log, lines };
+}
+
+describe('a quiet cluster', () => {
+  test("a watch ended by the client library's inactivity timeout resumes at once: no backoff, no failure metric, no warning", async () => {
+    const { log: recLog, lines } = recordingLog();
+    const restarts: string[] = [];
+    const core = cp.kubeConfig().makeApiClient(CoreV1Api);
+    const seen = new Set<string>();
+    const lw = new ListWatch({
+      kubeConfig: cp.kubeConfig(),
+      what: 'Namespace',
+      path: '/api/v1/namespaces',
+      list: (page) => core.listNamespace(page) as Promise<ListPage>,
+      onList: (items) => {
+        for (const i of items) seen.add((i as { metadata: { name: string } }).metadata.name);
+      },
+      onEvent: (_type, obj) => void seen.add((obj as { metadata: { name: string } }).metadata.name),
+      onRestart: (cause) => void restarts.push(cause),
+      log: recLog,
+      // The library gives up on a silent watch after 150 ms; our own watchdog would wait a minute.
+      clientTimeoutMs: 150,
+      watchIdleTimeoutMs: 60_000,
+    });
+    try {
+      await lw.start();
+      // Each inactivity timeout is a normal end: the watch reopens from the last resourceVersion.
+      await until("five watches ended by the library's timeout and reopened", () => lw.connects >= 6 || undefined);
+      assert.deepEqual(restarts, []);
+      assert.deepEqual(
+        lines.filter((l) => (l.level as number) >= 40),
+        [],
+        'no warning or error for a normal end',
+      );
+      await createNamespace(cp, 'quiet-new');
+      await until('the reopened watch to deliver', () => seen.has('quiet-new') || undefined);
+    } finally {
+      lw.stop();
+    }
+  });
+
+  test('the DOMException code of a timeout (23) is not taken for an HTTP status', () => {
+    assert.equal(statusOf(new DOMException('The operation was aborted due to timeout', 'TimeoutError')), undefined);
+    assert.equal(statusOf({ code: 403 }), 403);
+  });
+});
+
+describe('watch recovery', () => {
+  test('a watch whose connection is cut is restarted and keeps delivering', async () => {
+    const proxy = await proxyTo(cp.server);
+    const kc = new KubeConfig();
+    kc.loadFromFile(cp.kubeconfigPath);
+    const cluster = kc.getCurrentCluster()!;
+    kc.clusters = kc.clusters.map((c) =>
+      c.name === cluster.name ? { ...c, server: `https://127.0.0.1:${proxy.port}`, tlsServerName: 'localhost' } : c,
+    );
+    const metrics = createMetrics();
+    const cache = new ServiceAccountCache({ kubeConfig: kc, annotationPrefixes: PREFIXES, log, metrics });
+    try {
+      await cache.start();
+      await until('the watch to be open', () => cache.watching || undefined);
+      const connects = listWatchOf(cache).connects;
+      proxy.cut();
+      await until('the watch to be reopened', () => listWatchOf(cache).connects > connects || undefined);
+      await createServiceAccount(cp, 'ns1', 'after-cut', {
+        'eks.amazonaws.com/role-arn': 'arn:aws:iam::111122223333:role/c',
+      });
+      await until('the restarted watch to deliver', () => cache.get('ns1', 'after-cut'));
+    } finally {
+      cache.stop();
+      proxy.close();
+    }
+  });
+
+  test('a silent watch is restarted', async () => {
+    const metrics = createMetrics();
+    const cache = new ServiceAccountCache({
+      kubeConfig: cp.kubeConfig(),
+      annotationPrefixes: PREFIXES,
+      log,
+      metrics,
+      watchIdleTimeoutMs: 300,
+    });
+    try {
+      await cache.start();
+      await until(
+        'an idle restart',
+        async () =>
+          (await metricValue(
+            metrics,
+            'wiw_serviceaccount_watch_restarts_total',
+            '{what="ServiceAccount",cause="idle"}',
+          )) >= 1 || undefined,
+      );
+      await createServiceAccount(cp, 'ns1', 'after-idle', {
+        'eks.amazonaws.com/role-arn': 'arn:aws:iam::111122223333:role/d',
+      });
+      await until('the restarted watch to deliver', () => cache.get('ns1', 'after-idle'));
+    } finally {
+      cache.stop();
+    }
+  });
+});

@@ -1,0 +1,299 @@
+// The loop closed: `trust` prints the cloud side for the cluster's identities, the strict cloud
+// stand-ins are configured with exactly what it printed (AWS role trust policy and OIDC provider
+// client IDs, Entra federated identity credentials, Google pool provider and service account
+// binding), and an official SDK in a Pod of the webhook's making is accepted. The same trust
+// printed for another namespace is refused.
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { resolve } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { RbacAuthorizationV1Api } from '@kubernetes/client-node';
+import { stringify } from 'yaml';
+import { createServiceAccount, requestToken } from '../harness/control-plane.ts';
+import { createAwsSts, type AwsSts } from '../sdk/aws-sts.ts';
+import { startSdkCluster, type SdkCluster } from '../sdk/cluster.ts';
+import { createEntra, type Entra } from '../sdk/entra.ts';
+import { createGoogleCloud, type GoogleCloud } from '../sdk/google.ts';
+import { tokenDigest } from '../sdk/oidc.ts';
+import type { TrustReport } from '../../src/trust/report.ts';
+import {
+  CLIENT,
+  GCP_EMAIL as EMAIL,
+  GCP_PROJECT,
+  PROJECT_NUMBER,
+  ROLE_ARN as ROLE,
+  TENANT,
+  WIF_PROVIDER as PROVIDER,
+  AWS_ACCOUNT,
+} from '../support/identities.ts';
+
+const run = promisify(execFile);
+const CLI = resolve(import.meta.dirname, '../../dist/cli.js');
+const NS = 'trust-proof';
+const ACCOUNTS: Record<string, Record<string, string>> = {
+  'aws-reader': { 'eks.amazonaws.com/role-arn': ROLE },
+  // Same role: its trust policy must admit both.
+  'aws-writer': { 'eks.amazonaws.com/role-arn': ROLE },
+  'azure-reader': { 'azure.workload.identity/client-id': CLIENT, 'azure.workload.identity/tenant-id': TENANT },
+  'gcp-reader': {
+    'cloud.google.com/workload-identity-provider': PROVIDER,
+    'cloud.google.com/service-account-email': EMAIL,
+    'cloud.google.com/injection-mode': 'direct',
+  },
+};
+const subject = (sa: string, ns = NS) => `system:serviceaccount:${ns}:${sa}`;
+
+let cluster: SdkCluster;
+let sts: AwsSts;
+let entra: Entra;
+let google: GoogleCloud;
+// What the stand-ins hold; emptied and refilled from each printed trust.
+const clientIds: string[] = [];
+const roles: Parameters<typeof createAwsSts>[0]['roles'] = [];
+const applications: Parameters<typeof createEntra>[0]['applications'] = [];
+const providers: Parameters<typeof createGoogleCloud>[0]['providers'] = [];
+const serviceAccounts: Parameters<typeof createGoogleCloud>[0]['serviceAccounts'] = [];
+
+/** The stand-ins take exactly the printed trust, and nothing else. */
+function configure(report: TrustReport): void {
+  for (const list of [clientIds, roles, applications, providers, serviceAccounts]) list.length = 0;
+  clientIds.push(...report.aws!.oidcProviders.flatMap((p) => p.clientIds));
+  roles.push(...report.aws!.roles.map((r) => ({ arn: r.roleArn, trustPolicy: r.trustPolicy })));
+  applications.push(
+    ...report.azure!.identities.map((i) => ({
+      tenantId: i.tenantId!,
+      clientId: i.clientId,
+      federatedCredentials: i.federatedCredentials,
+    })),
+  );
+  providers.push(
+    ...report.gcp!.providers.map((p) => ({
+      name: p.name,
+      issuer: p.issuerUri,
+      allowedAudiences: p.allowedAudiences,
+      attributeMapping: p.attributeMapping,
+    })),
+  );
+  serviceAccounts.push(
+    ...report.gcp!.serviceAccounts.map((s) => ({ email: s.email, workloadIdentityUsers: s.binding.members })),
+  );
+}
+
+async function trust(args: string[], input?: string): Promise<TrustReport> {
+  const child = run(process.execPath, [CLI, 'trust', '-o', 'json', ...args], { encoding: 'utf8' });
+  if (input !== undefined) child.child.stdin!.end(input);
+  const { stdout } = await child;
+  return JSON.parse(stdout) as TrustReport;
+}
+
+/** The cluster's ServiceAccounts as manifests, in `namespace`. */
+function manifests(namespace: string): string {
+  return Object.entries(ACCOUNTS)
+    .map(([name, annotations]) =>
+      stringify({ apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name, namespace, annotations } }),
+    )
+    .join('---\n');
+}
+
+let printed: TrustReport;
+
+before(async () => {
+  cluster = await startSdkCluster({
+    name: 'trust-proof',
+    namespace: NS,
+    serviceAccounts: ACCOUNTS,
+    services: (issuer) => [
+      (sts = createAwsSts({ issuer, clientIds, roles })),
+      (entra = createEntra({ issuer, applications })),
+      (google = createGoogleCloud({
+        issuer,
+        providers,
+        serviceAccounts,
+        projects: { [PROJECT_NUMBER]: GCP_PROJECT },
+      })),
+    ],
+  });
+  printed = await trust(['--kubeconfig', cluster.cp.kubeconfigPath, '--namespace', NS]);
+  configure(printed);
+});
+
+after(async () => {
+  await cluster?.stop();
+});
+
+describe('trust, read from the cluster', () => {
+  test("names the issuer of the discovery document and groups one role's ServiceAccounts into one policy", () => {
+    assert.equal(printed.issuer, cluster.issuer.issuer);
+    assert.equal(printed.aws!.roles.length, 1);
+    const statement = printed.aws!.roles[0].trustPolicy.Statement;
+    assert.equal(statement.length, 1);
+    const hostPath = cluster.issuer.issuer.replace('https://', '');
+    assert.deepEqual(statement[0].Condition.StringEquals, {
+      [`${hostPath}:sub`]: [subject('aws-reader'), subject('aws-writer')],
+      [`${hostPath}:aud`]: 'sts.amazonaws.com',
+    });
+    assert.equal(statement[0].Principal.Federated, `arn:aws:iam::${AWS_ACCOUNT}:oidc-provider/${hostPath}`);
+  });
+
+  test("--issuer other than the cluster's: printed as asked, with a warning that the tokens carry another", async () => {
+    const { stdout, stderr } = await run(
+      process.execPath,
+      [
+        CLI,
+        'trust',
+        '-o',
+        'json',
+        '--kubeconfig',
+        cluster.cp.kubeconfigPath,
+        '--namespace',
+        NS,
+        '--issuer',
+        'https://oidc.example.com',
+      ],
+      { encoding: 'utf8' },
+    );
+    assert.equal((JSON.parse(stdout) as TrustReport).issuer, 'https://oidc.example.com');
+    assert.equal(
+      stderr,
+      `warning: the cluster's tokens carry iss ${cluster.issuer.issuer}, not --issuer https://oidc.example.com: a cloud given this trust refuses them\n`,
+    );
+  });
+
+  test('a kubeconfig that may list ServiceAccounts but not Secrets: the same trust, and a warning that Secrets were left out', async () => {
+    const rbac = cluster.cp.kubeConfig().makeApiClient(RbacAuthorizationV1Api);
+    await rbac.createClusterRole({
+      body: {
+        metadata: { name: 'trust-viewer' },
+        rules: [{ apiGroups: [''], resources: ['serviceaccounts'], verbs: ['list'] }],
+      },
+    });
+    await rbac.createClusterRoleBinding({
+      body: {
+        metadata: { name: 'trust-viewer' },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'trust-viewer' },
+        subjects: [{ kind: 'ServiceAccount', name: 'trust-viewer', namespace: 'default' }],
+      },
+    });
+    await createServiceAccount(cluster.cp, 'default', 'trust-viewer');
+    const token = await requestToken(cluster.cp, 'default', 'trust-viewer', cluster.issuer.issuer, 600);
+    const kubeconfig = join(cluster.cp.dir, 'trust-viewer.kubeconfig');
+    await writeFile(
+      kubeconfig,
+      stringify({
+        apiVersion: 'v1',
+        kind: 'Config',
+        'current-context': 'c',
+        clusters: [
+          {
+            name: 'c',
+            cluster: {
+              server: cluster.cp.server,
+              'certificate-authority-data': Buffer.from(cluster.cp.caPem).toString('base64'),
+            },
+          },
+        ],
+        users: [{ name: 'u', user: { token } }],
+        contexts: [{ name: 'c', context: { cluster: 'c', user: 'u' } }],
+      }),
+      { mode: 0o600 },
+    );
+    const { stdout, stderr } = await run(
+      process.execPath,
+      [CLI, 'trust', '-o', 'json', '--kubeconfig', kubeconfig, '--namespace', NS],
+      { encoding: 'utf8' },
+    );
+    assert.deepEqual(JSON.parse(stdout), printed);
+    assert.equal(
+      stderr,
+      `warning: cannot list Secrets labelled workload-identity-webhook.io/provider (HTTP 403): their identities are left out\n`,
+    );
+  });
+
+  test('offline from manifests with --issuer: the same trust as from the cluster', async () => {
+    assert.deepEqual(await trust(['-f', '-', '--issuer', cluster.issuer.issuer], manifests(NS)), printed);
+  });
+});
+
+describe("the stand-ins accept a Pod's token with the printed trust (official Node.js SDKs)", () => {
+  for (const sa of ['aws-reader', 'aws-writer']) {
+    test(`AWS: ${sa} assumes the role through the printed trust policy`, async () => {
+      const { container, sdk } = await cluster.start('node', 'aws', sa);
+      const answer = await sdk.credentials();
+      assert.ok(answer.ok, `${JSON.stringify(answer.error)}\n${sdk.stderr()}`);
+      const exchange = sts.exchanges.find((e) => e.accessKeyId === answer.accessKeyId);
+      assert.ok(exchange, 'the SDK returned credentials the stand-in issued');
+      assert.equal(exchange.subject, subject(sa));
+      assert.equal(exchange.tokenDigest, tokenDigest(container.tokens[0].token));
+      await sdk.stop();
+    });
+  }
+
+  test('Azure: the printed federated identity credential admits the projected token', async () => {
+    const { container, sdk } = await cluster.start('node', 'azure', 'azure-reader', {
+      labels: { 'azure.workload.identity/use': 'true' },
+    });
+    const answer = await sdk.credentials();
+    assert.ok(answer.ok, `${JSON.stringify(answer.error)}\n${sdk.stderr()}`);
+    const exchange = entra.exchanges.find((e) => e.accessToken === answer.token);
+    assert.ok(exchange, 'the SDK returned a token the stand-in issued');
+    assert.equal(exchange.clientId, CLIENT);
+    assert.equal(exchange.subject, subject('azure-reader'));
+    assert.equal(exchange.tokenDigest, tokenDigest(container.tokens[0].token));
+    await sdk.stop();
+  });
+
+  test('Google: the printed provider allows the audience, its mapping and binding let the principal impersonate', async () => {
+    const { container, sdk } = await cluster.start('node', 'gcp', 'gcp-reader');
+    const answer = await sdk.credentials();
+    assert.ok(answer.ok, `${JSON.stringify(answer.error)}\n${sdk.stderr()}`);
+    const impersonation = google.impersonations.find((i) => i.accessToken === answer.token);
+    assert.ok(impersonation, 'the SDK returned a token the stand-in issued for the service account');
+    assert.equal(impersonation.email, EMAIL);
+    assert.match(impersonation.principal, new RegExp(`/subject/${subject('gcp-reader')}$`));
+    assert.ok(google.exchanges.some((e) => e.tokenDigest === tokenDigest(container.tokens[0].token)));
+    await sdk.stop();
+  });
+});
+
+describe('the same trust printed for another namespace is refused', () => {
+  before(async () => configure(await trust(['-f', '-', '--issuer', cluster.issuer.issuer], manifests('elsewhere'))));
+  after(() => configure(printed));
+
+  test('AWS: AccessDenied', async () => {
+    const { sdk } = await cluster.start('node', 'aws', 'aws-reader');
+    const answer = await sdk.credentials();
+    assert.equal(answer.ok, false);
+    assert.equal(answer.error?.code, 'AccessDenied');
+    await sdk.stop();
+  });
+
+  test('Azure: AADSTS700213, no federated identity record for the subject', async () => {
+    const { sdk } = await cluster.start('node', 'azure', 'azure-reader', {
+      labels: { 'azure.workload.identity/use': 'true' },
+    });
+    const answer = await sdk.credentials();
+    assert.equal(answer.ok, false);
+    assert.match(answer.error!.message, /AADSTS700213/);
+    await sdk.stop();
+  });
+
+  test('Google: the exchange succeeds but impersonation is PERMISSION_DENIED', async () => {
+    const { container, sdk } = await cluster.start('node', 'gcp', 'gcp-reader');
+    const errorsBefore = google.errors.length;
+    const answer = await sdk.credentials();
+    assert.equal(answer.ok, false);
+    assert.match(JSON.stringify(answer.error), /iam\.serviceAccounts\.getAccessToken|PERMISSION_DENIED/);
+    assert.ok(
+      google.exchanges.some((e) => e.tokenDigest === tokenDigest(container.tokens[0].token)),
+      'the provider (same pool, same audience) accepted the token',
+    );
+    assert.deepEqual(
+      google.errors.slice(errorsBefore).map((e) => [e.service, e.status]),
+      [['iamcredentials', 403]],
+    );
+    await sdk.stop();
+  });
+});

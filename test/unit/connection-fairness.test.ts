@@ -1,0 +1,219 @@
+// Issue #19 §4: the connection cap was global, so one client holding every connection locked out
+// all others, kube-apiserver included, until its connections timed out. Here hostile clients hold
+// all they can get (each connection sends one request, so no first-request deadline closes it, and
+// then idles on keep-alive) and a kube-apiserver-like client, from another address, must still get
+// its AdmissionReview answered within 1 s. Loopback has every 127.0.0.0/8 address: each is a source.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { request } from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { connect, type ConnectionOptions, type TLSSocket } from 'node:tls';
+import type { FastifyInstance } from 'fastify';
+import pino from 'pino';
+import { buildApp } from '../../src/app.ts';
+import { admitPod } from '../../src/admission/pods.ts';
+import type { ServerLimits } from '../../src/limits.ts';
+import { createMetrics } from '../../src/metrics.ts';
+import { generateCertificates } from '../../src/tls/self-signed.ts';
+import { createCa, createClientCert, type KeyPair } from '../harness/certs.ts';
+import { pod, providers, sa } from '../support/builders.ts';
+import { until } from '../harness/until.ts';
+
+const LIMITS = { maxConnections: 48, maxConnectionsPerSource: 12, firstRequestTimeoutMs: 300 };
+const API_SERVER = '127.0.0.2';
+const HOGS = ['127.0.0.1', '127.0.0.3', '127.0.0.4', '127.0.0.5'];
+
+let certs: Awaited<ReturnType<typeof generateCertificates>>;
+let clientCa: KeyPair;
+let apiServerCert: KeyPair;
+const apps: FastifyInstance[] = [];
+const held: TLSSocket[] = [];
+
+before(async () => {
+  certs = await generateCertificates(['localhost', '127.0.0.1']);
+  clientCa = await createCa('webhook-clients');
+  apiServerCert = await createClientCert(clientCa, 'kube-apiserver');
+});
+
+after(async () => {
+  for (const s of held) s.destroy();
+  await Promise.all(apps.map((a) => a.close()));
+});
+
+async function start(limits: Partial<ServerLimits>, withClientAuth = false) {
+  const metrics = createMetrics();
+  const p = providers();
+  const app = buildApp({
+    https: { cert: certs.certPem, key: certs.keyPem },
+    log: pino({ level: 'silent' }),
+    metrics,
+    admit: (req) => admitPod(p, () => sa({ 'eks.amazonaws.com/role-arn': 'arn:aws:iam::111122223333:role/r' }), req),
+    isReady: () => true,
+    limits,
+    clientCa: withClientAuth ? clientCa.cert : undefined,
+  });
+  apps.push(app);
+  await app.listen({ port: 0, host: '0.0.0.0' });
+  return { port: (app.server.address() as AddressInfo).port, metrics };
+}
+
+/** One hostile connection from `source`: TLS, one request, then idle. Resolves false if refused. */
+function hold(port: number, source: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect({
+      host: '127.0.0.1',
+      port,
+      localAddress: source,
+      ca: certs.caPem,
+      servername: 'localhost',
+    } as ConnectionOptions);
+    socket.once('secureConnect', () => socket.write('GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n'));
+    socket.once('data', () => {
+      held.push(socket);
+      resolve(true);
+    });
+    socket.on('error', () => resolve(false));
+    socket.once('close', () => resolve(false));
+  });
+}
+
+/** As many connections as `source` can get, up to `tries`, one after another; the count held. */
+async function hogFrom(port: number, source: string, tries: number): Promise<number> {
+  let got = 0;
+  for (let i = 0; i < tries; i++) if (await hold(port, source)) got++;
+  return got;
+}
+
+/** A review as kube-apiserver sends it, from its own address; rejects after 1 s without an answer. */
+function apiServerReview(port: number, cert?: KeyPair): Promise<{ status: number; body: any }> {
+  const body = JSON.stringify({
+    apiVersion: 'admission.k8s.io/v1',
+    kind: 'AdmissionReview',
+    request: {
+      uid: 'u',
+      kind: { group: '', version: 'v1', kind: 'Pod' },
+      namespace: 'team-a',
+      operation: 'CREATE',
+      object: pod(),
+    },
+  });
+  return new Promise((resolve, reject) => {
+    const req = request(
+      {
+        host: '127.0.0.1',
+        port,
+        path: '/mutate',
+        method: 'POST',
+        localAddress: API_SERVER,
+        ca: certs.caPem,
+        servername: 'localhost',
+        agent: false,
+        ...(cert ? { cert: cert.cert, key: cert.key } : {}),
+        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+      },
+      (res) => {
+        let text = '';
+        res.on('data', (c: Buffer) => (text += c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(text) }));
+      },
+    );
+    req.setTimeout(1000, () => req.destroy(new Error('no answer within 1 s')));
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+const closedFor = async (metrics: ReturnType<typeof createMetrics>, reason: string) =>
+  Number(
+    new RegExp(`wiw_connections_closed_total\\{reason="${reason}"\\} (\\d+)`).exec(
+      await metrics.registry.metrics(),
+    )?.[1] ?? 0,
+  );
+
+describe('connection fairness', () => {
+  test('one client holding all the connections it can get leaves room: kube-apiserver is answered within 1 s', async () => {
+    const { port, metrics } = await start(LIMITS);
+    // It tries for the whole cap and keeps what it gets.
+    const got = await hogFrom(port, HOGS[0], LIMITS.maxConnections);
+    assert.equal(got, LIMITS.maxConnectionsPerSource, 'connections one source holds');
+    assert.equal(await closedFor(metrics, 'per_source_limit'), LIMITS.maxConnections - LIMITS.maxConnectionsPerSource);
+    const answer = await apiServerReview(port);
+    assert.equal(answer.status, 200);
+    assert.equal(answer.body.response.allowed, true);
+    assert.ok(answer.body.response.patch, 'the review got its patch');
+  });
+
+  test('with --client-ca-file, clients holding every connection from many addresses make room for kube-apiserver', async () => {
+    const { port, metrics } = await start(LIMITS, true);
+    const counts = [];
+    for (const source of HOGS) counts.push(await hogFrom(port, source, LIMITS.maxConnectionsPerSource));
+    assert.deepEqual(
+      counts,
+      HOGS.map(() => LIMITS.maxConnectionsPerSource),
+      'the hogs hold the whole cap',
+    );
+    const answer = await apiServerReview(port, apiServerCert);
+    assert.equal(answer.status, 200);
+    assert.ok(answer.body.response.patch, 'the review got its patch');
+    assert.equal(await closedFor(metrics, 'evicted'), 1, 'one unauthenticated connection made room');
+    // Still room for kube-apiserver's next connections while the hogs try to take theirs back.
+    const again = await Promise.all([hogFrom(port, HOGS[0], 4), apiServerReview(port, apiServerCert)]);
+    assert.equal(again[1].status, 200);
+  });
+
+  test('at a cap held by authenticated connections, an unauthenticated newcomer is closed and an authenticated one is served', async () => {
+    // kube-apiserver's address may hold them all (and the reserve above them).
+    const { port } = await start({ ...LIMITS, maxConnectionsPerSource: 2 * LIMITS.maxConnections }, true);
+    // Authenticated connections hold the whole cap: nothing unauthenticated can make room.
+    const apiServerHeld = await Promise.all(
+      Array.from({ length: LIMITS.maxConnections }, () => holdAuthenticated(port)),
+    );
+    assert.ok(apiServerHeld.every(Boolean));
+    assert.equal(await hold(port, HOGS[0]), false, 'an unauthenticated newcomer over the cap is closed');
+    assert.equal(
+      (await apiServerReview(port, apiServerCert)).status,
+      200,
+      'an authenticated one is served from the reserve',
+    );
+  });
+});
+
+/** One authenticated connection from kube-apiserver's address that sent a request and idles. */
+function holdAuthenticated(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect({
+      host: '127.0.0.1',
+      port,
+      localAddress: API_SERVER,
+      ca: certs.caPem,
+      servername: 'localhost',
+      cert: apiServerCert.cert,
+      key: apiServerCert.key,
+    } as ConnectionOptions);
+    socket.once('secureConnect', () => socket.write('GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n'));
+    socket.once('data', () => {
+      held.push(socket);
+      resolve(true);
+    });
+    socket.on('error', () => resolve(false));
+    socket.once('close', () => resolve(false));
+  });
+}
+
+describe('first request deadline', () => {
+  test('a TCP connection that never starts TLS, and a TLS one that never sends a request, are closed', async () => {
+    const { port, metrics } = await start(LIMITS);
+    const { connect: tcpConnect } = await import('node:net');
+    const tcp = tcpConnect({ host: '127.0.0.1', port });
+    const tcpClosed = new Promise((resolve) => tcp.once('close', resolve));
+    tcp.on('error', () => {});
+    const tls = connect({ host: '127.0.0.1', port, ca: certs.caPem, servername: 'localhost' });
+    const tlsClosed = new Promise((resolve) => tls.once('close', resolve));
+    tls.on('error', () => {});
+    await Promise.all([tcpClosed, tlsClosed]);
+    await until(
+      'both closes counted',
+      async () => (await closedFor(metrics, 'first_request_timeout')) === 2 || undefined,
+    );
+  });
+});
