@@ -51,12 +51,23 @@ export const DEFAULT_SECRET_TOKEN_PATH = '/var/run/secrets/gardener.cloud/worklo
 /** The ServiceAccount annotation prefixes the Secret path reads (the cache must keep them). */
 export const SECRET_ANNOTATION_PREFIXES: readonly string[] = [PROJECT_DOMAIN];
 
-const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+/** A JSON object: neither null nor a list. */
+export function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** A DNS-1123 label's characters; a label has at most 63 of them. */
+export const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+
+/** A DNS-1123 label, as the API server validates one: a namespace, container or volume name. */
+export function isDnsLabel(value: unknown): value is string {
+  return typeof value === 'string' && value.length <= 63 && DNS_LABEL.test(value);
+}
 
 /** A namespace name, as the API server validates it: a DNS-1123 label. */
 export function isNamespaceName(value: unknown): value is string {
-  return typeof value === 'string' && value.length <= 63 && DNS_LABEL.test(value);
+  return isDnsLabel(value);
 }
 
 /** An object name (Pod, ServiceAccount, Secret): a DNS-1123 subdomain. */

@@ -77,11 +77,7 @@ export function httpsUrlList(raw: string, flag: string): string[] {
     .map((s) => s.trim())
     .filter(Boolean);
   for (const url of urls) {
-    let ok = false;
-    try {
-      ok = new URL(url).protocol === 'https:';
-    } catch {}
-    if (!ok) throw new ConfigError(`--${flag}: "${url}" is not an https URL`);
+    if (URL.parse(url)?.protocol !== 'https:') throw new ConfigError(`--${flag}: "${url}" is not an https URL`);
   }
   return urls;
 }

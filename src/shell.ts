@@ -45,9 +45,11 @@ export function shellComment(text: string): string {
   return `# ${printable(text)}`;
 }
 
-/** A block of text (JSON, say) as comment lines: shown to the reader, never run. */
-export function shellCommentBlock(text: string): string[] {
-  return text.split('\n').map((line) => shellComment(line));
+/** A value as indented JSON in comment lines: shown to the reader, never run. */
+export function shellCommentJson(value: unknown): string[] {
+  return JSON.stringify(value, null, 2)
+    .split('\n')
+    .map((line) => shellComment(line));
 }
 
 /** Groups in first-seen order, so output follows the input. */

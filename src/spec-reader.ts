@@ -1,6 +1,7 @@
 // Reads a spec strictly, collecting problems with the path of the offending field, as the API
 // server words schema errors. Tenant policy reads its objects with it, and each cloud folder its
 // identity provider's part.
+import { DNS_LABEL } from './model.ts';
 
 /** A field of the spec that is not as the schema says: its path and what is wrong there. */
 export interface SpecProblem {
@@ -8,8 +9,6 @@ export interface SpecProblem {
   path: string;
   message: string;
 }
-
-const NAME = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 
 export class SpecReader {
   readonly problems: SpecProblem[] = [];
@@ -63,7 +62,7 @@ export class SpecReader {
   }
 
   name(v: unknown, path: string): string | undefined {
-    const s = this.matching(v, path, NAME, 'a lowercase name of letters, digits and "-"', true);
+    const s = this.matching(v, path, DNS_LABEL, 'a lowercase name of letters, digits and "-"', true);
     if (s !== undefined && s.length > 63)
       return this.fail(path, `Invalid value: ${JSON.stringify(s)}: at most 63 characters`);
     return s;

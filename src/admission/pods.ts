@@ -1,6 +1,6 @@
 import { denial, isDenial, WebhookError } from '../errors.ts';
 import type { Pod, ServiceAccountView } from '../kube/types.ts';
-import { serviceAccountNameOf } from '../model.ts';
+import { isObject, serviceAccountNameOf } from '../model.ts';
 import { plan, resolve, type PodAdmission } from '../mutate/pod.ts';
 import type { RecordKeys } from '../mutate/injection-record.ts';
 import type { InjectionPolicy, TenantJudges } from '../policy/gate.ts';
@@ -80,7 +80,7 @@ const POD_SHAPE: Shape = {
 
 /** Checks the shape the mutation core relies on; the API server sends typed objects, others may not. */
 export function podShapeError(pod: unknown): string | undefined {
-  if (typeof pod !== 'object' || pod === null || Array.isArray(pod)) return 'request.object is not a Pod';
+  if (!isObject(pod)) return 'request.object is not a Pod';
   return shapeError(pod, POD_SHAPE, '');
 }
 

@@ -1,5 +1,5 @@
 import { WebhookError, type Denial } from '../errors.ts';
-import { isNamespaceName, isObjectName } from '../model.ts';
+import { isNamespaceName, isObject, isObjectName } from '../model.ts';
 import type { PatchOperation } from '../mutate/patch.ts';
 import type { Injection } from '../clouds/types.ts';
 
@@ -32,10 +32,6 @@ const OPERATIONS = new Set(['CREATE', 'UPDATE', 'DELETE', 'CONNECT']);
 
 function bad(message: string): WebhookError {
   return new WebhookError('WIW_BAD_ADMISSION_REVIEW', message);
-}
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 /** Validates the envelope; the objects inside are the handlers' to check. */

@@ -6,10 +6,11 @@ import { judgeSecret } from './judge-secret.ts';
 import type { ServiceAccountLookup } from './pods.ts';
 import { allowed, denied, patched, type AdmissionRequest, type Decision } from './review.ts';
 import { METADATA_SHAPE, shapeError } from './shape.ts';
+import { isObject } from '../model.ts';
 
 /** Checks the shape the Secret core relies on; the API server sends typed objects, others may not. */
 export function secretShapeError(secret: unknown): string | undefined {
-  if (typeof secret !== 'object' || secret === null || Array.isArray(secret)) return 'the object is not a Secret';
+  if (!isObject(secret)) return 'the object is not a Secret';
   const { metadata, data } = secret as Secret;
   const meta = metadata === undefined ? undefined : shapeError(metadata, METADATA_SHAPE, 'metadata');
   if (meta) return meta;

@@ -3,6 +3,7 @@
 // the wrong type in a field the core reads would throw (an internal error) or yield a patch that
 // does not apply to the object. Fields not named here are carried through unread.
 import { clip } from '../limits.ts';
+import { isObject } from '../model.ts';
 
 export type Shape =
   | 'string'
@@ -11,10 +12,6 @@ export type Shape =
   | { map: 'string' }
   | { list: Shape }
   | { fields: Record<string, Shape>; required?: readonly string[] };
-
-function isPlainObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
 
 function describe(value: unknown): string {
   if (value === null) return 'null';
@@ -49,7 +46,7 @@ function conforms(value: unknown, shape: Shape): boolean {
     for (let i = 0; i < value.length; i++) if (!conforms(value[i], shape.list)) return false;
     return true;
   }
-  if (!isPlainObject(value)) return false;
+  if (!isObject(value)) return false;
   if ('map' in shape) {
     for (const key in value) if (Object.hasOwn(value, key) && typeof value[key] !== 'string') return false;
     return true;
@@ -73,7 +70,7 @@ function firstError(value: unknown, shape: Shape, path: string): string | undefi
     }
     return undefined;
   }
-  if (!isPlainObject(value)) return wrong();
+  if (!isObject(value)) return wrong();
   if ('map' in shape) {
     for (const key of Object.keys(value))
       if (typeof value[key] !== 'string')

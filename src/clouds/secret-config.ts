@@ -4,6 +4,7 @@
 import { parseDocument } from 'yaml';
 import { denial, type Denial } from '../errors.ts';
 import type { ProviderName } from './registry.ts';
+import { isObject } from '../model.ts';
 
 export type ConfigObject = Record<string, unknown>;
 
@@ -71,7 +72,7 @@ export function parseSecretConfig(
       ),
     };
   }
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+  if (!isObject(value)) {
     return {
       denial: denial(
         'InvalidConfig',

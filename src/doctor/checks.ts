@@ -286,14 +286,17 @@ async function publicDocuments(d: Doctor): Promise<undefined> {
       verdict: 'pass',
       message: `${published.url} holds ${published.value.keys.length} key(s)`,
     });
-  else
-    add({
-      id: 'public-jwks',
-      verdict: published.status ? 'fail' : 'unknown',
-      message: `cannot read the public JWKS at ${published.url}: ${published.problem}`,
-      fix: 'serve the JWKS at jwks_uri without credentials',
-    });
+  else add(unreadablePublicJwks(published));
   return undefined;
+}
+
+function unreadablePublicJwks(pub: Fetched<Jwks> & { ok: false }): Check {
+  return {
+    id: 'public-jwks',
+    verdict: pub.status ? 'fail' : 'unknown',
+    message: `cannot read the public JWKS at ${pub.url}: ${pub.problem}`,
+    fix: 'serve the JWKS at jwks_uri without credentials',
+  };
 }
 
 function unreadablePublicDiscovery(publicDiscovery: Fetched<DiscoveryDocument> & { ok: false }): Check {
@@ -353,12 +356,7 @@ async function identityTokens(d: Doctor): Promise<undefined> {
 }
 
 function checkIssuerForm(issuer: string, add: (c: Check) => void): void {
-  let url: URL | undefined;
-  try {
-    url = new URL(issuer);
-  } catch {
-    // not a URL: handled below
-  }
+  const url = URL.parse(issuer);
   if (url?.protocol !== 'https:') {
     add({
       id: 'issuer-https',
@@ -395,12 +393,7 @@ function issuerFlag(candidate: string): string {
 }
 
 function checkJwksUri(jwksUri: string, issuer: string, add: (c: Check) => void): void {
-  let url: URL | undefined;
-  try {
-    url = new URL(jwksUri);
-  } catch {
-    // reported below
-  }
+  const url = URL.parse(jwksUri);
   if (url?.protocol !== 'https:') {
     add({
       id: 'jwks-uri',
@@ -470,12 +463,7 @@ function sameDiscovery(pub: DiscoveryDocument, api: DiscoveryDocument): string[]
 
 async function compareKeys(api: Jwks, pub: Fetched<Jwks>, add: (c: Check) => void): Promise<void> {
   if (!pub.ok) {
-    add({
-      id: 'public-jwks',
-      verdict: pub.status ? 'fail' : 'unknown',
-      message: `cannot read the public JWKS at ${pub.url}: ${pub.problem}`,
-      fix: 'serve the JWKS at jwks_uri without credentials',
-    });
+    add(unreadablePublicJwks(pub));
     return;
   }
   const prints = async (jwks: Jwks) =>

@@ -2,6 +2,7 @@
 // them for ServiceAccount tokens): the discovery document and the JWKS at its jwks_uri.
 import type { JWK } from 'jose';
 import { WebhookError } from '../errors.ts';
+import { isObject } from '../model.ts';
 
 export interface DiscoveryDocument {
   issuer: string;
@@ -79,7 +80,7 @@ function parseJson(text: string, source: string): object {
   } catch (err) {
     throw bad(source, `is not JSON (${(err as Error).message})`);
   }
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw bad(source, 'is not a JSON object');
+  if (!isObject(value)) throw bad(source, 'is not a JSON object');
   return value;
 }
 

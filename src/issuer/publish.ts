@@ -23,12 +23,8 @@ export interface Publication {
 
 /** An https issuer URL with no query, fragment or trailing slash: what every cloud accepts alike. */
 function checkIssuerUrl(issuer: string): URL {
-  let url: URL;
-  try {
-    url = new URL(issuer);
-  } catch {
-    throw new WebhookError('WIW_BAD_INPUT', `--issuer "${issuer}" is not a URL; expected https://host[/path]`);
-  }
+  const url = URL.parse(issuer);
+  if (!url) throw new WebhookError('WIW_BAD_INPUT', `--issuer "${issuer}" is not a URL; expected https://host[/path]`);
   if (url.protocol !== 'https:')
     throw new WebhookError(
       'WIW_BAD_INPUT',

@@ -105,6 +105,7 @@ function planPodPatch(original: Pod, injections: Injection[], ctx: PlanContext):
   for (const injection of injections) if (injection.warnings) warnings.push(...injection.warnings);
   const ops: PatchOperation[] = [];
 
+  // Another ServiceAccount's injection (the Pod was re-created under a new one) goes first.
   let pod = original;
   let record = readRecord(ctx.keys, ctx.namespace, original.metadata?.annotations?.[INJECTED_ANNOTATION]);
   if (record && record.sa !== ctx.serviceAccountName) {
@@ -115,75 +116,81 @@ function planPodPatch(original: Pod, injections: Injection[], ctx: PlanContext):
 
   const spec = pod.spec ?? {};
   const conflicts: string[] = [];
+  const volumes = planVolumes(spec, injections, conflicts);
+  const next = nextRecord(record);
+  const added = planAdded(spec, injections);
+  const planning: Planning = { ops: [], conflicts, injections, record: next, ownAdded: added.own, shadowed: [] };
+  planContainers(planning, '/spec/initContainers', 'init/', spec.initContainers);
+  planContainers(planning, '/spec/containers', '', spec.containers);
+  for (const s of planning.shadowed) warnings.push(shadowWarning(s));
+  const setups = planSetups(spec, injections, conflicts);
+  if (conflicts.length > 0) {
+    return { allowed: false, denial: denial('Conflict', conflicts.join('; ')) };
+  }
 
-  // Volumes: one per provider. A user volume of the same name is ours only if it projects the
-  // same token; anything else is the user's and is never taken over.
-  const newVolumes: Volume[] = [];
+  const additions: Additions = { volumes, setups, added, ...metadataOf(injections) };
+  const written: InjectionRecord = {
+    v: 2,
+    sa: record?.sa ?? ctx.serviceAccountName,
+    ...recorded(next, pod, additions),
+  };
+  additions.annotations[INJECTED_ANNOTATION] = writeRecord(ctx.keys, ctx.namespace, written);
+  addAll(ops, pod, additions, planning.ops);
+  return {
+    allowed: true,
+    patch: ops,
+    injections,
+    warnings,
+    shadowed: planning.shadowed.map(({ provider, variable }) => ({ provider, variable })),
+  };
+}
+
+/**
+ * Volumes: one per provider. A user volume of the same name is ours only if it projects the
+ * same token; anything else is the user's and is never taken over.
+ */
+function planVolumes(spec: NonNullable<Pod['spec']>, injections: Injection[], conflicts: string[]): Volume[] {
+  const volumes: Volume[] = [];
   for (const volume of injections.flatMap(volumesOf)) {
     const existing = spec.volumes?.find((v) => v.name === volume.name);
-    if (!existing) newVolumes.push(volume);
+    if (!existing) volumes.push(volume);
     else if (!sameProjection(existing, volume)) {
       conflicts.push(
         `the Pod already has a volume named "${volume.name}" that is not the token volume the webhook injects (${describeVolume(volume)}); rename that volume`,
       );
     }
   }
+  return volumes;
+}
 
-  const annotations: Record<string, string> = {};
-  const labels: Record<string, string> = {};
-  for (const injection of injections) {
-    Object.assign(annotations, injection.annotations);
-    Object.assign(labels, injection.labels);
-  }
+/** Containers added whole (the Azure proxy), before and after each list's own. */
+interface Added {
+  initContainers: { first: Container[]; last: Container[] };
+  containers: { first: Container[]; last: Container[] };
+  /** Added containers the Pod has already, the webhook's own from an earlier admission. */
+  own: Set<string>;
+}
 
-  const next = {
-    prior: new EntrySet(record?.env),
-    env: new EntrySet(record?.env),
-    vol: new EntrySet(record?.vol),
-    ann: new EntrySet(record?.ann),
-    keep: new EntrySet(record?.keep),
-    init: new EntrySet(record?.init),
-    ctr: new EntrySet(record?.ctr),
-    lab: new EntrySet(record?.lab),
+/**
+ * A container the Pod already has under that name stays, as in the peer; when it is the webhook's
+ * own from an earlier admission, it is not mutated again.
+ */
+function planAdded(spec: NonNullable<Pod['spec']>, injections: Injection[]): Added {
+  const added: Added = {
+    initContainers: { first: [], last: [] },
+    containers: { first: [], last: [] },
+    own: new Set<string>(),
   };
-  // Containers added whole (the Azure proxy): one the Pod already has under that name stays, as in
-  // the peer; when it is the webhook's own from an earlier admission, it is not mutated again.
-  const added = {
-    initContainers: { first: [] as Container[], last: [] as Container[] },
-    containers: { first: [] as Container[], last: [] as Container[] },
-  };
-  const ownAdded = new Set<string>();
   for (const { list, at, container } of injections.flatMap((i) => i.addedContainers ?? [])) {
     const existing = spec[list]?.find((c) => c.name === container.name);
     if (!existing) added[list][at].push(container);
-    else if (sameSetup(existing, container)) ownAdded.add(container.name);
+    else if (sameSetup(existing, container)) added.own.add(container.name);
   }
-  const containerOps: PatchOperation[] = [];
-  const shadowed: ShadowedIn[] = [];
-  planContainers(
-    containerOps,
-    conflicts,
-    '/spec/initContainers',
-    'init/',
-    spec.initContainers,
-    injections,
-    next,
-    ownAdded,
-    shadowed,
-  );
-  planContainers(
-    containerOps,
-    conflicts,
-    '/spec/containers',
-    '',
-    spec.containers,
-    injections,
-    next,
-    ownAdded,
-    shadowed,
-  );
-  for (const s of shadowed) warnings.push(shadowWarning(s));
-  // Setup init containers go first, after the operations that address init containers by index.
+  return added;
+}
+
+/** Setup init containers; one of the same name that runs something else is the user's, a conflict. */
+function planSetups(spec: NonNullable<Pod['spec']>, injections: Injection[], conflicts: string[]): Container[] {
   const setups: Container[] = [];
   for (const { initContainer } of injections) {
     if (!initContainer) continue;
@@ -195,12 +202,50 @@ function planPodPatch(original: Pod, injections: Injection[], ctx: PlanContext):
       );
     }
   }
+  return setups;
+}
 
-  if (conflicts.length > 0) {
-    return { allowed: false, denial: denial('Conflict', conflicts.join('; ')) };
+function metadataOf(injections: Injection[]): { annotations: Record<string, string>; labels: Record<string, string> } {
+  const annotations: Record<string, string> = {};
+  const labels: Record<string, string> = {};
+  for (const injection of injections) {
+    Object.assign(annotations, injection.annotations);
+    Object.assign(labels, injection.labels);
   }
+  return { annotations, labels };
+}
 
-  for (const v of newVolumes) next.vol.add(v.name, digest(volumeKey(v)));
+/** What the admission adds to the Pod, once no conflict stands in its way. */
+interface Additions {
+  volumes: Volume[];
+  /** Setup init containers, first of all. */
+  setups: Container[];
+  added: Added;
+  annotations: Record<string, string>;
+  labels: Record<string, string>;
+}
+
+/** The record's entries, carried over from an earlier admission of the same ServiceAccount. */
+function nextRecord(record: InjectionRecord | undefined) {
+  return {
+    prior: new EntrySet(record?.env),
+    env: new EntrySet(record?.env),
+    vol: new EntrySet(record?.vol),
+    ann: new EntrySet(record?.ann),
+    keep: new EntrySet(record?.keep),
+    init: new EntrySet(record?.init),
+    ctr: new EntrySet(record?.ctr),
+    lab: new EntrySet(record?.lab),
+  };
+}
+
+/** The record's entries with this admission's additions: what a later admission may remove. */
+function recorded(
+  next: ReturnType<typeof nextRecord>,
+  pod: Pod,
+  { volumes, setups, added, annotations, labels }: Additions,
+): Omit<InjectionRecord, 'v' | 'sa'> {
+  for (const v of volumes) next.vol.add(v.name, digest(volumeKey(v)));
   for (const c of setups) next.init.add(c.name, digest(setupKey(c)));
   for (const c of [...added.initContainers.first, ...added.initContainers.last])
     next.init.add(c.name, digest(setupKey(c)));
@@ -208,9 +253,7 @@ function planPodPatch(original: Pod, injections: Injection[], ctx: PlanContext):
   for (const [key, value] of Object.entries(annotations)) next.ann.add(key, digest(value));
   for (const [key, value] of Object.entries(labels))
     if (pod.metadata?.labels?.[key] !== value) next.lab.add(key, digest(value));
-  const written: InjectionRecord = {
-    v: 2,
-    sa: record?.sa ?? ctx.serviceAccountName,
+  return {
     env: next.env.entries,
     vol: next.vol.entries,
     ann: next.ann.entries,
@@ -219,8 +262,12 @@ function planPodPatch(original: Pod, injections: Injection[], ctx: PlanContext):
     ...(next.ctr.entries.length ? { ctr: next.ctr.entries } : {}),
     ...(next.lab.entries.length ? { lab: next.lab.entries } : {}),
   };
-  annotations[INJECTED_ANNOTATION] = writeRecord(ctx.keys, ctx.namespace, written);
+}
 
+/** The operations, in an order where each index is still right when applied. */
+function addAll(ops: PatchOperation[], pod: Pod, additions: Additions, containerOps: PatchOperation[]): void {
+  const { annotations, labels, added } = additions;
+  const spec = pod.spec ?? {};
   const hasLabels = Object.keys(labels).length > 0;
   if (pod.metadata === undefined)
     ops.push({ op: 'add', path: '/metadata', value: { annotations, ...(hasLabels ? { labels } : {}) } });
@@ -228,23 +275,17 @@ function planPodPatch(original: Pod, injections: Injection[], ctx: PlanContext):
     setMembers(ops, '/metadata/annotations', pod.metadata.annotations, annotations);
     setMembers(ops, '/metadata/labels', pod.metadata.labels, labels);
   }
-  appendAll(ops, '/spec/volumes', spec.volumes, newVolumes);
+  appendAll(ops, '/spec/volumes', spec.volumes, additions.volumes);
   for (const op of containerOps) ops.push(op);
+  // Setup init containers go first, after the operations that address init containers by index.
   addContainers(
     ops,
     '/spec/initContainers',
     spec.initContainers,
-    [...setups, ...added.initContainers.first],
+    [...additions.setups, ...added.initContainers.first],
     added.initContainers.last,
   );
   addContainers(ops, '/spec/containers', spec.containers, added.containers.first, added.containers.last);
-  return {
-    allowed: true,
-    patch: ops,
-    injections,
-    warnings,
-    shadowed: shadowed.map(({ provider, variable }) => ({ provider, variable })),
-  };
 }
 
 /** Adds containers before and after a list's own, after every operation that addresses it by index. */
@@ -351,16 +392,21 @@ interface NextRecord {
   keep: EntrySet;
 }
 
+/** The containers' planning state: their operations, the conflicts, and what the record keeps. */
+interface Planning {
+  ops: PatchOperation[];
+  conflicts: string[];
+  injections: Injection[];
+  record: NextRecord;
+  ownAdded: ReadonlySet<string>;
+  shadowed: ShadowedIn[];
+}
+
 function planContainers(
-  ops: PatchOperation[],
-  conflicts: string[],
+  { ops, conflicts, injections, record, ownAdded, shadowed }: Planning,
   base: string,
   recordPrefix: string,
   containers: Container[] | undefined,
-  injections: Injection[],
-  record: NextRecord,
-  ownAdded: ReadonlySet<string>,
-  shadowed: ShadowedIn[],
 ): void {
   if (!containers) return;
   // Setup containers the webhook injects are its own: no provider mutates them, so a second

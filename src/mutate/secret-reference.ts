@@ -1,6 +1,12 @@
 import { denial, type Denial } from '../errors.ts';
 import type { ServiceAccountView } from '../kube/types.ts';
-import { ALLOWED_REFERRERS_ANNOTATION, PROVIDER_LABEL, SERVICE_ACCOUNT_ANNOTATION } from '../model.ts';
+import {
+  ALLOWED_REFERRERS_ANNOTATION,
+  isNamespaceName,
+  isObjectName,
+  PROVIDER_LABEL,
+  SERVICE_ACCOUNT_ANNOTATION,
+} from '../model.ts';
 
 /**
  * References from a Secret to a ServiceAccount, and the grant that allows one across namespaces.
@@ -14,9 +20,6 @@ export interface ServiceAccountReference {
   name: string;
 }
 
-const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
-const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
-
 export function parseServiceAccountReference(
   value: string | undefined,
   secretNamespace: string,
@@ -29,13 +32,7 @@ export function parseServiceAccountReference(
   }
   const parts = value.trim().split('/');
   const [namespace, name] = parts.length === 1 ? [secretNamespace, parts[0]] : parts;
-  if (
-    parts.length > 2 ||
-    !DNS_LABEL.test(namespace) ||
-    namespace.length > 63 ||
-    !DNS_SUBDOMAIN.test(name) ||
-    name.length > 253
-  ) {
+  if (parts.length > 2 || !isNamespaceName(namespace) || !isObjectName(name)) {
     return denial(
       'InvalidServiceAccountReference',
       `annotation ${SERVICE_ACCOUNT_ANNOTATION}="${value}" is not a ServiceAccount reference; expected "name" or "namespace/name"`,

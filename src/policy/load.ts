@@ -7,6 +7,7 @@ import { parseAllDocuments } from 'yaml';
 import { WebhookError } from '../errors.ts';
 import { compilePolicy } from './compile.ts';
 import { POLICY_API_VERSION, POLICY_KIND, type CompileResult, type PolicyDocument } from './model.ts';
+import { isObject } from '../model.ts';
 
 export function policyDocumentsFromText(text: string, source: string): PolicyDocument[] {
   const docs: PolicyDocument[] = [];
@@ -46,8 +47,4 @@ export function loadPolicyFile(path: string): CompileResult[] {
     );
   }
   return policyDocumentsFromText(text, path).map(compilePolicy);
-}
-
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
 }

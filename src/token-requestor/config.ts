@@ -3,6 +3,7 @@ import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { defaultOf, envName, helpRow, integer, optionalString, string, type Setting } from '../settings.ts';
 import { ConfigError } from '../errors.ts';
+import { isNamespaceName } from '../model.ts';
 
 /**
  * Settings of `token-requestor` only; it also reads the shared ones (--kubeconfig, --log-level,
@@ -50,7 +51,6 @@ export const requestorSettings = {
   },
 } satisfies Record<string, Setting<unknown>>;
 
-const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 function namespaceList(raw: string, flag: string): string[] {
   const names = [
     ...new Set(
@@ -61,7 +61,7 @@ function namespaceList(raw: string, flag: string): string[] {
     ),
   ];
   for (const n of names) {
-    if (n.length > 63 || !DNS_LABEL.test(n)) throw new ConfigError(`--${flag}: "${n}" is not a namespace name`);
+    if (!isNamespaceName(n)) throw new ConfigError(`--${flag}: "${n}" is not a namespace name`);
   }
   return names;
 }

@@ -3,6 +3,8 @@ import { judgeSecret } from '../admission/judge-secret.ts';
 import { denial, type Denial, isDenial, WebhookError } from '../errors.ts';
 import type { Secret, ServiceAccountView } from '../kube/types.ts';
 import { planSecret, type SecretCoreOptions } from '../mutate/secret.ts';
+import type { ServiceAccountReference } from '../mutate/secret-reference.ts';
+import type { ProviderName } from '../clouds/registry.ts';
 import { RENEW_ANNOTATION } from '../model.ts';
 import type { RequestorMetrics } from './metrics.ts';
 import { readTokenClaims, renewal } from './schedule.ts';
@@ -48,6 +50,13 @@ interface Entry {
   again: boolean;
   failures: number;
   lastWarning?: string;
+}
+
+/** What admission allows the Secret: the reference, and the audience and provider its config derives. */
+interface Judged {
+  ref: ServiceAccountReference;
+  audience: string;
+  provider: ProviderName;
 }
 
 /** setTimeout's limit is about 24.8 days; longer waits are re-evaluated after a day. */
@@ -129,27 +138,11 @@ export class TokenRequestor {
   }
 
   async #step(key: string, entry: Entry): Promise<void> {
+    // The Secret as this step found it: the informer may bring a newer one while it awaits.
     const s = entry.secret;
-    const secret: Secret = {
-      metadata: { name: s.name, namespace: s.namespace, labels: s.labels, annotations: s.annotations },
-      data: s.config === undefined ? {} : { config: s.config },
-    };
-    const planned = planSecret(secret, s.namespace);
-    if (isDenial(planned)) return this.#refuse(key, entry, planned);
-    // Gardener's token requestor writes Secrets that carry only Gardener's labels.
-    if (!planned.selection?.project) return;
-    const verdict = await judgeSecret(this.#o.core, planned, {
-      serviceAccount: (namespace, name) => this.#readReferenced(key, namespace, name),
-    });
-    if (!verdict.allowed) {
-      // Not read (logged and counted by the read): try again later rather than refuse.
-      if (verdict.denial.reason === 'ServiceAccountUnavailable') return this.#backoff(key, entry);
-      return this.#refuse(key, entry, verdict.denial);
-    }
-    if (!verdict.selected || !verdict.reference) return;
-    const ref = verdict.reference;
-
-    const { audience, provider } = verdict.derivation;
+    const judged = await this.#judge(key, entry, s);
+    if (!judged) return;
+    const { ref, audience, provider } = judged;
     const subject = `system:serviceaccount:${ref.namespace}:${ref.name}`;
     // The API server binds a token only to a Secret of the ServiceAccount's own namespace, so a
     // cross-namespace token cannot be bound: it gets the shortest lifetime instead, and a
@@ -171,43 +164,13 @@ export class TokenRequestor {
     const due = plan();
     if (!due.now) return this.#schedule(key, entry, due.at * 1000 - this.#now());
 
-    let token: string;
-    try {
-      token = await this.#o.api.requestToken({
-        namespace: ref.namespace,
-        name: ref.name,
-        audience,
-        expirationSeconds,
-        boundSecret: bound ? { name: s.name, uid: s.uid } : undefined,
-      });
-    } catch (err) {
-      this.#o.metrics.failures.inc({ stage: 'tokenrequest' });
-      await this.#warn(
-        entry,
-        'TokenRequestFailed',
-        `TokenRequest for ServiceAccount ${ref.namespace}/${ref.name} failed: ${apiMessage(err)}`,
-      );
-      return this.#backoff(key, entry);
-    }
-    if (this.#stopped || this.#entries.get(key) !== entry) return;
-
-    const forced = due.reason === 'forced';
-    try {
-      const resourceVersion = await this.#o.api.writeToken(s, token, forced);
-      const annotations = { ...entry.secret.annotations };
-      if (forced) delete annotations[RENEW_ANNOTATION];
-      entry.secret = { ...entry.secret, resourceVersion, annotations, claims: readTokenClaims(token) };
-    } catch (err) {
-      const code = (err as { code?: number }).code;
-      if (code === 404) return; // deleted; the watch removes it
-      if (code === 409) {
-        // Someone wrote in between: the watch brings the new version; check again soon regardless.
-        return this.#schedule(key, entry, 1000);
-      }
-      this.#o.metrics.failures.inc({ stage: 'write' });
-      await this.#warn(entry, 'TokenWriteFailed', `writing the token failed: ${apiMessage(err)}`);
-      return this.#backoff(key, entry);
-    }
+    const token = await this.#requestToken(key, entry, ref, {
+      audience,
+      expirationSeconds,
+      boundSecret: bound ? { name: s.name, uid: s.uid } : undefined,
+    });
+    if (token === undefined || this.#stopped || this.#entries.get(key) !== entry) return;
+    if (!(await this.#writeToken(key, entry, s, token, due.reason === 'forced'))) return;
     entry.failures = 0;
     entry.lastWarning = undefined;
     this.#o.metrics.issued.inc({ provider, reason: due.reason });
@@ -224,6 +187,81 @@ export class TokenRequestor {
     );
     const next = plan();
     this.#schedule(key, entry, next.now ? 1000 : next.at * 1000 - this.#now());
+  }
+
+  /**
+   * Admission's verdict on the Secret, the target read by the requestor itself: the reference
+   * and what the provider derives, or undefined when this step ends here (refused, backed off, or
+   * not the project's Secret).
+   */
+  async #judge(key: string, entry: Entry, s: TrackedSecret): Promise<Judged | undefined> {
+    const secret: Secret = {
+      metadata: { name: s.name, namespace: s.namespace, labels: s.labels, annotations: s.annotations },
+      data: s.config === undefined ? {} : { config: s.config },
+    };
+    const planned = planSecret(secret, s.namespace);
+    if (isDenial(planned)) {
+      await this.#refuse(key, entry, planned);
+      return undefined;
+    }
+    // Gardener's token requestor writes Secrets that carry only Gardener's labels.
+    if (!planned.selection?.project) return undefined;
+    const verdict = await judgeSecret(this.#o.core, planned, {
+      serviceAccount: (namespace, name) => this.#readReferenced(key, namespace, name),
+    });
+    if (!verdict.allowed) {
+      // Not read (logged and counted by the read): try again later rather than refuse.
+      if (verdict.denial.reason === 'ServiceAccountUnavailable') this.#backoff(key, entry);
+      else await this.#refuse(key, entry, verdict.denial);
+      return undefined;
+    }
+    if (!verdict.selected || !verdict.reference) return undefined;
+    const { audience, provider } = verdict.derivation;
+    return { ref: verdict.reference, audience, provider };
+  }
+
+  /** A TokenRequest; undefined when it failed (warned, and backed off). */
+  async #requestToken(
+    key: string,
+    entry: Entry,
+    ref: ServiceAccountReference,
+    request: { audience: string; expirationSeconds: number; boundSecret: { name: string; uid: string } | undefined },
+  ): Promise<string | undefined> {
+    try {
+      return await this.#o.api.requestToken({ namespace: ref.namespace, name: ref.name, ...request });
+    } catch (err) {
+      this.#o.metrics.failures.inc({ stage: 'tokenrequest' });
+      await this.#warn(
+        entry,
+        'TokenRequestFailed',
+        `TokenRequest for ServiceAccount ${ref.namespace}/${ref.name} failed: ${apiMessage(err)}`,
+      );
+      this.#backoff(key, entry);
+      return undefined;
+    }
+  }
+
+  /** Writes the token into the Secret at the version this step read; false when it was not written. */
+  async #writeToken(key: string, entry: Entry, s: TrackedSecret, token: string, forced: boolean): Promise<boolean> {
+    try {
+      const resourceVersion = await this.#o.api.writeToken(s, token, forced);
+      const annotations = { ...entry.secret.annotations };
+      if (forced) delete annotations[RENEW_ANNOTATION];
+      entry.secret = { ...entry.secret, resourceVersion, annotations, claims: readTokenClaims(token) };
+      return true;
+    } catch (err) {
+      const code = (err as { code?: number }).code;
+      if (code === 404) return false; // deleted; the watch removes it
+      if (code === 409) {
+        // Someone wrote in between: the watch brings the new version; check again soon regardless.
+        this.#schedule(key, entry, 1000);
+        return false;
+      }
+      this.#o.metrics.failures.inc({ stage: 'write' });
+      await this.#warn(entry, 'TokenWriteFailed', `writing the token failed: ${apiMessage(err)}`);
+      this.#backoff(key, entry);
+      return false;
+    }
   }
 
   /** The target of a cross-namespace reference, only in the namespaces this requestor serves. */

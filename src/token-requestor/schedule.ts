@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { isObject } from '../model.ts';
 
 /**
  * When a Secret's token needs renewing. Pure: claims, the expected subject and audience, and the
@@ -20,7 +21,7 @@ export function readTokenClaims(token: string | undefined): TokenClaims | undefi
   if (parts.length !== 3) return undefined;
   try {
     const payload = JSON.parse(Buffer.from(parts[1], 'base64url').toString('utf8')) as unknown;
-    if (typeof payload !== 'object' || payload === null || Array.isArray(payload)) return undefined;
+    if (!isObject(payload)) return undefined;
     const { sub, aud, iat, exp } = payload as Record<string, unknown>;
     return {
       sub: typeof sub === 'string' ? sub : undefined,

@@ -2,6 +2,7 @@
 // --aws-compose-role-arn-account, as the peer reads it (aws-sdk-go-v2's imds client): IMDSv2 with
 // a session token, IMDSv1 only where the token endpoint does not exist.
 import { ConfigError } from '../../errors.ts';
+import { AWS_ACCOUNT_ID, AWS_REGION_NAME } from './facts.ts';
 
 const DEFAULT_ENDPOINT = 'http://169.254.169.254';
 const TIMEOUT_MS = 2000;
@@ -55,9 +56,8 @@ export async function readInstanceIdentity(endpoint: string = imdsEndpoint()): P
   } catch {
     return fail('the document is not JSON');
   }
-  if (typeof doc?.accountId !== 'string' || !/^\d{12}$/.test(doc.accountId))
+  if (typeof doc?.accountId !== 'string' || !AWS_ACCOUNT_ID.test(doc.accountId))
     fail('the document has no 12-digit accountId');
-  if (typeof doc.region !== 'string' || !/^[a-z0-9]+(-[a-z0-9]+)*$/.test(doc.region))
-    fail('the document has no region');
+  if (typeof doc.region !== 'string' || !AWS_REGION_NAME.test(doc.region)) fail('the document has no region');
   return { accountId: doc.accountId as string, region: doc.region as string };
 }

@@ -6,6 +6,7 @@ import { readFile } from 'node:fs/promises';
 import { basename, dirname } from 'node:path';
 import type { Logger } from 'pino';
 import { ConfigError } from '../../errors.ts';
+import { isObject } from '../../model.ts';
 
 export interface ParsedAssociations {
   keys: Set<string>;
@@ -27,15 +28,14 @@ export function parseAssociations(text: string): ParsedAssociations {
     throw new ConfigError(`not JSON (${(err as Error).message})`);
   }
   const form = 'expected {"identities": [{"namespace": "<namespace>", "serviceAccount": "<name>"}, ...]}';
-  if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) throw new ConfigError(`not an object; ${form}`);
+  if (!isObject(doc)) throw new ConfigError(`not an object; ${form}`);
   for (const k of Object.keys(doc)) if (k !== 'identities') ignored.push(k);
   const identities = (doc as { identities?: unknown }).identities;
   if (identities === undefined || identities === null) return { keys, ignored };
   if (!Array.isArray(identities)) throw new ConfigError(`"identities" is not a list; ${form}`);
   identities.forEach((item: unknown, i) => {
     const entry = item as Record<string, unknown> | null;
-    if (typeof entry !== 'object' || entry === null || Array.isArray(entry))
-      throw new ConfigError(`identities[${i}] is not an object; ${form}`);
+    if (!isObject(entry)) throw new ConfigError(`identities[${i}] is not an object; ${form}`);
     for (const field of ['namespace', 'serviceAccount'])
       if (typeof entry[field] !== 'string' || entry[field] === '')
         throw new ConfigError(`identities[${i}].${field} is missing or not a non-empty string; ${form}`);

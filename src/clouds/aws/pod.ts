@@ -14,6 +14,7 @@ import {
   windowsPath,
 } from '../common.ts';
 import type { Injection, PodContext, PodProvider } from '../types.ts';
+import { AWS_REGION_NAME } from './facts.ts';
 import {
   AWS_CONFIG_ANNOTATION,
   AWS_CONFIG_FILE,
@@ -95,8 +96,6 @@ const REGION_VARS = ['AWS_DEFAULT_REGION', 'AWS_REGION'] as const;
 function withWarnings(warnings: string[], injection: Injection): Injection {
   return warnings.length > 0 ? { ...injection, warnings } : injection;
 }
-// A region name as the flag takes it: new region shapes keep working.
-const REGION_NAME = /^[a-z0-9]+(-[a-z0-9]+)*$/;
 
 /** What both modes read alike: regional STS, expiry and region. */
 interface Shared {
@@ -106,9 +105,15 @@ interface Shared {
   region: { value: string; fromPod: boolean } | undefined;
 }
 
-export function createAwsProvider(options: AwsOptions): PodProvider {
-  const p = options.annotationPrefix;
-  const keys = {
+/** A provider's options and its annotation keys (under its prefix), read once at start-up. */
+interface Aws {
+  options: AwsOptions;
+  keys: ReturnType<typeof keysOf>;
+  strict: boolean;
+}
+
+function keysOf(p: string) {
+  return {
     roleArn: `${p}/role-arn`,
     roleArns: `${p}/role-arns`,
     audience: `${p}/audience`,
@@ -117,236 +122,292 @@ export function createAwsProvider(options: AwsOptions): PodProvider {
     region: `${p}/region`,
     skipContainers: `${p}/skip-containers`,
   };
-  const strict = options.strict ?? false;
+}
 
-  /**
-   * The peer's GetCommonConfigurations and parsePodAnnotations: the regional STS switch and the
-   * token expiry, Pod annotation over ServiceAccount over flag; and the region, the same way.
-   */
-  function common(pod: Pod, sa: Record<string, string>, saName: string, warnings: string[]): Shared | Denial {
-    let regional = options.regionalStsEndpoints;
-    const rawRegional = sa[keys.regional];
-    if (rawRegional !== undefined) {
-      // The peer ignores a value strconv.ParseBool cannot read and keeps its default.
-      let parsed = parseBool(rawRegional, keys.regional, saName);
-      if (typeof parsed !== 'boolean') parsed = tolerated(strict, warnings, parsed, regional, `using ${regional}`);
-      if (typeof parsed !== 'boolean') return parsed;
-      regional = parsed;
-    }
-
-    // A value the peer cannot read falls back to the next source (Pod, then ServiceAccount, then
-    // the default).
-    let expiration = options.defaultTokenExpiration;
-    const sources: [string, string | undefined][] = [
-      [saName, sa[keys.expiration]],
-      ['Pod', pod.metadata?.annotations?.[keys.expiration]],
-    ];
-    for (const [where, raw] of sources) {
-      if (raw === undefined) continue;
-      const parsed = parseSeconds(raw, keys.expiration, where);
-      const value =
-        typeof parsed === 'number' ? parsed : tolerated(strict, warnings, parsed, expiration, `using ${expiration}`);
-      if (typeof value !== 'number') return value;
-      expiration = value;
-    }
-    const bounded = boundExpiration(expiration, CLOUDS.aws.tokenBounds, keys.expiration, 'ServiceAccount');
-    if (isDenial(bounded)) return bounded;
-
-    const region = regionOf(pod, sa, saName);
-    if (isDenial(region)) return region;
-    const envGroups: EnvVar[][] = [];
-    if (regional) envGroups.push([{ name: 'AWS_STS_REGIONAL_ENDPOINTS', value: 'regional' }]);
-    return { expiration: bounded, envGroups, region };
-  }
-
-  /** The region annotations (AWS issues #149, #238): the Pod's over the ServiceAccount's over the flag. */
-  function regionOf(pod: Pod, sa: Record<string, string>, saName: string): Shared['region'] | Denial {
-    const fromPod = pod.metadata?.annotations?.[keys.region];
-    for (const [where, raw] of [
-      ['Pod', fromPod],
-      [saName, sa[keys.region]],
-    ] as const) {
-      if (raw === undefined) continue;
-      if (!REGION_NAME.test(raw.trim()))
-        return denial(
-          'InvalidAnnotation',
-          `${where} annotation ${keys.region}="${raw}" is not an AWS region name (lower-case letters, digits and hyphens, for example eu-west-1)`,
-        );
-      return { value: raw.trim(), fromPod: raw === fromPod };
-    }
-    return options.region === undefined ? undefined : { value: options.region, fromPod: false };
-  }
-
-  /**
-   * The env groups in order, and each container's own where it differs: a region the container's
-   * envFrom may set is left to it (AWS #248: an env entry would shadow envFrom), unless the Pod's
-   * own annotation names the region; `ownIdentity` drops what a container that configures its own
-   * web identity must not get.
-   */
-  function envPlan(
-    pod: Pod,
-    shared: Shared,
-    identity: EnvVar[],
-    skip: ReadonlySet<string>,
-    warnings: string[],
-    ownIdentity?: (sets: (name: string) => boolean) => boolean,
-  ): Pick<Injection, 'envGroups' | 'containerEnvGroups'> {
-    const regionGroup = shared.region && REGION_VARS.map((name) => ({ name, value: shared.region!.value }));
-    const envGroups = [...shared.envGroups, ...(regionGroup ? [regionGroup] : []), identity];
-    const perContainer = new Map<string, EnvVar[][]>();
-    const leftToEnvFrom: string[] = [];
-    const yieldable = regionGroup !== undefined && !shared.region!.fromPod;
-    if (!yieldable && !ownIdentity) return { envGroups };
-    for (const c of podContainers(pod)) {
-      if (skip.has(c.name)) continue;
-      // Looked up only when needed: most containers have no envFrom (the core indexes env itself).
-      const sets = (name: string) => c.env?.some((e) => e.name === name) ?? false;
-      const yieldRegion = yieldable && REGION_VARS.some((n) => envFromMaySet(c, n)) && !REGION_VARS.some(sets);
-      const dropIdentity = ownIdentity?.(sets) ?? false;
-      if (yieldRegion) leftToEnvFrom.push(`"${c.name}"`);
-      if (yieldRegion || dropIdentity)
-        perContainer.set(
-          c.name,
-          envGroups.filter((g) => !(yieldRegion && g === regionGroup) && !(dropIdentity && g === identity)),
-        );
-    }
-    if (leftToEnvFrom.length > 0)
-      warnings.push(
-        `container${leftToEnvFrom.length > 1 ? 's' : ''} ${leftToEnvFrom.join(', ')}: AWS_REGION and AWS_DEFAULT_REGION (${shared.region!.value}) are not injected because envFrom may set them and an env entry would override it; set them in env or in that ConfigMap or Secret, or name the region in the Pod annotation ${keys.region}`,
-      );
-    return perContainer.size > 0 ? { envGroups, containerEnvGroups: perContainer } : { envGroups };
-  }
-
-  /** The role of `role-arn`: completed, validated, and outside --strict a malformed one injected as written, as the peer does. */
-  function defaultRole(raw: string, saName: string, warnings: string[], inFile: boolean): RoleArn | Denial {
-    const role = readRoleArn(raw, `${saName} annotation ${keys.roleArn}`, options.roleArnBase);
-    // A shared config file is parsed by the SDKs: nothing malformed goes into it.
-    if (!isDenial(role) || inFile) return role;
-    const kept = tolerated(strict, warnings, role, undefined, 'injecting it as written');
-    if (kept !== undefined) return kept;
-    // Tenant policy cannot place it in an account: it matches no declared identity provider.
-    return { arn: composeRoleArn(raw.trim(), options.roleArnBase), account: '', partition: '' };
-  }
-
-  function irsa(ctx: PodContext, saName: string, warnings: string[], skip: ReadonlySet<string>) {
-    const { pod, serviceAccount, windows } = ctx;
-    const sa = serviceAccount!.annotations;
-    const rawArn = sa[keys.roleArn]?.trim() ? sa[keys.roleArn] : undefined;
-    const rawProfiles = sa[keys.roleArns]?.trim() ? sa[keys.roleArns] : undefined;
-    if (rawArn === undefined && rawProfiles === undefined) return undefined;
-    const role = rawArn === undefined ? undefined : defaultRole(rawArn, saName, warnings, rawProfiles !== undefined);
-    if (role && isDenial(role)) return role;
-    const audience = sa[keys.audience]?.trim() || options.defaultAudience;
-    const shared = common(pod, sa, saName, warnings);
-    if (isDenial(shared)) return shared;
-    const tokenFile = `${AWS_MOUNT_PATH}/${AWS_TOKEN_FILE}`;
-    const path = (f: string) => (windows ? windowsPath(f) : f);
-    const identityOf = (r: RoleArn) => ({ roleArn: r.arn, account: r.account, partition: r.partition, audience });
-    const base = {
-      provider: 'aws' as const,
-      mountPath: AWS_MOUNT_PATH,
-      skipContainers: skip,
-      credentialEnv: AWS_CREDENTIAL_ENV,
-    };
-    if (rawProfiles === undefined) {
-      // A pair, as in the peer: a container that sets either one gets neither.
-      const pair = [
-        { name: 'AWS_ROLE_ARN', value: role!.arn },
-        { name: 'AWS_WEB_IDENTITY_TOKEN_FILE', value: path(tokenFile) },
-      ];
-      return withWarnings(warnings, {
-        ...base,
-        volume: tokenVolume(AWS_VOLUME_NAME, audience, shared.expiration, AWS_TOKEN_FILE),
-        ...envPlan(pod, shared, pair, skip, warnings),
-        annotations: {},
-        satisfied: webIdentityConfigured,
-        identity: identityOf(role!),
-      });
-    }
-
-    const listed = parseProfiles(rawProfiles, `${saName} annotation ${keys.roleArns}`, options.roleArnBase);
-    if (isDenial(listed)) return listed;
-    const profiles = withDefault(listed, role as RoleArn | undefined, saName);
-    if (isDenial(profiles)) return profiles;
-    // No AWS_ROLE_ARN beside the file: boto3 takes it over a profile's role_arn.
-    const configFile = [{ name: 'AWS_CONFIG_FILE', value: path(`${AWS_MOUNT_PATH}/${AWS_CONFIG_FILE}`) }];
-    const ownWebIdentity = (sets: (name: string) => boolean) =>
-      sets('AWS_ROLE_ARN') || sets('AWS_WEB_IDENTITY_TOKEN_FILE');
-    const [first, ...rest] = profiles;
-    return withWarnings(warnings, {
-      ...base,
-      volume: tokenVolume(AWS_VOLUME_NAME, audience, shared.expiration, AWS_TOKEN_FILE, [
-        {
-          path: AWS_CONFIG_FILE,
-          fieldRef: { apiVersion: 'v1', fieldPath: `metadata.annotations['${AWS_CONFIG_ANNOTATION}']` },
-        },
-      ]),
-      ...envPlan(pod, shared, configFile, skip, warnings, ownWebIdentity),
-      annotations: { [AWS_CONFIG_ANNOTATION]: sharedConfigFile(profiles, path(tokenFile)) },
-      satisfied: profilesConfigured,
-      identity: { ...identityOf(first.role), profile: first.name },
-      // One identity per role: tenant policy and trust judge roles, not profile names.
-      additionalIdentities: rest
-        .filter((q, i) => q.role.arn !== first.role.arn && rest.findIndex((o) => o.role.arn === q.role.arn) === i)
-        .map((q) => ({ ...identityOf(q.role), profile: q.name })),
-    });
-  }
-
-  /**
-   * The profiles with `[default]` first: role-arn's role, else the one listed as `default`, else
-   * (also kept under its own name) the first listed.
-   */
-  function withDefault(listed: Profile[], role: RoleArn | undefined, saName: string): Profile[] | Denial {
-    const named = listed.find((q) => q.name === DEFAULT_PROFILE);
-    if (role && named)
-      return denial(
-        'ConflictingAnnotations',
-        `${saName} names the default profile twice: in ${keys.roleArn} and as "${DEFAULT_PROFILE}" in ${keys.roleArns}; keep one`,
-      );
-    if (named) return [named, ...listed.filter((q) => q !== named)];
-    return [{ name: DEFAULT_PROFILE, role: role ?? listed[0].role }, ...listed];
-  }
-
+export function createAwsProvider(options: AwsOptions): PodProvider {
+  const aws: Aws = { options, keys: keysOf(options.annotationPrefix), strict: options.strict ?? false };
   return {
     name: 'aws',
-    annotationPrefixes: [`${p}/`],
-    resolvePod(ctx: PodContext): Injection | Denial | undefined {
-      const { pod, namespace, serviceAccount, windows } = ctx;
-      const labels = pod.metadata?.labels;
-      if (labels && labels[AWS_SKIP_POD_LABEL] !== undefined) return undefined;
-      const sa = serviceAccount?.annotations ?? {};
-      const saName = `ServiceAccount ${namespace}/${serviceAccount?.name ?? serviceAccountNameOf(pod)}`;
-      const warnings: string[] = [];
-      const skipContainers = splitNames(pod.metadata?.annotations?.[keys.skipContainers], ',');
-
-      // EKS Pod Identity takes precedence over IRSA and needs no annotation: the association
-      // lives in EKS (the peer's buildPodPatchConfig). The ServiceAccount's annotations, when
-      // known, still give the expiry and regional STS, as the peer's GetCommonConfigurations does.
-      const cc = options.containerCredentials;
-      if (cc?.associations.has(namespace, serviceAccount?.name ?? serviceAccountNameOf(pod))) {
-        const shared = common(pod, sa, saName, warnings);
-        if (isDenial(shared)) return shared;
-        const tokenFile = `${cc.mountPath.replace(/\/$/, '')}/${cc.tokenPath}`;
-        const pair = [
-          { name: 'AWS_CONTAINER_CREDENTIALS_FULL_URI', value: cc.fullUri },
-          { name: 'AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE', value: windows ? windowsPath(tokenFile) : tokenFile },
-        ];
-        return withWarnings(warnings, {
-          provider: 'aws',
-          volume: tokenVolume(cc.volumeName, cc.audience, shared.expiration, cc.tokenPath),
-          mountPath: cc.mountPath,
-          ...envPlan(pod, shared, pair, skipContainers, warnings),
-          annotations: {},
-          labels: { [AWS_POD_IDENTITY_LABEL]: 'enabled' },
-          skipContainers,
-          satisfied: containerCredentialsConfigured,
-          credentialEnv: AWS_CREDENTIAL_ENV,
-          identity: { mode: 'eks-pod-identity', audience: cc.audience },
-        });
-      }
-
-      if (!serviceAccount) return undefined;
-      return irsa(ctx, saName, warnings, skipContainers);
-    },
+    annotationPrefixes: [`${options.annotationPrefix}/`],
+    resolvePod: (ctx) => resolveAwsPod(aws, ctx),
   };
+}
+
+function resolveAwsPod(aws: Aws, ctx: PodContext): Injection | Denial | undefined {
+  const { pod, namespace, serviceAccount } = ctx;
+  const labels = pod.metadata?.labels;
+  if (labels && labels[AWS_SKIP_POD_LABEL] !== undefined) return undefined;
+  const saName = `ServiceAccount ${namespace}/${serviceAccount?.name ?? serviceAccountNameOf(pod)}`;
+  const warnings: string[] = [];
+  const skipContainers = splitNames(pod.metadata?.annotations?.[aws.keys.skipContainers], ',');
+  // EKS Pod Identity takes precedence over IRSA and needs no annotation: the association lives
+  // in EKS (the peer's buildPodPatchConfig).
+  const cc = aws.options.containerCredentials;
+  if (cc?.associations.has(namespace, serviceAccount?.name ?? serviceAccountNameOf(pod)))
+    return podIdentity(aws, cc, ctx, saName, warnings, skipContainers);
+  if (!serviceAccount) return undefined;
+  return irsa(aws, ctx, saName, warnings, skipContainers);
+}
+
+/**
+ * EKS Pod Identity's container credentials. The ServiceAccount's annotations, when known, still
+ * give the expiry and regional STS, as the peer's GetCommonConfigurations does.
+ */
+function podIdentity(
+  aws: Aws,
+  cc: ContainerCredentialsOptions,
+  { pod, serviceAccount, windows }: PodContext,
+  saName: string,
+  warnings: string[],
+  skipContainers: ReadonlySet<string>,
+): Injection | Denial {
+  const shared = common(aws, pod, serviceAccount?.annotations ?? {}, saName, warnings);
+  if (isDenial(shared)) return shared;
+  const tokenFile = `${cc.mountPath.replace(/\/$/, '')}/${cc.tokenPath}`;
+  const pair = [
+    { name: 'AWS_CONTAINER_CREDENTIALS_FULL_URI', value: cc.fullUri },
+    { name: 'AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE', value: windows ? windowsPath(tokenFile) : tokenFile },
+  ];
+  return withWarnings(warnings, {
+    provider: 'aws',
+    volume: tokenVolume(cc.volumeName, cc.audience, shared.expiration, cc.tokenPath),
+    mountPath: cc.mountPath,
+    ...envPlan(aws, pod, shared, pair, skipContainers, warnings),
+    annotations: {},
+    labels: { [AWS_POD_IDENTITY_LABEL]: 'enabled' },
+    skipContainers,
+    satisfied: containerCredentialsConfigured,
+    credentialEnv: AWS_CREDENTIAL_ENV,
+    identity: { mode: 'eks-pod-identity', audience: cc.audience },
+  });
+}
+
+/**
+ * The peer's GetCommonConfigurations and parsePodAnnotations: the regional STS switch and the
+ * token expiry, Pod annotation over ServiceAccount over flag; and the region, the same way.
+ */
+function common(aws: Aws, pod: Pod, sa: Record<string, string>, saName: string, warnings: string[]): Shared | Denial {
+  const { options, keys, strict } = aws;
+  let regional = options.regionalStsEndpoints;
+  const rawRegional = sa[keys.regional];
+  if (rawRegional !== undefined) {
+    // The peer ignores a value strconv.ParseBool cannot read and keeps its default.
+    let parsed = parseBool(rawRegional, keys.regional, saName);
+    if (typeof parsed !== 'boolean') parsed = tolerated(strict, warnings, parsed, regional, `using ${regional}`);
+    if (typeof parsed !== 'boolean') return parsed;
+    regional = parsed;
+  }
+
+  // A value the peer cannot read falls back to the next source (Pod, then ServiceAccount, then
+  // the default).
+  let expiration = options.defaultTokenExpiration;
+  const sources: [string, string | undefined][] = [
+    [saName, sa[keys.expiration]],
+    ['Pod', pod.metadata?.annotations?.[keys.expiration]],
+  ];
+  for (const [where, raw] of sources) {
+    if (raw === undefined) continue;
+    const parsed = parseSeconds(raw, keys.expiration, where);
+    const value =
+      typeof parsed === 'number' ? parsed : tolerated(strict, warnings, parsed, expiration, `using ${expiration}`);
+    if (typeof value !== 'number') return value;
+    expiration = value;
+  }
+  const bounded = boundExpiration(expiration, CLOUDS.aws.tokenBounds, keys.expiration, 'ServiceAccount');
+  if (isDenial(bounded)) return bounded;
+
+  const region = regionOf(aws, pod, sa, saName);
+  if (isDenial(region)) return region;
+  const envGroups: EnvVar[][] = [];
+  if (regional) envGroups.push([{ name: 'AWS_STS_REGIONAL_ENDPOINTS', value: 'regional' }]);
+  return { expiration: bounded, envGroups, region };
+}
+
+/** The region annotations (AWS issues #149, #238): the Pod's over the ServiceAccount's over the flag. */
+function regionOf(aws: Aws, pod: Pod, sa: Record<string, string>, saName: string): Shared['region'] | Denial {
+  const key = aws.keys.region;
+  const fromPod = pod.metadata?.annotations?.[key];
+  for (const [where, raw] of [
+    ['Pod', fromPod],
+    [saName, sa[key]],
+  ] as const) {
+    if (raw === undefined) continue;
+    if (!AWS_REGION_NAME.test(raw.trim()))
+      return denial(
+        'InvalidAnnotation',
+        `${where} annotation ${key}="${raw}" is not an AWS region name (lower-case letters, digits and hyphens, for example eu-west-1)`,
+      );
+    return { value: raw.trim(), fromPod: raw === fromPod };
+  }
+  const region = aws.options.region;
+  return region === undefined ? undefined : { value: region, fromPod: false };
+}
+
+/**
+ * The env groups in order, and each container's own where it differs: a region the container's
+ * envFrom may set is left to it (AWS #248: an env entry would shadow envFrom), unless the Pod's
+ * own annotation names the region; `ownIdentity` drops what a container that configures its own
+ * web identity must not get.
+ */
+function envPlan(
+  aws: Aws,
+  pod: Pod,
+  shared: Shared,
+  identity: EnvVar[],
+  skip: ReadonlySet<string>,
+  warnings: string[],
+  ownIdentity?: (sets: (name: string) => boolean) => boolean,
+): Pick<Injection, 'envGroups' | 'containerEnvGroups'> {
+  const regionGroup = shared.region && REGION_VARS.map((name) => ({ name, value: shared.region!.value }));
+  const envGroups = [...shared.envGroups, ...(regionGroup ? [regionGroup] : []), identity];
+  const perContainer = new Map<string, EnvVar[][]>();
+  const leftToEnvFrom: string[] = [];
+  const yieldable = regionGroup !== undefined && !shared.region!.fromPod;
+  if (!yieldable && !ownIdentity) return { envGroups };
+  for (const c of podContainers(pod)) {
+    if (skip.has(c.name)) continue;
+    // Looked up only when needed: most containers have no envFrom (the core indexes env itself).
+    const sets = (name: string) => c.env?.some((e) => e.name === name) ?? false;
+    const yieldRegion = yieldable && REGION_VARS.some((n) => envFromMaySet(c, n)) && !REGION_VARS.some(sets);
+    const dropIdentity = ownIdentity?.(sets) ?? false;
+    if (yieldRegion) leftToEnvFrom.push(`"${c.name}"`);
+    if (yieldRegion || dropIdentity)
+      perContainer.set(
+        c.name,
+        envGroups.filter((g) => !(yieldRegion && g === regionGroup) && !(dropIdentity && g === identity)),
+      );
+  }
+  if (leftToEnvFrom.length > 0)
+    warnings.push(
+      `container${leftToEnvFrom.length > 1 ? 's' : ''} ${leftToEnvFrom.join(', ')}: AWS_REGION and AWS_DEFAULT_REGION (${shared.region!.value}) are not injected because envFrom may set them and an env entry would override it; set them in env or in that ConfigMap or Secret, or name the region in the Pod annotation ${aws.keys.region}`,
+    );
+  return perContainer.size > 0 ? { envGroups, containerEnvGroups: perContainer } : { envGroups };
+}
+
+/** The role of `role-arn`: completed, validated, and outside --strict a malformed one injected as written, as the peer does. */
+function defaultRole(aws: Aws, raw: string, saName: string, warnings: string[], inFile: boolean): RoleArn | Denial {
+  const { roleArnBase } = aws.options;
+  const role = readRoleArn(raw, `${saName} annotation ${aws.keys.roleArn}`, roleArnBase);
+  // A shared config file is parsed by the SDKs: nothing malformed goes into it.
+  if (!isDenial(role) || inFile) return role;
+  const kept = tolerated(aws.strict, warnings, role, undefined, 'injecting it as written');
+  if (kept !== undefined) return kept;
+  // Tenant policy cannot place it in an account: it matches no declared identity provider.
+  return { arn: composeRoleArn(raw.trim(), roleArnBase), account: '', partition: '' };
+}
+
+/** What both IRSA layouts share: the token's audience and the Pod's side of its paths. */
+interface WebIdentity {
+  pod: Pod;
+  saName: string;
+  audience: string;
+  shared: Shared;
+  skip: ReadonlySet<string>;
+  path: (file: string) => string;
+  warnings: string[];
+}
+
+const AWS_TOKEN_PATH = `${AWS_MOUNT_PATH}/${AWS_TOKEN_FILE}`;
+
+/** IRSA: `role-arn` alone is a web identity pair; `role-arns` (with or without it) a shared config file. */
+function irsa(
+  aws: Aws,
+  { pod, serviceAccount, windows }: PodContext,
+  saName: string,
+  warnings: string[],
+  skip: ReadonlySet<string>,
+): Injection | Denial | undefined {
+  const { keys, options } = aws;
+  const sa = serviceAccount!.annotations;
+  const rawArn = sa[keys.roleArn]?.trim() ? sa[keys.roleArn] : undefined;
+  const rawProfiles = sa[keys.roleArns]?.trim() ? sa[keys.roleArns] : undefined;
+  if (rawArn === undefined && rawProfiles === undefined) return undefined;
+  const role = rawArn === undefined ? undefined : defaultRole(aws, rawArn, saName, warnings, rawProfiles !== undefined);
+  if (role && isDenial(role)) return role;
+  const audience = sa[keys.audience]?.trim() || options.defaultAudience;
+  const shared = common(aws, pod, sa, saName, warnings);
+  if (isDenial(shared)) return shared;
+  const path = (f: string) => (windows ? windowsPath(f) : f);
+  const web: WebIdentity = { pod, saName, audience, shared, skip, path, warnings };
+  return rawProfiles === undefined ? webIdentityPair(aws, web, role!) : sharedConfig(aws, web, rawProfiles, role);
+}
+
+const identityOf = (r: RoleArn, audience: string) => ({
+  roleArn: r.arn,
+  account: r.account,
+  partition: r.partition,
+  audience,
+});
+
+function irsaBase(skip: ReadonlySet<string>) {
+  return {
+    provider: 'aws' as const,
+    mountPath: AWS_MOUNT_PATH,
+    skipContainers: skip,
+    credentialEnv: AWS_CREDENTIAL_ENV,
+  };
+}
+
+/** A pair, as in the peer: a container that sets either one gets neither. */
+function webIdentityPair(aws: Aws, web: WebIdentity, role: RoleArn): Injection {
+  const { pod, audience, shared, skip, path, warnings } = web;
+  const pair = [
+    { name: 'AWS_ROLE_ARN', value: role.arn },
+    { name: 'AWS_WEB_IDENTITY_TOKEN_FILE', value: path(AWS_TOKEN_PATH) },
+  ];
+  return withWarnings(warnings, {
+    ...irsaBase(skip),
+    volume: tokenVolume(AWS_VOLUME_NAME, audience, shared.expiration, AWS_TOKEN_FILE),
+    ...envPlan(aws, pod, shared, pair, skip, warnings),
+    annotations: {},
+    satisfied: webIdentityConfigured,
+    identity: identityOf(role, audience),
+  });
+}
+
+/** `role-arns`: the profiles in a shared config file, projected from a Pod annotation beside the token. */
+function sharedConfig(aws: Aws, web: WebIdentity, rawProfiles: string, role: RoleArn | undefined): Injection | Denial {
+  const { pod, saName, audience, shared, skip, path, warnings } = web;
+  const where = `${saName} annotation ${aws.keys.roleArns}`;
+  const listed = parseProfiles(rawProfiles, where, aws.options.roleArnBase);
+  if (isDenial(listed)) return listed;
+  const profiles = withDefault(aws, listed, role, saName);
+  if (isDenial(profiles)) return profiles;
+  // No AWS_ROLE_ARN beside the file: boto3 takes it over a profile's role_arn.
+  const configFile = [{ name: 'AWS_CONFIG_FILE', value: path(`${AWS_MOUNT_PATH}/${AWS_CONFIG_FILE}`) }];
+  const ownWebIdentity = (sets: (name: string) => boolean) =>
+    sets('AWS_ROLE_ARN') || sets('AWS_WEB_IDENTITY_TOKEN_FILE');
+  const [first, ...rest] = profiles;
+  return withWarnings(warnings, {
+    ...irsaBase(skip),
+    volume: tokenVolume(AWS_VOLUME_NAME, audience, shared.expiration, AWS_TOKEN_FILE, [
+      {
+        path: AWS_CONFIG_FILE,
+        fieldRef: { apiVersion: 'v1', fieldPath: `metadata.annotations['${AWS_CONFIG_ANNOTATION}']` },
+      },
+    ]),
+    ...envPlan(aws, pod, shared, configFile, skip, warnings, ownWebIdentity),
+    annotations: { [AWS_CONFIG_ANNOTATION]: sharedConfigFile(profiles, path(AWS_TOKEN_PATH)) },
+    satisfied: profilesConfigured,
+    identity: { ...identityOf(first.role, audience), profile: first.name },
+    // One identity per role: tenant policy and trust judge roles, not profile names.
+    additionalIdentities: rest
+      .filter((q, i) => q.role.arn !== first.role.arn && rest.findIndex((o) => o.role.arn === q.role.arn) === i)
+      .map((q) => ({ ...identityOf(q.role, audience), profile: q.name })),
+  });
+}
+
+/**
+ * The profiles with `[default]` first: role-arn's role, else the one listed as `default`, else
+ * (also kept under its own name) the first listed.
+ */
+function withDefault(aws: Aws, listed: Profile[], role: RoleArn | undefined, saName: string): Profile[] | Denial {
+  const named = listed.find((q) => q.name === DEFAULT_PROFILE);
+  if (role && named)
+    return denial(
+      'ConflictingAnnotations',
+      `${saName} names the default profile twice: in ${aws.keys.roleArn} and as "${DEFAULT_PROFILE}" in ${aws.keys.roleArns}; keep one`,
+    );
+  if (named) return [named, ...listed.filter((q) => q !== named)];
+  return [{ name: DEFAULT_PROFILE, role: role ?? listed[0].role }, ...listed];
 }

@@ -1,10 +1,8 @@
 // AWS in tenant policy: an identity provider is a partition and its accounts (none: the whole
 // partition); a policy sees the role, its account and partition.
 import type { CloudPolicy } from '../types.ts';
+import { AWS_ACCOUNT_ID, AWS_PARTITION } from './facts.ts';
 import type { AwsOptions } from './pod.ts';
-
-const PARTITION = /^aws(-[a-z]+)*$/;
-const ACCOUNT = /^[0-9]{12}$/;
 
 export interface AwsDeclared {
   /** aws, aws-cn, aws-us-gov, ... */
@@ -20,8 +18,12 @@ export const awsPolicy: CloudPolicy<AwsOptions, AwsDeclared, AwsField> = {
   schema: {
     description: 'AWS accounts in one partition; no accountIds trusts the whole partition.',
     properties: {
-      partition: { type: 'string', pattern: PARTITION.source, description: 'aws (default), aws-cn, aws-us-gov, ...' },
-      accountIds: { type: 'array', items: { type: 'string', pattern: ACCOUNT.source } },
+      partition: {
+        type: 'string',
+        pattern: AWS_PARTITION.source,
+        description: 'aws (default), aws-cn, aws-us-gov, ...',
+      },
+      accountIds: { type: 'array', items: { type: 'string', pattern: AWS_ACCOUNT_ID.source } },
     },
     defaults: {
       region: "AWS_REGION and AWS_DEFAULT_REGION for these accounts' Pods",
@@ -30,10 +32,14 @@ export const awsPolicy: CloudPolicy<AwsOptions, AwsDeclared, AwsField> = {
   },
   parseDeclared: (r, o, path) => ({
     partition:
-      r.matching(o.partition, `${path}.partition`, PARTITION, 'an AWS partition such as aws, aws-cn or aws-us-gov') ??
-      'aws',
+      r.matching(
+        o.partition,
+        `${path}.partition`,
+        AWS_PARTITION,
+        'an AWS partition such as aws, aws-cn or aws-us-gov',
+      ) ?? 'aws',
     accountIds: r.list(o.accountIds, `${path}.accountIds`, (x, p) =>
-      r.matching(x, p, ACCOUNT, 'an AWS account id of 12 digits (quote it in YAML)', true),
+      r.matching(x, p, AWS_ACCOUNT_ID, 'an AWS account id of 12 digits (quote it in YAML)', true),
     ),
   }),
   identity: (raw) => {

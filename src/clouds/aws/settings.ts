@@ -1,14 +1,15 @@
 // AWS's flags and their environment twins (WIW_AWS_...), part of the webhook's settings.
 import { ConfigError } from '../../errors.ts';
+import { isDnsLabel } from '../../model.ts';
 import { bool, integer, type Setting, string } from '../../settings.ts';
 import { CLOUDS } from '../registry.ts';
+import { AWS_ACCOUNT_ID, AWS_PARTITION, AWS_REGION_NAME } from './facts.ts';
 import { type InstanceIdentity, readInstanceIdentity } from './imds.ts';
 import { PodIdentityAssociations } from './pod-identity-associations.ts';
 import { partitionOfRegion, type RoleArnBase } from './role-arn.ts';
 
 // The peer passes its --aws-default-region through untouched, so the flag refuses only what no
-// SDK could read as a region name; region shapes AWS adds later keep working.
-const AWS_REGION_NAME = /^[a-z0-9]+(-[a-z0-9]+)*$/;
+// SDK could read as a region name.
 function awsRegion(raw: string, flag: string): string | undefined {
   if (raw === '') return undefined;
   if (!AWS_REGION_NAME.test(raw))
@@ -49,21 +50,20 @@ function fileName(raw: string, flag: string): string {
   return raw;
 }
 
-const DNS_LABEL = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
 function volumeName(raw: string, flag: string): string {
-  if (!DNS_LABEL.test(raw)) throw new ConfigError(`--${flag}="${raw}" is not a volume name (a DNS label)`);
+  if (!isDnsLabel(raw)) throw new ConfigError(`--${flag}="${raw}" is not a volume name (a DNS label)`);
   return raw;
 }
 
 function accountId(raw: string, flag: string): string | undefined {
   if (raw === '') return undefined;
-  if (!/^\d{12}$/.test(raw)) throw new ConfigError(`--${flag}="${raw}" is not an AWS account id (12 digits)`);
+  if (!AWS_ACCOUNT_ID.test(raw)) throw new ConfigError(`--${flag}="${raw}" is not an AWS account id (12 digits)`);
   return raw;
 }
 
 function partition(raw: string, flag: string): string | undefined {
   if (raw === '') return undefined;
-  if (!/^aws(-[a-z]+)*$/.test(raw))
+  if (!AWS_PARTITION.test(raw))
     throw new ConfigError(`--${flag}="${raw}" is not an AWS partition (aws, aws-cn, aws-us-gov, ...)`);
   return raw;
 }

@@ -2,7 +2,7 @@
 // each role the trust policy that admits exactly its ServiceAccounts' tokens (sub and aud).
 import { parseRoleArn, ROLE_ARN_PATTERN } from './pod.ts';
 import type { CloudTrust, TrustIdentity } from '../types.ts';
-import { groupBy, shellCommand, shellComment, shellCommentBlock, unique } from '../../shell.ts';
+import { groupBy, shellCommand, shellComment, shellCommentJson, unique } from '../../shell.ts';
 
 export interface AwsTrustPolicy {
   Version: '2012-10-17';
@@ -107,8 +107,6 @@ function awsTrust(issuer: string, identities: readonly TrustIdentity[]): AwsTrus
   return { oidcProviders: [...providers.values()].map(({ partition: _, ...p }) => p), roles, commands };
 }
 
-const json = (value: unknown): string[] => shellCommentBlock(JSON.stringify(value, null, 2));
-
 export const awsTrustPart: CloudTrust<AwsTrust> = {
   verifier: 'AWS STS',
   algorithms: ['RS256'],
@@ -129,7 +127,7 @@ export const awsTrustPart: CloudTrust<AwsTrust> = {
     ]),
     ...report.roles.flatMap((r) => [
       shellComment(`trust policy of role ${r.roleArn} (${r.trustedBy.join(', ')}):`),
-      ...json(r.trustPolicy),
+      ...shellCommentJson(r.trustPolicy),
     ]),
     ...report.commands,
   ],

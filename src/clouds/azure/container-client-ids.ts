@@ -5,12 +5,11 @@
 import { denial, type Denial } from '../../errors.ts';
 import type { EnvVar } from '../../kube/types.ts';
 import type { Pod } from '../../kube/types.ts';
+import { isDnsLabel } from '../../model.ts';
 import { parsePairs, podContainers } from '../common.ts';
+import { GUID_PATTERN } from './facts.ts';
 
 export const CONTAINER_CLIENT_IDS_ANNOTATION = 'azure.workload.identity/container-client-ids';
-
-const CONTAINER_NAME = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
-const GUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
 
 /**
  * `<container>=<client id>` entries, separated by semicolons (as the peer's skip-containers),
@@ -28,10 +27,10 @@ export function parseContainerClientIds(value: string, where: string): Map<strin
     );
   const ids = new Map<string, string>();
   for (const [container, clientId] of pairs) {
-    if (!CONTAINER_NAME.test(container))
+    if (!isDnsLabel(container))
       return denial('InvalidAnnotation', `${key}: "${container}" is not a container name (a DNS label)`);
     if (ids.has(container)) return denial('InvalidAnnotation', `${key}: container "${container}" is named twice`);
-    if (!GUID.test(clientId))
+    if (!GUID_PATTERN.test(clientId))
       return denial(
         'InvalidClientId',
         `${key}: the client id of container "${container}", "${clientId}", is not a GUID such as 00000000-0000-0000-0000-000000000000`,

@@ -2,6 +2,7 @@
 // provider and tenant policy all read, so configuration needs no provider code.
 import { readFileSync } from 'node:fs';
 import { ConfigError } from '../../errors.ts';
+import { isObject } from '../../model.ts';
 
 export const AZURE_AUDIENCE = 'api://AzureADTokenExchange';
 
@@ -43,15 +44,11 @@ export function readAzureStackEnvironment(file: string, flag: string): AzureStac
   } catch (err) {
     throw new ConfigError(`${where}: the Azure environment file is not JSON: ${(err as Error).message}`);
   }
-  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed))
+  if (!isObject(parsed))
     throw new ConfigError(`${where}: the Azure environment file must hold a JSON object (go-autorest's Environment)`);
   const key = Object.keys(parsed).find((k) => k.toLowerCase() === 'activedirectoryendpoint');
   const value = key === undefined ? undefined : (parsed as Record<string, unknown>)[key];
-  let ok = false;
-  try {
-    ok = typeof value === 'string' && new URL(value).protocol === 'https:';
-  } catch {}
-  if (!ok)
+  if (typeof value !== 'string' || URL.parse(value)?.protocol !== 'https:')
     throw new ConfigError(
       `${where}: "activeDirectoryEndpoint" is ${value === undefined ? 'missing' : JSON.stringify(value)}; expected the https URL of the stack's Entra or AD FS authority, such as "https://adfs.local.azurestack.external/adfs/" (it becomes AZURE_AUTHORITY_HOST)`,
     );

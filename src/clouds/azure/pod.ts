@@ -1,5 +1,6 @@
 import { type AzureCloudName, type AzureStackEnvironment, authorityHostOf } from './environments.ts';
 import { CLOUDS } from '../registry.ts';
+import { GUID_PATTERN, isTenantId } from './facts.ts';
 import { denial, type Denial, isDenial } from '../../errors.ts';
 import type { Container, EnvVar, Pod, VolumeMount } from '../../kube/types.ts';
 import { boundExpiration, parseSeconds, splitNames, tokenVolume, tolerated } from '../common.ts';
@@ -59,11 +60,6 @@ export interface AzureOptions {
   strict?: boolean;
 }
 
-export const GUID_PATTERN = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
-// Entra accepts a tenant's verified domain in place of its id.
-const TENANT_PATTERN =
-  /^(?:[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}|[a-zA-Z0-9][a-zA-Z0-9.-]{0,252}\.[a-zA-Z]{2,})$/;
-
 /** The variables that carry the identity: a container's own value of one means it is not used. */
 export const AZURE_CREDENTIAL_ENV: ReadonlySet<string> = new Set([
   'AZURE_CLIENT_ID',
@@ -71,146 +67,184 @@ export const AZURE_CREDENTIAL_ENV: ReadonlySet<string> = new Set([
   'AZURE_FEDERATED_TOKEN_FILE',
 ]);
 
-export function isTenantId(value: string): boolean {
-  return TENANT_PATTERN.test(value);
-}
-
 export function createAzureProvider(options: AzureOptions): PodProvider {
   const authorityHost = authorityHostOf(options.cloud, options.stack);
   return {
     name: 'azure',
     annotationPrefixes: [`${PREFIX}/`],
-    resolvePod({ pod, serviceAccount }: PodContext): Injection | Denial | undefined {
-      // Opt-in by label, exactly "true", as in the peer.
-      if (pod.metadata?.labels?.[AZURE_USE_LABEL] !== 'true') return undefined;
-      // The peer (1.6 on) ran first, side by side during a migration: its token is there already.
-      if (servedByPeer(pod)) return undefined;
-      const sa = serviceAccount?.annotations ?? {};
-      const saName = serviceAccount
-        ? `ServiceAccount ${serviceAccount.namespace}/${serviceAccount.name}`
-        : 'ServiceAccount';
-      const warnings: string[] = [];
+    resolvePod: (ctx) => resolveAzurePod(options, authorityHost, ctx),
+  };
+}
 
-      // The peer injects any value as written; Entra will refuse it, so say so, and --strict refuses.
-      const strict = options.strict ?? false;
-      const clientId = sa[KEYS.clientId]?.trim() ?? '';
-      if (clientId && !GUID_PATTERN.test(clientId)) {
-        const problem = denial(
-          'InvalidClientId',
-          `${saName} annotation ${KEYS.clientId}="${clientId}" is not a client id; expected a GUID such as 00000000-0000-0000-0000-000000000000`,
-        );
-        const kept = tolerated(strict, warnings, problem, clientId, 'injecting it as written');
-        if (typeof kept !== 'string') return kept;
-      }
-      const tenantAnnotation = sa[KEYS.tenantId]?.trim() ?? '';
-      if (tenantAnnotation && !isTenantId(tenantAnnotation)) {
-        const problem = denial(
-          'InvalidTenantId',
-          `${saName} annotation ${KEYS.tenantId}="${tenantAnnotation}" is not a tenant; expected a GUID or the tenant's domain`,
-        );
-        const kept = tolerated(strict, warnings, problem, tenantAnnotation, 'injecting it as written');
-        if (typeof kept !== 'string') return kept;
-      }
-      const tenantId = tenantAnnotation || options.tenantId || '';
-      const perContainer = sa[CONTAINER_CLIENT_IDS_ANNOTATION]?.trim()
-        ? parseContainerClientIds(sa[CONTAINER_CLIENT_IDS_ANNOTATION], saName)
-        : undefined;
-      if (perContainer && isDenial(perContainer)) return perContainer;
-      if (!clientId)
-        warnings.push(
-          `${saName} has no ${KEYS.clientId} annotation: AZURE_CLIENT_ID is not injected${perContainer ? ` but into the containers of ${CONTAINER_CLIENT_IDS_ANNOTATION}` : ''}`,
-        );
-      if (!tenantId)
-        warnings.push(
-          `no tenant: annotate the ServiceAccount with ${KEYS.tenantId} or start the webhook with --azure-tenant-id; AZURE_TENANT_ID is not injected`,
-        );
+function resolveAzurePod(
+  options: AzureOptions,
+  authorityHost: string,
+  { pod, serviceAccount }: PodContext,
+): Injection | Denial | undefined {
+  // Opt-in by label, exactly "true", as in the peer.
+  if (pod.metadata?.labels?.[AZURE_USE_LABEL] !== 'true') return undefined;
+  // The peer (1.6 on) ran first, side by side during a migration: its token is there already.
+  if (servedByPeer(pod)) return undefined;
+  const sa = serviceAccount?.annotations ?? {};
+  const saName = serviceAccount
+    ? `ServiceAccount ${serviceAccount.namespace}/${serviceAccount.name}`
+    : 'ServiceAccount';
+  const warnings: string[] = [];
+  const ids = readIds(options, sa, saName, warnings);
+  if (isDenial(ids)) return ids;
+  const expiration = readExpiration(options, pod, sa, saName, warnings);
+  if (isDenial(expiration)) return expiration;
+  const skipContainers = splitNames(pod.metadata?.annotations?.[KEYS.skipContainers], ';');
+  const proxyPort = readProxy(pod, warnings);
+  if (isDenial(proxyPort)) return proxyPort;
+  return render(options, authorityHost, pod, { ...ids, expiration, proxyPort, skipContainers, warnings });
+}
 
-      let expiration = options.defaultTokenExpiration;
-      // The peer reads an empty annotation as no annotation (webhook.go getServiceAccountTokenExpiration).
-      const blank = (raw: string | undefined, where: string) => {
-        if (raw === undefined || raw.trim() !== '') return false;
-        const problem = denial(
-          'InvalidTokenExpiration',
-          `${where} annotation ${KEYS.expiration}="${raw}" is empty; expected whole seconds from ${CLOUDS.azure.tokenBounds.min} to ${CLOUDS.azure.tokenBounds.max}, or no annotation`,
-        );
-        return tolerated(strict, warnings, problem, true, 'ignoring it');
-      };
-      const podBlank = blank(pod.metadata?.annotations?.[KEYS.expiration], 'Pod');
-      if (typeof podBlank !== 'boolean') return podBlank;
-      const saBlank = blank(sa[KEYS.expiration], saName);
-      if (typeof saBlank !== 'boolean') return saBlank;
-      const podExpiration = podBlank ? undefined : pod.metadata?.annotations?.[KEYS.expiration];
-      const rawExpiration = podExpiration ?? (saBlank ? undefined : sa[KEYS.expiration]);
-      if (rawExpiration !== undefined) {
-        const where = podExpiration !== undefined ? 'Pod' : saName;
-        const parsed = parseSeconds(rawExpiration, KEYS.expiration, where);
-        if (typeof parsed !== 'number') return parsed;
-        const bounded = boundExpiration(parsed, CLOUDS.azure.tokenBounds, KEYS.expiration, where);
-        if (isDenial(bounded)) return bounded;
-        expiration = bounded;
-      }
+/** The ServiceAccount's client and tenant ids (the tenant's flag as fallback), and its per-container client ids. */
+interface Ids {
+  clientId: string;
+  tenantId: string;
+  perContainer: Map<string, string> | undefined;
+}
 
-      const annotations = pod.metadata?.annotations ?? {};
-      const skipContainers = splitNames(annotations[KEYS.skipContainers], ';');
-      // The peer injects the proxy whenever the annotation is there, whatever its value.
-      let proxyPort: number | undefined;
-      if (annotations[KEYS.injectProxy] !== undefined) {
-        if (pod.spec?.hostNetwork === true)
-          return denial(
-            'ProxyWithHostNetwork',
-            `Pod annotation ${KEYS.injectProxy}: the proxy sidecar cannot be injected into a Pod with hostNetwork: true (its iptables rules would redirect the node's traffic); remove the annotation or hostNetwork`,
-          );
-        const port = proxyPortOf(annotations[KEYS.proxyPort]);
-        if (isDenial(port)) return port;
-        proxyPort = port;
-        if (annotations[KEYS.injectProxy].trim().toLowerCase() !== 'true')
-          warnings.push(
-            `Pod annotation ${KEYS.injectProxy}="${annotations[KEYS.injectProxy]}" injects the proxy sidecar: the peer webhook injects it whenever the annotation is present, whatever its value; remove the annotation to go without`,
-          );
-      }
+function readIds(options: AzureOptions, sa: Record<string, string>, saName: string, warnings: string[]): Ids | Denial {
+  // The peer injects any value as written; Entra will refuse it, so say so, and --strict refuses.
+  const strict = options.strict ?? false;
+  const clientId = sa[KEYS.clientId]?.trim() ?? '';
+  if (clientId && !GUID_PATTERN.test(clientId)) {
+    const problem = denial(
+      'InvalidClientId',
+      `${saName} annotation ${KEYS.clientId}="${clientId}" is not a client id; expected a GUID such as 00000000-0000-0000-0000-000000000000`,
+    );
+    const kept = tolerated(strict, warnings, problem, clientId, 'injecting it as written');
+    if (typeof kept !== 'string') return kept;
+  }
+  const tenantAnnotation = sa[KEYS.tenantId]?.trim() ?? '';
+  if (tenantAnnotation && !isTenantId(tenantAnnotation)) {
+    const problem = denial(
+      'InvalidTenantId',
+      `${saName} annotation ${KEYS.tenantId}="${tenantAnnotation}" is not a tenant; expected a GUID or the tenant's domain`,
+    );
+    const kept = tolerated(strict, warnings, problem, tenantAnnotation, 'injecting it as written');
+    if (typeof kept !== 'string') return kept;
+  }
+  const tenantId = tenantAnnotation || options.tenantId || '';
+  const perContainer = sa[CONTAINER_CLIENT_IDS_ANNOTATION]?.trim()
+    ? parseContainerClientIds(sa[CONTAINER_CLIENT_IDS_ANNOTATION], saName)
+    : undefined;
+  if (perContainer && isDenial(perContainer)) return perContainer;
+  if (!clientId)
+    warnings.push(
+      `${saName} has no ${KEYS.clientId} annotation: AZURE_CLIENT_ID is not injected${perContainer ? ` but into the containers of ${CONTAINER_CLIENT_IDS_ANNOTATION}` : ''}`,
+    );
+  if (!tenantId)
+    warnings.push(
+      `no tenant: annotate the ServiceAccount with ${KEYS.tenantId} or start the webhook with --azure-tenant-id; AZURE_TENANT_ID is not injected`,
+    );
+  return { clientId, tenantId, perContainer };
+}
 
-      const tokenFile = `${AZURE_MOUNT_PATH}/${AZURE_TOKEN_FILE}`;
-      // Empty values are never injected: an empty AZURE_CLIENT_ID breaks SDKs that would
-      // otherwise read it from elsewhere.
-      const envGroups: EnvVar[][] = [];
-      if (clientId) envGroups.push([{ name: 'AZURE_CLIENT_ID', value: clientId }]);
-      if (tenantId) envGroups.push([{ name: 'AZURE_TENANT_ID', value: tenantId }]);
-      // Windows Pods too, as the peer writes it whatever the OS: the kubelet mounts the volume at
-      // C:\var\run\secrets\..., which a rooted path names from the container's drive C:.
-      envGroups.push([{ name: 'AZURE_FEDERATED_TOKEN_FILE', value: tokenFile }]);
-      envGroups.push([{ name: 'AZURE_AUTHORITY_HOST', value: authorityHost }]);
+/** The Pod's expiry annotation over the ServiceAccount's over the flag, held to Entra's bounds. */
+function readExpiration(
+  options: AzureOptions,
+  pod: Pod,
+  sa: Record<string, string>,
+  saName: string,
+  warnings: string[],
+): number | Denial {
+  // The peer reads an empty annotation as no annotation (webhook.go getServiceAccountTokenExpiration).
+  const blank = (raw: string | undefined, where: string) => {
+    if (raw === undefined || raw.trim() !== '') return false;
+    const problem = denial(
+      'InvalidTokenExpiration',
+      `${where} annotation ${KEYS.expiration}="${raw}" is empty; expected whole seconds from ${CLOUDS.azure.tokenBounds.min} to ${CLOUDS.azure.tokenBounds.max}, or no annotation`,
+    );
+    return tolerated(options.strict ?? false, warnings, problem, true, 'ignoring it');
+  };
+  const podBlank = blank(pod.metadata?.annotations?.[KEYS.expiration], 'Pod');
+  if (typeof podBlank !== 'boolean') return podBlank;
+  const saBlank = blank(sa[KEYS.expiration], saName);
+  if (typeof saBlank !== 'boolean') return saBlank;
+  const podExpiration = podBlank ? undefined : pod.metadata?.annotations?.[KEYS.expiration];
+  const rawExpiration = podExpiration ?? (saBlank ? undefined : sa[KEYS.expiration]);
+  if (rawExpiration === undefined) return options.defaultTokenExpiration;
+  const where = podExpiration !== undefined ? 'Pod' : saName;
+  const parsed = parseSeconds(rawExpiration, KEYS.expiration, where);
+  if (typeof parsed !== 'number') return parsed;
+  return boundExpiration(parsed, CLOUDS.azure.tokenBounds, KEYS.expiration, where);
+}
 
-      const identity: Record<string, string> = { cloud: options.cloud, audience: options.audience };
-      if (clientId) identity.clientId = clientId;
-      if (tenantId) identity.tenantId = tenantId;
-      const mounts: VolumeMount[] = [AZURE_MOUNT_PATH, AZURE_MOUNT_PATH_1_6].map((mountPath) => ({
-        name: AZURE_VOLUME_NAME,
-        mountPath,
-        readOnly: true,
-      }));
-      return {
-        provider: 'azure',
-        credentialEnv: AZURE_CREDENTIAL_ENV,
-        volume: tokenVolume(AZURE_VOLUME_NAME, options.audience, expiration, AZURE_TOKEN_FILE),
-        mountPath: AZURE_MOUNT_PATH,
-        extraMountPaths: [AZURE_MOUNT_PATH_1_6],
-        ...(proxyPort === undefined
-          ? {}
-          : { addedContainers: proxyContainers(options.proxy, proxyPort, skipContainers, envGroups.flat(), mounts) }),
-        envGroups,
-        ...(perContainer && {
-          containerEnvGroups: containerEnvGroups(pod, perContainer, skipContainers, envGroups),
-          // Each client id is an identity of its own: judged by tenant policy, trusted by its federated credential.
-          additionalIdentities: [...new Set([...perContainer.values()].map((id) => id.toLowerCase()))]
-            .filter((id) => id !== clientId.toLowerCase())
-            .map((id) => ({ ...identity, clientId: id })),
-        }),
-        annotations: {},
-        skipContainers,
-        identity,
-        warnings: warnings.length ? warnings : undefined,
-      };
-    },
+/** The proxy sidecar's port, if the Pod asks for the sidecar: the peer injects it whenever the annotation is there, whatever its value. */
+function readProxy(pod: Pod, warnings: string[]): number | undefined | Denial {
+  const annotations = pod.metadata?.annotations ?? {};
+  const ask = annotations[KEYS.injectProxy];
+  if (ask === undefined) return undefined;
+  if (pod.spec?.hostNetwork === true)
+    return denial(
+      'ProxyWithHostNetwork',
+      `Pod annotation ${KEYS.injectProxy}: the proxy sidecar cannot be injected into a Pod with hostNetwork: true (its iptables rules would redirect the node's traffic); remove the annotation or hostNetwork`,
+    );
+  const port = proxyPortOf(annotations[KEYS.proxyPort]);
+  if (isDenial(port)) return port;
+  if (ask.trim().toLowerCase() !== 'true')
+    warnings.push(
+      `Pod annotation ${KEYS.injectProxy}="${ask}" injects the proxy sidecar: the peer webhook injects it whenever the annotation is present, whatever its value; remove the annotation to go without`,
+    );
+  return port;
+}
+
+/** What the annotations say, read and checked. */
+interface Read extends Ids {
+  expiration: number;
+  /** The proxy sidecar's port, when the Pod asks for it. */
+  proxyPort: number | undefined;
+  skipContainers: ReadonlySet<string>;
+  warnings: string[];
+}
+
+/** The injection: the token mounted where each peer release looks, its variables, and the proxy if asked. */
+function render(options: AzureOptions, authorityHost: string, pod: Pod, read: Read): Injection {
+  const { clientId, tenantId, perContainer, proxyPort, skipContainers, warnings } = read;
+  const tokenFile = `${AZURE_MOUNT_PATH}/${AZURE_TOKEN_FILE}`;
+  // Empty values are never injected: an empty AZURE_CLIENT_ID breaks SDKs that would
+  // otherwise read it from elsewhere.
+  const envGroups: EnvVar[][] = [];
+  if (clientId) envGroups.push([{ name: 'AZURE_CLIENT_ID', value: clientId }]);
+  if (tenantId) envGroups.push([{ name: 'AZURE_TENANT_ID', value: tenantId }]);
+  // Windows Pods too, as the peer writes it whatever the OS: the kubelet mounts the volume at
+  // C:\var\run\secrets\..., which a rooted path names from the container's drive C:.
+  envGroups.push([{ name: 'AZURE_FEDERATED_TOKEN_FILE', value: tokenFile }]);
+  envGroups.push([{ name: 'AZURE_AUTHORITY_HOST', value: authorityHost }]);
+
+  const identity: Record<string, string> = { cloud: options.cloud, audience: options.audience };
+  if (clientId) identity.clientId = clientId;
+  if (tenantId) identity.tenantId = tenantId;
+  const mounts: VolumeMount[] = [AZURE_MOUNT_PATH, AZURE_MOUNT_PATH_1_6].map((mountPath) => ({
+    name: AZURE_VOLUME_NAME,
+    mountPath,
+    readOnly: true,
+  }));
+  return {
+    provider: 'azure',
+    credentialEnv: AZURE_CREDENTIAL_ENV,
+    volume: tokenVolume(AZURE_VOLUME_NAME, options.audience, read.expiration, AZURE_TOKEN_FILE),
+    mountPath: AZURE_MOUNT_PATH,
+    extraMountPaths: [AZURE_MOUNT_PATH_1_6],
+    ...(proxyPort === undefined
+      ? {}
+      : { addedContainers: proxyContainers(options.proxy, proxyPort, skipContainers, envGroups.flat(), mounts) }),
+    envGroups,
+    ...(perContainer && {
+      containerEnvGroups: containerEnvGroups(pod, perContainer, skipContainers, envGroups),
+      // Each client id is an identity of its own: judged by tenant policy, trusted by its federated credential.
+      additionalIdentities: [...new Set([...perContainer.values()].map((id) => id.toLowerCase()))]
+        .filter((id) => id !== clientId.toLowerCase())
+        .map((id) => ({ ...identity, clientId: id })),
+    }),
+    annotations: {},
+    skipContainers,
+    identity,
+    warnings: warnings.length ? warnings : undefined,
   };
 }
 

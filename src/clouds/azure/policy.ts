@@ -4,7 +4,8 @@
 // or --azure-tenant-id).
 import type { CloudPolicy } from '../types.ts';
 import { AZURE_CLOUDS, type AzureCloud } from './environments.ts';
-import { type AzureOptions, isTenantId } from './pod.ts';
+import { isTenantId } from './facts.ts';
+import type { AzureOptions } from './pod.ts';
 
 /** The ServiceAccount's tenant (clouds/azure/pod.ts): the user's choice, not a default. */
 const TENANT_ANNOTATION = 'azure.workload.identity/tenant-id';
@@ -44,7 +45,7 @@ export const azurePolicy: CloudPolicy<AzureOptions, AzureDeclared, AzureField> =
         `Unsupported value: ${JSON.stringify(cloudName)}: supported values: ${Object.keys(AZURE_CLOUDS).join(', ')}`,
       );
     const host = r.string(o.authorityHost, `${path}.authorityHost`, false);
-    if (host !== undefined && !isHttpsUrl(host))
+    if (host !== undefined && URL.parse(host)?.protocol !== 'https:')
       r.fail(
         `${path}.authorityHost`,
         `Invalid value: ${JSON.stringify(host)}: an https URL such as https://login.microsoftonline.com/`,
@@ -93,11 +94,3 @@ export const azurePolicy: CloudPolicy<AzureOptions, AzureDeclared, AzureField> =
           identity: { ...injection.identity, authorityHost: p.authorityHost },
         },
 };
-
-function isHttpsUrl(s: string): boolean {
-  try {
-    return new URL(s).protocol === 'https:';
-  } catch {
-    return false;
-  }
-}

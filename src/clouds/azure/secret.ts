@@ -1,6 +1,6 @@
 import { denial, type Denial } from '../../errors.ts';
 import { type AzureCloudName, type AzureStackEnvironment, authorityHostOf } from './environments.ts';
-import { GUID_PATTERN } from './pod.ts';
+import { GUID_PATTERN } from './facts.ts';
 import {
   requiredString,
   type ConfigObject,

@@ -2,6 +2,7 @@
 import { ConfigError } from '../../errors.ts';
 import { bool, imageReference, integer, oneOf, optionalString, type Setting, string } from '../../settings.ts';
 import { CLOUDS } from '../registry.ts';
+import { GUID_PATTERN } from './facts.ts';
 import {
   AZURE_AUDIENCE,
   AZURE_CLOUDS,
@@ -32,10 +33,9 @@ function azureCloud(raw: string, flag: string): AzureCloudName {
   return cloud;
 }
 
-const GUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
 function tenant(raw: string, flag: string): string | undefined {
   if (raw === '') return undefined;
-  if (!GUID.test(raw) && !/^[a-zA-Z0-9][a-zA-Z0-9.-]*\.[a-zA-Z]{2,}$/.test(raw)) {
+  if (!GUID_PATTERN.test(raw) && !/^[a-zA-Z0-9][a-zA-Z0-9.-]*\.[a-zA-Z]{2,}$/.test(raw)) {
     throw new ConfigError(`--${flag}="${raw}" is not a tenant id; expected a GUID or the tenant's domain`);
   }
   return raw;

@@ -2,8 +2,9 @@
 // user-assigned managed identity its client id names. Entra matches issuer, subject and audience
 // byte for byte, so each is printed exactly as the token carries it.
 import type { CloudTrust, TrustIdentity } from '../types.ts';
-import { AZURE_USE_LABEL, GUID_PATTERN, isTenantId } from './pod.ts';
-import { groupBy, shellCommand, shellComment, shellCommentBlock, shellSubstitution } from '../../shell.ts';
+import { GUID_PATTERN, isTenantId } from './facts.ts';
+import { AZURE_USE_LABEL } from './pod.ts';
+import { groupBy, shellCommand, shellComment, shellCommentJson, shellSubstitution } from '../../shell.ts';
 
 export interface FederatedIdentityCredential {
   name: string;
@@ -94,8 +95,6 @@ function azureTrust(issuer: string, identities: readonly TrustIdentity[]): Azure
   return result;
 }
 
-const json = (value: unknown): string[] => shellCommentBlock(JSON.stringify(value, null, 2));
-
 export const azureTrustPart: CloudTrust<AzureTrust> = {
   verifier: 'Microsoft Entra ID',
   algorithms: ['RS256'],
@@ -119,7 +118,7 @@ export const azureTrustPart: CloudTrust<AzureTrust> = {
       shellComment(
         `federated identity credentials of client id ${i.clientId}${i.tenantId ? ` (tenant ${i.tenantId})` : ''}:`,
       ),
-      ...i.federatedCredentials.flatMap(json),
+      ...i.federatedCredentials.flatMap(shellCommentJson),
     ]),
     ...report.commands,
   ],

@@ -3,6 +3,9 @@ import { API_SERVER_TOKEN_BOUNDS, type CloudFacts } from '../facts.ts';
 
 const GCP_REGION_PATTERN = /^[a-z]+(-[a-z]+)+\d+$/;
 
+/** A project id (6 to 30 of a-z, 0-9 and "-", starting with a letter), as part of a pattern. */
+export const PROJECT_ID_PART = '[a-z][a-z0-9-]{4,28}[a-z0-9]';
+
 export const GCP_FACTS = {
   title: 'GCP',
   // Google's STS wants an hour at least; shorter annotations are raised, as GKE does.

@@ -1,7 +1,7 @@
 import { CLOUDS } from '../registry.ts';
-import { PFNET } from './facts.ts';
+import { PFNET, PROJECT_ID_PART } from './facts.ts';
 import { denial, type Denial, isDenial } from '../../errors.ts';
-import type { Container, EnvVar, Volume, VolumeMount } from '../../kube/types.ts';
+import type { Container, DownwardAPIFile, EnvVar, Volume, VolumeMount } from '../../kube/types.ts';
 import { boundExpiration, parseSeconds, splitNames, tokenVolume, tolerated, windowsPath } from '../common.ts';
 import type { Injection, PodContext, PodProvider } from '../types.ts';
 import { projectIdOf } from './project-id.ts';
@@ -37,7 +37,7 @@ export const PROVIDER_PATTERN =
   /^projects\/(\d{1,20})\/locations\/global\/workloadIdentityPools\/([a-z0-9-]{4,32})\/providers\/([a-z0-9-]{4,32})$/;
 const PROVIDER_FORM = 'projects/<project number>/locations/global/workloadIdentityPools/<pool>/providers/<provider>';
 export const EMAIL_PATTERN = /^[a-zA-Z0-9._%+-]+@([a-zA-Z0-9.-]+)$/;
-const SA_DOMAIN = /^([a-z][a-z0-9-]{4,28}[a-z0-9])\.iam\.gserviceaccount\.com$/;
+const SA_DOMAIN = new RegExp(`^(${PROJECT_ID_PART})\\.iam\\.gserviceaccount\\.com$`);
 const PFNET_PROJECT = /@(.*).iam.gserviceaccount.com/;
 
 export interface GcpOptions {
@@ -204,233 +204,303 @@ export function createGcpProvider(options: GcpOptions): PodProvider {
   return {
     name: 'gcp',
     annotationPrefixes: ['cloud.google.com/', 'gcp.auth.fluxcd.io/', 'iam.gke.io/'],
-    resolvePod({ pod, serviceAccount, windows }: PodContext): Injection | Denial | undefined {
-      if (!serviceAccount) return undefined;
-      const sa = serviceAccount.annotations;
-      const saName = `ServiceAccount ${serviceAccount.namespace}/${serviceAccount.name}`;
-      const providerEntry = dialectValue(sa, KEYS.provider, saName);
-      if (providerEntry === undefined) return undefined;
-      if (isDenial(providerEntry)) return providerEntry;
-      const warnings: string[] = [];
-      let provider = parseWorkloadIdentityProvider(providerEntry[1], `${saName} annotation ${providerEntry[0]}`);
-      // pfnet accepts any projects/.+/locations/.+/workloadIdentityPools/.+/providers/.+ name.
-      const loose = /^projects\/(.+)\/locations\/.+\/workloadIdentityPools\/(.+)\/providers\/(.+)$/.exec(
-        providerEntry[1].trim(),
-      );
-      if (isDenial(provider) && providerEntry[0] === KEYS.provider[0] && loose) {
-        const accepted = tolerated(options.strict ?? false, warnings, provider, undefined, 'passing it through');
-        if (accepted !== undefined) return accepted;
-        provider = { name: providerEntry[1].trim(), projectNumber: loose[1], pool: loose[2], provider: loose[3] };
-      }
-      if (isDenial(provider)) return provider;
+    resolvePod: (ctx) => resolveGcpPod(options, ctx),
+  };
+}
 
-      const emailEntry = dialectValue(sa, KEYS.email, saName);
-      if (emailEntry !== undefined && isDenial(emailEntry)) return emailEntry;
-      const email = emailEntry?.[1];
-      if (email !== undefined && !EMAIL_PATTERN.test(email)) {
-        return denial(
-          'InvalidServiceAccountEmail',
-          `${saName} annotation ${emailEntry![0]}="${email}" is not a Google service account email; expected NAME@PROJECT.iam.gserviceaccount.com`,
-        );
-      }
+/** What every layout renders: the ServiceAccount's identity as read, and the Pod's side of it. */
+interface GcpPod {
+  options: GcpOptions;
+  provider: WorkloadIdentityProvider;
+  email: string | undefined;
+  audience: string;
+  mode: InjectionMode | undefined;
+  expiration: number;
+  /** The project the containers are told; '' where pfnet writes it empty. */
+  project: string | undefined;
+  identity: Record<string, string>;
+  skipContainers: ReadonlySet<string>;
+  projectEnv: EnvVar[][];
+  path: (p: string) => string;
+  tokenFile: string;
+  warnings: string[] | undefined;
+}
 
-      // The dialect: pfnet's when its provider annotation names the provider.
-      const pfnet = providerEntry[0] === KEYS.provider[0];
-      const audience =
-        sa[KEYS.audience]?.trim() ||
-        options.audience ||
-        (pfnet ? PFNET.audience : `//iam.googleapis.com/${provider.name}`);
+type InjectionMode = 'direct' | 'gcloud';
+type Layout = 'projected' | 'pfnet-gcloud' | 'pfnet-direct';
 
-      // Case-insensitive, as pfnet's identityconfig.go reads it.
-      const rawMode = sa[KEYS.injectionMode];
-      const mode = rawMode?.trim().toLowerCase() || undefined;
-      if (mode !== undefined && mode !== 'direct' && mode !== 'gcloud') {
-        return denial(
-          'InvalidAnnotation',
-          `${saName} annotation ${KEYS.injectionMode}="${rawMode}" must be "direct" or "gcloud"`,
-        );
-      }
-      // pfnet's gcloud mode needs the Google service account to log in as; without one the pfnet
-      // peer refuses the ServiceAccount, and direct resource access needs no gcloud login.
-      if (pfnet && mode === 'gcloud' && !email) {
-        return denial(
-          'InvalidAnnotation',
-          `${saName} annotation ${KEYS.injectionMode}="gcloud" needs ${KEYS.email[0]}: gcloud logs in as that Google service account`,
-        );
-      }
-      const layout = !pfnet
-        ? 'projected'
-        : (mode ?? (email ? (options.defaultInjectionMode ?? 'gcloud') : 'direct')) === 'gcloud'
-          ? 'pfnet-gcloud'
-          : 'pfnet-direct';
-      const runAsUser = sa['cloud.google.com/gcloud-run-as-user'];
-      if (runAsUser !== undefined && !/^\d{1,10}$/.test(runAsUser.trim())) {
-        return denial(
-          'InvalidAnnotation',
-          `${saName} annotation cloud.google.com/gcloud-run-as-user="${runAsUser}" is not a user id; expected a whole number such as "1000"`,
-        );
-      }
+function resolveGcpPod(
+  options: GcpOptions,
+  { pod, serviceAccount, windows }: PodContext,
+): Injection | Denial | undefined {
+  if (!serviceAccount) return undefined;
+  const sa = serviceAccount.annotations;
+  const saName = `ServiceAccount ${serviceAccount.namespace}/${serviceAccount.name}`;
+  const warnings: string[] = [];
+  const named = readNamed(options, sa, saName, warnings);
+  if (named === undefined || isDenial(named)) return named;
+  const { provider, email, pfnet } = named;
+  const audience =
+    sa[KEYS.audience]?.trim() || options.audience || (pfnet ? PFNET.audience : `//iam.googleapis.com/${provider.name}`);
+  const layout = readLayout(options, sa, saName, named);
+  if (isDenial(layout)) return layout;
+  const expiration = readExpiration(options, pod.metadata?.annotations?.[KEYS.expiration], sa, saName);
+  if (isDenial(expiration)) return expiration;
 
-      let expiration = options.defaultTokenExpiration;
-      const podExpiration = pod.metadata?.annotations?.[KEYS.expiration];
-      const rawExpiration = podExpiration ?? sa[KEYS.expiration];
-      if (rawExpiration !== undefined) {
-        const parsed = parseSeconds(rawExpiration, KEYS.expiration, podExpiration !== undefined ? 'Pod' : saName);
-        if (typeof parsed !== 'number') return parsed;
-        expiration = parsed;
-      }
-      const bounded = boundExpiration(expiration, CLOUDS.gcp.tokenBounds, KEYS.expiration, saName);
-      if (isDenial(bounded)) return bounded;
-      expiration = bounded;
+  // Windows paths for the Flux dialect; pfnet writes its Linux paths whatever the OS, and so do we
+  // for its dialect (the kubelet mounts them under C:, which a rooted path names).
+  const path = (p: string) => (windows && !pfnet ? windowsPath(p) : p);
+  // The annotated project (pfnet PR #138) wins; else pfnet takes the project from the first
+  // "@X.iam.gserviceaccount.com" in the email, "" when there is none (webhooks/mutatepod.go:
+  // the same regular expression, unanchored).
+  const projectId = projectIdOf(sa, saName);
+  if (isDenial(projectId)) return projectId;
+  const project =
+    projectId ?? (!email ? undefined : pfnet ? (PFNET_PROJECT.exec(email)?.[1] ?? '') : projectOfEmail(email));
+  const identity: Record<string, string> = {
+    workloadIdentityProvider: provider.name,
+    projectNumber: provider.projectNumber,
+    pool: provider.pool,
+    audience,
+  };
+  if (email) identity.serviceAccountEmail = email;
+  const g: GcpPod = {
+    options,
+    provider,
+    email,
+    audience,
+    mode: layout.mode,
+    expiration,
+    project,
+    identity,
+    skipContainers: splitNames(pod.metadata?.annotations?.[KEYS.skipContainers], ','),
+    projectEnv: project
+      ? // GOOGLE_CLOUD_PROJECT: the Google client libraries read it; without it they probe the
+        // metadata server (seconds of retries off GCE) before asking Resource Manager.
+        [[{ name: 'CLOUDSDK_CORE_PROJECT', value: project }], [{ name: 'GOOGLE_CLOUD_PROJECT', value: project }]]
+      : [],
+    path,
+    tokenFile: path(`${GCP_MOUNT_PATH}/${GCP_TOKEN_FILE}`),
+    warnings: warnings.length ? warnings : undefined,
+  };
+  if (layout.layout === 'projected') return projectedLayout(g);
+  return layout.layout === 'pfnet-direct' ? pfnetDirect(g) : pfnetGcloud(g, layout.runAsUser);
+}
 
-      // Windows paths for the Flux dialect; pfnet writes its Linux paths whatever the OS, and so do we
-      // for its dialect (the kubelet mounts them under C:, which a rooted path names).
-      const path = (p: string) => (windows && !pfnet ? windowsPath(p) : p);
-      const tokenFile = path(`${GCP_MOUNT_PATH}/${GCP_TOKEN_FILE}`);
-      // The annotated project (pfnet PR #138) wins; else pfnet takes the project from the first
-      // "@X.iam.gserviceaccount.com" in the email, "" when there is none (webhooks/mutatepod.go:
-      // the same regular expression, unanchored).
-      const projectId = projectIdOf(sa, saName);
-      if (isDenial(projectId)) return projectId;
-      const project =
-        projectId ?? (!email ? undefined : pfnet ? (PFNET_PROJECT.exec(email)?.[1] ?? '') : projectOfEmail(email));
-      const identity: Record<string, string> = {
-        workloadIdentityProvider: provider.name,
-        projectNumber: provider.projectNumber,
-        pool: provider.pool,
-        audience,
-      };
-      if (email) identity.serviceAccountEmail = email;
-      const skipContainers = splitNames(pod.metadata?.annotations?.[KEYS.skipContainers], ',');
-      const projectEnv: EnvVar[][] = project
-        ? // GOOGLE_CLOUD_PROJECT: the Google client libraries read it; without it they probe the
-          // metadata server (seconds of retries off GCE) before asking Resource Manager.
-          [[{ name: 'CLOUDSDK_CORE_PROJECT', value: project }], [{ name: 'GOOGLE_CLOUD_PROJECT', value: project }]]
-        : [];
+// pfnet accepts any projects/.+/locations/.+/workloadIdentityPools/.+/providers/.+ name.
+const LOOSE_PROVIDER = /^projects\/(.+)\/locations\/.+\/workloadIdentityPools\/(.+)\/providers\/(.+)$/;
 
-      if (layout === 'projected') {
-        const credentialsFile = path(`${GCP_MOUNT_PATH}/${GCP_CREDENTIALS_FILE}`);
-        const credentials = JSON.stringify(externalAccountConfig({ provider, serviceAccountEmail: email, tokenFile }));
-        const envGroups: EnvVar[][] = [[{ name: 'GOOGLE_APPLICATION_CREDENTIALS', value: credentialsFile }]];
-        // gcloud reads its own setting, not GOOGLE_APPLICATION_CREDENTIALS.
-        if (mode === 'gcloud')
-          envGroups.push([{ name: 'CLOUDSDK_AUTH_CREDENTIAL_FILE_OVERRIDE', value: credentialsFile }]);
-        envGroups.push(...projectEnv);
-        if (options.region) envGroups.push([{ name: 'CLOUDSDK_COMPUTE_REGION', value: options.region }]);
-        return {
-          provider: 'gcp',
-          credentialEnv: GCP_CREDENTIAL_ENV,
-          envGuards: PROJECT_GUARD,
-          volume: tokenVolume(GCP_VOLUME_NAME, audience, expiration, GCP_TOKEN_FILE, [
-            {
-              path: GCP_CREDENTIALS_FILE,
-              fieldRef: { apiVersion: 'v1', fieldPath: `metadata.annotations['${GCP_CREDENTIALS_ANNOTATION}']` },
-            },
-          ]),
-          mountPath: GCP_MOUNT_PATH,
-          envGroups,
-          annotations: { [GCP_CREDENTIALS_ANNOTATION]: credentials },
-          skipContainers,
-          identity,
-          warnings: warnings.length ? warnings : undefined,
-        };
-      }
+/** The provider and the Google service account the ServiceAccount names, in either dialect; pfnet's when its provider key names it. */
+function readNamed(
+  options: GcpOptions,
+  sa: Readonly<Record<string, string>>,
+  saName: string,
+  warnings: string[],
+): { provider: WorkloadIdentityProvider; email: string | undefined; pfnet: boolean } | Denial | undefined {
+  const providerEntry = dialectValue(sa, KEYS.provider, saName);
+  if (providerEntry === undefined || isDenial(providerEntry)) return providerEntry;
+  const [key, value] = providerEntry;
+  const pfnet = key === KEYS.provider[0];
+  let provider = parseWorkloadIdentityProvider(value, `${saName} annotation ${key}`);
+  const loose = LOOSE_PROVIDER.exec(value.trim());
+  if (isDenial(provider) && pfnet && loose) {
+    const accepted = tolerated(options.strict ?? false, warnings, provider, undefined, 'passing it through');
+    if (accepted !== undefined) return accepted;
+    provider = { name: value.trim(), projectNumber: loose[1], pool: loose[2], provider: loose[3] };
+  }
+  if (isDenial(provider)) return provider;
 
-      // The pfnet dialect, laid out as pfnet lays it out (webhooks/mutatepod.go, mutatepod_parts.go).
-      const fileMode = options.fileMode ?? PFNET.fileMode;
-      const volume = tokenVolume(GCP_VOLUME_NAME, audience, expiration, GCP_TOKEN_FILE);
-      volume.projected!.defaultMode = fileMode;
-      // pfnet records the identity on the Pod; tools that read these keep working.
-      const annotations: Record<string, string> = {
-        [KEYS.provider[0]]: provider.name,
-        ...(email ? { [KEYS.email[0]]: email } : {}),
-        [KEYS.audience]: audience,
-        [KEYS.expiration]: String(expiration),
-      };
-      const region = options.region ?? PFNET.region;
-      // Both always, as pfnet adds them (empty values included) where the container sets neither name.
-      const tail: EnvVar[][] = [
-        [{ name: 'CLOUDSDK_COMPUTE_REGION', value: region }],
-        ...(project === '' ? [[{ name: 'CLOUDSDK_CORE_PROJECT', value: '' }]] : projectEnv),
-      ];
+  const emailEntry = dialectValue(sa, KEYS.email, saName);
+  if (emailEntry !== undefined && isDenial(emailEntry)) return emailEntry;
+  const email = emailEntry?.[1];
+  if (email !== undefined && !EMAIL_PATTERN.test(email)) {
+    return denial(
+      'InvalidServiceAccountEmail',
+      `${saName} annotation ${emailEntry![0]}="${email}" is not a Google service account email; expected NAME@PROJECT.iam.gserviceaccount.com`,
+    );
+  }
+  return { provider, email, pfnet };
+}
 
-      if (layout === 'pfnet-direct') {
-        const credentialsFile = path(`${PFNET.directMountPath}/${GCP_CREDENTIALS_FILE}`);
-        annotations[GCP_CREDENTIALS_ANNOTATION] = JSON.stringify(
-          externalAccountConfig({ provider, serviceAccountEmail: email, tokenFile }),
-        );
-        // pfnet's main (PR #152): gcloud reads the same file through its own variable, and needs a
-        // writable config folder.
-        const gcloud = options.directGcloud
-          ? {
-              volumes: [configVolume()],
-              env: [
-                [{ name: 'CLOUDSDK_AUTH_CREDENTIAL_FILE_OVERRIDE', value: credentialsFile }],
-                [{ name: 'CLOUDSDK_CONFIG', value: path(PFNET.configMountPath) }],
-              ],
-            }
-          : { volumes: [], env: [] };
-        return {
-          provider: 'gcp',
-          credentialEnv: GCP_CREDENTIAL_ENV,
-          envGuards: PROJECT_GUARD,
-          volume,
-          mountPath: GCP_MOUNT_PATH,
-          extraVolumes: [
-            ...gcloud.volumes,
-            {
-              volume: {
-                name: PFNET.directVolume,
-                downwardAPI: {
-                  items: [
-                    {
-                      path: GCP_CREDENTIALS_FILE,
-                      fieldRef: {
-                        apiVersion: 'v1',
-                        fieldPath: `metadata.annotations['${GCP_CREDENTIALS_ANNOTATION}']`,
-                      },
-                    },
-                  ],
-                  defaultMode: fileMode,
-                },
-              },
-              mount: { name: PFNET.directVolume, mountPath: PFNET.directMountPath, readOnly: true },
-            },
-          ],
-          envGroups: [[{ name: 'GOOGLE_APPLICATION_CREDENTIALS', value: credentialsFile }], ...gcloud.env, ...tail],
-          annotations,
-          skipContainers,
-          identity,
-          warnings: warnings.length ? warnings : undefined,
-        };
-      }
+/** Where the credential file goes: the Flux dialect's projected volume, or pfnet's two modes. */
+function readLayout(
+  options: GcpOptions,
+  sa: Readonly<Record<string, string>>,
+  saName: string,
+  { email, pfnet }: { email: string | undefined; pfnet: boolean },
+): { layout: Layout; mode: InjectionMode | undefined; runAsUser: number | undefined } | Denial {
+  // Case-insensitive, as pfnet's identityconfig.go reads it.
+  const rawMode = sa[KEYS.injectionMode];
+  const mode = rawMode?.trim().toLowerCase() || undefined;
+  if (mode !== undefined && mode !== 'direct' && mode !== 'gcloud') {
+    return denial(
+      'InvalidAnnotation',
+      `${saName} annotation ${KEYS.injectionMode}="${rawMode}" must be "direct" or "gcloud"`,
+    );
+  }
+  // pfnet's gcloud mode needs the Google service account to log in as; without one the pfnet
+  // peer refuses the ServiceAccount, and direct resource access needs no gcloud login.
+  if (pfnet && mode === 'gcloud' && !email) {
+    return denial(
+      'InvalidAnnotation',
+      `${saName} annotation ${KEYS.injectionMode}="gcloud" needs ${KEYS.email[0]}: gcloud logs in as that Google service account`,
+    );
+  }
+  const layout = !pfnet
+    ? 'projected'
+    : (mode ?? (email ? (options.defaultInjectionMode ?? 'gcloud') : 'direct')) === 'gcloud'
+      ? 'pfnet-gcloud'
+      : 'pfnet-direct';
+  const runAsUser = sa['cloud.google.com/gcloud-run-as-user'];
+  if (runAsUser !== undefined && !/^\d{1,10}$/.test(runAsUser.trim())) {
+    return denial(
+      'InvalidAnnotation',
+      `${saName} annotation cloud.google.com/gcloud-run-as-user="${runAsUser}" is not a user id; expected a whole number such as "1000"`,
+    );
+  }
+  return { layout, mode, runAsUser: runAsUser !== undefined ? Number(runAsUser.trim()) : undefined };
+}
 
-      const setup = gcloudSetupContainer(
-        provider.name,
-        email!,
-        project,
-        options.gcloudImage ?? PFNET.gcloudImage,
-        runAsUser !== undefined ? Number(runAsUser.trim()) : undefined,
-        options.setupResources,
-      );
-      return {
-        provider: 'gcp',
-        credentialEnv: GCP_CREDENTIAL_ENV,
-        envGuards: PROJECT_GUARD,
-        volume,
-        mountPath: GCP_MOUNT_PATH,
-        extraVolumes: [configVolume()],
-        envGroups: [
-          [{ name: 'GOOGLE_APPLICATION_CREDENTIALS', value: path(`${PFNET.configMountPath}/${GCP_CREDENTIALS_FILE}`) }],
+/** The Pod's token expiry annotation over the ServiceAccount's over the flag, held to GCP's bounds. */
+function readExpiration(
+  options: GcpOptions,
+  podExpiration: string | undefined,
+  sa: Readonly<Record<string, string>>,
+  saName: string,
+): number | Denial {
+  let expiration = options.defaultTokenExpiration;
+  const rawExpiration = podExpiration ?? sa[KEYS.expiration];
+  if (rawExpiration !== undefined) {
+    const parsed = parseSeconds(rawExpiration, KEYS.expiration, podExpiration !== undefined ? 'Pod' : saName);
+    if (typeof parsed !== 'number') return parsed;
+    expiration = parsed;
+  }
+  return boundExpiration(expiration, CLOUDS.gcp.tokenBounds, KEYS.expiration, saName);
+}
+
+/** The credential file, projected from the Pod annotation the webhook writes it into. */
+function credentialsItem(): DownwardAPIFile {
+  return {
+    path: GCP_CREDENTIALS_FILE,
+    fieldRef: { apiVersion: 'v1', fieldPath: `metadata.annotations['${GCP_CREDENTIALS_ANNOTATION}']` },
+  };
+}
+
+/** What every layout's injection starts with. */
+function gcpBase(volume: Volume) {
+  return {
+    provider: 'gcp' as const,
+    credentialEnv: GCP_CREDENTIAL_ENV,
+    envGuards: PROJECT_GUARD,
+    volume,
+    mountPath: GCP_MOUNT_PATH,
+  };
+}
+
+/** The Flux dialect, as Google lays it out: the credential file in the token's projected volume. */
+function projectedLayout(g: GcpPod): Injection {
+  const { options, provider, email, path, tokenFile } = g;
+  const credentialsFile = path(`${GCP_MOUNT_PATH}/${GCP_CREDENTIALS_FILE}`);
+  const credentials = JSON.stringify(externalAccountConfig({ provider, serviceAccountEmail: email, tokenFile }));
+  const envGroups: EnvVar[][] = [[{ name: 'GOOGLE_APPLICATION_CREDENTIALS', value: credentialsFile }]];
+  // gcloud reads its own setting, not GOOGLE_APPLICATION_CREDENTIALS.
+  if (g.mode === 'gcloud') envGroups.push([{ name: 'CLOUDSDK_AUTH_CREDENTIAL_FILE_OVERRIDE', value: credentialsFile }]);
+  envGroups.push(...g.projectEnv);
+  if (options.region) envGroups.push([{ name: 'CLOUDSDK_COMPUTE_REGION', value: options.region }]);
+  return {
+    ...gcpBase(tokenVolume(GCP_VOLUME_NAME, g.audience, g.expiration, GCP_TOKEN_FILE, [credentialsItem()])),
+    envGroups,
+    annotations: { [GCP_CREDENTIALS_ANNOTATION]: credentials },
+    skipContainers: g.skipContainers,
+    identity: g.identity,
+    warnings: g.warnings,
+  };
+}
+
+/**
+ * What pfnet's two modes share (webhooks/mutatepod.go, mutatepod_parts.go): the token volume in
+ * its file mode, the identity recorded on the Pod (tools that read these keep working), and the
+ * region and project variables.
+ */
+function pfnetParts(g: GcpPod): { volume: Volume; annotations: Record<string, string>; tail: EnvVar[][] } {
+  const volume = tokenVolume(GCP_VOLUME_NAME, g.audience, g.expiration, GCP_TOKEN_FILE);
+  volume.projected!.defaultMode = g.options.fileMode ?? PFNET.fileMode;
+  const annotations: Record<string, string> = {
+    [KEYS.provider[0]]: g.provider.name,
+    ...(g.email ? { [KEYS.email[0]]: g.email } : {}),
+    [KEYS.audience]: g.audience,
+    [KEYS.expiration]: String(g.expiration),
+  };
+  const region = g.options.region ?? PFNET.region;
+  // Both always, as pfnet adds them (empty values included) where the container sets neither name.
+  const tail: EnvVar[][] = [
+    [{ name: 'CLOUDSDK_COMPUTE_REGION', value: region }],
+    ...(g.project === '' ? [[{ name: 'CLOUDSDK_CORE_PROJECT', value: '' }]] : g.projectEnv),
+  ];
+  return { volume, annotations, tail };
+}
+
+/** pfnet's direct mode: the credential file in a downward-API volume of its own. */
+function pfnetDirect(g: GcpPod): Injection {
+  const { options, path } = g;
+  const { volume, annotations, tail } = pfnetParts(g);
+  const credentialsFile = path(`${PFNET.directMountPath}/${GCP_CREDENTIALS_FILE}`);
+  annotations[GCP_CREDENTIALS_ANNOTATION] = JSON.stringify(
+    externalAccountConfig({ provider: g.provider, serviceAccountEmail: g.email, tokenFile: g.tokenFile }),
+  );
+  // pfnet's main (PR #152): gcloud reads the same file through its own variable, and needs a
+  // writable config folder.
+  const gcloud = options.directGcloud
+    ? {
+        volumes: [configVolume()],
+        env: [
+          [{ name: 'CLOUDSDK_AUTH_CREDENTIAL_FILE_OVERRIDE', value: credentialsFile }],
           [{ name: 'CLOUDSDK_CONFIG', value: path(PFNET.configMountPath) }],
-          ...tail,
         ],
-        annotations,
-        skipContainers: new Set([...skipContainers, PFNET.setupContainer]),
-        initContainer: setup,
-        identity,
-        warnings: warnings.length ? warnings : undefined,
-      };
-    },
+      }
+    : { volumes: [], env: [] };
+  const fileMode = options.fileMode ?? PFNET.fileMode;
+  return {
+    ...gcpBase(volume),
+    extraVolumes: [
+      ...gcloud.volumes,
+      {
+        volume: { name: PFNET.directVolume, downwardAPI: { items: [credentialsItem()], defaultMode: fileMode } },
+        mount: { name: PFNET.directVolume, mountPath: PFNET.directMountPath, readOnly: true },
+      },
+    ],
+    envGroups: [[{ name: 'GOOGLE_APPLICATION_CREDENTIALS', value: credentialsFile }], ...gcloud.env, ...tail],
+    annotations,
+    skipContainers: g.skipContainers,
+    identity: g.identity,
+    warnings: g.warnings,
+  };
+}
+
+/** pfnet's gcloud mode: a setup init container writes the credential file and logs gcloud in. */
+function pfnetGcloud(g: GcpPod, runAsUser: number | undefined): Injection {
+  const { options, path } = g;
+  const { volume, annotations, tail } = pfnetParts(g);
+  const setup = gcloudSetupContainer(
+    g.provider.name,
+    g.email!,
+    g.project,
+    options.gcloudImage ?? PFNET.gcloudImage,
+    runAsUser,
+    options.setupResources,
+  );
+  return {
+    ...gcpBase(volume),
+    extraVolumes: [configVolume()],
+    envGroups: [
+      [{ name: 'GOOGLE_APPLICATION_CREDENTIALS', value: path(`${PFNET.configMountPath}/${GCP_CREDENTIALS_FILE}`) }],
+      [{ name: 'CLOUDSDK_CONFIG', value: path(PFNET.configMountPath) }],
+      ...tail,
+    ],
+    annotations,
+    skipContainers: new Set([...g.skipContainers, PFNET.setupContainer]),
+    initContainer: setup,
+    identity: g.identity,
+    warnings: g.warnings,
   };
 }

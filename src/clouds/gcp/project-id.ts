@@ -2,12 +2,12 @@
 // `cloud.google.com/project-id`): direct resource access has no service account email to read
 // it from, and the one read from an email may not be the project the workloads use.
 import { denial, type Denial } from '../../errors.ts';
+import { PROJECT_ID_PART } from './facts.ts';
 
 export const PROJECT_ID_ANNOTATION = 'cloud.google.com/project-id';
 
-// A project id (6 to 30 of a-z, 0-9 and "-", starting with a letter), or a legacy
-// domain-scoped one (example.com:project).
-const PROJECT_ID = /^(?:[a-z0-9][a-z0-9.-]{0,61}[a-z0-9]:)?[a-z][a-z0-9-]{4,28}[a-z0-9]$/;
+// A project id, or a legacy domain-scoped one (example.com:project).
+const PROJECT_ID = new RegExp(`^(?:[a-z0-9][a-z0-9.-]{0,61}[a-z0-9]:)?${PROJECT_ID_PART}$`);
 
 /** The annotated project, undefined without the annotation; a malformed one is refused. */
 export function projectIdOf(

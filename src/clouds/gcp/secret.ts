@@ -1,5 +1,11 @@
 import { denial, type Denial, isDenial } from '../../errors.ts';
-import { externalAccountConfig, parseWorkloadIdentityProvider, projectOfEmail } from './pod.ts';
+import { PROJECT_ID_PART } from './facts.ts';
+import {
+  externalAccountConfig,
+  parseWorkloadIdentityProvider,
+  projectOfEmail,
+  type WorkloadIdentityProvider,
+} from './pod.ts';
 import {
   requiredString,
   stringField,
@@ -29,7 +35,7 @@ const IMPERSONATION_URL =
   /^https:\/\/iamcredentials\.googleapis\.com\/v1\/projects\/-\/serviceAccounts\/([a-zA-Z0-9._%+-]+@[a-zA-Z0-9.-]+):generateAccessToken$/;
 const IMPERSONATION_FORM =
   'https://iamcredentials.googleapis.com/v1/projects/-/serviceAccounts/<email>:generateAccessToken';
-const PROJECT_ID = /^[a-z][a-z0-9-]{4,28}[a-z0-9]$/;
+const PROJECT_ID = new RegExp(`^${PROJECT_ID_PART}$`);
 const DOMAIN = /^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)+$/;
 const MIN_LIFETIME = 600;
 const MAX_LIFETIME = 43200;
@@ -50,164 +56,184 @@ export function createGcpSecretProvider(options: GcpSecretOptions): SecretProvid
   return {
     name: 'gcp',
     fields: ['projectID', 'credentialsConfig'],
-    derive(config: ConfigObject, { tokenPath }: SecretDerivationContext): SecretDerivation | Denial[] {
-      const problems: Denial[] = [];
-      const projectID = stringField(config, 'projectID', problems);
-      if (projectID && !PROJECT_ID.test(projectID)) {
-        problems.push(
-          denial(
-            'InvalidConfig',
-            `config.projectID="${projectID}" is not a project id (6 to 30 lowercase letters, digits and hyphens, starting with a letter)`,
-          ),
-        );
-      }
-      const raw = config.credentialsConfig;
-      if (raw === undefined || raw === null) {
-        problems.push(
-          denial(
-            'MissingConfigField',
-            'config.credentialsConfig is required: the external_account configuration, as `gcloud iam workload-identity-pools create-cred-config` writes it, without credential_source',
-          ),
-        );
-        return problems;
-      }
-      if (typeof raw !== 'object' || Array.isArray(raw)) {
-        problems.push(
-          denial('InvalidConfig', 'config.credentialsConfig must be an object (the external_account configuration)'),
-        );
-        return problems;
-      }
-      const creds = raw as ConfigObject;
-      const at = (key: string) => `config.credentialsConfig.${key}`;
-
-      const extra = Object.keys(creds).filter((k) => !(CREDENTIALS_FIELDS as readonly string[]).includes(k));
-      if (extra.length > 0) {
-        const hint = extra.includes('credential_source')
-          ? ' (credential_source is written by the webhook: it points at the mounted token)'
-          : '';
-        problems.push(
-          denial(
-            'InvalidConfig',
-            `config.credentialsConfig has field${extra.length > 1 ? 's' : ''} ${extra.map((k) => `"${k}"`).join(', ')} that ${extra.length > 1 ? 'are' : 'is'} not allowed${hint}; allowed: ${CREDENTIALS_FIELDS.join(', ')}`,
-          ),
-        );
-      }
-
-      const type = requiredString(creds, 'type', problems, `"${EXTERNAL_ACCOUNT}"`, at('type'));
-      if (type !== undefined && type !== EXTERNAL_ACCOUNT) {
-        problems.push(denial('InvalidConfig', `${at('type')}="${type}" must be "${EXTERNAL_ACCOUNT}"`));
-      }
-      const tokenType = requiredString(
-        creds,
-        'subject_token_type',
-        problems,
-        `"${JWT_TOKEN_TYPE}"`,
-        at('subject_token_type'),
-      );
-      if (tokenType !== undefined && tokenType !== JWT_TOKEN_TYPE) {
-        problems.push(
-          denial('InvalidConfig', `${at('subject_token_type')}="${tokenType}" must be "${JWT_TOKEN_TYPE}"`),
-        );
-      }
-
-      const tokenUrl = requiredString(
-        creds,
-        'token_url',
-        problems,
-        `the STS token endpoint, one of: ${options.allowedTokenUrls.join(', ')}`,
-        at('token_url'),
-      );
-      if (tokenUrl !== undefined) {
-        if (!isHttpsUrl(tokenUrl)) {
-          problems.push(denial('InvalidConfig', `${at('token_url')}="${tokenUrl}" must be an https URL`));
-        } else if (!options.allowedTokenUrls.includes(tokenUrl)) {
-          problems.push(
-            denial(
-              'TokenUrlNotAllowed',
-              `${at('token_url')}="${tokenUrl}" is not allowed; allowed: ${options.allowedTokenUrls.join(', ')} (the operator's --gcp-allowed-token-urls)`,
-            ),
-          );
-        }
-      }
-
-      const rawAudience = requiredString(
-        creds,
-        'audience',
-        problems,
-        'the workload identity provider, //iam.googleapis.com/projects/<number>/locations/global/workloadIdentityPools/<pool>/providers/<provider>',
-        at('audience'),
-      );
-      const provider =
-        rawAudience === undefined ? undefined : parseWorkloadIdentityProvider(rawAudience, at('audience'));
-      if (provider && isDenial(provider)) problems.push(provider);
-
-      const universe = stringField(creds, 'universe_domain', problems, at('universe_domain'));
-      if (universe !== undefined && !DOMAIN.test(universe)) {
-        problems.push(
-          denial(
-            'InvalidConfig',
-            `${at('universe_domain')}="${universe}" is not a domain name (for example googleapis.com)`,
-          ),
-        );
-      }
-
-      let email: string | undefined;
-      const impersonationUrl = stringField(
-        creds,
-        'service_account_impersonation_url',
-        problems,
-        at('service_account_impersonation_url'),
-      );
-      if (impersonationUrl !== undefined) {
-        email = IMPERSONATION_URL.exec(impersonationUrl)?.[1];
-        if (!email)
-          problems.push(
-            denial(
-              'InvalidConfig',
-              `${at('service_account_impersonation_url')}="${impersonationUrl}" must be ${IMPERSONATION_FORM}`,
-            ),
-          );
-      }
-      const lifetime = tokenLifetime(creds.service_account_impersonation, impersonationUrl !== undefined, problems);
-
-      if (problems.length > 0 || !provider || isDenial(provider)) return problems;
-
-      const file = externalAccountConfig({ provider, serviceAccountEmail: email, tokenFile: tokenPath });
-      const overrides: Record<string, unknown> = { token_url: tokenUrl };
-      if (universe) overrides.universe_domain = universe;
-      const credentialsConfig: Record<string, unknown> = {};
-      for (const [key, value] of Object.entries(file)) {
-        if (key === 'token_info_url') {
-          // gcloud's introspection endpoint sits beside the token endpoint it was given.
-          if (tokenUrl!.endsWith('/v1/token'))
-            credentialsConfig[key] = tokenUrl!.slice(0, -'token'.length) + 'introspect';
-          continue;
-        }
-        credentialsConfig[key] = key in overrides ? overrides[key] : value;
-        if (key === 'service_account_impersonation_url' && lifetime !== undefined) {
-          credentialsConfig.service_account_impersonation = { token_lifetime_seconds: lifetime };
-        }
-      }
-
-      const project = projectID || (email ? projectOfEmail(email) : undefined);
-      const keys: Record<string, string> = { credentialsConfig: JSON.stringify(credentialsConfig) };
-      if (project) keys.projectID = project;
-      const audience = options.audience || `//iam.googleapis.com/${provider.name}`;
-      const identity: Record<string, string> = { workloadIdentityProvider: provider.name, audience };
-      if (email) identity.serviceAccountEmail = email;
-      if (project) identity.projectID = project;
-      return { provider: 'gcp', keys, account: { projectID: project ?? '' }, audience, identity };
-    },
+    derive: (config: ConfigObject, { tokenPath }: SecretDerivationContext) => deriveKeys(options, config, tokenPath),
   };
 }
 
-function isHttpsUrl(value: string): boolean {
-  try {
-    const url = new URL(value);
-    return url.protocol === 'https:' && url.hostname !== '' && url.username === '' && url.password === '';
-  } catch {
-    return false;
+function deriveKeys(options: GcpSecretOptions, config: ConfigObject, tokenPath: string): SecretDerivation | Denial[] {
+  const problems: Denial[] = [];
+  const projectID = stringField(config, 'projectID', problems);
+  if (projectID && !PROJECT_ID.test(projectID)) {
+    problems.push(
+      denial(
+        'InvalidConfig',
+        `config.projectID="${projectID}" is not a project id (6 to 30 lowercase letters, digits and hyphens, starting with a letter)`,
+      ),
+    );
   }
+  const creds = credentialsObject(config.credentialsConfig, problems);
+  if (creds === undefined) return problems;
+  const read = readCredentials(options, creds, problems);
+  const { provider, email } = read;
+  if (problems.length > 0 || !provider || isDenial(provider)) return problems;
+
+  const credentialsConfig = credentialsFile({ ...read, provider }, tokenPath);
+  const project = projectID || (email ? projectOfEmail(email) : undefined);
+  const keys: Record<string, string> = { credentialsConfig: JSON.stringify(credentialsConfig) };
+  if (project) keys.projectID = project;
+  const audience = options.audience || `//iam.googleapis.com/${provider.name}`;
+  const identity: Record<string, string> = { workloadIdentityProvider: provider.name, audience };
+  if (email) identity.serviceAccountEmail = email;
+  if (project) identity.projectID = project;
+  return { provider: 'gcp', keys, account: { projectID: project ?? '' }, audience, identity };
+}
+
+/** `credentialsConfig`, which must be an object; undefined (with the problem noted) when it is not. */
+function credentialsObject(raw: unknown, problems: Denial[]): ConfigObject | undefined {
+  if (raw === undefined || raw === null) {
+    problems.push(
+      denial(
+        'MissingConfigField',
+        'config.credentialsConfig is required: the external_account configuration, as `gcloud iam workload-identity-pools create-cred-config` writes it, without credential_source',
+      ),
+    );
+    return undefined;
+  }
+  if (typeof raw !== 'object' || Array.isArray(raw)) {
+    problems.push(
+      denial('InvalidConfig', 'config.credentialsConfig must be an object (the external_account configuration)'),
+    );
+    return undefined;
+  }
+  return raw as ConfigObject;
+}
+
+const at = (key: string) => `config.credentialsConfig.${key}`;
+
+/** What the credentials config says, each field checked; `problems` holds what is wrong. */
+interface Credentials {
+  tokenUrl: string | undefined;
+  provider: WorkloadIdentityProvider | Denial | undefined;
+  universe: string | undefined;
+  email: string | undefined;
+  lifetime: number | undefined;
+}
+
+function readCredentials(options: GcpSecretOptions, creds: ConfigObject, problems: Denial[]): Credentials {
+  const extra = Object.keys(creds).filter((k) => !(CREDENTIALS_FIELDS as readonly string[]).includes(k));
+  if (extra.length > 0) {
+    const hint = extra.includes('credential_source')
+      ? ' (credential_source is written by the webhook: it points at the mounted token)'
+      : '';
+    problems.push(
+      denial(
+        'InvalidConfig',
+        `config.credentialsConfig has field${extra.length > 1 ? 's' : ''} ${extra.map((k) => `"${k}"`).join(', ')} that ${extra.length > 1 ? 'are' : 'is'} not allowed${hint}; allowed: ${CREDENTIALS_FIELDS.join(', ')}`,
+      ),
+    );
+  }
+  requireConstant(creds, 'type', EXTERNAL_ACCOUNT, problems);
+  requireConstant(creds, 'subject_token_type', JWT_TOKEN_TYPE, problems);
+  const tokenUrl = readTokenUrl(options, creds, problems);
+  const rawAudience = requiredString(
+    creds,
+    'audience',
+    problems,
+    'the workload identity provider, //iam.googleapis.com/projects/<number>/locations/global/workloadIdentityPools/<pool>/providers/<provider>',
+    at('audience'),
+  );
+  const provider = rawAudience === undefined ? undefined : parseWorkloadIdentityProvider(rawAudience, at('audience'));
+  if (provider && isDenial(provider)) problems.push(provider);
+  const universe = stringField(creds, 'universe_domain', problems, at('universe_domain'));
+  if (universe !== undefined && !DOMAIN.test(universe)) {
+    problems.push(
+      denial(
+        'InvalidConfig',
+        `${at('universe_domain')}="${universe}" is not a domain name (for example googleapis.com)`,
+      ),
+    );
+  }
+  const { email, lifetime } = readImpersonation(creds, problems);
+  return { tokenUrl, provider, universe, email, lifetime };
+}
+
+/** A field whose one value is fixed (`type`, `subject_token_type`): required, and that value. */
+function requireConstant(creds: ConfigObject, key: string, value: string, problems: Denial[]): void {
+  const given = requiredString(creds, key, problems, `"${value}"`, at(key));
+  if (given !== undefined && given !== value)
+    problems.push(denial('InvalidConfig', `${at(key)}="${given}" must be "${value}"`));
+}
+
+/** `token_url`: an https URL the operator allows (--gcp-allowed-token-urls), since SDKs send the token there. */
+function readTokenUrl(options: GcpSecretOptions, creds: ConfigObject, problems: Denial[]): string | undefined {
+  const allowed = options.allowedTokenUrls;
+  const tokenUrl = requiredString(
+    creds,
+    'token_url',
+    problems,
+    `the STS token endpoint, one of: ${allowed.join(', ')}`,
+    at('token_url'),
+  );
+  if (tokenUrl === undefined) return undefined;
+  if (!isHttpsUrl(tokenUrl)) {
+    problems.push(denial('InvalidConfig', `${at('token_url')}="${tokenUrl}" must be an https URL`));
+  } else if (!allowed.includes(tokenUrl)) {
+    problems.push(
+      denial(
+        'TokenUrlNotAllowed',
+        `${at('token_url')}="${tokenUrl}" is not allowed; allowed: ${allowed.join(', ')} (the operator's --gcp-allowed-token-urls)`,
+      ),
+    );
+  }
+  return tokenUrl;
+}
+
+/** The Google service account to impersonate, from its URL, and the access token's lifetime. */
+function readImpersonation(
+  creds: ConfigObject,
+  problems: Denial[],
+): { email: string | undefined; lifetime: number | undefined } {
+  let email: string | undefined;
+  const key = 'service_account_impersonation_url';
+  const impersonationUrl = stringField(creds, key, problems, at(key));
+  if (impersonationUrl !== undefined) {
+    email = IMPERSONATION_URL.exec(impersonationUrl)?.[1];
+    if (!email)
+      problems.push(denial('InvalidConfig', `${at(key)}="${impersonationUrl}" must be ${IMPERSONATION_FORM}`));
+  }
+  const lifetime = tokenLifetime(creds.service_account_impersonation, impersonationUrl !== undefined, problems);
+  return { email, lifetime };
+}
+
+/**
+ * The external_account file the Secret gets: gcloud's, in its key order, with the config's token
+ * endpoint and universe, and the impersonated token's lifetime after the impersonation URL.
+ */
+function credentialsFile(
+  { provider, email, tokenUrl, universe, lifetime }: Credentials & { provider: WorkloadIdentityProvider },
+  tokenPath: string,
+): Record<string, unknown> {
+  const file = externalAccountConfig({ provider, serviceAccountEmail: email, tokenFile: tokenPath });
+  const overrides: Record<string, unknown> = { token_url: tokenUrl };
+  if (universe) overrides.universe_domain = universe;
+  const credentialsConfig: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(file)) {
+    if (key === 'token_info_url') {
+      // gcloud's introspection endpoint sits beside the token endpoint it was given.
+      if (tokenUrl!.endsWith('/v1/token')) credentialsConfig[key] = tokenUrl!.slice(0, -'token'.length) + 'introspect';
+      continue;
+    }
+    credentialsConfig[key] = key in overrides ? overrides[key] : value;
+    if (key === 'service_account_impersonation_url' && lifetime !== undefined) {
+      credentialsConfig.service_account_impersonation = { token_lifetime_seconds: lifetime };
+    }
+  }
+  return credentialsConfig;
+}
+
+function isHttpsUrl(value: string): boolean {
+  const url = URL.parse(value);
+  return url?.protocol === 'https:' && url.hostname !== '' && url.username === '' && url.password === '';
 }
 
 function tokenLifetime(value: unknown, impersonating: boolean, problems: Denial[]): number | undefined {

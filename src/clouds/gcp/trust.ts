@@ -2,9 +2,14 @@
 // allows the audiences the webhook injects, with google.subject mapped from the token's sub, and
 // for each service account the roles/iam.workloadIdentityUser binding of its ServiceAccounts'
 // principals (or, without one, the principal to grant roles on resources directly).
-import { EMAIL_PATTERN, PROVIDER_PATTERN, parseWorkloadIdentityProvider } from './pod.ts';
+import {
+  EMAIL_PATTERN,
+  PROVIDER_PATTERN,
+  parseWorkloadIdentityProvider,
+  type WorkloadIdentityProvider,
+} from './pod.ts';
 import type { CloudTrust, TrustIdentity } from '../types.ts';
-import { groupBy, shellCommand, shellComment, shellCommentBlock, unique } from '../../shell.ts';
+import { groupBy, shellCommand, shellComment, shellCommentJson, unique } from '../../shell.ts';
 
 const ATTRIBUTE_MAPPING = { 'google.subject': 'assertion.sub' } as const;
 const WORKLOAD_IDENTITY_USER = 'roles/iam.workloadIdentityUser';
@@ -30,16 +35,26 @@ function principalOf(projectNumber: string, pool: string, subject: string): stri
   return `principal://iam.googleapis.com/projects/${projectNumber}/locations/global/workloadIdentityPools/${pool}/subject/${subject}`;
 }
 
+/** An identity with its provider's name read: the pool and project number it lives in. */
+interface Resolved {
+  i: TrustIdentity;
+  provider: WorkloadIdentityProvider;
+}
+
 function gcpTrust(issuer: string, identities: readonly TrustIdentity[]): GcpTrust {
   const result: GcpTrust = { providers: [], serviceAccounts: [], directAccess: [], commands: [] };
   const resolved = identities
     .filter((i) => i.cloud === 'gcp')
     .map((i) => ({ i, provider: parseWorkloadIdentityProvider(i.identity.workloadIdentityProvider, 'provider') }))
-    .filter(
-      (r): r is { i: TrustIdentity; provider: Exclude<typeof r.provider, { reason: string }> } =>
-        !('reason' in r.provider),
-    );
+    .filter((r): r is Resolved => !('reason' in r.provider));
+  trustIssuer(result, issuer, resolved);
+  bindServiceAccounts(result, resolved);
+  grantPrincipals(result, resolved);
+  return result;
+}
 
+/** Each pool provider trusts the issuer for the audiences its ServiceAccounts' tokens carry. */
+function trustIssuer(result: GcpTrust, issuer: string, resolved: Resolved[]): void {
   for (const [name, members] of groupBy(resolved, (r) => r.provider.name)) {
     const p = members[0].provider;
     const entry = {
@@ -71,7 +86,10 @@ function gcpTrust(issuer: string, identities: readonly TrustIdentity[]): GcpTrus
       ]),
     );
   }
+}
 
+/** Each Google service account lets its ServiceAccounts' principals impersonate it. */
+function bindServiceAccounts(result: GcpTrust, resolved: Resolved[]): void {
   for (const [email, members] of groupBy(
     resolved.filter((r) => r.i.identity.serviceAccountEmail),
     (r) => r.i.identity.serviceAccountEmail,
@@ -98,7 +116,10 @@ function gcpTrust(issuer: string, identities: readonly TrustIdentity[]): GcpTrus
       );
     }
   }
+}
 
+/** Without a Google service account, roles are granted on resources to the principal itself. */
+function grantPrincipals(result: GcpTrust, resolved: Resolved[]): void {
   for (const m of resolved.filter((r) => !r.i.identity.serviceAccountEmail)) {
     const principal = principalOf(m.provider.projectNumber, m.provider.pool, m.i.subject);
     if (result.directAccess.some((d) => d.principal === principal)) continue;
@@ -117,10 +138,7 @@ function gcpTrust(issuer: string, identities: readonly TrustIdentity[]): GcpTrus
       ]),
     );
   }
-  return result;
 }
-
-const json = (value: unknown): string[] => shellCommentBlock(JSON.stringify(value, null, 2));
 
 export const gcpTrustPart: CloudTrust<GcpTrust> = {
   verifier: 'Google STS',
@@ -140,9 +158,16 @@ export const gcpTrustPart: CloudTrust<GcpTrust> = {
     '## Google Cloud',
     ...report.providers.flatMap((p) => [
       shellComment(`workload identity pool provider ${p.name} (${p.trustedBy.join(', ')}):`),
-      ...json({ issuerUri: p.issuerUri, allowedAudiences: p.allowedAudiences, attributeMapping: p.attributeMapping }),
+      ...shellCommentJson({
+        issuerUri: p.issuerUri,
+        allowedAudiences: p.allowedAudiences,
+        attributeMapping: p.attributeMapping,
+      }),
     ]),
-    ...report.serviceAccounts.flatMap((s) => [shellComment(`IAM policy binding on ${s.email}:`), ...json(s.binding)]),
+    ...report.serviceAccounts.flatMap((s) => [
+      shellComment(`IAM policy binding on ${s.email}:`),
+      ...shellCommentJson(s.binding),
+    ]),
     ...report.commands,
   ],
 };
