@@ -165,6 +165,23 @@ describe('helm install, upgrade and uninstall', () => {
     return Object.fromEntries((pod.spec?.containers[0].env ?? []).map((e) => [e.name, e.value]));
   }
 
+  /** The webhook's log once a barrier Pod's decision is in it: decision lines go out in batches, in order. */
+  async function logsAfterBarrier(name: string): Promise<Record<string, unknown>[]> {
+    await core.createNamespacedPod({
+      namespace: 'apps',
+      dryRun: 'All',
+      body: {
+        metadata: { name },
+        spec: { serviceAccountName: 'worker', containers: [{ name: 'app', image: 'busybox' }] },
+      },
+    });
+    await until(
+      `the decision about ${name} logged`,
+      () => webhook!.logs().some((l) => l.msg === 'admission' && l.name === name) || undefined,
+    );
+    return webhook!.logs();
+  }
+
   test('install: the caBundle is patched and Pods and labelled Secrets are mutated behind the chart', async () => {
     [port] = await freePorts(1);
     const out = await helmUpgradeInstall(cp, RELEASE, NS, {
@@ -223,7 +240,7 @@ describe('helm install, upgrade and uninstall', () => {
       },
     });
     assert.equal(podEnv(own).AWS_ROLE_ARN, undefined);
-    assert.ok(!webhook.logs().some((l) => l.msg === 'admission' && l.namespace === NS));
+    assert.ok(!(await logsAfterBarrier('barrier-own')).some((l) => l.msg === 'admission' && l.namespace === NS));
 
     // An opted-out Pod never reaches the webhook (objectSelector).
     const skipped = await core.createNamespacedPod({
@@ -234,7 +251,7 @@ describe('helm install, upgrade and uninstall', () => {
       },
     });
     assert.equal(podEnv(skipped).AWS_ROLE_ARN, undefined);
-    assert.ok(!webhook.logs().some((l) => l.msg === 'admission' && l.name === 'skipped'));
+    assert.ok(!(await logsAfterBarrier('barrier-skipped')).some((l) => l.msg === 'admission' && l.name === 'skipped'));
 
     // A labelled Secret gets its derived keys from the webhook...
     await createServiceAccount(cp, 'apps', 'app');
@@ -352,9 +369,9 @@ describe('helm install, upgrade and uninstall', () => {
       ['opted-in', 'in-namespace-azure', AZURE, true],
       ['opted-in', 'opted-out', { ...INJECT, 'workload-identity-webhook.io/skip': 'true' }, false],
     ];
-    for (const [namespace, name, labels, reached] of cases) {
+    const admit = (namespace: string, name: string, labels: Record<string, string>, reached: boolean) =>
       // The caBundle is patched; the new entries may take a moment to be in the API server's view.
-      const pod = await until(`Pod ${name} admitted`, async () => {
+      until(`Pod ${name} admitted`, async () => {
         const created = await core.createNamespacedPod({
           namespace,
           dryRun: 'All',
@@ -365,15 +382,18 @@ describe('helm install, upgrade and uninstall', () => {
         });
         return !reached || podEnv(created).AWS_ROLE_ARN ? created : undefined;
       });
+    const admissions = (namespace: string, name: string) =>
+      webhook!.logs().filter((l) => l.msg === 'admission' && l.name === `scope-${name}` && l.namespace === namespace);
+    for (const [namespace, name, labels, reached] of cases) {
+      const pod = await admit(namespace, name, labels, reached);
       assert.equal(podEnv(pod).AWS_ROLE_ARN, reached ? ROLE : undefined, `${namespace}/${name}`);
-      const admissions: Record<string, unknown>[] = webhook!
-        .logs()
-        .filter((l) => l.msg === 'admission' && l.name === `scope-${name}` && l.namespace === namespace);
-      assert.equal(
-        admissions.length,
-        reached ? 1 : 0,
-        `${namespace}/${name} reached the webhook ${admissions.length} times`,
-      );
+    }
+    // Decision lines are written in batches, in order: once a last Pod's line is out, every earlier one is.
+    await admit('apps', 'last', INJECT, true);
+    await until('the last decision line written', async () => admissions('apps', 'last').length > 0 || undefined);
+    for (const [namespace, name, , reached] of cases) {
+      const count = admissions(namespace, name).length;
+      assert.equal(count, reached ? 1 : 0, `${namespace}/${name} reached the webhook ${count} times`);
     }
   });
 
