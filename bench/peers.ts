@@ -136,7 +136,7 @@ interface Server {
   /** From the start of the process to the first Pod of the probe ServiceAccount mutated, ms. */
   readyMs: number;
   /** Heap used after a full GC and RSS, MiB (`serve` only: its memory probe). */
-  heap(): Promise<{ heapMiB: number; rssMiB: number } | undefined>;
+  heap(): Promise<{ heapMiB: number; rssMiB: number; anonMiB: number; fileMiB: number } | undefined>;
   stop(): Promise<void>;
 }
 
@@ -197,8 +197,9 @@ async function startProject(cp: ControlPlane, tls: TlsFiles): Promise<Server> {
       for (let i = 0; i < 200 && lines().length === before; i++) await sleep(25);
       const last = lines().at(-1);
       if (!last || lines().length === before) return undefined;
-      const m = JSON.parse(last) as { heapUsed: number; rssAfterGc: number };
-      return { heapMiB: m.heapUsed / 2 ** 20, rssMiB: m.rssAfterGc / 2 ** 20 };
+      const m = JSON.parse(last) as { heapUsed: number; rssAfterGc: number; rssAnon: number; rssFile: number };
+      const mib = (bytes: number) => bytes / 2 ** 20;
+      return { heapMiB: mib(m.heapUsed), rssMiB: mib(m.rssAfterGc), anonMiB: mib(m.rssAnon), fileMiB: mib(m.rssFile) };
     },
     async stop() {
       const kills = cgroup.oomKills();
@@ -384,7 +385,7 @@ async function baseRound(starters: Record<Kind, Starter>, kinds: Kind[]) {
         load,
       };
       console.log(
-        `  ${kind.padEnd(7)} ready in ${server.readyMs.toFixed(0)} ms, RSS idle ${idle.toFixed(0)} MiB${idleHeap ? ` (heap after GC ${idleHeap.heapMiB.toFixed(1)})` : ''}, after load ${mem.rss.toFixed(0)} (peak ${mem.peak.toFixed(0)})`,
+        `  ${kind.padEnd(7)} ready in ${server.readyMs.toFixed(0)} ms, RSS idle ${idle.toFixed(0)} MiB${idleHeap ? ` (heap after GC ${idleHeap.heapMiB.toFixed(1)}; anonymous ${idleHeap.anonMiB.toFixed(0)}, files ${idleHeap.fileMiB.toFixed(0)})` : ''}, after load ${mem.rss.toFixed(0)} (peak ${mem.peak.toFixed(0)})`,
       );
     } finally {
       await server.stop();

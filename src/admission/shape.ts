@@ -30,30 +30,50 @@ const join = (path: string, key: string) => (path ? `${path}.${key}` : key);
 
 /**
  * The first place where `value` is not of `shape`, named by its path; undefined when it is all of
- * it. Every review is checked: the walk that builds no strings answers first, and only an object
- * that fails it is walked again for the message.
+ * it. Every review is checked: a check compiled once per shape, that builds no strings, answers
+ * first, and only an object that fails it is walked again for the message.
  */
 export function shapeError(value: unknown, shape: Shape, path: string): string | undefined {
-  return conforms(value, shape) ? undefined : firstError(value, shape, path);
+  return checkOf(shape)(value) ? undefined : firstError(value, shape, path);
 }
 
-function conforms(value: unknown, shape: Shape): boolean {
-  if (shape === 'string') return typeof value === 'string';
-  if (shape === 'boolean') return typeof value === 'boolean';
-  if (shape === 'integer') return Number.isSafeInteger(value);
+type Check = (value: unknown) => boolean;
+const compiled = new WeakMap<Exclude<Shape, string>, Check>();
+const isString: Check = (v) => typeof v === 'string';
+const isBoolean: Check = (v) => typeof v === 'boolean';
+
+/** The shape as a closure: no dispatch on the shape's kind and no walk of its keys per value. */
+function checkOf(shape: Shape): Check {
+  if (shape === 'string') return isString;
+  if (shape === 'boolean') return isBoolean;
+  if (shape === 'integer') return Number.isSafeInteger;
+  let check = compiled.get(shape);
+  if (!check) {
+    check = compile(shape);
+    compiled.set(shape, check);
+  }
+  return check;
+}
+
+function compile(shape: Exclude<Shape, string>): Check {
+  if ('map' in shape) return isStringMap;
   if ('list' in shape) {
-    if (!Array.isArray(value)) return false;
-    for (let i = 0; i < value.length; i++) if (!conforms(value[i], shape.list)) return false;
-    return true;
+    const item = checkOf(shape.list);
+    return (value) => Array.isArray(value) && value.every(item);
   }
+  const required = shape.required ?? [];
+  const fields = Object.entries(shape.fields).map(([key, inner]) => [key, checkOf(inner)] as const);
+  return (value) => {
+    if (!isObject(value)) return false;
+    for (const key of required) if (!Object.hasOwn(value, key)) return false;
+    for (const [key, check] of fields) if (Object.hasOwn(value, key) && !check(value[key])) return false;
+    return true;
+  };
+}
+
+function isStringMap(value: unknown): boolean {
   if (!isObject(value)) return false;
-  if ('map' in shape) {
-    for (const key in value) if (Object.hasOwn(value, key) && typeof value[key] !== 'string') return false;
-    return true;
-  }
-  for (const key of shape.required ?? []) if (!Object.hasOwn(value, key)) return false;
-  for (const key in shape.fields)
-    if (Object.hasOwn(value, key) && !conforms(value[key], shape.fields[key])) return false;
+  for (const key in value) if (Object.hasOwn(value, key) && typeof value[key] !== 'string') return false;
   return true;
 }
 
