@@ -62,11 +62,17 @@ function compile(shape: Exclude<Shape, string>): Check {
     return (value) => Array.isArray(value) && value.every(item);
   }
   const required = shape.required ?? [];
+  // One load per field stands for Object.hasOwn and a load: no field is named as an inherited one.
+  const inherited = [...required, ...Object.keys(shape.fields)].find((key) => key in Object.prototype);
+  if (inherited !== undefined) throw new Error(`a shape field is named ${inherited}, as an inherited property`);
   const fields = Object.entries(shape.fields).map(([key, inner]) => [key, checkOf(inner)] as const);
   return (value) => {
     if (!isObject(value)) return false;
-    for (const key of required) if (!Object.hasOwn(value, key)) return false;
-    for (const [key, check] of fields) if (Object.hasOwn(value, key) && !check(value[key])) return false;
+    for (const key of required) if (value[key] === undefined) return false;
+    for (const [key, check] of fields) {
+      const field = value[key];
+      if (field !== undefined && !check(field)) return false;
+    }
     return true;
   };
 }

@@ -140,6 +140,28 @@ describe('POST /mutate', () => {
     assert.ok(res.json().message.length > 0);
   });
 
+  test('a __proto__ or constructor.prototype key is refused however it is spelled; the words as values pass', async () => {
+    const text = JSON.stringify(review(pod()));
+    const poisoned = [
+      text.replace('{', '{"__proto__":{"allowed":true},'),
+      text.replace('{', '{"\\u005f_proto__":{"allowed":true},'),
+      text.replace('{', '{"constructor":{"prototype":{"allowed":true}},'),
+      text.replace('{', '{"c\\u006fnstructor":{"prototype":{"allowed":true}},'),
+    ];
+    for (const body of poisoned) {
+      const res = await post(body, 'application/json');
+      assert.equal(res.status, 400, body.slice(0, 60));
+      assert.match(res.json().message, /not valid JSON/);
+    }
+    const containers = [
+      { name: 'app', image: 'busybox', env: [{ name: 'NOTE', value: '__proto__ constructor \\u0041' }] },
+    ];
+    const words = review(pod({ spec: { serviceAccountName: 'app', containers } }));
+    const res = await post(JSON.stringify(words), 'application/json');
+    assert.equal(res.status, 200);
+    assert.equal(res.json().response.allowed, true);
+  });
+
   test('a body that is not an AdmissionReview is 400 naming what is wrong', async () => {
     const cases: [unknown, RegExp][] = [
       [[1, 2], /not a JSON object/],
