@@ -204,25 +204,7 @@ export class ListWatch implements Lifecycle {
     const onEnd = (err: unknown) => {
       if (ended) return;
       ended = true;
-      if (seq !== this.#seq) return;
-      this.#abort = undefined;
-      clearTimeout(this.#idleTimer);
-      if (this.#stopped) return;
-      if (initial && err && !endedNormally(err) && statusOf(err) !== 410) {
-        // The list did not come in whole: as a failed list, started over with a backoff.
-        this.#o.onRestart('list_error');
-        this.#retry(err);
-      } else if (err && statusOf(err) === 410) {
-        this.#resourceVersion = '';
-        this.#o.onRestart('gone');
-        this.#schedule(0);
-      } else if (err && !endedNormally(err)) {
-        this.#o.onRestart('watch_error');
-        this.#retry(err);
-      } else {
-        // The API server's timeout: resume at once.
-        this.#schedule(0);
-      }
+      if (seq === this.#seq) this.#watchEnded(err, initial !== undefined);
     };
     this.#armIdle();
     const onInitial = (type: string, obj: WatchObject | undefined) => {
@@ -282,6 +264,28 @@ export class ListWatch implements Lifecycle {
       this.#abort = open;
       this.#backoffMs = 0;
       this.#connects++;
+    }
+  }
+
+  /** What follows the end of the current watch; `midList`: its streamed list was not all in. */
+  #watchEnded(err: unknown, midList: boolean): void {
+    this.#abort = undefined;
+    clearTimeout(this.#idleTimer);
+    if (this.#stopped) return;
+    if (midList && err && !endedNormally(err) && statusOf(err) !== 410) {
+      // The list did not come in whole: as a failed list, started over with a backoff.
+      this.#o.onRestart('list_error');
+      this.#retry(err);
+    } else if (err && statusOf(err) === 410) {
+      this.#resourceVersion = '';
+      this.#o.onRestart('gone');
+      this.#schedule(0);
+    } else if (err && !endedNormally(err)) {
+      this.#o.onRestart('watch_error');
+      this.#retry(err);
+    } else {
+      // The API server's timeout: resume at once.
+      this.#schedule(0);
     }
   }
 
