@@ -145,9 +145,10 @@ describe('the semantic comparison', () => {
 describe('the peers beside serve, Pod by Pod', () => {
   let cp: ControlPlane;
   let reports: ConfigReport[];
+  let vars: Record<string, string>;
 
   before(async () => {
-    const vars = providePeers(['aws']);
+    vars = providePeers(['aws']);
     cp = await startControlPlane({ name: 'peer-diff' });
     reports = await runPeerDiff({
       cp,
@@ -158,6 +159,14 @@ describe('the peers beside serve, Pod by Pod', () => {
     console.log(formatReport(reports));
   });
   after(() => cp?.stop());
+
+  test('a serve that cannot start takes the peer started beside it down too', async () => {
+    const aws = CONFIGS.find((c) => c.peer === 'aws')!;
+    const broken = { ...aws, id: 'aws/serve-refuses', ourArgs: ['--no-such-flag'] };
+    const options = { cp, binaries: { aws: vars.AWS_PEER }, versions: pinnedVersions(), lockDir: CACHE };
+    await assert.rejects(runPeerDiff({ ...options, configs: [broken] }), /no-such-flag|exited/);
+    assert.deepEqual(peersRunningOn(cp), []);
+  });
 
   test("every configuration of every peer ran, over its cloud's whole corpus, against the binary or its recording", () => {
     assert.deepEqual(
@@ -236,3 +245,18 @@ describe('the peers beside serve, Pod by Pod', () => {
     }
   });
 });
+
+/** The AWS peer processes started against this control plane's kubeconfig that are still running. */
+function peersRunningOn(cp: ControlPlane): string[] {
+  const mine = `--kubeconfig=${cp.kubeconfigPath}`;
+  return readdirSync('/proc')
+    .filter((pid) => /^\d+$/.test(pid))
+    .flatMap((pid) => {
+      try {
+        const argv = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+        return argv.includes(mine) && argv.includes('--in-cluster=false') ? [pid] : [];
+      } catch {
+        return []; // gone meanwhile
+      }
+    });
+}

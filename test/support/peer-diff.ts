@@ -486,7 +486,11 @@ async function runConfig(
   const { cp } = options;
   const cloud = CLOUD_OF[config.peer];
   const theirs = await peerEndpoint(options, config, tls);
-  const wh: WebhookProcess = await startWebhook(cp, config.ourArgs, { tls });
+  // The peer is running: if serve cannot start, the peer stops too (a child left behind held the run open).
+  const wh: WebhookProcess = await startWebhook(cp, config.ourArgs, { tls }).catch(async (err: unknown) => {
+    await theirs.stop();
+    throw err;
+  });
   const ours = httpEndpoint(`${wh.url}/mutate`, tls.caPem, () => wh.stop());
   try {
     const sentinel = {
