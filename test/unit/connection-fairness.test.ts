@@ -2,7 +2,9 @@
 // all others, kube-apiserver included, until its connections timed out. Here hostile clients hold
 // all they can get (each connection sends one request, so no first-request deadline closes it, and
 // then idles on keep-alive) and a kube-apiserver-like client, from another address, must still get
-// its AdmissionReview answered within 1 s. Loopback has every 127.0.0.0/8 address: each is a source.
+// its AdmissionReview answered within the chart's webhook timeout (10 s: a locked-out client waits
+// forever, and a loaded machine may take over 1 s for a handshake). Loopback has every 127.0.0.0/8
+// address: each is a source.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { request } from 'node:https';
@@ -84,7 +86,7 @@ async function hogFrom(port: number, source: string, tries: number): Promise<num
   return got;
 }
 
-/** A review as kube-apiserver sends it, from its own address; rejects after 1 s without an answer. */
+/** A review as kube-apiserver sends it, from its own address; rejects after 10 s without an answer, as kube-apiserver gives up after the chart's timeoutSeconds. */
 function apiServerReview(port: number, cert?: KeyPair): Promise<{ status: number; body: any }> {
   const body = JSON.stringify({
     apiVersion: 'admission.k8s.io/v1',
@@ -117,7 +119,7 @@ function apiServerReview(port: number, cert?: KeyPair): Promise<{ status: number
         res.on('end', () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(text) }));
       },
     );
-    req.setTimeout(1000, () => req.destroy(new Error('no answer within 1 s')));
+    req.setTimeout(10_000, () => req.destroy(new Error('no answer within 10 s')));
     req.on('error', reject);
     req.end(body);
   });
@@ -131,7 +133,7 @@ const closedFor = async (metrics: ReturnType<typeof createMetrics>, reason: stri
   );
 
 describe('connection fairness', () => {
-  test('one client holding all the connections it can get leaves room: kube-apiserver is answered within 1 s', async () => {
+  test('one client holding all the connections it can get leaves room: kube-apiserver is answered within its timeout', async () => {
     const { port, metrics } = await start(LIMITS);
     // It tries for the whole cap and keeps what it gets.
     const got = await hogFrom(port, HOGS[0], LIMITS.maxConnections);
