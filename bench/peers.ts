@@ -21,7 +21,8 @@ import { providePeers, servingCertificate, startPeer, type TlsFiles } from '../t
 import { CLI } from '../test/harness/cli-process.ts';
 import { startWebhook } from '../test/support/webhook.ts';
 import { createAll } from './support/cluster.ts';
-import { cpuCount, cpuSecondsOf, foreignLoad, loadAverage, memoryCgroup, pin, rssOf } from './support/host.ts';
+import { cpuCount, cpuSecondsOf, foreignLoad, loadAverage, pin } from './support/host.ts';
+import { chartMemory, memoryCgroup, rssMiB } from '../test/support/cgroup.ts';
 import { agentFor, closedLoop, openLoop, percentile, post, type Run, type Target } from './support/load.ts';
 import { makeReviews, type PodPlace } from './support/reviews.ts';
 
@@ -29,14 +30,6 @@ const ROOT = join(import.meta.dirname, '..');
 const CACHE =
   process.env.WIW_CACHE_DIR ??
   join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'workload-identity-webhook');
-/** The Node flags of the container: the Dockerfile's ENV NODE_OPTIONS, the one place they are set. */
-export function imageNodeOptions(): string {
-  const dockerfile = readFileSync(join(ROOT, 'Dockerfile'), 'utf8');
-  const flags = /^\s*NODE_OPTIONS="([^"]*)"/m.exec(dockerfile)?.[1];
-  if (flags === undefined) throw new Error('the Dockerfile sets no NODE_OPTIONS="..."');
-  return flags;
-}
-
 const { values: opts } = parseArgs({
   options: {
     rounds: { type: 'string', default: '3' },
@@ -58,7 +51,7 @@ const BASE_SAS = Number(opts['service-accounts']);
 const SCALE_SAS = Number(opts.scale);
 const SETTLE_S = Number(opts.settle);
 const MEMORY = Number(opts['memory-mib']) * 2 ** 20;
-const NODE_FLAGS = opts['node-options'] ?? imageNodeOptions();
+const NODE_FLAGS = opts['node-options'] ?? chartMemory().nodeOptions;
 const PEERS = opts.peers.split(',').filter(Boolean) as Kind[];
 const PHASES = new Set(opts.phases.split(','));
 const SERVER_CPU = '0';
@@ -165,16 +158,16 @@ async function untilMutates(target: Target, exited: () => boolean, what: string)
 
 let cgroupSeq = 0;
 async function startProject(cp: ControlPlane, tls: TlsFiles): Promise<Server> {
-  const cgroup = memoryCgroup(`wiw-bench-peers-${process.pid}-${++cgroupSeq}`, MEMORY);
+  const cgroup = memoryCgroup(`bench-peers-${++cgroupSeq}`, MEMORY);
   const probeOut = join(cp.dir, `memory-probe-${cgroupSeq}.jsonl`);
   const probe = join(ROOT, 'bench/support/memory-probe.mjs');
   const started = performance.now();
   const wh = await startWebhook(cp, ['--azure-tenant-id', AZURE_TENANT, '--log-level', 'info'], {
     tls,
-    wrap: (command, args) => [
-      'taskset',
-      ['-c', SERVER_CPU, '/bin/sh', '-c', `echo $$ > ${cgroup.procs} && exec "$0" "$@"`, command, ...args],
-    ],
+    wrap: (command, args) => {
+      const [inCgroup, rest] = cgroup.wrap(command, args);
+      return ['taskset', ['-c', SERVER_CPU, inCgroup, ...rest]];
+    },
     env: { NODE_OPTIONS: `${NODE_FLAGS} --expose-gc --import ${probe}`, WIW_MEMORY_PROBE_OUT: probeOut },
     readyTimeoutMs: 300_000,
   }).catch((err: Error) => {
@@ -361,7 +354,7 @@ async function baseRound(starters: Record<Kind, Starter>, kinds: Kind[]) {
     try {
       await sleep(5000);
       const idleHeap = await server.heap();
-      const idle = rssOf(server.pid).rss;
+      const idle = rssMiB(server.pid).rss;
       const load: BaseFigures['load'] = {};
       for (const stream of STREAMS_OF[kind]) {
         const reviews = makeReviews(300, (i) => streamPlace(stream, i));
@@ -373,19 +366,19 @@ async function baseRound(starters: Record<Kind, Starter>, kinds: Kind[]) {
             `CPU ${SERVER_CPU} busy with other processes ${l.foreign.map((f) => (f * 100).toFixed(0)).join('/')} %`,
         );
       }
-      const mem = rssOf(server.pid);
+      const mem = rssMiB(server.pid);
       const afterHeap = await server.heap();
       out[kind] = {
         readyMs: server.readyMs,
         idle,
         idleHeap: idleHeap?.heapMiB,
         afterLoad: mem.rss,
-        peak: mem.peak,
+        peak: mem.hwm,
         afterLoadHeap: afterHeap?.heapMiB,
         load,
       };
       console.log(
-        `  ${kind.padEnd(7)} ready in ${server.readyMs.toFixed(0)} ms, RSS idle ${idle.toFixed(0)} MiB${idleHeap ? ` (heap after GC ${idleHeap.heapMiB.toFixed(1)}; anonymous ${idleHeap.anonMiB.toFixed(0)}, files ${idleHeap.fileMiB.toFixed(0)})` : ''}, after load ${mem.rss.toFixed(0)} (peak ${mem.peak.toFixed(0)})`,
+        `  ${kind.padEnd(7)} ready in ${server.readyMs.toFixed(0)} ms, RSS idle ${idle.toFixed(0)} MiB${idleHeap ? ` (heap after GC ${idleHeap.heapMiB.toFixed(1)}; anonymous ${idleHeap.anonMiB.toFixed(0)}, files ${idleHeap.fileMiB.toFixed(0)})` : ''}, after load ${mem.rss.toFixed(0)} (peak ${mem.hwm.toFixed(0)})`,
       );
     } finally {
       await server.stop();
@@ -405,12 +398,12 @@ async function scaleRound(starters: Record<Kind, Starter>, kinds: Kind[]) {
       const readyAt = performance.now();
       running.push({ server, readyAt });
       const h = await server.heap();
-      out[kind] = { readyMs: server.readyMs, synced: rssOf(server.pid).rss, syncedHeap: h?.heapMiB, settled: 0 };
+      out[kind] = { readyMs: server.readyMs, synced: rssMiB(server.pid).rss, syncedHeap: h?.heapMiB, settled: 0 };
     }
     for (const { server, readyAt } of running) {
       await sleep(Math.max(0, readyAt + SETTLE_S * 1000 - performance.now()));
       const figures = out[server.kind] as ScaleFigures;
-      figures.settled = rssOf(server.pid).rss;
+      figures.settled = rssMiB(server.pid).rss;
       figures.settledHeap = (await server.heap())?.heapMiB;
       console.log(
         `  ${server.kind.padEnd(7)} ready in ${figures.readyMs.toFixed(0)} ms; RSS ${figures.synced.toFixed(0)} MiB once synced, ${figures.settled.toFixed(0)} MiB after ${SETTLE_S} s` +

@@ -1,19 +1,12 @@
-// What the benchmarks read and set on the machine: a process's CPU time and memory, CPU pinning,
-// a memory cgroup (as a Pod's limit), and how busy the machine is with work that is not ours.
+// What the benchmarks read and set on the machine: a process's CPU time, CPU pinning, and how busy
+// the machine is with work that is not ours (memory and the cgroup: test/support/cgroup.ts).
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 
 /** CPU seconds (user + system) the process has used so far, all threads. */
 export function cpuSecondsOf(pid: number): number {
   const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
   return (Number(fields[11]) + Number(fields[12])) / 100; // utime, stime in clock ticks (USER_HZ = 100)
-}
-
-/** Resident memory now and its peak, MiB. */
-export function rssOf(pid: number): { rss: number; peak: number } {
-  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-  const kb = (key: string) => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? Number.NaN);
-  return { rss: kb('VmRSS') / 1024, peak: kb('VmHWM') / 1024 };
 }
 
 /** Pins every thread of `pid` (and the threads they start later) to `cpus`, e.g. "0". */
@@ -54,40 +47,4 @@ export async function foreignLoad<T>(cpu: number, pid: number, measure: () => Pr
 
 export function loadAverage(): number {
   return Number(readFileSync('/proc/loadavg', 'utf8').split(' ')[0]);
-}
-
-export interface MemoryCgroup {
-  /** The file a process writes its pid to, to enter the cgroup. */
-  procs: string;
-  usageMiB(): number;
-  peakMiB(): number;
-  oomKills(): number;
-  remove(): void;
-}
-
-/** A memory cgroup (v2, else v1) with `limitBytes` and no swap: beyond it the kernel kills, as in a Pod. */
-export function memoryCgroup(name: string, limitBytes: number): MemoryCgroup {
-  const v2 = existsSync('/sys/fs/cgroup/cgroup.controllers');
-  const dir = v2 ? `/sys/fs/cgroup/${name}` : `/sys/fs/cgroup/memory/${name}`;
-  if (!existsSync(dir)) mkdirSync(dir);
-  writeFileSync(`${dir}/${v2 ? 'memory.max' : 'memory.limit_in_bytes'}`, String(limitBytes));
-  if (v2) writeFileSync(`${dir}/memory.swap.max`, '0');
-  else if (existsSync(`${dir}/memory.memsw.limit_in_bytes`))
-    writeFileSync(`${dir}/memory.memsw.limit_in_bytes`, String(limitBytes));
-  const read = (f: string) => readFileSync(`${dir}/${f}`, 'utf8');
-  const mib = (f: string) => Number(read(f)) / 2 ** 20;
-  return {
-    procs: `${dir}/cgroup.procs`,
-    usageMiB: () => mib(v2 ? 'memory.current' : 'memory.usage_in_bytes'),
-    peakMiB: () =>
-      v2 ? mib(existsSync(`${dir}/memory.peak`) ? 'memory.peak' : 'memory.current') : mib('memory.max_usage_in_bytes'),
-    oomKills: () => Number(/oom_kill (\d+)/.exec(read(v2 ? 'memory.events' : 'memory.oom_control'))?.[1] ?? 0),
-    remove: () => {
-      try {
-        rmdirSync(dir);
-      } catch {
-        /* still has a process: left for the next run */
-      }
-    },
-  };
 }

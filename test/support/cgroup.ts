@@ -1,6 +1,7 @@
 // A memory cgroup (v2, else v1) with no swap for the webhook to run in, as a Pod's memory limit
-// holds it: beyond the limit the kernel kills it. The chart's limit and NODE_OPTIONS come from its
-// values.yaml, so the tests and the benchmark hold the webhook to what an install gives it.
+// holds it: beyond the limit the kernel kills it. The chart's limit comes from its values.yaml and
+// NODE_OPTIONS as an install sets them (the chart's nodeOptions, else the image's), so the tests
+// and the benchmarks hold the webhook to what an install gives it.
 // Needs root (as `npm test` runs in CI).
 import { existsSync, mkdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
@@ -15,14 +16,27 @@ export interface MemoryCgroup {
   remove(): void;
 }
 
-/** The chart's memory limit (bytes) and NODE_OPTIONS, from its values.yaml. */
+const ROOT = resolve(import.meta.dirname, '../..');
+
+/** The chart's memory limit (bytes) and the NODE_OPTIONS its Pod runs with: nodeOptions, else the image's. */
 export function chartMemory(): { limit: number; nodeOptions: string } {
-  const values = parse(
-    readFileSync(resolve(import.meta.dirname, '../../charts/workload-identity-webhook/values.yaml'), 'utf8'),
-  ) as { resources: { limits: { memory: string } }; nodeOptions: string };
+  const values = parse(readFileSync(resolve(ROOT, 'charts/workload-identity-webhook/values.yaml'), 'utf8')) as {
+    resources: { limits: { memory: string } };
+    nodeOptions: string;
+  };
   const m = /^(\d+)(Mi|Gi)$/.exec(values.resources.limits.memory);
   if (!m) throw new Error(`resources.limits.memory ${values.resources.limits.memory}: expected Mi or Gi`);
-  return { limit: Number(m[1]) * 1024 ** (m[2] === 'Gi' ? 3 : 2), nodeOptions: values.nodeOptions };
+  return {
+    limit: Number(m[1]) * 1024 ** (m[2] === 'Gi' ? 3 : 2),
+    nodeOptions: values.nodeOptions || imageNodeOptions(),
+  };
+}
+
+/** The Node flags of the image: the Dockerfile's ENV NODE_OPTIONS, the one place they are set. */
+export function imageNodeOptions(): string {
+  const flags = /^\s*NODE_OPTIONS="([^"]*)"/m.exec(readFileSync(resolve(ROOT, 'Dockerfile'), 'utf8'))?.[1];
+  if (flags === undefined) throw new Error('the Dockerfile sets no NODE_OPTIONS="..."');
+  return flags;
 }
 
 /** Creates (or resets) the cgroup `wiw-<name>-<pid>` with `limit` bytes of memory and no swap. */
