@@ -9,7 +9,7 @@
 // is test/support/review-fuzz.ts; test/unit/fuzz.test.ts holds a unit test per cause found).
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { Agent, request } from 'node:https';
+import { Agent } from 'node:https';
 import fastJsonPatch from 'fast-json-patch';
 import {
   createNamespace,
@@ -20,6 +20,7 @@ import {
 import { chartMemory, memoryCgroup, rssMiB, type MemoryCgroup } from '../support/cgroup.ts';
 import { addedViolations, examples, mutateReview, podReview, rng, type Obj } from '../support/review-fuzz.ts';
 import { startWebhook, type WebhookProcess } from '../support/webhook.ts';
+import { httpsRequest, type HttpsResponse } from '../support/https-client.ts';
 import { TENANT } from '../support/identities.ts';
 
 const BASE_SEED = Number(process.env.WIW_FUZZ_SEED ?? 20261123);
@@ -61,29 +62,15 @@ after(async () => {
   cgroup?.remove();
 });
 
-function post(body: string): Promise<{ status: number; text: string }> {
-  return new Promise((resolve, reject) => {
-    const req = request(
-      {
-        host: '127.0.0.1',
-        port: wh.port,
-        path: '/mutate',
-        method: 'POST',
-        agent,
-        servername: 'localhost',
-        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
-      },
-      (res) => {
-        let text = '';
-        res.setEncoding('utf8');
-        res.on('data', (chunk: string) => (text += chunk));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
-        res.on('error', reject);
-      },
-    );
-    req.setTimeout(15_000, () => req.destroy(new Error('no answer within 15 s')));
-    req.on('error', reject);
-    req.end(body);
+/** A review POSTed to the webhook over the keep-alive agent. */
+function post(body: string): Promise<HttpsResponse> {
+  return httpsRequest(`${wh.url}/mutate`, {
+    method: 'POST',
+    ca: wh.caPem,
+    agent,
+    body,
+    headers: { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) },
+    timeoutMs: 15_000,
   });
 }
 
@@ -106,7 +93,7 @@ async function baseReviews(): Promise<Obj[]> {
   const { pods, serviceAccounts } = examples();
   const bases = pods.map((pod, i) => podReview(pod, `base-${i}`, NS));
   for (const [i, pod] of pods.entries()) {
-    const { text } = await post(JSON.stringify(bases[i]));
+    const { body: text } = await post(JSON.stringify(bases[i]));
     const response = (JSON.parse(text) as { response: Response }).response;
     if (!response.patch) continue;
     const patch = JSON.parse(Buffer.from(response.patch, 'base64').toString()) as fastJsonPatch.Operation[];
@@ -139,7 +126,7 @@ describe('fuzz through serve', () => {
       const base = r.pick(bases);
       const review = mutateReview({ ...base, request: { ...(base.request as Obj), uid: `run-${run}` } }, r);
       const body = JSON.stringify(review);
-      const { status, text } = await post(body);
+      const { status, body: text } = await post(body);
       if (status >= 500) return fail(seed, `HTTP ${status}: ${text.slice(0, 200)}`);
       if (status !== 200) return void count(`HTTP ${status}`);
       const response = (JSON.parse(text) as { response: Response }).response;

@@ -7,7 +7,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { get as httpGet } from 'node:http';
-import { Agent, request } from 'node:https';
+import { Agent } from 'node:https';
 import {
   createNamespace,
   createServiceAccount,
@@ -16,6 +16,7 @@ import {
 } from '../harness/control-plane.ts';
 import { chartMemory, memoryCgroup, rssMiB, type MemoryCgroup } from '../support/cgroup.ts';
 import { startWebhook, type WebhookProcess } from '../support/webhook.ts';
+import { httpsRequest, type HttpsResponse } from '../support/https-client.ts';
 import { CLIENT, TENANT } from '../support/identities.ts';
 
 const NAMESPACES = 10_000;
@@ -68,29 +69,15 @@ function review(namespace: string, uid: string, annotations: Record<string, stri
   });
 }
 
-function post(body: string): Promise<{ status: number; text: string }> {
-  return new Promise((resolve, reject) => {
-    const req = request(
-      {
-        host: '127.0.0.1',
-        port: wh.port,
-        path: '/mutate',
-        method: 'POST',
-        agent,
-        servername: 'localhost',
-        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
-      },
-      (res) => {
-        let text = '';
-        res.setEncoding('utf8');
-        res.on('data', (chunk: string) => (text += chunk));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
-        res.on('error', reject);
-      },
-    );
-    req.setTimeout(15_000, () => req.destroy(new Error('no answer within 15 s')));
-    req.on('error', reject);
-    req.end(body);
+/** A review POSTed to the webhook over the keep-alive agent. */
+function post(body: string): Promise<HttpsResponse> {
+  return httpsRequest(`${wh.url}/mutate`, {
+    method: 'POST',
+    ca: wh.caPem,
+    agent,
+    body,
+    headers: { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) },
+    timeoutMs: 15_000,
   });
 }
 
@@ -172,7 +159,7 @@ describe('namespace flood', () => {
     assert.ok(huge.status === 200 || huge.status === 400, `2.8 MiB namespace: HTTP ${huge.status}`);
     assert.equal(normal.status, 200);
     assert.ok(
-      (JSON.parse(normal.text) as { response: { patch?: string } }).response.patch,
+      (JSON.parse(normal.body) as { response: { patch?: string } }).response.patch,
       'a normal review still gets its patch',
     );
     // Flat: no series per namespace, no label of megabytes. (A namespace label cost ~25 KiB of

@@ -10,7 +10,15 @@ export interface HttpsResponse {
 /** A minimal HTTPS client that trusts exactly the given CA. */
 export function httpsRequest(
   url: string,
-  options: { method?: string; ca: string; body?: string | Buffer; headers?: Record<string, string>; agent?: Agent },
+  options: {
+    method?: string;
+    ca: string;
+    body?: string | Buffer;
+    headers?: Record<string, string>;
+    agent?: Agent;
+    /** No answer by then: rejects (none by default). */
+    timeoutMs?: number;
+  },
 ): Promise<HttpsResponse> {
   return new Promise((resolve, reject) => {
     const req = request(
@@ -26,6 +34,8 @@ export function httpsRequest(
         res.on('error', reject);
       },
     );
+    if (options.timeoutMs)
+      req.setTimeout(options.timeoutMs, () => req.destroy(new Error(`no answer within ${options.timeoutMs} ms`)));
     req.on('error', reject);
     if (options.body !== undefined) req.end(options.body);
     else req.end();

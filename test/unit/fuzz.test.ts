@@ -18,26 +18,10 @@ import { setMembers, type PatchOperation } from '../../src/mutate/patch.ts';
 import { apply, config, pod as examplePod, providers } from '../support/builders.ts';
 import { CLIENT, GCP_AUDIENCE, GCP_EMAIL, ROLE_ARN, TENANT, WIF_PROVIDER } from '../support/identities.ts';
 import { b64 } from '../support/secrets.ts';
+import { rng, type Rng } from '../support/review-fuzz.ts';
 
 const BASE_SEED = Number(process.env.WIW_FUZZ_SEED ?? 20261123);
 const RUNS = Number(process.env.WIW_FUZZ_RUNS ?? 4000);
-
-/** mulberry32: small, fast, and the same sequence for the same seed everywhere. */
-function rng(seed: number) {
-  let a = seed >>> 0;
-  const next = () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-  const int = (n: number) => Math.floor(next() * n);
-  const pick = <T>(items: readonly T[]): T => items[int(items.length)];
-  const chance = (p: number) => next() < p;
-  return { next, int, pick, chance };
-}
-type Rng = ReturnType<typeof rng>;
 
 const NAMES = ['app', 'sidecar', 'constructor', '__proto__', 'toString', 'a'.repeat(63), 'init', 'mesh-proxy', ''];
 const ENV_NAMES = [
