@@ -135,7 +135,7 @@ export function splitList(value: string): string[] {
 }
 
 /** `key=value` entries of a list annotation; an entry without "=" or with an empty side is a problem. */
-export function parsePairs(value: string): { pairs: [string, string][]; bad: string[] } {
+function parsePairs(value: string): { pairs: [string, string][]; bad: string[] } {
   const pairs: [string, string][] = [];
   const bad: string[] = [];
   for (const entry of splitList(value)) {
@@ -144,4 +144,39 @@ export function parsePairs(value: string): { pairs: [string, string][]; bad: str
     else pairs.push([entry.slice(0, at), entry.slice(at + 1)]);
   }
   return { pairs, bad };
+}
+
+/** How a `<name>=<value>` list annotation is read, and its problems named. */
+export interface NamedEntries {
+  /** The annotation, as messages name it. */
+  key: string;
+  /** One entry's form, e.g. `<profile>=<role>`. */
+  entry: string;
+  /** The list's form, said after a problem. */
+  form: string;
+  /** What an empty list names none of, e.g. `role`. */
+  noun: string;
+  /** The problem with a name, undefined when it is one. */
+  nameProblem(name: string): string | undefined;
+  /** The problem of a name given twice. */
+  twice(name: string): string;
+}
+
+/**
+ * The `<name>=<value>` entries of a list annotation, each name valid and given once; a malformed
+ * entry, an empty list, a bad or repeated name is an InvalidAnnotation denial. Values are the caller's.
+ */
+export function parseNamedEntries(value: string, rules: NamedEntries): [string, string][] | Denial {
+  const { pairs, bad } = parsePairs(value);
+  const { key, form } = rules;
+  if (bad.length > 0)
+    return denial('InvalidAnnotation', `${key}: ${bad.map((b) => `"${b}"`).join(', ')} is not ${rules.entry}; ${form}`);
+  if (pairs.length === 0) return denial('InvalidAnnotation', `${key}="${value}" names no ${rules.noun}; ${form}`);
+  const seen = new Set<string>();
+  for (const [name] of pairs) {
+    const problem = rules.nameProblem(name) ?? (seen.has(name) ? rules.twice(name) : undefined);
+    if (problem) return denial('InvalidAnnotation', `${key}: ${problem}`);
+    seen.add(name);
+  }
+  return pairs;
 }

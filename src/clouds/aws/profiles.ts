@@ -1,8 +1,8 @@
 // Several roles in one Pod (the AWS peer's issue #20, which it does not offer): a shared config
 // file with one web-identity profile per role, all presenting the same projected token. The SDKs
 // read it through AWS_CONFIG_FILE; code picks a role by profile name, a container by AWS_PROFILE.
-import { denial, type Denial, isDenial } from '../../errors.ts';
-import { parsePairs } from '../common.ts';
+import { type Denial, isDenial } from '../../errors.ts';
+import { parseNamedEntries } from '../common.ts';
 import { type RoleArn, type RoleArnBase, readRoleArn } from './role-arn.ts';
 
 /** The Pod annotation the file is projected from (by the downward API, into the token volume). */
@@ -25,23 +25,20 @@ export interface Profile {
  * or without --strict.
  */
 export function parseProfiles(value: string, where: string, base: RoleArnBase | undefined): Profile[] | Denial {
-  const { pairs, bad } = parsePairs(value);
-  const form = 'expected <profile>=<role ARN> entries separated by commas or new lines';
-  if (bad.length > 0)
-    return denial(
-      'InvalidAnnotation',
-      `${where}: ${bad.map((b) => `"${b}"`).join(', ')} is not <profile>=<role>; ${form}`,
-    );
-  if (pairs.length === 0) return denial('InvalidAnnotation', `${where}="${value}" names no role; ${form}`);
+  const pairs = parseNamedEntries(value, {
+    key: where,
+    entry: '<profile>=<role>',
+    form: 'expected <profile>=<role ARN> entries separated by commas or new lines',
+    noun: 'role',
+    nameProblem: (name) =>
+      PROFILE_NAME.test(name)
+        ? undefined
+        : `profile "${name}" is not a profile name (letters, digits, "_", "." and "-", at most 64)`,
+    twice: (name) => `profile "${name}" is named twice`,
+  });
+  if (isDenial(pairs)) return pairs;
   const profiles: Profile[] = [];
   for (const [name, raw] of pairs) {
-    if (!PROFILE_NAME.test(name))
-      return denial(
-        'InvalidAnnotation',
-        `${where}: profile "${name}" is not a profile name (letters, digits, "_", "." and "-", at most 64)`,
-      );
-    if (profiles.some((p) => p.name === name))
-      return denial('InvalidAnnotation', `${where}: profile "${name}" is named twice`);
     const role = readRoleArn(raw, `${where} profile ${name}`, base);
     if (isDenial(role)) return role;
     profiles.push({ name, role });

@@ -2,11 +2,11 @@
 // ServiceAccount names, for some of its Pods' containers, the user-assigned identity or app
 // registration each one signs in as. One token serves them all (the same ServiceAccount subject),
 // so every client id needs a federated credential for it; `trust` prints one for each.
-import { denial, type Denial } from '../../errors.ts';
+import { denial, isDenial, type Denial } from '../../errors.ts';
 import type { EnvVar } from '../../kube/types.ts';
 import type { Pod } from '../../kube/types.ts';
 import { isDnsLabel } from '../../model.ts';
-import { parsePairs, podContainers } from '../common.ts';
+import { parseNamedEntries, podContainers } from '../common.ts';
 import { GUID_PATTERN } from './facts.ts';
 
 export const CONTAINER_CLIENT_IDS_ANNOTATION = 'azure.workload.identity/container-client-ids';
@@ -17,19 +17,18 @@ export const CONTAINER_CLIENT_IDS_ANNOTATION = 'azure.workload.identity/containe
  * with or without --strict.
  */
 export function parseContainerClientIds(value: string, where: string): Map<string, string> | Denial {
-  const { pairs, bad } = parsePairs(value);
-  const form = 'expected <container>=<client id> entries separated by semicolons';
   const key = `${where} annotation ${CONTAINER_CLIENT_IDS_ANNOTATION}`;
-  if (bad.length > 0)
-    return denial(
-      'InvalidAnnotation',
-      `${key}: ${bad.map((b) => `"${b}"`).join(', ')} is not <container>=<client id>; ${form}`,
-    );
+  const pairs = parseNamedEntries(value, {
+    key,
+    entry: '<container>=<client id>',
+    form: 'expected <container>=<client id> entries separated by semicolons',
+    noun: 'container',
+    nameProblem: (name) => (isDnsLabel(name) ? undefined : `"${name}" is not a container name (a DNS label)`),
+    twice: (name) => `container "${name}" is named twice`,
+  });
+  if (isDenial(pairs)) return pairs;
   const ids = new Map<string, string>();
   for (const [container, clientId] of pairs) {
-    if (!isDnsLabel(container))
-      return denial('InvalidAnnotation', `${key}: "${container}" is not a container name (a DNS label)`);
-    if (ids.has(container)) return denial('InvalidAnnotation', `${key}: container "${container}" is named twice`);
     if (!GUID_PATTERN.test(clientId))
       return denial(
         'InvalidClientId',
@@ -37,7 +36,6 @@ export function parseContainerClientIds(value: string, where: string): Map<strin
       );
     ids.set(container, clientId);
   }
-  if (ids.size === 0) return denial('InvalidAnnotation', `${key}="${value}" names no container; ${form}`);
   return ids;
 }
 

@@ -5,7 +5,7 @@
 // naming the first file; code or a container's own GOOGLE_APPLICATION_CREDENTIALS picks another.
 import { denial, type Denial, isDenial } from '../../errors.ts';
 import type { VolumeProjection } from '../../kube/types.ts';
-import { parsePairs, windowsPath } from '../common.ts';
+import { parseNamedEntries, windowsPath } from '../common.ts';
 import type { Injection, PodContext, PodProvider } from '../types.ts';
 import {
   EMAIL_PATTERN,
@@ -39,23 +39,21 @@ export const credentialsFileOf = (name: string) => `federation-${name}.json`;
  * refused, with or without --strict.
  */
 export function parseNamedProviders(value: string, where: string): Named[] | Denial {
-  const { pairs, bad } = parsePairs(value);
   const key = `${where} annotation ${PROVIDERS_ANNOTATION}`;
-  const form = 'expected <name>=<provider> or <name>=<provider>:<service account email>, separated by commas';
-  if (bad.length > 0)
-    return denial(
-      'InvalidAnnotation',
-      `${key}: ${bad.map((b) => `"${b}"`).join(', ')} is not <name>=<provider>; ${form}`,
-    );
-  if (pairs.length === 0) return denial('InvalidAnnotation', `${key}="${value}" names no provider; ${form}`);
+  const pairs = parseNamedEntries(value, {
+    key,
+    entry: '<name>=<provider>',
+    form: 'expected <name>=<provider> or <name>=<provider>:<service account email>, separated by commas',
+    noun: 'provider',
+    nameProblem: (name) =>
+      NAME.test(name)
+        ? undefined
+        : `"${name}" is not a name (1 to 36 lower-case letters, digits and "-", a letter or digit at each end)`,
+    twice: (name) => `"${name}" is named twice`,
+  });
+  if (isDenial(pairs)) return pairs;
   const named: Named[] = [];
   for (const [name, entry] of pairs) {
-    if (!NAME.test(name))
-      return denial(
-        'InvalidAnnotation',
-        `${key}: "${name}" is not a name (1 to 36 lower-case letters, digits and "-", a letter or digit at each end)`,
-      );
-    if (named.some((n) => n.name === name)) return denial('InvalidAnnotation', `${key}: "${name}" is named twice`);
     // The email never holds ":", the provider's audience form may ("https://").
     const colon = entry.lastIndexOf(':');
     const email = colon > 0 && entry.slice(colon + 1).includes('@') ? entry.slice(colon + 1) : undefined;
