@@ -59,8 +59,11 @@ async function start(limits: Partial<ServerLimits>, withClientAuth = false) {
   return { port: (app.server.address() as AddressInfo).port, metrics };
 }
 
-/** One hostile connection from `source`: TLS, one request, then idle. Resolves false if refused. */
-function hold(port: number, source: string): Promise<boolean> {
+/**
+ * One connection from `source` (with `cert`: authenticated, as kube-apiserver's) that sent a
+ * request and idles; resolves false if refused.
+ */
+function hold(port: number, source: string, cert?: KeyPair): Promise<boolean> {
   return new Promise((resolve) => {
     const socket = connect({
       host: '127.0.0.1',
@@ -68,6 +71,7 @@ function hold(port: number, source: string): Promise<boolean> {
       localAddress: source,
       ca: certs.caPem,
       servername: 'localhost',
+      ...(cert ? { cert: cert.cert, key: cert.key } : {}),
     } as ConnectionOptions);
     socket.once('secureConnect', () => socket.write('GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n'));
     socket.once('data', () => {
@@ -168,7 +172,7 @@ describe('connection fairness', () => {
     const { port } = await start({ ...LIMITS, maxConnectionsPerSource: 2 * LIMITS.maxConnections }, true);
     // Authenticated connections hold the whole cap: nothing unauthenticated can make room.
     const apiServerHeld = await Promise.all(
-      Array.from({ length: LIMITS.maxConnections }, () => holdAuthenticated(port)),
+      Array.from({ length: LIMITS.maxConnections }, () => hold(port, API_SERVER, apiServerCert)),
     );
     assert.ok(apiServerHeld.every(Boolean));
     assert.equal(await hold(port, HOGS[0]), false, 'an unauthenticated newcomer over the cap is closed');
@@ -179,28 +183,6 @@ describe('connection fairness', () => {
     );
   });
 });
-
-/** One authenticated connection from kube-apiserver's address that sent a request and idles. */
-function holdAuthenticated(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = connect({
-      host: '127.0.0.1',
-      port,
-      localAddress: API_SERVER,
-      ca: certs.caPem,
-      servername: 'localhost',
-      cert: apiServerCert.cert,
-      key: apiServerCert.key,
-    } as ConnectionOptions);
-    socket.once('secureConnect', () => socket.write('GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n'));
-    socket.once('data', () => {
-      held.push(socket);
-      resolve(true);
-    });
-    socket.on('error', () => resolve(false));
-    socket.once('close', () => resolve(false));
-  });
-}
 
 describe('first request deadline', () => {
   test('a TCP connection that never starts TLS, and a TLS one that never sends a request, are closed', async () => {
