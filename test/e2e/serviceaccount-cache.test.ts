@@ -39,9 +39,15 @@ async function metricValue(metrics: ReturnType<typeof createMetrics>, name: stri
   return line ? Number(line.split(' ').pop()) : 0;
 }
 
+/** A cache of `cp`'s ServiceAccounts (or through `kc`) with the test prefixes and log, and `options`. */
+type CacheOptions = ConstructorParameters<typeof ServiceAccountCache>[0];
+function newCache(options: Partial<CacheOptions> = {}, kc = cp.kubeConfig()): ServiceAccountCache {
+  return new ServiceAccountCache({ api: kubeApiOf(kc), annotationPrefixes: PREFIXES, log, ...options });
+}
+
 describe('list and watch', () => {
   test("keeps name, namespace and only the annotations of the providers' prefixes", async () => {
-    const cache = new ServiceAccountCache({ api: kubeApiOf(cp.kubeConfig()), annotationPrefixes: PREFIXES, log });
+    const cache = newCache();
     await cache.start();
     try {
       const view = cache.get('ns1', 'existing');
@@ -64,7 +70,7 @@ describe('list and watch', () => {
 
 describe('how the list comes', () => {
   test('streamed from the API server cache (sendInitialEvents) where it offers that, else in pages', async () => {
-    const streamed = new ServiceAccountCache({ api: kubeApiOf(cp.kubeConfig()), annotationPrefixes: PREFIXES, log });
+    const streamed = newCache();
     await streamed.start();
     try {
       assert.equal(listWatchOf(streamed).streaming, true);
@@ -83,12 +89,7 @@ describe('how the list comes', () => {
           }),
         ),
       );
-      const paged = new ServiceAccountCache({
-        api: kubeApiOf(old.kubeConfig()),
-        annotationPrefixes: PREFIXES,
-        log,
-        pageSize: 50,
-      });
+      const paged = newCache({ pageSize: 50 }, old.kubeConfig());
       await paged.start();
       try {
         assert.equal(listWatchOf(paged).streaming, false);
@@ -131,12 +132,7 @@ describe('how the list comes', () => {
 describe('cache misses', () => {
   test('a miss is read from the API server once, even when asked for concurrently', async () => {
     const metrics = createMetrics();
-    const cache = new ServiceAccountCache({
-      api: kubeApiOf(cp.kubeConfig()),
-      annotationPrefixes: PREFIXES,
-      log,
-      metrics,
-    });
+    const cache = newCache({ metrics });
     await cache.start();
     cache.stop(); // no watch: the only way to learn of a new ServiceAccount is the direct read
     await createServiceAccount(cp, 'ns1', 'brand-new', {
@@ -160,13 +156,7 @@ describe('cache misses', () => {
 
   test('a ServiceAccount that does not exist is undefined; reads beyond the rate limit are not made', async () => {
     const metrics = createMetrics();
-    const cache = new ServiceAccountCache({
-      api: kubeApiOf(cp.kubeConfig()),
-      annotationPrefixes: PREFIXES,
-      log,
-      metrics,
-      missReadsPerSecond: 1,
-    });
+    const cache = newCache({ metrics, missReadsPerSecond: 1 });
     await cache.start();
     cache.stop();
     assert.equal(await cache.lookup('ns1', 'ghost'), undefined);
@@ -196,13 +186,7 @@ describe('cache misses', () => {
 
   test('a name no object can have is not found, unasked: it reaches no other resource and spends no read', async () => {
     const metrics = createMetrics();
-    const cache = new ServiceAccountCache({
-      api: kubeApiOf(cp.kubeConfig()),
-      annotationPrefixes: PREFIXES,
-      log,
-      metrics,
-      missReadsPerSecond: 1,
-    });
+    const cache = newCache({ metrics, missReadsPerSecond: 1 });
     // Names that would resolve to the namespace, its Secrets or another object if pasted into a path.
     const hostile: [string, string][] = [
       ['ns1', '..'],
@@ -242,13 +226,7 @@ describe('cache misses', () => {
       c.name === cluster.name ? { ...c, server: `https://127.0.0.1:${silent.port}` } : c,
     );
     const metrics = createMetrics();
-    const cache = new ServiceAccountCache({
-      api: kubeApiOf(kc),
-      annotationPrefixes: PREFIXES,
-      log,
-      metrics,
-      missTimeoutMs: 200,
-    });
+    const cache = newCache({ metrics, missTimeoutMs: 200 }, kc);
     try {
       await assert.rejects(
         async () => cache.lookup('ns1', 'existing'),
@@ -334,7 +312,7 @@ describe('watch recovery', () => {
       c.name === cluster.name ? { ...c, server: `https://127.0.0.1:${proxy.port}`, tlsServerName: 'localhost' } : c,
     );
     const metrics = createMetrics();
-    const cache = new ServiceAccountCache({ api: kubeApiOf(kc), annotationPrefixes: PREFIXES, log, metrics });
+    const cache = newCache({ metrics }, kc);
     try {
       await cache.start();
       await until('the watch to be open', () => cache.watching || undefined);
@@ -353,13 +331,7 @@ describe('watch recovery', () => {
 
   test('a silent watch is restarted', async () => {
     const metrics = createMetrics();
-    const cache = new ServiceAccountCache({
-      api: kubeApiOf(cp.kubeConfig()),
-      annotationPrefixes: PREFIXES,
-      log,
-      metrics,
-      watchIdleTimeoutMs: 300,
-    });
+    const cache = newCache({ metrics, watchIdleTimeoutMs: 300 });
     try {
       await cache.start();
       await until(
