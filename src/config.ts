@@ -293,20 +293,9 @@ export const settings = { ...serverSettings, ...identitySettings, ...policySetti
 >;
 
 type Settings = typeof settings;
+
 /** Every setting's value, and what the clouds derive from theirs (CloudSettings). */
 export type Config = SettingValues<Settings> & CloudSettings;
-
-const byFlag = new Map<string, [keyof Settings, Setting<unknown>]>(
-  Object.entries(settings).map(([key, s]) => [s.flag, [key as keyof Settings, s as Setting<unknown>]]),
-);
-
-export function isConfigFlag(flag: string): boolean {
-  return byFlag.has(flag);
-}
-
-export function isBooleanFlag(flag: string): boolean {
-  return byFlag.get(flag)?.[1].boolean === true;
-}
 
 /**
  * Builds the configuration from `--flag value` pairs already split by the CLI and from the

@@ -77,12 +77,6 @@ export interface RequestorConfig {
   tokenExpiration: number;
 }
 
-const byFlag = new Set(Object.values(requestorSettings).map((s) => s.flag));
-
-export function isRequestorFlag(flag: string): boolean {
-  return byFlag.has(flag);
-}
-
 const IN_CLUSTER_NAMESPACE = '/var/run/secrets/kubernetes.io/serviceaccount/namespace';
 
 export function loadRequestorConfig(
