@@ -3,8 +3,12 @@
 // How each default was derived (measured on Node 24, see docs/hardening.md):
 // - requests: kube-apiserver refuses request bodies over 3 MiB, and an UPDATE review carries
 //   `object` and `oldObject`: 6 MiB.
-// - in flight: a parsed review costs ~2x its size in heap (measured: 12 MiB for a 6 MiB review);
-//   32 MiB of bodies in flight at once (~64 MiB of heap) fits the heap next to the caches.
+// - in flight: a review holds its request body, a 16 KiB share, and its encoded answer until the
+//   answer is written (src/review-budget.ts); a parsed review costs ~2x its size in heap (measured:
+//   12 MiB for a 6 MiB review), an answer about twice its size until written (the string and
+//   its buffer); 32 MiB at once (~64 MiB of heap) fits the heap next to the caches.
+// - streams: an HTTP/2 connection carries at most 100 reviews at once (SETTINGS, and reviews
+//   whose stream was reset still count until their work is done); their bytes are in the budget.
 // - containers: each costs ~1.5 KB of patch with three clouds; 500 containers give a 0.75 MiB
 //   patch, and etcd stores no object over 1.5 MiB, so beyond that the Pod could not be stored.
 // - patch: 1 MiB of JSON Patch (1.4 MiB base64) is the most any legitimate Pod needs.
@@ -15,8 +19,10 @@
 export interface ServerLimits {
   /** Largest request body accepted (413 beyond). */
   maxRequestBytes: number;
-  /** Request bodies held at once across connections (503, retry, beyond). */
+  /** Bytes of reviews in progress (request, answer until written, a share each) across connections (503, retry, beyond). */
   maxInflightRequestBytes: number;
+  /** Reviews in progress on one HTTP/2 connection (SETTINGS_MAX_CONCURRENT_STREAMS). */
+  maxConcurrentStreams: number;
   /** Containers, init containers and ephemeral containers of one Pod (denied beyond). */
   maxContainers: number;
   /** Largest JSON Patch answered (the object is denied beyond). */
@@ -42,6 +48,7 @@ export interface ServerLimits {
 export const DEFAULT_LIMITS: ServerLimits = {
   maxRequestBytes: 6 * 1024 * 1024,
   maxInflightRequestBytes: 32 * 1024 * 1024,
+  maxConcurrentStreams: 100,
   maxContainers: 500,
   maxPatchBytes: 1024 * 1024,
   maxConnections: 512,
