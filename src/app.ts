@@ -152,7 +152,7 @@ function createFastify(options: AppOptions, limits: ServerLimits): FastifyInstan
                 settings: { maxConcurrentStreams: limits.maxConcurrentStreams },
                 keepAliveTimeout: limits.keepAliveTimeoutMs,
                 requestTimeout: limits.requestTimeoutMs,
-                headersTimeout: limits.headersTimeoutMs,
+                headersTimeout: Math.min(limits.headersTimeoutMs, limits.requestTimeoutMs),
               }
             : {}),
           // Node checks the header and request timeouts only this often (default 30 s): a stalled

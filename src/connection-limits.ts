@@ -13,7 +13,7 @@
 // - with client authentication, unauthenticated connections make room for authenticated ones:
 //   at the cap, a new connection evicts the oldest established unauthenticated one, and room
 //   for HANDSHAKE_RESERVE handshakes above the cap lets an authenticated client get in at all.
-import type { BlockList, Server, Socket } from 'node:net';
+import { BlockList, type Server, type Socket } from 'node:net';
 import type { ServerHttp2Session } from 'node:http2';
 import type { TLSSocket } from 'node:tls';
 
@@ -91,6 +91,18 @@ class SourceCounts {
       if (t.requested && SourceCounts.counts(t) && (!best || t.idleSince < best.idleSince)) best = t;
     return best;
   }
+}
+
+/** The addresses and CIDRs of --proxy-sources (validated by config.ts) as a list to check sources against. */
+export function sourceList(entries: readonly string[]): BlockList {
+  const list = new BlockList();
+  for (const entry of entries) {
+    const [address, prefix] = entry.split('/');
+    const family = familyOf(address);
+    if (prefix === undefined) list.addAddress(address, family);
+    else list.addSubnet(address, Number(prefix), family);
+  }
+  return list;
 }
 
 /** Applies the rules to `server` (HTTPS, HTTP/2 with HTTP/1.1); `closed` is told each connection it closes. */
