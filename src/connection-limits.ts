@@ -1,11 +1,16 @@
 // Who gets a connection when connections run short. The global cap alone let one client that
 // holds every connection lock out all others, kube-apiserver included (issue #19 §4). The rules:
-// - one source address holds at most `maxConnectionsPerSource` connections that are doing
-//   nothing: not yet sent a request, or idle between requests. A connection with a request in
-//   progress is not counted: kube-apiserver's bursts come from one address (behind a proxy, all
-//   of a cluster's), and it does not retry a POST whose connection was cut (issue #28 §5). At the
-//   cap, a newcomer closes that source's own connection idle the longest (an HTTP/2 one with
-//   GOAWAY, which the client's retry covers); only when none is idle is the newcomer closed;
+// - one source address holds at most `maxConnectionsPerSource` connections doing nothing: idle
+//   between requests, or open for FRESH_GRACE_MS without a first request. A connection with a
+//   request in progress is not counted, nor one in its first moments (kube-apiserver sends its
+//   request as soon as TLS is up): kube-apiserver's bursts come from one address (behind a proxy,
+//   all of a cluster's), it dials a connection per review in flight until its HTTP/2 connections
+//   are up, and it does not retry a POST whose connection was cut (issue #28 §5). At the cap, a
+//   newcomer closes that source's own connection idle the longest (an HTTP/2 one with GOAWAY,
+//   which the client's retry covers), else its oldest that never sent a request; the newcomer is
+//   not refused;
+// - at the overall cap, the source holding the most connections doing nothing, if over its cap,
+//   loses its oldest such one to the newcomer; else the newcomer is closed;
 // - connections with a verified client certificate, and those from `exemptSources` (a proxy
 //   kube-apiserver comes through), are not counted per source;
 // - a connection must finish TLS and send its first request within `firstRequestTimeoutMs`
@@ -27,7 +32,7 @@ export interface ConnectionLimits {
   exemptSources?: BlockList;
 }
 
-/** Why the server closed a connection (a metric label: a closed set). */
+/** Why the server closed a connection (a metric label: a closed set): `per_source_idle` makes room for its own source's newcomer, `per_source_limit` for another source's at the overall cap. */
 export type ConnectionCloseReason =
   | 'limit'
   | 'per_source_limit'
@@ -35,7 +40,7 @@ export type ConnectionCloseReason =
   | 'evicted'
   | 'first_request_timeout';
 
-/** Handshakes admitted above the cap with client authentication, until they show a certificate. */
+/** Connections admitted above the cap: handshakes until they show a certificate, newcomers while the connection closed for them closes. */
 export const HANDSHAKE_RESERVE = 64;
 
 interface Tracked {
@@ -49,6 +54,7 @@ interface Tracked {
   requested: boolean;
   /** Requests (HTTP/2: streams) in progress. */
   active: number;
+  opened: number;
   idleSince: number;
   session?: ServerHttp2Session;
 }
@@ -59,10 +65,15 @@ const keyOf = (socket: { remoteAddress?: string; remotePort?: number }) =>
   `${socket.remoteAddress}|${socket.remotePort}`;
 const familyOf = (address: string) => (address.includes(':') ? 'ipv6' : 'ipv4');
 
-/** The connections of each source that count against its cap (doing nothing, not exempt). */
-class SourceCounts {
+/** A new connection not counted per source yet: TLS and the first request take this long at most from kube-apiserver. */
+export const FRESH_GRACE_MS = 1000;
+
+/** Doing nothing: not exempt, no request in progress. */
+const idleOrFresh = (t: Tracked) => !t.exempt && t.active === 0;
+
+/** The connections of each source, and which of them count against its cap. */
+class Sources {
   readonly #bySource = new Map<string, Set<Tracked>>();
-  readonly #counted = new Map<string, number>();
   add(t: Tracked) {
     const set = this.#bySource.get(t.source) ?? new Set<Tracked>();
     this.#bySource.set(t.source, set.add(t));
@@ -72,23 +83,34 @@ class SourceCounts {
     set?.delete(t);
     if (set?.size === 0) this.#bySource.delete(t.source);
   }
-  /** Whether `t` counts now; call around every change of its state. */
-  static counts(t: Tracked): boolean {
-    return !t.exempt && t.active === 0;
-  }
-  adjust(t: Tracked, delta: number) {
-    const n = (this.#counted.get(t.source) ?? 0) + delta;
-    if (n > 0) this.#counted.set(t.source, n);
-    else this.#counted.delete(t.source);
-  }
-  counted(source: string): number {
-    return this.#counted.get(source) ?? 0;
-  }
-  /** The source's connection idle the longest (it has served a request and serves none now). */
-  longestIdle(source: string): Tracked | undefined {
-    let best: Tracked | undefined;
+  /** Connections of `source` counted against its cap now (past their grace, doing nothing). */
+  counted(source: string, now: number): number {
+    let n = 0;
     for (const t of this.#bySource.get(source) ?? [])
-      if (t.requested && SourceCounts.counts(t) && (!best || t.idleSince < best.idleSince)) best = t;
+      if (idleOrFresh(t) && (t.requested || now - t.opened >= FRESH_GRACE_MS)) n++;
+    return n;
+  }
+  /** The one of `source` to close for room: idle the longest, else open the longest without a request (past `graceMs`). */
+  victim(source: string, now: number, graceMs: number): Tracked | undefined {
+    let idle: Tracked | undefined;
+    let fresh: Tracked | undefined;
+    for (const t of this.#bySource.get(source) ?? []) {
+      if (!idleOrFresh(t)) continue;
+      if (t.requested) {
+        if (!idle || t.idleSince < idle.idleSince) idle = t;
+      } else if (now - t.opened >= graceMs && (!fresh || t.opened < fresh.opened)) fresh = t;
+    }
+    return idle ?? fresh;
+  }
+  /** The source holding the most connections doing nothing, if more than `cap`. */
+  heaviest(cap: number): string | undefined {
+    let best: string | undefined;
+    let most = cap;
+    for (const [source, set] of this.#bySource) {
+      let n = 0;
+      for (const t of set) if (idleOrFresh(t)) n++;
+      if (n > most) [best, most] = [source, n];
+    }
     return best;
   }
 }
@@ -111,26 +133,25 @@ export function limitConnections(
   limits: ConnectionLimits,
   closed: (reason: ConnectionCloseReason) => void,
 ): void {
-  // Node refuses at accept beyond this, before any of the code below runs.
-  server.maxConnections = limits.maxConnections + (limits.preferAuthenticated ? HANDSHAKE_RESERVE : 0);
+  // Node refuses at accept beyond this, before any of the code below runs: room above the cap
+  // for a newcomer while the connection closed for it is still closing, and for handshakes.
+  server.maxConnections = limits.maxConnections + HANDSHAKE_RESERVE;
   server.on('drop', () => closed('limit'));
   // Oldest first (insertion order): the first to go when room is needed.
   const open = new Map<string, Tracked>();
-  const sources = new SourceCounts();
+  const sources = new Sources();
   const close = (t: Tracked | Socket, reason: ConnectionCloseReason) => {
-    // An idle HTTP/2 connection is closed with GOAWAY: a stream the client sent meanwhile is
-    // answered, or the client knows it was not processed and retries it elsewhere.
-    if (reason === 'per_source_idle' && 'source' in t && t.session) t.session.close();
-    else ('source' in t ? t.socket : t).destroy();
+    if ('source' in t) {
+      // Gone from the counts now: its close may take a moment (GOAWAY).
+      t.exempt = true;
+      // An idle HTTP/2 connection is closed with GOAWAY: a stream the client sent meanwhile is
+      // answered, or the client knows it was not processed and retries it elsewhere.
+      if (t.session && t.requested) t.session.close();
+      else t.socket.destroy();
+    } else t.destroy();
     closed(reason);
   };
-  /** Changes `t`'s state, keeping its source's count. */
-  const update = (t: Tracked, change: (t: Tracked) => void) => {
-    const before = SourceCounts.counts(t);
-    change(t);
-    const after = SourceCounts.counts(t);
-    if (before !== after) sources.adjust(t, after ? 1 : -1);
-  };
+  const exempt = (source: string) => limits.exemptSources?.check(source, familyOf(source)) ?? false;
 
   const evictUnauthenticated = (): boolean => {
     for (const t of open.values())
@@ -141,27 +162,27 @@ export function limitConnections(
     return false;
   };
 
-  /** Room for one more of `source`'s connections: its idle one goes, or false. */
-  const roomInSource = (source: string): boolean => {
-    if (limits.exemptSources?.check(source, familyOf(source))) return true;
-    if (sources.counted(source) < limits.maxConnectionsPerSource) return true;
-    const idle = sources.longestIdle(source);
-    if (!idle) return false;
-    // It no longer counts from now: its close may take a moment (GOAWAY).
-    update(idle, (t) => {
-      t.exempt = true;
-    });
-    close(idle, 'per_source_idle');
+  /** At its cap, `source` makes room for its newcomer: its idle one goes, else one that never asked. */
+  const makeRoomInSource = (source: string, now: number) => {
+    if (exempt(source) || sources.counted(source, now) < limits.maxConnectionsPerSource) return;
+    const victim = sources.victim(source, now, FRESH_GRACE_MS);
+    if (victim) close(victim, 'per_source_idle');
+  };
+
+  /** At the overall cap: the source most over its own cap gives up a connection, or false. */
+  const makeRoomOverall = (now: number): boolean => {
+    const heaviest = sources.heaviest(limits.maxConnectionsPerSource);
+    const victim = heaviest === undefined ? undefined : sources.victim(heaviest, now, 0);
+    if (!victim) return false;
+    close(victim, 'per_source_limit');
     return true;
   };
 
   server.on('connection', (socket: Socket) => {
     const source = sourceOf(socket);
-    if (!roomInSource(source)) {
-      close(socket, 'per_source_limit');
-      return;
-    }
-    if (open.size >= limits.maxConnections) {
+    const now = performance.now();
+    makeRoomInSource(source, now);
+    if (open.size >= limits.maxConnections && !makeRoomOverall(now)) {
       // Without client authentication nothing tells one client from another: the newcomer goes.
       if (!limits.preferAuthenticated) {
         close(socket, 'limit');
@@ -171,34 +192,37 @@ export function limitConnections(
       // reserve (the ceiling bounds it) until its certificate is seen.
       evictUnauthenticated();
     }
+    track(socket, source, now);
+  });
+
+  const track = (socket: Socket, source: string, now: number) => {
     const key = keyOf(socket);
-    const exempt = limits.exemptSources?.check(source, familyOf(source)) ?? false;
-    const tracked: Tracked = { socket, source, exempt, requested: false, active: 0, idleSince: performance.now() };
+    const tracked: Tracked = {
+      socket,
+      source,
+      exempt: exempt(source),
+      requested: false,
+      active: 0,
+      opened: now,
+      idleSince: now,
+    };
     tracked.firstRequest = setTimeout(() => close(tracked, 'first_request_timeout'), limits.firstRequestTimeoutMs);
     tracked.firstRequest.unref();
     open.set(key, tracked);
     sources.add(tracked);
-    if (SourceCounts.counts(tracked)) sources.adjust(tracked, 1);
     socket.once('close', () => {
       clearTimeout(tracked.firstRequest);
       open.delete(key);
       sources.remove(tracked);
-      // Gone: it counts no more, whatever its requests' ends change later.
-      update(tracked, (t) => {
-        t.exempt = true;
-      });
     });
-  });
+  };
 
   server.on('secureConnection', (socket: TLSSocket) => {
     if (!limits.preferAuthenticated) return;
     const tracked = open.get(keyOf(socket));
     if (!tracked) return;
     tracked.authenticated = socket.authorized;
-    if (socket.authorized)
-      update(tracked, (t) => {
-        t.exempt = true;
-      });
+    if (socket.authorized) tracked.exempt = true;
     // Over the cap (in the handshake reserve): only an authenticated client stays.
     if (!socket.authorized && open.size > limits.maxConnections) close(tracked, 'limit');
   });
@@ -213,15 +237,11 @@ export function limitConnections(
     if (!tracked) return;
     clearTimeout(tracked.firstRequest);
     tracked.firstRequest = undefined;
-    update(tracked, (t) => {
-      t.requested = true;
-      t.active++;
+    tracked.requested = true;
+    tracked.active++;
+    res.once('close', () => {
+      tracked.active--;
+      tracked.idleSince = performance.now();
     });
-    res.once('close', () =>
-      update(tracked, (t) => {
-        t.active--;
-        t.idleSince = performance.now();
-      }),
-    );
   });
 }

@@ -155,6 +155,34 @@ describe('connection fairness', () => {
     assert.ok(answer.body.response.patch, 'the review got its patch');
   });
 
+  test("a burst of new connections from one address may pass its cap for a moment, but at the overall cap it gives way to another address's newcomer", async () => {
+    const { port, metrics } = await start(LIMITS);
+    // Connections that never send a request, opened at once: each is new, none counted yet.
+    const fresh = await Promise.all(
+      Array.from(
+        { length: LIMITS.maxConnections },
+        () =>
+          new Promise<TLSSocket>((resolve) => {
+            const socket = connect({
+              host: '127.0.0.1',
+              port,
+              localAddress: HOGS[0],
+              ca: certs.caPem,
+              servername: 'localhost',
+            } as ConnectionOptions);
+            socket.on('error', () => {});
+            socket.once('secureConnect', () => resolve(socket));
+            socket.once('close', () => resolve(socket));
+          }),
+      ),
+    );
+    held.push(...fresh);
+    assert.equal(await closedFor(metrics, 'limit'), 0, 'all were let in');
+    const answer = await apiServerReview(port);
+    assert.equal(answer.status, 200);
+    assert.equal(await closedFor(metrics, 'per_source_limit'), 1, "the burst's oldest made room");
+  });
+
   test('with --client-ca-file, clients holding every connection from many addresses make room for kube-apiserver', async () => {
     const { port, metrics } = await start(LIMITS, true);
     const counts = [];
