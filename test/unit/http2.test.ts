@@ -15,6 +15,7 @@ import type { ServerLimits } from '../../src/limits.ts';
 import { createMetrics } from '../../src/metrics.ts';
 import { RESET_BURST } from '../../src/stream-limits.ts';
 import { generateCertificates } from '../../src/tls/self-signed.ts';
+import { createCa, createClientCert, type KeyPair } from '../harness/certs.ts';
 import { until } from '../harness/until.ts';
 import { pod, providers, sa } from '../support/builders.ts';
 import { httpsRequest } from '../support/https-client.ts';
@@ -94,9 +95,13 @@ function review(namespace = 'team-a', containers = 1): string {
   });
 }
 
-function h2(s: Server): Promise<ClientHttp2Session> {
+function h2(s: Server, cert?: KeyPair): Promise<ClientHttp2Session> {
   return new Promise((resolve, reject) => {
-    const session = h2connect(s.url, { ca: certs.caPem, servername: 'localhost' });
+    const session = h2connect(s.url, {
+      ca: certs.caPem,
+      servername: 'localhost',
+      ...(cert ? { cert: cert.cert, key: cert.key } : {}),
+    });
     sessions.push(session);
     session.once('connect', () => resolve(session));
     session.once('error', reject);
@@ -174,6 +179,53 @@ describe('HTTP/2 beside HTTP/1.1', () => {
   test('with http2 off, the same client gets HTTP/1.1', async () => {
     const s = await start({}, { http2: false });
     assert.notEqual(await negotiated(s), 'h2');
+  });
+});
+
+describe('the limits of HTTP/1.1 hold over HTTP/2', () => {
+  test('body size, Content-Length, client authentication and the metrics', async () => {
+    const clientCa = await createCa('webhook-clients');
+    const apiServer = await createClientCert(clientCa, 'kube-apiserver');
+    const s = await start(
+      { maxRequestBytes: 64 * 1024, maxInflightRequestBytes: 1024 * 1024 },
+      { clientCa: clientCa.cert },
+    );
+    const anonymous = await h2(s);
+    const refused = await h2post(anonymous, review());
+    assert.equal(refused.status, 401);
+    assert.equal(JSON.parse(refused.body).code, 'WIW_CLIENT_CERTIFICATE_REQUIRED');
+    const authenticated = await h2(s, apiServer);
+    assert.equal((await h2post(authenticated, review())).status, 200);
+    const tooLarge = await h2post(authenticated, review('team-a', 3000));
+    assert.equal(tooLarge.status, 413, `${review('team-a', 3000).length} bytes: ${tooLarge.body.slice(0, 200)}`);
+    const unsized = await new Promise<number>((resolve, reject) => {
+      const stream = authenticated.request({
+        ':method': 'POST',
+        ':path': '/mutate',
+        'content-type': 'application/json',
+      });
+      stream.on('response', (h) => resolve(Number(h[':status'])));
+      stream.on('error', reject);
+      stream.end(review());
+    });
+    assert.equal(unsized, 411);
+    const text = await s.metrics.registry.metrics();
+    assert.match(text, /wiw_requests_rejected_total\{reason="unauthenticated"\} 1/);
+    assert.match(text, /wiw_requests_rejected_total\{reason="too_large"\} 1/);
+    assert.match(text, /wiw_admission_requests_total\{kind="Pod",operation="CREATE",result="mutated"\} 1/);
+  });
+});
+
+describe('drain over HTTP/2', () => {
+  test('a draining replica answers the stream and sends GOAWAY: the client opens its next one elsewhere', async () => {
+    const s = await start({}, { isDraining: () => true });
+    const session = await h2(s);
+    const goaway = new Promise<number>((resolve) => session.once('goaway', (code) => resolve(code)));
+    const answer = await h2post(session, review());
+    assert.equal(answer.status, 200);
+    assert.ok(JSON.parse(answer.body).response.patch);
+    assert.equal(await goaway, constants.NGHTTP2_NO_ERROR);
+    await until('the connection to close', () => session.closed || session.destroyed || undefined);
   });
 });
 
