@@ -14,7 +14,7 @@ import {
   startControlPlane,
   type ControlPlane,
 } from '../harness/control-plane.ts';
-import { podBurst, refusedCount } from '../support/pod-burst.ts';
+import { podBurst } from '../support/pod-burst.ts';
 import { proxyTo, type TcpProxy } from '../support/tcp-proxy.ts';
 import { registerWebhook, startWebhook, until, type WebhookProcess } from '../support/webhook.ts';
 import { ROLE_ARN } from '../support/identities.ts';
