@@ -284,7 +284,7 @@ describe('the limits HTTP/2 needs', () => {
     });
     // Node's own limit (nghttp2's 1,000 resets) would have let about a thousand of them run.
     const worked = s.admitted.get('attacker') ?? 0;
-    assert.ok(worked <= 2 * RESET_BURST, `${worked} of the attacker's 5000 streams were worked out`);
+    assert.ok(worked <= 3 * RESET_BURST, `${worked} of the attacker's 5000 streams were worked out`);
     for (const r of await Promise.all(served)) assert.equal(r.status, 200);
     assert.equal((await h2post(other, review())).status, 200, 'the other connection is untouched');
   });
