@@ -6,16 +6,20 @@
 //   their work is done, reset or not, and starts none beyond the streams it may have open.
 // - Reset in a loop: Node 24's nghttp2 ends a session only after 1,000 resets (33 a second after
 //   that), each of which may have started a review (measured: 1,051 reviews worked out for 5,000
-//   streams opened and reset on one connection). Here a stream the client resets before its answer
-//   is written costs the session a token; RESET_BURST tokens, RESET_RATE more a second, and a
-//   session out of tokens is ended with GOAWAY ENHANCE_YOUR_CALM. kube-apiserver resets a stream
-//   only when its call times out or its own client goes away: a few, never a loop.
+//   streams opened and reset on one connection). Here a stream the client resets within
+//   RAPID_RESET_MS of opening it, before its answer is written, costs the session a token;
+//   RESET_BURST tokens, RESET_RATE more a second, and a session out of tokens is ended with GOAWAY
+//   ENHANCE_YOUR_CALM. kube-apiserver resets a stream when its call times out (after the
+//   webhook's timeoutSeconds, at least 1 s: a burst of slow reviews times out by the hundred) or
+//   its own client goes away: never in a loop of fresh streams.
 import { constants, type Http2SecureServer, type ServerHttp2Session, type ServerHttp2Stream } from 'node:http2';
 
 /** Streams a session may reset before their answer, at once. */
 export const RESET_BURST = 100;
 /** Tokens a session gets back each second. */
 export const RESET_RATE = 10;
+/** A reset this soon after the stream opened is rapid; kube-apiserver's timeouts come later (1 s at least). */
+export const RAPID_RESET_MS = 500;
 
 interface SessionState {
   /** Reviews started on this session whose work is not done (their stream may be gone). */
@@ -52,8 +56,9 @@ export function limitStreams(
     const state: SessionState = { working: 0, tokens: RESET_BURST, at: performance.now() };
     sessions.set(session, state);
     session.on('stream', (stream: ServerHttp2Stream) => {
+      const opened = performance.now();
       stream.once('aborted', () => {
-        if (!ours.has(stream)) charge(session, state);
+        if (!ours.has(stream) && performance.now() - opened < RAPID_RESET_MS) charge(session, state);
       });
     });
   });

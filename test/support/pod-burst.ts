@@ -11,13 +11,14 @@ export interface BurstResult {
   refused: Map<string, number>;
 }
 
-/** `count` dry-run creates of a Pod for ServiceAccount `serviceAccount` in `namespace`. */
+/** `count` dry-run creates of a Pod of `containers` containers for ServiceAccount `serviceAccount` in `namespace`. */
 export async function podBurst(
   cp: ControlPlane,
   namespace: string,
   serviceAccount: string,
   count: number,
   concurrency: number,
+  containers = 1,
 ): Promise<BurstResult> {
   const agent = new Agent({
     keepAlive: true,
@@ -34,7 +35,14 @@ export async function podBurst(
         apiVersion: 'v1',
         kind: 'Pod',
         metadata: { name: `burst-${i}` },
-        spec: { serviceAccountName: serviceAccount, containers: [{ name: 'c', image: 'busybox' }] },
+        spec: {
+          serviceAccountName: serviceAccount,
+          containers: Array.from({ length: containers }, (_, c) => ({
+            name: `container-${c}`,
+            image: 'registry.example/team-a/worker:1.0',
+            args: ['--shard', String(c), '--config', '/etc/worker/config.yaml'],
+          })),
+        },
       });
       const req = request(
         new URL(`/api/v1/namespaces/${namespace}/pods?dryRun=All`, cp.server),
@@ -46,7 +54,7 @@ export async function podBurst(
             const mutated = res.statusCode === 201 && text.includes('AWS_WEB_IDENTITY_TOKEN_FILE');
             if (mutated) result.mutated++;
             else {
-              const key = `${res.statusCode} ${String((JSON.parse(text) as { message?: string }).message).slice(0, 160)}`;
+              const key = `${res.statusCode} ${String((JSON.parse(text) as { message?: string }).message).slice(0, 400)}`;
               result.refused.set(key, (result.refused.get(key) ?? 0) + 1);
             }
             resolve();
