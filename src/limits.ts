@@ -13,9 +13,10 @@
 //   patch, and etcd stores no object over 1.5 MiB, so beyond that the Pod could not be stored.
 // - patch: 1 MiB of JSON Patch (1.4 MiB base64) is the most any legitimate Pod needs.
 // - connections: an idle TLS connection costs ~60 KB; 512 of them ~30 MiB. One source holds at
-//   most a quarter (kube-apiserver keeps a few dozen at most; a proxy in front of it, all of its
-//   replicas'), and must send its first request within 5 s (TLS included; kube-apiserver sends at
-//   once): one client cannot hold the others out (src/connection-limits.ts).
+//   most a quarter doing nothing (idle, or silent past its first second; connections with a
+//   review in progress are not counted, so kube-apiserver's bursts are not refused), and must
+//   send its first request within 5 s (TLS included; kube-apiserver sends at once): one client
+//   cannot hold the others out (src/connection-limits.ts).
 export interface ServerLimits {
   /** Largest request body accepted (413 beyond). */
   maxRequestBytes: number;
