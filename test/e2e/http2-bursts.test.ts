@@ -4,7 +4,8 @@
 // webhook ... EOF`). Here a real kube-apiserver (the ServiceAccount admission plugin on) sends
 // bursts of 1,000 dry-run Pod creates, 300 at a time: it negotiates h2, and none is refused; and
 // the same burst through one proxy address with the per-source cap at 4, whose idle connections
-// (held there before the burst) are closed to make room instead of kube-apiserver's.
+// (held there before the burst) are closed to make room instead of kube-apiserver's. And a burst
+// over a tiny review budget: kube-apiserver's client retries a 503 that carries Retry-After.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { connect, type TLSSocket } from 'node:tls';
@@ -102,5 +103,16 @@ describe('kube-apiserver bursts', () => {
     await until('the idle connections held before the burst to be closed', () =>
       idle.some((s) => s.destroyed || s.readableEnded) ? true : undefined,
     );
+  });
+
+  test("over the review budget, kube-apiserver takes the 503's Retry-After and sends the review again: none is refused", async () => {
+    // A budget of 64 KiB: about three reviews at once.
+    const wh = await startWebhook(cp, ['--max-request-bytes', '65536', '--max-inflight-request-bytes', '65536']);
+    webhooks.push(wh);
+    await namespaceFor('burst-budget', wh, wh.url);
+    const result = await podBurst(cp, 'burst-budget', 'app', 300, 100);
+    assert.ok((await metric(wh, 'wiw_requests_rejected_total{reason="busy"}')) > 0, 'the budget turned reviews away');
+    assert.deepEqual(Object.fromEntries(result.refused), {}, 'refused');
+    assert.equal(result.mutated, 300);
   });
 });
