@@ -88,6 +88,11 @@ export function buildApp(options: AppOptions): FastifyInstance {
     );
   app.addHook('onRequest', requestBudget(face, metrics, options.isDraining ?? (() => false)));
   app.addHook('onSend', responseDeadline(face));
+  // HTTP/2 has no Connection header (fastify sets one on a body it cannot read; Node would drop it with a warning).
+  app.addHook('onSend', async (req, reply, payload) => {
+    if (streamOf(req)) reply.removeHeader('connection');
+    return payload;
+  });
   app.setErrorHandler((err: Error & { statusCode?: number; code?: string }, _req, reply) => {
     const status = err.statusCode && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 500;
     if (status === 500) log.error({ err }, 'request failed');
