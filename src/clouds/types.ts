@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import type { AnnotationBound } from '../annotation-bounds.ts';
 import type { Registry } from 'prom-client';
 import type { Denial } from '../errors.ts';
 import type { Container, EnvVar, Pod, ServiceAccountView, Volume, VolumeMount } from '../kube/types.ts';
@@ -94,8 +95,11 @@ export interface PodContext {
 
 export interface PodProvider {
   readonly name: ProviderName;
-  /** ServiceAccount annotation prefixes this provider reads; the cache keeps only these. */
-  readonly annotationPrefixes: readonly string[];
+  /**
+   * The ServiceAccount annotation keys this provider reads, each with its bound: the cache keeps
+   * only these, and a ServiceAccount with one over its bound only as a marker.
+   */
+  readonly serviceAccountAnnotations: readonly AnnotationBound[];
   /** undefined: this provider has nothing to inject into this Pod. */
   resolvePod(ctx: PodContext): Injection | Denial | undefined;
 }

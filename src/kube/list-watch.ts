@@ -21,6 +21,8 @@ export interface ListWatchOptions {
    * so a list of 50,000 objects never holds them all whole. Default: the object itself.
    */
   keep?: (raw: unknown) => unknown;
+  /** A (re)list starts: `keep` is called for its objects from now on (a budget counts from here). */
+  listing?: () => void;
   /** The whole collection (as `keep` made it), after each (re)list. */
   onList(items: unknown[]): void;
   onEvent(type: 'ADDED' | 'MODIFIED' | 'DELETED', obj: unknown): void;
@@ -84,6 +86,7 @@ export class ListWatch implements Lifecycle {
       pageSize: 500,
       streamingList: true,
       onRestart: () => {},
+      listing: () => {},
       query: {},
       keep: (raw) => raw,
       // An option passed as undefined (a cache handing on its own unset option) keeps the default.
@@ -155,6 +158,7 @@ export class ListWatch implements Lifecycle {
     const items: unknown[] = [];
     let cont: string | undefined;
     let rv = '';
+    this.#o.listing();
     try {
       do {
         const page = await api.request<ListPage>('GET', path, { query: { ...query, limit: pageSize, continue: cont } });
@@ -201,6 +205,7 @@ export class ListWatch implements Lifecycle {
     const seq = ++this.#seq;
     // The list as it streams in; undefined once it is all in (or when not listing).
     let initial: unknown[] | undefined = listing ? [] : undefined;
+    if (listing) this.#o.listing();
     const onEnd = (err: unknown) => {
       if (ended) return;
       ended = true;

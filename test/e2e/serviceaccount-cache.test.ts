@@ -16,8 +16,12 @@ import {
 } from '../harness/control-plane.ts';
 import { proxyTo } from '../support/tcp-proxy.ts';
 import { until } from '../harness/until.ts';
+import { serviceAccountAnnotations } from '../../src/clouds/index.ts';
+import { SECRET_SERVICE_ACCOUNT_ANNOTATIONS } from '../../src/model.ts';
+import { providers } from '../support/builders.ts';
 
-const PREFIXES = ['eks.amazonaws.com/', 'azure.workload.identity/'];
+// What serve keeps: the keys every provider and the Secret path read.
+const ANNOTATIONS = [...serviceAccountAnnotations(providers()), ...SECRET_SERVICE_ACCOUNT_ANNOTATIONS];
 const log = pino({ level: 'silent' });
 let cp: ControlPlane;
 
@@ -42,11 +46,11 @@ async function metricValue(metrics: ReturnType<typeof createMetrics>, name: stri
 /** A cache of `cp`'s ServiceAccounts (or through `kc`) with the test prefixes and log, and `options`. */
 type CacheOptions = ConstructorParameters<typeof ServiceAccountCache>[0];
 function newCache(options: Partial<CacheOptions> = {}, kc = cp.kubeConfig()): ServiceAccountCache {
-  return new ServiceAccountCache({ api: kubeApiOf(kc), annotationPrefixes: PREFIXES, log, ...options });
+  return new ServiceAccountCache({ api: kubeApiOf(kc), annotations: ANNOTATIONS, log, ...options });
 }
 
 describe('list and watch', () => {
-  test("keeps name, namespace and only the annotations of the providers' prefixes", async () => {
+  test('keeps name, namespace and only the annotation keys the providers read', async () => {
     const cache = newCache();
     await cache.start();
     try {
