@@ -81,9 +81,14 @@ export function keepBounded(
 
 /** Why an object over a bound is refused: `where` is "ServiceAccount ns/name" or "the Secret". */
 export function describeOversize(where: string, o: OversizeAnnotation): string {
+  return describeOverField(`${where} annotation ${o.key}`, o);
+}
+
+/** The same for any field: `field` names it ("the Secret's data key config"). */
+export function describeOverField(field: string, o: Omit<OversizeAnnotation, 'key'>): string {
   const over =
     o.entries !== undefined
       ? `holds ${o.entries} entries, more than the ${o.maxEntries} the webhook reads`
       : `holds ${o.bytes} bytes, more than the ${o.maxBytes} the webhook reads`;
-  return `${where} annotation ${o.key} ${over} (docs/hardening.md lists the bounds); shorten it`;
+  return `${field} ${over} (docs/hardening.md lists the bounds); shorten it`;
 }

@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import { judgeSecret } from '../admission/judge-secret.ts';
+import { describeOverField } from '../annotation-bounds.ts';
 import { denial, type Denial, isDenial, WebhookError } from '../errors.ts';
 import type { Secret, ServiceAccountView } from '../kube/types.ts';
 import { planSecret, type SecretCoreOptions } from '../mutate/secret.ts';
@@ -8,7 +9,7 @@ import type { ProviderName } from '../clouds/registry.ts';
 import { RENEW_ANNOTATION } from '../model.ts';
 import type { RequestorMetrics } from './metrics.ts';
 import { readTokenClaims, renewal } from './schedule.ts';
-import type { TrackedSecret } from './secret-informer.ts';
+import { CONFIG_FIELD, type TrackedSecret } from './secret-informer.ts';
 
 /** The Kubernetes calls the requestor makes; the real ones are in ./kube-api.ts. */
 export interface RequestorApi {
@@ -195,6 +196,12 @@ export class TokenRequestor {
    * not the project's Secret).
    */
   async #judge(key: string, entry: Entry, s: TrackedSecret): Promise<Judged | undefined> {
+    if (s.oversize) {
+      // Kept as a marker: refused with what is over which bound (a Warning event, a log line).
+      const field = s.oversize.key === CONFIG_FIELD ? 'data key "config"' : `annotation ${s.oversize.key}`;
+      await this.#refuse(key, entry, denial('TooLarge', describeOverField(`the Secret's ${field}`, s.oversize)));
+      return undefined;
+    }
     const secret: Secret = {
       metadata: { name: s.name, namespace: s.namespace, labels: s.labels, annotations: s.annotations },
       data: s.config === undefined ? {} : { config: s.config },

@@ -4,10 +4,21 @@ import { kubeApiOf } from '../kube/connect.ts';
 import { ListWatch } from '../kube/list-watch.ts';
 import type { Logger } from 'pino';
 import { readTokenClaims, type TokenClaims } from './schedule.ts';
+import { keepBounded } from '../annotation-bounds.ts';
+import type { OversizeAnnotation } from '../kube/types.ts';
+import {
+  MAX_SECRET_CONFIG_BYTES,
+  MAX_SECRET_TOKEN_BYTES,
+  RENEW_ANNOTATION,
+  SECRET_ANNOTATIONS,
+  SECRET_LABELS,
+} from '../model.ts';
 
 /**
- * What the requestor keeps of a labelled Secret: identity, labels, annotations, `config` and the
- * claims of its token. The token itself and every other data key are dropped on arrival.
+ * What the requestor keeps of a labelled Secret: identity, the labels that select it, the
+ * annotations it reads, `config` and the claims of its token, each bounded (src/model.ts). The
+ * token itself and every other key are dropped on arrival, so a Secret's author cannot make the
+ * requestor hold more than a few KiB per Secret.
  */
 export interface TrackedSecret {
   namespace: string;
@@ -19,6 +30,11 @@ export interface TrackedSecret {
   /** `data.config`, base64 as stored. */
   config: string | undefined;
   claims: TokenClaims | undefined;
+  /**
+   * What is over its bound (an annotation, or `config`): then no annotation and no config are
+   * kept, and the requestor refuses the Secret with a message naming it.
+   */
+  oversize?: OversizeAnnotation;
 }
 
 type Raw = {
@@ -33,19 +49,51 @@ type Raw = {
   data?: Record<string, string> | null;
 };
 
+/** The key the requestor's messages give a `config` over its bound. */
+export const CONFIG_FIELD = 'data.config';
+
+/** `config` over its bound, as an OversizeAnnotation; base64 holds 3 bytes in 4 characters. */
+function configOverBound(config: string | undefined): OversizeAnnotation | undefined {
+  if (config === undefined) return undefined;
+  const padding = config.endsWith('==') ? 2 : config.endsWith('=') ? 1 : 0;
+  const bytes = Math.floor((config.length * 3) / 4) - padding;
+  return bytes > MAX_SECRET_CONFIG_BYTES ? { key: CONFIG_FIELD, bytes, maxBytes: MAX_SECRET_CONFIG_BYTES } : undefined;
+}
+
+function pick(given: Record<string, string> | null | undefined, keys: readonly string[]): Record<string, string> {
+  const kept: Record<string, string> = {};
+  if (!given) return kept;
+  for (const key of keys) if (Object.hasOwn(given, key) && typeof given[key] === 'string') kept[key] = given[key];
+  return kept;
+}
+
 export function trackSecret(raw: Raw): TrackedSecret | undefined {
   const m = raw.metadata;
   if (!m?.name || !m.namespace) return undefined;
   const token = raw.data?.token;
-  return {
+  const base = {
     namespace: m.namespace,
     name: m.name,
     uid: m.uid ?? '',
     resourceVersion: m.resourceVersion ?? '',
-    labels: { ...m.labels },
-    annotations: { ...m.annotations },
-    config: raw.data?.config,
-    claims: token ? readTokenClaims(Buffer.from(token, 'base64').toString('utf8')) : undefined,
+    labels: pick(m.labels, SECRET_LABELS),
+  };
+  const read = keepBounded(m.annotations, SECRET_ANNOTATIONS);
+  const config = raw.data?.config;
+  const oversize = 'oversize' in read ? read.oversize : configOverBound(config);
+  if (oversize) return { ...base, annotations: {}, config: undefined, claims: undefined, oversize };
+  const annotations = 'kept' in read && read.kept ? read.kept : {};
+  // Read for its presence only: its value, any length, is not kept.
+  if (m.annotations && Object.hasOwn(m.annotations, RENEW_ANNOTATION)) annotations[RENEW_ANNOTATION] = '';
+  return {
+    ...base,
+    annotations,
+    config,
+    // A token too long to be one a TokenRequest returns is no token of ours: not decoded, replaced.
+    claims:
+      token && token.length <= (MAX_SECRET_TOKEN_BYTES * 4) / 3
+        ? readTokenClaims(Buffer.from(token, 'base64').toString('utf8'))
+        : undefined,
   };
 }
 
@@ -78,8 +126,10 @@ export class SecretInformer {
       what: 'labelled Secret',
       path: namespace === undefined ? '/api/v1/secrets' : apiPath('api', 'v1', 'namespaces', namespace, 'secrets'),
       query: { labelSelector: options.labelSelector },
-      onList: (raw) => {
-        const items = raw.map((item) => trackSecret(item as Raw)).filter((s): s is TrackedSecret => s !== undefined);
+      // Slimmed as each arrives: a list never holds the Secrets whole (their tokens, other keys).
+      keep: (raw) => trackSecret(raw as Raw),
+      onList: (kept) => {
+        const items = kept as TrackedSecret[];
         const seen = new Set(items.map((s) => `${s.namespace}/${s.name}`));
         for (const key of this.#keys) if (!seen.has(key)) this.#emit(key, undefined);
         for (const s of items) this.#emit(`${s.namespace}/${s.name}`, s);

@@ -94,6 +94,79 @@ describe('renewal schedule', () => {
   });
 });
 
+// Issue 28: the requestor kept every annotation and the whole `config` of each labelled Secret.
+describe('what the requestor keeps of a labelled Secret (bounded)', () => {
+  const track = (secret: ReturnType<typeof labelledSecret>) => tracked(secret);
+
+  test('only the labels and annotations it reads; the renew annotation for its presence; nothing else', () => {
+    const t = track(
+      labelledSecret('aws', {
+        labels: { 'example.com/big': 'x'.repeat(63) },
+        annotations: {
+          'workload-identity-webhook.io/token-path': '/var/run/token',
+          'workload-identity-webhook.io/renew-requested-at': 'r'.repeat(100_000),
+          'workload-identity-webhook.io/x': 'x'.repeat(100_000),
+          'kubectl.kubernetes.io/last-applied-configuration': 'x'.repeat(100_000),
+        },
+      }),
+    );
+    assert.deepEqual(t.labels, { 'workload-identity-webhook.io/provider': 'aws' });
+    assert.deepEqual(t.annotations, {
+      'workload-identity-webhook.io/service-account': 'app',
+      'workload-identity-webhook.io/token-path': '/var/run/token',
+      'workload-identity-webhook.io/renew-requested-at': '',
+    });
+    assert.equal(t.oversize, undefined);
+    assert.ok(JSON.stringify(t).length < 2000, `${JSON.stringify(t).length} characters kept`);
+  });
+
+  test('an annotation or a config over its bound is a marker: no annotation, no config kept', () => {
+    const reference = track(labelledSecret('aws', { serviceAccount: `team-b/${'a'.repeat(400)}` }));
+    assert.deepEqual(reference.oversize, {
+      key: 'workload-identity-webhook.io/service-account',
+      bytes: 407,
+      maxBytes: 317,
+    });
+    assert.deepEqual(reference.annotations, {});
+    assert.equal(reference.config, undefined);
+    const config = track(labelledSecret('aws', { config: `{"roleARN": "${'r'.repeat(17_000)}"}` }));
+    assert.equal(config.oversize?.key, 'data.config');
+    assert.equal(config.oversize?.maxBytes, 16_384);
+    assert.equal(config.config, undefined);
+    const atBound = track(labelledSecret('aws', { config: 'x'.repeat(16_383) }));
+    assert.equal(atBound.oversize, undefined);
+  });
+
+  test("a token too long to be a TokenRequest's is not decoded: read as no token of ours", () => {
+    const long = fakeJwt({ sub: SUBJECT, iat: 5, exp: 10, pad: 'p'.repeat(20_000) });
+    assert.equal(track(labelledSecret('aws', { data: { token: long } })).claims, undefined);
+  });
+
+  test('a marker Secret is refused with an event naming the field and the bound, and no token is asked for', async () => {
+    const fake = fakeApi();
+    const metrics = createRequestorMetrics();
+    const r = requestor(fake.api, [], { metrics });
+    r.onChange('team-a/aws', tracked(labelledSecret('aws', { config: `{"roleARN": "${'r'.repeat(17_000)}"}` })));
+    r.onChange('team-a/ref', tracked(labelledSecret('aws', { name: 'ref', serviceAccount: 'x'.repeat(400) })));
+    await until('two events', () => fake.events.length === 2 || undefined);
+    assert.deepEqual(
+      fake.events.map((e) => e.reason),
+      ['TokenRefused', 'TokenRefused'],
+    );
+    assert.match(
+      fake.events[0].message,
+      /^no token issued: the Secret's data key "config" holds 17015 bytes, more than the 16384 the webhook reads/,
+    );
+    assert.equal(
+      fake.events[1].message,
+      "no token issued: the Secret's annotation workload-identity-webhook.io/service-account holds 400 bytes, more than the 317 the webhook reads (docs/hardening.md lists the bounds); shorten it",
+    );
+    assert.deepEqual(fake.calls, []);
+    assert.match(await metrics.registry.metrics(), /reason="TooLarge"\} 2/);
+    r.stop();
+  });
+});
+
 /** A RequestorApi that records calls and issues fake tokens. */
 function fakeApi(accounts: ServiceAccountView[] = []) {
   const calls: string[] = [];
