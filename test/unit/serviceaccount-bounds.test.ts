@@ -6,6 +6,8 @@
 // budget, lists included, with a metric.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
 import pino from 'pino';
 import { MAX_LIST_ENTRIES, overBound } from '../../src/annotation-bounds.ts';
 import { admitPod, decidePod } from '../../src/admission/pods.ts';
@@ -169,6 +171,24 @@ describe('the lists are complete', () => {
     assert.deepEqual(unlisted, []);
     assert.ok(reads.size >= 20, `${reads.size} keys read`);
   });
+});
+
+test("docs/hardening.md states every key's bound", () => {
+  const doc = readFileSync(resolve(import.meta.dirname, '../../docs/hardening.md'), 'utf8');
+  const section = doc.split('## What the caches keep')[1].split('\n## ')[0];
+  const rows = new Map(
+    section
+      .split('\n')
+      .filter((l) => l.startsWith('| `'))
+      .map((l) => l.split('|').map((c) => c.trim()))
+      .map(([, key, bytes, entries]) => [key.replaceAll('`', ''), { bytes, entries }]),
+  );
+  for (const b of READ)
+    assert.deepEqual(
+      rows.get(b.key),
+      { bytes: b.maxBytes.toLocaleString('en-US'), entries: b.maxEntries === undefined ? '' : String(b.maxEntries) },
+      b.key,
+    );
 });
 
 describe('a marker refuses what needs the ServiceAccount', () => {
