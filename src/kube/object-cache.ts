@@ -42,6 +42,9 @@ export interface ObjectCacheOptions<T> {
   /** A watch silent this long (no event, no bookmark) is restarted. */
   watchIdleTimeoutMs?: number;
   pageSize?: number;
+  /** ListWatch's maxPageBytes and streamingList (tests list in pages with small objects). */
+  maxPageBytes?: number;
+  streamingList?: boolean;
   /** Told of every object the cache gains and loses (an index kept beside it). */
   index?: CacheIndex<T>;
   /**
@@ -111,6 +114,8 @@ export class ObjectCache<T> implements Lifecycle {
       onRestart: (cause) => o.metrics?.watchRestarts.inc({ what, cause }),
       watchIdleTimeoutMs: o.watchIdleTimeoutMs,
       pageSize: o.pageSize,
+      maxPageBytes: o.maxPageBytes,
+      streamingList: o.streamingList,
     });
   }
 

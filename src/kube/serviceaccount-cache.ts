@@ -29,6 +29,8 @@ export interface ServiceAccountCacheOptions {
   /** A watch silent this long (no event, no bookmark) is restarted. */
   watchIdleTimeoutMs?: number;
   pageSize?: number;
+  /** A page answer longer than this is asked for again with fewer objects (default 8 MiB). */
+  maxPageBytes?: number;
   /** The cache's byte budget; default: an eighth of the V8 heap limit (CACHE_BUDGET_SHARE). */
   maxBytes?: number;
 }

@@ -107,6 +107,29 @@ describe('how the list comes', () => {
       } finally {
         paged.stop();
       }
+      // A page answer over maxPageBytes is cut off as it arrives and asked for again with half
+      // as many objects: a tenant's large ServiceAccounts never make a page of tens of MiB.
+      const api = kubeApiOf(old.kubeConfig());
+      const limits: unknown[] = [];
+      const spied = new Proxy(api, {
+        get: (target, prop) => {
+          if (prop === 'request')
+            return (method: string, path: string, o?: { query?: { limit?: number } }) => {
+              if (o?.query?.limit !== undefined) limits.push(o.query.limit);
+              return target.request(method, path, o);
+            };
+          const value = Reflect.get(target, prop, target);
+          return typeof value === 'function' ? value.bind(target) : value;
+        },
+      });
+      const small = new ServiceAccountCache({ api: spied, annotations: ANNOTATIONS, log, maxPageBytes: 16 * 1024 });
+      await small.start();
+      try {
+        assert.equal(small.size, 121, 'every ServiceAccount');
+        assert.deepEqual(limits.slice(0, 3), [500, 250, 125], 'pages of fewer objects after an answer over the bytes');
+      } finally {
+        small.stop();
+      }
       // A kind whose CRD is not installed is an empty list either way, and the list-watch is synced.
       for (const plane of [cp, old]) {
         const lists: unknown[][] = [];

@@ -14,7 +14,7 @@ import { admitPod, decidePod } from '../../src/admission/pods.ts';
 import { judgeSecret } from '../../src/admission/judge-secret.ts';
 import { cloudModule, createSecretProviders, serviceAccountAnnotations } from '../../src/clouds/index.ts';
 import { PROVIDER_NAMES } from '../../src/clouds/registry.ts';
-import type { KubeApi, OpenWatch } from '../../src/kube/api.ts';
+import { type KubeApi, KubeResponseTooLarge, type OpenWatch } from '../../src/kube/api.ts';
 import { ServiceAccountCache, slimServiceAccount, viewBytes } from '../../src/kube/serviceaccount-cache.ts';
 import type { ServiceAccountView } from '../../src/kube/types.ts';
 import { createMetrics } from '../../src/metrics.ts';
@@ -285,6 +285,47 @@ describe('the byte budget', () => {
       state.onEvent!('DELETED', big('big-0'));
       state.onEvent!('ADDED', small('new'));
       assert.ok(cache.get('team-a', 'new'));
+    } finally {
+      cache.stop();
+    }
+  });
+});
+
+describe('lists in pages (API servers without streamed lists)', () => {
+  test('a page answer over maxPageBytes is asked for again with half as many objects, the same continue token', async () => {
+    const items = Array.from({ length: 10 }, (_, i) => raw({ 'eks.amazonaws.com/x': 'x'.repeat(1000) }, `sa-${i}`));
+    const asked: string[] = [];
+    const api = {
+      streamsLists: async () => false,
+      request: async (
+        _m: string,
+        _p: string,
+        o: { query: { limit: number; continue?: string }; maxBytes?: number },
+      ) => {
+        const from = Number(o.query.continue ?? 0);
+        asked.push(`${from}+${o.query.limit}`);
+        const page = items.slice(from, from + o.query.limit);
+        // About 1 KB an object: a page of more than 3 is over 3,500 bytes.
+        if (o.maxBytes !== undefined && JSON.stringify(page).length > o.maxBytes)
+          throw new KubeResponseTooLarge('list', o.maxBytes);
+        const next = from + page.length;
+        return {
+          items: page,
+          metadata: { resourceVersion: '1', continue: next < items.length ? String(next) : undefined },
+        };
+      },
+      watch: async (): Promise<OpenWatch> => ({ abort: () => {}, ended: new Promise(() => {}) }),
+    } as unknown as KubeApi;
+    const cache = new ServiceAccountCache({
+      api,
+      annotations: READ,
+      log: pino({ level: 'silent' }),
+      maxPageBytes: 3500,
+    });
+    await cache.start();
+    try {
+      assert.equal(cache.size, 10);
+      assert.deepEqual(asked, ['0+500', '0+250', '0+125', '0+62', '0+31', '0+15', '0+7', '0+3', '3+3', '6+3', '9+3']);
     } finally {
       cache.stop();
     }
