@@ -60,6 +60,13 @@ export function overBound(value: string, bound: AnnotationBound): OversizeAnnota
   return entries > maxEntries ? { key, bytes, maxBytes, entries, maxEntries } : undefined;
 }
 
+/** A base64 value (a Secret's data key) whose decoded bytes exceed `maxBytes`; base64 holds 3 bytes in 4 characters. */
+export function encodedOverBound(key: string, base64: string, maxBytes: number): OversizeAnnotation | undefined {
+  const padding = base64.endsWith('==') ? 2 : base64.endsWith('=') ? 1 : 0;
+  const bytes = Math.floor((base64.length * 3) / 4) - padding;
+  return bytes > maxBytes ? { key, bytes, maxBytes } : undefined;
+}
+
 /** The annotations of `given` that `bounds` name, or the first one over its bound. */
 export function keepBounded(
   given: Readonly<Record<string, unknown>> | null | undefined,

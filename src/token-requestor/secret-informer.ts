@@ -4,7 +4,7 @@ import { kubeApiOf } from '../kube/connect.ts';
 import { ListWatch } from '../kube/list-watch.ts';
 import type { Logger } from 'pino';
 import { readTokenClaims, type TokenClaims } from './schedule.ts';
-import { keepBounded } from '../annotation-bounds.ts';
+import { encodedOverBound, keepBounded } from '../annotation-bounds.ts';
 import type { OversizeAnnotation } from '../kube/types.ts';
 import {
   MAX_SECRET_CONFIG_BYTES,
@@ -52,14 +52,6 @@ type Raw = {
 /** The key the requestor's messages give a `config` over its bound. */
 export const CONFIG_FIELD = 'data.config';
 
-/** `config` over its bound, as an OversizeAnnotation; base64 holds 3 bytes in 4 characters. */
-function configOverBound(config: string | undefined): OversizeAnnotation | undefined {
-  if (config === undefined) return undefined;
-  const padding = config.endsWith('==') ? 2 : config.endsWith('=') ? 1 : 0;
-  const bytes = Math.floor((config.length * 3) / 4) - padding;
-  return bytes > MAX_SECRET_CONFIG_BYTES ? { key: CONFIG_FIELD, bytes, maxBytes: MAX_SECRET_CONFIG_BYTES } : undefined;
-}
-
 function pick(given: Record<string, string> | null | undefined, keys: readonly string[]): Record<string, string> {
   const kept: Record<string, string> = {};
   if (!given) return kept;
@@ -80,7 +72,12 @@ export function trackSecret(raw: Raw): TrackedSecret | undefined {
   };
   const read = keepBounded(m.annotations, SECRET_ANNOTATIONS);
   const config = raw.data?.config;
-  const oversize = 'oversize' in read ? read.oversize : configOverBound(config);
+  const oversize =
+    'oversize' in read
+      ? read.oversize
+      : config === undefined
+        ? undefined
+        : encodedOverBound(CONFIG_FIELD, config, MAX_SECRET_CONFIG_BYTES);
   if (oversize) return { ...base, annotations: {}, config: undefined, claims: undefined, oversize };
   const annotations = 'kept' in read && read.kept ? read.kept : {};
   // Read for its presence only: its value, any length, is not kept.

@@ -21,7 +21,7 @@ import { readTokenClaims, renewal, renewalFraction, type RenewalInput } from '..
 import { trackSecret, type TrackedSecret } from '../../src/token-requestor/secret-informer.ts';
 import { until } from '../harness/until.ts';
 import { config } from '../support/builders.ts';
-import { GCP_AUDIENCE } from '../support/identities.ts';
+import { GCP_AUDIENCE, ROLE_ARN } from '../support/identities.ts';
 import { b64, fakeJwt, labelledSecret } from '../support/secrets.ts';
 
 const SUBJECT = 'system:serviceaccount:team-a:app';
@@ -388,6 +388,7 @@ describe('TokenRequestor', () => {
       'not granted': labelledSecret('aws', { serviceAccount: 'team-b/private' }),
       'no such ServiceAccount': labelledSecret('azure', { serviceAccount: 'team-b/ghost' }),
       'bad config': labelledSecret('aws', { config: { roleARN: 'nope' } }),
+      'config over its bound': labelledSecret('aws', { config: `# ${'x'.repeat(17_000)}\nroleARN: ${ROLE_ARN}` }),
       'bad config, not granted': labelledSecret('aws', { serviceAccount: 'team-b/private', config: { roleARN: 'x' } }),
       'malformed reference, bad config': labelledSecret('azure', {
         serviceAccount: 'a/b/c',
