@@ -10,7 +10,7 @@
 // are still admitted with their identity, and a restart lists them all without dying.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { CoreV1Api, KubeConfig, RbacAuthorizationV1Api, type V1Pod } from '@kubernetes/client-node';
+import { CoreV1Api, type V1Pod } from '@kubernetes/client-node';
 import {
   createNamespace,
   createServiceAccount,
@@ -20,6 +20,7 @@ import {
 import { chartMemory, memoryCgroup, rssMiB, type MemoryCgroup } from '../support/cgroup.ts';
 import { registerWebhook, startWebhook, until, type Registration, type WebhookProcess } from '../support/webhook.ts';
 import { ROLE_ARN } from '../support/identities.ts';
+import { tenantClient } from '../support/tenant.ts';
 
 /** Past the 440 that ran main (34d7c0c) out of heap in the chart's limit. */
 const FLOOD = 480;
@@ -36,25 +37,6 @@ let admin: CoreV1Api;
 let tenant: CoreV1Api;
 const nodeOptions = chartMemory().nodeOptions;
 
-/** A client authenticated as `user` by a certificate of the cluster's CA: RBAC decides the rest. */
-async function clientAs(user: string): Promise<CoreV1Api> {
-  const { cert, key } = await cp.issueClientCert(user);
-  const kc = new KubeConfig();
-  kc.loadFromOptions({
-    clusters: [{ name: 'c', server: cp.server, caData: Buffer.from(cp.caPem).toString('base64') }],
-    users: [
-      {
-        name: user,
-        certData: Buffer.from(cert).toString('base64'),
-        keyData: Buffer.from(key).toString('base64'),
-      },
-    ],
-    contexts: [{ name: 'c', cluster: 'c', user }],
-    currentContext: 'c',
-  });
-  return kc.makeApiClient(CoreV1Api);
-}
-
 async function serve(): Promise<void> {
   wh = await startWebhook(cp, [], { wrap: cgroup.wrap, env: { NODE_OPTIONS: nodeOptions }, readyTimeoutMs: 60_000 });
   await registration?.remove();
@@ -68,36 +50,7 @@ before(async () => {
   await createNamespace(cp, 'tenant-a');
   await createNamespace(cp, 'team-b');
   await createServiceAccount(cp, 'team-b', 'app', { 'eks.amazonaws.com/role-arn': ROLE_ARN });
-  // What `edit` grants on ServiceAccounts and Pods, as a Role: no controller manager runs here to
-  // aggregate the `edit` ClusterRole's rules.
-  const rbac = cp.kubeConfig().makeApiClient(RbacAuthorizationV1Api);
-  await rbac.createNamespacedRole({
-    namespace: 'tenant-a',
-    body: {
-      metadata: { name: 'edit' },
-      rules: [
-        {
-          apiGroups: [''],
-          resources: ['serviceaccounts', 'pods'],
-          verbs: ['create', 'delete', 'deletecollection', 'get', 'list', 'patch', 'update', 'watch'],
-        },
-      ],
-    },
-  });
-  await rbac.createNamespacedRoleBinding({
-    namespace: 'tenant-a',
-    body: {
-      metadata: { name: 'tenant-edit' },
-      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'edit' },
-      subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: TENANT_USER }],
-    },
-  });
-  tenant = await clientAs(TENANT_USER);
-  await until("the tenant's Role to take effect", async () => {
-    const body = { metadata: { name: 'probe' } };
-    await tenant.createNamespacedServiceAccount({ namespace: 'tenant-a', body, dryRun: 'All' });
-    return true;
-  });
+  tenant = await tenantClient(cp, TENANT_USER, 'tenant-a', ['serviceaccounts', 'pods']);
   await serve();
 });
 

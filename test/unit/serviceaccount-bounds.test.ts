@@ -31,7 +31,8 @@ const raw = (annotations: Record<string, string>, name = 'app', namespace = 'tea
 });
 
 /** A value of exactly `bytes` UTF-8 bytes, some of them multi-byte ("é" is two). */
-const valueOf = (bytes: number) => 'é'.repeat(Math.floor(bytes / 4)) + 'x'.repeat(bytes - 2 * Math.floor(bytes / 4));
+const valueOfBytes = (bytes: number) =>
+  'é'.repeat(Math.floor(bytes / 4)) + 'x'.repeat(bytes - 2 * Math.floor(bytes / 4));
 
 describe('what the cache keeps of a ServiceAccount', () => {
   test('only the keys the providers read: other keys under their prefixes are dropped', () => {
@@ -68,7 +69,7 @@ describe('what the cache keeps of a ServiceAccount', () => {
   test('every key at its bound is kept; one byte over makes a marker that keeps no value', () => {
     assert.ok(READ.length >= 20, `${READ.length} keys`);
     for (const bound of READ) {
-      const atBound = valueOf(bound.maxBytes);
+      const atBound = valueOfBytes(bound.maxBytes);
       assert.equal(Buffer.byteLength(atBound), bound.maxBytes);
       const kept = slimServiceAccount(raw({ [bound.key]: atBound }), READ)!;
       assert.equal(kept.oversize, undefined, bound.key);
