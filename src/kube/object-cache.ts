@@ -94,6 +94,7 @@ export class ObjectCache<T> implements Lifecycle {
       keep: (raw) => this.#keepListed(raw),
       listing: () => {
         this.#listBytes = 0;
+        this.#full = false;
       },
       onList: (views) => {
         this.#items.clear();
@@ -219,7 +220,7 @@ export class ObjectCache<T> implements Lifecycle {
     if (view === undefined) return undefined;
     const cost = this.#cost(view);
     if (this.#o.maxBytes !== undefined && this.#listBytes + cost > this.#o.maxBytes) {
-      this.#leftOut();
+      this.#leftOut(this.#o.key(view), cost, this.#listBytes);
       return undefined;
     }
     this.#listBytes += cost;
@@ -235,7 +236,7 @@ export class ObjectCache<T> implements Lifecycle {
     if (this.#o.maxBytes !== undefined && without + cost > this.#o.maxBytes) {
       // A stale copy would answer for the object: it goes, and a lookup reads it directly.
       this.#remove(key);
-      this.#leftOut();
+      this.#leftOut(key, cost, this.#bytes);
       return;
     }
     this.#items.set(key, view);
@@ -253,13 +254,14 @@ export class ObjectCache<T> implements Lifecycle {
     if (this.#full && this.#bytes < (this.#o.maxBytes ?? 0) / 2) this.#full = false;
   }
 
-  #leftOut(): void {
+  /** Counted each time; logged once per episode, naming the first object left out (where to look). */
+  #leftOut(key: string, cost: number, bytes: number): void {
     const { what, metrics, log, maxBytes } = this.#o;
     metrics?.cacheOverBudget.inc({ what });
     if (this.#full) return;
     this.#full = true;
     log.warn(
-      { what, maxBytes, bytes: this.#bytes, size: this.#items.size },
+      { what, key, cost, bytes, maxBytes },
       `${what} cache is at its byte budget: objects that do not fit are read directly when needed`,
     );
   }

@@ -255,13 +255,9 @@ describe('the byte budget', () => {
     const { api, state } = fakeApi(items);
     const metrics = createMetrics();
     const maxBytes = 3 * viewBytes(slimServiceAccount(big('big-0'), READ)!) + 1000;
-    const cache = new ServiceAccountCache({
-      api,
-      annotations: READ,
-      log: pino({ level: 'silent' }),
-      metrics,
-      maxBytes,
-    });
+    const lines: { msg: string; key?: string }[] = [];
+    const log = pino({ level: 'warn' }, { write: (line: string) => void lines.push(JSON.parse(line)) });
+    const cache = new ServiceAccountCache({ api, annotations: READ, log, metrics, maxBytes });
     await cache.start();
     try {
       assert.ok(cache.bytes <= maxBytes, `${cache.bytes} <= ${maxBytes}`);
@@ -270,6 +266,12 @@ describe('the byte budget', () => {
       const text = await metrics.registry.metrics();
       assert.match(text, new RegExp(`wiw_serviceaccount_cache_bytes\\{what="ServiceAccount"\\} ${cache.bytes}\\n`));
       assert.match(text, /wiw_serviceaccount_cache_over_budget_total\{what="ServiceAccount"\} 7\n/);
+      // One warning for the episode, naming the first left out: where an administrator looks.
+      const warnings = lines.filter((l) => l.msg.includes('byte budget'));
+      assert.deepEqual(
+        warnings.map((l) => l.key),
+        ['team-a/big-3'],
+      );
       // One left out is read directly, and answered right.
       assert.equal(cache.get('team-a', 'big-9'), undefined);
       const read = await cache.lookup('team-a', 'big-9');
