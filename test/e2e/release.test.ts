@@ -208,6 +208,7 @@ describe('the release workflow (.github/workflows/release.yml)', () => {
       packages: 'write',
       'id-token': 'write',
       attestations: 'write',
+      'artifact-metadata': 'write',
     });
     const runs = job.steps.map((s) => s.run ?? '').join('\n');
     assert.match(runs, /npm run --silent release -- \\\n\s+--registry "\$REGISTRY" --sign keyless --sbom /);
@@ -219,7 +220,7 @@ describe('the release workflow (.github/workflows/release.yml)', () => {
     assert.ok(uses.length >= 4);
     for (const u of uses) assert.match(u, /^[\w-]+\/[\w-]+@[0-9a-f]{40}$/, u);
     assert.ok(
-      uses.some((u) => u.startsWith('actions/attest-build-provenance@')),
+      uses.some((u) => u.startsWith('actions/attest@')),
       'provenance',
     );
   });
