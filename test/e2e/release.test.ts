@@ -90,6 +90,17 @@ describe('Artifact Hub metadata', () => {
       assert.ok(link.name && link.url.startsWith(`${pkg.homepage}/`), link.url);
   });
 
+  test('artifacthub-repo.yml names the section of docs/install.md that says how to push it, which exists', () => {
+    const text = readFileSync(join(REPO, 'artifacthub-repo.yml'), 'utf8');
+    const section = /docs\/install\.md, "([^"]+)"/.exec(text)?.[1];
+    assert.ok(section, 'it names a section');
+    const headings = readFileSync(join(REPO, 'docs/install.md'), 'utf8')
+      .split('\n')
+      .filter((l) => l.startsWith('#'))
+      .map((l) => l.replace(/^#+\s*/, ''));
+    assert.ok(headings.includes(section), `docs/install.md has a heading "${section}"`);
+  });
+
   test('artifacthub-repo.yml names the owners', () => {
     const repo = parse(readFileSync(join(REPO, 'artifacthub-repo.yml'), 'utf8')) as { owners: { name: string }[] };
     assert.ok(repo.owners.length > 0 && repo.owners.every((o) => o.name));
