@@ -283,6 +283,49 @@ function checkGcp(report: ProbeReport, sa: string): void {
   assert.ok(exchange);
 }
 
+/**
+ * Creates Pods back to back until `over()` answers true, then 10 more; returns the names created
+ * and the refusals. Pods held by a scheduling gate: admitted and stored, never started.
+ */
+async function createPodsUntil(
+  prefix: string,
+  over: () => boolean | Promise<boolean>,
+  limit = 3000,
+): Promise<{ created: string[]; failures: string[] }> {
+  const created: string[] = [];
+  const failures: string[] = [];
+  for (let i = 0, after = 0; after < 10 && i < limit; i++) {
+    if (await over()) after++;
+    const name = `${prefix}-${i}`;
+    try {
+      await core.createNamespacedPod({
+        namespace: NS,
+        body: {
+          metadata: { name },
+          spec: {
+            serviceAccountName: 'aws',
+            schedulingGates: [{ name: 'example.com/hold' }],
+            containers: [{ name: 'app', image: node.images.base, imagePullPolicy: 'Never' }],
+          },
+        },
+      });
+      created.push(name);
+    } catch (err) {
+      failures.push(`${name}: ${(err as Error).message}`);
+    }
+  }
+  return { created, failures };
+}
+
+/** Each of these Pods was mutated: its container has the AWS role of its ServiceAccount. */
+async function assertMutated(names: string[]): Promise<void> {
+  for (const name of names) {
+    const pod = await core.readNamespacedPod({ namespace: NS, name });
+    const env = Object.fromEntries((pod.spec!.containers[0].env ?? []).map((e) => [e.name, e.value]));
+    assert.equal(env.AWS_ROLE_ARN, ROLE, `Pod ${name} was mutated`);
+  }
+}
+
 describe('the chart installed on a real node', () => {
   test('both webhook replicas become Ready, from the released image containerd pulled by digest', async () => {
     const deployment = await until(
@@ -425,8 +468,6 @@ describe('the chart installed on a real node', () => {
       await core.listNamespacedPod({ namespace: SYSTEM_NS, labelSelector: 'app.kubernetes.io/component=webhook' })
     ).items;
     assert.equal(webhookPods.length, 2);
-    const created: string[] = [];
-    const failures: string[] = [];
     const victim = webhookPods[0].metadata!.name!;
     await core.deleteNamespacedPod({ namespace: SYSTEM_NS, name: victim });
     const victimExists = async (): Promise<boolean> =>
@@ -434,41 +475,25 @@ describe('the chart installed on a real node', () => {
         () => true,
         () => false,
       );
-    // Back to back, from the deletion until the Pod is gone (its drain and termination), and
-    // some more after. Pods held by a scheduling gate: admitted and stored, never started.
-    for (let i = 0, after = 0; after < 10 && i < 2000; i++) {
-      if (!(await victimExists())) after++;
-      const name = `admitted-${i}`;
-      try {
-        await core.createNamespacedPod({
-          namespace: NS,
-          body: {
-            metadata: { name },
-            spec: {
-              serviceAccountName: 'aws',
-              schedulingGates: [{ name: 'example.com/hold' }],
-              containers: [{ name: 'app', image: node.images.base, imagePullPolicy: 'Never' }],
-            },
-          },
-        });
-        created.push(name);
-      } catch (err) {
-        failures.push(`${name}: ${(err as Error).message}`);
-      }
-    }
+    // From the deletion until the Pod is gone (its drain and termination), and some more after.
+    const { created, failures } = await createPodsUntil('admitted', async () => !(await victimExists()), 2000);
     assert.equal(await victimExists(), false, 'the deleted webhook Pod is gone');
     assert.deepEqual(failures, []);
-    for (const name of created) {
-      const pod = await core.readNamespacedPod({ namespace: NS, name });
-      const env = Object.fromEntries((pod.spec!.containers[0].env ?? []).map((e) => [e.name, e.value]));
-      assert.equal(env.AWS_ROLE_ARN, ROLE, `Pod ${name} was mutated`);
-    }
+    await assertMutated(created);
     assert.ok(created.length > 10, `${created.length} Pods created`);
   });
 });
 
 describe('upgrading to the next release with the documented commands', () => {
   const POLICY_CRD = 'workloadidentitypolicies.workload-identity-webhook.io';
+  const POLICIES = '/apis/workload-identity-webhook.io/v1alpha1/workloadidentitypolicies';
+  let next: { dir: string; version: string };
+  let upgrade: Release;
+  /** docs/install.md's upgrade commands, with the local registry, the versions and this release's names. */
+  let documented: string;
+  const oldImage = () => `${released.image.repository}@${released.image.digest}`;
+  const newImage = () => `${upgrade.image.repository}@${upgrade.image.digest}`;
+
   const crdColumns = async (): Promise<string[]> => {
     const crd = await node.cp
       .kubeConfig()
@@ -480,21 +505,35 @@ describe('upgrading to the next release with the documented commands', () => {
     parseAllDocuments(manifests)
       .map((d) => d.toJS() as { kind?: string; metadata?: { name: string }; spec?: any }) // eslint-disable-line @typescript-eslint/no-explicit-any
       .find((m) => m?.kind === 'Deployment' && m.metadata?.name === name)?.spec.template.spec.containers[0].image;
-
-  test('N to N+1 while Pods are created: the new digest runs, the changed CRD is applied, no Pod is refused; --reuse-values would keep the old digest', async (t) => {
-    const next = await nextReleaseCheckout();
-    const started = Date.now();
-    const upgrade = await runRelease(`${registry.host}/wiw`, { repo: next.dir });
-    t.diagnostic(
-      `the next release (${next.version}) built and pushed in ${((Date.now() - started) / 1000).toFixed(0)} s`,
+  /** Both webhook replicas Ready on `image`, and no other left. */
+  const rolledOutTo = (image: string) =>
+    until(
+      'the rolling update to the new digest to finish',
+      async () => {
+        const pods = (
+          await core.listNamespacedPod({ namespace: SYSTEM_NS, labelSelector: 'app.kubernetes.io/component=webhook' })
+        ).items;
+        const done =
+          pods.length === 2 &&
+          pods.every(
+            (p) =>
+              !p.metadata?.deletionTimestamp &&
+              p.spec?.containers[0].image === image &&
+              p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'),
+          );
+        return done ? pods : undefined;
+      },
+      240_000,
     );
-    assert.equal(upgrade.version, next.version);
-    assert.notEqual(upgrade.image.digest, released.image.digest);
-    const oldImage = `${released.image.repository}@${released.image.digest}`;
-    const newImage = `${upgrade.image.repository}@${upgrade.image.digest}`;
 
-    // docs/install.md's commands, with the local registry, the versions and this release's names.
-    const documented = substitute(
+  before(async () => {
+    next = await nextReleaseCheckout();
+    const started = Date.now();
+    upgrade = await runRelease(`${registry.host}/wiw`, { repo: next.dir });
+    process.stderr.write(
+      `node-e2e: the next release (${next.version}) built and pushed in ${((Date.now() - started) / 1000).toFixed(0)} s\n`,
+    );
+    documented = substitute(
       (await documentedBlocks('3. Upgrade'))[0] ?? '',
       installPlaceholders({
         chartRef: upgrade.chart.reference,
@@ -504,100 +543,65 @@ describe('upgrading to the next release with the documented commands', () => {
         namespace: SYSTEM_NS,
       }),
     );
+  });
+
+  test('N+1 is another image and chart, released by the same command', () => {
+    assert.equal(upgrade.version, next.version);
+    assert.notEqual(upgrade.image.digest, released.image.digest);
+    assert.notEqual(upgrade.chart.digest, released.chart.digest);
+  });
+
+  test('with --reuse-values instead of the documented flag, helm would keep the image of N', async () => {
     const helmUpgrade = documented
       .replace(/\\\n\s*/g, '')
       .split('\n')
       .find((l) => l.startsWith('helm upgrade'));
     assert.ok(helmUpgrade, documented);
-
-    // What the documented flag must avoid: --reuse-values renders the previous release's image.
     const reused = await runDocumented(
       `${helmUpgrade.replace(/ --(reset-then-)?reuse-values\b/, '')} --reuse-values --dry-run`,
       node.cp.kubeconfigPath,
     );
     const manifest = reused.slice(reused.indexOf('MANIFEST:') + 'MANIFEST:'.length, reused.indexOf('\nNOTES:'));
-    assert.equal(deploymentImage(manifest, FULLNAME), oldImage, '--reuse-values keeps the image of N');
+    assert.equal(deploymentImage(manifest, FULLNAME), oldImage());
+  });
 
-    // A policy made under N, kept through the upgrade (and left by the uninstall below).
-    const policy = await node.cp.request(
-      'POST',
-      '/apis/workload-identity-webhook.io/v1alpha1/workloadidentitypolicies',
-      {
-        apiVersion: 'workload-identity-webhook.io/v1alpha1',
-        kind: 'WorkloadIdentityPolicy',
-        metadata: { name: 'kept' },
-        spec: {},
-      },
-    );
+  test('the documented commands, while Pods are created back to back: N+1 rolls out and no Pod is refused', async (t) => {
+    // A policy made under N, to be kept through the upgrade (and left by the uninstall below).
+    const policy = await node.cp.request('POST', POLICIES, {
+      apiVersion: 'workload-identity-webhook.io/v1alpha1',
+      kind: 'WorkloadIdentityPolicy',
+      metadata: { name: 'kept' },
+      spec: {},
+    });
     assert.equal(policy.status, 201, policy.body);
     assert.ok(!(await crdColumns()).includes(NEXT_CRD_COLUMN));
 
-    // Pods created back to back from before the upgrade until the rollout is over, and some more.
-    const created: string[] = [];
-    const failures: string[] = [];
+    // From before the upgrade until the rollout is over, and some more.
     let rolledOut = false;
-    const creating = (async () => {
-      for (let i = 0, after = 0; after < 10 && i < 3000; i++) {
-        if (rolledOut) after++;
-        const name = `upgrading-${i}`;
-        try {
-          await core.createNamespacedPod({
-            namespace: NS,
-            body: {
-              metadata: { name },
-              spec: {
-                serviceAccountName: 'aws',
-                schedulingGates: [{ name: 'example.com/hold' }],
-                containers: [{ name: 'app', image: node.images.base, imagePullPolicy: 'Never' }],
-              },
-            },
-          });
-          created.push(name);
-        } catch (err) {
-          failures.push(`${name}: ${(err as Error).message}`);
-        }
-      }
-    })();
+    const creating = createPodsUntil('upgrading', () => rolledOut);
+    let refusals: { created: string[]; failures: string[] };
     try {
       t.diagnostic(await runDocumented(documented, node.cp.kubeconfigPath));
       const upgraded = await apps.readNamespacedDeployment({ namespace: SYSTEM_NS, name: FULLNAME });
-      assert.equal(upgraded.spec!.template.spec!.containers[0].image, newImage, 'the documented upgrade sets N+1');
-      await until(
-        'the rolling update to the new digest to finish',
-        async () => {
-          const pods = (
-            await core.listNamespacedPod({ namespace: SYSTEM_NS, labelSelector: 'app.kubernetes.io/component=webhook' })
-          ).items;
-          const done =
-            pods.length === 2 &&
-            pods.every(
-              (p) =>
-                !p.metadata?.deletionTimestamp &&
-                p.spec?.containers[0].image === newImage &&
-                p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'),
-            );
-          return done ? pods : undefined;
-        },
-        240_000,
-      );
+      assert.equal(upgraded.spec!.template.spec!.containers[0].image, newImage(), 'the documented upgrade sets N+1');
+      await rolledOutTo(newImage());
     } finally {
       rolledOut = true;
-      await creating;
+      refusals = await creating;
     }
+    const { created, failures } = refusals;
     assert.deepEqual(failures, [], 'no Pod refused during the rolling update');
     assert.ok(created.length > 20, `${created.length} Pods created`);
-    for (const name of created) {
-      const pod = await core.readNamespacedPod({ namespace: NS, name });
-      const env = Object.fromEntries((pod.spec!.containers[0].env ?? []).map((e) => [e.name, e.value]));
-      assert.equal(env.AWS_ROLE_ARN, ROLE, `Pod ${name} was mutated`);
-    }
+    await assertMutated(created);
     t.diagnostic(`${created.length} Pods created during the upgrade, 0 refused`);
+  });
 
-    // The new digest runs, pulled by containerd; the values given at install were kept.
+  test('after it: containerd runs the new digest, the values given at install are kept, the CRD of N+1 is served with the policy made under N', async () => {
     const pods = (
       await core.listNamespacedPod({ namespace: SYSTEM_NS, labelSelector: 'app.kubernetes.io/component=webhook' })
     ).items;
-    for (const pod of pods) assert.equal(pod.status?.containerStatuses?.[0].imageID, newImage);
+    assert.equal(pods.length, 2);
+    for (const pod of pods) assert.equal(pod.status?.containerStatuses?.[0].imageID, newImage());
     const deployment = await apps.readNamespacedDeployment({ namespace: SYSTEM_NS, name: FULLNAME });
     const env = Object.fromEntries(
       (deployment.spec!.template.spec!.containers[0].env ?? []).map((e) => [e.name, e.value]),
@@ -607,7 +611,7 @@ describe('upgrading to the next release with the documented commands', () => {
       namespace: SYSTEM_NS,
       name: `${FULLNAME}-token-requestor`,
     });
-    assert.equal(requestor.spec!.template.spec!.containers[0].image, newImage, 'the token requestor too');
+    assert.equal(requestor.spec!.template.spec!.containers[0].image, newImage(), 'tokenRequestor.enabled is kept');
     const history = await helm(['history', RELEASE, '--namespace', SYSTEM_NS, '-o', 'json'], {
       kubeconfig: node.cp.kubeconfigPath,
     });
@@ -618,13 +622,8 @@ describe('upgrading to the next release with the documented commands', () => {
         [`workload-identity-webhook-${next.version}`, 'deployed'],
       ],
     );
-    // The changed CRD is served, and the policy made under N is still there.
     assert.ok((await crdColumns()).includes(NEXT_CRD_COLUMN), 'the CRD of N+1 is applied');
-    const kept = await node.cp.request(
-      'GET',
-      '/apis/workload-identity-webhook.io/v1alpha1/workloadidentitypolicies/kept',
-    );
-    assert.equal(kept.status, 200);
+    assert.equal((await node.cp.request('GET', `${POLICIES}/kept`)).status, 200);
   });
 });
 
