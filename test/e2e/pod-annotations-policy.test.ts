@@ -14,19 +14,17 @@ import { join } from 'node:path';
 import type { Pod } from '../../src/kube/types.ts';
 import { mutatePod } from '../../src/mutate/pod.ts';
 import { PROVIDER_NAMES } from '../../src/clouds/registry.ts';
+import { CREDENTIALS_ANNOTATION_PREFIX } from '../../src/clouds/gcp/providers.ts';
 import { apply, providers, sa } from '../support/builders.ts';
-import { createNamespace, createServiceAccount, startControlPlane, type ControlPlane } from '../harness/control-plane.ts';
+import {
+  createNamespace,
+  createServiceAccount,
+  startControlPlane,
+  type ControlPlane,
+} from '../harness/control-plane.ts';
 import { renderChart, type Manifest } from '../support/chart.ts';
 import { registerWebhook, startWebhook, until, type WebhookProcess } from '../support/webhook.ts';
-import {
-  BILLING_PROVIDER,
-  CLIENT,
-  GCP_EMAIL,
-  ROLE_ARN,
-  roleArn,
-  TENANT,
-  WIF_PROVIDER,
-} from '../support/identities.ts';
+import { BILLING_PROVIDER, CLIENT, GCP_EMAIL, ROLE_ARN, roleArn, TENANT, WIF_PROVIDER } from '../support/identities.ts';
 
 // --- the policy's list against what the code writes -----------------------------------------
 
@@ -38,7 +36,9 @@ interface Owned {
 /** The policy and binding the chart renders with its defaults (none at all is a finding). */
 async function chartPolicies(): Promise<Manifest[]> {
   const { manifests } = await renderChart({});
-  return manifests.filter((m) => m.kind.startsWith('ValidatingAdmissionPolicy') && /pod-annotations/.test(m.metadata.name));
+  return manifests.filter(
+    (m) => m.kind.startsWith('ValidatingAdmissionPolicy') && /pod-annotations/.test(m.metadata.name),
+  );
 }
 
 /** The owned keys and prefixes, read off the policy's `keys` and `prefixes` variables. */
@@ -46,12 +46,13 @@ function ownedOf(policy: Manifest | undefined): Owned {
   const variable = (name: string) =>
     JSON.parse(
       (policy?.spec.variables as { name: string; expression: string }[] | undefined)?.find((v) => v.name === name)
-        ?.expression ?? (name === 'keys' ? '{}' : '[]'),
-    );
-  return { keys: Object.keys(variable('keys')).sort(), prefixes: variable('prefixes') };
+        ?.expression ?? '[]',
+    ) as string[];
+  return { keys: variable('keys').sort(), prefixes: variable('prefixes') };
 }
 
-const ownedBy = (owned: Owned, key: string) => owned.keys.includes(key) || owned.prefixes.some((p) => key.startsWith(p));
+const ownedBy = (owned: Owned, key: string) =>
+  owned.keys.includes(key) || owned.prefixes.some((p) => key.startsWith(p));
 
 const podIdentityFile = (() => {
   const file = join(mkdtempSync(join(tmpdir(), 'wiw-vap-pod-identity-')), 'associations.json');
@@ -102,12 +103,18 @@ const SCENARIOS: {
   {
     name: 'GCP Flux dialect, gcloud mode',
     cloud: 'gcp',
-    annotations: { 'gcp.auth.fluxcd.io/workload-identity-provider': WIF_PROVIDER, 'cloud.google.com/injection-mode': 'gcloud' },
+    annotations: {
+      'gcp.auth.fluxcd.io/workload-identity-provider': WIF_PROVIDER,
+      'cloud.google.com/injection-mode': 'gcloud',
+    },
   },
   {
     name: 'GCP pfnet dialect, gcloud mode',
     cloud: 'gcp',
-    annotations: { 'cloud.google.com/workload-identity-provider': WIF_PROVIDER, 'cloud.google.com/service-account-email': GCP_EMAIL },
+    annotations: {
+      'cloud.google.com/workload-identity-provider': WIF_PROVIDER,
+      'cloud.google.com/service-account-email': GCP_EMAIL,
+    },
   },
   {
     name: 'GCP pfnet dialect, direct mode with gcloud variables',
@@ -169,5 +176,314 @@ describe("the policy's annotations are the ones the webhook writes", () => {
         [...all].some((k) => k.startsWith(prefix) && !owned.keys.includes(k)),
         `the policy keeps the prefix ${prefix}, which no written key has`,
       );
+  });
+});
+
+// --- kube-apiserver enforces it --------------------------------------------------------------
+
+interface Identity {
+  name: string;
+  cert: string;
+  key: string;
+}
+interface Answer {
+  status: number;
+  body: any;
+}
+
+/** One request to kube-apiserver as `who` (a tenant, a node), with the patch type it names. */
+function kube(
+  cp: ControlPlane,
+  who: Identity,
+  method: string,
+  path: string,
+  body?: unknown,
+  type = 'application/json',
+) {
+  const payload = body === undefined ? undefined : JSON.stringify(body);
+  return new Promise<Answer>((resolve, reject) => {
+    const req = request(
+      new URL(path, cp.server),
+      {
+        method,
+        ca: cp.caPem,
+        cert: who.cert,
+        key: who.key,
+        agent: false,
+        timeout: 15_000,
+        headers: { accept: 'application/json', ...(payload && { 'content-type': type }) },
+      },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (c: string) => (text += c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text ? JSON.parse(text) : undefined }));
+        res.on('error', reject);
+      },
+    );
+    req.on('timeout', () => req.destroy(new Error(`${method} ${path}: no answer`)));
+    req.on('error', reject);
+    req.end(payload);
+  });
+}
+
+const MERGE = 'application/merge-patch+json';
+const JSON_PATCH = 'application/json-patch+json';
+const STRATEGIC = 'application/strategic-merge-patch+json';
+const NS = 'tenant-a';
+/** A namespace the webhook does not cover: the Pod with the most annotations lives there. */
+const NS_UNCOVERED = 'tenant-b';
+const pointer = (key: string) => `/metadata/annotations/${key.replaceAll('~', '~0').replaceAll('/', '~1')}`;
+
+describe('kube-apiserver refuses any change to them on Pod UPDATE', () => {
+  let cp: ControlPlane;
+  let wh: WebhookProcess;
+  let tenant: Identity;
+  let kubelet: Identity;
+  let owned: Owned;
+  /** The tenant's Pods as admitted: name -> annotations. */
+  const admitted = new Map<string, Record<string, string>>();
+  const podPath = (name: string, ns = NS, sub = '') => `/api/v1/namespaces/${ns}/pods/${name}${sub}`;
+
+  before(async () => {
+    cp = await startControlPlane({ name: 'pod-annotations-policy' });
+    const policies = await chartPolicies();
+    owned = ownedOf(policies[0]);
+    for (const m of policies) {
+      const path = `/apis/admissionregistration.k8s.io/v1/${m.kind === 'ValidatingAdmissionPolicy' ? 'validatingadmissionpolicies' : 'validatingadmissionpolicybindings'}`;
+      const res = await cp.request('POST', path, m);
+      assert.equal(res.status, 201, `${m.kind} ${m.metadata.name}: ${res.body}`);
+    }
+    await createNamespace(cp, NS);
+    await createNamespace(cp, NS_UNCOVERED);
+    await createServiceAccount(cp, NS, 'profiles', {
+      'eks.amazonaws.com/role-arns': `reports=${ROLE_ARN}\nbilling=${roleArn('billing')}`,
+    });
+    await createServiceAccount(cp, NS, 'gcp', {
+      'gcp.auth.fluxcd.io/workload-identity-provider': WIF_PROVIDER,
+      'iam.gke.io/gcp-service-account': GCP_EMAIL,
+      'cloud.google.com/workload-identity-providers': `billing=${BILLING_PROVIDER}`,
+    });
+    await createServiceAccount(cp, NS, 'pfnet', {
+      'cloud.google.com/workload-identity-provider': WIF_PROVIDER,
+      'cloud.google.com/service-account-email': GCP_EMAIL,
+    });
+    await createServiceAccount(cp, NS, 'none');
+
+    // The tenant: a real RBAC user who may write Pods (and their status) in its namespaces only.
+    tenant = { name: 'alice', ...(await cp.issueClientCert('alice')) };
+    const podRights = {
+      apiGroups: [''],
+      resources: ['pods', 'pods/status'],
+      verbs: ['get', 'list', 'create', 'update', 'patch', 'delete'],
+    };
+    for (const ns of [NS, NS_UNCOVERED]) {
+      await cp.request('POST', `/apis/rbac.authorization.k8s.io/v1/namespaces/${ns}/roles`, {
+        metadata: { name: 'pod-writer' },
+        rules: [podRights],
+      });
+      await cp.request('POST', `/apis/rbac.authorization.k8s.io/v1/namespaces/${ns}/rolebindings`, {
+        metadata: { name: 'alice' },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'pod-writer' },
+        subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: 'alice' }],
+      });
+    }
+    // A kubelet's identity, with the kubelet's own role.
+    kubelet = { name: 'system:node:node-1', ...(await cp.issueClientCert('system:node:node-1', ['system:nodes'])) };
+    await cp.request('POST', '/apis/rbac.authorization.k8s.io/v1/clusterrolebindings', {
+      metadata: { name: 'node-1' },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'system:node' },
+      subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: 'system:node:node-1' }],
+    });
+
+    wh = await startWebhook(cp);
+    await registerWebhook(
+      cp,
+      wh,
+      'wiw-pod-annotations',
+      [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': NS } } }],
+      NS,
+    );
+    for (const sa of ['profiles', 'gcp', 'pfnet', 'none']) {
+      const res = await kube(cp, tenant, 'POST', `/api/v1/namespaces/${NS}/pods`, {
+        metadata: { name: sa, labels: { app: sa } },
+        spec: { serviceAccountName: sa, nodeName: 'node-1', containers: [{ name: 'app', image: 'busybox' }] },
+      });
+      assert.equal(res.status, 201, JSON.stringify(res.body));
+      admitted.set(sa, res.body.metadata.annotations ?? {});
+    }
+    // Bindings reach the admission chain asynchronously: wait until the policy judges an update.
+    if (policies.length > 0)
+      await until(
+        'the policy to be in force',
+        async () => {
+          const res = await kube(
+            cp,
+            tenant,
+            'PATCH',
+            `${podPath('none')}?dryRun=All`,
+            {
+              metadata: { annotations: { 'workload-identity-webhook.io/injected': 'x' } },
+            },
+            MERGE,
+          );
+          return res.status !== 200 || undefined;
+        },
+        30_000,
+      );
+  });
+
+  after(async () => {
+    await wh?.stop();
+    await cp?.stop();
+  });
+
+  /**
+   * Each way a tenant could touch what the webhook wrote (the tenant's Pods had no annotations):
+   * modify and remove what this Pod has, add what the webhook wrote onto another. A named GCP
+   * provider's key is judged only where a file of the Pod is projected from it.
+   */
+  function attempts(name: string): { what: string; body: unknown; type: string }[] {
+    const present = admitted.get(name)!;
+    const written = [...new Set([...admitted.values()].flatMap((a) => Object.keys(a)))].sort();
+    return written.flatMap((key) =>
+      key in present
+        ? [
+            { what: `modify ${key}`, body: { metadata: { annotations: { [key]: `${present[key]} ` } } }, type: MERGE },
+            { what: `remove ${key}`, body: [{ op: 'remove', path: pointer(key) }], type: JSON_PATCH },
+          ]
+        : key.startsWith(CREDENTIALS_ANNOTATION_PREFIX)
+          ? []
+          : [{ what: `add ${key}`, body: { metadata: { annotations: { [key]: '{}' } } }, type: MERGE }],
+    );
+  }
+
+  test('the webhook wrote each owned key onto some Pod (so each is modified and removed below)', () => {
+    const present = new Set([...admitted.values()].flatMap((a) => Object.keys(a)));
+    for (const key of owned.keys) assert.ok(present.has(key), `no Pod carries ${key}`);
+    for (const prefix of owned.prefixes) assert.ok(present.has(`${prefix}billing`), `no Pod carries ${prefix}billing`);
+    assert.ok(owned.keys.length > 0, 'the chart renders the policy');
+  });
+
+  test("a tenant's PATCH of each owned annotation is refused, on the Pod and on its status", async () => {
+    const passed: string[] = [];
+    for (const name of admitted.keys()) {
+      for (const { what, body, type } of attempts(name)) {
+        for (const sub of ['', '/status']) {
+          const res = await kube(cp, tenant, 'PATCH', podPath(name, NS, sub), body, type);
+          if (res.status !== 403) passed.push(`${name}${sub}: ${what}: HTTP ${res.status}`);
+          else
+            assert.match(
+              res.body.message,
+              /pod-annotations' .*denied request: the annotations the workload identity webhook writes cannot change after the Pod is admitted \(.+\); delete the Pod/,
+            );
+        }
+      }
+    }
+    assert.deepEqual(passed, [], 'every change is refused');
+    for (const [name, annotations] of admitted) {
+      const res = await kube(cp, tenant, 'GET', podPath(name));
+      assert.deepEqual(res.body.metadata.annotations ?? {}, annotations, `${name}: the annotations are as admitted`);
+    }
+  });
+
+  test('a key under an owned prefix that no file of the Pod projects may be added: it changes nothing the Pod reads', async () => {
+    const key = `${CREDENTIALS_ANNOTATION_PREFIX}unread`;
+    const res = await kube(
+      cp,
+      tenant,
+      'PATCH',
+      `${podPath('gcp')}?dryRun=All`,
+      { metadata: { annotations: { [key]: '{}' } } },
+      MERGE,
+    );
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+  });
+
+  test('a PUT of the whole Pod with a changed credential file is refused too', async () => {
+    const pod = (await kube(cp, tenant, 'GET', podPath('profiles'))).body;
+    pod.metadata.annotations['workload-identity-webhook.io/aws-config-file'] +=
+      '\n[profile evil]\ncredential_process = /bin/sh -c id\n';
+    const res = await kube(cp, tenant, 'PUT', podPath('profiles'), pod);
+    assert.equal(res.status, 403, JSON.stringify(res.body));
+    assert.match(res.body.message, /\(workload-identity-webhook\.io\/aws-config-file\)/);
+  });
+
+  test("the kubelet's status updates and ordinary label and annotation changes pass", async () => {
+    for (const name of admitted.keys()) {
+      const status = await kube(
+        cp,
+        kubelet,
+        'PATCH',
+        podPath(name, NS, '/status'),
+        {
+          status: {
+            phase: 'Running',
+            podIP: '10.0.0.7',
+            conditions: [{ type: 'Ready', status: 'True', lastTransitionTime: '2026-01-01T00:00:00Z' }],
+          },
+        },
+        STRATEGIC,
+      );
+      assert.equal(status.status, 200, `${name}: kubelet status: ${JSON.stringify(status.body)}`);
+      assert.equal(status.body.status.podIP, '10.0.0.7');
+      const note = await kube(
+        cp,
+        tenant,
+        'PATCH',
+        podPath(name),
+        {
+          metadata: { labels: { tier: 'web' }, annotations: { 'example.com/note': 'deployed by alice' } },
+        },
+        MERGE,
+      );
+      assert.equal(note.status, 200, `${name}: label and annotation: ${JSON.stringify(note.body)}`);
+      const removed = await kube(
+        cp,
+        tenant,
+        'PATCH',
+        podPath(name),
+        {
+          metadata: { labels: { tier: null }, annotations: { 'example.com/note': null } },
+        },
+        MERGE,
+      );
+      assert.equal(removed.status, 200, `${name}: removing them: ${JSON.stringify(removed.body)}`);
+      // Setting an owned annotation to the value it has changes nothing, and passes.
+      const same = Object.fromEntries(Object.entries(admitted.get(name)!).filter(([k]) => ownedBy(owned, k)));
+      const unchanged = await kube(cp, tenant, 'PATCH', podPath(name), { metadata: { annotations: same } }, MERGE);
+      assert.equal(unchanged.status, 200, `${name}: the same values: ${JSON.stringify(unchanged.body)}`);
+    }
+  });
+
+  test('a Pod with as many annotations as the API server allows is still updated, and still guarded', async () => {
+    // About 40,000 annotations, near the API server's 256 KiB: the policy's cost stays in its budget.
+    const many: Record<string, string> = {};
+    let size = 0;
+    for (let i = 0; size < 250 * 1024; i++) {
+      const key = `k${i.toString(36)}`;
+      many[key] = '';
+      size += key.length;
+    }
+    const created = await kube(cp, tenant, 'POST', `/api/v1/namespaces/${NS_UNCOVERED}/pods`, {
+      metadata: { name: 'many', annotations: many },
+      spec: { containers: [{ name: 'app', image: 'busybox' }] },
+    });
+    assert.equal(created.status, 201, JSON.stringify(created.body).slice(0, 500));
+    const path = podPath('many', NS_UNCOVERED);
+    const ordinary = await kube(cp, tenant, 'PATCH', path, { metadata: { annotations: { k0: 'x', knew: '' } } }, MERGE);
+    assert.equal(ordinary.status, 200, JSON.stringify(ordinary.body).slice(0, 500));
+    const forged = await kube(
+      cp,
+      tenant,
+      'PATCH',
+      path,
+      {
+        metadata: { annotations: { k1: 'y', 'workload-identity-webhook.io/aws-config-file': '[default]\n' } },
+      },
+      MERGE,
+    );
+    assert.equal(forged.status, 403, JSON.stringify(forged.body).slice(0, 500));
+    assert.match(forged.body.message, /\(workload-identity-webhook\.io\/aws-config-file\)/);
   });
 });
