@@ -22,7 +22,7 @@ import {
   startControlPlane,
   type ControlPlane,
 } from '../harness/control-plane.ts';
-import { renderChart, type Manifest } from '../support/chart.ts';
+import { CHART, helm, renderChart, withValuesFile, type Manifest } from '../support/chart.ts';
 import { registerWebhook, startWebhook, until, type WebhookProcess } from '../support/webhook.ts';
 import { BILLING_PROVIDER, CLIENT, GCP_EMAIL, ROLE_ARN, roleArn, TENANT, WIF_PROVIDER } from '../support/identities.ts';
 
@@ -152,6 +152,23 @@ function written(scenario: (typeof SCENARIOS)[number]): { written: string[]; pro
     projected: [...fieldPaths].map((m) => m[1]),
   };
 }
+
+describe('the chart value', () => {
+  test('on by default; off renders nothing; before Kubernetes 1.30 it asks to be turned off', async () => {
+    assert.equal((await chartPolicies()).length, 2, 'a policy and its binding');
+    const off = await renderChart({ podAnnotationPolicy: { enabled: false } });
+    assert.deepEqual(
+      off.manifests.filter((m) => m.kind.startsWith('ValidatingAdmissionPolicy')),
+      [],
+    );
+    await assert.rejects(
+      withValuesFile({}, (file) =>
+        helm(['template', 'wiw', CHART, '--namespace', 'wiw-system', '--kube-version', '1.29.9', '-f', file]),
+      ),
+      /podAnnotationPolicy\.enabled needs Kubernetes 1\.30 or later.*set it to false/,
+    );
+  });
+});
 
 describe("the policy's annotations are the ones the webhook writes", () => {
   test('every cloud has a scenario, and each scenario is injected', () => {
