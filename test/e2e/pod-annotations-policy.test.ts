@@ -7,10 +7,10 @@
 // cloud and mode, and nothing else.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { request } from 'node:https';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import type { Pod } from '../../src/kube/types.ts';
 import { mutatePod } from '../../src/mutate/pod.ts';
 import { PROVIDER_NAMES } from '../../src/clouds/registry.ts';
@@ -27,6 +27,8 @@ import { registerWebhook, startWebhook, until, type WebhookProcess } from '../su
 import { BILLING_PROVIDER, CLIENT, GCP_EMAIL, ROLE_ARN, roleArn, TENANT, WIF_PROVIDER } from '../support/identities.ts';
 
 // --- the policy's list against what the code writes -----------------------------------------
+
+const SRC = resolve(import.meta.dirname, '../../src');
 
 interface Owned {
   keys: string[];
@@ -153,6 +155,41 @@ function written(scenario: (typeof SCENARIOS)[number]): { written: string[]; pro
   };
 }
 
+/** The files of src/ (recursively) under `dir`. */
+function sources(dir: string): string[] {
+  return readdirSync(join(SRC, dir), { withFileTypes: true }).flatMap((e) =>
+    e.isDirectory() ? sources(join(dir, e.name)) : e.name.endsWith('.ts') ? [join(dir, e.name)] : [],
+  );
+}
+
+/**
+ * Every annotation key the source projects into a file or variable (a downward-API fieldPath
+ * `metadata.annotations['${NAME}']`), read off the code itself, whether a scenario reaches it or
+ * not: NAME is an exported constant (a key), or a local built from one (`${PREFIX}${name}`: a prefix).
+ */
+async function projectionSites(): Promise<{ site: string; key?: string; prefix?: string }[]> {
+  const files = sources('.');
+  const exported = new Map<string, unknown>();
+  // The constants of the layers that write Pods (importing the rest of src/ would start the CLI).
+  for (const file of [...sources('clouds'), ...sources('mutate')])
+    for (const [k, v] of Object.entries(await import(join(SRC, file)))) exported.set(k, v);
+  const sites: { site: string; key?: string; prefix?: string }[] = [];
+  for (const file of files) {
+    const text = readFileSync(join(SRC, file), 'utf8');
+    for (const m of text.matchAll(/metadata\.annotations\['\$\{(\w+)\}'\]/g)) {
+      const site = `src/${file}: ${m[1]}`;
+      if (typeof exported.get(m[1]) === 'string') sites.push({ site, key: exported.get(m[1]) as string });
+      else {
+        const built = new RegExp(`const ${m[1]} = \`\\$\\{(\\w+)\\}`).exec(text)?.[1];
+        const prefix = built === undefined ? undefined : exported.get(built);
+        assert.equal(typeof prefix, 'string', `${site}: name the annotation with an exported constant`);
+        sites.push({ site, prefix: prefix as string });
+      }
+    }
+  }
+  return sites;
+}
+
 describe('the chart value', () => {
   test('on by default; off renders nothing; before Kubernetes 1.30 it asks to be turned off', async () => {
     assert.equal((await chartPolicies()).length, 2, 'a policy and its binding');
@@ -193,6 +230,20 @@ describe("the policy's annotations are the ones the webhook writes", () => {
         [...all].some((k) => k.startsWith(prefix) && !owned.keys.includes(k)),
         `the policy keeps the prefix ${prefix}, which no written key has`,
       );
+  });
+
+  test('every annotation the source projects into a file is in the policy, reached by a scenario or not', async () => {
+    const owned = ownedOf((await chartPolicies())[0]);
+    const sites = await projectionSites();
+    assert.ok(sites.length >= 3, `${sites.length} projection sites found`);
+    for (const { site, key, prefix } of sites) {
+      if (key !== undefined) assert.ok(owned.keys.includes(key), `${site}: ${key} is projected, and not in the policy`);
+      else
+        assert.ok(
+          owned.prefixes.includes(prefix!),
+          `${site}: ${prefix}<name> is projected, and not a prefix of the policy`,
+        );
+    }
   });
 });
 
