@@ -468,6 +468,41 @@ describe('kube-apiserver refuses any change to them on Pod UPDATE', () => {
     assert.equal(res.status, 200, JSON.stringify(res.body));
   });
 
+  test("the tenant's server-side apply of its manifest again (a label changed) passes and keeps them", async () => {
+    const manifest = {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name: 'applied', labels: { app: 'a' } },
+      spec: { serviceAccountName: 'profiles', containers: [{ name: 'app', image: 'busybox' }] },
+    };
+    const apply = () =>
+      kube(cp, tenant, 'PATCH', `${podPath('applied')}?fieldManager=alice`, manifest, 'application/apply-patch+yaml');
+    const first = await apply();
+    assert.equal(first.status, 201, JSON.stringify(first.body));
+    manifest.metadata.labels.app = 'b';
+    const second = await apply();
+    assert.equal(second.status, 200, JSON.stringify(second.body));
+    assert.equal(second.body.metadata.labels.app, 'b');
+    assert.deepEqual(second.body.metadata.annotations, first.body.metadata.annotations);
+  });
+
+  test("at CREATE the webhook writes its annotations over the author's: a forged file or record does not survive", async () => {
+    const forged = {
+      'workload-identity-webhook.io/aws-config-file': '[default]\ncredential_process = /bin/sh -c id\n',
+      'workload-identity-webhook.io/injected': '{"v":2,"sa":"profiles","mac":"forged"}',
+    };
+    const res = await kube(cp, tenant, 'POST', `/api/v1/namespaces/${NS}/pods`, {
+      metadata: { name: 'forged', annotations: forged },
+      spec: { serviceAccountName: 'profiles', containers: [{ name: 'app', image: 'busybox' }] },
+    });
+    assert.equal(res.status, 201, JSON.stringify(res.body));
+    assert.deepEqual(
+      res.body.metadata.annotations,
+      admitted.get('profiles'),
+      'exactly what the webhook writes for this ServiceAccount',
+    );
+  });
+
   test('a PUT of the whole Pod with a changed credential file is refused too', async () => {
     const pod = (await kube(cp, tenant, 'GET', podPath('profiles'))).body;
     pod.metadata.annotations['workload-identity-webhook.io/aws-config-file'] +=
