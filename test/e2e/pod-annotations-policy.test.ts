@@ -7,7 +7,7 @@
 // cloud and mode, and nothing else.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -44,7 +44,8 @@ async function chartPolicies(): Promise<Manifest[]> {
 }
 
 /** The owned keys and prefixes, read off the policy's `keys` and `prefixes` variables. */
-function ownedOf(policy: Manifest | undefined): Owned {
+function ownedOf(manifests: Manifest[]): Owned {
+  const policy = manifests.find((m) => m.kind === 'ValidatingAdmissionPolicy');
   const variable = (name: string) =>
     JSON.parse(
       (policy?.spec.variables as { name: string; expression: string }[] | undefined)?.find((v) => v.name === name)
@@ -56,11 +57,13 @@ function ownedOf(policy: Manifest | undefined): Owned {
 const ownedBy = (owned: Owned, key: string) =>
   owned.keys.includes(key) || owned.prefixes.some((p) => key.startsWith(p));
 
-const podIdentityFile = (() => {
-  const file = join(mkdtempSync(join(tmpdir(), 'wiw-vap-pod-identity-')), 'associations.json');
-  writeFileSync(file, JSON.stringify({ identities: [{ namespace: 'team-a', serviceAccount: 'pod-identity' }] }));
-  return file;
-})();
+const podIdentityDir = mkdtempSync(join(tmpdir(), 'wiw-vap-pod-identity-'));
+const podIdentityFile = join(podIdentityDir, 'associations.json');
+writeFileSync(
+  podIdentityFile,
+  JSON.stringify({ identities: [{ namespace: 'team-a', serviceAccount: 'pod-identity' }] }),
+);
+after(() => rmSync(podIdentityDir, { recursive: true, force: true }));
 
 /**
  * Every cloud, dialect and mode the webhook injects, each a ServiceAccount (and the flags and Pod
@@ -214,8 +217,7 @@ describe("the policy's annotations are the ones the webhook writes", () => {
   });
 
   test('every annotation written or projected is in the policy; every key and prefix of the policy is written', async () => {
-    const [policy] = await chartPolicies();
-    const owned = ownedOf(policy);
+    const owned = ownedOf(await chartPolicies());
     const all = new Set<string>();
     for (const s of SCENARIOS) {
       const { written: keys, projected } = written(s);
@@ -233,7 +235,7 @@ describe("the policy's annotations are the ones the webhook writes", () => {
   });
 
   test('every annotation the source projects into a file is in the policy, reached by a scenario or not', async () => {
-    const owned = ownedOf((await chartPolicies())[0]);
+    const owned = ownedOf(await chartPolicies());
     const sites = await projectionSites();
     assert.ok(sites.length >= 3, `${sites.length} projection sites found`);
     for (const { site, key, prefix } of sites) {
@@ -316,7 +318,7 @@ describe('kube-apiserver refuses any change to them on Pod UPDATE', () => {
   before(async () => {
     cp = await startControlPlane({ name: 'pod-annotations-policy' });
     const policies = await chartPolicies();
-    owned = ownedOf(policies[0]);
+    owned = ownedOf(policies);
     for (const m of policies) {
       const path = `/apis/admissionregistration.k8s.io/v1/${m.kind === 'ValidatingAdmissionPolicy' ? 'validatingadmissionpolicies' : 'validatingadmissionpolicybindings'}`;
       const res = await cp.request('POST', path, m);
