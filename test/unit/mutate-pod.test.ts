@@ -561,7 +561,8 @@ describe('GCP (Workload Identity Federation)', () => {
     assert.deepEqual(setup.command, [
       'sh',
       '-c',
-      'gcloud iam workload-identity-pools create-cred-config \\\n  $(GCP_WORKLOAD_IDENTITY_PROVIDER) \\\n  --service-account=$(GCP_SERVICE_ACCOUNT) \\\n  --output-file=$(CLOUDSDK_CONFIG)/federation.json \\\n  --credential-source-file=/var/run/secrets/sts.googleapis.com/serviceaccount/token\ngcloud auth login --cred-file=$(CLOUDSDK_CONFIG)/federation.json\n',
+      // Values read from the environment as quoted words; $$ is the kubelet's escape for $.
+      'gcloud iam workload-identity-pools create-cred-config \\\n  "$$GCP_WORKLOAD_IDENTITY_PROVIDER" \\\n  --service-account="$$GCP_SERVICE_ACCOUNT" \\\n  --output-file="$$CLOUDSDK_CONFIG"/federation.json \\\n  --credential-source-file=/var/run/secrets/sts.googleapis.com/serviceaccount/token\ngcloud auth login --cred-file="$$CLOUDSDK_CONFIG"/federation.json\n',
     ]);
     assert.deepEqual(envOf(setup), {
       GCP_WORKLOAD_IDENTITY_PROVIDER: GCP_PROVIDER,
