@@ -297,34 +297,94 @@ describe('hostile values in every annotation that reaches the gcloud-setup scrip
   });
 });
 
-describe('gcloud-run-as-user is held to the range kube-apiserver stores', () => {
-  const USER_KEY = 'cloud.google.com/gcloud-run-as-user';
-  for (const [value, stored] of [
-    ['2147483647', 2147483647],
-    ['0', 0],
-    ['2147483648', undefined],
-    ['9999999999', undefined],
-  ] as const) {
-    test(`${value}: ${stored === undefined ? 'refused by the webhook, naming the annotation and the bound' : 'stored as the setup container runAsUser'}`, async () => {
-      const name = `run-as-${value}`;
-      await create('loose', 'serviceaccounts', { metadata: { name, annotations: { ...BASE, [USER_KEY]: value } } });
-      const res = await create(
-        'loose',
-        'pods',
-        { metadata: { name }, spec: { serviceAccountName: name, containers: [{ name: 'app', image: 'busybox' }] } },
-        true,
-      );
-      if (stored !== undefined) {
-        assert.equal(res.status, 201, res.body);
-        const setup = (JSON.parse(res.body) as Pod).spec!.initContainers!.find((i) => i.name === 'gcloud-setup')!;
-        assert.equal((setup.securityContext as { runAsUser?: number }).runAsUser, stored);
-        return;
+/** An integer annotation that reaches a Pod field, with the largest value the API server stores there. */
+interface IntegerField {
+  key: string;
+  serviceAccount: Record<string, string>;
+  /** On the Pod (else on the ServiceAccount). */
+  onPod?: boolean;
+  labels?: Record<string, string>;
+  podAnnotations?: Record<string, string>;
+  max: number;
+  /** The field in the stored Pod. */
+  read(pod: Pod): unknown;
+}
+
+const initContainer = (pod: Pod, name: string) => pod.spec!.initContainers!.find((c) => c.name === name)!;
+const expiry = (volume: string) => (pod: Pod) =>
+  pod.spec!.volumes!.find((v) => v.name === volume)!.projected!.sources![0].serviceAccountToken!.expirationSeconds;
+const AZURE = { 'azure.workload.identity/client-id': '8f3b2c1a-7d4e-4f5a-9b6c-0d1e2f3a4b5c' };
+const AZURE_POD = { 'azure.workload.identity/use': 'true' };
+
+const INTEGER_FIELDS: IntegerField[] = [
+  {
+    key: 'cloud.google.com/gcloud-run-as-user',
+    serviceAccount: BASE,
+    max: 2 ** 31 - 1,
+    read: (pod) => (initContainer(pod, 'gcloud-setup').securityContext as { runAsUser?: number }).runAsUser,
+  },
+  {
+    key: 'cloud.google.com/token-expiration',
+    serviceAccount: BASE,
+    onPod: true,
+    max: 2 ** 32,
+    read: expiry('gcp-iam-token'),
+  },
+  {
+    key: 'eks.amazonaws.com/token-expiration',
+    serviceAccount: { 'eks.amazonaws.com/role-arn': 'arn:aws:iam::111122223333:role/s3-reader' },
+    max: 2 ** 32,
+    read: expiry('aws-iam-token'),
+  },
+  {
+    key: 'azure.workload.identity/service-account-token-expiration',
+    serviceAccount: AZURE,
+    onPod: true,
+    labels: AZURE_POD,
+    max: 86400,
+    read: expiry('azure-identity-token'),
+  },
+  {
+    key: 'azure.workload.identity/proxy-sidecar-port',
+    serviceAccount: AZURE,
+    onPod: true,
+    labels: AZURE_POD,
+    podAnnotations: { 'azure.workload.identity/inject-proxy-sidecar': 'true' },
+    max: 65535,
+    read: (pod) => (initContainer(pod, 'azwi-proxy').ports as { containerPort: number }[])[0].containerPort,
+  },
+];
+
+describe('integer annotations that reach a Pod field are held to the range kube-apiserver stores', () => {
+  let n = 0;
+  for (const f of INTEGER_FIELDS) {
+    test(`${f.key}: ${f.max} is stored; ${f.max + 1} is refused by the webhook, naming the annotation and the bound`, async () => {
+      for (const value of [f.max, f.max + 1]) {
+        const name = `integer-${n++}`;
+        const own = { [f.key]: String(value) };
+        const sa = await create('loose', 'serviceaccounts', {
+          metadata: { name, annotations: { ...f.serviceAccount, ...(f.onPod ? {} : own) } },
+        });
+        assert.equal(sa.status, 201, sa.body);
+        const res = await create(
+          'loose',
+          'pods',
+          {
+            metadata: { name, labels: f.labels, annotations: { ...f.podAnnotations, ...(f.onPod ? own : {}) } },
+            spec: { serviceAccountName: name, containers: [{ name: 'app', image: 'busybox' }] },
+          },
+          true,
+        );
+        if (value === f.max) {
+          assert.equal(res.status, 201, res.body);
+          assert.equal(f.read(JSON.parse(res.body) as Pod), value);
+          continue;
+        }
+        assert.equal(res.status, 400, res.body);
+        const { message } = JSON.parse(res.body) as { message: string };
+        assert.match(message, /^admission webhook "[^"]+" denied the request: /);
+        assert.ok(message.includes(f.key) && message.includes(String(f.max)), message);
       }
-      assert.equal(res.status, 400, res.body);
-      const { message } = JSON.parse(res.body) as { message: string };
-      assert.match(message, /^admission webhook "[^"]+" denied the request: /);
-      assert.ok(message.includes(`annotation ${USER_KEY}="${value}" is out of range`), message);
-      assert.ok(message.includes('from 0 to 2147483647'), message);
     });
   }
 });
