@@ -5,7 +5,8 @@ const GCP_REGION_PATTERN = /^[a-z]+(-[a-z]+)+\d+$/;
 
 /**
  * What a token audience holds: a URL or a name (sts.googleapis.com, //iam.googleapis.com/projects/...,
- * https://...), without a character a shell, a quote or a space would give a meaning.
+ * https://...), without a character a shell, a quote or a space would give a meaning; the set
+ * `trust` prints (src/trust/report.ts).
  */
 export const AUDIENCE = {
   pattern: /^[A-Za-z0-9._~:/@%+=,-]+$/,
