@@ -11,6 +11,7 @@ import { AZURE_CREDENTIAL_ENV } from '../../src/clouds/azure/pod.ts';
 import { GCP_CREDENTIAL_ENV, PFNET_SETUP_SCRIPT } from '../../src/clouds/gcp/pod.ts';
 import { ConfigError } from '../../src/errors.ts';
 import { KUBELET_HOSTILE } from '../support/hostile.ts';
+import { containerEnv } from '../support/kubelet-expansion.ts';
 import {
   CLIENT as AZ_CLIENT,
   GCP_EMAIL,
@@ -399,6 +400,17 @@ describe('Azure (Microsoft Entra Workload ID)', () => {
     );
     const d = denied(optedIn(), { 'azure.workload.identity/client-id': 'my-app' }, { strict: 'true' });
     assert.match(d.message, /client-id="my-app" is not a client id; expected a GUID/);
+  });
+
+  test('a client or tenant id injected as written reaches the container as written: the kubelet expands no $(NAME) in it', () => {
+    const written = {
+      'azure.workload.identity/client-id': '$(AZURE_FEDERATED_TOKEN_FILE)',
+      'azure.workload.identity/tenant-id': 'x$$(HOME)',
+    };
+    const c = mutated(optedIn(), written).spec!.containers![0];
+    const env = containerEnv(c);
+    assert.equal(env.get('AZURE_CLIENT_ID'), written['azure.workload.identity/client-id']);
+    assert.equal(env.get('AZURE_TENANT_ID'), written['azure.workload.identity/tenant-id']);
   });
 });
 
