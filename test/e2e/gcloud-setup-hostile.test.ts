@@ -12,6 +12,7 @@ import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFile
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { Container, Pod } from '../../src/kube/types.ts';
+import { kubeletLiteral } from '../../src/shell.ts';
 import { createNamespace, startControlPlane, type ControlPlane } from '../harness/control-plane.ts';
 import { httpsRequest, type RawResponse, type TlsClient } from '../harness/https.ts';
 import { KUBELET_HOSTILE } from '../support/hostile.ts';
@@ -210,6 +211,26 @@ describe("the kubelet's $(NAME) expansion, as ported", () => {
       ['\\$(A)', '\\x'],
     ];
     for (const [input, output] of cases) assert.equal(expand(input, m), output, JSON.stringify(input));
+  });
+
+  test('kubeletLiteral: whatever the text, the kubelet passes it on as written', () => {
+    const m = mappingFor(
+      new Map([
+        ['A', 'x'],
+        ['$', 'y'],
+        ['', 'z'],
+      ]),
+    );
+    let seed = 0x2545f491;
+    const next = () => ((seed = (seed * 1103515245 + 12345) >>> 0) >>> 8) / 2 ** 24;
+    const alphabet = ['$', '$', '(', ')', 'A', '$(A)', '$$', '\\', '`', '"', "'", ';', '\n', 'é', '😀'];
+    const texts = [...KUBELET_HOSTILE, '', '$', '$(', '$()', '$(A)$'];
+    for (let n = 0; n < 500; n++) {
+      let text = '';
+      for (let i = Math.floor(next() * 10); i > 0; i--) text += alphabet[Math.floor(next() * alphabet.length)];
+      texts.push(text);
+    }
+    for (const text of texts) assert.equal(expand(kubeletLiteral(text), m), text, JSON.stringify(text));
   });
 
   test('env values see the variables defined before them; command and args see all', () => {
