@@ -120,6 +120,12 @@ describe('AWS (IAM Roles for Service Accounts)', () => {
     assert.match(d.message, /12-digit account/);
   });
 
+  test('a role ARN injected as written reaches the container as written: the kubelet expands no $(NAME) in it', () => {
+    const written = 'arn:aws:iam::111122223333:role/$(AWS_WEB_IDENTITY_TOKEN_FILE)$$';
+    const c = mutated(pod(), { 'eks.amazonaws.com/role-arn': written }).spec!.containers![0];
+    assert.equal(containerEnv(c).get('AWS_ROLE_ARN'), written);
+  });
+
   test('a token-expiration the peer cannot read falls back as in the peer, with a warning; --strict refuses it', () => {
     const p = pod({ annotations: { 'eks.amazonaws.com/token-expiration': '1h' } });
     const result = run(p, { 'eks.amazonaws.com/role-arn': AWS_ARN, 'eks.amazonaws.com/token-expiration': '7200' });
