@@ -32,7 +32,6 @@ const KEYS = {
   expiration: 'cloud.google.com/token-expiration',
   injectionMode: 'cloud.google.com/injection-mode',
   skipContainers: 'cloud.google.com/skip-containers',
-  runAsUser: 'cloud.google.com/gcloud-run-as-user',
 } as const;
 
 export const PROVIDER_PATTERN =
@@ -430,23 +429,20 @@ function readLayout(
     : (mode ?? (email ? (options.defaultInjectionMode ?? 'gcloud') : 'direct')) === 'gcloud'
       ? 'pfnet-gcloud'
       : 'pfnet-direct';
-  const runAsUser = readRunAsUser(sa, saName);
-  if (isDenial(runAsUser)) return runAsUser;
-  return { layout, mode, runAsUser };
-}
-
-/** `gcloud-run-as-user`: a user id the API server stores (0 to 2^31-1), or a denial naming the bound. */
-function readRunAsUser(sa: Readonly<Record<string, string>>, saName: string): number | undefined | Denial {
-  const raw = sa[KEYS.runAsUser];
-  if (raw === undefined) return undefined;
-  const id = /^\d{1,10}$/.test(raw.trim()) ? Number(raw.trim()) : Number.NaN;
-  if (id <= MAX_USER_ID) return id;
-  return denial(
-    'InvalidAnnotation',
-    Number.isNaN(id)
-      ? `${saName} annotation ${KEYS.runAsUser}="${raw}" is not a user id; expected a whole number such as "1000"`
-      : `${saName} annotation ${KEYS.runAsUser}="${raw}" is out of range; expected a user id from 0 to ${MAX_USER_ID} (the API server refuses a larger runAsUser)`,
-  );
+  const runAsUser = sa['cloud.google.com/gcloud-run-as-user'];
+  if (runAsUser !== undefined && !/^\d{1,10}$/.test(runAsUser.trim())) {
+    return denial(
+      'InvalidAnnotation',
+      `${saName} annotation cloud.google.com/gcloud-run-as-user="${runAsUser}" is not a user id; expected a whole number such as "1000"`,
+    );
+  }
+  const userId = runAsUser !== undefined ? Number(runAsUser.trim()) : undefined;
+  if (userId !== undefined && userId > MAX_USER_ID)
+    return denial(
+      'InvalidAnnotation',
+      `${saName} annotation cloud.google.com/gcloud-run-as-user="${runAsUser}" is out of range; expected a user id from 0 to ${MAX_USER_ID} (the API server refuses a larger runAsUser)`,
+    );
+  return { layout, mode, runAsUser: userId };
 }
 
 /** The Pod's token expiry annotation over the ServiceAccount's over the flag, held to GCP's bounds. */
