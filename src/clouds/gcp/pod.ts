@@ -1,11 +1,11 @@
 import { CLOUDS } from '../registry.ts';
 import { AUDIENCE, PFNET, PROJECT_ID_PART } from './facts.ts';
 import { denial, type Denial, isDenial } from '../../errors.ts';
+import { kubeletLiteral, shellVariable } from '../../shell.ts';
 import type { Container, DownwardAPIFile, EnvVar, Volume, VolumeMount } from '../../kube/types.ts';
 import { boundExpiration, parseSeconds, splitNames, tokenVolume, tolerated, windowsPath } from '../common.ts';
 import type { Injection, PodContext, PodProvider } from '../types.ts';
 import { projectIdOf } from './project-id.ts';
-import { kubeletLiteral, shellVariable } from '../../shell.ts';
 
 /**
  * Workload Identity Federation outside GKE, in the two dialects users already write:
