@@ -8,9 +8,9 @@
 // The SBOM is `npm sbom` of the production dependencies (what scripts/bundle.ts bundles, from
 // package-lock.json) plus the runtime base's inputs as scripts/runtime-base.lock pins them (Node.js
 // and the Debian packages), each under the platform it ships on.
-import { spawn } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
+import { exec, tool } from './exec.ts';
 
 const REPO = resolve(import.meta.dirname, '..');
 
@@ -29,19 +29,6 @@ interface CycloneDx {
   specVersion: string;
   metadata: { component: { name: string; version: string; purl?: string; 'bom-ref'?: string } };
   components: { type: string; name: string; version: string; purl: string; 'bom-ref': string; properties?: object[] }[];
-}
-
-/** Runs a command with its stdout returned; its stderr goes to ours (progress). */
-function exec(cmd: string, args: string[], env: NodeJS.ProcessEnv = process.env): Promise<string> {
-  return new Promise((ok, fail) => {
-    const child = spawn(cmd, args, { cwd: REPO, env, stdio: ['ignore', 'pipe', 'inherit'] });
-    let out = '';
-    child.stdout.setEncoding('utf8').on('data', (c: string) => (out += c));
-    child.on('error', fail);
-    child.on('close', (code) =>
-      code === 0 ? ok(out.trim()) : fail(new Error(`${cmd} ${args.join(' ')} failed (exit ${code})`)),
-    );
-  });
 }
 
 /** The runtime base's pinned inputs as CycloneDX components (lines of scripts/runtime-base.lock). */
@@ -83,16 +70,7 @@ export async function makeSbom(version: string): Promise<CycloneDx> {
   return sbom;
 }
 
-async function cosignBinary(): Promise<string> {
-  if (process.env.COSIGN) return process.env.COSIGN;
-  try {
-    await exec('cosign', ['version']);
-    return 'cosign';
-  } catch {
-    const out = await exec('bash', ['scripts/provide-cosign.sh']);
-    return /^COSIGN=(.*)$/m.exec(out)![1].replace(/\\(.)/g, '$1');
-  }
-}
+const cosignBinary = (): Promise<string> => tool('cosign', 'COSIGN', 'scripts/provide-cosign.sh', ['version']);
 
 /** Signs the image index and the chart and attests the SBOM on the index; returns what it did. */
 export async function signRelease(

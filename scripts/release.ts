@@ -15,12 +15,13 @@
 //
 // Log in first (`buildah login HOST`, `helm registry login HOST`). Needs root and buildah, as
 // scripts/provide-images.sh; helm from $HELM, the PATH, or scripts/provide-binaries.sh.
-import { execFile, spawn } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { cpSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { Document, Scalar, parseDocument } from 'yaml';
+import { exec, scriptVars, tool } from './exec.ts';
 import { type Signed, type Signer, signRelease } from './release-sign.ts';
 
 const run = promisify(execFile);
@@ -92,40 +93,7 @@ const storageArgs = (): string[] => [
 ];
 const buildah = (args: string[]): Promise<string> => exec('buildah', [...storageArgs(), ...args]);
 
-/** Runs a command; its stderr goes to ours (progress), its stdout is returned. */
-function exec(cmd: string, args: string[]): Promise<string> {
-  return new Promise((resolvePromise, reject) => {
-    const child = spawn(cmd, args, { cwd: REPO, stdio: ['ignore', 'pipe', 'inherit'] });
-    let out = '';
-    child.stdout.setEncoding('utf8').on('data', (c: string) => (out += c));
-    child.on('error', reject);
-    child.on('close', (code) =>
-      code === 0 ? resolvePromise(out.trim()) : reject(new Error(`${cmd} ${args.join(' ')} failed (exit ${code})`)),
-    );
-  });
-}
-
-/** The NAME=value lines a provide script prints. */
-async function scriptVars(script: string, args: string[] = []): Promise<Record<string, string>> {
-  const out = await exec('bash', [script, ...args]);
-  return Object.fromEntries(
-    out
-      .split('\n')
-      .map((l) => /^([A-Z][A-Z0-9_]*)=(.*)$/.exec(l))
-      .filter((m) => m !== null)
-      .map((m) => [m[1], m[2].replace(/\\(.)/g, '$1')]),
-  );
-}
-
-async function helmBinary(): Promise<string> {
-  if (process.env.HELM) return process.env.HELM;
-  try {
-    await run('helm', ['version', '--short']);
-    return 'helm';
-  } catch {
-    return (await scriptVars('scripts/provide-binaries.sh')).HELM;
-  }
-}
+const helmBinary = (): Promise<string> => tool('helm', 'HELM', 'scripts/provide-binaries.sh', ['version', '--short']);
 
 const arch = (platform: string): string => platform.split('/')[1];
 const hostArch = (): string => ({ x64: 'amd64', arm64: 'arm64' })[process.arch as string] ?? process.arch;
