@@ -3,9 +3,9 @@ import type { Container, Pod, ServiceAccountView, Volume, VolumeMount } from '..
 import { isWindowsPod, serviceAccountNameOf } from '../model.ts';
 import type { Injection, PodProvider } from '../clouds/types.ts';
 import {
-  digest,
   EntrySet,
   INJECTED_ANNOTATION,
+  injectedDigest,
   readRecord,
   RecordKeys,
   writeRecord,
@@ -245,14 +245,15 @@ function recorded(
   pod: Pod,
   { volumes, setups, added, annotations, labels }: Additions,
 ): Omit<InjectionRecord, 'v' | 'sa'> {
-  for (const v of volumes) next.vol.add(v.name, digest(volumeKey(v)));
-  for (const c of setups) next.init.add(c.name, digest(setupKey(c)));
+  for (const v of volumes) next.vol.add(v.name, injectedDigest(volumeKey(v)));
+  for (const c of setups) next.init.add(c.name, injectedDigest(setupKey(c)));
   for (const c of [...added.initContainers.first, ...added.initContainers.last])
-    next.init.add(c.name, digest(setupKey(c)));
-  for (const c of [...added.containers.first, ...added.containers.last]) next.ctr.add(c.name, digest(setupKey(c)));
-  for (const [key, value] of Object.entries(annotations)) next.ann.add(key, digest(value));
+    next.init.add(c.name, injectedDigest(setupKey(c)));
+  for (const c of [...added.containers.first, ...added.containers.last])
+    next.ctr.add(c.name, injectedDigest(setupKey(c)));
+  for (const [key, value] of Object.entries(annotations)) next.ann.add(key, injectedDigest(value));
   for (const [key, value] of Object.entries(labels))
-    if (pod.metadata?.labels?.[key] !== value) next.lab.add(key, digest(value));
+    if (pod.metadata?.labels?.[key] !== value) next.lab.add(key, injectedDigest(value));
   return {
     env: next.env.entries,
     vol: next.vol.entries,
@@ -316,15 +317,15 @@ function removeRecorded(pod: Pod, record: InjectionRecord, ops: PatchOperation[]
   const keep = new EntrySet(record.keep);
   const vols = new EntrySet(record.vol);
   const removedVolumes = new Set(
-    (spec.volumes ?? []).filter((v) => vols.has(v.name, digest(volumeKey(v)))).map((v) => v.name),
+    (spec.volumes ?? []).filter((v) => vols.matches(v.name, () => volumeKey(v))).map((v) => v.name),
   );
   const inits = new EntrySet(record.init);
   const removedInit = new Set(
-    (spec.initContainers ?? []).filter((c) => inits.has(c.name, digest(setupKey(c)))).map((c) => c.name),
+    (spec.initContainers ?? []).filter((c) => inits.matches(c.name, () => setupKey(c))).map((c) => c.name),
   );
   const ctrs = new EntrySet(record.ctr);
   const removedCtr = new Set(
-    (spec.containers ?? []).filter((c) => ctrs.has(c.name, digest(setupKey(c)))).map((c) => c.name),
+    (spec.containers ?? []).filter((c) => ctrs.matches(c.name, () => setupKey(c))).map((c) => c.name),
   );
   const prune = <T>(base: string, list: T[] | undefined, drop: (item: T) => boolean): T[] | undefined => {
     if (!list) return list;
@@ -339,7 +340,7 @@ function removeRecorded(pod: Pod, record: InjectionRecord, ops: PatchOperation[]
         c.env,
         // An empty value we added is stored without one (the API server omits empty strings).
         (e) =>
-          e.valueFrom === undefined && env.has(e.name, digest(e.value ?? '')) && !keep.has(prefix + c.name, e.name),
+          e.valueFrom === undefined && env.matches(e.name, () => e.value ?? '') && !keep.has(prefix + c.name, e.name),
       ),
       // A mount of a volume that goes would leave the Pod invalid: it goes too.
       volumeMounts: prune(`${base}/${i}/volumeMounts`, c.volumeMounts, (m) => removedVolumes.has(m.name)),
@@ -367,14 +368,14 @@ function removeRecorded(pod: Pod, record: InjectionRecord, ops: PatchOperation[]
   const annotations = { ...pod.metadata?.annotations };
   const ann = new EntrySet(record.ann);
   for (const key of Object.keys(annotations)) {
-    if (key !== INJECTED_ANNOTATION && !ann.has(key, digest(annotations[key]))) continue;
+    if (key !== INJECTED_ANNOTATION && !ann.matches(key, () => annotations[key])) continue;
     ops.push({ op: 'remove', path: `/metadata/annotations/${escapePointerToken(key)}` });
     delete annotations[key];
   }
   const labels = pod.metadata?.labels && { ...pod.metadata.labels };
   const lab = new EntrySet(record.lab);
   for (const key of Object.keys(labels ?? {})) {
-    if (!lab.has(key, digest(labels![key]))) continue;
+    if (!lab.matches(key, () => labels![key])) continue;
     ops.push({ op: 'remove', path: `/metadata/labels/${escapePointerToken(key)}` });
     delete labels![key];
   }
@@ -448,7 +449,11 @@ function planContainers(
           noteShadowed(shadowed, injection, container.name, group, userEnv, record);
           // The user's own copy of the very value the webhook adds stays the user's.
           for (const e of group) {
-            if (e.value === undefined || userEnv.get(e.name) !== e.value || record.prior.has(e.name, digest(e.value)))
+            if (
+              e.value === undefined ||
+              userEnv.get(e.name) !== e.value ||
+              record.prior.has(e.name, injectedDigest(e.value))
+            )
               continue;
             record.keep.add(recordPrefix + container.name, e.name);
           }
@@ -457,7 +462,7 @@ function planContainers(
         for (const e of group) {
           env.push(e);
           added.add(e.name);
-          if (e.value !== undefined) record.env.add(e.name, digest(e.value));
+          if (e.value !== undefined) record.env.add(e.name, injectedDigest(e.value));
         }
       }
     }
@@ -485,7 +490,7 @@ function noteShadowed(
   for (const e of group) {
     if (!injection.credentialEnv?.has(e.name) || !userEnv.has(e.name)) continue;
     const own = userEnv.get(e.name);
-    if (own === e.value || (own !== undefined && record.prior.has(e.name, digest(own)))) continue;
+    if (own === e.value || (own !== undefined && record.prior.matches(e.name, () => own))) continue;
     out.push({ provider: injection.provider, variable: e.name, container });
   }
 }
