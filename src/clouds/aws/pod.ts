@@ -390,11 +390,14 @@ function sharedConfig(aws: Aws, web: WebIdentity, rawProfiles: string, role: Rol
     annotations: { [AWS_CONFIG_ANNOTATION]: sharedConfigFile(profiles, path(AWS_TOKEN_PATH)) },
     satisfied: profilesConfigured,
     identity: { ...identityOf(first.role, audience), profile: first.name },
-    // One identity per role: tenant policy and trust judge roles, not profile names.
-    additionalIdentities: rest
-      .filter((q, i) => q.role.arn !== first.role.arn && rest.findIndex((o) => o.role.arn === q.role.arn) === i)
-      .map((q) => ({ ...identityOf(q.role, audience), profile: q.name })),
+    additionalIdentities: oncePerRole(first, rest).map((q) => ({ ...identityOf(q.role, audience), profile: q.name })),
   });
+}
+
+/** One identity per role, the first profile naming it: tenant policy and trust judge roles, not profile names. */
+function oncePerRole(first: Profile, rest: readonly Profile[]): Profile[] {
+  const seen = new Set([first.role.arn]);
+  return rest.filter((q) => !seen.has(q.role.arn) && seen.add(q.role.arn));
 }
 
 /**
