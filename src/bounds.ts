@@ -18,6 +18,9 @@ export const MAX_DNS_SUBDOMAIN = 253;
 /** Entries of a list annotation (role-arns, skip-containers, container client ids, GCP providers). */
 export const MAX_LIST_ENTRIES = 64;
 
+/** One entry of a list annotation: an IAM role ARN's own limit (2,048), the longest an entry needs. */
+export const MAX_LIST_ENTRY = 2048;
+
 /** A single-valued annotation a provider reads (an expiry, a region, a switch, a port). */
 export const MAX_SCALAR_ANNOTATION = 256;
 
@@ -34,3 +37,11 @@ export const MAX_CREDENTIAL_ENV_VALUE = 4096;
  */
 export const MAX_MEMO_BYTES = 1024 * 1024;
 export const MAX_MEMO_KEY = 4096;
+
+/** An annotation map's size as kube-apiserver counts it: the bytes of every key and value. */
+export function annotationsBytes(annotations: Readonly<Record<string, string>> | undefined): number {
+  let bytes = 0;
+  for (const key in annotations)
+    if (Object.hasOwn(annotations, key)) bytes += Buffer.byteLength(key) + Buffer.byteLength(annotations[key]);
+  return bytes;
+}

@@ -1,7 +1,10 @@
 // The shapes of the object slices the cores read. kube-apiserver sends typed objects (a string is
 // a string, a list a list, empty fields omitted), any other caller of /mutate may not: a value of
 // the wrong type in a field the core reads would throw (an internal error) or yield a patch that
-// does not apply to the object. Fields not named here are carried through unread.
+// does not apply to the object. A string or map the core reads has a size too (src/bounds.ts): a
+// Pod reaches a mutating webhook before kube-apiserver validates it, so a name of 900 KB does.
+// Fields not named here are carried through unread.
+import { annotationsBytes, MAX_ANNOTATIONS_BYTES, MAX_DNS_LABEL, MAX_DNS_SUBDOMAIN } from '../bounds.ts';
 import { clip } from '../limits.ts';
 import { isObject } from '../model.ts';
 
@@ -9,7 +12,10 @@ export type Shape =
   | 'string'
   | 'boolean'
   | 'integer'
-  | { map: 'string' }
+  /** A string of at most `max` characters; `what` names the bound in messages ("a DNS-1123 label"). */
+  | { max: number; what: string }
+  /** A map of strings; `maxBytes` bounds its keys and values together, as kube-apiserver counts annotations. */
+  | { map: 'string'; maxBytes?: number }
   | { list: Shape }
   | { fields: Record<string, Shape>; required?: readonly string[] };
 
@@ -21,6 +27,7 @@ function describe(value: unknown): string {
 
 function expected(shape: Shape): string {
   if (typeof shape === 'string') return `a ${shape}`;
+  if ('max' in shape) return 'a string';
   if ('map' in shape) return 'a map of strings';
   if ('list' in shape) return 'a list';
   return 'an object';
@@ -56,7 +63,12 @@ function checkOf(shape: Shape): Check {
 }
 
 function compile(shape: Exclude<Shape, string>): Check {
-  if ('map' in shape) return isStringMap;
+  if ('max' in shape) return (value) => typeof value === 'string' && value.length <= shape.max;
+  if ('map' in shape) {
+    const { maxBytes } = shape;
+    if (maxBytes === undefined) return isStringMap;
+    return (value) => isStringMap(value) && annotationsBytes(value as Record<string, string>) <= maxBytes;
+  }
   if ('list' in shape) {
     const item = checkOf(shape.list);
     return (value) => Array.isArray(value) && value.every(item);
@@ -88,6 +100,12 @@ function firstError(value: unknown, shape: Shape, path: string): string | undefi
   if (shape === 'string') return typeof value === 'string' ? undefined : wrong();
   if (shape === 'boolean') return typeof value === 'boolean' ? undefined : wrong();
   if (shape === 'integer') return Number.isSafeInteger(value) ? undefined : wrong();
+  if ('max' in shape) {
+    if (typeof value !== 'string') return wrong();
+    return value.length <= shape.max
+      ? undefined
+      : `${path} is ${value.length} characters long, more than the ${shape.max} of ${shape.what}`;
+  }
   if ('list' in shape) {
     if (!Array.isArray(value)) return wrong();
     for (let i = 0; i < value.length; i++) {
@@ -101,6 +119,9 @@ function firstError(value: unknown, shape: Shape, path: string): string | undefi
     for (const key of Object.keys(value))
       if (typeof value[key] !== 'string')
         return `${path}[${JSON.stringify(clip(key, 63))}] is not a string (${describe(value[key])})`;
+    const bytes = annotationsBytes(value as Record<string, string>);
+    if (shape.maxBytes !== undefined && bytes > shape.maxBytes)
+      return `${path} hold ${bytes} bytes (keys and values), more than kube-apiserver's limit of ${shape.maxBytes}`;
     return undefined;
   }
   for (const key of shape.required ?? []) if (!Object.hasOwn(value, key)) return `${join(path, key)} is missing`;
@@ -112,7 +133,19 @@ function firstError(value: unknown, shape: Shape, path: string): string | undefi
   return undefined;
 }
 
-/** metadata as the cores read it (labels and annotations are map[string]string). */
+/** A container's or a volume's name. */
+export const DNS_LABEL: Shape = { max: MAX_DNS_LABEL, what: 'a DNS-1123 label' };
+/** An object's name (a ServiceAccount's). */
+export const DNS_SUBDOMAIN: Shape = { max: MAX_DNS_SUBDOMAIN, what: 'a DNS-1123 subdomain' };
+
+/**
+ * metadata as the cores read it (labels and annotations are map[string]string), the annotations
+ * no larger than kube-apiserver stores: 256 KiB, which also bounds any one annotation.
+ */
 export const METADATA_SHAPE: Shape = {
-  fields: { namespace: 'string', labels: { map: 'string' }, annotations: { map: 'string' } },
+  fields: {
+    namespace: 'string',
+    labels: { map: 'string' },
+    annotations: { map: 'string', maxBytes: MAX_ANNOTATIONS_BYTES },
+  },
 };

@@ -1,3 +1,4 @@
+import { annotationsBytes, MAX_ANNOTATIONS_BYTES } from '../bounds.ts';
 import { denial, type Denial, isDenial, mergeDenials } from '../errors.ts';
 import type { Container, Pod, ServiceAccountView, Volume, VolumeMount } from '../kube/types.ts';
 import { isWindowsPod, serviceAccountNameOf } from '../model.ts';
@@ -135,6 +136,8 @@ function planPodPatch(original: Pod, injections: Injection[], ctx: PlanContext):
     ...recorded(next, pod, additions),
   };
   additions.annotations[INJECTED_ANNOTATION] = writeRecord(ctx.keys, ctx.namespace, written);
+  const tooLarge = annotationsProblem(pod.metadata?.annotations, additions.annotations);
+  if (tooLarge) return { allowed: false, denial: tooLarge };
   addAll(ops, pod, additions, planning.ops);
   return {
     allowed: true,
@@ -143,6 +146,31 @@ function planPodPatch(original: Pod, injections: Injection[], ctx: PlanContext):
     warnings,
     shadowed: planning.shadowed.map(({ provider, variable }) => ({ provider, variable })),
   };
+}
+
+/**
+ * kube-apiserver stores no object whose annotations, keys and values, exceed 256 KiB: a patch
+ * that would take the Pod over is refused here, with what the webhook adds named, not answered
+ * for the API server to refuse (role-arns of 1,737 profiles did).
+ */
+function annotationsProblem(
+  own: Readonly<Record<string, string>> | undefined,
+  added: Readonly<Record<string, string>>,
+): Denial | undefined {
+  // An added key the Pod has already is replaced: its own value no longer counts.
+  let bytes = annotationsBytes(own) + annotationsBytes(added);
+  for (const key of Object.keys(added))
+    if (own && Object.hasOwn(own, key)) bytes -= Buffer.byteLength(key) + Buffer.byteLength(own[key]);
+  if (bytes <= MAX_ANNOTATIONS_BYTES) return undefined;
+  const largest = Object.keys(added)
+    .map((key) => ({ key, bytes: Buffer.byteLength(key) + Buffer.byteLength(added[key]) }))
+    .sort((a, b) => b.bytes - a.bytes)
+    .slice(0, 3)
+    .map((a) => `${a.key} (${a.bytes} bytes)`);
+  return denial(
+    'TooLarge',
+    `with the annotations workload-identity-webhook adds (${largest.join(', ')}), the Pod's annotations would hold ${bytes} bytes, more than the ${MAX_ANNOTATIONS_BYTES} kube-apiserver stores; name fewer roles or providers in the ServiceAccount's annotations, or give the Pod fewer annotations of its own`,
+  );
 }
 
 /**

@@ -22,6 +22,7 @@ let account: ServiceAccountView;
 before(async () => {
   const p = providers();
   app = buildApp({
+    https: null,
     log: pino({ level: 'silent' }),
     metrics: createMetrics(),
     admit: (request) => admitPod(p, () => account, request, undefined, { maxContainers: 500 }),

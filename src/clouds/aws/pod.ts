@@ -1,3 +1,4 @@
+import { MAX_NAME_LIST_ANNOTATION, MAX_SCALAR_ANNOTATION } from '../../bounds.ts';
 import { CLOUDS } from '../registry.ts';
 import { denial, type Denial, isDenial } from '../../errors.ts';
 import type { EnvVar, Pod } from '../../kube/types.ts';
@@ -126,9 +127,18 @@ function keysOf(p: string) {
 
 export function createAwsProvider(options: AwsOptions): PodProvider {
   const aws: Aws = { options, keys: keysOf(options.annotationPrefix), strict: options.strict ?? false };
+  const { expiration, region, skipContainers } = aws.keys;
   return {
     name: 'aws',
     annotationPrefixes: [`${options.annotationPrefix}/`],
+    podReads: {
+      annotations: [
+        { key: expiration, max: MAX_SCALAR_ANNOTATION },
+        { key: region, max: MAX_SCALAR_ANNOTATION },
+        { key: skipContainers, max: MAX_NAME_LIST_ANNOTATION, separator: ',' },
+      ],
+      credentialEnv: AWS_CREDENTIAL_ENV,
+    },
     resolvePod: (ctx) => resolveAwsPod(aws, ctx),
   };
 }
