@@ -9,6 +9,9 @@
 /** kube-apiserver's limit on an object's annotations, keys and values together (ValidateAnnotations). */
 export const MAX_ANNOTATIONS_BYTES = 256 * 1024;
 
+/** A label's value (kube-apiserver's own limit): the webhook reads the provider labels' values. */
+export const MAX_LABEL_VALUE = 63;
+
 /** A DNS-1123 label: container, volume and namespace names. */
 export const MAX_DNS_LABEL = 63;
 
@@ -29,6 +32,15 @@ export const MAX_NAME_LIST_ANNOTATION = MAX_LIST_ENTRIES * (MAX_DNS_LABEL + 16);
 
 /** A container's own value of a credential variable the webhook compares (a role ARN, a path: PATH_MAX). */
 export const MAX_CREDENTIAL_ENV_VALUE = 4096;
+
+/** A labelled Secret's reference to a ServiceAccount: `namespace/name` (63 + 1 + 253), blanks around it. */
+export const MAX_SECRET_REFERENCE = 512;
+
+/** A labelled Secret's token-path annotation (model.ts isTokenPath). */
+export const MAX_TOKEN_PATH = 1024;
+
+/** A labelled Secret's `config` (a WorkloadIdentityConfig: a few hundred bytes), decoded, before it is parsed. */
+export const MAX_SECRET_CONFIG_BYTES = 64 * 1024;
 
 /**
  * What a memo of the mutation core keeps between reviews (digests of the webhook's own values,

@@ -4,7 +4,13 @@
 // does not apply to the object. A string or map the core reads has a size too (src/bounds.ts): a
 // Pod reaches a mutating webhook before kube-apiserver validates it, so a name of 900 KB does.
 // Fields not named here are carried through unread.
-import { annotationsBytes, MAX_ANNOTATIONS_BYTES, MAX_DNS_LABEL, MAX_DNS_SUBDOMAIN } from '../bounds.ts';
+import {
+  annotationsBytes,
+  MAX_ANNOTATIONS_BYTES,
+  MAX_DNS_LABEL,
+  MAX_DNS_SUBDOMAIN,
+  MAX_LABEL_VALUE,
+} from '../bounds.ts';
 import { clip } from '../limits.ts';
 import { isObject } from '../model.ts';
 
@@ -14,8 +20,11 @@ export type Shape =
   | 'integer'
   /** A string of at most `max` characters; `what` names the bound in messages ("a DNS-1123 label"). */
   | { max: number; what: string }
-  /** A map of strings; `maxBytes` bounds its keys and values together, as kube-apiserver counts annotations. */
-  | { map: 'string'; maxBytes?: number }
+  /**
+   * A map of strings; `maxBytes` bounds its keys and values together, as kube-apiserver counts
+   * annotations; `maxValue` each value, as it bounds labels'.
+   */
+  | { map: 'string'; maxBytes?: number; maxValue?: number }
   | { list: Shape }
   | { fields: Record<string, Shape>; required?: readonly string[] };
 
@@ -65,7 +74,8 @@ function checkOf(shape: Shape): Check {
 function compile(shape: Exclude<Shape, string>): Check {
   if ('max' in shape) return (value) => typeof value === 'string' && value.length <= shape.max;
   if ('map' in shape) {
-    const { maxBytes } = shape;
+    const { maxBytes, maxValue } = shape;
+    if (maxValue !== undefined) return (value) => isStringMap(value) && valuesWithin(value, maxValue);
     if (maxBytes === undefined) return isStringMap;
     return (value) => isStringMap(value) && annotationsBytes(value as Record<string, string>) <= maxBytes;
   }
@@ -87,6 +97,12 @@ function compile(shape: Exclude<Shape, string>): Check {
     }
     return true;
   };
+}
+
+function valuesWithin(value: unknown, max: number): boolean {
+  const map = value as Record<string, string>;
+  for (const key in map) if (Object.hasOwn(map, key) && map[key].length > max) return false;
+  return true;
 }
 
 function isStringMap(value: unknown): boolean {
@@ -119,6 +135,12 @@ function firstError(value: unknown, shape: Shape, path: string): string | undefi
     for (const key of Object.keys(value))
       if (typeof value[key] !== 'string')
         return `${path}[${JSON.stringify(clip(key, 63))}] is not a string (${describe(value[key])})`;
+    const long =
+      shape.maxValue === undefined
+        ? undefined
+        : Object.keys(value).find((k) => (value[k] as string).length > shape.maxValue!);
+    if (long !== undefined)
+      return `${path}[${JSON.stringify(clip(long, 63))}] is ${(value[long] as string).length} characters long, more than the ${shape.maxValue} of a label value`;
     const bytes = annotationsBytes(value as Record<string, string>);
     if (shape.maxBytes !== undefined && bytes > shape.maxBytes)
       return `${path} hold ${bytes} bytes (keys and values), more than kube-apiserver's limit of ${shape.maxBytes}`;
@@ -139,13 +161,14 @@ export const DNS_LABEL: Shape = { max: MAX_DNS_LABEL, what: 'a DNS-1123 label' }
 export const DNS_SUBDOMAIN: Shape = { max: MAX_DNS_SUBDOMAIN, what: 'a DNS-1123 subdomain' };
 
 /**
- * metadata as the cores read it (labels and annotations are map[string]string), the annotations
- * no larger than kube-apiserver stores: 256 KiB, which also bounds any one annotation.
+ * metadata as the cores read it (labels and annotations are map[string]string), no larger than
+ * kube-apiserver stores: label values of 63 characters, 256 KiB of annotations (which also bounds
+ * any one annotation).
  */
 export const METADATA_SHAPE: Shape = {
   fields: {
     namespace: 'string',
-    labels: { map: 'string' },
+    labels: { map: 'string', maxValue: MAX_LABEL_VALUE },
     annotations: { map: 'string', maxBytes: MAX_ANNOTATIONS_BYTES },
   },
 };

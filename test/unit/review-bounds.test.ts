@@ -10,9 +10,12 @@ import type { FastifyInstance } from 'fastify';
 import pino from 'pino';
 import { buildApp } from '../../src/app.ts';
 import { admitPod } from '../../src/admission/pods.ts';
-import type { Pod, ServiceAccountView } from '../../src/kube/types.ts';
+import { admitSecret } from '../../src/admission/secrets.ts';
+import { createSecretProviders } from '../../src/clouds/index.ts';
+import type { Pod, Secret, ServiceAccountView } from '../../src/kube/types.ts';
 import { createMetrics } from '../../src/metrics.ts';
-import { apply, pod, providers, sa } from '../support/builders.ts';
+import { apply, config, pod, providers, sa } from '../support/builders.ts';
+import { awsConfig, labelledSecret } from '../support/secrets.ts';
 import { podReview } from '../support/review-fuzz.ts';
 import { CLIENT, GCP_EMAIL, roleArn, TENANT, WIF_PROVIDER } from '../support/identities.ts';
 
@@ -296,5 +299,55 @@ describe("the ServiceAccount's list annotations", () => {
     const answer = await review(pod(), { 'eks.amazonaws.com/role-arns': `p=${roleArn('r'.repeat(200_000))}` });
     refused(answer, /more than the 2048 an entry may have/);
     assert.ok(answer.status!.message.length < 500);
+  });
+});
+
+describe('what the Secret core reads', () => {
+  const c = config();
+  const core = { providers: createSecretProviders(c), defaultTokenPath: c.secretTokenPath };
+  const lookup = (namespace: string, name: string) => sa({}, name, namespace);
+  const admit = (secret: Secret) =>
+    admitSecret(core, lookup, {
+      uid: 'u',
+      kind: { group: '', version: 'v1', kind: 'Secret' },
+      namespace: 'team-a',
+      operation: 'CREATE',
+      object: secret,
+    });
+
+  test('a WorkloadIdentityConfig of 64 KiB is read; one larger is refused before it is parsed', async () => {
+    const padded = (bytes: number) =>
+      `${JSON.stringify(awsConfig)}${' '.repeat(bytes - JSON.stringify(awsConfig).length)}`;
+    assert.equal((await admit(labelledSecret('aws', { config: padded(64 * 1024) }))).allowed, true);
+    const over = await admit(labelledSecret('aws', { config: padded(3 * 1024 * 1024 - 8192) }));
+    assert.equal(over.allowed, false);
+    assert.match(over.denial!.message, /data\.config is \d+ characters of base64, more than the 87384 of 65536 bytes/);
+  });
+
+  for (const [key, max] of [
+    ['workload-identity-webhook.io/service-account', 512],
+    ['workload-identity-webhook.io/token-path', 1024],
+  ] as const)
+    test(`${key} over ${max} characters is refused with a message that does not echo it`, async () => {
+      const value = `/${'a'.repeat(200_000)}`;
+      const over = await admit(
+        labelledSecret(
+          'aws',
+          key.endsWith('service-account') ? { serviceAccount: value } : { annotations: { [key]: value } },
+        ),
+      );
+      assert.equal(over.allowed, false);
+      assert.match(over.denial!.message, new RegExp(`more than the ${max}`));
+      assert.ok(over.denial!.message.length < 500);
+    });
+
+  test("a label value over kube-apiserver's 63 characters is refused, for a Secret and for a Pod", async () => {
+    const over = await admit(labelledSecret('aws', { labels: { 'example.com/x': 'v'.repeat(64) } }));
+    assert.equal(over.allowed, false);
+    assert.match(over.denial!.message, /metadata\.labels\["example\.com\/x"\] is 64 characters long, more than the 63/);
+    const big = await admit(labelledSecret('x'.repeat(900_000)));
+    assert.equal(big.allowed, false);
+    assert.ok(big.denial!.message.length < 500, 'the provider label is not echoed');
+    refused(await review(pod({ labels: { app: 'v'.repeat(64) } }), THREE), /metadata\.labels\["app"\]/, /63/);
   });
 });
