@@ -174,13 +174,14 @@ export class EntrySet {
     for (const e of entries) this.add(e[0], e[1]);
   }
 
-  readonly #names = new Set<string>();
+  // Built on the first match: most sets are only added to.
+  #names: Set<string> | undefined;
 
   add(name: string, value: string): void {
     const key = `${name}\u0000${value}`;
     if (this.#set.has(key)) return;
     this.#set.add(key);
-    this.#names.add(name);
+    this.#names?.add(name);
     this.entries.push([name, value]);
   }
 
@@ -189,6 +190,7 @@ export class EntrySet {
    * remembered): the name is asked first, so a value is read and digested only when it may match.
    */
   matches(name: string, value: () => string): boolean {
+    this.#names ??= new Set(this.entries.map((e) => e[0]));
     return this.#names.has(name) && this.has(name, digest(value()));
   }
 
