@@ -7,6 +7,7 @@
 // digest of each value it added. A forged record fails the signature; a genuine one copied from
 // another Pod removes only items equal to what the webhook itself injected. Its size does not grow
 // with the number of containers: values are recorded once, not per container.
+import { MAX_ANNOTATIONS_BYTES } from '../bounds.ts';
 import { ByteMemo } from './byte-memo.ts';
 import { createHmac, createSecretKey, hash, hkdfSync, randomBytes, timingSafeEqual, type KeyObject } from 'node:crypto';
 
@@ -140,7 +141,8 @@ export function writeRecord(keys: RecordKeys, namespace: string, record: Injecti
 
 /** The record, if the annotation holds one this webhook signed for this namespace. */
 export function readRecord(keys: RecordKeys, namespace: string, raw: string | undefined): InjectionRecord | undefined {
-  if (!raw || raw.length > 256 * 1024) return undefined;
+  // No genuine record is larger than a Pod's annotations may be (admission refused larger ones).
+  if (!raw || raw.length > MAX_ANNOTATIONS_BYTES) return undefined;
   let parsed: unknown;
   try {
     parsed = JSON.parse(raw);
