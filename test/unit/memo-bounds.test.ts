@@ -7,6 +7,8 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
+import { MAX_MEMO_BYTES, MAX_MEMO_KEY } from '../../src/bounds.ts';
+import { ByteMemo } from '../../src/mutate/byte-memo.ts';
 import { INJECTED_ANNOTATION, RecordKeys } from '../../src/mutate/injection-record.ts';
 import { mutatePod } from '../../src/mutate/pod.ts';
 import type { Pod } from '../../src/kube/types.ts';
@@ -96,5 +98,24 @@ describe('the mutation core keeps no value a Pod carries (issue 28, finding 2)',
     );
     // On 34d7c0c each signed record's stringification (~256 KB of names) stayed in the MAC memo.
     assert.ok(grown < 16 * MiB, `the heap grew by ${(grown / MiB).toFixed(1)} MiB`);
+  });
+});
+
+describe('ByteMemo, the memos of the mutation core', () => {
+  test('keeps no key over its size, and never more bytes than its budget', () => {
+    const memo = new ByteMemo(64 * 1024, 1024);
+    memo.set('x'.repeat(1025), 'd');
+    assert.equal(memo.get('x'.repeat(1025)), undefined, 'a key over 1024 characters is not kept');
+    for (let i = 0; i < 10_000; i++) {
+      memo.set(unique(i, 1000), 'digest');
+      assert.ok(memo.bytes <= 64 * 1024, `${memo.bytes} bytes after ${i + 1} keys`);
+    }
+    assert.equal(memo.get(unique(9999, 1000)), 'digest', 'the latest key is kept');
+  });
+
+  test('the defaults are the bounds docs/hardening.md states', () => {
+    const memo = new ByteMemo();
+    assert.equal(memo.maxBytes, MAX_MEMO_BYTES);
+    assert.equal(memo.maxKey, MAX_MEMO_KEY);
   });
 });
