@@ -74,10 +74,12 @@ function checkOf(shape: Shape): Check {
 function compile(shape: Exclude<Shape, string>): Check {
   if ('max' in shape) return (value) => typeof value === 'string' && value.length <= shape.max;
   if ('map' in shape) {
-    const { maxBytes, maxValue } = shape;
-    if (maxValue !== undefined) return (value) => isStringMap(value) && valuesWithin(value, maxValue);
-    if (maxBytes === undefined) return isStringMap;
-    return (value) => isStringMap(value) && annotationsBytes(value as Record<string, string>) <= maxBytes;
+    const { maxBytes = Number.POSITIVE_INFINITY, maxValue } = shape;
+    if (maxValue === undefined && maxBytes === Number.POSITIVE_INFINITY) return isStringMap;
+    return (value) =>
+      isStringMap(value) &&
+      (maxValue === undefined || valuesWithin(value, maxValue)) &&
+      (maxBytes === Number.POSITIVE_INFINITY || annotationsBytes(value as Record<string, string>) <= maxBytes);
   }
   if ('list' in shape) {
     const item = checkOf(shape.list);
