@@ -126,7 +126,7 @@ function planPodPatch(original: Pod, injections: Injection[], ctx: PlanContext):
   for (const s of planning.shadowed) warnings.push(shadowWarning(s));
   const setups = planSetups(spec, injections, conflicts);
   if (conflicts.length > 0) {
-    return { allowed: false, denial: denial('Conflict', conflicts.join('; ')) };
+    return { allowed: false, denial: denial('Conflict', listed(conflicts)) };
   }
 
   const additions: Additions = { volumes, setups, added, ...metadataOf(injections) };
@@ -146,6 +146,12 @@ function planPodPatch(original: Pod, injections: Injection[], ctx: PlanContext):
     warnings,
     shadowed: planning.shadowed.map(({ provider, variable }) => ({ provider, variable })),
   };
+}
+
+/** Conflicts as a message: the first few and how many more (one a container: up to 500). */
+function listed(conflicts: string[], shown = 5): string {
+  const more = conflicts.length - shown;
+  return conflicts.slice(0, shown).join('; ') + (more > 0 ? `; and ${more} more like these` : '');
 }
 
 /**

@@ -351,3 +351,16 @@ describe('what the Secret core reads', () => {
     refused(await review(pod({ labels: { app: 'v'.repeat(64) } }), THREE), /metadata\.labels\["app"\]/, /63/);
   });
 });
+
+describe('answers that do not grow with the Pod', () => {
+  test('500 containers that each conflict: the denial names five and counts the rest', async () => {
+    const containers = Array.from({ length: 500 }, (_, i) => ({
+      name: `c${i}`,
+      image: 'busybox',
+      volumeMounts: [{ name: 'mine', mountPath: '/var/run/secrets/eks.amazonaws.com/serviceaccount' }],
+    }));
+    const answer = await review(pod({ spec: { volumes: [{ name: 'mine', emptyDir: {} }], containers } }), AWS);
+    refused(answer, /container "c4" already mounts/, /and 495 more like these/);
+    assert.ok(answer.status!.message.length < 2000, `${answer.status!.message.length} characters`);
+  });
+});
