@@ -26,6 +26,12 @@ export interface Injection {
   /** Runs before every other init container (pfnet's gcloud setup); never mutated itself. */
   initContainer?: Container;
   /**
+   * Other commands of the same setup (pfnet's own script): an init container of that name, with
+   * one of them and otherwise `initContainer`'s image and env, is the peer's setup already there
+   * (both webhooks installed during a migration), not a conflict.
+   */
+  initContainerAlike?: readonly (readonly string[])[];
+  /**
    * Containers added whole (the Azure peer's proxy), already carrying what this provider gives a
    * container; never mutated. A container of the same name in the Pod is kept instead, as the peer does.
    */

@@ -226,11 +226,14 @@ function planAdded(spec: NonNullable<Pod['spec']>, injections: Injection[]): Add
 /** Setup init containers; one of the same name that runs something else is the user's, a conflict. */
 function planSetups(spec: NonNullable<Pod['spec']>, injections: Injection[], conflicts: string[]): Container[] {
   const setups: Container[] = [];
-  for (const { initContainer } of injections) {
+  for (const { initContainer, initContainerAlike = [] } of injections) {
     if (!initContainer) continue;
     const existing = spec.initContainers?.find((c) => c.name === initContainer.name);
     if (!existing) setups.push(initContainer);
-    else if (!sameSetup(existing, initContainer)) {
+    else if (
+      !sameSetup(existing, initContainer) &&
+      !initContainerAlike.some((command) => sameSetup(existing, { ...initContainer, command: [...command] }))
+    ) {
       conflicts.push(
         `the Pod already has an init container named "${initContainer.name}" that is not the one the webhook injects; rename it`,
       );

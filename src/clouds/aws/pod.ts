@@ -25,6 +25,7 @@ import {
   sharedConfigFile,
 } from './profiles.ts';
 import { composeRoleArn, type RoleArn, type RoleArnBase, readRoleArn } from './role-arn.ts';
+import { kubeletLiteral } from '../../shell.ts';
 
 export { parseRoleArn, ROLE_ARN_PATTERN, type RoleArn } from './role-arn.ts';
 
@@ -362,7 +363,8 @@ function irsaBase(skip: ReadonlySet<string>) {
 function webIdentityPair(aws: Aws, web: WebIdentity, role: RoleArn): Injection {
   const { pod, audience, shared, skip, path, warnings } = web;
   const pair = [
-    { name: 'AWS_ROLE_ARN', value: role.arn },
+    // Outside --strict any value the peer injected as written: a kubelet literal (src/shell.ts).
+    { name: 'AWS_ROLE_ARN', value: kubeletLiteral(role.arn) },
     { name: 'AWS_WEB_IDENTITY_TOKEN_FILE', value: path(AWS_TOKEN_PATH) },
   ];
   return withWarnings(warnings, {

@@ -11,6 +11,7 @@ import {
   containerEnvGroups,
   parseContainerClientIds,
 } from './container-client-ids.ts';
+import { kubeletLiteral } from '../../shell.ts';
 
 /**
  * Conventions of Azure/azure-workload-identity. Its token moved in release 1.6, and images
@@ -221,8 +222,10 @@ function render(options: AzureOptions, authorityHost: string, pod: Pod, read: Re
   // Empty values are never injected: an empty AZURE_CLIENT_ID breaks SDKs that would
   // otherwise read it from elsewhere.
   const envGroups: EnvVar[][] = [];
-  if (clientId) envGroups.push([{ name: 'AZURE_CLIENT_ID', value: clientId }]);
-  if (tenantId) envGroups.push([{ name: 'AZURE_TENANT_ID', value: tenantId }]);
+  // Outside --strict these may be any value the peer injected as written: kubelet literals, so a
+  // $(NAME) in one is not expanded from the container's environment (src/shell.ts).
+  if (clientId) envGroups.push([{ name: 'AZURE_CLIENT_ID', value: kubeletLiteral(clientId) }]);
+  if (tenantId) envGroups.push([{ name: 'AZURE_TENANT_ID', value: kubeletLiteral(tenantId) }]);
   // Windows Pods too, as the peer writes it whatever the OS: the kubelet mounts the volume at
   // C:\var\run\secrets\..., which a rooted path names from the container's drive C:.
   envGroups.push([{ name: 'AZURE_FEDERATED_TOKEN_FILE', value: tokenFile }]);
