@@ -167,7 +167,7 @@ describe('no patch kube-apiserver would refuse (issue 28, finding 8)', () => {
 });
 
 describe('what a Pod carries is never kept (issue 28, finding 2)', () => {
-  test('forged records, long credential values and long names: every Pod answered, the webhook never OOM-killed', async () => {
+  test('forged records, long credential values and long names: every Pod answered, the webhook never OOM-killed', async (t) => {
     await serviceAccount('app', { 'eks.amazonaws.com/role-arn': roleArn('app') });
     const unique = (i: number, n: number) => `${i}-`.padEnd(n, 'x');
     const forged = (i: number) => ({
