@@ -215,7 +215,7 @@ describe('what a Pod carries is never kept (issue 28, finding 2)', () => {
       assert.ok(alive, `the webhook is alive after ${what} (${wh.process.logTail(5)})`);
     }
     const { hwm } = rssMiB(wh.process.pid);
-    console.log(
+    t.diagnostic(
       `${figures.join('; ')}; peak RSS ${hwm.toFixed(0)} MiB, cgroup peak ${cgroup.peakMiB().toFixed(0)} MiB`,
     );
     assert.equal(cgroup.oomKills(), 0, 'OOM kills in the cgroup');
