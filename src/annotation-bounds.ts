@@ -1,9 +1,9 @@
-// The size of every annotation the webhook keeps between reviews: what a ServiceAccount's author
-// (a tenant with `edit`) writes reaches the ServiceAccount cache, and what a Secret's author writes
-// reaches the token requestor. Each reader lists the exact keys it reads, each with a bound from
-// what a legitimate value needs; a value over its bound is kept as a marker (no value), so what
-// depends on it is refused with a message naming the key and the bound, and the process never
-// pays. docs/hardening.md lists the bounds.
+// The annotations the ServiceAccount cache keeps between reviews: what a ServiceAccount's author
+// (a tenant with `edit`) writes reaches every replica. Each reader lists the exact keys it reads,
+// each with a bound from what a legitimate value needs (sizes from src/bounds.ts); a value over
+// its bound is kept as a marker (no value), so what depends on it is refused with a message naming
+// the key and the bound, and the process never pays. docs/hardening.md lists the bounds.
+import { MAX_LIST_ENTRIES, MAX_SCALAR_ANNOTATION } from './bounds.ts';
 import type { OversizeAnnotation } from './kube/types.ts';
 
 /** One annotation key a reader reads, and the most a legitimate value of it needs. */
@@ -14,15 +14,6 @@ export interface AnnotationBound {
   /** A list annotation: at most this many entries (separated by commas, semicolons, blanks). */
   readonly maxEntries?: number;
 }
-
-/** Entries of a list annotation (role-arns, container client ids, GCP providers, referrers). */
-export const MAX_LIST_ENTRIES = 64;
-/** A single-valued annotation: an expiry, a region, a switch, a mode, a GUID, a project id, an email (254). */
-export const MAX_SCALAR_ANNOTATION = 256;
-/** An IAM role ARN: STS's limit on RoleArn (AssumeRoleWithWebIdentity). */
-export const MAX_ROLE_ARN = 2048;
-/** A token audience or a workload identity provider name (about 170 characters in full form). */
-export const MAX_AUDIENCE = 1024;
 
 /** A single-valued annotation. */
 export function scalarBound(key: string, maxBytes = MAX_SCALAR_ANNOTATION): AnnotationBound {
@@ -60,13 +51,6 @@ export function overBound(value: string, bound: AnnotationBound): OversizeAnnota
   return entries > maxEntries ? { key, bytes, maxBytes, entries, maxEntries } : undefined;
 }
 
-/** A base64 value (a Secret's data key) whose decoded bytes exceed `maxBytes`; base64 holds 3 bytes in 4 characters. */
-export function encodedOverBound(key: string, base64: string, maxBytes: number): OversizeAnnotation | undefined {
-  const padding = base64.endsWith('==') ? 2 : base64.endsWith('=') ? 1 : 0;
-  const bytes = Math.floor((base64.length * 3) / 4) - padding;
-  return bytes > maxBytes ? { key, bytes, maxBytes } : undefined;
-}
-
 /** The annotations of `given` that `bounds` name, or the first one over its bound. */
 export function keepBounded(
   given: Readonly<Record<string, unknown>> | null | undefined,
@@ -86,16 +70,11 @@ export function keepBounded(
   return { kept };
 }
 
-/** Why an object over a bound is refused: `where` is "ServiceAccount ns/name" or "the Secret". */
+/** Why an object over a bound is refused: `where` is "ServiceAccount ns/name". */
 export function describeOversize(where: string, o: OversizeAnnotation): string {
-  return describeOverField(`${where} annotation ${o.key}`, o);
-}
-
-/** The same for any field: `field` names it ("the Secret's data key config"). */
-export function describeOverField(field: string, o: Omit<OversizeAnnotation, 'key'>): string {
   const over =
     o.entries !== undefined
       ? `holds ${o.entries} entries, more than the ${o.maxEntries} the webhook reads`
       : `holds ${o.bytes} bytes, more than the ${o.maxBytes} the webhook reads`;
-  return `${field} ${over} (docs/hardening.md lists the bounds); shorten it`;
+  return `${where} annotation ${o.key} ${over} (docs/hardening.md lists the bounds); shorten it`;
 }

@@ -2,7 +2,8 @@
 // admission, the token requestor, the CLI): which ServiceAccount and OS a Pod has, and the labels
 // and annotations of GEP-26 Secrets: Gardener's, which this webhook honours so Gardener's token
 // requestor can be the writer, and the project's own (`workload-identity-webhook.io/`).
-import { type AnnotationBound, listBound, scalarBound } from './annotation-bounds.ts';
+import { type AnnotationBound, listBound } from './annotation-bounds.ts';
+import { MAX_TOKEN_PATH } from './bounds.ts';
 import type { Pod } from './kube/types.ts';
 
 export function serviceAccountNameOf(pod: Pod): string {
@@ -43,30 +44,14 @@ const TOKEN_PATH = /^(?:\/|[A-Za-z]:\\)[A-Za-z0-9._\-/\\]*$/;
 
 /** An absolute POSIX path, or a Windows one (C:\\...), in the safe character set. */
 export function isTokenPath(value: string): boolean {
-  return value.length <= 1024 && TOKEN_PATH.test(value);
+  return value.length <= MAX_TOKEN_PATH && TOKEN_PATH.test(value);
 }
 
 /** Where Gardener's provider extensions mount the Secret (WorkloadIdentityMountPath) plus `/token`. */
 export const DEFAULT_SECRET_TOKEN_PATH = '/var/run/secrets/gardener.cloud/workload-identity/token';
 
-/**
- * The annotations the token requestor reads from a labelled Secret, each bounded: a ServiceAccount
- * reference (a namespace, "/" and a name), a token path (isTokenPath's 1024). The renew
- * annotation is read for its presence only: its value is never kept.
- */
-export const SECRET_ANNOTATIONS: readonly AnnotationBound[] = [
-  scalarBound(SERVICE_ACCOUNT_ANNOTATION, 63 + 1 + 253),
-  scalarBound(TOKEN_PATH_ANNOTATION, 1024),
-];
-/** The labels that select a Secret (selectSecret); the API server holds each value to 63 characters. */
+/** The labels that select a Secret (selectSecret): all the token requestor keeps of its labels. */
 export const SECRET_LABELS: readonly string[] = [PROVIDER_LABEL, GARDENER_PURPOSE_LABEL, GARDENER_PROVIDER_LABEL];
-/**
- * A Secret's `config` (a provider's WorkloadIdentityConfig: a few fields, GCP's with an
- * `external_account` object of about 1 KiB): at most 16 KiB of text, as base64 in `data`.
- */
-export const MAX_SECRET_CONFIG_BYTES = 16 * 1024;
-/** A token in a Secret (a ServiceAccount token is 1 to 2 KiB): a longer one is read as no token of ours. */
-export const MAX_SECRET_TOKEN_BYTES = 16 * 1024;
 
 /**
  * The ServiceAccount annotations the Secret path reads (the cache must keep them): the grant, 64

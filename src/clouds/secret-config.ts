@@ -4,8 +4,7 @@
 import { parseDocument } from 'yaml';
 import { denial, type Denial } from '../errors.ts';
 import type { ProviderName } from './registry.ts';
-import { isObject, MAX_SECRET_CONFIG_BYTES } from '../model.ts';
-import { describeOverField, encodedOverBound } from '../annotation-bounds.ts';
+import { isObject } from '../model.ts';
 
 export type ConfigObject = Record<string, unknown>;
 
@@ -51,9 +50,6 @@ export function parseSecretConfig(
       ),
     };
   }
-  // Bounded before it is decoded or parsed, as the token requestor bounds what it keeps.
-  const over = encodedOverBound('config', base64, MAX_SECRET_CONFIG_BYTES);
-  if (over) return { denial: denial('TooLarge', describeOverField(`the Secret's data key "config"`, over)) };
   const text = Buffer.from(base64, 'base64').toString('utf8');
   const doc = parseDocument(text, { uniqueKeys: true });
   if (doc.errors.length > 0) {

@@ -1,6 +1,5 @@
 import type { Logger } from 'pino';
 import { judgeSecret } from '../admission/judge-secret.ts';
-import { describeOverField } from '../annotation-bounds.ts';
 import { denial, type Denial, isDenial, WebhookError } from '../errors.ts';
 import type { Secret, ServiceAccountView } from '../kube/types.ts';
 import { planSecret, type SecretCoreOptions } from '../mutate/secret.ts';
@@ -9,7 +8,7 @@ import type { ProviderName } from '../clouds/registry.ts';
 import { RENEW_ANNOTATION } from '../model.ts';
 import type { RequestorMetrics } from './metrics.ts';
 import { readTokenClaims, renewal } from './schedule.ts';
-import { CONFIG_FIELD, type TrackedSecret } from './secret-informer.ts';
+import type { TrackedSecret } from './secret-informer.ts';
 
 /** The Kubernetes calls the requestor makes; the real ones are in ./kube-api.ts. */
 export interface RequestorApi {
@@ -196,10 +195,9 @@ export class TokenRequestor {
    * not the project's Secret).
    */
   async #judge(key: string, entry: Entry, s: TrackedSecret): Promise<Judged | undefined> {
-    if (s.oversize) {
-      // Kept as a marker: refused with what is over which bound (a Warning event, a log line).
-      const field = s.oversize.key === CONFIG_FIELD ? 'data key "config"' : `annotation ${s.oversize.key}`;
-      await this.#refuse(key, entry, denial('TooLarge', describeOverField(`the Secret's ${field}`, s.oversize)));
+    if (s.unreadable) {
+      // Kept as a marker: refused as admission refuses it (a Warning event, a log line).
+      await this.#refuse(key, entry, denial('MalformedObject', s.unreadable));
       return undefined;
     }
     const secret: Secret = {

@@ -4,21 +4,15 @@ import { kubeApiOf } from '../kube/connect.ts';
 import { ListWatch } from '../kube/list-watch.ts';
 import type { Logger } from 'pino';
 import { readTokenClaims, type TokenClaims } from './schedule.ts';
-import { encodedOverBound, keepBounded } from '../annotation-bounds.ts';
-import type { OversizeAnnotation } from '../kube/types.ts';
-import {
-  MAX_SECRET_CONFIG_BYTES,
-  MAX_SECRET_TOKEN_BYTES,
-  RENEW_ANNOTATION,
-  SECRET_ANNOTATIONS,
-  SECRET_LABELS,
-} from '../model.ts';
+import { secretShapeError } from '../admission/secrets.ts';
+import { MAX_SECRET_TOKEN_BYTES } from '../bounds.ts';
+import { RENEW_ANNOTATION, SECRET_LABELS, SERVICE_ACCOUNT_ANNOTATION, TOKEN_PATH_ANNOTATION } from '../model.ts';
 
 /**
  * What the requestor keeps of a labelled Secret: identity, the labels that select it, the
- * annotations it reads, `config` and the claims of its token, each bounded (src/model.ts). The
- * token itself and every other key are dropped on arrival, so a Secret's author cannot make the
- * requestor hold more than a few KiB per Secret.
+ * annotations it reads, `config` and the claims of its token, each within the sizes admission
+ * holds them to (src/bounds.ts). The token itself and every other key are dropped on arrival, so a
+ * Secret's author cannot make the requestor hold more than about 64 KiB per Secret.
  */
 export interface TrackedSecret {
   namespace: string;
@@ -31,10 +25,10 @@ export interface TrackedSecret {
   config: string | undefined;
   claims: TokenClaims | undefined;
   /**
-   * What is over its bound (an annotation, or `config`): then no annotation and no config are
-   * kept, and the requestor refuses the Secret with a message naming it.
+   * Why admission would refuse to read the Secret at all (a value over its size): then no
+   * annotation and no config are kept, and the requestor refuses it with that message.
    */
-  oversize?: OversizeAnnotation;
+  unreadable?: string;
 }
 
 type Raw = {
@@ -49,8 +43,8 @@ type Raw = {
   data?: Record<string, string> | null;
 };
 
-/** The key the requestor's messages give a `config` over its bound. */
-export const CONFIG_FIELD = 'data.config';
+/** The annotations the Secret core reads; the renew annotation is read for its presence only. */
+const READ_ANNOTATIONS = [SERVICE_ACCOUNT_ANNOTATION, TOKEN_PATH_ANNOTATION];
 
 function pick(given: Record<string, string> | null | undefined, keys: readonly string[]): Record<string, string> {
   const kept: Record<string, string> = {};
@@ -70,18 +64,21 @@ export function trackSecret(raw: Raw): TrackedSecret | undefined {
     resourceVersion: m.resourceVersion ?? '',
     labels: pick(m.labels, SECRET_LABELS),
   };
-  const read = keepBounded(m.annotations, SECRET_ANNOTATIONS);
-  const config = raw.data?.config;
-  const oversize =
-    'oversize' in read
-      ? read.oversize
-      : config === undefined
-        ? undefined
-        : encodedOverBound(CONFIG_FIELD, config, MAX_SECRET_CONFIG_BYTES);
-  if (oversize) return { ...base, annotations: {}, config: undefined, claims: undefined, oversize };
-  const annotations = 'kept' in read && read.kept ? read.kept : {};
-  // Read for its presence only: its value, any length, is not kept.
+  // Admission's own check of what the Secret core reads, sizes included: a Secret it would refuse
+  // keeps only why, and the requestor refuses it with admission's message.
+  const shape = secretShapeError(raw);
+  if (shape)
+    return {
+      ...base,
+      annotations: {},
+      config: undefined,
+      claims: undefined,
+      unreadable: `the Secret cannot be read: ${shape}`,
+    };
+  const annotations = pick(m.annotations, READ_ANNOTATIONS);
+  // Its value, any length, is not kept.
   if (m.annotations && Object.hasOwn(m.annotations, RENEW_ANNOTATION)) annotations[RENEW_ANNOTATION] = '';
+  const config = raw.data?.config;
   return {
     ...base,
     annotations,

@@ -4,7 +4,7 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ApiException } from '@kubernetes/client-node';
 import pino from 'pino';
-import { admitSecret } from '../../src/admission/secrets.ts';
+import { admitSecret, secretShapeError } from '../../src/admission/secrets.ts';
 import { ConfigError } from '../../src/errors.ts';
 import { createLogger } from '../../src/log.ts';
 import type { ServiceAccountView } from '../../src/kube/types.ts';
@@ -104,9 +104,9 @@ describe('what the requestor keeps of a labelled Secret (bounded)', () => {
         labels: { 'example.com/big': 'x'.repeat(63) },
         annotations: {
           'workload-identity-webhook.io/token-path': '/var/run/token',
-          'workload-identity-webhook.io/renew-requested-at': 'r'.repeat(100_000),
-          'workload-identity-webhook.io/x': 'x'.repeat(100_000),
-          'kubectl.kubernetes.io/last-applied-configuration': 'x'.repeat(100_000),
+          'workload-identity-webhook.io/renew-requested-at': 'r'.repeat(60_000),
+          'workload-identity-webhook.io/x': 'x'.repeat(60_000),
+          'kubectl.kubernetes.io/last-applied-configuration': 'x'.repeat(60_000),
         },
       }),
     );
@@ -116,25 +116,25 @@ describe('what the requestor keeps of a labelled Secret (bounded)', () => {
       'workload-identity-webhook.io/token-path': '/var/run/token',
       'workload-identity-webhook.io/renew-requested-at': '',
     });
-    assert.equal(t.oversize, undefined);
+    assert.equal(t.unreadable, undefined);
     assert.ok(JSON.stringify(t).length < 2000, `${JSON.stringify(t).length} characters kept`);
   });
 
-  test('an annotation or a config over its bound is a marker: no annotation, no config kept', () => {
-    const reference = track(labelledSecret('aws', { serviceAccount: `team-b/${'a'.repeat(400)}` }));
-    assert.deepEqual(reference.oversize, {
-      key: 'workload-identity-webhook.io/service-account',
-      bytes: 407,
-      maxBytes: 317,
-    });
-    assert.deepEqual(reference.annotations, {});
-    assert.equal(reference.config, undefined);
-    const config = track(labelledSecret('aws', { config: `{"roleARN": "${'r'.repeat(17_000)}"}` }));
-    assert.equal(config.oversize?.key, 'data.config');
-    assert.equal(config.oversize?.maxBytes, 16_384);
+  test('an annotation or a config over its size is a marker: only why admission would refuse it is kept', () => {
+    const reference = labelledSecret('aws', { serviceAccount: `team-b/${'a'.repeat(600)}` });
+    const t = track(reference);
+    assert.equal(
+      t.unreadable,
+      'the Secret cannot be read: metadata.annotations["workload-identity-webhook.io/service-account"] is 607 characters long, more than the 512 it may have',
+    );
+    assert.deepEqual(t.annotations, {});
+    assert.equal(t.config, undefined);
+    const config = track(labelledSecret('aws', { config: `# ${'x'.repeat(70_000)}\nroleARN: ${ROLE_ARN}` }));
+    assert.match(config.unreadable!, /data\.config is \d+ characters of base64, more than the 87384 of 65536 bytes/);
     assert.equal(config.config, undefined);
-    const atBound = track(labelledSecret('aws', { config: 'x'.repeat(16_383) }));
-    assert.equal(atBound.oversize, undefined);
+    assert.ok(JSON.stringify(config).length < 1000);
+    const atBound = track(labelledSecret('aws', { config: 'x'.repeat(65_536) }));
+    assert.equal(atBound.unreadable, undefined);
   });
 
   test("a token too long to be a TokenRequest's is not decoded: read as no token of ours", () => {
@@ -142,27 +142,24 @@ describe('what the requestor keeps of a labelled Secret (bounded)', () => {
     assert.equal(track(labelledSecret('aws', { data: { token: long } })).claims, undefined);
   });
 
-  test('a marker Secret is refused with an event naming the field and the bound, and no token is asked for', async () => {
+  test("a marker Secret is refused with admission's message, as an event, and no token is asked for", async () => {
     const fake = fakeApi();
     const metrics = createRequestorMetrics();
     const r = requestor(fake.api, [], { metrics });
-    r.onChange('team-a/aws', tracked(labelledSecret('aws', { config: `{"roleARN": "${'r'.repeat(17_000)}"}` })));
-    r.onChange('team-a/ref', tracked(labelledSecret('aws', { name: 'ref', serviceAccount: 'x'.repeat(400) })));
+    const big = labelledSecret('aws', { config: `# ${'x'.repeat(70_000)}\nroleARN: ${ROLE_ARN}` });
+    const ref = labelledSecret('aws', { name: 'ref', serviceAccount: 'x'.repeat(600) });
+    r.onChange('team-a/aws', tracked(big));
+    r.onChange('team-a/ref', tracked(ref));
     await until('two events', () => fake.events.length === 2 || undefined);
     assert.deepEqual(
-      fake.events.map((e) => e.reason),
-      ['TokenRefused', 'TokenRefused'],
-    );
-    assert.match(
-      fake.events[0].message,
-      /^no token issued: the Secret's data key "config" holds 17015 bytes, more than the 16384 the webhook reads/,
-    );
-    assert.equal(
-      fake.events[1].message,
-      "no token issued: the Secret's annotation workload-identity-webhook.io/service-account holds 400 bytes, more than the 317 the webhook reads (docs/hardening.md lists the bounds); shorten it",
+      fake.events,
+      [big, ref].map((secret) => ({
+        reason: 'TokenRefused',
+        message: `no token issued: the Secret cannot be read: ${secretShapeError(secret)}`,
+      })),
     );
     assert.deepEqual(fake.calls, []);
-    assert.match(await metrics.registry.metrics(), /reason="TooLarge"\} 2/);
+    assert.match(await metrics.registry.metrics(), /reason="MalformedObject"\} 2/);
     r.stop();
   });
 });
@@ -388,7 +385,8 @@ describe('TokenRequestor', () => {
       'not granted': labelledSecret('aws', { serviceAccount: 'team-b/private' }),
       'no such ServiceAccount': labelledSecret('azure', { serviceAccount: 'team-b/ghost' }),
       'bad config': labelledSecret('aws', { config: { roleARN: 'nope' } }),
-      'config over its bound': labelledSecret('aws', { config: `# ${'x'.repeat(17_000)}\nroleARN: ${ROLE_ARN}` }),
+      'config over its size': labelledSecret('aws', { config: `# ${'x'.repeat(70_000)}\nroleARN: ${ROLE_ARN}` }),
+      'reference over its size': labelledSecret('aws', { serviceAccount: 'x'.repeat(600) }),
       'bad config, not granted': labelledSecret('aws', { serviceAccount: 'team-b/private', config: { roleARN: 'x' } }),
       'malformed reference, bad config': labelledSecret('azure', {
         serviceAccount: 'a/b/c',

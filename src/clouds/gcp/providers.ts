@@ -3,7 +3,8 @@
 // its own token (its provider's audience) and its own `external_account` file in the token
 // volume, projected like the first from a Pod annotation. GOOGLE_APPLICATION_CREDENTIALS keeps
 // naming the first file; code or a container's own GOOGLE_APPLICATION_CREDENTIALS picks another.
-import { listBound, MAX_AUDIENCE, MAX_SCALAR_ANNOTATION } from '../../annotation-bounds.ts';
+import { listBound } from '../../annotation-bounds.ts';
+import { MAX_AUDIENCE, MAX_SCALAR_ANNOTATION } from '../../bounds.ts';
 import { denial, type Denial, isDenial } from '../../errors.ts';
 import type { VolumeProjection } from '../../kube/types.ts';
 import { parseNamedEntries, windowsPath } from '../common.ts';
