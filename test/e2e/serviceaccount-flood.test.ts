@@ -21,6 +21,7 @@ import { chartMemory, memoryCgroup, rssMiB, type MemoryCgroup } from '../support
 import { registerWebhook, startWebhook, until, type Registration, type WebhookProcess } from '../support/webhook.ts';
 import { ROLE_ARN } from '../support/identities.ts';
 import { tenantClient } from '../support/tenant.ts';
+import { httpsRequest } from '../support/https-client.ts';
 
 /** Past the 440 that ran main (34d7c0c) out of heap in the chart's limit. */
 const FLOOD = 480;
@@ -110,6 +111,43 @@ function podIn(namespace: string, serviceAccountName: string, client = admin): P
   });
 }
 
+/**
+ * The heap in use once the flood's garbage is collected: reviews of 1 MiB (garbage as soon as they
+ * are answered) make V8 run full collections until the heap in use falls under `limit`; what the
+ * webhook keeps never does. Returns the heap in use then and the reviews it took.
+ */
+async function settledHeap(limit: number): Promise<{ heap: number; reviews: number }> {
+  const body = JSON.stringify({
+    apiVersion: 'admission.k8s.io/v1',
+    kind: 'AdmissionReview',
+    request: {
+      uid: 'settle',
+      kind: { group: '', version: 'v1', kind: 'Pod' },
+      namespace: 'team-b',
+      operation: 'CREATE',
+      object: {
+        metadata: { name: 'settle', annotations: { 'example.com/large': 'v'.repeat(2 ** 20) } },
+        spec: { serviceAccountName: 'app', containers: [{ name: 'app', image: 'busybox' }] },
+      },
+    },
+  });
+  let heap = await heapMiB();
+  let reviews = 0;
+  await until(
+    `the heap in use to fall under ${limit.toFixed(0)} MiB (it is ${heap.toFixed(1)})`,
+    async () => {
+      heap = await heapMiB();
+      if (heap < limit) return true;
+      const headers = { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) };
+      await httpsRequest(`${wh.url}/mutate`, { method: 'POST', ca: wh.caPem, body, headers });
+      reviews++;
+      return undefined;
+    },
+    60_000,
+  );
+  return { heap, reviews };
+}
+
 const roleOf = (p: V1Pod) => p.spec?.containers[0].env?.find((e) => e.name === 'AWS_ROLE_ARN')?.value;
 
 describe('a tenant floods the ServiceAccount cache', () => {
@@ -158,10 +196,13 @@ describe('a tenant floods the ServiceAccount cache', () => {
     assert.equal(roleOf(await podIn('team-b', 'app')), ROLE_ARN);
 
     // The cache holds at most its budget (an eighth of the heap limit: 17.5 MiB in the chart's
-    // limit); what the flood's 122 MB of annotations leave in the heap beyond it is garbage not yet
-    // collected (up to ~15 MiB seen). Kept whole, they ran V8 out of heap before the 480th.
+    // limit). Kept whole, the flood's 122 MB ran V8 out of heap before the 480th.
     assert.ok(bytes > 0 && bytes <= 18 * 2 ** 20, `cache bytes ${bytes}`);
-    assert.ok(heapAfter < heapBefore + 18 + 32, `heap used ${heapBefore.toFixed(1)} -> ${heapAfter.toFixed(1)} MiB`);
+    // Kept: at most the budget above where it started (the rest is garbage, collected on demand).
+    const settled = await settledHeap(heapBefore + 18 + 8);
+    t.diagnostic(
+      `heap used once collected: ${settled.heap.toFixed(1)} MiB (after ${settled.reviews} reviews of 1 MiB)`,
+    );
 
     // A restart lists them all without dying, and serves again.
     await wh.stop();
@@ -176,7 +217,10 @@ describe('a tenant floods the ServiceAccount cache', () => {
       `after a restart: heap used ${heapRestarted.toFixed(1)} MiB, cgroup peak ${cgroup.peakMiB().toFixed(0)} MiB`,
     );
     assert.equal(roleOf(await podIn('team-b', 'app')), ROLE_ARN);
-    assert.ok(heapRestarted < heapBefore + 18 + 32, `heap used after a restart ${heapRestarted.toFixed(1)} MiB`);
+    const settledAgain = await settledHeap(heapBefore + 18 + 8);
+    t.diagnostic(
+      `after a restart, once collected: ${settledAgain.heap.toFixed(1)} MiB (${settledAgain.reviews} reviews)`,
+    );
     assert.equal(cgroup.oomKills(), 0, 'OOM kills in the cgroup');
   });
 });
