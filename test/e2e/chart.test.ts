@@ -11,7 +11,7 @@ import { promisify } from 'node:util';
 import { describe, test } from 'node:test';
 import { parse } from 'yaml';
 import { imageNodeOptions } from '../support/cgroup.ts';
-import { chartDocs, readValueKeys, type ValueKey, valuesSchema } from '../../scripts/chart-docs.ts';
+import { chartDocs, flagsWithoutValue, readValueKeys, type ValueKey, valuesSchema } from '../../scripts/chart-docs.ts';
 import { loadConfig, settings, type Setting } from '../../src/config.ts';
 import { IMAGE_REFERENCE } from '../../src/settings.ts';
 import { defaultRuleSchemas, identityProviderSchema, identitySchema } from '../../src/policy/schema.ts';
@@ -101,12 +101,16 @@ const CHART_MANAGED: Partial<Record<SettingKey, { values: Record<string, any>; e
     expect: '/etc/workload-identity-webhook/client-ca/ca.crt',
   },
 };
-/** Flags with no meaning inside a cluster; the chart never sets them. */
-const DEVELOPMENT_ONLY: Partial<Record<SettingKey, string>> = {
+/**
+ * Flags no value sets: development flags with no meaning inside a cluster, and one whose default
+ * a cluster wants; extraArgs passes any of them (the chart README's Values section says which).
+ */
+const WITHOUT_VALUE: Partial<Record<SettingKey, string>> = {
   selfSigned: 'a throwaway CA nobody could put in a caBundle',
   caBundleOut: 'goes with --self-signed',
   kubeconfig: 'the in-cluster ServiceAccount is used',
-  recordKeyFile: 'replicas share the key derived from the serving key they read from one Secret',
+  kubeContext: 'goes with --kubeconfig',
+  recordKeyFile: 'replicas share the key derived from the serving key they read from one Secret (extraArgs can set it)',
 };
 
 function envName(flag: string): string {
@@ -938,7 +942,7 @@ describe('metrics, alerts and the dashboard', () => {
 });
 
 describe('values cover the webhook', () => {
-  test('every setting in src/config.ts is a chart value, set by the chart, or development-only', () => {
+  test('every setting in src/config.ts is a chart value, set by the chart, or one the README names as without a value', () => {
     const table = configFlagTable();
     const configKeys = Object.keys(valuesYaml.config).sort();
     assert.deepEqual(
@@ -947,15 +951,23 @@ describe('values cover the webhook', () => {
       'wiw.configFlags and values.yaml config have the same keys',
     );
     for (const key of Object.keys(settings) as SettingKey[]) {
-      const homes = [key in table, key in CHART_MANAGED, key in DEVELOPMENT_ONLY].filter(Boolean).length;
+      const homes = [key in table, key in CHART_MANAGED, key in WITHOUT_VALUE].filter(Boolean).length;
       assert.equal(
         homes,
         1,
-        `setting ${key} (--${settings[key].flag}) must be exactly one of: config.${key} in values.yaml, chart-managed, development-only`,
+        `setting ${key} (--${settings[key].flag}) must be exactly one of: config.${key} in values.yaml, chart-managed, without a value`,
       );
       if (key in table) assert.equal(table[key], settings[key].flag, `config.${key} maps to --${settings[key].flag}`);
     }
     for (const key of configKeys) assert.ok(key in settings, `config.${key} is a setting of src/config.ts`);
+    // The README's list (generated) is exactly these: the chart-managed ones are found in the templates.
+    assert.deepEqual(
+      flagsWithoutValue().sort(),
+      (Object.keys(WITHOUT_VALUE) as SettingKey[]).map((k) => settings[k].flag).sort(),
+    );
+    const readme = readFileSync(join(CHART, 'README.md'), 'utf8');
+    for (const flag of flagsWithoutValue()) assert.match(readme, new RegExp(`no value sets .*\`--${flag}\``));
+    assert.doesNotMatch(readme, /every flag of the webhook has a value/);
   });
 
   test("values.yaml config defaults are the webhook's defaults", () => {
@@ -1316,19 +1328,19 @@ describe("extra containers settings, the token requestor's availability, the ico
     const [sa, pod] = tests;
     for (const m of tests) assert.equal(m.metadata.namespace, 'apps');
     assert.equal(sa.automountServiceAccountToken, false);
-    assert.match(sa.metadata.annotations['eks.amazonaws.com/role-arn'], /^arn:aws:iam::111122223333:role\//);
+    assert.match(sa.metadata.annotations!['eks.amazonaws.com/role-arn'], /^arn:aws:iam::111122223333:role\//);
     // No RBAC binds it: the test reads only what the webhook injected.
     for (const b of [...all(rendered.manifests, 'RoleBinding'), ...all(rendered.manifests, 'ClusterRoleBinding')])
       assert.ok(!b.subjects.some((s: { name: string }) => s.name === sa.metadata.name));
     assert.equal(pod.spec.serviceAccountName, sa.metadata.name);
     assert.equal(pod.spec.automountServiceAccountToken, false);
     assert.equal(pod.spec.restartPolicy, 'Never');
-    assert.equal(pod.metadata.labels['workload-identity-webhook.io/inject'], 'true', 'scope labelled sends it');
+    assert.equal(pod.metadata.labels!['workload-identity-webhook.io/inject'], 'true', 'scope labelled sends it');
     const c = pod.spec.containers[0];
     assert.equal(c.image, webhookDeployment(rendered.manifests).spec.template.spec.containers[0].image);
     assert.deepEqual(c.securityContext.capabilities, { drop: ['ALL'] });
     assert.deepEqual(c.args, [
-      sa.metadata.annotations['eks.amazonaws.com/role-arn'],
+      sa.metadata.annotations!['eks.amazonaws.com/role-arn'],
       'sts.amazonaws.com',
       `system:serviceaccount:apps:${sa.metadata.name}`,
     ]);
