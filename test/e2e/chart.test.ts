@@ -1350,6 +1350,11 @@ describe("extra containers settings, the token requestor's availability, the ico
     assert.ok(!(await renderChart({})).manifests.some((m) => m.kind === 'Pod'));
   });
 
+  test('NOTES name the helm test command and the namespace its Pod runs in', async () => {
+    assert.match(await renderNotes({}), /helm test wiw -n wiw-system +\(a Pod in namespace default /);
+    assert.match(await renderNotes({ tests: { namespace: 'apps' } }), /\(a Pod in namespace apps /);
+  });
+
   test("the test Pod's check passes only with the role, audience and subject injected", async () => {
     const { manifests } = await renderChart({}, { tests: true });
     const c = manifests.find((m) => m.kind === 'Pod')!.spec.containers[0];
