@@ -9,6 +9,10 @@ import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, normalize, resolve } from 'node:path';
 import { describe, test } from 'node:test';
+import { parse } from 'yaml';
+import { createProviders } from '../../src/clouds/index.ts';
+import { loadConfig } from '../../src/config.ts';
+import { previewPod } from '../../src/preview.ts';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const read = (file: string) => readFileSync(join(ROOT, file), 'utf8');
@@ -248,4 +252,70 @@ test("README's glossary defines the project's words the README uses", () => {
     assert.ok(defined.includes(term), `the glossary defines ${term}`);
   for (const word of ['peer', 'dialect', 'GEP-26'])
     assert.match(body, new RegExp(`\\b${word}\\b`), `the README uses "${word}", which the glossary defines`);
+});
+
+describe("README's quickstart: what it says the Pod gets is what the webhook makes", () => {
+  const providers = createProviders(loadConfig(new Map(), {}));
+  interface Made {
+    spec: {
+      containers: { env?: { name: string; value?: string }[]; volumeMounts?: { name: string; mountPath: string }[] }[];
+      volumes: {
+        name: string;
+        projected?: { sources: { serviceAccountToken?: { audience: string; expirationSeconds: number } }[] };
+      }[];
+    };
+  }
+
+  /** The Pod `serve` makes for a Pod of the section's ServiceAccount (with the label the section names). */
+  function made(text: string): Made {
+    const sa = parse(/```yaml\n([\s\S]*?)```/.exec(text)![1]) as { metadata: { name: string; namespace: string } };
+    const label = /the label `([^:`]+): "([^"]+)"`/.exec(text);
+    const pod = {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name: 'app', namespace: sa.metadata.namespace, labels: label ? { [label[1]]: label[2] } : {} },
+      spec: { serviceAccountName: sa.metadata.name, containers: [{ name: 'app', image: 'app' }] },
+    };
+    const documents = [{ source: 'README', text: `${JSON.stringify(sa)}\n---\n${JSON.stringify(pod)}` }];
+    const r = previewPod(providers, { documents }, 'json');
+    assert.ok(r.allowed, r.output);
+    return JSON.parse(r.output) as Made;
+  }
+
+  for (const heading of [
+    '### AWS (IAM Roles for Service Accounts)',
+    '### Azure (Microsoft Entra Workload ID)',
+    '### GCP (Workload Identity Federation)',
+  ])
+    test(heading.slice(4), () => {
+      const text = section('README.md', heading);
+      const prose = text.replace(/```[\s\S]*?```/g, '').replace(/\s*\n\s*/g, ' ');
+      const pod = made(text);
+      const [container] = pod.spec.containers;
+      const env = new Map((container.env ?? []).map((e) => [e.name, e.value ?? '']));
+      const mounts = (container.volumeMounts ?? []).map((m) => m.mountPath);
+      const tokens = pod.spec.volumes.flatMap((v) =>
+        (v.projected?.sources ?? []).flatMap((s) =>
+          s.serviceAccountToken ? [{ volume: v.name, ...s.serviceAccountToken }] : [],
+        ),
+      );
+      let checked = 0;
+      for (const [, name, value] of prose.matchAll(/`([A-Z][A-Z_]+)(?:=([^`]*))?`/g)) {
+        checked++;
+        assert.ok(env.has(name), `the container gets ${name}`);
+        if (value !== undefined) assert.equal(env.get(name), value, name);
+      }
+      for (const [, path] of prose.matchAll(/`(\/var\/run\/[^`=]+)`/g)) {
+        checked++;
+        assert.ok(mounts.includes(path), `${path} is mounted`);
+      }
+      const [, volume] = /the volume `([a-z-]+)`/.exec(prose)!;
+      const [, audience] = /for the audience `([^`]+)`/.exec(prose)!;
+      const [, seconds] = /\(valid (\d+) s\)/.exec(prose)!;
+      assert.deepEqual(
+        tokens.map((t) => [t.volume, t.audience, t.expirationSeconds]),
+        [[volume, audience, Number(seconds)]],
+      );
+      assert.ok(checked >= 4, `${checked} facts`);
+    });
 });
