@@ -278,7 +278,7 @@ describe("README's quickstart: what it says the Pod gets is what the webhook mak
     };
     const documents = [{ source: 'README', text: `${JSON.stringify(sa)}\n---\n${JSON.stringify(pod)}` }];
     const r = previewPod(providers, { documents }, 'json');
-    assert.ok(r.allowed, r.output);
+    if (!r.allowed) assert.fail(`the quickstart's Pod is denied: ${r.denial.message}`);
     return JSON.parse(r.output) as Made;
   }
 
