@@ -1,3 +1,5 @@
+import { type AnnotationBound, listBound, scalarBound } from '../../annotation-bounds.ts';
+import { MAX_AUDIENCE, MAX_NAME_LIST_ANNOTATION, MAX_ROLE_ARN, MAX_SCALAR_ANNOTATION } from '../../bounds.ts';
 import { CLOUDS } from '../registry.ts';
 import { denial, type Denial, isDenial } from '../../errors.ts';
 import type { EnvVar, Pod } from '../../kube/types.ts';
@@ -19,11 +21,13 @@ import {
   AWS_CONFIG_ANNOTATION,
   AWS_CONFIG_FILE,
   DEFAULT_PROFILE,
+  MAX_PROFILE_NAME,
   type Profile,
   parseProfiles,
   sharedConfigFile,
 } from './profiles.ts';
 import { composeRoleArn, type RoleArn, type RoleArnBase, readRoleArn } from './role-arn.ts';
+import { kubeletLiteral } from '../../shell.ts';
 
 export { parseRoleArn, ROLE_ARN_PATTERN, type RoleArn } from './role-arn.ts';
 
@@ -124,11 +128,37 @@ function keysOf(p: string) {
   };
 }
 
+/**
+ * The ServiceAccount annotations IRSA reads, under the configured prefix, each with the most a
+ * legitimate value needs: a role ARN, 64 profiles of a name and a role ARN, an audience, and
+ * short values (a boolean, seconds, a region).
+ */
+export function awsServiceAccountAnnotations(prefix: string): AnnotationBound[] {
+  const k = keysOf(prefix);
+  return [
+    scalarBound(k.roleArn, MAX_ROLE_ARN),
+    listBound(k.roleArns, MAX_PROFILE_NAME + 1 + MAX_ROLE_ARN),
+    scalarBound(k.audience, MAX_AUDIENCE),
+    scalarBound(k.regional),
+    scalarBound(k.expiration),
+    scalarBound(k.region),
+  ];
+}
+
 export function createAwsProvider(options: AwsOptions): PodProvider {
   const aws: Aws = { options, keys: keysOf(options.annotationPrefix), strict: options.strict ?? false };
+  const { expiration, region, skipContainers } = aws.keys;
   return {
     name: 'aws',
-    annotationPrefixes: [`${options.annotationPrefix}/`],
+    serviceAccountAnnotations: awsServiceAccountAnnotations(options.annotationPrefix),
+    podReads: {
+      annotations: [
+        { key: expiration, max: MAX_SCALAR_ANNOTATION },
+        { key: region, max: MAX_SCALAR_ANNOTATION },
+        { key: skipContainers, max: MAX_NAME_LIST_ANNOTATION, separator: ',' },
+      ],
+      credentialEnv: AWS_CREDENTIAL_ENV,
+    },
     resolvePod: (ctx) => resolveAwsPod(aws, ctx),
   };
 }
@@ -352,7 +382,8 @@ function irsaBase(skip: ReadonlySet<string>) {
 function webIdentityPair(aws: Aws, web: WebIdentity, role: RoleArn): Injection {
   const { pod, audience, shared, skip, path, warnings } = web;
   const pair = [
-    { name: 'AWS_ROLE_ARN', value: role.arn },
+    // Outside --strict any value the peer injected as written: a kubelet literal (src/shell.ts).
+    { name: 'AWS_ROLE_ARN', value: kubeletLiteral(role.arn) },
     { name: 'AWS_WEB_IDENTITY_TOKEN_FILE', value: path(AWS_TOKEN_PATH) },
   ];
   return withWarnings(warnings, {
@@ -390,11 +421,14 @@ function sharedConfig(aws: Aws, web: WebIdentity, rawProfiles: string, role: Rol
     annotations: { [AWS_CONFIG_ANNOTATION]: sharedConfigFile(profiles, path(AWS_TOKEN_PATH)) },
     satisfied: profilesConfigured,
     identity: { ...identityOf(first.role, audience), profile: first.name },
-    // One identity per role: tenant policy and trust judge roles, not profile names.
-    additionalIdentities: rest
-      .filter((q, i) => q.role.arn !== first.role.arn && rest.findIndex((o) => o.role.arn === q.role.arn) === i)
-      .map((q) => ({ ...identityOf(q.role, audience), profile: q.name })),
+    additionalIdentities: oncePerRole(first, rest).map((q) => ({ ...identityOf(q.role, audience), profile: q.name })),
   });
+}
+
+/** One identity per role, the first profile naming it: tenant policy and trust judge roles, not profile names. */
+function oncePerRole(first: Profile, rest: readonly Profile[]): Profile[] {
+  const seen = new Set([first.role.arn]);
+  return rest.filter((q) => !seen.has(q.role.arn) && seen.add(q.role.arn));
 }
 
 /**
