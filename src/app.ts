@@ -155,6 +155,10 @@ function createFastify(options: AppOptions, limits: ServerLimits): FastifyInstan
             ? {
                 allowHTTP1: true,
                 settings: { maxConcurrentStreams: limits.maxConcurrentStreams },
+                // nghttp2's own bound on a session (MB, 10 by default) counts the answers it queues:
+                // beyond it, new streams get ENHANCE_YOUR_CALM, which kube-apiserver does not retry.
+                // The review budget bounds those bytes instead (a 503 with Retry-After, retried).
+                maxSessionMemory: Math.ceil(limits.maxInflightRequestBytes / 2 ** 20) + 10,
                 keepAliveTimeout: limits.keepAliveTimeoutMs,
                 requestTimeout: limits.requestTimeoutMs,
                 headersTimeout: Math.min(limits.headersTimeoutMs, limits.requestTimeoutMs),
