@@ -63,6 +63,12 @@ function send(reply: FastifyReply, code: HttpErrorCode, message: string): Fastif
   return reply.code(status).send(body);
 }
 
+/**
+ * An answer is held twice over until written: its buffer, and its TLS records waiting for the
+ * socket (measured: 300 answers of 943 KB at once peaked the cgroup at 160-221 MiB counted once).
+ */
+const ANSWER_COPIES = 2;
+
 /** The raw request and response of either protocol. */
 type RawRequest = FastifyRequest['raw'] | Http2ServerRequest;
 type RawResponse = FastifyReply['raw'] | Http2ServerResponse;
@@ -293,7 +299,7 @@ function mutateRoute(handler: Admit, face: Face, metrics: Metrics, clientCa: str
       const decision = await handler(review.request, context);
       // As a buffer (fastify sends it as it is): its size is known, and held until written.
       const answer = Buffer.from(reviewResponse(review.apiVersion, review.request.uid, decision));
-      if (hold && !hold.grow(answer.length)) {
+      if (hold && !hold.grow(ANSWER_COPIES * answer.length)) {
         metrics.rejected.inc({ reason: 'busy' });
         return send(
           closeAfter(reply.header('retry-after', '1')),

@@ -174,7 +174,7 @@ const serverSettings = {
   maxInflightRequestBytes: {
     flag: 'max-inflight-request-bytes',
     description:
-      'Bytes of reviews in progress across connections: request bodies, answers until written, 16 KiB a review (503 and retry beyond)',
+      'Bytes of reviews in progress across connections: request bodies, answers until written (twice), 16 KiB a review (503 and retry beyond)',
     parse: integer(64 * 1024, 1024 * 1024 * 1024),
     default: DEFAULT_LIMITS.maxInflightRequestBytes,
   },

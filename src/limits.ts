@@ -3,10 +3,10 @@
 // How each default was derived (measured on Node 24, see docs/hardening.md):
 // - requests: kube-apiserver refuses request bodies over 3 MiB, and an UPDATE review carries
 //   `object` and `oldObject`: 6 MiB.
-// - in flight: a review holds its request body, a 16 KiB share, and its encoded answer until the
-//   answer is written (src/review-budget.ts); a parsed review costs ~2x its size in heap (measured:
-//   12 MiB for a 6 MiB review), an answer about twice its size until written (the string and
-//   its buffer); 32 MiB at once (~64 MiB of heap) fits the heap next to the caches.
+// - in flight: a review holds its request body, a 16 KiB share, and twice its encoded answer (the
+//   buffer and its TLS records) until the answer is written (src/review-budget.ts); a parsed
+//   review costs ~2x its size in heap (measured: 12 MiB for a 6 MiB review); 32 MiB at once
+//   fits next to the caches (measured: 300 answers of 943 KB at once peaked at 142 MiB of 256).
 // - streams: an HTTP/2 connection carries at most 100 reviews at once (SETTINGS, and reviews
 //   whose stream was reset still count until their work is done); their bytes are in the budget.
 // - containers: each costs ~1.5 KB of patch with three clouds; 500 containers give a 0.75 MiB

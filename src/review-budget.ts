@@ -1,9 +1,9 @@
 // The bytes of reviews in progress, counted from a request's headers until its answer is written.
 // A review holds its request body (announced by Content-Length, taken before the body is read), a
 // fixed share for what every review costs besides its bytes (the stream's and the request's
-// objects), and then its encoded answer: a small review can have a large answer (issue #28: a
-// 50 KB Pod of 400 containers gets a 943 KB patch), and an answer waiting for a slow reader is
-// memory like any other. Everything comes back when both the answer is written (or the stream is
+// objects), and then its encoded answer (app.ts counts it twice: the buffer and its TLS records):
+// a small review can have a large answer (issue #28: a 50 KB Pod of 400 containers gets a 943 KB
+// patch), and an answer waiting for a slow reader is memory like any other. Everything comes back when both the answer is written (or the stream is
 // gone) and the handler has returned: a stream the client resets does not free its share while
 // the work it started still runs.
 

@@ -321,7 +321,7 @@ describe('the limits HTTP/2 needs', () => {
 
 describe('the review budget counts answers', () => {
   test('answers waiting to be written hold the budget: beyond it, 503 with Retry-After; all of it comes back', async () => {
-    const limit = 4 * 1024 * 1024;
+    const limit = 8 * 1024 * 1024;
     const s = await start({ maxContainers: 2000, maxPatchBytes: 16 * 1024 * 1024, maxInflightRequestBytes: limit });
     // About 1 MiB of answer each (600 containers, three clouds), from a ~50 KB review, on streams
     // the client does not read: HTTP/2's flow control keeps all but 64 KiB of them in the server.
