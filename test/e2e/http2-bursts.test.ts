@@ -106,8 +106,8 @@ describe('kube-apiserver bursts', () => {
   });
 
   test("over the review budget, kube-apiserver takes the 503's Retry-After and sends the review again: none is refused", async () => {
-    // A budget of 64 KiB: about three reviews at once.
-    const wh = await startWebhook(cp, ['--max-request-bytes', '65536', '--max-inflight-request-bytes', '65536']);
+    // A budget of 256 KiB: about ten of these reviews at once, for 100 sent at once.
+    const wh = await startWebhook(cp, ['--max-request-bytes', '65536', '--max-inflight-request-bytes', '262144']);
     webhooks.push(wh);
     await namespaceFor('burst-budget', wh, wh.url);
     const result = await podBurst(cp, 'burst-budget', 'app', 300, 100);
