@@ -13,7 +13,7 @@ import { shellQuote } from './shell.ts';
 import { createProviders, createSecretProviders } from './clouds/index.ts';
 import type { ManifestInput } from './manifests.ts';
 import { identitiesOfSecrets, identitiesOfServiceAccounts } from './trust/identities.ts';
-import { trustJson, trustReport, trustText } from './trust/report.ts';
+import { trustFailed, trustJson, trustReport, trustText } from './trust/report.ts';
 import { objectsOfCluster, objectsOfManifests, type Objects } from './trust/sources.ts';
 
 export interface IssuerCommandInput {
@@ -72,6 +72,7 @@ async function doctor(input: IssuerCommandInput): Promise<CommandResult> {
     issuerCa,
     namespace: input.namespace,
     progress: input.progress,
+    settings: input.config,
   });
   return {
     code: exitCode(report),
@@ -125,9 +126,13 @@ async function trust(input: IssuerCommandInput): Promise<CommandResult> {
   );
   const problems = [...fromAccounts.problems, ...fromSecrets.problems];
   warnings.push(...problems.map((p) => `${p} (left out)`));
-  const report = trustReport(issuer, [...fromAccounts.identities, ...fromSecrets.identities]);
+  const report = trustReport(issuer, [...fromAccounts.identities, ...fromSecrets.identities], {
+    settings: input.config,
+    accounts: objects.accounts,
+    namespace: input.namespace,
+  });
   return {
-    code: problems.length > 0 || report.failures ? 1 : 0,
+    code: problems.length > 0 || trustFailed(report) ? 1 : 0,
     output: input.output === 'json' ? trustJson(report) : trustText(report),
     warnings,
   };
