@@ -50,10 +50,16 @@ export function trustReport(issuer: string, identities: readonly TrustIdentity[]
     const trust = cloudModule(cloud).trust;
     if (!good.some((i) => i.cloud === cloud) && !trust.hasPart?.(context)) continue;
     parts[cloud] = trust.report(issuer, good, context);
-    findings.push(...trust.findings(parts[cloud]).map((f) => ({ cloud, ...f })));
+    findings.push(...cloudFindings(cloud, parts[cloud]).filter((f) => f.verdict !== 'pass'));
   }
   if (findings.length > 0) report.findings = findings;
   return report;
+}
+
+function cloudFindings(cloud: ProviderName, part: unknown): (TrustFinding & { cloud: string })[] {
+  return cloudModule(cloud)
+    .trust.findings(part)
+    .map((f) => ({ cloud, ...f }));
 }
 
 /**
@@ -66,7 +72,10 @@ export function trustChecks(
   context: TrustContext,
 ): (TrustFinding & { cloud?: string })[] {
   const report = trustReport(issuer, identities, context);
-  const findings: (TrustFinding & { cloud?: string })[] = [...(report.findings ?? [])];
+  const parts = report as Record<ProviderName, unknown>;
+  const findings: (TrustFinding & { cloud?: string })[] = PROVIDER_NAMES.flatMap((cloud) =>
+    parts[cloud] === undefined ? [] : cloudFindings(cloud, parts[cloud]),
+  );
   if (report.identities.length > 0 && !findings.some((f) => f.check === 'cloud-limits'))
     findings.unshift({
       check: 'cloud-limits',
@@ -93,8 +102,7 @@ export function trustText(report: TrustReport): string {
   for (const f of report.failures ?? [])
     out.push(shellComment(`FAIL ${f.cloud} ${f.source}: ${f.problem}; no command is printed for it`));
   for (const f of report.findings ?? [])
-    if (f.verdict !== 'pass')
-      out.push(shellComment(`${f.verdict.toUpperCase()} ${f.cloud} ${f.subject}: ${f.message}; fix: ${f.fix}`));
+    out.push(shellComment(`${f.verdict.toUpperCase()} ${f.cloud} ${f.subject}: ${f.message}; fix: ${f.fix}`));
   if (report.identities.length === 0 && !PROVIDER_NAMES.some((c) => parts[c] !== undefined))
     out.push(shellComment('no ServiceAccount or labelled Secret carries an identity: nothing to trust'));
   for (const cloud of PROVIDER_NAMES)
