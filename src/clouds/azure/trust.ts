@@ -42,93 +42,96 @@ function credentialName(namespace: string, serviceAccount: string): string {
   return `kubernetes-${namespace}-${serviceAccount}`.replace(/[^A-Za-z0-9_-]/g, '-').slice(0, 120);
 }
 
+type Identity = AzureTrust['identities'][number];
+type Credential = FederatedIdentityCredential & { source: string };
+
+/** One credential per subject and audience: Entra matches them byte for byte. */
+function credentialsOf(issuer: string, members: readonly TrustIdentity[]): Credential[] {
+  const credentials = new Map<string, Credential>();
+  for (const m of members) {
+    const key = `${m.subject}\n${m.audience}`;
+    if (credentials.has(key)) continue;
+    credentials.set(key, {
+      source: m.source,
+      name: credentialName(m.namespace, m.serviceAccount),
+      issuer,
+      subject: m.subject,
+      audiences: [m.audience],
+      description: `Kubernetes ServiceAccount ${m.namespace}/${m.serviceAccount}`,
+    });
+  }
+  return [...credentials.values()];
+}
+
+const strip = (cs: readonly Credential[]): FederatedIdentityCredential[] => cs.map(({ source: _, ...c }) => c);
+
+/** Over Entra's limit: the identities the credentials split into, a namespace's together. */
+function overLimitOf(all: readonly Credential[]): Identity['overLimit'] {
+  const limit = AZURE_FEDERATED_CREDENTIALS_PER_IDENTITY;
+  if (all.length <= limit) return undefined;
+  const parts = splitToFit(all, namespaceOf, (part) => part.length <= limit);
+  return {
+    count: all.length,
+    limit,
+    split: parts.map((part) => ({
+      trustedBy: [...new Set(part.map((c) => c.source))],
+      federatedCredentials: strip(part),
+    })),
+  };
+}
+
 function azureTrust(issuer: string, identities: readonly TrustIdentity[]): AzureTrust {
   const ours = identities.filter((i) => i.cloud === 'azure' && i.identity.clientId);
   const result: AzureTrust = { identities: [], commands: [] };
   for (const [clientId, members] of groupBy(ours, (i) => i.identity.clientId.toLowerCase())) {
-    const credentials = new Map<string, FederatedIdentityCredential & { source: string }>();
-    for (const m of members) {
-      const key = `${m.subject}\n${m.audience}`;
-      if (credentials.has(key)) continue;
-      credentials.set(key, {
-        source: m.source,
-        name: credentialName(m.namespace, m.serviceAccount),
-        issuer,
-        subject: m.subject,
-        audiences: [m.audience],
-        description: `Kubernetes ServiceAccount ${m.namespace}/${m.serviceAccount}`,
-      });
-    }
     const tenantId = members.find((m) => m.identity.tenantId)?.identity.tenantId;
-    const all = [...credentials.values()];
-    const strip = (cs: typeof all) => cs.map(({ source: _, ...c }) => c);
-    const entry: AzureTrust['identities'][number] = {
+    const all = credentialsOf(issuer, members);
+    const overLimit = overLimitOf(all);
+    const entry: Identity = {
       clientId,
       ...(tenantId && { tenantId }),
       trustedBy: [...new Set(members.map((m) => m.source))],
       federatedCredentials: strip(all),
+      ...(overLimit && { overLimit }),
     };
-    const limit = AZURE_FEDERATED_CREDENTIALS_PER_IDENTITY;
-    if (all.length > limit) {
-      const parts = splitToFit(all, namespaceOf, (part) => part.length <= limit);
-      entry.overLimit = {
-        count: all.length,
-        limit,
-        split: parts.map((part) => ({
-          trustedBy: [...new Set(part.map((c) => c.source))],
-          federatedCredentials: strip(part),
-        })),
-      };
-    }
     result.identities.push(entry);
-    if (entry.overLimit) {
-      result.commands.push(...splitComments(entry));
-      continue;
-    }
-
-    // The managed identity's name and resource group, looked up by its client id (a GUID: `problem`).
-    const pick = (field: string) =>
-      shellSubstitution([
-        'az',
-        'identity',
-        'list',
-        '--query',
-        `[?clientId=='${clientId}'].${field} | [0]`,
-        '-o',
-        'tsv',
-      ]);
-    result.commands.push(
-      shellComment(
-        `client id ${clientId}${tenantId ? ` (tenant ${tenantId})` : ''}, trusted by ${entry.trustedBy.join(', ')}`,
-      ),
-    );
-    for (const c of entry.federatedCredentials) {
-      result.commands.push(
-        `${shellCommand(['az', 'identity', 'federated-credential', 'create', '--name', c.name, '--identity-name'])} ${pick('name')} --resource-group ${pick('resourceGroup')} ${shellCommand(['--issuer', c.issuer, '--subject', c.subject, '--audiences', ...c.audiences])}`,
-      );
-    }
-    result.commands.push(shellComment('or, when the client id is an app registration rather than a managed identity:'));
-    for (const c of entry.federatedCredentials) {
-      result.commands.push(
-        shellCommand([
-          'az',
-          'ad',
-          'app',
-          'federated-credential',
-          'create',
-          '--id',
-          clientId,
-          '--parameters',
-          JSON.stringify(c),
-        ]),
-      );
-    }
+    result.commands.push(...(overLimit ? splitComments(entry) : commandsOf(entry)));
   }
   return result;
 }
 
+function commandsOf(entry: Identity): string[] {
+  const { clientId, tenantId } = entry;
+  // The managed identity's name and resource group, looked up by its client id (a GUID: `problem`).
+  const pick = (field: string) =>
+    shellSubstitution(['az', 'identity', 'list', '--query', `[?clientId=='${clientId}'].${field} | [0]`, '-o', 'tsv']);
+  return [
+    shellComment(
+      `client id ${clientId}${tenantId ? ` (tenant ${tenantId})` : ''}, trusted by ${entry.trustedBy.join(', ')}`,
+    ),
+    ...entry.federatedCredentials.map(
+      (c) =>
+        `${shellCommand(['az', 'identity', 'federated-credential', 'create', '--name', c.name, '--identity-name'])} ${pick('name')} --resource-group ${pick('resourceGroup')} ${shellCommand(['--issuer', c.issuer, '--subject', c.subject, '--audiences', ...c.audiences])}`,
+    ),
+    shellComment('or, when the client id is an app registration rather than a managed identity:'),
+    ...entry.federatedCredentials.map((c) =>
+      shellCommand([
+        'az',
+        'ad',
+        'app',
+        'federated-credential',
+        'create',
+        '--id',
+        clientId,
+        '--parameters',
+        JSON.stringify(c),
+      ]),
+    ),
+  ];
+}
+
 /** Over the limit: the split as comments; applying it means new identities and new annotations. */
-function splitComments(entry: AzureTrust['identities'][number]): string[] {
+function splitComments(entry: Identity): string[] {
   const { count, limit, split } = entry.overLimit!;
   return [
     shellComment(

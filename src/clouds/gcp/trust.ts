@@ -87,7 +87,7 @@ function gcpTrust(issuer: string, identities: readonly TrustIdentity[]): GcpTrus
 function trustIssuer(result: GcpTrust, issuer: string, resolved: Resolved[]): void {
   for (const [name, members] of groupBy(resolved, (r) => r.provider.name)) {
     const p = members[0].provider;
-    const entry: GcpTrust['providers'][number] = {
+    const entry: Provider = {
       name,
       projectNumber: p.projectNumber,
       pool: p.pool,
@@ -98,33 +98,9 @@ function trustIssuer(result: GcpTrust, issuer: string, resolved: Resolved[]): vo
       trustedBy: unique(members.map((m) => m.i.source)),
     };
     result.providers.push(entry);
-    const limit = GCP_PROVIDER_LIMITS.allowedAudiences;
-    if (entry.allowedAudiences.length > limit) {
-      const parts = splitToFit(
-        entry.allowedAudiences,
-        (a) => a,
-        (part) => part.length <= limit,
-      );
-      const names = partNames(p.provider, parts.length, PROVIDER_ID_LENGTH);
-      entry.overLimit = {
-        count: entry.allowedAudiences.length,
-        limit,
-        split: parts.map((audiences, n) => ({
-          provider: names[n],
-          allowedAudiences: audiences,
-          trustedBy: unique(members.filter((m) => audiences.includes(m.i.audience)).map((m) => m.i.source)),
-        })),
-      };
-      result.commands.push(
-        shellComment(
-          `pool provider ${name}: ${entry.allowedAudiences.length} audiences, over the ${limit} a provider allows, so no command is printed for it. A split that fits, ${parts.length} providers of pool ${p.pool} (annotate each ServiceAccount with its part's provider):`,
-        ),
-        ...entry.overLimit.split.map((part, n) =>
-          shellComment(
-            `  provider ${part.provider}${n === 0 ? '' : ' (new)'}: audiences ${part.allowedAudiences.join(',')}, for ${part.trustedBy.join(', ')}`,
-          ),
-        ),
-      );
+    entry.overLimit = audiencesOverLimit(entry, members);
+    if (entry.overLimit) {
+      result.commands.push(...splitComments(entry));
       continue;
     }
     result.commands.push(
@@ -145,6 +121,44 @@ function trustIssuer(result: GcpTrust, issuer: string, resolved: Resolved[]): vo
       ]),
     );
   }
+}
+
+type Provider = GcpTrust['providers'][number];
+
+/** More audiences than a provider allows: the providers its ServiceAccounts split into by audience. */
+function audiencesOverLimit(entry: Provider, members: readonly Resolved[]): Provider['overLimit'] {
+  const limit = GCP_PROVIDER_LIMITS.allowedAudiences;
+  if (entry.allowedAudiences.length <= limit) return undefined;
+  const parts = splitToFit(
+    entry.allowedAudiences,
+    (a) => a,
+    (part) => part.length <= limit,
+  );
+  const names = partNames(entry.provider, parts.length, PROVIDER_ID_LENGTH);
+  return {
+    count: entry.allowedAudiences.length,
+    limit,
+    split: parts.map((audiences, n) => ({
+      provider: names[n],
+      allowedAudiences: audiences,
+      trustedBy: unique(members.filter((m) => audiences.includes(m.i.audience)).map((m) => m.i.source)),
+    })),
+  };
+}
+
+/** Over the limit: the split as comments; applying it means new providers and new annotations. */
+function splitComments(entry: Provider): string[] {
+  const { count, limit, split } = entry.overLimit!;
+  return [
+    shellComment(
+      `pool provider ${entry.name}: ${count} audiences, over the ${limit} a provider allows, so no command is printed for it. A split that fits, ${split.length} providers of pool ${entry.pool} (annotate each ServiceAccount with its part's provider):`,
+    ),
+    ...split.map((part, n) =>
+      shellComment(
+        `  provider ${part.provider}${n === 0 ? '' : ' (new)'}: audiences ${part.allowedAudiences.join(',')}, for ${part.trustedBy.join(', ')}`,
+      ),
+    ),
+  ];
 }
 
 /** Each Google service account lets its ServiceAccounts' principals impersonate it. */
