@@ -153,7 +153,7 @@ function boundedPeerMetrics(config: Config, metrics: Metrics, cache: ServiceAcco
 export async function serve(config: Config, root: Logger): Promise<RunningServer> {
   // One child logger per component, made here where the components are built.
   const log = root.child({ component: 'server' });
-  const api = await connectKube(config.kubeconfig);
+  const api = await connectKube(config.kubeconfig, config.kubeContext);
   const tls = await loadTls(config, api, root.child({ component: 'tls' }));
   const metrics = createMetrics();
   metrics.servingCertificateExpiry.set(certificateNotAfter(tls.pair.cert));

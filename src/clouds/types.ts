@@ -98,10 +98,23 @@ export interface PodContext {
   windows: boolean;
 }
 
+/**
+ * What a provider reads of the Pod itself, each with its size (src/bounds.ts): admission checks
+ * them before any work, so a Pod over one is refused by name and bound and costs nothing more.
+ */
+export interface PodReads {
+  /** Pod annotations: the longest value each may have; a list's separator, to count its entries. */
+  readonly annotations: readonly { key: string; max: number; separator?: string }[];
+  /** Variables whose value a container may set and the webhook compares with its own. */
+  readonly credentialEnv: ReadonlySet<string>;
+}
+
 export interface PodProvider {
   readonly name: ProviderName;
   /** ServiceAccount annotation prefixes this provider reads; the cache keeps only these. */
   readonly annotationPrefixes: readonly string[];
+  /** What it reads of the Pod, bounded. */
+  readonly podReads: PodReads;
   /** undefined: this provider has nothing to inject into this Pod. */
   resolvePod(ctx: PodContext): Injection | Denial | undefined;
 }

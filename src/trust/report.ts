@@ -1,5 +1,5 @@
 // `trust` output: per cloud, the cloud-side configuration that makes each identity's token
-// accepted, as JSON (for machines and the stand-ins of the tests) or as text: a script whose
+// accepted, as data (-o json or yaml: for machines and the stand-ins of the tests) or as text: a script whose
 // every command word is quoted and whose every other line is a comment. An identity whose values
 // are not of their form gets a FAIL line instead: its values never reach a command.
 import { cloudModule, type TrustReportOf } from '../clouds/index.ts';
@@ -90,10 +90,6 @@ export function trustChecks(
 /** `trust`'s exit code: 1 when an identity or a finding fails. */
 export function trustFailed(report: TrustReport): boolean {
   return !!report.failures || !!report.findings?.some((f) => f.verdict === 'fail');
-}
-
-export function trustJson(report: TrustReport): string {
-  return JSON.stringify(report, null, 2) + '\n';
 }
 
 export function trustText(report: TrustReport): string {

@@ -8,6 +8,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { parse, parseAllDocuments } from 'yaml';
+import { COMMANDS, commandHelp, EXIT, usage } from '../../src/cli-args.ts';
 import { createProviders } from '../../src/clouds/index.ts';
 import { loadConfig, settings } from '../../src/config.ts';
 import { previewPod } from '../../src/preview.ts';
@@ -328,5 +329,115 @@ describe("GCP's default audience, per dialect, where the docs give it", () => {
       assert.match(text, /`?sts\.googleapis\.com`? for (ServiceAccounts in )?pfnet's/, where);
       assert.match(text, /`?\/\/iam\.googleapis\.com\/<provider>`? for Flux's/, where);
     }
+  });
+});
+
+// ---- The command line's exit codes, the chart's pointers and figures ----
+
+describe('exit codes where the docs and help give them', () => {
+  const UNCHECKED = /could not|cannot be reached|unreachable|: unknown/;
+  /**
+   * What a text says each exit code means: in a sentence about exit codes, each "N meaning" (or
+   * "**N** meaning"), and each "what (exit N)" whose what comes just before.
+   */
+  const stated = (text: string) => {
+    const flat = text.replace(/\s+/g, ' ');
+    const out: { code: number; means: string }[] = [];
+    for (const sentence of flat.split(/\. |\|/).filter((x) => /\bexit\b/i.test(x)))
+      for (const m of sentence.matchAll(/(?:\*\*|\b)(\d)\b\**,? ([a-z][^,;|)*]*)/gi))
+        out.push({ code: Number(m[1]), means: m[2] });
+    for (const m of flat.matchAll(/([^|.]{0,40})\bexit (\d)\b/gi)) out.push({ code: Number(m[2]), means: m[1] });
+    return out;
+  };
+  const texts = () => [
+    ...DOCS.map((file) => ({ where: file, text: read(file) })),
+    { where: 'help', text: usage() },
+    ...Object.keys(COMMANDS).map((c) => ({ where: `${c} --help`, text: commandHelp(c) })),
+  ];
+
+  test('"could not check" is exit 3 and bad usage exit 2, wherever a code is given for them', () => {
+    let seen = 0;
+    for (const { where, text } of texts())
+      for (const { code, means } of stated(text)) {
+        if (UNCHECKED.test(means)) {
+          seen++;
+          assert.equal(code, EXIT.unchecked, `${where}: exit ${code} ${means}`);
+        }
+        if (/^bad usage/.test(means)) {
+          seen++;
+          assert.equal(code, EXIT.usage, `${where}: exit ${code} ${means}`);
+        }
+      }
+    assert.ok(seen >= 6, `${seen} statements`);
+  });
+
+  test('the reader would have caught the old doctor sentences', () => {
+    const unchecked = (text: string) =>
+      stated(text)
+        .filter((x) => UNCHECKED.test(x.means))
+        .map((x) => x.code);
+    assert.deepEqual(
+      unchecked('Exit code: **0** every check passed, **1** a problem found, **2** something could not be checked'),
+      [2],
+    );
+    assert.deepEqual(unchecked('| `api-server` | the API server answers | unreachable: exit 2 |'), [2]);
+    assert.deepEqual(unchecked('an unreachable API server (exit 2), and'), [2]);
+    assert.deepEqual(
+      unchecked('Exit 0 all good, 1 a problem found (each with its fix), 2 something could not be'),
+      [2],
+    );
+  });
+});
+
+describe("the chart's pointers", () => {
+  const CHART_FILES = [
+    'artifacthub-repo.yml',
+    'charts/workload-identity-webhook/Chart.yaml',
+    'charts/workload-identity-webhook/values.yaml',
+    'charts/workload-identity-webhook/README.md',
+  ];
+  /** GitHub's anchor of a heading. */
+  const slug = (heading: string) =>
+    heading
+      .toLowerCase()
+      .replace(/[^\w\s-]/g, '')
+      .trim()
+      .replace(/\s/g, '-');
+  const headings = (file: string) => [...read(file).matchAll(/^#+ (.+)$/gm)].map((m) => m[1].trim());
+
+  test('each section they point at, as docs/X.md#anchor or docs/X.md, "Heading", exists', () => {
+    let seen = 0;
+    for (const file of CHART_FILES) {
+      const text = read(file).replace(/\s*\n\s*#?\s*/g, ' ');
+      for (const [, doc, anchor] of text.matchAll(/docs\/([\w-]+\.md)#([\w-]+)/g)) {
+        seen++;
+        assert.ok(headings(`docs/${doc}`).map(slug).includes(anchor), `${file}: docs/${doc}#${anchor}`);
+      }
+      for (const [, doc, heading] of text.matchAll(/docs\/([\w-]+\.md), "([^"]+)"/g)) {
+        seen++;
+        assert.ok(headings(`docs/${doc}`).includes(heading), `${file}: docs/${doc}, "${heading}"`);
+      }
+    }
+    assert.ok(seen >= 3, `${seen} pointers`);
+  });
+
+  test('each command they name is a command, and flags are read in `serve --help`', () => {
+    for (const file of CHART_FILES) {
+      const text = read(file).replace(/\s*\n\s*#?\s*/g, ' ');
+      for (const [, words] of text.matchAll(/`workload-identity-webhook ([a-z -]+?)`/g)) {
+        const command = words.replace(/ --help$/, '');
+        assert.ok(COMMANDS[command], `${file}: \`workload-identity-webhook ${words}\` names a command`);
+      }
+      assert.doesNotMatch(text, /flag \(see `workload-identity-webhook help`\)/, file);
+    }
+    assert.match(
+      read('charts/workload-identity-webhook/values.yaml'),
+      /`workload-identity-webhook serve\s*# --help` lists them/,
+    );
+  });
+
+  test('values.yaml and the chart README repeat no measured figure: the README Performance section owns them', () => {
+    for (const file of CHART_FILES.slice(2))
+      assert.doesNotMatch(read(file), /\b(about|measured)[^.]*\b\d+ MiB\b/, `${file} states a measured MiB figure`);
   });
 });

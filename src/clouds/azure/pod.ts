@@ -4,7 +4,8 @@ import { GUID_PATTERN, isTenantId } from './facts.ts';
 import { denial, type Denial, isDenial } from '../../errors.ts';
 import type { Container, EnvVar, Pod, VolumeMount } from '../../kube/types.ts';
 import { boundExpiration, parseSeconds, splitNames, tokenVolume, tolerated } from '../common.ts';
-import type { AddedContainer, Injection, PodContext, PodProvider } from '../types.ts';
+import type { AddedContainer, Injection, PodContext, PodProvider, PodReads } from '../types.ts';
+import { MAX_NAME_LIST_ANNOTATION, MAX_SCALAR_ANNOTATION } from '../../bounds.ts';
 import {
   CONTAINER_CLIENT_IDS_ANNOTATION,
   containerEnvGroups,
@@ -68,11 +69,22 @@ export const AZURE_CREDENTIAL_ENV: ReadonlySet<string> = new Set([
   'AZURE_FEDERATED_TOKEN_FILE',
 ]);
 
+const AZURE_POD_READS: PodReads = {
+  annotations: [
+    { key: KEYS.expiration, max: MAX_SCALAR_ANNOTATION },
+    { key: KEYS.injectProxy, max: MAX_SCALAR_ANNOTATION },
+    { key: KEYS.proxyPort, max: MAX_SCALAR_ANNOTATION },
+    { key: KEYS.skipContainers, max: MAX_NAME_LIST_ANNOTATION, separator: ';' },
+  ],
+  credentialEnv: AZURE_CREDENTIAL_ENV,
+};
+
 export function createAzureProvider(options: AzureOptions): PodProvider {
   const authorityHost = authorityHostOf(options.cloud, options.stack);
   return {
     name: 'azure',
     annotationPrefixes: [`${PREFIX}/`],
+    podReads: AZURE_POD_READS,
     resolvePod: (ctx) => resolveAzurePod(options, authorityHost, ctx),
   };
 }

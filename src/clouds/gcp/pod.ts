@@ -1,3 +1,4 @@
+import { MAX_NAME_LIST_ANNOTATION, MAX_SCALAR_ANNOTATION } from '../../bounds.ts';
 import { CLOUDS } from '../registry.ts';
 import { AUDIENCE, PFNET, PROJECT_ID_PART } from './facts.ts';
 import { denial, type Denial, isDenial } from '../../errors.ts';
@@ -232,6 +233,13 @@ export function createGcpProvider(options: GcpOptions): PodProvider {
   return {
     name: 'gcp',
     annotationPrefixes: ['cloud.google.com/', 'gcp.auth.fluxcd.io/', 'iam.gke.io/'],
+    podReads: {
+      annotations: [
+        { key: KEYS.expiration, max: MAX_SCALAR_ANNOTATION },
+        { key: KEYS.skipContainers, max: MAX_NAME_LIST_ANNOTATION, separator: ',' },
+      ],
+      credentialEnv: GCP_CREDENTIAL_ENV,
+    },
     resolvePod: (ctx) => resolveGcpPod(options, ctx),
   };
 }
