@@ -180,10 +180,13 @@ describe("Google: a provider's audiences and google.subject", () => {
 
   test('10 audiences on one provider pass; 11 are a FAIL split into providers of at most 10', () => {
     const limit = GCP_PROVIDER_LIMITS.allowedAudiences;
-    const ok = report(Array.from({ length: limit }, (_, n) => gcpSa('apps', `a${n}`, `aud-${n}`)));
-    assert.equal((ok.gcp as GcpTrust).providers[0].allowedAudiences.length, limit);
-    assert.equal((ok.gcp as GcpTrust).providers[0].overLimit, undefined);
-    assert.equal(trustFailed(ok), false);
+    for (const count of [limit - 1, limit]) {
+      const ok = report(Array.from({ length: count }, (_, n) => gcpSa('apps', `a${n}`, `aud-${n}`)));
+      assert.equal((ok.gcp as GcpTrust).providers[0].allowedAudiences.length, count);
+      assert.equal((ok.gcp as GcpTrust).providers[0].overLimit, undefined);
+      assert.ok((ok.gcp as GcpTrust).commands.some((c) => c.includes(' create-oidc ')));
+      assert.equal(trustFailed(ok), false);
+    }
     const over = report(Array.from({ length: limit + 1 }, (_, n) => gcpSa('apps', `a${n}`, `aud-${n}`)));
     const provider = (over.gcp as GcpTrust).providers[0];
     assert.deepEqual(
@@ -201,9 +204,11 @@ describe("Google: a provider's audiences and google.subject", () => {
   test('a subject of 127 bytes is trusted; 128 bytes is a FAIL and gets no binding', () => {
     // system:serviceaccount:a:<name> is 24 bytes and the name.
     const limit = GCP_PROVIDER_LIMITS.subjectBytes;
-    const at = report([gcpSa('a', 'n'.repeat(limit - 24), 'sts.googleapis.com')]);
-    assert.deepEqual((at.gcp as GcpTrust).subjectsOverLimit, []);
-    assert.equal((at.gcp as GcpTrust).directAccess.length, 1);
+    for (const bytes of [limit - 1, limit]) {
+      const at = report([gcpSa('a', 'n'.repeat(bytes - 24), 'sts.googleapis.com')]);
+      assert.deepEqual((at.gcp as GcpTrust).subjectsOverLimit, []);
+      assert.equal((at.gcp as GcpTrust).directAccess.length, 1, `${bytes} bytes`);
+    }
     const over = report([gcpSa('a', 'n'.repeat(limit - 23), 'sts.googleapis.com')]);
     assert.deepEqual(
       (over.gcp as GcpTrust).subjectsOverLimit.map((s) => s.bytes),
@@ -258,6 +263,21 @@ describe('EKS Pod Identity associations', () => {
         c.verdict,
       ]),
       [['pod-identity-associations', 'pass']],
+    );
+  });
+
+  test("--namespace: only that namespace's entries of the file", () => {
+    const flags = {
+      'aws-container-credentials-config': file([
+        { namespace: 'apps', serviceAccount: 'one', roleArn: PI_ROLE },
+        { namespace: 'other', serviceAccount: 'two', roleArn: PI_ROLE },
+      ]),
+    };
+    const { identities } = identitiesOfServiceAccounts(providers(flags), []);
+    const r = trustReport(ISSUER, identities, { settings: config(flags), accounts: [], namespace: 'apps' });
+    assert.deepEqual(
+      (r.aws as AwsTrust).podIdentityAssociations.map((a) => a.serviceAccount),
+      ['one'],
     );
   });
 
