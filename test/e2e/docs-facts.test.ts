@@ -1,11 +1,16 @@
 // The sentences in the docs that repeat a fact the code owns, held to the code: the README's
 // Configuration table (flags and defaults) to src/config.ts; the chart README's rows to
 // values.yaml and the flags they feed; every RBAC grant the docs state to the chart as helm renders
-// it (verbs, by name, cluster-wide or not); every metric named in the docs, with its labels, to
-// what a running `serve` exports (and the token requestor's registry).
+// it (verbs, by name, cluster-wide or not), the README's permission sentences to the default and the
+// tenant-policy install; every metric named in the docs, with its labels, to what a running `serve`
+// exports (and the token requestor's registry), and the `kind` values docs/hardening.md gives to the
+// ones it writes; the commands of docs/install.md's "Without Helm", run as written.
 import assert from 'node:assert/strict';
-import { readdirSync, readFileSync } from 'node:fs';
+import { execFile } from 'node:child_process';
+import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { promisify } from 'node:util';
 import { after, before, describe, test } from 'node:test';
 import { parse, parseAllDocuments } from 'yaml';
 import { COMMANDS, commandHelp, EXIT, usage } from '../../src/cli-args.ts';
@@ -18,7 +23,11 @@ import { createRequestorMetrics } from '../../src/token-requestor/metrics.ts';
 import { startControlPlane, type ControlPlane } from '../harness/control-plane.ts';
 import { all, type Manifest, renderChart } from '../support/chart.ts';
 import { startWebhook, type WebhookProcess } from '../support/webhook.ts';
+import { httpsRequest } from '../support/https-client.ts';
 import { WIF_PROVIDER as PROVIDER } from '../support/identities.ts';
+import { scriptVars } from '../harness/node-images.ts';
+
+const run = promisify(execFile);
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const read = (file: string) => readFileSync(join(ROOT, file), 'utf8');
@@ -210,6 +219,28 @@ describe('RBAC in the docs is what the chart renders', () => {
     assert.deepEqual(shown.rules, rendered.rules);
   });
 
+  test("README's Permissions: every grant of the default install, and what tenant policy adds, as helm renders them", async () => {
+    const webhookOf = (rendered: Manifest[]) =>
+      boundTo(
+        rendered,
+        all(rendered, 'Deployment').find((d) => d.metadata.labels?.['app.kubernetes.io/component'] === 'webhook')!.spec
+          .template.spec.serviceAccountName as string,
+      );
+    const defaults = grantsOf(webhookOf((await renderChart()).manifests));
+    const withPolicy = grantsOf(webhookOf((await renderChart({ config: { watchPolicies: true } })).manifests));
+    const stated = paragraph('README.md', 'What the default install lets the webhook do');
+    assert.deepEqual(claims(stated), defaults, stated);
+    const added = paragraph('README.md', 'Tenant policy (`config.watchPolicies=true`) adds');
+    assert.deepEqual(claims(added), new Map([...withPolicy].filter(([r, v]) => defaults.get(r) !== v)), added);
+    assert.ok(claims(added).size > 0, 'tenant policy adds grants');
+  });
+
+  test("no doc calls the webhook's access read-only: it updates its Secret and patches its webhook configuration", () => {
+    for (const file of DOCS)
+      for (const p of paragraphs(file))
+        assert.doesNotMatch(p, /read-only access|read access to ServiceAccounts only/, `${file}: ${p}`);
+  });
+
   test('the claim reader reads what it should (it would have caught the old token-requestor paragraph)', () => {
     const old =
       'Its RBAC: Secrets `get`, `list`, `watch`, `update`, `patch` and ServiceAccounts `get`, `list`, `watch` cluster-wide';
@@ -252,6 +283,42 @@ describe('metrics named in the docs', () => {
 
   test("serve exports each of its registry's metrics", () => {
     for (const name of labels.keys()) if (!requestorOnly(name)) assert.ok(served.has(name), `serve exports ${name}`);
+  });
+
+  test('the `kind` values docs/hardening.md gives wiw_admission_requests_total are the ones serve writes', async () => {
+    const review = (kind: string, object: object) => ({
+      apiVersion: 'admission.k8s.io/v1',
+      kind: 'AdmissionReview',
+      request: {
+        uid: `docs-facts-${kind}`,
+        kind: { group: '', version: 'v1', kind },
+        resource: { group: '', version: 'v1', resource: `${kind.toLowerCase()}s` },
+        namespace: 'default',
+        operation: 'CREATE',
+        object: { apiVersion: 'v1', kind, metadata: { name: 'x', namespace: 'default' }, ...object },
+      },
+    });
+    const bodies = [
+      review('Pod', { spec: { serviceAccountName: 'default', containers: [{ name: 'a', image: 'a' }] } }),
+      review('Secret', { data: {} }),
+      review('ConfigMap', { data: {} }),
+      { kind: 'NotAReview' },
+    ];
+    for (const body of bodies)
+      await httpsRequest(`${wh.url}/mutate`, {
+        method: 'POST',
+        ca: wh.caPem,
+        body: JSON.stringify(body),
+        headers: { 'content-type': 'application/json' },
+      });
+    const written = new Set(
+      [...(await wh.metrics()).matchAll(/^wiw_admission_requests_total\{[^}]*kind="([^"]+)"/gm)].map((m) => m[1]),
+    );
+    const documented = /object kinds are ([^;]*);/.exec(
+      paragraph('docs/hardening.md', 'metric labels come from closed sets'),
+    )!;
+    assert.ok(documented, 'docs/hardening.md names the object kinds');
+    assert.deepEqual([...documented[1].matchAll(/`(\w+)`/g)].map((m) => m[1]).sort(), [...written].sort());
   });
 
   test('each metric the docs name exists, with exactly the labels they give it', () => {
@@ -328,6 +395,52 @@ describe("GCP's default audience, per dialect, where the docs give it", () => {
       assert.ok(text, where);
       assert.match(text, /`?sts\.googleapis\.com`? for (ServiceAccounts in )?pfnet's/, where);
       assert.match(text, /`?\/\/iam\.googleapis\.com\/<provider>`? for Flux's/, where);
+    }
+  });
+});
+
+describe("docs/install.md's Without Helm commands", () => {
+  // kustomize is no binary of this repository: a stand-in writes what `kustomize edit set image
+  // NAME=NEWNAME@DIGEST` writes, from the folder it is run in; kubectl renders what `apply -k`
+  // would apply from the folder the command names, relative to where the user is then.
+  const KUSTOMIZE = `#!/bin/bash
+set -eu
+[ "$1 $2 $3" = "edit set image" ] || { echo "kustomize stand-in: unexpected $*" >&2; exit 2; }
+[ -f kustomization.yaml ] || { echo "kustomize: no kustomization.yaml in $PWD" >&2; exit 1; }
+name=\${4%%=*} ref=\${4#*=}
+printf 'images:\\n  - name: %s\\n    newName: %s\\n    digest: %s\\n' "$name" "\${ref%@*}" "\${ref#*@}" >>kustomization.yaml
+`;
+  const KUBECTL = `#!/bin/bash
+set -eu
+[ "$1 $2" = "apply -k" ] || { echo "kubectl stand-in: unexpected $*" >&2; exit 2; }
+exec "$REAL_KUBECTL" kustomize "$3"
+`;
+
+  test('run as written from a checkout, they apply webhook-config/ with the image set', async () => {
+    const block = /### Without Helm[\s\S]*?```sh\n([\s\S]*?)```/.exec(read('docs/install.md'))![1];
+    const dir = mkdtempSync(join(tmpdir(), 'wiw-docs-kustomize-'));
+    try {
+      cpSync(join(ROOT, 'webhook-config'), join(dir, 'webhook-config'), { recursive: true });
+      mkdirSync(join(dir, 'bin'));
+      writeFileSync(join(dir, 'bin/kustomize'), KUSTOMIZE, { mode: 0o755 });
+      writeFileSync(join(dir, 'bin/kubectl'), KUBECTL, { mode: 0o755 });
+      const kubectl = process.env.TEST_ASSET_KUBECTL ?? (await scriptVars('scripts/provide-binaries.sh')).KUBECTL;
+      const digest = 'a'.repeat(64);
+      const commands = block.replaceAll('REGISTRY/PATH', 'registry.example/team').replaceAll('INDEX_DIGEST', digest);
+      const { stdout } = await run('bash', ['-euo', 'pipefail', '-c', commands], {
+        cwd: dir,
+        env: { ...process.env, PATH: `${join(dir, 'bin')}:${process.env.PATH}`, REAL_KUBECTL: kubectl },
+      });
+      const deployment = parseAllDocuments(stdout)
+        .map((d) => d.toJS() as Manifest)
+        .find((m) => m?.kind === 'Deployment')!;
+      assert.ok(deployment, 'the kustomization holds the Deployment');
+      assert.equal(
+        deployment.spec.template.spec.containers[0].image,
+        `registry.example/team/workload-identity-webhook@sha256:${digest}`,
+      );
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });
