@@ -13,10 +13,15 @@
 # Node.js and Debian packages and rewrites the lock and these lines; review and commit both.
 # Elsewhere, run scripts/runtime-base.sh first (it needs root and buildah), or push the bases
 # to a registry and pass its references as RUNTIME_BASE_AMD64/ARM64 build arguments.
-# The build stage's image (NODE_IMAGE) is not pinned: nothing of it ships. What it makes, the
-# bundle, follows from package-lock.json (npm ci checks every package's integrity, esbuild
-# included) and src/.
-ARG NODE_IMAGE=node:24-bookworm-slim
+# The build stage's image (NODE_IMAGE) ships nothing, but it runs npm, esbuild and the bundler
+# that make what ships, so it is pinned too: the multi-arch index of the official
+# node:24-bookworm-slim (Node.js 24.19.0) by digest, as docker-library/repo-info recorded it
+# (repos/node/remote/24-bookworm-slim.md). Any builder pulls it from Docker Hub; the tests,
+# which have no registry, pass their local stand-in (scripts/base-image.sh) as NODE_IMAGE, and so
+# does `npm run release`. To refresh: `docker buildx imagetools inspect node:24-bookworm-slim`,
+# then this line. What the stage makes, the bundle, follows from package-lock.json (npm ci checks
+# every package's integrity, esbuild included) and src/.
+ARG NODE_IMAGE=node:24-bookworm-slim@sha256:a9f5f7c91a432850b2a8a7797adf5eadb6c733ceed61167806cee7ea7fbc29df
 ARG RUNTIME_BASE_AMD64=localhost/workload-identity-webhook-runtime@sha256:39363725df48c2af4000c9bd4c1b1c9d212ad1f32d9a1c3f4ac8309c53fc8384
 ARG RUNTIME_BASE_ARM64=localhost/workload-identity-webhook-runtime@sha256:6c262dbd867386532ac8fda5f53b3b6e8a7b6161f71dd58150ca7684986d1d35
 # The base of the image being built: the build scripts pass the pin of the target platform

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Provides the images the node suite and `demo --node` load into containerd, built without any
-# registry: the base image (scripts/base-image.sh: the Dockerfile's build stage, and the SDK
-# probes' Pods), the runtime bases the Dockerfile pins (scripts/runtime-base.sh), the pause image
+# registry: the base image (scripts/base-image.sh: the stand-in for the Dockerfile's pinned build
+# stage, and the SDK probes' Pods), the runtime bases the Dockerfile pins (scripts/runtime-base.sh), the pause image
 # (scripts/pause-image.sh) and the webhook image built from the Dockerfile with buildah for this
 # machine's platform, never pulling. Each image the node loads is exported once per image ID as a
 # docker-archive in the cache; later runs reuse the archives.
@@ -40,8 +40,10 @@ if [ -n "${NODE_EXTRA_CA_CERTS:-}" ] && [ -f "$NODE_EXTRA_CA_CERTS" ]; then
   build_args+=(--volume "$NODE_EXTRA_CA_CERTS:/run/wiw-extra-ca.pem:ro" --build-arg NODE_EXTRA_CA_CERTS=/run/wiw-extra-ca.pem)
 fi
 start=$(date +%s)
-# --layers: unchanged steps come from the cache; --pull=never: FROM resolves to the local base.
-bh build --quiet --layers --pull-never --network host "${build_args[@]}" \
+# --layers: unchanged steps come from the cache; --pull=never: FROM resolves to the local bases.
+# NODE_IMAGE: the Dockerfile pins Docker Hub's node:24-bookworm-slim by digest; this machine has
+# no registry, so the build stage runs on the local stand-in of scripts/base-image.sh.
+bh build --quiet --layers --pull-never --network host "${build_args[@]}" --build-arg "NODE_IMAGE=$base" \
   --platform "linux/$arch" --build-arg "BUILDPLATFORM=linux/$arch" --build-arg "RUNTIME_BASE=$runtime_base" \
   --tag "$WEBHOOK_IMAGE" --file Dockerfile . >"$STORAGE/webhook-build.log" 2>&1 ||
   die "building $WEBHOOK_IMAGE failed: $(tail -30 "$STORAGE/webhook-build.log")"

@@ -126,7 +126,8 @@ const hostArch = (): string => ({ x64: 'amd64', arm64: 'arm64' })[process.arch a
 
 /** Builds the image of each platform from the Dockerfile; returns the local names. */
 async function buildImages(version: string): Promise<Map<string, string>> {
-  await exec('bash', ['scripts/base-image.sh']);
+  // The build stage's local stand-in for the Docker Hub image the Dockerfile pins (no registry here).
+  const nodeImage = (await exec('bash', ['scripts/base-image.sh'])).trim();
   const bases = await scriptVars('scripts/runtime-base.sh');
   const revision = (await run('git', ['rev-parse', 'HEAD'], { cwd: REPO }).catch(() => ({ stdout: '' }))).stdout.trim();
   const ca = process.env.NODE_EXTRA_CA_CERTS;
@@ -145,6 +146,8 @@ async function buildImages(version: string): Promise<Map<string, string>> {
       platform,
       '--build-arg',
       `BUILDPLATFORM=linux/${hostArch()}`,
+      '--build-arg',
+      `NODE_IMAGE=${nodeImage}`,
       '--build-arg',
       `RUNTIME_BASE=${bases[`RUNTIME_BASE_${arch(platform).toUpperCase()}`]}`,
       '--build-arg',

@@ -2,6 +2,7 @@
 // admission, the token requestor, the CLI): which ServiceAccount and OS a Pod has, and the labels
 // and annotations of GEP-26 Secrets: Gardener's, which this webhook honours so Gardener's token
 // requestor can be the writer, and the project's own (`workload-identity-webhook.io/`).
+import { MAX_TOKEN_PATH } from './bounds.ts';
 import type { Pod } from './kube/types.ts';
 
 export function serviceAccountNameOf(pod: Pod): string {
@@ -42,7 +43,7 @@ const TOKEN_PATH = /^(?:\/|[A-Za-z]:\\)[A-Za-z0-9._\-/\\]*$/;
 
 /** An absolute POSIX path, or a Windows one (C:\\...), in the safe character set. */
 export function isTokenPath(value: string): boolean {
-  return value.length <= 1024 && TOKEN_PATH.test(value);
+  return value.length <= MAX_TOKEN_PATH && TOKEN_PATH.test(value);
 }
 
 /** Where Gardener's provider extensions mount the Secret (WorkloadIdentityMountPath) plus `/token`. */

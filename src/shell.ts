@@ -1,7 +1,12 @@
-// Text printed for a human to paste into a shell (`trust` commands, `doctor`'s fixes, `issuer
-// publish`'s flags). Every value in it may come from an annotation or a manifest a tenant wrote,
-// so: each word of a command is quoted here, a comment cannot end early, and the callers check a
-// value's form before it goes into a command at all (a value of the wrong form gets a FAIL line).
+// The one quoting module: every value that reaches a shell, or the kubelet's $(NAME) expansion,
+// goes through it. Two audiences:
+// - text printed for a human to paste into a shell (`trust` commands, `doctor`'s fixes, `issuer
+//   publish`'s flags). Every value in it may come from an annotation or a manifest a tenant wrote,
+//   so: each word of a command is quoted here, a comment cannot end early, and the callers check a
+//   value's form before it goes into a command at all (a value of the wrong form gets a FAIL line);
+// - what the webhook writes into a Pod for the kubelet and a container's shell (pfnet's gcloud
+//   setup script): a script names its values as "$NAME" and reads them from its environment, so
+//   no value is ever part of its text, and every $ is escaped for the kubelet (kubeletLiteral).
 
 /** Characters a word may hold unquoted: nothing the shell expands, splits or globs. */
 const BARE = /^[A-Za-z0-9_@%+=:,./-]+$/;
@@ -26,6 +31,29 @@ export function shellCommand(words: readonly string[]): string {
 /** A command's output as one word: "$(command)", its own words quoted inside. */
 export function shellSubstitution(words: readonly string[]): string {
   return `"$(${shellCommand(words)})"`;
+}
+
+/** An environment variable's name, as POSIX shells and the kubelet's $(NAME) read one. */
+const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+/**
+ * A variable of the script's environment as one shell word: "$NAME", double-quoted so the value
+ * is neither split nor globbed. The value stays in the environment: whatever it holds, the shell
+ * never reads it as syntax. Names are the caller's constants; a name that is not one is a bug.
+ */
+export function shellVariable(name: string): string {
+  if (!ENV_NAME.test(name)) throw new TypeError(`shellVariable: "${name}" is not an environment variable name`);
+  return `"$${name}"`;
+}
+
+/**
+ * Text the kubelet passes on unchanged. It expands $(NAME) in a container's command, args and
+ * env values, from the container's environment (an unknown name stays as written), and reads $$
+ * as $ (k8s.io/kubernetes third_party/forked/golang/expansion): with every $ doubled, nothing is
+ * expanded, and the container gets exactly this text.
+ */
+export function kubeletLiteral(text: string): string {
+  return text.replaceAll('$', () => '$$');
 }
 
 /**

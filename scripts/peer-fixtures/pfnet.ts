@@ -196,7 +196,7 @@ mkdirSync(outDir, { recursive: true });
       { volumes: volumes('test-audience', 3600, 0o440, 'gcloud') },
       { annotations: podAnn },
     ),
-    differences: ['injection-record', 'api-server-defaults', 'gcp-google-cloud-project'],
+    differences: ['injection-record', 'api-server-defaults', 'gcp-google-cloud-project', 'gcp-setup-script-env'],
     warnings: [providerWarning],
   });
   write('mutator-direct-injection', {
@@ -364,7 +364,7 @@ mkdirSync(outDir, { recursive: true });
         },
       },
     ),
-    differences: ['injection-record', 'gcp-google-cloud-project'],
+    differences: ['injection-record', 'gcp-google-cloud-project', 'gcp-setup-script-env'],
     warnings: [providerWarning],
   });
 }
@@ -506,19 +506,19 @@ const writeHelper = (name: string, fixture: Record<string, unknown>) =>
         case: 'TestGcloudSetupContainer/Without runAsUser and resources',
         input: { ...args, runAsUser: null, resources: null },
         expected: template,
-        differences: [],
+        differences: ['gcp-setup-script-env'],
       },
       {
         case: 'TestGcloudSetupContainer/With runAsUser',
         input: { ...args, runAsUser: 1000, resources: null },
         expected: setupContainer(args.workloadIdProvider, args.saEmail, args.project, 1000, undefined),
-        differences: [],
+        differences: ['gcp-setup-script-env'],
       },
       {
         case: 'TestGcloudSetupContainer/With resources',
         input: { ...args, runAsUser: null, resources: SETUP_RESOURCES },
         expected: setupContainer(args.workloadIdProvider, args.saEmail, args.project, undefined, SETUP_RESOURCES),
-        differences: [],
+        differences: ['gcp-setup-script-env'],
       },
     ],
   });

@@ -6,7 +6,8 @@ import type { RecordKeys } from '../mutate/injection-record.ts';
 import type { InjectionPolicy, TenantJudges } from '../policy/gate.ts';
 import type { PodProvider } from '../clouds/types.ts';
 import { allowed, denied, patched, type AdmissionRequest, type Decision } from './review.ts';
-import { METADATA_SHAPE, shapeError, type Shape } from './shape.ts';
+import { podReadsProblem } from './pod-reads.ts';
+import { DNS_LABEL, DNS_SUBDOMAIN, METADATA_SHAPE, shapeError, type Shape } from './shape.ts';
 
 /** The ServiceAccount cache's lookup: a hit answers at once, a miss later; awaited either way. */
 export type ServiceAccountLookup = (
@@ -16,18 +17,18 @@ export type ServiceAccountLookup = (
 
 const CONTAINER_SHAPE: Shape = {
   fields: {
-    name: 'string',
+    name: DNS_LABEL,
     image: 'string',
     command: { list: 'string' },
     env: { list: { fields: { name: 'string', value: 'string' }, required: ['name'] } },
-    volumeMounts: { list: { fields: { name: 'string', mountPath: 'string' }, required: ['name', 'mountPath'] } },
+    volumeMounts: { list: { fields: { name: DNS_LABEL, mountPath: 'string' }, required: ['name', 'mountPath'] } },
   },
   required: ['name'],
 };
 
 const VOLUME_SHAPE: Shape = {
   fields: {
-    name: 'string',
+    name: DNS_LABEL,
     projected: {
       fields: {
         sources: {
@@ -62,14 +63,14 @@ const POD_SHAPE: Shape = {
     metadata: METADATA_SHAPE,
     spec: {
       fields: {
-        serviceAccountName: 'string',
-        serviceAccount: 'string',
+        serviceAccountName: DNS_SUBDOMAIN,
+        serviceAccount: DNS_SUBDOMAIN,
         hostNetwork: 'boolean',
         nodeSelector: { map: 'string' },
         os: { fields: { name: 'string' } },
         containers: { list: CONTAINER_SHAPE },
         initContainers: { list: CONTAINER_SHAPE },
-        ephemeralContainers: { list: { fields: {} } },
+        ephemeralContainers: { list: { fields: { name: DNS_LABEL } } },
         volumes: { list: VOLUME_SHAPE },
       },
     },
@@ -156,6 +157,8 @@ export async function admitPod(
   const pod = request.object as Pod;
   const shape = podShapeError(pod);
   if (shape) return denied(denial('MalformedObject', `the Pod cannot be read: ${shape}`));
+  const over = podReadsProblem(pod, providers);
+  if (over) return denied(denial('TooLarge', `the Pod cannot be read: ${over}`));
   // Checked before any work: the cost of a Pod grows with its containers.
   const containers = containerCount(pod);
   if (maxContainers !== undefined && containers > maxContainers) {

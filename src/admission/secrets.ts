@@ -6,7 +6,8 @@ import { judgeSecret } from './judge-secret.ts';
 import type { ServiceAccountLookup } from './pods.ts';
 import { allowed, denied, patched, type AdmissionRequest, type Decision } from './review.ts';
 import { METADATA_SHAPE, shapeError } from './shape.ts';
-import { isObject } from '../model.ts';
+import { isObject, SERVICE_ACCOUNT_ANNOTATION, TOKEN_PATH_ANNOTATION } from '../model.ts';
+import { MAX_SECRET_CONFIG_BYTES, MAX_SECRET_REFERENCE, MAX_TOKEN_PATH } from '../bounds.ts';
 
 /** Checks the shape the Secret core relies on; the API server sends typed objects, others may not. */
 export function secretShapeError(secret: unknown): string | undefined {
@@ -23,6 +24,27 @@ export function secretShapeError(secret: unknown): string | undefined {
   ) {
     return 'data is not a map of base64 strings';
   }
+  return boundsProblem(secret as Secret);
+}
+
+// What the Secret core reads, each with its size: checked before it parses anything.
+const SECRET_ANNOTATIONS: readonly [string, number][] = [
+  [SERVICE_ACCOUNT_ANNOTATION, MAX_SECRET_REFERENCE],
+  [TOKEN_PATH_ANNOTATION, MAX_TOKEN_PATH],
+];
+/** `config` is base64 in `data`: four characters for three bytes. */
+const MAX_CONFIG_BASE64 = Math.ceil(MAX_SECRET_CONFIG_BYTES / 3) * 4;
+
+function boundsProblem({ metadata, data }: Secret): string | undefined {
+  const annotations = metadata?.annotations ?? {};
+  for (const [key, max] of SECRET_ANNOTATIONS) {
+    const value = Object.hasOwn(annotations, key) ? annotations[key] : undefined;
+    if (value !== undefined && value.length > max)
+      return `metadata.annotations[${JSON.stringify(key)}] is ${value.length} characters long, more than the ${max} it may have`;
+  }
+  const config = data && Object.hasOwn(data, 'config') ? data.config : undefined;
+  if (config !== undefined && config.length > MAX_CONFIG_BASE64)
+    return `data.config is ${config.length} characters of base64, more than the ${MAX_CONFIG_BASE64} of ${MAX_SECRET_CONFIG_BYTES} bytes a WorkloadIdentityConfig may have`;
   return undefined;
 }
 

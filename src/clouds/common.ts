@@ -1,4 +1,6 @@
+import { MAX_LIST_ENTRIES, MAX_LIST_ENTRY } from '../bounds.ts';
 import { denial, type Denial } from '../errors.ts';
+import { clip } from '../limits.ts';
 import type { Container, DownwardAPIFile, Pod, Volume } from '../kube/types.ts';
 import type { TokenBounds } from './facts.ts';
 
@@ -135,10 +137,10 @@ export function splitList(value: string): string[] {
 }
 
 /** `key=value` entries of a list annotation; an entry without "=" or with an empty side is a problem. */
-function parsePairs(value: string): { pairs: [string, string][]; bad: string[] } {
+function parsePairs(entries: readonly string[]): { pairs: [string, string][]; bad: string[] } {
   const pairs: [string, string][] = [];
   const bad: string[] = [];
-  for (const entry of splitList(value)) {
+  for (const entry of entries) {
     const at = entry.indexOf('=');
     if (at <= 0 || at === entry.length - 1) bad.push(entry);
     else pairs.push([entry.slice(0, at), entry.slice(at + 1)]);
@@ -162,16 +164,30 @@ export interface NamedEntries {
   twice(name: string): string;
 }
 
+/** An entry as a message shows it: quoted, and clipped (an entry may be anything its author wrote). */
+const shown = (entry: string) => JSON.stringify(clip(entry, 80));
+
 /**
  * The `<name>=<value>` entries of a list annotation, each name valid and given once; a malformed
  * entry, an empty list, a bad or repeated name is an InvalidAnnotation denial. Values are the caller's.
+ * More than MAX_LIST_ENTRIES entries, or an entry longer than MAX_LIST_ENTRY, is refused before
+ * any is read: the work and the messages stay as small as a legitimate list's.
  */
 export function parseNamedEntries(value: string, rules: NamedEntries): [string, string][] | Denial {
-  const { pairs, bad } = parsePairs(value);
   const { key, form } = rules;
+  const listed = splitList(value);
+  if (listed.length > MAX_LIST_ENTRIES)
+    return denial('TooLarge', `${key} lists ${listed.length} entries, more than the ${MAX_LIST_ENTRIES} it may have`);
+  const long = listed.find((entry) => entry.length > MAX_LIST_ENTRY);
+  if (long !== undefined)
+    return denial(
+      'TooLarge',
+      `${key}: the entry ${shown(long)} is ${long.length} characters long, more than the ${MAX_LIST_ENTRY} an entry may have`,
+    );
+  const { pairs, bad } = parsePairs(listed);
   if (bad.length > 0)
-    return denial('InvalidAnnotation', `${key}: ${bad.map((b) => `"${b}"`).join(', ')} is not ${rules.entry}; ${form}`);
-  if (pairs.length === 0) return denial('InvalidAnnotation', `${key}="${value}" names no ${rules.noun}; ${form}`);
+    return denial('InvalidAnnotation', `${key}: ${bad.map(shown).join(', ')} is not ${rules.entry}; ${form}`);
+  if (pairs.length === 0) return denial('InvalidAnnotation', `${key}=${shown(value)} names no ${rules.noun}; ${form}`);
   const seen = new Set<string>();
   for (const [name] of pairs) {
     const problem = rules.nameProblem(name) ?? (seen.has(name) ? rules.twice(name) : undefined);

@@ -26,6 +26,12 @@ export interface Injection {
   /** Runs before every other init container (pfnet's gcloud setup); never mutated itself. */
   initContainer?: Container;
   /**
+   * Other commands of the same setup (pfnet's own script): an init container of that name, with
+   * one of them and otherwise `initContainer`'s image and env, is the peer's setup already there
+   * (both webhooks installed during a migration), not a conflict.
+   */
+  initContainerAlike?: readonly (readonly string[])[];
+  /**
    * Containers added whole (the Azure peer's proxy), already carrying what this provider gives a
    * container; never mutated. A container of the same name in the Pod is kept instead, as the peer does.
    */
@@ -92,10 +98,23 @@ export interface PodContext {
   windows: boolean;
 }
 
+/**
+ * What a provider reads of the Pod itself, each with its size (src/bounds.ts): admission checks
+ * them before any work, so a Pod over one is refused by name and bound and costs nothing more.
+ */
+export interface PodReads {
+  /** Pod annotations: the longest value each may have; a list's separator, to count its entries. */
+  readonly annotations: readonly { key: string; max: number; separator?: string }[];
+  /** Variables whose value a container may set and the webhook compares with its own. */
+  readonly credentialEnv: ReadonlySet<string>;
+}
+
 export interface PodProvider {
   readonly name: ProviderName;
   /** ServiceAccount annotation prefixes this provider reads; the cache keeps only these. */
   readonly annotationPrefixes: readonly string[];
+  /** What it reads of the Pod, bounded. */
+  readonly podReads: PodReads;
   /** undefined: this provider has nothing to inject into this Pod. */
   resolvePod(ctx: PodContext): Injection | Denial | undefined;
 }

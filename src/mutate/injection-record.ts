@@ -7,6 +7,8 @@
 // digest of each value it added. A forged record fails the signature; a genuine one copied from
 // another Pod removes only items equal to what the webhook itself injected. Its size does not grow
 // with the number of containers: values are recorded once, not per container.
+import { MAX_ANNOTATIONS_BYTES } from '../bounds.ts';
+import { ByteMemo } from './byte-memo.ts';
 import { createHmac, createSecretKey, hash, hkdfSync, randomBytes, timingSafeEqual, type KeyObject } from 'node:crypto';
 
 export const INJECTED_ANNOTATION = 'workload-identity-webhook.io/injected';
@@ -37,18 +39,25 @@ export interface InjectionRecord {
   lab?: Entry[];
 }
 
-/** Short, collision-resistant digest of a value: the record never holds a value itself. */
+/** Short, collision-resistant digest of a value: the record never holds a value itself. Not remembered: the value may be anyone's. */
 export function digest(value: string): string {
-  // The same few values (a role ARN, a token path) come back on every admission: remembered.
+  return hash('sha256', value, 'base64url').slice(0, 16);
+}
+
+/**
+ * The digest of a value the webhook itself adds (a role ARN, a token path, a volume it projects):
+ * the same few come back on every admission, so they are remembered, within a byte budget. Never
+ * for a value the Pod carries: its author could make the process keep it.
+ */
+export function injectedDigest(value: string): string {
   let d = DIGESTS.get(value);
   if (d === undefined) {
-    if (DIGESTS.size >= 4096) DIGESTS.clear();
-    d = hash('sha256', value, 'base64url').slice(0, 16);
+    d = digest(value);
     DIGESTS.set(value, d);
   }
   return d;
 }
-const DIGESTS = new Map<string, string>();
+const DIGESTS = new ByteMemo();
 
 /**
  * Keys that sign records. The first signs; all verify (the previous key stays valid across a
@@ -76,47 +85,53 @@ export class RecordKeys {
   }
 
   sign(namespace: string, record: InjectionRecord): string {
-    return this.#mac(this.#keys[0], namespace, record);
-  }
-
-  verify(namespace: string, record: InjectionRecord, mac: string): boolean {
-    const given = Buffer.from(mac);
-    return this.#keys.some((key) => {
-      const expected = Buffer.from(this.#mac(key, namespace, record));
-      return expected.length === given.length && timingSafeEqual(expected, given);
-    });
-  }
-
-  // Records repeat (every Pod of a Deployment gets the same): their MACs are remembered per key.
-  readonly #macs = new Map<KeyObject, Map<string, string>>();
-
-  #mac(key: KeyObject, namespace: string, r: InjectionRecord): string {
-    // ctr and lab only when present, each tagged: records written before they existed keep their MAC.
-    const body = JSON.stringify([
-      r.v,
-      namespace,
-      r.sa,
-      r.env,
-      r.vol,
-      r.ann,
-      r.keep,
-      r.init ?? [],
-      ...(r.ctr ? [['ctr', r.ctr]] : []),
-      ...(r.lab?.length ? [['lab', r.lab]] : []),
-    ]);
-    let memo = this.#macs.get(key);
+    const body = bodyOf(namespace, record);
+    let memo = this.#macs.get(this.#keys[0]);
     if (!memo) {
-      memo = new Map();
-      this.#macs.set(key, memo);
+      memo = new ByteMemo();
+      this.#macs.set(this.#keys[0], memo);
     }
     let mac = memo.get(body);
     if (mac === undefined) {
-      if (memo.size >= 4096) memo.clear();
-      mac = createHmac('sha256', key).update(body).digest('base64url').slice(0, 22);
+      mac = hmac(this.#keys[0], body);
       memo.set(body, mac);
     }
     return mac;
   }
+
+  verify(namespace: string, record: InjectionRecord, mac: string): boolean {
+    const given = Buffer.from(mac);
+    const body = bodyOf(namespace, record);
+    return this.#keys.some((key) => {
+      // Looked up, never kept: a record read from a Pod is the author's until its MAC matches.
+      const expected = Buffer.from(this.#macs.get(key)?.get(body) ?? hmac(key, body));
+      return expected.length === given.length && timingSafeEqual(expected, given);
+    });
+  }
+
+  // Records repeat (every Pod of a Deployment gets the same): the MACs of those this process
+  // signed are remembered per key, within a byte budget.
+  readonly #macs = new Map<KeyObject, ByteMemo>();
+}
+
+/** What a MAC covers. ctr and lab only when present, each tagged: records written before they existed keep their MAC. */
+function bodyOf(namespace: string, r: InjectionRecord): string {
+  return JSON.stringify([
+    r.v,
+    namespace,
+    r.sa,
+    r.env,
+    r.vol,
+    r.ann,
+    r.keep,
+    r.init ?? [],
+    ...(r.ctr ? [['ctr', r.ctr]] : []),
+    ...(r.lab?.length ? [['lab', r.lab]] : []),
+  ]);
+}
+
+function hmac(key: KeyObject, body: string): string {
+  return createHmac('sha256', key).update(body).digest('base64url').slice(0, 22);
 }
 
 /** The annotation's value: the record and its signature. */
@@ -126,7 +141,8 @@ export function writeRecord(keys: RecordKeys, namespace: string, record: Injecti
 
 /** The record, if the annotation holds one this webhook signed for this namespace. */
 export function readRecord(keys: RecordKeys, namespace: string, raw: string | undefined): InjectionRecord | undefined {
-  if (!raw || raw.length > 256 * 1024) return undefined;
+  // No genuine record is larger than a Pod's annotations may be (admission refused larger ones).
+  if (!raw || raw.length > MAX_ANNOTATIONS_BYTES) return undefined;
   let parsed: unknown;
   try {
     parsed = JSON.parse(raw);
@@ -160,11 +176,24 @@ export class EntrySet {
     for (const e of entries) this.add(e[0], e[1]);
   }
 
+  // Built on the first match: most sets are only added to.
+  #names: Set<string> | undefined;
+
   add(name: string, value: string): void {
     const key = `${name}\u0000${value}`;
     if (this.#set.has(key)) return;
     this.#set.add(key);
+    this.#names?.add(name);
     this.entries.push([name, value]);
+  }
+
+  /**
+   * Whether an entry has this name and the digest of this value (a value the Pod carries, not
+   * remembered): the name is asked first, so a value is read and digested only when it may match.
+   */
+  matches(name: string, value: () => string): boolean {
+    this.#names ??= new Set(this.entries.map((e) => e[0]));
+    return this.#names.has(name) && this.has(name, digest(value()));
   }
 
   has(name: string, value: string): boolean {

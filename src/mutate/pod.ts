@@ -1,11 +1,12 @@
+import { annotationsBytes, MAX_ANNOTATIONS_BYTES } from '../bounds.ts';
 import { denial, type Denial, isDenial, mergeDenials } from '../errors.ts';
 import type { Container, Pod, ServiceAccountView, Volume, VolumeMount } from '../kube/types.ts';
 import { isWindowsPod, serviceAccountNameOf } from '../model.ts';
 import type { Injection, PodProvider } from '../clouds/types.ts';
 import {
-  digest,
   EntrySet,
   INJECTED_ANNOTATION,
+  injectedDigest,
   readRecord,
   RecordKeys,
   writeRecord,
@@ -125,7 +126,7 @@ function planPodPatch(original: Pod, injections: Injection[], ctx: PlanContext):
   for (const s of planning.shadowed) warnings.push(shadowWarning(s));
   const setups = planSetups(spec, injections, conflicts);
   if (conflicts.length > 0) {
-    return { allowed: false, denial: denial('Conflict', conflicts.join('; ')) };
+    return { allowed: false, denial: denial('Conflict', listed(conflicts)) };
   }
 
   const additions: Additions = { volumes, setups, added, ...metadataOf(injections) };
@@ -135,6 +136,8 @@ function planPodPatch(original: Pod, injections: Injection[], ctx: PlanContext):
     ...recorded(next, pod, additions),
   };
   additions.annotations[INJECTED_ANNOTATION] = writeRecord(ctx.keys, ctx.namespace, written);
+  const tooLarge = annotationsProblem(pod.metadata?.annotations, additions.annotations);
+  if (tooLarge) return { allowed: false, denial: tooLarge };
   addAll(ops, pod, additions, planning.ops);
   return {
     allowed: true,
@@ -143,6 +146,37 @@ function planPodPatch(original: Pod, injections: Injection[], ctx: PlanContext):
     warnings,
     shadowed: planning.shadowed.map(({ provider, variable }) => ({ provider, variable })),
   };
+}
+
+/** Conflicts as a message: the first few and how many more (one a container: up to 500). */
+function listed(conflicts: string[], shown = 5): string {
+  const more = conflicts.length - shown;
+  return conflicts.slice(0, shown).join('; ') + (more > 0 ? `; and ${more} more like these` : '');
+}
+
+/**
+ * kube-apiserver stores no object whose annotations, keys and values, exceed 256 KiB: a patch
+ * that would take the Pod over is refused here, with what the webhook adds named, not answered
+ * for the API server to refuse (role-arns of 1,737 profiles did).
+ */
+function annotationsProblem(
+  own: Readonly<Record<string, string>> | undefined,
+  added: Readonly<Record<string, string>>,
+): Denial | undefined {
+  // An added key the Pod has already is replaced: its own value no longer counts.
+  let bytes = annotationsBytes(own) + annotationsBytes(added);
+  for (const key of Object.keys(added))
+    if (own && Object.hasOwn(own, key)) bytes -= Buffer.byteLength(key) + Buffer.byteLength(own[key]);
+  if (bytes <= MAX_ANNOTATIONS_BYTES) return undefined;
+  const largest = Object.keys(added)
+    .map((key) => ({ key, bytes: Buffer.byteLength(key) + Buffer.byteLength(added[key]) }))
+    .sort((a, b) => b.bytes - a.bytes)
+    .slice(0, 3)
+    .map((a) => `${a.key} (${a.bytes} bytes)`);
+  return denial(
+    'TooLarge',
+    `with the annotations workload-identity-webhook adds (${largest.join(', ')}), the Pod's annotations would hold ${bytes} bytes, more than the ${MAX_ANNOTATIONS_BYTES} kube-apiserver stores; name fewer roles or providers in the ServiceAccount's annotations, or give the Pod fewer annotations of its own`,
+  );
 }
 
 /**
@@ -192,11 +226,14 @@ function planAdded(spec: NonNullable<Pod['spec']>, injections: Injection[]): Add
 /** Setup init containers; one of the same name that runs something else is the user's, a conflict. */
 function planSetups(spec: NonNullable<Pod['spec']>, injections: Injection[], conflicts: string[]): Container[] {
   const setups: Container[] = [];
-  for (const { initContainer } of injections) {
+  for (const { initContainer, initContainerAlike = [] } of injections) {
     if (!initContainer) continue;
     const existing = spec.initContainers?.find((c) => c.name === initContainer.name);
     if (!existing) setups.push(initContainer);
-    else if (!sameSetup(existing, initContainer)) {
+    else if (
+      !sameSetup(existing, initContainer) &&
+      !initContainerAlike.some((command) => sameSetup(existing, { ...initContainer, command: [...command] }))
+    ) {
       conflicts.push(
         `the Pod already has an init container named "${initContainer.name}" that is not the one the webhook injects; rename it`,
       );
@@ -245,14 +282,15 @@ function recorded(
   pod: Pod,
   { volumes, setups, added, annotations, labels }: Additions,
 ): Omit<InjectionRecord, 'v' | 'sa'> {
-  for (const v of volumes) next.vol.add(v.name, digest(volumeKey(v)));
-  for (const c of setups) next.init.add(c.name, digest(setupKey(c)));
+  for (const v of volumes) next.vol.add(v.name, injectedDigest(volumeKey(v)));
+  for (const c of setups) next.init.add(c.name, injectedDigest(setupKey(c)));
   for (const c of [...added.initContainers.first, ...added.initContainers.last])
-    next.init.add(c.name, digest(setupKey(c)));
-  for (const c of [...added.containers.first, ...added.containers.last]) next.ctr.add(c.name, digest(setupKey(c)));
-  for (const [key, value] of Object.entries(annotations)) next.ann.add(key, digest(value));
+    next.init.add(c.name, injectedDigest(setupKey(c)));
+  for (const c of [...added.containers.first, ...added.containers.last])
+    next.ctr.add(c.name, injectedDigest(setupKey(c)));
+  for (const [key, value] of Object.entries(annotations)) next.ann.add(key, injectedDigest(value));
   for (const [key, value] of Object.entries(labels))
-    if (pod.metadata?.labels?.[key] !== value) next.lab.add(key, digest(value));
+    if (pod.metadata?.labels?.[key] !== value) next.lab.add(key, injectedDigest(value));
   return {
     env: next.env.entries,
     vol: next.vol.entries,
@@ -316,15 +354,15 @@ function removeRecorded(pod: Pod, record: InjectionRecord, ops: PatchOperation[]
   const keep = new EntrySet(record.keep);
   const vols = new EntrySet(record.vol);
   const removedVolumes = new Set(
-    (spec.volumes ?? []).filter((v) => vols.has(v.name, digest(volumeKey(v)))).map((v) => v.name),
+    (spec.volumes ?? []).filter((v) => vols.matches(v.name, () => volumeKey(v))).map((v) => v.name),
   );
   const inits = new EntrySet(record.init);
   const removedInit = new Set(
-    (spec.initContainers ?? []).filter((c) => inits.has(c.name, digest(setupKey(c)))).map((c) => c.name),
+    (spec.initContainers ?? []).filter((c) => inits.matches(c.name, () => setupKey(c))).map((c) => c.name),
   );
   const ctrs = new EntrySet(record.ctr);
   const removedCtr = new Set(
-    (spec.containers ?? []).filter((c) => ctrs.has(c.name, digest(setupKey(c)))).map((c) => c.name),
+    (spec.containers ?? []).filter((c) => ctrs.matches(c.name, () => setupKey(c))).map((c) => c.name),
   );
   const prune = <T>(base: string, list: T[] | undefined, drop: (item: T) => boolean): T[] | undefined => {
     if (!list) return list;
@@ -339,7 +377,7 @@ function removeRecorded(pod: Pod, record: InjectionRecord, ops: PatchOperation[]
         c.env,
         // An empty value we added is stored without one (the API server omits empty strings).
         (e) =>
-          e.valueFrom === undefined && env.has(e.name, digest(e.value ?? '')) && !keep.has(prefix + c.name, e.name),
+          e.valueFrom === undefined && env.matches(e.name, () => e.value ?? '') && !keep.has(prefix + c.name, e.name),
       ),
       // A mount of a volume that goes would leave the Pod invalid: it goes too.
       volumeMounts: prune(`${base}/${i}/volumeMounts`, c.volumeMounts, (m) => removedVolumes.has(m.name)),
@@ -367,14 +405,14 @@ function removeRecorded(pod: Pod, record: InjectionRecord, ops: PatchOperation[]
   const annotations = { ...pod.metadata?.annotations };
   const ann = new EntrySet(record.ann);
   for (const key of Object.keys(annotations)) {
-    if (key !== INJECTED_ANNOTATION && !ann.has(key, digest(annotations[key]))) continue;
+    if (key !== INJECTED_ANNOTATION && !ann.matches(key, () => annotations[key])) continue;
     ops.push({ op: 'remove', path: `/metadata/annotations/${escapePointerToken(key)}` });
     delete annotations[key];
   }
   const labels = pod.metadata?.labels && { ...pod.metadata.labels };
   const lab = new EntrySet(record.lab);
   for (const key of Object.keys(labels ?? {})) {
-    if (!lab.has(key, digest(labels![key]))) continue;
+    if (!lab.matches(key, () => labels![key])) continue;
     ops.push({ op: 'remove', path: `/metadata/labels/${escapePointerToken(key)}` });
     delete labels![key];
   }
@@ -448,7 +486,11 @@ function planContainers(
           noteShadowed(shadowed, injection, container.name, group, userEnv, record);
           // The user's own copy of the very value the webhook adds stays the user's.
           for (const e of group) {
-            if (e.value === undefined || userEnv.get(e.name) !== e.value || record.prior.has(e.name, digest(e.value)))
+            if (
+              e.value === undefined ||
+              userEnv.get(e.name) !== e.value ||
+              record.prior.has(e.name, injectedDigest(e.value))
+            )
               continue;
             record.keep.add(recordPrefix + container.name, e.name);
           }
@@ -457,7 +499,7 @@ function planContainers(
         for (const e of group) {
           env.push(e);
           added.add(e.name);
-          if (e.value !== undefined) record.env.add(e.name, digest(e.value));
+          if (e.value !== undefined) record.env.add(e.name, injectedDigest(e.value));
         }
       }
     }
@@ -485,7 +527,7 @@ function noteShadowed(
   for (const e of group) {
     if (!injection.credentialEnv?.has(e.name) || !userEnv.has(e.name)) continue;
     const own = userEnv.get(e.name);
-    if (own === e.value || (own !== undefined && record.prior.has(e.name, digest(own)))) continue;
+    if (own === e.value || (own !== undefined && record.prior.matches(e.name, () => own))) continue;
     out.push({ provider: injection.provider, variable: e.name, container });
   }
 }

@@ -501,8 +501,9 @@ describe('availability, security and least privilege', () => {
       /tokenRequestor\.namespaces\.0: Does not match pattern/,
     );
     await assert.rejects(
-      withValuesFile({ tokenRequestor: { enabled: true, namespaces: ['apps'] } }, (file) =>
-        helm(['template', 'wiw', CHART, '--namespace', 'wiw-system', '--kube-version', '1.29.9', '-f', file]),
+      withValuesFile(
+        { tokenRequestor: { enabled: true, namespaces: ['apps'] }, podAnnotationPolicy: { enabled: false } },
+        (file) => helm(['template', 'wiw', CHART, '--namespace', 'wiw-system', '--kube-version', '1.29.9', '-f', file]),
       ),
       /tokenRequestor\.enabled needs Kubernetes 1\.30 or later/,
     );

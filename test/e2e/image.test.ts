@@ -88,6 +88,8 @@ describe('Dockerfile', () => {
   test("the build stage is Node.js of the major package.json asks for, on the machine's own platform", () => {
     const build = stages.find((s) => s.name === 'build')!;
     assert.match(build.image, new RegExp(`^node:${major}(-|$)`));
+    // Pinned (it runs npm, esbuild and the bundler): the official image's multi-arch index by digest.
+    assert.match(build.image, new RegExp(`^node:${major}-bookworm-slim@sha256:[0-9a-f]{64}$`));
     assert.equal(build.platform, '${BUILDPLATFORM}', 'the bundle is made once, natively, for every target');
     assert.equal(process.versions.node.split('.')[0], major, 'the test replays it with the same major');
     const lock = readFileSync(join(REPO, 'scripts/runtime-base.lock'), 'utf8');

@@ -13,6 +13,7 @@ import { stringify } from 'yaml';
 import { printable, shellComment, shellQuote } from '../../src/shell.ts';
 import type { TrustReport } from '../../src/trust/report.ts';
 import { issuerProblem } from '../../src/issuer/discovery.ts';
+import { HOSTILE } from '../support/hostile.ts';
 import {
   CLIENT,
   GCP_EMAIL as EMAIL,
@@ -24,25 +25,6 @@ import {
 const CLI = resolve(import.meta.dirname, '../../src/cli.ts');
 const dir = mkdtempSync(join(tmpdir(), 'wiw-hostile-'));
 const ISSUER = 'https://oidc.example.com/cluster-a';
-
-/** What an attacker writes: shell syntax, quotes, newlines and look-alikes of each. */
-const HOSTILE = [
-  '$(touch pwned)',
-  '`touch pwned`',
-  'x; touch pwned',
-  'x | touch pwned',
-  "x' ; touch pwned ; '",
-  'x" ; touch pwned ; "',
-  'x\ntouch pwned',
-  'x\r\ntouch pwned #',
-  '$(echo > pwned)',
-  '${IFS}touch${IFS}pwned',
-  'x && touch pwned',
-  '＄（touch pwned）', // fullwidth look-alikes
-  'x\u2028touch pwned',
-  'x\u202etouch pwned',
-  '\u2018; touch pwned; \u2019',
-];
 
 function sa(namespace: string, name: string, annotations: Record<string, string>): string {
   return stringify({ apiVersion: 'v1', kind: 'ServiceAccount', metadata: { namespace, name, annotations } });

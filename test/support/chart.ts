@@ -380,6 +380,7 @@ export async function plainManifests(): Promise<Map<string, string>> {
     'service.yaml',
     'deployment.yaml',
     'pdb.yaml',
+    'validatingadmissionpolicy.yaml',
     'mutatingwebhookconfiguration.yaml',
   ];
   const names = [...files.keys()].sort((a, b) => (order.indexOf(a) + 1 || 99) - (order.indexOf(b) + 1 || 99));

@@ -93,6 +93,24 @@ export const ROWS: Row[] = [
     },
   },
   {
+    // Our setup script reads its values from the environment ("$$NAME", $ doubled for the kubelet)
+    // where pfnet's names them $(NAME); nothing else of the container may differ for this row.
+    id: 'gcp-setup-script-env',
+    peers: ['pfnet'],
+    explain(ours, theirs) {
+      if (!admitted(ours) || !admitted(theirs)) return undefined;
+      const setup = (p: Pod) => p.spec?.initContainers?.find((c) => c.name === 'gcloud-setup');
+      const [mine, peer] = [setup(ours), setup(theirs)];
+      if (!mine || !peer) return undefined;
+      const command = peer.command as string[] | undefined;
+      if (command?.length !== 3) return undefined;
+      const quoted = command[2].replace(/\$\((\w+)\)/g, (_m, name: string) => `"$$${name}"`);
+      if (JSON.stringify(mine.command) !== JSON.stringify([...command.slice(0, 2), quoted])) return undefined;
+      mine.command = peer.command;
+      return { ours, theirs };
+    },
+  },
+  {
     id: 'gcp-credentials-file-form',
     peers: ['pfnet'],
     explain(ours, theirs) {

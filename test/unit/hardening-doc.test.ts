@@ -1,9 +1,11 @@
 // docs/hardening.md repeats the limits' flags and defaults in its table: each row that names a
-// flag must name a flag of src/config.ts, with its default.
+// flag must name a flag of src/config.ts, with its default; and its table of sizes states every
+// bound of src/bounds.ts with its value.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
+import * as bounds from '../../src/bounds.ts';
 import { settings } from '../../src/config.ts';
 
 const DOC = readFileSync(resolve(import.meta.dirname, '../../docs/hardening.md'), 'utf8');
@@ -29,5 +31,16 @@ test("docs/hardening.md's table of limits names real flags with their defaults",
     const flag = /`--([a-z0-9-]+)`/.exec(flagCell)![1];
     assert.ok(byFlag.has(flag), `--${flag} is a flag of src/config.ts`);
     assert.equal(asDefault(defaultCell, flag), byFlag.get(flag), `the default of --${flag}`);
+  }
+});
+
+test('docs/hardening.md states every bound of src/bounds.ts with its value', () => {
+  const section = DOC.split('## Every value a review reads has a size')[1].split('\n## ')[0];
+  const named = Object.entries(bounds).filter(([name]) => name.startsWith('MAX_'));
+  assert.ok(named.length >= 10, `${named.length} bounds`);
+  for (const [name, value] of named) {
+    const stated = new RegExp(`(\\d+) [a-z ]*\\(\`${name}\`\\)`).exec(section);
+    assert.ok(stated, `docs/hardening.md names ${name}`);
+    assert.equal(Number(stated[1]), value, `the value of ${name}`);
   }
 });

@@ -5,10 +5,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { mutatePod } from '../../src/mutate/pod.ts';
 import type { Pod } from '../../src/kube/types.ts';
-import { apply, envOf, pod, providers, sa } from '../support/builders.ts';
+import { apply, config, envOf, pod, providers, sa } from '../support/builders.ts';
 import { AWS_CREDENTIAL_ENV } from '../../src/clouds/aws/pod.ts';
 import { AZURE_CREDENTIAL_ENV } from '../../src/clouds/azure/pod.ts';
-import { GCP_CREDENTIAL_ENV } from '../../src/clouds/gcp/pod.ts';
+import { GCP_CREDENTIAL_ENV, PFNET_SETUP_SCRIPT } from '../../src/clouds/gcp/pod.ts';
+import { ConfigError } from '../../src/errors.ts';
+import { KUBELET_HOSTILE } from '../support/hostile.ts';
+import { containerEnv } from '../support/kubelet-expansion.ts';
 import {
   CLIENT as AZ_CLIENT,
   GCP_EMAIL,
@@ -115,6 +118,12 @@ describe('AWS (IAM Roles for Service Accounts)', () => {
     assert.equal(d.reason, 'InvalidRoleArn');
     assert.match(d.message, /ServiceAccount team-a\/app annotation eks\.amazonaws\.com\/role-arn/);
     assert.match(d.message, /12-digit account/);
+  });
+
+  test('a role ARN injected as written reaches the container as written: the kubelet expands no $(NAME) in it', () => {
+    const written = 'arn:aws:iam::111122223333:role/$(AWS_WEB_IDENTITY_TOKEN_FILE)$$';
+    const c = mutated(pod(), { 'eks.amazonaws.com/role-arn': written }).spec!.containers![0];
+    assert.equal(containerEnv(c).get('AWS_ROLE_ARN'), written);
   });
 
   test('a token-expiration the peer cannot read falls back as in the peer, with a warning; --strict refuses it', () => {
@@ -398,6 +407,17 @@ describe('Azure (Microsoft Entra Workload ID)', () => {
     const d = denied(optedIn(), { 'azure.workload.identity/client-id': 'my-app' }, { strict: 'true' });
     assert.match(d.message, /client-id="my-app" is not a client id; expected a GUID/);
   });
+
+  test('a client or tenant id injected as written reaches the container as written: the kubelet expands no $(NAME) in it', () => {
+    const written = {
+      'azure.workload.identity/client-id': '$(AZURE_FEDERATED_TOKEN_FILE)',
+      'azure.workload.identity/tenant-id': 'x$$(HOME)',
+    };
+    const c = mutated(optedIn(), written).spec!.containers![0];
+    const env = containerEnv(c);
+    assert.equal(env.get('AZURE_CLIENT_ID'), written['azure.workload.identity/client-id']);
+    assert.equal(env.get('AZURE_TENANT_ID'), written['azure.workload.identity/tenant-id']);
+  });
 });
 
 describe('GCP (Workload Identity Federation)', () => {
@@ -561,7 +581,8 @@ describe('GCP (Workload Identity Federation)', () => {
     assert.deepEqual(setup.command, [
       'sh',
       '-c',
-      'gcloud iam workload-identity-pools create-cred-config \\\n  $(GCP_WORKLOAD_IDENTITY_PROVIDER) \\\n  --service-account=$(GCP_SERVICE_ACCOUNT) \\\n  --output-file=$(CLOUDSDK_CONFIG)/federation.json \\\n  --credential-source-file=/var/run/secrets/sts.googleapis.com/serviceaccount/token\ngcloud auth login --cred-file=$(CLOUDSDK_CONFIG)/federation.json\n',
+      // Values read from the environment as quoted words; $$ is the kubelet's escape for $.
+      'gcloud iam workload-identity-pools create-cred-config \\\n  "$$GCP_WORKLOAD_IDENTITY_PROVIDER" \\\n  --service-account="$$GCP_SERVICE_ACCOUNT" \\\n  --output-file="$$CLOUDSDK_CONFIG"/federation.json \\\n  --credential-source-file=/var/run/secrets/sts.googleapis.com/serviceaccount/token\ngcloud auth login --cred-file="$$CLOUDSDK_CONFIG"/federation.json\n',
     ]);
     assert.deepEqual(envOf(setup), {
       GCP_WORKLOAD_IDENTITY_PROVIDER: GCP_PROVIDER,
@@ -609,6 +630,106 @@ describe('GCP (Workload Identity Federation)', () => {
       runAsUser: 1000,
     });
     assert.equal(out.spec!.volumes![0].projected!.defaultMode, 0o400);
+  });
+
+  test('gcloud-run-as-user: 0 to 2147483647 (what the API server stores); above it refused, naming the bound', () => {
+    const key = 'cloud.google.com/gcloud-run-as-user';
+    const user = (value: string) =>
+      (mutated(pod(), { ...PFNET_SA, [key]: value }).spec!.initContainers![0].securityContext as { runAsUser: number })
+        .runAsUser;
+    assert.equal(user('2147483647'), 2147483647);
+    assert.equal(user(' 0 '), 0);
+    for (const strict of ['false', 'true'])
+      for (const value of ['2147483648', '9999999999'])
+        assert.equal(
+          denied(pod(), { ...PFNET_SA, [key]: value }, { strict }).message,
+          `ServiceAccount team-a/app annotation ${key}="${value}" is out of range; expected a user id from 0 to 2147483647 (the API server refuses a larger runAsUser)`,
+        );
+    assert.match(denied(pod(), { ...PFNET_SA, [key]: '1e3' }).message, /is not a user id/);
+  });
+
+  test("a provider of pfnet's form is passed through outside --strict only within its characters; any other character is refused in every mode", () => {
+    const key = 'cloud.google.com/workload-identity-provider';
+    // pfnet's own examples: placeholders in braces, upper case and "_": a warning, as the peer admits them.
+    const placeholder =
+      'projects/{PROJECT_NUMBER}/locations/{LOCATION}/workloadIdentityPools/{POOL_ID}/providers/{PROVIDER_ID}';
+    const r = run(pod(), { ...PFNET_SA, [key]: placeholder });
+    assert.ok(r.allowed && r.warnings.some((w) => w.includes('passing it through')));
+    assert.equal(
+      denied(pod(), { ...PFNET_SA, [key]: placeholder }, { strict: 'true' }).reason,
+      'InvalidWorkloadIdentityProvider',
+    );
+    for (const strict of ['false', 'true'])
+      for (const bad of KUBELET_HOSTILE)
+        for (const value of [
+          GCP_PROVIDER.replace('/providers/', `${bad}/providers/`),
+          `${GCP_PROVIDER}${bad}`,
+          GCP_PROVIDER.replace('projects/', `projects/${bad}`),
+        ]) {
+          const d = denied(pod(), { ...PFNET_SA, [key]: value }, { strict });
+          assert.equal(d.reason, 'InvalidWorkloadIdentityProvider', JSON.stringify(value));
+          assert.ok(d.message.startsWith(`ServiceAccount team-a/app annotation ${key}=`), d.message);
+        }
+    assert.match(
+      denied(pod(), { ...PFNET_SA, [key]: `${GCP_PROVIDER}x;id>F;#` }).message,
+      /holds a character no workload identity provider holds \(only letters, digits and "-_.:\{\}" between the slashes\), with or without --strict/,
+    );
+  });
+
+  test('audiences hold only letters, digits and "-._~:/@%+=,": the annotation is refused in every mode, the flag at start-up', () => {
+    const key = 'cloud.google.com/audience';
+    for (const good of ['sts.googleapis.com', `//iam.googleapis.com/${GCP_PROVIDER}`, 'https://example.com/~team/x'])
+      assert.equal(
+        mutated(pod(), { ...PFNET_SA, [key]: good }).spec!.volumes![0].projected!.sources![0].serviceAccountToken!
+          .audience,
+        good,
+      );
+    // `~root` is within the set: a tilde means something to a shell only at a word's start.
+    for (const strict of ['false', 'true'])
+      for (const bad of KUBELET_HOSTILE.filter((v) => v !== '~root')) {
+        const d = denied(pod(), { ...PFNET_SA, [key]: `sts${bad}` }, { strict });
+        assert.ok(d.message.startsWith(`ServiceAccount team-a/app annotation ${key}=`), d.message);
+        assert.ok(
+          d.message.endsWith(
+            'is not an audience: only letters, digits and "-._~:/@%+=," (a URL or a name such as sts.googleapis.com), with or without --strict',
+          ),
+          d.message,
+        );
+      }
+    assert.throws(
+      () => config({ 'gcp-audience': 'sts;id' }),
+      (e: unknown) => e instanceof ConfigError && /--gcp-audience="sts;id" is not an audience/.test(e.message),
+    );
+    assert.throws(
+      () => config({ 'gcp-default-region': 'europe-west1;id' }),
+      (e: unknown) =>
+        e instanceof ConfigError &&
+        /--gcp-default-region="europe-west1;id" is not a Google Cloud region \(for example europe-west1\)/.test(
+          e.message,
+        ),
+    );
+    assert.equal(config({ 'gcp-default-region': 'asia-northeast1' }).gcpDefaultRegion, 'asia-northeast1');
+  });
+
+  test("pfnet's own gcloud-setup already in the Pod (its webhook came first) is kept, not a conflict; another command under that name is", () => {
+    const ours = mutated(pod(), PFNET_SA).spec!.initContainers![0];
+    const peers = { ...ours, command: ['sh', '-c', PFNET_SETUP_SCRIPT] };
+    const r = run(
+      pod({ spec: { initContainers: [peers], containers: [{ name: 'app', image: 'busybox' }] } }),
+      PFNET_SA,
+    );
+    assert.ok(r.allowed, r.allowed ? '' : r.denial.message);
+    assert.equal(
+      r.patch.filter((op) => op.path.startsWith('/spec/initContainers')).length,
+      0,
+      'no second setup container',
+    );
+    const other = { ...ours, command: ['sh', '-c', `${PFNET_SETUP_SCRIPT}id\n`] };
+    const d = denied(
+      pod({ spec: { initContainers: [other], containers: [{ name: 'app', image: 'busybox' }] } }),
+      PFNET_SA,
+    );
+    assert.equal(d.reason, 'Conflict');
   });
 
   test("pfnet dialect: injection-mode direct (any case) puts the file at pfnet's path in its own volume", () => {

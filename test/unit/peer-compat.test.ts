@@ -16,8 +16,9 @@ import {
   GCP_TOKEN_FILE,
   gcloudSetupContainer,
   parseWorkloadIdentityProvider,
+  PFNET_SETUP_SCRIPT,
 } from '../../src/clouds/gcp/pod.ts';
-import type { Pod, ServiceAccountView } from '../../src/kube/types.ts';
+import type { Container, Pod, ServiceAccountView } from '../../src/kube/types.ts';
 import { parseAdmissionReview } from '../../src/admission/review.ts';
 import { apply, config, providers } from '../support/builders.ts';
 
@@ -47,6 +48,18 @@ interface Fixture {
 }
 
 type Outcome = { pod: Pod; denied?: string; warnings: string[]; removes: number };
+
+/**
+ * `gcp-setup-script-env`: the peer's setup command is pfnet's script, byte for byte, and ours is
+ * that script with each $(NAME) read from the environment as "$NAME" ($ doubled for the kubelet),
+ * nothing else changed. Ours then takes the peer's command.
+ */
+function sameSetupScript(ours: Container, theirs: Container): void {
+  assert.deepEqual(theirs.command, ['sh', '-c', PFNET_SETUP_SCRIPT], "the peer's script");
+  const quoted = PFNET_SETUP_SCRIPT.replace(/\$\((\w+)\)/g, (_m, name: string) => `"$$${name}"`);
+  assert.deepEqual(ours.command, ['sh', '-c', quoted], 'the same script, its values read from the environment');
+  ours.command = theirs.command;
+}
 
 /**
  * One function per row of docs/compatibility.md: it removes that difference from both Pods.
@@ -82,6 +95,10 @@ const normalizers: Record<string, (ours: Pod, peers: Pod, fixture: Fixture) => v
     for (const c of [...(ours.spec?.containers ?? []), ...(ours.spec?.initContainers ?? [])]) {
       c.env = c.env?.filter((e) => e.name !== 'GOOGLE_CLOUD_PROJECT');
     }
+  },
+  'gcp-setup-script-env': (ours, peers) => {
+    const setup = (p: Pod) => p.spec!.initContainers!.find((c) => c.name === 'gcloud-setup')!;
+    sameSetupScript(setup(ours), setup(peers));
   },
   'gcp-credentials-file-form': (ours, peers) => {
     // Same file for the SDKs: our gcloud-written form adds universe_domain and orders keys as gcloud does.
@@ -497,6 +514,10 @@ const pfnetHelpers: Record<string, (c: HelperCase, f: HelperFixture) => unknown>
 
 /** Helper-level rows of docs/compatibility.md: each checks its difference exactly, then removes it. */
 const helperDifferences: Record<string, (ours: unknown, c: HelperCase) => unknown> = {
+  'gcp-setup-script-env': (ours, c) => {
+    sameSetupScript(ours as Container, c.expected as Container);
+    return ours;
+  },
   'gcp-credentials-file-form': (ours, c) => {
     const mine = JSON.parse(ours as string);
     assert.equal(mine.universe_domain, 'googleapis.com');

@@ -1,3 +1,4 @@
+import { MAX_NAME_LIST_ANNOTATION, MAX_SCALAR_ANNOTATION } from '../../bounds.ts';
 import { CLOUDS } from '../registry.ts';
 import { denial, type Denial, isDenial } from '../../errors.ts';
 import type { EnvVar, Pod } from '../../kube/types.ts';
@@ -24,6 +25,7 @@ import {
   sharedConfigFile,
 } from './profiles.ts';
 import { composeRoleArn, type RoleArn, type RoleArnBase, readRoleArn } from './role-arn.ts';
+import { kubeletLiteral } from '../../shell.ts';
 
 export { parseRoleArn, ROLE_ARN_PATTERN, type RoleArn } from './role-arn.ts';
 
@@ -126,9 +128,18 @@ function keysOf(p: string) {
 
 export function createAwsProvider(options: AwsOptions): PodProvider {
   const aws: Aws = { options, keys: keysOf(options.annotationPrefix), strict: options.strict ?? false };
+  const { expiration, region, skipContainers } = aws.keys;
   return {
     name: 'aws',
     annotationPrefixes: [`${options.annotationPrefix}/`],
+    podReads: {
+      annotations: [
+        { key: expiration, max: MAX_SCALAR_ANNOTATION },
+        { key: region, max: MAX_SCALAR_ANNOTATION },
+        { key: skipContainers, max: MAX_NAME_LIST_ANNOTATION, separator: ',' },
+      ],
+      credentialEnv: AWS_CREDENTIAL_ENV,
+    },
     resolvePod: (ctx) => resolveAwsPod(aws, ctx),
   };
 }
@@ -352,7 +363,8 @@ function irsaBase(skip: ReadonlySet<string>) {
 function webIdentityPair(aws: Aws, web: WebIdentity, role: RoleArn): Injection {
   const { pod, audience, shared, skip, path, warnings } = web;
   const pair = [
-    { name: 'AWS_ROLE_ARN', value: role.arn },
+    // Outside --strict any value the peer injected as written: a kubelet literal (src/shell.ts).
+    { name: 'AWS_ROLE_ARN', value: kubeletLiteral(role.arn) },
     { name: 'AWS_WEB_IDENTITY_TOKEN_FILE', value: path(AWS_TOKEN_PATH) },
   ];
   return withWarnings(warnings, {
@@ -390,11 +402,14 @@ function sharedConfig(aws: Aws, web: WebIdentity, rawProfiles: string, role: Rol
     annotations: { [AWS_CONFIG_ANNOTATION]: sharedConfigFile(profiles, path(AWS_TOKEN_PATH)) },
     satisfied: profilesConfigured,
     identity: { ...identityOf(first.role, audience), profile: first.name },
-    // One identity per role: tenant policy and trust judge roles, not profile names.
-    additionalIdentities: rest
-      .filter((q, i) => q.role.arn !== first.role.arn && rest.findIndex((o) => o.role.arn === q.role.arn) === i)
-      .map((q) => ({ ...identityOf(q.role, audience), profile: q.name })),
+    additionalIdentities: oncePerRole(first, rest).map((q) => ({ ...identityOf(q.role, audience), profile: q.name })),
   });
+}
+
+/** One identity per role, the first profile naming it: tenant policy and trust judge roles, not profile names. */
+function oncePerRole(first: Profile, rest: readonly Profile[]): Profile[] {
+  const seen = new Set([first.role.arn]);
+  return rest.filter((q) => !seen.has(q.role.arn) && seen.add(q.role.arn));
 }
 
 /**

@@ -4,12 +4,14 @@ import { GUID_PATTERN, isTenantId } from './facts.ts';
 import { denial, type Denial, isDenial } from '../../errors.ts';
 import type { Container, EnvVar, Pod, VolumeMount } from '../../kube/types.ts';
 import { boundExpiration, parseSeconds, splitNames, tokenVolume, tolerated } from '../common.ts';
-import type { AddedContainer, Injection, PodContext, PodProvider } from '../types.ts';
+import type { AddedContainer, Injection, PodContext, PodProvider, PodReads } from '../types.ts';
+import { MAX_NAME_LIST_ANNOTATION, MAX_SCALAR_ANNOTATION } from '../../bounds.ts';
 import {
   CONTAINER_CLIENT_IDS_ANNOTATION,
   containerEnvGroups,
   parseContainerClientIds,
 } from './container-client-ids.ts';
+import { kubeletLiteral } from '../../shell.ts';
 
 /**
  * Conventions of Azure/azure-workload-identity. Its token moved in release 1.6, and images
@@ -67,11 +69,22 @@ export const AZURE_CREDENTIAL_ENV: ReadonlySet<string> = new Set([
   'AZURE_FEDERATED_TOKEN_FILE',
 ]);
 
+const AZURE_POD_READS: PodReads = {
+  annotations: [
+    { key: KEYS.expiration, max: MAX_SCALAR_ANNOTATION },
+    { key: KEYS.injectProxy, max: MAX_SCALAR_ANNOTATION },
+    { key: KEYS.proxyPort, max: MAX_SCALAR_ANNOTATION },
+    { key: KEYS.skipContainers, max: MAX_NAME_LIST_ANNOTATION, separator: ';' },
+  ],
+  credentialEnv: AZURE_CREDENTIAL_ENV,
+};
+
 export function createAzureProvider(options: AzureOptions): PodProvider {
   const authorityHost = authorityHostOf(options.cloud, options.stack);
   return {
     name: 'azure',
     annotationPrefixes: [`${PREFIX}/`],
+    podReads: AZURE_POD_READS,
     resolvePod: (ctx) => resolveAzurePod(options, authorityHost, ctx),
   };
 }
@@ -209,8 +222,10 @@ function render(options: AzureOptions, authorityHost: string, pod: Pod, read: Re
   // Empty values are never injected: an empty AZURE_CLIENT_ID breaks SDKs that would
   // otherwise read it from elsewhere.
   const envGroups: EnvVar[][] = [];
-  if (clientId) envGroups.push([{ name: 'AZURE_CLIENT_ID', value: clientId }]);
-  if (tenantId) envGroups.push([{ name: 'AZURE_TENANT_ID', value: tenantId }]);
+  // Outside --strict these may be any value the peer injected as written: kubelet literals, so a
+  // $(NAME) in one is not expanded from the container's environment (src/shell.ts).
+  if (clientId) envGroups.push([{ name: 'AZURE_CLIENT_ID', value: kubeletLiteral(clientId) }]);
+  if (tenantId) envGroups.push([{ name: 'AZURE_TENANT_ID', value: kubeletLiteral(tenantId) }]);
   // Windows Pods too, as the peer writes it whatever the OS: the kubelet mounts the volume at
   // C:\var\run\secrets\..., which a rooted path names from the container's drive C:.
   envGroups.push([{ name: 'AZURE_FEDERATED_TOKEN_FILE', value: tokenFile }]);

@@ -3,6 +3,16 @@ import { API_SERVER_TOKEN_BOUNDS, type CloudFacts } from '../facts.ts';
 
 const GCP_REGION_PATTERN = /^[a-z]+(-[a-z]+)+\d+$/;
 
+/**
+ * What a token audience holds: a URL or a name (sts.googleapis.com, //iam.googleapis.com/projects/...,
+ * https://...), without a character a shell, a quote or a space would give a meaning; the set
+ * `trust` prints (src/trust/report.ts).
+ */
+export const AUDIENCE = {
+  pattern: /^[A-Za-z0-9._~:/@%+=,-]+$/,
+  what: 'only letters, digits and "-._~:/@%+=," (a URL or a name such as sts.googleapis.com)',
+} as const;
+
 /** A project id (6 to 30 of a-z, 0-9 and "-", starting with a letter), as part of a pattern. */
 export const PROJECT_ID_PART = '[a-z][a-z0-9-]{4,28}[a-z0-9]';
 

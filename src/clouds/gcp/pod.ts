@@ -1,6 +1,8 @@
+import { MAX_NAME_LIST_ANNOTATION, MAX_SCALAR_ANNOTATION } from '../../bounds.ts';
 import { CLOUDS } from '../registry.ts';
-import { PFNET, PROJECT_ID_PART } from './facts.ts';
+import { AUDIENCE, PFNET, PROJECT_ID_PART } from './facts.ts';
 import { denial, type Denial, isDenial } from '../../errors.ts';
+import { kubeletLiteral, shellVariable } from '../../shell.ts';
 import type { Container, DownwardAPIFile, EnvVar, Volume, VolumeMount } from '../../kube/types.ts';
 import { boundExpiration, parseSeconds, splitNames, tokenVolume, tolerated, windowsPath } from '../common.ts';
 import type { Injection, PodContext, PodProvider } from '../types.ts';
@@ -133,8 +135,11 @@ function dialectValue(
   return undefined;
 }
 
-/** pfnet's setup script, byte for byte (its heredoc.Docf output). */
-const GCLOUD_SETUP_SCRIPT = [
+/**
+ * pfnet's setup script, byte for byte (its heredoc.Docf output): recognised in a Pod pfnet's
+ * webhook served first, never written.
+ */
+export const PFNET_SETUP_SCRIPT = [
   'gcloud iam workload-identity-pools create-cred-config \\',
   '  $(GCP_WORKLOAD_IDENTITY_PROVIDER) \\',
   '  --service-account=$(GCP_SERVICE_ACCOUNT) \\',
@@ -143,6 +148,30 @@ const GCLOUD_SETUP_SCRIPT = [
   `gcloud auth login --cred-file=$(CLOUDSDK_CONFIG)/${GCP_CREDENTIALS_FILE}`,
   '',
 ].join('\n');
+
+const CREDENTIALS_PATH = `${shellVariable('CLOUDSDK_CONFIG')}/${GCP_CREDENTIALS_FILE}`;
+
+/**
+ * The setup script: pfnet's commands with one change. pfnet writes `$(GCP_WORKLOAD_IDENTITY_PROVIDER)`,
+ * which the kubelet replaces with the value before `sh` reads the script, so a value was shell
+ * syntax (`...providers/x;id>F;#` ran `id`). Here the shell reads each value from the container's
+ * environment as one quoted word, and every $ is escaped for the kubelet (src/shell.ts): the script
+ * `sh` runs is this text, whatever the annotations hold.
+ */
+export const GCLOUD_SETUP_SCRIPT = kubeletLiteral(
+  [
+    'gcloud iam workload-identity-pools create-cred-config \\',
+    `  ${shellVariable('GCP_WORKLOAD_IDENTITY_PROVIDER')} \\`,
+    `  --service-account=${shellVariable('GCP_SERVICE_ACCOUNT')} \\`,
+    `  --output-file=${CREDENTIALS_PATH} \\`,
+    `  --credential-source-file=${GCP_MOUNT_PATH}/${GCP_TOKEN_FILE}`,
+    `gcloud auth login --cred-file=${CREDENTIALS_PATH}`,
+    '',
+  ].join('\n'),
+);
+
+/** A variable whose value comes from an annotation, a flag or tenant policy: a kubelet literal. */
+const envVar = (name: string, value: string): EnvVar => ({ name, value: kubeletLiteral(value) });
 
 /**
  * pfnet's gcloud setup init container (mutatepod_parts.go gcloudSetupContainer, same arguments):
@@ -166,11 +195,11 @@ export function gcloudSetupContainer(
       { name: PFNET.configVolume, mountPath: PFNET.configMountPath },
     ],
     env: [
-      { name: 'GCP_WORKLOAD_IDENTITY_PROVIDER', value: workloadIdentityProvider },
-      { name: 'GCP_SERVICE_ACCOUNT', value: serviceAccountEmail },
+      envVar('GCP_WORKLOAD_IDENTITY_PROVIDER', workloadIdentityProvider),
+      envVar('GCP_SERVICE_ACCOUNT', serviceAccountEmail),
       { name: 'CLOUDSDK_CONFIG', value: PFNET.configMountPath },
       // Empty when the email names no project, as pfnet writes it (projectEnvVar).
-      { name: 'CLOUDSDK_CORE_PROJECT', value: project ?? '' },
+      envVar('CLOUDSDK_CORE_PROJECT', project ?? ''),
     ],
     securityContext: {
       allowPrivilegeEscalation: false,
@@ -204,6 +233,13 @@ export function createGcpProvider(options: GcpOptions): PodProvider {
   return {
     name: 'gcp',
     annotationPrefixes: ['cloud.google.com/', 'gcp.auth.fluxcd.io/', 'iam.gke.io/'],
+    podReads: {
+      annotations: [
+        { key: KEYS.expiration, max: MAX_SCALAR_ANNOTATION },
+        { key: KEYS.skipContainers, max: MAX_NAME_LIST_ANNOTATION, separator: ',' },
+      ],
+      credentialEnv: GCP_CREDENTIAL_ENV,
+    },
     resolvePod: (ctx) => resolveGcpPod(options, ctx),
   };
 }
@@ -240,8 +276,8 @@ function resolveGcpPod(
   const named = readNamed(options, sa, saName, warnings);
   if (named === undefined || isDenial(named)) return named;
   const { provider, email, pfnet } = named;
-  const audience =
-    sa[KEYS.audience]?.trim() || options.audience || (pfnet ? PFNET.audience : `//iam.googleapis.com/${provider.name}`);
+  const audience = readAudience(options, sa, saName, pfnet ? PFNET.audience : `//iam.googleapis.com/${provider.name}`);
+  if (isDenial(audience)) return audience;
   const layout = readLayout(options, sa, saName, named);
   if (isDenial(layout)) return layout;
   const expiration = readExpiration(options, pod.metadata?.annotations?.[KEYS.expiration], sa, saName);
@@ -277,7 +313,7 @@ function resolveGcpPod(
     projectEnv: project
       ? // GOOGLE_CLOUD_PROJECT: the Google client libraries read it; without it they probe the
         // metadata server (seconds of retries off GCE) before asking Resource Manager.
-        [[{ name: 'CLOUDSDK_CORE_PROJECT', value: project }], [{ name: 'GOOGLE_CLOUD_PROJECT', value: project }]]
+        [[envVar('CLOUDSDK_CORE_PROJECT', project)], [envVar('GOOGLE_CLOUD_PROJECT', project)]]
       : [],
     path,
     tokenFile: path(`${GCP_MOUNT_PATH}/${GCP_TOKEN_FILE}`),
@@ -287,8 +323,43 @@ function resolveGcpPod(
   return layout.layout === 'pfnet-direct' ? pfnetDirect(g) : pfnetGcloud(g, layout.runAsUser);
 }
 
-// pfnet accepts any projects/.+/locations/.+/workloadIdentityPools/.+/providers/.+ name.
-const LOOSE_PROVIDER = /^projects\/(.+)\/locations\/.+\/workloadIdentityPools\/(.+)\/providers\/(.+)$/;
+// pfnet accepts any projects/.+/locations/.+/workloadIdentityPools/.+/providers/.+ name. Outside
+// --strict such a name is passed through, but in every mode only within the characters of Google's
+// resource names and the braces of the placeholders pfnet's own examples write
+// (projects/{PROJECT_NUMBER}/...): the name reaches env values, a file and pfnet's setup script, so
+// no shell, quote, glob or white-space character.
+const PFNET_PROVIDER_FORM = /^projects\/.+\/locations\/.+\/workloadIdentityPools\/.+\/providers\/.+$/;
+const LOOSE_PART = '[A-Za-z0-9_.:{}-]+';
+const LOOSE_PROVIDER = new RegExp(
+  `^projects/(${LOOSE_PART})/locations/${LOOSE_PART}/workloadIdentityPools/(${LOOSE_PART})/providers/(${LOOSE_PART})$`,
+);
+const LOOSE_CHARACTERS = 'letters, digits and "-_.:{}"';
+
+/**
+ * A provider name of pfnet's form that is not Google's: passed through with a warning outside
+ * --strict; undefined when it is not even pfnet's form (the caller's denial stands). One with a
+ * character outside LOOSE_CHARACTERS is refused in every mode.
+ */
+function looseProvider(
+  value: string,
+  key: string,
+  saName: string,
+  problem: Denial,
+  strict: boolean,
+  warnings: string[],
+): WorkloadIdentityProvider | Denial | undefined {
+  const loose = LOOSE_PROVIDER.exec(value);
+  if (!loose) {
+    if (!PFNET_PROVIDER_FORM.test(value)) return undefined;
+    return denial(
+      'InvalidWorkloadIdentityProvider',
+      `${saName} annotation ${key}="${value}" holds a character no workload identity provider holds (only ${LOOSE_CHARACTERS} between the slashes), with or without --strict; expected ${PROVIDER_FORM}`,
+    );
+  }
+  const accepted = tolerated(strict, warnings, problem, undefined, 'passing it through');
+  if (accepted !== undefined) return accepted;
+  return { name: value, projectNumber: loose[1], pool: loose[2], provider: loose[3] };
+}
 
 /** The provider and the Google service account the ServiceAccount names, in either dialect; pfnet's when its provider key names it. */
 function readNamed(
@@ -302,12 +373,8 @@ function readNamed(
   const [key, value] = providerEntry;
   const pfnet = key === KEYS.provider[0];
   let provider = parseWorkloadIdentityProvider(value, `${saName} annotation ${key}`);
-  const loose = LOOSE_PROVIDER.exec(value.trim());
-  if (isDenial(provider) && pfnet && loose) {
-    const accepted = tolerated(options.strict ?? false, warnings, provider, undefined, 'passing it through');
-    if (accepted !== undefined) return accepted;
-    provider = { name: value.trim(), projectNumber: loose[1], pool: loose[2], provider: loose[3] };
-  }
+  if (isDenial(provider) && pfnet)
+    provider = looseProvider(value.trim(), key, saName, provider, options.strict ?? false, warnings) ?? provider;
   if (isDenial(provider)) return provider;
 
   const emailEntry = dialectValue(sa, KEYS.email, saName);
@@ -321,6 +388,25 @@ function readNamed(
   }
   return { provider, email, pfnet };
 }
+
+/** The ServiceAccount's audience over the flag's or tenant policy's over the dialect's, each of AUDIENCE's characters. */
+function readAudience(
+  options: GcpOptions,
+  sa: Readonly<Record<string, string>>,
+  saName: string,
+  dialect: string,
+): string | Denial {
+  const raw = sa[KEYS.audience];
+  const audience = raw?.trim() || options.audience || dialect;
+  if (AUDIENCE.pattern.test(audience)) return audience;
+  const what = raw?.trim()
+    ? `${saName} annotation ${KEYS.audience}="${raw}"`
+    : `the audience "${audience}" (--gcp-audience or tenant policy)`;
+  return denial('InvalidAnnotation', `${what} is not an audience: ${AUDIENCE.what}, with or without --strict`);
+}
+
+/** runAsUser's bound: the API server refuses a user id above 2^31-1. */
+const MAX_USER_ID = 2 ** 31 - 1;
 
 /** Where the credential file goes: the Flux dialect's projected volume, or pfnet's two modes. */
 function readLayout(
@@ -358,7 +444,13 @@ function readLayout(
       `${saName} annotation cloud.google.com/gcloud-run-as-user="${runAsUser}" is not a user id; expected a whole number such as "1000"`,
     );
   }
-  return { layout, mode, runAsUser: runAsUser !== undefined ? Number(runAsUser.trim()) : undefined };
+  const userId = runAsUser !== undefined ? Number(runAsUser.trim()) : undefined;
+  if (userId !== undefined && userId > MAX_USER_ID)
+    return denial(
+      'InvalidAnnotation',
+      `${saName} annotation cloud.google.com/gcloud-run-as-user="${runAsUser}" is out of range; expected a user id from 0 to ${MAX_USER_ID} (the API server refuses a larger runAsUser)`,
+    );
+  return { layout, mode, runAsUser: userId };
 }
 
 /** The Pod's token expiry annotation over the ServiceAccount's over the flag, held to GCP's bounds. */
@@ -406,7 +498,7 @@ function projectedLayout(g: GcpPod): Injection {
   // gcloud reads its own setting, not GOOGLE_APPLICATION_CREDENTIALS.
   if (g.mode === 'gcloud') envGroups.push([{ name: 'CLOUDSDK_AUTH_CREDENTIAL_FILE_OVERRIDE', value: credentialsFile }]);
   envGroups.push(...g.projectEnv);
-  if (options.region) envGroups.push([{ name: 'CLOUDSDK_COMPUTE_REGION', value: options.region }]);
+  if (options.region) envGroups.push([envVar('CLOUDSDK_COMPUTE_REGION', options.region)]);
   return {
     ...gcpBase(tokenVolume(GCP_VOLUME_NAME, g.audience, g.expiration, GCP_TOKEN_FILE, [credentialsItem()])),
     envGroups,
@@ -434,7 +526,7 @@ function pfnetParts(g: GcpPod): { volume: Volume; annotations: Record<string, st
   const region = g.options.region ?? PFNET.region;
   // Both always, as pfnet adds them (empty values included) where the container sets neither name.
   const tail: EnvVar[][] = [
-    [{ name: 'CLOUDSDK_COMPUTE_REGION', value: region }],
+    [envVar('CLOUDSDK_COMPUTE_REGION', region)],
     ...(g.project === '' ? [[{ name: 'CLOUDSDK_CORE_PROJECT', value: '' }]] : g.projectEnv),
   ];
   return { volume, annotations, tail };
@@ -500,6 +592,9 @@ function pfnetGcloud(g: GcpPod, runAsUser: number | undefined): Injection {
     annotations,
     skipContainers: new Set([...g.skipContainers, PFNET.setupContainer]),
     initContainer: setup,
+    // pfnet's own container, where its webhook came first: harmless with the values admitted here
+    // (each within its character set), and refusing it would stop a migration with both installed.
+    initContainerAlike: [['sh', '-c', PFNET_SETUP_SCRIPT]],
     identity: g.identity,
     warnings: g.warnings,
   };

@@ -1,14 +1,28 @@
 // GCP's flags and their environment twins (WIW_GCP_...), part of the webhook's settings.
 import { ConfigError } from '../../errors.ts';
-import { bool, httpsUrlList, imageReference, integer, oneOf, optionalString, type Setting } from '../../settings.ts';
+import { bool, httpsUrlList, imageReference, integer, oneOf, type Setting } from '../../settings.ts';
 import { CLOUDS } from '../registry.ts';
-import { PFNET } from './facts.ts';
+import { AUDIENCE, GCP_FACTS, PFNET } from './facts.ts';
 
 /** An octal file mode such as 0440 (a leading 0 optional), as pfnet's flag takes it. */
 function fileMode(raw: string, flag: string): number {
   if (!/^0?[0-7]{3}$/.test(raw.trim()))
     throw new ConfigError(`--${flag}="${raw}" is not an octal file mode (for example 0440)`);
   return parseInt(raw.trim(), 8);
+}
+
+/** --gcp-default-region: empty (pfnet's default: CLOUDSDK_COMPUTE_REGION="") or a region name. */
+function region(raw: string, flag: string): string | undefined {
+  if (raw === '') return undefined;
+  const { pattern, what, example } = GCP_FACTS.region;
+  if (!pattern.test(raw)) throw new ConfigError(`--${flag}="${raw}" is not ${what} (for example ${example})`);
+  return raw;
+}
+
+function audience(raw: string, flag: string): string | undefined {
+  if (raw === '') return undefined;
+  if (!AUDIENCE.pattern.test(raw)) throw new ConfigError(`--${flag}="${raw}" is not an audience: ${AUDIENCE.what}`);
+  return raw;
 }
 
 function resources(raw: string, flag: string): Record<string, unknown> | undefined {
@@ -37,14 +51,14 @@ export const GCP_SETTINGS = {
   gcpDefaultRegion: {
     flag: 'gcp-default-region',
     description: 'CLOUDSDK_COMPUTE_REGION for containers that do not set it',
-    parse: optionalString,
+    parse: region,
     default: undefined,
   },
   gcpAudience: {
     flag: 'gcp-audience',
     description:
       "Token audience when the ServiceAccount names none (default: the dialect's: sts.googleapis.com for pfnet's annotations, //iam.googleapis.com/<provider> for Flux's)",
-    parse: optionalString,
+    parse: audience,
     default: undefined,
   },
   gcpTokenExpiration: {
