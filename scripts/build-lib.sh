@@ -26,3 +26,23 @@ start_build() {
   WORK=$(mktemp -d "$1/.build-XXXXXX")
   trap 'rm -rf "$WORK"' EXIT
 }
+
+# Builds a Go command with `go install PKG@VERSION` into $CACHE/NAME-VERSION/NAME once (locked,
+# renamed into place last) and prints its path. For modules whose own go.mod builds them as they
+# are released (no replace directives): cosign, actionlint.
+go_install_cached() (
+  local name=$1 version=$2 pkg=$3 dir out
+  dir=$CACHE/$name-$version
+  out=$dir/$name
+  [ -x "$out" ] && { echo "$out"; exit 0; }
+  command -v go >/dev/null 2>&1 || die "$name is not cached in $dir and Go is not installed.
+Install Go 1.26 or newer (it builds $name from the Go module proxy, once), or set TEST_ASSET_${name^^}."
+  lock "$dir"
+  [ -x "$out" ] && { echo "$out"; exit 0; }
+  log "building $name $version from Go modules (first run only)"
+  start_build "$dir"
+  (cd "$WORK" && GOBIN="$WORK" CGO_ENABLED=0 go install -trimpath -ldflags "-s -w" "$pkg@$version" >&2) ||
+    die "building $name failed (see above)"
+  mv "$WORK/$name" "$out"
+  echo "$out"
+)

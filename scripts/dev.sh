@@ -5,7 +5,8 @@
 # On a fresh machine it fetches Node.js 24 from the npm registry when the machine's node is
 # another major, installs the dependencies, and builds kube-apiserver (with kubectl), etcd and helm once; for
 # the node suite (test/e2e/node-*.test.ts) and `demo --node` also the kubelet, controller-manager and
-# scheduler, the Debian packages of a node (scripts/node-packages.sh), the images and the registry.
+# scheduler, the Debian packages of a node (scripts/node-packages.sh), the images and the registry;
+# for the tests also cosign (scripts/provide-cosign.sh); `npm run lint` builds actionlint.
 # Each step also runs alone (test/e2e/setup-scripts.test.ts runs them from an empty cache):
 #   scripts/dev.sh ensure-node | ensure-deps | ensure-binaries [--node] | ensure-python-sdks | ensure-node-parts
 set -euo pipefail
@@ -83,6 +84,13 @@ ensure_node_parts() {
   bash scripts/provide-registry.sh >/dev/null
 }
 
+# cosign, with which the release test signs and verifies the release (built once, minutes).
+ensure_release_tools() {
+  local start=$SECONDS
+  bash scripts/provide-cosign.sh >/dev/null
+  log "cosign ready in $((SECONDS - start)) s"
+}
+
 cmd=${1:-}
 shift || true
 case "$cmd" in
@@ -91,7 +99,7 @@ case "$cmd" in
     # Lint (formatting included) and types of src, tests, benchmarks and scripts: CI fails on either.
     npm run --silent lint
     npm run --silent typecheck
-    ensure_binaries; ensure_python_sdks; ensure_node_parts
+    ensure_binaries; ensure_python_sdks; ensure_node_parts; ensure_release_tools
     npm run --silent build
     node --version >&2
     # Both wings: test/unit (in-process) and test/e2e (starts processes); test/unit/test-layout.test.ts

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Lints the project's shell scripts with shellcheck (scripts/, .ci/run and the set-up stand-ins of
-# test/e2e/setup-scripts.test.ts), the second half of `npm run lint`. Uses Debian's shellcheck, installed
-# when missing (as root, as scripts/node-packages.sh does; otherwise it says what to install).
+# test/e2e/setup-scripts.test.ts) and the GitHub Actions workflows with actionlint (their `run:`
+# scripts through shellcheck too), the second half of `npm run lint`. Uses Debian's shellcheck,
+# installed when missing (as root, as scripts/node-packages.sh does; otherwise it says what to
+# install), and actionlint built from Go modules once (scripts/provide-actionlint.sh).
 set -euo pipefail
 shopt -s inherit_errexit
 cd "$(dirname "$0")/.."
@@ -18,3 +20,7 @@ fi
 
 # Every level (style included); .shellcheckrc says where sourced files are.
 shellcheck scripts/*.sh .ci/run test/fixtures/setup-standins/*
+
+# Expressions, contexts, permissions, action inputs and the run: scripts of every workflow.
+eval "$(bash scripts/provide-actionlint.sh)"
+"$ACTIONLINT" -no-color -shellcheck "$(command -v shellcheck)"

@@ -6,18 +6,23 @@
 // digests. VERSION is package.json's: it is the chart's version and appVersion, the image's
 // label and tag, and what `workload-identity-webhook --version` prints.
 //
-//   npm run release -- --registry HOST/PATH [--plain-http] [--json]
+//   npm run release -- --registry HOST/PATH [--plain-http] [--json] [--sign keyless|KEY] [--sbom FILE]
+//     --sign: cosign signs the index and the chart and attests the SBOM on the index
+//     (scripts/release-sign.ts); keyless in the release workflow, a key pair elsewhere;
+//     --sbom: where the SBOM (CycloneDX) is written (default: a temporary file, removed after signing).
 //   node scripts/release.ts --sync-chart      writes package.json's version into Chart.yaml
 //                                             (the `version` script: `npm version` runs it)
 //
 // Log in first (`buildah login HOST`, `helm registry login HOST`). Needs root and buildah, as
 // scripts/provide-images.sh; helm from $HELM, the PATH, or scripts/provide-binaries.sh.
-import { execFile, spawn } from 'node:child_process';
-import { cpSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { execFile } from 'node:child_process';
+import { cpSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { Document, Scalar, parseDocument } from 'yaml';
+import { exec, scriptVars, tool } from './exec.ts';
+import { type Signed, type Signer, signRelease } from './release-sign.ts';
 
 const run = promisify(execFile);
 const REPO = resolve(import.meta.dirname, '..');
@@ -36,6 +41,8 @@ export interface Release {
   version: string;
   image: { repository: string; tag: string; digest: string; platforms: Record<string, string> };
   chart: { reference: string; version: string; digest: string };
+  /** With --sign: what cosign signed, and the SBOM it attested. */
+  signatures?: Signed;
 }
 
 export function packageVersion(): string {
@@ -86,40 +93,7 @@ const storageArgs = (): string[] => [
 ];
 const buildah = (args: string[]): Promise<string> => exec('buildah', [...storageArgs(), ...args]);
 
-/** Runs a command; its stderr goes to ours (progress), its stdout is returned. */
-function exec(cmd: string, args: string[]): Promise<string> {
-  return new Promise((resolvePromise, reject) => {
-    const child = spawn(cmd, args, { cwd: REPO, stdio: ['ignore', 'pipe', 'inherit'] });
-    let out = '';
-    child.stdout.setEncoding('utf8').on('data', (c: string) => (out += c));
-    child.on('error', reject);
-    child.on('close', (code) =>
-      code === 0 ? resolvePromise(out.trim()) : reject(new Error(`${cmd} ${args.join(' ')} failed (exit ${code})`)),
-    );
-  });
-}
-
-/** The NAME=value lines a provide script prints. */
-async function scriptVars(script: string, args: string[] = []): Promise<Record<string, string>> {
-  const out = await exec('bash', [script, ...args]);
-  return Object.fromEntries(
-    out
-      .split('\n')
-      .map((l) => /^([A-Z][A-Z0-9_]*)=(.*)$/.exec(l))
-      .filter((m) => m !== null)
-      .map((m) => [m[1], m[2].replace(/\\(.)/g, '$1')]),
-  );
-}
-
-async function helmBinary(): Promise<string> {
-  if (process.env.HELM) return process.env.HELM;
-  try {
-    await run('helm', ['version', '--short']);
-    return 'helm';
-  } catch {
-    return (await scriptVars('scripts/provide-binaries.sh')).HELM;
-  }
-}
+const helmBinary = (): Promise<string> => tool('helm', 'HELM', 'scripts/provide-binaries.sh', ['version', '--short']);
 
 const arch = (platform: string): string => platform.split('/')[1];
 const hostArch = (): string => ({ x64: 'amd64', arm64: 'arm64' })[process.arch as string] ?? process.arch;
@@ -265,7 +239,10 @@ async function pushChart(
   }
 }
 
-export async function release(registry: string, options: { plainHttp: boolean }): Promise<Release> {
+export async function release(
+  registry: string,
+  options: { plainHttp: boolean; sign?: Signer; sbomFile?: string },
+): Promise<Release> {
   if (!REGISTRY.test(registry))
     throw new Error(`--registry ${JSON.stringify(registry)} is not HOST[:PORT]/PATH in lowercase`);
   const version = packageVersion();
@@ -273,7 +250,23 @@ export async function release(registry: string, options: { plainHttp: boolean })
   const names = await buildImages(version);
   const image = await pushImages(names, `${registry}/${IMAGE_NAME}`, version, tls);
   const chart = await pushChart(image, registry, version, options.plainHttp);
-  return { version, image, chart };
+  if (!options.sign) return { version, image, chart };
+  const work = mkdtempSync(join(tmpdir(), 'wiw-release-sbom-'));
+  try {
+    const signatures = await signRelease(
+      {
+        image: `${image.repository}@${image.digest}`,
+        chart: `${chart.reference.slice('oci://'.length)}@${chart.digest}`,
+      },
+      version,
+      options.sign,
+      { plainHttp: options.plainHttp, sbomFile: options.sbomFile ?? join(work, 'sbom.cdx.json') },
+    );
+    if (!options.sbomFile) delete signatures.sbom.file;
+    return { version, image, chart, signatures };
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
 }
 
 function describe(r: Release): string {
@@ -282,6 +275,11 @@ function describe(r: Release): string {
     `image  ${r.image.repository}:${r.image.tag}@${r.image.digest}  (index)`,
     ...Object.entries(r.image.platforms).map(([p, d]) => `       ${p.padEnd(12)} ${d}`),
     `chart  ${r.chart.reference}:${r.chart.version}@${r.chart.digest}`,
+    ...(r.signatures
+      ? [
+          `signed ${r.signatures.signer === 'keyless' ? 'keyless' : 'with the key'}: the index and the chart; SBOM attested on the index (${r.signatures.sbom.components} components)`,
+        ]
+      : []),
     '',
     'install:',
     `  helm install workload-identity-webhook ${r.chart.reference} --version ${r.chart.version} \\`,
@@ -295,17 +293,34 @@ async function main(argv: string[]): Promise<void> {
     setChartVersion(CHART_DIR, packageVersion());
     return;
   }
-  const at = argv.indexOf('--registry');
-  const registry = at >= 0 ? argv[at + 1] : undefined;
+  const valued = ['--registry', '--sign', '--sbom'];
+  const value = (flag: string): string | undefined => {
+    const at = argv.indexOf(flag);
+    return at >= 0 ? argv[at + 1] : undefined;
+  };
+  const isValue = (i: number): boolean => i > 0 && valued.includes(argv[i - 1]);
   const unknown = argv.filter(
-    (a, i) => a.startsWith('--') && !['--registry', '--plain-http', '--json'].includes(a) && i !== at + 1,
+    (a, i) => !isValue(i) && (!a.startsWith('--') || ![...valued, '--plain-http', '--json'].includes(a)),
   );
-  if (!registry || unknown.length > 0) {
-    process.stderr.write('usage: npm run release -- --registry HOST[:PORT]/PATH [--plain-http] [--json]\n');
+  const registry = value('--registry');
+  const missing = valued.some((f) => argv.includes(f) && value(f) === undefined);
+  if (!registry || missing || unknown.length > 0) {
+    process.stderr.write(
+      'usage: npm run release -- --registry HOST[:PORT]/PATH [--plain-http] [--json] [--sign keyless|KEY] [--sbom FILE]\n',
+    );
     process.exit(2);
   }
-  const result = await release(registry, { plainHttp: argv.includes('--plain-http') });
-  process.stdout.write(argv.includes('--json') ? `${JSON.stringify(result, null, 2)}\n` : describe(result));
+  const values = { registry, sign: value('--sign'), sbom: value('--sbom'), json: argv.includes('--json') };
+  const sign: Signer | undefined =
+    values.sign === undefined ? undefined : values.sign === 'keyless' ? { keyless: true } : { key: values.sign };
+  if (sign && 'key' in sign && !existsSync(sign.key))
+    throw new Error(`--sign ${JSON.stringify(sign.key)}: no such key file (or say --sign keyless)`);
+  const result = await release(values.registry, {
+    plainHttp: argv.includes('--plain-http'),
+    sign,
+    sbomFile: values.sbom === undefined ? undefined : resolve(values.sbom),
+  });
+  process.stdout.write(values.json ? `${JSON.stringify(result, null, 2)}\n` : describe(result));
 }
 
 if (import.meta.main) {

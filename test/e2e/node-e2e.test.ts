@@ -1,25 +1,29 @@
 // End to end on a real node, as a user runs it: the release command (`npm run release`) builds the
 // image for linux/amd64 and linux/arm64 and pushes it with the chart to a real OCI registry on the
-// loopback; `helm install oci://…` installs that chart, and the node's containerd pulls the image
-// by the index digest the chart was released with. Then both replicas Ready, the self-managed
+// loopback, signs both with a cosign key pair and attests the SBOM; cosign verifies the signatures
+// and the SBOM with the public key, then `helm install oci://…` installs that chart, and the node's
+// containerd pulls the image by the index digest the chart was released with. Then both replicas Ready, the self-managed
 // certificate made in-cluster and the caBundle patched, and Pods that really start: inside them
 // the official Node.js SDKs get credentials from the strict cloud stand-ins, reading the files
 // the kubelet projected at the paths the injected env vars name.
-// Last, the operator's view: an alert's expression evaluated by Prometheus's engine over scrapes
-// of the webhook Pods, and what each webhook.scope does to Pod creation while the webhook is
-// scaled to 0.
+// `helm test` proves the live install injects: its hook Pod checks its own injected role and token.
+// Then the upgrade to the next release with the commands docs/install.md gives, while Pods are
+// being created. Last, the operator's view: an alert's expression evaluated by Prometheus's engine
+// over scrapes of the webhook Pods, what each webhook.scope does to Pod creation while the webhook
+// is scaled to 0, and the uninstall as documented.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { AdmissionregistrationV1Api, AppsV1Api, CoreV1Api } from '@kubernetes/client-node';
+import { AdmissionregistrationV1Api, ApiextensionsV1Api, AppsV1Api, CoreV1Api } from '@kubernetes/client-node';
+import { parseAllDocuments } from 'yaml';
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import type { Release } from '../../scripts/release.ts';
 import { buildah, mountImage } from '../harness/node-images.ts';
 import { startNode, type NodeCluster } from '../harness/node.ts';
 import { evaluate, type Scrape } from '../harness/promql.ts';
-import { CHART, helm } from '../support/chart.ts';
+import { CHART, helm, type Manifest } from '../support/chart.ts';
 import { renderedRuleGroups } from '../support/observability.ts';
 import { MEDIA, startRegistry, type LocalRegistry } from '../harness/registry.ts';
 import { tokenDigest } from '../sdk/oidc.ts';
@@ -37,7 +41,15 @@ import {
   type NodeClouds,
   type ProbeReport,
 } from '../support/node-clouds.ts';
-import { runRelease } from '../support/release.ts';
+import { type KeyPair, type Verified, cosignKeyPair, runRelease, verifyWithKey } from '../support/release.ts';
+import {
+  NEXT_CRD_COLUMN,
+  documentedBlocks,
+  installPlaceholders,
+  nextReleaseCheckout,
+  runDocumented,
+  substitute,
+} from '../support/upgrade.ts';
 import { until } from '../harness/until.ts';
 
 const NS = 'apps';
@@ -53,13 +65,29 @@ let released: Release;
 let clouds: NodeClouds;
 let core: CoreV1Api;
 let apps: AppsV1Api;
+let keys: KeyPair;
+let sbomFile: string;
+/** What cosign verified before the install: the image index (signature and SBOM) and the chart. */
+let verified: { image: Verified; chart: Verified };
 
 before(async () => {
-  [node, registry] = await Promise.all([startNode({ name: 'node-e2e' }), startRegistry()]);
+  [node, registry, keys] = await Promise.all([startNode({ name: 'node-e2e' }), startRegistry(), cosignKeyPair()]);
   core = node.cp.kubeConfig().makeApiClient(CoreV1Api);
   apps = node.cp.kubeConfig().makeApiClient(AppsV1Api);
   await node.trustRegistry(registry.host);
-  [released, clouds] = await Promise.all([runRelease(`${registry.host}/wiw`), startNodeClouds(node, NS)]);
+  sbomFile = join(dirname(keys.key), 'sbom.cdx.json');
+  [released, clouds] = await Promise.all([
+    runRelease(`${registry.host}/wiw`, { sign: keys, sbom: sbomFile }),
+    startNodeClouds(node, NS),
+  ]);
+  // As a user would before installing: cosign refuses (and so stops the install) unless both
+  // artefacts carry a signature of the release key and the index its SBOM attestation.
+  verified = {
+    image: await verifyWithKey(`${released.image.repository}@${released.image.digest}`, keys.pub, { sbom: true }),
+    chart: await verifyWithKey(`${released.chart.reference.replace('oci://', '')}@${released.chart.digest}`, keys.pub, {
+      sbom: false,
+    }),
+  };
   await installChart(node, [NS], {
     kind: 'oci',
     ref: released.chart.reference,
@@ -130,6 +158,77 @@ describe('the release, pushed to a real OCI registry', () => {
   });
 });
 
+describe('the release signed, with its SBOM, verified before the install', () => {
+  test('cosign verified the signature of the release key on the index and on the chart, each by its digest', () => {
+    assert.equal(released.signatures?.signer, 'key');
+    for (const [what, digest] of [
+      ['image', released.image.digest],
+      ['chart', released.chart.digest],
+    ] as const) {
+      const signed = verified[what].signatures.filter((s) => s.critical.type === 'https://sigstore.dev/cosign/sign/v1');
+      assert.deepEqual(
+        signed.map((s) => s.critical.image['docker-manifest-digest']),
+        [digest],
+        `${what}: one signature, of the released digest`,
+      );
+    }
+  });
+
+  test('the SBOM attested on the index is the CycloneDX file the release wrote: the bundled dependencies and the runtime base', () => {
+    assert.equal(verified.image.sboms.length, 1);
+    const [statement] = verified.image.sboms;
+    assert.equal(statement.predicateType, 'https://cyclonedx.org/bom');
+    assert.deepEqual(
+      statement.subject.map((s) => `sha256:${s.digest.sha256}`),
+      [released.image.digest],
+    );
+    const sbom = statement.predicate as {
+      bomFormat: string;
+      metadata: { component: { name: string; version: string } };
+      components: { name: string; version: string; purl: string }[];
+    };
+    assert.deepEqual(sbom, JSON.parse(readFileSync(sbomFile, 'utf8')), 'the attested SBOM is the one --sbom wrote');
+    assert.equal(sbom.bomFormat, 'CycloneDX');
+    assert.deepEqual(sbom.metadata.component, {
+      ...sbom.metadata.component,
+      name: 'workload-identity-webhook',
+      version: VERSION,
+    });
+    const listed = new Set(sbom.components.map((c) => `${c.name}@${c.version}`));
+    const pkg = JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')) as {
+      dependencies: Record<string, string>;
+      devDependencies: Record<string, string>;
+    };
+    const lock = JSON.parse(readFileSync(join(REPO, 'package-lock.json'), 'utf8')) as {
+      packages: Record<string, { version: string; dev?: boolean }>;
+    };
+    for (const name of Object.keys(pkg.dependencies))
+      assert.ok(listed.has(`${name}@${lock.packages[`node_modules/${name}`].version}`), `${name} is listed`);
+    // What only the tests and the build use is not (a dev dependency a production one needs is).
+    const devOnly = Object.keys(pkg.devDependencies).filter((name) => lock.packages[`node_modules/${name}`].dev);
+    assert.ok(devOnly.includes('esbuild'));
+    for (const name of devOnly)
+      assert.ok(![...listed].some((c) => c.startsWith(`${name}@`)), `the dev dependency ${name} is not`);
+    // Node.js and the C libraries of each platform's runtime base, as the lock pins them.
+    const pins = readFileSync(join(REPO, 'scripts/runtime-base.lock'), 'utf8')
+      .split('\n')
+      .filter((l) => /^(node|deb) /.test(l))
+      .map((l) => l.split(/\s+/));
+    assert.ok(pins.length > 0);
+    for (const [, , name, version] of pins) assert.ok(listed.has(`${name}@${version}`), `${name} ${version} is listed`);
+    assert.equal(released.signatures?.sbom.components, sbom.components.length);
+  });
+
+  test('another key verifies neither the image nor the chart', async () => {
+    const other = await cosignKeyPair();
+    for (const ref of [
+      `${released.image.repository}@${released.image.digest}`,
+      `${released.chart.reference.replace('oci://', '')}@${released.chart.digest}`,
+    ])
+      await assert.rejects(verifyWithKey(ref, other.pub, { sbom: false }), /no matching signatures|failed to verify/);
+  });
+});
+
 const digest = (report: ProbeReport, variable: string): string => {
   const file = report.files[variable];
   assert.ok(file && !file.error && file.sha256, `${variable}: ${JSON.stringify(file)}`);
@@ -183,6 +282,49 @@ function checkGcp(report: ProbeReport, sa: string): void {
   assert.equal(typeof config.credential_source?.file, 'string');
   const exchange = clouds.google.exchanges.find((e) => e.principal === clouds.principal(sa));
   assert.ok(exchange);
+}
+
+/**
+ * Creates Pods back to back until `over()` answers true, then 10 more; returns the names created
+ * and the refusals. Pods held by a scheduling gate: admitted and stored, never started.
+ */
+async function createPodsUntil(
+  prefix: string,
+  over: () => boolean | Promise<boolean>,
+  limit = 3000,
+): Promise<{ created: string[]; failures: string[] }> {
+  const created: string[] = [];
+  const failures: string[] = [];
+  for (let i = 0, after = 0; after < 10 && i < limit; i++) {
+    if (await over()) after++;
+    const name = `${prefix}-${i}`;
+    try {
+      await core.createNamespacedPod({
+        namespace: NS,
+        body: {
+          metadata: { name },
+          spec: {
+            serviceAccountName: 'aws',
+            schedulingGates: [{ name: 'example.com/hold' }],
+            containers: [{ name: 'app', image: node.images.base, imagePullPolicy: 'Never' }],
+          },
+        },
+      });
+      created.push(name);
+    } catch (err) {
+      failures.push(`${name}: ${(err as Error).message}`);
+    }
+  }
+  return { created, failures };
+}
+
+/** Each of these Pods was mutated: its container has the AWS role of its ServiceAccount. */
+async function assertMutated(names: string[]): Promise<void> {
+  for (const name of names) {
+    const pod = await core.readNamespacedPod({ namespace: NS, name });
+    const env = Object.fromEntries((pod.spec!.containers[0].env ?? []).map((e) => [e.name, e.value]));
+    assert.equal(env.AWS_ROLE_ARN, ROLE, `Pod ${name} was mutated`);
+  }
 }
 
 describe('the chart installed on a real node', () => {
@@ -253,6 +395,26 @@ describe('the chart installed on a real node', () => {
   test('an AWS Pod starts; inside it the AWS SDK assumes the role with the projected token', async () => {
     const reports = await clouds.runPod('aws', 'aws', [clouds.probe('aws')]);
     checkAws(reports.get('aws')!, 'aws');
+  });
+
+  test('helm test passes: its hook Pod, run on the node, finds the role and token the live webhook injected', async () => {
+    const out = await helm(['test', RELEASE, '--namespace', SYSTEM_NS, '--timeout', '3m'], {
+      kubeconfig: node.cp.kubeconfigPath,
+    });
+    assert.match(out, new RegExp(`TEST SUITE: +${FULLNAME}-test\\n`));
+    assert.match(out, /Phase: +Succeeded/);
+    assert.doesNotMatch(out, /Phase: +Failed/);
+    // hook-succeeded: the Pod and its ServiceAccount are gone from the namespace it ran in.
+    await until(
+      'the test Pod deleted',
+      async () =>
+        (await core.listNamespacedPod({ namespace: 'default' })).items.some(
+          (p) => p.metadata?.name === `${FULLNAME}-test`,
+        )
+          ? undefined
+          : true,
+      60_000,
+    );
   });
 
   test('an Azure Pod starts; inside it @azure/identity gets a token with the projected assertion', async () => {
@@ -327,8 +489,6 @@ describe('the chart installed on a real node', () => {
       await core.listNamespacedPod({ namespace: SYSTEM_NS, labelSelector: 'app.kubernetes.io/component=webhook' })
     ).items;
     assert.equal(webhookPods.length, 2);
-    const created: string[] = [];
-    const failures: string[] = [];
     const victim = webhookPods[0].metadata!.name!;
     await core.deleteNamespacedPod({ namespace: SYSTEM_NS, name: victim });
     const victimExists = async (): Promise<boolean> =>
@@ -336,36 +496,155 @@ describe('the chart installed on a real node', () => {
         () => true,
         () => false,
       );
-    // Back to back, from the deletion until the Pod is gone (its drain and termination), and
-    // some more after. Pods held by a scheduling gate: admitted and stored, never started.
-    for (let i = 0, after = 0; after < 10 && i < 2000; i++) {
-      if (!(await victimExists())) after++;
-      const name = `admitted-${i}`;
-      try {
-        await core.createNamespacedPod({
-          namespace: NS,
-          body: {
-            metadata: { name },
-            spec: {
-              serviceAccountName: 'aws',
-              schedulingGates: [{ name: 'example.com/hold' }],
-              containers: [{ name: 'app', image: node.images.base, imagePullPolicy: 'Never' }],
-            },
-          },
-        });
-        created.push(name);
-      } catch (err) {
-        failures.push(`${name}: ${(err as Error).message}`);
-      }
-    }
+    // From the deletion until the Pod is gone (its drain and termination), and some more after.
+    const { created, failures } = await createPodsUntil('admitted', async () => !(await victimExists()), 2000);
     assert.equal(await victimExists(), false, 'the deleted webhook Pod is gone');
     assert.deepEqual(failures, []);
-    for (const name of created) {
-      const pod = await core.readNamespacedPod({ namespace: NS, name });
-      const env = Object.fromEntries((pod.spec!.containers[0].env ?? []).map((e) => [e.name, e.value]));
-      assert.equal(env.AWS_ROLE_ARN, ROLE, `Pod ${name} was mutated`);
-    }
+    await assertMutated(created);
     assert.ok(created.length > 10, `${created.length} Pods created`);
+  });
+});
+
+describe('upgrading to the next release with the documented commands', () => {
+  const POLICY_CRD = 'workloadidentitypolicies.workload-identity-webhook.io';
+  const POLICIES = '/apis/workload-identity-webhook.io/v1alpha1/workloadidentitypolicies';
+  let next: { dir: string; version: string };
+  let upgrade: Release;
+  /** docs/install.md's upgrade commands, with the local registry, the versions and this release's names. */
+  let documented: string;
+  const oldImage = () => `${released.image.repository}@${released.image.digest}`;
+  const newImage = () => `${upgrade.image.repository}@${upgrade.image.digest}`;
+
+  const crdColumns = async (): Promise<string[]> => {
+    const crd = await node.cp
+      .kubeConfig()
+      .makeApiClient(ApiextensionsV1Api)
+      .readCustomResourceDefinition({ name: POLICY_CRD });
+    return (crd.spec.versions[0].additionalPrinterColumns ?? []).map((c) => c.name);
+  };
+  const deploymentImage = (manifests: string, name: string): string | undefined =>
+    parseAllDocuments(manifests)
+      .map((d) => d.toJS() as { kind?: string; metadata?: { name: string }; spec?: any }) // eslint-disable-line @typescript-eslint/no-explicit-any
+      .find((m) => m?.kind === 'Deployment' && m.metadata?.name === name)?.spec.template.spec.containers[0].image;
+  /** Both webhook replicas Ready on `image`, and no other left. */
+  const rolledOutTo = (image: string) =>
+    until(
+      'the rolling update to the new digest to finish',
+      async () => {
+        const pods = (
+          await core.listNamespacedPod({ namespace: SYSTEM_NS, labelSelector: 'app.kubernetes.io/component=webhook' })
+        ).items;
+        const done =
+          pods.length === 2 &&
+          pods.every(
+            (p) =>
+              !p.metadata?.deletionTimestamp &&
+              p.spec?.containers[0].image === image &&
+              p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'),
+          );
+        return done ? pods : undefined;
+      },
+      240_000,
+    );
+
+  before(async () => {
+    next = await nextReleaseCheckout();
+    const started = Date.now();
+    upgrade = await runRelease(`${registry.host}/wiw`, { repo: next.dir });
+    process.stderr.write(
+      `node-e2e: the next release (${next.version}) built and pushed in ${((Date.now() - started) / 1000).toFixed(0)} s\n`,
+    );
+    documented = substitute(
+      (await documentedBlocks('3. Upgrade'))[0] ?? '',
+      installPlaceholders({
+        chartRef: upgrade.chart.reference,
+        plainHttp: true,
+        version: next.version,
+        release: RELEASE,
+        namespace: SYSTEM_NS,
+      }),
+    );
+  });
+
+  test('N+1 is another image and chart, released by the same command', () => {
+    assert.equal(upgrade.version, next.version);
+    assert.notEqual(upgrade.image.digest, released.image.digest);
+    assert.notEqual(upgrade.chart.digest, released.chart.digest);
+  });
+
+  test('with --reuse-values instead of the documented flag, helm would keep the image of N', async () => {
+    const helmUpgrade = documented
+      .replace(/\\\n\s*/g, '')
+      .split('\n')
+      .find((l) => l.startsWith('helm upgrade'));
+    assert.ok(helmUpgrade, documented);
+    const reused = await runDocumented(
+      `${helmUpgrade.replace(/ --(reset-then-)?reuse-values\b/, '')} --reuse-values --dry-run`,
+      node.cp.kubeconfigPath,
+    );
+    const manifest = reused.slice(reused.indexOf('MANIFEST:') + 'MANIFEST:'.length, reused.indexOf('\nNOTES:'));
+    assert.equal(deploymentImage(manifest, FULLNAME), oldImage());
+  });
+
+  test('the documented commands, while Pods are created back to back: N+1 rolls out and no Pod is refused', async (t) => {
+    // A policy made under N, to be kept through the upgrade (and left by the uninstall below).
+    const policy = await node.cp.request('POST', POLICIES, {
+      apiVersion: 'workload-identity-webhook.io/v1alpha1',
+      kind: 'WorkloadIdentityPolicy',
+      metadata: { name: 'kept' },
+      spec: {},
+    });
+    assert.equal(policy.status, 201, policy.body);
+    assert.ok(!(await crdColumns()).includes(NEXT_CRD_COLUMN));
+
+    // From before the upgrade until the rollout is over, and some more.
+    let rolledOut = false;
+    const creating = createPodsUntil('upgrading', () => rolledOut);
+    let refusals: { created: string[]; failures: string[] };
+    try {
+      t.diagnostic(await runDocumented(documented, node.cp.kubeconfigPath));
+      const upgraded = await apps.readNamespacedDeployment({ namespace: SYSTEM_NS, name: FULLNAME });
+      assert.equal(upgraded.spec!.template.spec!.containers[0].image, newImage(), 'the documented upgrade sets N+1');
+      await rolledOutTo(newImage());
+    } finally {
+      rolledOut = true;
+      refusals = await creating;
+    }
+    const { created, failures } = refusals;
+    assert.deepEqual(failures, [], 'no Pod refused during the rolling update');
+    assert.ok(created.length > 20, `${created.length} Pods created`);
+    await assertMutated(created);
+    t.diagnostic(`${created.length} Pods created during the upgrade, 0 refused`);
+  });
+
+  test('after it: containerd runs the new digest, the values given at install are kept, the CRD of N+1 is served with the policy made under N', async () => {
+    const pods = (
+      await core.listNamespacedPod({ namespace: SYSTEM_NS, labelSelector: 'app.kubernetes.io/component=webhook' })
+    ).items;
+    assert.equal(pods.length, 2);
+    for (const pod of pods) assert.equal(pod.status?.containerStatuses?.[0].imageID, newImage());
+    const deployment = await apps.readNamespacedDeployment({ namespace: SYSTEM_NS, name: FULLNAME });
+    const env = Object.fromEntries(
+      (deployment.spec!.template.spec!.containers[0].env ?? []).map((e) => [e.name, e.value]),
+    );
+    assert.equal(env.WIW_AWS_DEFAULT_REGION, 'eu-west-1', 'config.awsDefaultRegion from the install is kept');
+    const requestor = await apps.readNamespacedDeployment({
+      namespace: SYSTEM_NS,
+      name: `${FULLNAME}-token-requestor`,
+    });
+    assert.equal(requestor.spec!.template.spec!.containers[0].image, newImage(), 'tokenRequestor.enabled is kept');
+    const history = await helm(['history', RELEASE, '--namespace', SYSTEM_NS, '-o', 'json'], {
+      kubeconfig: node.cp.kubeconfigPath,
+    });
+    assert.deepEqual(
+      (JSON.parse(history) as { chart: string; status: string }[]).map((r) => [r.chart, r.status]),
+      [
+        [`workload-identity-webhook-${VERSION}`, 'superseded'],
+        [`workload-identity-webhook-${next.version}`, 'deployed'],
+      ],
+    );
+    assert.ok((await crdColumns()).includes(NEXT_CRD_COLUMN), 'the CRD of N+1 is applied');
+    assert.equal((await node.cp.request('GET', `${POLICIES}/kept`)).status, 200);
   });
 });
 
@@ -466,6 +745,65 @@ describe('operating it: alerts over real scrapes, and the blast radius of each s
       }),
       /failed calling webhook \W*pods\.workload-identity-webhook\.io\W/,
     );
+  });
+});
+
+describe('uninstalling with the documented commands', () => {
+  test('the first block leaves exactly the CRD with its policies and the labelled Secrets; the second removes them', async () => {
+    const [uninstall, cleanup] = await documentedBlocks('4. Uninstall');
+    assert.ok(uninstall && cleanup, 'docs/install.md gives the uninstall and the clean-up as two blocks');
+    await runDocumented(
+      substitute(uninstall, installPlaceholders({ release: RELEASE, namespace: SYSTEM_NS })),
+      node.cp.kubeconfigPath,
+    );
+
+    const get = async (path: string) => {
+      const res = await node.cp.request('GET', path);
+      return { status: res.status, items: res.status === 200 ? (JSON.parse(res.body).items as Manifest[]) : undefined };
+    };
+    assert.equal((await get(`/api/v1/namespaces/${SYSTEM_NS}`)).status, 404, 'the namespace is gone');
+    for (const path of [
+      '/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations',
+      '/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies',
+      '/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings',
+      '/apis/rbac.authorization.k8s.io/v1/clusterroles',
+      '/apis/rbac.authorization.k8s.io/v1/clusterrolebindings',
+      '/apis/rbac.authorization.k8s.io/v1/roles',
+      '/apis/rbac.authorization.k8s.io/v1/rolebindings',
+    ]) {
+      const { items } = await get(`${path}?labelSelector=app.kubernetes.io/instance%3D${RELEASE}`);
+      assert.deepEqual(
+        items?.map((i) => i.metadata.name),
+        [],
+        `nothing of the release left in ${path}`,
+      );
+    }
+    // What the docs say remains, and nothing else of ours.
+    const crds = (await get('/apis/apiextensions.k8s.io/v1/customresourcedefinitions')).items!.filter((c) =>
+      c.metadata.name.endsWith('.workload-identity-webhook.io'),
+    );
+    assert.deepEqual(
+      crds.map((c) => c.metadata.name),
+      ['workloadidentitypolicies.workload-identity-webhook.io'],
+    );
+    const policies = await get('/apis/workload-identity-webhook.io/v1alpha1/workloadidentitypolicies');
+    assert.deepEqual(
+      policies.items?.map((p) => p.metadata.name),
+      ['kept'],
+    );
+    const labelled = async () =>
+      (await get('/api/v1/secrets?labelSelector=workload-identity-webhook.io/provider')).items!.map(
+        (s) => `${s.metadata.namespace}/${s.metadata.name}`,
+      );
+    assert.deepEqual(await labelled(), [`${NS}/aws-credentials`]);
+
+    await runDocumented(cleanup, node.cp.kubeconfigPath);
+    assert.equal(
+      (await get(`/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crds[0].metadata.name}`)).status,
+      404,
+    );
+    assert.equal((await get('/apis/workload-identity-webhook.io/v1alpha1/workloadidentitypolicies')).status, 404);
+    assert.deepEqual(await labelled(), []);
   });
 });
 

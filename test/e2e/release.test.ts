@@ -1,10 +1,11 @@
 // The release's parts that need no registry (the end-to-end run against a real one is in
 // test/e2e/node-e2e.test.ts): package.json as the one source of the version, the Artifact Hub
-// metadata, the chart as the release stamps it, and the release's refusal of a bad registry.
+// metadata, the chart as the release stamps it, the release's refusal of a bad registry, and the
+// release workflow (.github/workflows/release.yml) as actionlint and the docs see it.
 // (scripts/provide-registry.sh from an empty cache: test/e2e/setup-scripts.test.ts.)
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
@@ -89,6 +90,17 @@ describe('Artifact Hub metadata', () => {
       assert.ok(link.name && link.url.startsWith(`${pkg.homepage}/`), link.url);
   });
 
+  test('artifacthub-repo.yml names the section of docs/install.md that says how to push it, which exists', () => {
+    const text = readFileSync(join(REPO, 'artifacthub-repo.yml'), 'utf8');
+    const section = /docs\/install\.md, "([^"]+)"/.exec(text)?.[1];
+    assert.ok(section, 'it names a section');
+    const headings = readFileSync(join(REPO, 'docs/install.md'), 'utf8')
+      .split('\n')
+      .filter((l) => l.startsWith('#'))
+      .map((l) => l.replace(/^#+\s*/, ''));
+    assert.ok(headings.includes(section), `docs/install.md has a heading "${section}"`);
+  });
+
   test('artifacthub-repo.yml names the owners', () => {
     const repo = parse(readFileSync(join(REPO, 'artifacthub-repo.yml'), 'utf8')) as { owners: { name: string }[] };
     assert.ok(repo.owners.length > 0 && repo.owners.every((o) => o.name));
@@ -145,10 +157,148 @@ describe('npm run release', () => {
   });
 
   test('without --registry, or with an unknown flag, prints its usage', async () => {
-    for (const args of [[], ['--registry'], ['--registry', 'reg.example/x', '--push-everything']]) {
+    for (const args of [
+      [],
+      ['--registry'],
+      ['--registry', 'reg.example/x', '--push-everything'],
+      ['--registry', 'reg.example/x', '--sign'],
+      ['--registry', 'reg.example/x', 'stray'],
+    ]) {
       const { code, stderr } = await release(args);
       assert.equal(code, 2, args.join(' '));
       assert.match(stderr, /^usage: npm run release -- --registry HOST\[:PORT\]\/PATH/);
+    }
+  });
+
+  test('--sign with a key file that is not there is refused before building anything', async () => {
+    const { code, stderr } = await release(['--registry', 'reg.example/x', '--sign', '/nonexistent/cosign.key']);
+    assert.equal(code, 1);
+    assert.match(stderr, /--sign "\/nonexistent\/cosign\.key": no such key file \(or say --sign keyless\)/);
+    assert.doesNotMatch(stderr, /building/);
+  });
+});
+
+describe('the release workflow (.github/workflows/release.yml)', () => {
+  const WORKFLOW = join(REPO, '.github/workflows/release.yml');
+  const text = readFileSync(WORKFLOW, 'utf8');
+  const workflow = parse(text) as {
+    on: { push: { tags: string[] } };
+    permissions: object;
+    defaults: { run: { shell: string } };
+    jobs: Record<string, { permissions: Record<string, string>; steps: { uses?: string; run?: string }[] }>;
+  };
+  const actionlint = async (): Promise<string> => {
+    const { stdout } = await run('bash', ['scripts/provide-actionlint.sh'], { cwd: REPO });
+    return /^ACTIONLINT=(.*)$/m.exec(stdout)![1].replace(/\\(.)/g, '$1');
+  };
+  const lint = async (file: string) =>
+    run(await actionlint(), ['-no-color', '-oneline', file], { cwd: REPO }).then(
+      () => '',
+      (err: { stdout: string }) => err.stdout,
+    );
+
+  test('actionlint passes it, and refuses a copy with a broken expression, as `npm run lint` would', async () => {
+    assert.equal(await lint(WORKFLOW), '');
+    assert.match(
+      readFileSync(join(REPO, 'scripts/lint-shell.sh'), 'utf8'),
+      /provide-actionlint\.sh\)"\n"\$ACTIONLINT"/,
+    );
+    const broken = join(tempDir('wiw-workflow-'), 'release.yml');
+    writeFileSync(broken, text.replace('${{ github.repository_owner }}', '${{ github.repository_ownr }}'));
+    assert.match(await lint(broken), /property "repository_ownr" is not defined/);
+  });
+
+  test('on a version tag it runs `npm run release` signed keyless with the SBOM, with only the permissions that needs', () => {
+    assert.deepEqual(workflow.on.push.tags, ['v[0-9]+.[0-9]+.[0-9]+*']);
+    assert.deepEqual(workflow.permissions, {}, 'nothing by default');
+    // A named shell runs with -eo pipefail: a failed release piped into tee fails its step.
+    assert.equal(workflow.defaults.run.shell, 'bash');
+    const [job] = Object.values(workflow.jobs);
+    assert.deepEqual(job.permissions, {
+      contents: 'write',
+      packages: 'write',
+      'id-token': 'write',
+      attestations: 'write',
+      'artifact-metadata': 'write',
+    });
+    const runs = job.steps.map((s) => s.run ?? '').join('\n');
+    assert.match(runs, /npm run --silent release -- \\\n\s+--registry "\$REGISTRY" --sign keyless --sbom /);
+    assert.match(runs, /REGISTRY=ghcr\.io\/\$\{OWNER,,\}/);
+    assert.match(runs, /"\$GITHUB_REF_NAME" != "v\$version"/, "the tag must be package.json's version");
+    assert.match(runs, /scripts\/provide-cosign\.sh/, 'the cosign the tests use');
+    // Every action pinned by commit, so a moved tag changes nothing that signs a release.
+    const uses = job.steps.flatMap((s) => (s.uses ? [s.uses] : []));
+    assert.ok(uses.length >= 4);
+    for (const u of uses) assert.match(u, /^[\w-]+\/[\w-]+@[0-9a-f]{40}$/, u);
+    assert.ok(
+      uses.some((u) => u.startsWith('actions/attest@')),
+      'provenance',
+    );
+  });
+
+  test("the README and docs/install.md name where it publishes (package.json's repository) and what is not published yet", () => {
+    const owner = new URL(pkg.repository.url).pathname.split('/')[1];
+    const readme = readFileSync(join(REPO, 'README.md'), 'utf8');
+    const install = readFileSync(join(REPO, 'docs/install.md'), 'utf8');
+    for (const doc of [readme, install]) {
+      assert.ok(doc.includes(`ghcr.io/${owner}/workload-identity-webhook:VERSION`));
+      assert.ok(doc.includes(`oci://ghcr.io/${owner}/charts/workload-identity-webhook`));
+      assert.match(doc, /No version has been tagged|no version has been tagged/);
+    }
+    // The identity a user verifies is this workflow's, from a tag.
+    const identity = /IDENTITY='([^']+)'/.exec(install)![1];
+    assert.ok(
+      new RegExp(identity).test(`${pkg.repository.url}/.github/workflows/release.yml@refs/tags/v${pkg.version}`),
+      identity,
+    );
+  });
+});
+
+describe('upgrade and uninstall as the docs write them (run on a node by test/e2e/node-e2e.test.ts)', () => {
+  const docs = [
+    'README.md',
+    'charts/workload-identity-webhook/README.md',
+    'charts/workload-identity-webhook/templates/NOTES.txt',
+    ...readdirSync(join(REPO, 'docs')).map((f) => `docs/${f}`),
+  ].filter((f) => /\.(md|txt)$/.test(f));
+  const commands = (file: string): string[] =>
+    [...readFileSync(join(REPO, file), 'utf8').matchAll(/^```(?:sh|shell|bash|console)?\n([\s\S]*?)^```$/gm)].map((m) =>
+      m[1].replace(/\\\n\s*/g, ''),
+    );
+
+  test('no documented helm upgrade keeps the old image: none uses --reuse-values', () => {
+    const upgrades = docs.flatMap((file) =>
+      commands(file).flatMap((block) =>
+        block
+          .split('\n')
+          .filter((l) => /\bhelm upgrade\b/.test(l))
+          .map((l) => `${file}: ${l}`),
+      ),
+    );
+    assert.ok(
+      upgrades.some((u) => u.startsWith('docs/install.md: ')),
+      'docs/install.md documents the upgrade',
+    );
+    assert.deepEqual(
+      upgrades.filter((u) => /--reuse-values\b/.test(u)),
+      [],
+    );
+    for (const u of upgrades.filter((l) => l.includes('oci://')))
+      assert.match(u, /--reset-then-reuse-values|\s-f\s|--values\s/, u);
+  });
+
+  test("the upgrade applies every CRD of the chart's crds/, and the uninstall names each as what remains and deletes it", () => {
+    const install = readFileSync(join(REPO, 'docs/install.md'), 'utf8');
+    const section = (heading: string) => install.split(/^## /m).find((s) => s.startsWith(heading)) ?? '';
+    assert.match(section('3. Upgrade'), /helm show crds [^\n]*\|\s*kubectl apply --server-side/);
+    const crds = readdirSync(join(CHART_DIR, 'crds')).map(
+      (f) => (parse(readFileSync(join(CHART_DIR, 'crds', f), 'utf8')) as { metadata: { name: string } }).metadata.name,
+    );
+    assert.ok(crds.length > 0);
+    const uninstall = section('4. Uninstall');
+    for (const name of crds) {
+      assert.ok(uninstall.includes(`- the CustomResourceDefinition \`${name}\``), `${name} is listed as remaining`);
+      assert.match(uninstall, new RegExp(`kubectl delete customresourcedefinition ${name.replaceAll('.', '\\.')}`));
     }
   });
 });

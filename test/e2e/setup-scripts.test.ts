@@ -1,5 +1,6 @@
 // Every set-up script from an empty cache folder (WIW_CACHE_DIR): scripts/provide-binaries.sh
-// (with and without --node), scripts/provide-promql.sh, scripts/dev.sh's steps (the Node.js fetch, the node packages),
+// (with and without --node), scripts/provide-promql.sh, scripts/provide-cosign.sh,
+// scripts/provide-actionlint.sh, scripts/dev.sh's steps (the Node.js fetch, the node packages),
 // scripts/python-sdks.sh and the image scripts. The slow builds are stood in for by the executables
 // in test/fixtures/setup-standins (go, npm, python3, buildah, debootstrap), first on PATH; the
 // scripts' own control flow runs for real: traps, set -u, cache paths, locks, a failed build and
@@ -572,6 +573,80 @@ describe('scripts/provide-registry.sh from an empty cache', () => {
     assert.match(bad.stderr, /is not an executable file/);
   });
 });
+
+for (const [script, name, variable] of [
+  ['provide-cosign.sh', 'cosign', 'COSIGN'],
+  ['provide-actionlint.sh', 'actionlint', 'ACTIONLINT'],
+] as const) {
+  describe(`scripts/${script} from an empty cache`, () => {
+    const version = new RegExp(`${variable}_VERSION:-(v[\\d.]+)`).exec(
+      readFileSync(join(ROOT, 'scripts', script), 'utf8'),
+    )![1];
+
+    test(`builds ${name} ${version} once with go install; a second run builds nothing`, async () => {
+      const box = new Sandbox();
+      const first = ok(await box.run(script), 'the first run');
+      const path = assignments(first.stdout)[variable];
+      assert.equal(path, join(box.cache, `${name}-${version}`, name));
+      assert.match(execute(path), new RegExp(`^${name} built`));
+      const installs = box.calls('go install');
+      assert.equal(installs.length, 1);
+      assert.match(installs[0], new RegExp(`/cmd/${name}@${version.replaceAll('.', '\\.')}$`));
+      assert.deepEqual(leftovers(box), []);
+      const calls = box.calls().length;
+      const second = ok(await box.run(script), 'the second run');
+      assert.equal(second.stdout, first.stdout);
+      assert.deepEqual(box.calls().slice(calls), [], 'the second run calls no stand-in');
+    });
+
+    test('a build killed half way leaves nothing a later run trusts; two at once build once', async () => {
+      const box = new Sandbox();
+      box.makeGate();
+      const a = box.start(script, [], { STANDIN_GATE_AT: 'go-install' });
+      await box.waitingAt('go-install');
+      const b = box.start(script);
+      await until(
+        'the second run waiting for the lock, or building',
+        () =>
+          someoneWaitsFor(join(box.cache, `${name}-${version}/.lock`)) ||
+          box.calls('go install').length > 1 ||
+          undefined,
+      );
+      assert.equal(box.calls('go install').length, 1, 'the second run built while the first was building');
+      killGroup(a.child, 'SIGKILL');
+      await a.done;
+      const rb = ok(await b.done, 'the run after the killed one');
+      assert.match(execute(assignments(rb.stdout)[variable]), new RegExp(`^${name} built`));
+      assert.equal(box.calls('go install').length, 2, 'the half-built binary was built again');
+      assert.deepEqual(leftovers(box), []);
+    });
+
+    test('a failed build fails the script and prints no path; without Go it says what to do', async () => {
+      const box = new Sandbox();
+      const failed = await box.run(script, [], { STANDIN_FAIL_AT: 'go-install' });
+      assert.equal(failed.code, 1);
+      assert.match(failed.stderr, new RegExp(`building ${name} failed`));
+      assert.equal(failed.stdout, '');
+      assert.deepEqual(leftovers(box), []);
+      const noGo = await new Sandbox({ without: ['go'] }).run(script);
+      assert.equal(noGo.code, 1);
+      assert.match(noGo.stderr, new RegExp(`Go is not installed[\\s\\S]*TEST_ASSET_${variable}`));
+      assert.equal(noGo.stdout, '');
+    });
+
+    test(`TEST_ASSET_${variable} is used as is, and refused when it is not an executable`, async () => {
+      const box = new Sandbox();
+      const own = join(box.dir, `my-${name}`);
+      writeFileSync(own, '#!/bin/sh\n', { mode: 0o755 });
+      const r = ok(await box.run(script, [], { [`TEST_ASSET_${variable}`]: own }), 'with its own binary');
+      assert.equal(r.stdout, `${variable}=${own}\n`);
+      assert.deepEqual(box.calls(), [], 'nothing built');
+      const bad = await box.run(script, [], { [`TEST_ASSET_${variable}`]: join(box.dir, 'absent') });
+      assert.equal(bad.code, 1);
+      assert.match(bad.stderr, /is not an executable file/);
+    });
+  });
+}
 
 describe('the image scripts from an empty cache', () => {
   test('provide-images.sh builds the base, pause and webhook images and their archives once', async () => {
