@@ -111,6 +111,8 @@ const WITHOUT_VALUE: Partial<Record<SettingKey, string>> = {
   kubeconfig: 'the in-cluster ServiceAccount is used',
   kubeContext: 'goes with --kubeconfig',
   recordKeyFile: 'replicas share the key derived from the serving key they read from one Secret (extraArgs can set it)',
+  awsEksClusterName: 'read by trust and doctor, run by a person against the cluster, not by serve',
+  awsRoleTrustPolicyLength: 'read by trust and doctor, run by a person against the cluster, not by serve',
 };
 
 function envName(flag: string): string {
