@@ -1039,6 +1039,9 @@ describe('values cover the webhook', () => {
         maxConnections: 1000,
         maxConnectionsPerSource: 200,
         firstRequestTimeoutMs: 3000,
+        proxySources: ['10.8.0.0/14', '192.168.7.1'],
+        http2: false,
+        maxConcurrentStreams: 64,
       },
     };
     const table = configFlagTable();
