@@ -6,7 +6,9 @@ import { Agent, request } from 'node:https';
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { CoreV1Api } from '@kubernetes/client-node';
+import { serviceAccountAnnotations } from '../src/clouds/index.ts';
 import { slimServiceAccount } from '../src/kube/serviceaccount-cache.ts';
+import { providers } from '../test/support/builders.ts';
 import { makeReviews } from './support/reviews.ts';
 import { createNamespace, createServiceAccount, startControlPlane } from '../test/harness/control-plane.ts';
 import { startWebhook } from '../test/support/webhook.ts';
@@ -212,7 +214,7 @@ for (let i = 0; i < 50_000; i++) {
   };
   kept.set(
     `${raw.metadata.namespace}/${raw.metadata.name}`,
-    slimServiceAccount(raw, ['eks.amazonaws.com/', 'azure.workload.identity/', 'cloud.google.com/']),
+    slimServiceAccount(raw, serviceAccountAnnotations(providers())),
   );
 }
 globalThis.gc?.();

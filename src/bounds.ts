@@ -24,6 +24,12 @@ export const MAX_LIST_ENTRIES = 64;
 /** One entry of a list annotation: an IAM role ARN's own limit (2,048), the longest an entry needs. */
 export const MAX_LIST_ENTRY = 2048;
 
+/** An IAM role ARN: STS's limit on a RoleArn (AssumeRoleWithWebIdentity). */
+export const MAX_ROLE_ARN = 2048;
+
+/** A token audience or a workload identity provider name (about 170 characters in its full form). */
+export const MAX_AUDIENCE = 1024;
+
 /** A single-valued annotation a provider reads (an expiry, a region, a switch, a port). */
 export const MAX_SCALAR_ANNOTATION = 256;
 
@@ -41,6 +47,9 @@ export const MAX_TOKEN_PATH = 1024;
 
 /** A labelled Secret's `config` (a WorkloadIdentityConfig: a few hundred bytes), decoded, before it is parsed. */
 export const MAX_SECRET_CONFIG_BYTES = 64 * 1024;
+
+/** A token in a labelled Secret (a ServiceAccount token is 1 to 2 KiB): a longer one is not decoded. */
+export const MAX_SECRET_TOKEN_BYTES = 16 * 1024;
 
 /**
  * What a memo of the mutation core keeps between reviews (digests of the webhook's own values,

@@ -14,6 +14,18 @@ export const VERSION: string = (
 
 export const PROGRAM = 'workload-identity-webhook';
 
+/** Exit codes of every command: `help` prints them, README and docs/trust.md repeat them. */
+export const EXIT = {
+  /** Done; every check passed. */
+  ok: 0,
+  /** A problem found (doctor, trust, check-policy), or the object denied (preview). */
+  problem: 1,
+  /** Bad usage: an unknown flag or command, a bad value, an input file that cannot be read. */
+  usage: 2,
+  /** Could not check: the cluster or an issuer could not be read, or the command failed. */
+  unchecked: 3,
+} as const;
+
 export class UsageError extends Error {
   /** The command whose help the message points to. */
   readonly command?: string;
@@ -111,37 +123,40 @@ exit 0 when every policy is good, 1 otherwise (each problem on stdout).`,
 workload-identity-webhook.io/provider (see docs/secrets.md). Run it as its own Deployment: it
 alone needs access to Secrets. One instance writes at a time (a coordination.k8s.io Lease).`,
     flags: [],
-    settings: [...IDENTITY, 'kubeconfig', 'logLevel', 'logFormat', 'metricsPort', 'metricsHost'],
+    settings: [...IDENTITY, 'kubeconfig', 'kubeContext', 'logLevel', 'logFormat', 'metricsPort', 'metricsHost'],
     requestor: true,
   },
   doctor: {
-    synopsis: 'doctor [--namespace NS] [--issuer-ca FILE] [-o text|json] [flags]',
+    synopsis: 'doctor [--namespace NS] [--issuer-ca FILE] [-o text|json|yaml] [flags]',
     about: `Checks the cluster's side of the handshake with the clouds (docs/trust.md): discovery, JWKS,
 the public issuer URL, and the token of every ServiceAccount with an identity verified against the
-published keys. Exit 0 all good, 1 a problem found (each with its fix), 2 something could not be
-checked.`,
+published keys. Exit 0 all good, 1 a problem found (each with its fix), 2 bad usage, 3 something
+could not be checked (and nothing failed). Colours the verdicts on a terminal, unless NO_COLOR is
+set; FORCE_COLOR colours them anywhere.`,
     flags: [
       NAMESPACE,
       { name: 'issuer-ca', value: 'FILE', description: 'a private CA (PEM) trusted for the public issuer URL' },
-      output(['text', 'json']),
+      output(['text', 'json', 'yaml']),
     ],
-    settings: [...IDENTITY, 'kubeconfig'],
-    outputs: ['text', 'json'],
+    settings: [...IDENTITY, 'kubeconfig', 'kubeContext'],
+    outputs: ['text', 'json', 'yaml'],
   },
   trust: {
-    synopsis: 'trust [-f FILE ... --issuer URL] [--namespace NS] [-o text|json] [flags]',
+    synopsis: 'trust [-f FILE ... --issuer URL] [--namespace NS] [-o text|json|yaml] [flags]',
     about: `Prints, per cloud, the configuration that makes each identity's token accepted: the AWS IAM
 OIDC provider and role trust policies, the Azure federated identity credentials, the Google pool
 provider and service account bindings, with the aws / az / gcloud commands. Reads the cluster
-(--kubeconfig), or manifests offline (-f FILE, with --issuer URL).`,
+(--kubeconfig, --context), or manifests offline (-f FILE, with --issuer URL). Exit 0, 1 when an
+identity is left out (a value not of its form), 2 bad usage, 3 the cluster or its issuer could not
+be read.`,
     flags: [
       FILES,
       { name: 'issuer', value: 'URL', description: "the cluster's --service-account-issuer (needed with -f)" },
       NAMESPACE,
-      output(['text', 'json']),
+      output(['text', 'json', 'yaml']),
     ],
-    settings: [...IDENTITY, 'kubeconfig'],
-    outputs: ['text', 'json'],
+    settings: [...IDENTITY, 'kubeconfig', 'kubeContext'],
+    outputs: ['text', 'json', 'yaml'],
   },
   'issuer publish': {
     synopsis: 'issuer publish --dir DIR [--issuer URL] [--key-file FILE ...] [flags]',
@@ -158,7 +173,7 @@ the kube-apiserver flags that point tokens at them.`,
         description: 'public or private keys (PEM) instead of the API server JWKS; repeatable',
       },
     ],
-    settings: ['kubeconfig'],
+    settings: ['kubeconfig', 'kubeContext'],
   },
   version: { synopsis: 'version', about: 'Prints the version.', flags: [], settings: [] },
 };
@@ -332,6 +347,9 @@ ${Object.values(COMMANDS)
   ${PROGRAM} help [COMMAND]
 
 Run "${PROGRAM} COMMAND --help" for what a command does and the flags it takes.
+
+Exit codes: ${EXIT.ok} done (all good), ${EXIT.problem} a problem found or the object denied, ${EXIT.usage} bad usage (a flag,
+value or input file), ${EXIT.unchecked} could not check (the cluster or an issuer could not be read).
 `;
 }
 

@@ -1,10 +1,11 @@
 #!/usr/bin/env node
 import { readFileSync } from 'node:fs';
-import { commandHelp, PROGRAM, type ParsedArgs, parseArgs, UsageError, usage, VERSION } from './cli-args.ts';
+import { commandHelp, EXIT, PROGRAM, type ParsedArgs, parseArgs, UsageError, usage, VERSION } from './cli-args.ts';
 import { completeConfig, loadConfig } from './config.ts';
 import { ConfigError, WebhookError } from './errors.ts';
 import { createLogger } from './log.ts';
 import { printable } from './shell.ts';
+import type { DataOutput } from './commands.ts';
 import type { OutputFormat } from './preview.ts';
 // Each command loads what it needs when it runs: `serve` does not carry preview, tenant policy
 // (CEL), the token requestor or doctor in its memory.
@@ -37,18 +38,26 @@ async function main(argv: string[]): Promise<number> {
     if (err instanceof UsageError) return usageError(err, args.command);
     if (err instanceof ConfigError || err instanceof WebhookError) {
       process.stderr.write(`error [${err.code}]: ${printable(err.message)}\n`);
-      return 2;
+      return USAGE_CODES.has(err.code) ? EXIT.usage : EXIT.unchecked;
     }
     process.stderr.write(`error: ${(err as Error).stack ?? String(err)}\n`);
-    return 2;
+    return EXIT.unchecked;
   }
 }
+
+/** Errors that are the caller's to fix in the command line or its input; any other: could not check. */
+const USAGE_CODES: ReadonlySet<string> = new Set([
+  'WIW_INVALID_CONFIG',
+  'WIW_BAD_USAGE',
+  'WIW_BAD_INPUT',
+  'WIW_BAD_POLICY_FILE',
+]);
 
 /** Exit 2 with the reason and where to read more: the command's help, or the list of commands. */
 function usageError(err: UsageError, command = err.command): number {
   const more = command ? `"${PROGRAM} ${command} --help"` : `"${PROGRAM} help"`;
   process.stderr.write(`error: ${printable(err.message)}\nRun ${more} for usage.\n`);
-  return 2;
+  return EXIT.usage;
 }
 
 function values(args: ParsedArgs, name: string): string[] {
@@ -146,19 +155,20 @@ async function issuerCommand(args: ParsedArgs): Promise<number> {
   ]);
   const config = await completeConfig(loadConfig(args.flags));
   const one = (name: string): string | undefined => values(args, name).at(-1);
-  // On a terminal: a progress line on stderr while doctor waits, and colours (unless NO_COLOR).
+  // On a terminal: a progress line on stderr while doctor waits, and colours (util.styleText
+  // decides for stdout: not with NO_COLOR, nor when it is no terminal, unless FORCE_COLOR).
   const progress = args.command === 'doctor' ? progressLine(process.stderr) : undefined;
   const result = await runIssuerCommand(args.command, {
     config,
     files: values(args, 'filename').map((source) => ({ source, text: readInput(source) })),
-    output: args.output === 'json' ? 'json' : 'text',
+    output: (args.output ?? 'text') as DataOutput,
     issuer: one('issuer'),
     issuerCa: one('issuer-ca'),
     namespace: one('namespace'),
     dir: one('dir'),
     keyFiles: values(args, 'key-file'),
     progress: progress?.update,
-    colour: process.stdout.isTTY === true && !process.env.NO_COLOR,
+    colourStream: process.stdout,
   }).finally(() => progress?.done());
   for (const w of result.warnings) process.stderr.write(`warning: ${printable(w)}\n`);
   process.stdout.write(result.output);

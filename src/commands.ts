@@ -1,8 +1,9 @@
 // The three subcommands of the cluster's side of the handshake: doctor, trust, issuer publish.
 import { readFileSync } from 'node:fs';
+import { stringify } from 'yaml';
 import type { Config } from './config.ts';
 import { runDoctor } from './doctor/checks.ts';
-import { exitCode, reportJson, reportText } from './doctor/verdicts.ts';
+import { exitCode, reportData, reportText } from './doctor/verdicts.ts';
 import { WebhookError } from './errors.ts';
 import { loadKubeConfig } from './kube/client.ts';
 import { publishIssuer } from './issuer/publish.ts';
@@ -13,13 +14,16 @@ import { shellQuote } from './shell.ts';
 import { createProviders, createSecretProviders } from './clouds/index.ts';
 import type { ManifestInput } from './manifests.ts';
 import { identitiesOfSecrets, identitiesOfServiceAccounts } from './trust/identities.ts';
-import { trustJson, trustReport, trustText } from './trust/report.ts';
+import { trustReport, trustText } from './trust/report.ts';
 import { objectsOfCluster, objectsOfManifests, type Objects } from './trust/sources.ts';
+
+/** -o of doctor and trust: text for a person, the same data as JSON or YAML for a script. */
+export type DataOutput = 'text' | 'json' | 'yaml';
 
 export interface IssuerCommandInput {
   config: Config;
   files: ManifestInput['documents'];
-  output: 'text' | 'json';
+  output: DataOutput;
   issuer?: string;
   issuerCa?: string;
   namespace?: string;
@@ -27,8 +31,15 @@ export interface IssuerCommandInput {
   keyFiles: string[];
   /** doctor: told what it waits for (a terminal's progress line). */
   progress?: (waitingFor: string) => void;
-  /** doctor: colours in the text report (a terminal). */
-  colour?: boolean;
+  /** doctor: the stream the text report goes to; util.styleText colours it when that stream may be. */
+  colourStream?: NodeJS.WritableStream;
+}
+
+/** data as -o json or -o yaml write it; undefined for text. */
+function dataOutput(data: unknown, output: DataOutput): string | undefined {
+  if (output === 'json') return JSON.stringify(data, null, 2) + '\n';
+  if (output === 'yaml') return stringify(data, { lineWidth: 0 });
+  return undefined;
 }
 
 export interface CommandResult {
@@ -66,7 +77,7 @@ async function doctor(input: IssuerCommandInput): Promise<CommandResult> {
     }
   }
   const report = await runDoctor({
-    kc: loadKubeConfig(input.config.kubeconfig),
+    kc: loadKubeConfig(input.config.kubeconfig, input.config.kubeContext),
     providers: createProviders(input.config),
     secrets: { providers: createSecretProviders(input.config), defaultTokenPath: input.config.secretTokenPath },
     issuerCa,
@@ -75,7 +86,7 @@ async function doctor(input: IssuerCommandInput): Promise<CommandResult> {
   });
   return {
     code: exitCode(report),
-    output: input.output === 'json' ? reportJson(report) : reportText(report, { colour: input.colour }),
+    output: dataOutput(reportData(report), input.output) ?? reportText(report, { stream: input.colourStream }),
     warnings: [],
   };
 }
@@ -96,7 +107,7 @@ async function trust(input: IssuerCommandInput): Promise<CommandResult> {
         secrets: objects.secrets.filter((s) => s.metadata?.namespace === input.namespace),
       };
   } else {
-    const kc = loadKubeConfig(input.config.kubeconfig);
+    const kc = loadKubeConfig(input.config.kubeconfig, input.config.kubeContext);
     const discovery = await readApiServerDiscovery(await apiServerOf(kc));
     if (!issuer) {
       if (!discovery.ok)
@@ -128,7 +139,7 @@ async function trust(input: IssuerCommandInput): Promise<CommandResult> {
   const report = trustReport(issuer, [...fromAccounts.identities, ...fromSecrets.identities]);
   return {
     code: problems.length > 0 || report.failures ? 1 : 0,
-    output: input.output === 'json' ? trustJson(report) : trustText(report),
+    output: dataOutput(report, input.output) ?? trustText(report),
     warnings,
   };
 }
@@ -142,7 +153,7 @@ async function publish(input: IssuerCommandInput): Promise<CommandResult> {
     if (!issuer) throw usage('issuer publish --key-file needs --issuer URL: the URL where DIR will be served');
     jwks = jwksFromKeyFiles(input.keyFiles);
   } else {
-    const api = await apiServerOf(loadKubeConfig(input.config.kubeconfig));
+    const api = await apiServerOf(loadKubeConfig(input.config.kubeconfig, input.config.kubeContext));
     const read = await readApiServerJwks(api);
     if (!read.ok)
       throw new WebhookError(

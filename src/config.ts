@@ -223,6 +223,13 @@ const serverSettings = {
     parse: optionalString,
     default: undefined,
   },
+  kubeContext: {
+    flag: 'context',
+    description:
+      "The kubeconfig's context to use (default: its current-context); given, a kubeconfig is read even in a cluster",
+    parse: optionalString,
+    default: undefined,
+  },
   cacheMissTimeoutMs: {
     flag: 'cache-miss-timeout-ms',
     description: 'Timeout of the direct API read when a ServiceAccount or Namespace is not yet cached',

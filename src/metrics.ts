@@ -73,6 +73,18 @@ export function createMetrics() {
       labelNames: ['what'] as const,
       registers: [registry],
     }),
+    cacheBytes: new Gauge({
+      name: 'wiw_serviceaccount_cache_bytes',
+      help: 'Bytes a cache holds, as counted against its byte budget, by kind (what: ServiceAccount)',
+      labelNames: ['what'] as const,
+      registers: [registry],
+    }),
+    cacheOverBudget: new Counter({
+      name: 'wiw_serviceaccount_cache_over_budget_total',
+      help: 'Objects a cache left out because its byte budget was spent (read directly when needed), by kind (what: ServiceAccount)',
+      labelNames: ['what'] as const,
+      registers: [registry],
+    }),
     cacheMisses: new Counter({
       name: 'wiw_serviceaccount_cache_misses_total',
       help: 'Lookups of an object not in the cache, by kind (what: ServiceAccount, Namespace)',

@@ -2,6 +2,7 @@
 // admission, the token requestor, the CLI): which ServiceAccount and OS a Pod has, and the labels
 // and annotations of GEP-26 Secrets: Gardener's, which this webhook honours so Gardener's token
 // requestor can be the writer, and the project's own (`workload-identity-webhook.io/`).
+import { type AnnotationBound, listBound } from './annotation-bounds.ts';
 import { MAX_TOKEN_PATH } from './bounds.ts';
 import type { Pod } from './kube/types.ts';
 
@@ -49,8 +50,16 @@ export function isTokenPath(value: string): boolean {
 /** Where Gardener's provider extensions mount the Secret (WorkloadIdentityMountPath) plus `/token`. */
 export const DEFAULT_SECRET_TOKEN_PATH = '/var/run/secrets/gardener.cloud/workload-identity/token';
 
-/** The ServiceAccount annotation prefixes the Secret path reads (the cache must keep them). */
-export const SECRET_ANNOTATION_PREFIXES: readonly string[] = [PROJECT_DOMAIN];
+/** The labels that select a Secret (selectSecret): all the token requestor keeps of its labels. */
+export const SECRET_LABELS: readonly string[] = [PROVIDER_LABEL, GARDENER_PURPOSE_LABEL, GARDENER_PROVIDER_LABEL];
+
+/**
+ * The ServiceAccount annotations the Secret path reads (the cache must keep them): the grant, 64
+ * namespaces (DNS labels) or `*`.
+ */
+export const SECRET_SERVICE_ACCOUNT_ANNOTATIONS: readonly AnnotationBound[] = [
+  listBound(ALLOWED_REFERRERS_ANNOTATION, 63),
+];
 
 /** A JSON object: neither null nor a list. */
 export function isObject(value: unknown): value is Record<string, unknown> {

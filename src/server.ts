@@ -14,13 +14,13 @@ import { together } from './kube/lifecycle.ts';
 import { ServiceAccountCache } from './kube/serviceaccount-cache.ts';
 import { createMetrics, serveMetrics, UNKNOWN_NAMESPACE_LABEL, type Metrics } from './metrics.ts';
 import {
-  annotationPrefixes,
+  serviceAccountAnnotations,
   createPeerMetrics,
   createProviders,
   createSecretProviders,
   startClouds,
 } from './clouds/index.ts';
-import { SECRET_ANNOTATION_PREFIXES } from './model.ts';
+import { SECRET_SERVICE_ACCOUNT_ANNOTATIONS } from './model.ts';
 import { RecordKeys } from './mutate/injection-record.ts';
 import { tlsPolicy } from './tls/policy.ts';
 import { certificateNotAfter, readKeyPair, watchKeyPair, type KeyPair } from './tls/reloader.ts';
@@ -107,7 +107,7 @@ async function admission(config: Config, api: KubeApi, root: Logger, metrics: Me
   const secretCore = { providers: createSecretProviders(config), defaultTokenPath: config.secretTokenPath };
   const cache = new ServiceAccountCache({
     api,
-    annotationPrefixes: [...annotationPrefixes(providers), ...SECRET_ANNOTATION_PREFIXES],
+    annotations: [...serviceAccountAnnotations(providers), ...SECRET_SERVICE_ACCOUNT_ANNOTATIONS],
     log: root.child({ component: 'serviceaccount-cache' }),
     metrics,
     missTimeoutMs: config.cacheMissTimeoutMs,
@@ -153,7 +153,7 @@ function boundedPeerMetrics(config: Config, metrics: Metrics, cache: ServiceAcco
 export async function serve(config: Config, root: Logger): Promise<RunningServer> {
   // One child logger per component, made here where the components are built.
   const log = root.child({ component: 'server' });
-  const api = await connectKube(config.kubeconfig);
+  const api = await connectKube(config.kubeconfig, config.kubeContext);
   const tls = await loadTls(config, api, root.child({ component: 'tls' }));
   const metrics = createMetrics();
   metrics.servingCertificateExpiry.set(certificateNotAfter(tls.pair.cert));

@@ -2,6 +2,7 @@
 // says what to read (the referenced ServiceAccount in another namespace, for its grant), the
 // caller's reads supply it and tenant policy, then the pure core decides. One function, so the
 // requestor never issues a token for a Secret the webhook would refuse.
+import { describeOversize } from '../annotation-bounds.ts';
 import { denial, type Denial, isDenial, WebhookError } from '../errors.ts';
 import type { ServiceAccountView, Secret } from '../kube/types.ts';
 import { decideSecret, type SecretCoreOptions, type SecretMutation, type SecretPlan } from '../mutate/secret.ts';
@@ -49,6 +50,15 @@ export async function judgeSecret(
     }
   }
   if (isDenial(target)) return { allowed: false, denial: target };
+  // A grant over its bound is kept as a marker: refused with why, not as "not granted".
+  if (target?.oversize)
+    return {
+      allowed: false,
+      denial: denial(
+        'TooLarge',
+        describeOversize(`ServiceAccount ${target.namespace}/${target.name}`, target.oversize),
+      ),
+    };
   const result = decideSecret(core, plan, { oldSecret, referencedServiceAccount: target });
   if (!result.allowed || !result.selected || !policy) return result;
   const refused = policy({

@@ -1,3 +1,4 @@
+import { describeOversize } from '../annotation-bounds.ts';
 import { denial, isDenial, WebhookError } from '../errors.ts';
 import type { Pod, ServiceAccountView } from '../kube/types.ts';
 import { isObject, serviceAccountNameOf } from '../model.ts';
@@ -104,6 +105,10 @@ export function decidePod(
   admission: PodAdmission,
   judge: InjectionPolicy | undefined,
 ): Decision {
+  const sa = admission.serviceAccount;
+  // The cache kept a marker: an annotation the providers read is over its bound.
+  if (sa?.oversize)
+    return denied(denial('TooLarge', describeOversize(`ServiceAccount ${sa.namespace}/${sa.name}`, sa.oversize)));
   const resolved = resolve(providers, admission);
   if (isDenial(resolved)) return denied(resolved);
   const judged = judge ? judge(admission, resolved) : resolved;

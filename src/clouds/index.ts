@@ -1,5 +1,6 @@
 // The clouds as modules: every layer above the providers reaches a cloud through CLOUD_MODULES
 // and iterates it in registry order, never naming a cloud. A new cloud is one folder and one line.
+import type { AnnotationBound } from '../annotation-bounds.ts';
 import { awsCloud } from './aws/index.ts';
 import { azureCloud } from './azure/index.ts';
 import { gcpCloud } from './gcp/index.ts';
@@ -75,9 +76,18 @@ function podProvider(name: ProviderName, options: ProviderOptions[ProviderName])
   return (CLOUD_MODULES[name] as Cloud<typeof options>).podProvider(options);
 }
 
-/** The ServiceAccount annotation prefixes any provider reads: all the cache keeps. */
-export function annotationPrefixes(providers: readonly PodProvider[]): string[] {
-  return [...new Set(providers.flatMap((p) => p.annotationPrefixes))];
+/**
+ * The ServiceAccount annotations any provider reads, each key once: all the cache keeps. A key two
+ * clouds read (an AWS prefix set to another cloud's) keeps the larger bound: each cloud's own
+ * parser still judges the value.
+ */
+export function serviceAccountAnnotations(providers: readonly PodProvider[]): AnnotationBound[] {
+  const byKey = new Map<string, AnnotationBound>();
+  for (const bound of providers.flatMap((p) => p.serviceAccountAnnotations)) {
+    const seen = byKey.get(bound.key);
+    if (!seen || seen.maxBytes < bound.maxBytes) byKey.set(bound.key, bound);
+  }
+  return [...byKey.values()];
 }
 
 /** Starts what each cloud keeps current while serving; returns what stops them all. */

@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import type { AnnotationBound } from '../annotation-bounds.ts';
 import type { Registry } from 'prom-client';
 import type { Denial } from '../errors.ts';
 import type { Container, EnvVar, Pod, ServiceAccountView, Volume, VolumeMount } from '../kube/types.ts';
@@ -111,8 +112,11 @@ export interface PodReads {
 
 export interface PodProvider {
   readonly name: ProviderName;
-  /** ServiceAccount annotation prefixes this provider reads; the cache keeps only these. */
-  readonly annotationPrefixes: readonly string[];
+  /**
+   * The ServiceAccount annotation keys this provider reads, each with its bound: the cache keeps
+   * only these, and a ServiceAccount with one over its bound only as a marker.
+   */
+  readonly serviceAccountAnnotations: readonly AnnotationBound[];
   /** What it reads of the Pod, bounded. */
   readonly podReads: PodReads;
   /** undefined: this provider has nothing to inject into this Pod. */

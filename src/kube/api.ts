@@ -36,6 +36,14 @@ export class KubeApiError extends Error {
   }
 }
 
+/** An answer longer than the caller's maxBytes: its reading stopped there (the rest is not read). */
+export class KubeResponseTooLarge extends Error {
+  constructor(what: string, maxBytes: number) {
+    super(`${what}: the answer is longer than ${maxBytes} bytes`);
+    this.name = 'KubeResponseTooLarge';
+  }
+}
+
 /** A request that got no answer in time; a watch's normal end is not one. */
 export class KubeTimeoutError extends Error {
   constructor(what: string, ms: number) {
@@ -52,6 +60,8 @@ export interface CallOptions {
   /** application/json unless said (application/json-patch+json, merge-patch+json). */
   contentType?: string;
   timeoutMs?: number;
+  /** Reject with KubeResponseTooLarge, and stop reading, once the answer's body is longer. */
+  maxBytes?: number;
 }
 
 export type WatchEventType = 'ADDED' | 'MODIFIED' | 'DELETED' | 'BOOKMARK' | 'ERROR';
@@ -94,7 +104,7 @@ export class KubeApi {
   /** One call; resolves with the parsed JSON answer, rejects with KubeApiError, KubeTimeoutError or the network's error. */
   async request<T = unknown>(method: string, path: string, options: CallOptions = {}): Promise<T> {
     const res = await this.#send(method, path, options);
-    const text = await readBody(res);
+    const text = await readBody(res, options.maxBytes, `${method} ${path}`);
     if (res.statusCode !== undefined && res.statusCode >= 200 && res.statusCode < 300)
       return (text ? JSON.parse(text) : undefined) as T;
     throw apiError(res.statusCode ?? 0, text);
@@ -205,10 +215,20 @@ export class KubeApi {
   }
 }
 
-function readBody(res: IncomingMessage): Promise<string> {
+function readBody(res: IncomingMessage, maxBytes = Number.POSITIVE_INFINITY, what = ''): Promise<string> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
-    res.on('data', (c: Buffer) => chunks.push(c));
+    let size = 0;
+    res.on('data', (c: Buffer) => {
+      size += c.length;
+      if (size > maxBytes) {
+        chunks.length = 0;
+        reject(new KubeResponseTooLarge(what, maxBytes));
+        res.destroy();
+        return;
+      }
+      chunks.push(c);
+    });
     res.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
     res.on('error', reject);
   });

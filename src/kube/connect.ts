@@ -30,14 +30,17 @@ export function tokenFile(path: string, now: () => number = Date.now): () => str
   };
 }
 
-/** --kubeconfig, else in-cluster, else $KUBECONFIG or ~/.kube/config. */
-export async function connectKube(path: string | undefined): Promise<KubeApi> {
+/**
+ * --kubeconfig, else in-cluster, else $KUBECONFIG or ~/.kube/config; with --context, that context
+ * of the kubeconfig (never in-cluster credentials) instead of its current-context.
+ */
+export async function connectKube(path: string | undefined, context?: string): Promise<KubeApi> {
   try {
-    if (path) return await fromKubeconfigFile(path);
-    if (process.env.KUBERNETES_SERVICE_HOST) return new KubeApi(inCluster());
+    if (path) return await fromKubeconfigFile(path, context);
+    if (process.env.KUBERNETES_SERVICE_HOST && context === undefined) return new KubeApi(inCluster());
     const files = (process.env.KUBECONFIG ?? '').split(delimiter).filter(Boolean);
-    if (files.length > 1) return await fromClientNodeDefault();
-    return await fromKubeconfigFile(files[0] ?? join(homedir(), '.kube', 'config'));
+    if (files.length > 1) return await fromClientNodeDefault(context);
+    return await fromKubeconfigFile(files[0] ?? join(homedir(), '.kube', 'config'), context);
   } catch (err) {
     if (err instanceof ConfigError) throw err;
     throw new ConfigError(
@@ -84,16 +87,27 @@ const USER_FIELDS = new Set([
   'extensions',
 ]);
 
-async function fromKubeconfigFile(path: string): Promise<KubeApi> {
+/** --context naming no context of the kubeconfig: the error names the ones it has. */
+export function noSuchContext(context: string, names: (string | undefined)[]): ConfigError {
+  const has = names.length > 0 ? names.map((n) => JSON.stringify(n ?? '')).join(', ') : 'none';
+  return new ConfigError(`--context ${JSON.stringify(context)}: the kubeconfig has no such context (it has ${has})`);
+}
+
+async function fromKubeconfigFile(path: string, contextName?: string): Promise<KubeApi> {
   const doc = (parse(readFileSync(path, 'utf8')) ?? {}) as Kubeconfig;
-  const contextName = doc['current-context'];
-  const context = doc.contexts?.find((c) => c.name === contextName)?.context;
+  const named = doc.contexts?.find((c) => c.name === (contextName ?? doc['current-context']));
+  if (contextName !== undefined && !named)
+    throw noSuchContext(
+      contextName,
+      (doc.contexts ?? []).map((c) => c.name),
+    );
+  const context = named?.context;
   const cluster = doc.clusters?.find((c) => c.name === context?.cluster)?.cluster;
   if (!cluster?.server)
     throw new ConfigError('no Kubernetes cluster configured: pass --kubeconfig, or run in a cluster');
   const user = doc.users?.find((u) => u.name === context?.user)?.user ?? {};
   if (Object.keys(cluster).some((k) => !CLUSTER_FIELDS.has(k)) || Object.keys(user).some((k) => !USER_FIELDS.has(k)))
-    return fromClientNodeFile(path);
+    return fromClientNodeFile(path, contextName);
   const dir = dirname(path);
   const material = (data: unknown, file: unknown): Buffer | undefined => {
     if (typeof data === 'string' && data) return Buffer.from(data, 'base64');
@@ -117,18 +131,29 @@ async function fromKubeconfigFile(path: string): Promise<KubeApi> {
   });
 }
 
-async function fromClientNodeFile(path: string): Promise<KubeApi> {
+async function fromClientNodeFile(path: string, context?: string): Promise<KubeApi> {
   const { KubeConfig } = await import('@kubernetes/client-node');
   const kc = new KubeConfig();
   kc.loadFromFile(path);
-  return kubeApiOf(kc);
+  return kubeApiOf(withContext(kc, context));
 }
 
-async function fromClientNodeDefault(): Promise<KubeApi> {
+async function fromClientNodeDefault(context?: string): Promise<KubeApi> {
   const { KubeConfig } = await import('@kubernetes/client-node');
   const kc = new KubeConfig();
   kc.loadFromDefault();
-  return kubeApiOf(kc);
+  return kubeApiOf(withContext(kc, context));
+}
+
+function withContext(kc: KubeConfig, context: string | undefined): KubeConfig {
+  if (context === undefined) return kc;
+  if (!kc.getContextObject(context))
+    throw noSuchContext(
+      context,
+      kc.getContexts().map((c) => c.name),
+    );
+  kc.setCurrentContext(context);
+  return kc;
 }
 
 /**

@@ -1,4 +1,4 @@
-import type { KubeApi, OpenWatch } from './api.ts';
+import { type KubeApi, KubeResponseTooLarge, type OpenWatch } from './api.ts';
 import type { Lifecycle } from './lifecycle.ts';
 import type { Logger } from 'pino';
 
@@ -21,6 +21,8 @@ export interface ListWatchOptions {
    * so a list of 50,000 objects never holds them all whole. Default: the object itself.
    */
   keep?: (raw: unknown) => unknown;
+  /** A (re)list starts: `keep` is called for its objects from now on (a budget counts from here). */
+  listing?: () => void;
   /** The whole collection (as `keep` made it), after each (re)list. */
   onList(items: unknown[]): void;
   onEvent(type: 'ADDED' | 'MODIFIED' | 'DELETED', obj: unknown): void;
@@ -40,6 +42,12 @@ export interface ListWatchOptions {
    */
   streamingList?: boolean;
   pageSize?: number;
+  /**
+   * A page's answer longer than this is asked for again with half as many objects (the same
+   * continue token), down to one: objects of hundreds of KiB (a tenant's ServiceAccounts) never
+   * make a page of tens of MiB. Default 8 MiB.
+   */
+  maxPageBytes?: number;
   /**
    * Each restart after a real failure, by cause (for a metric). A watch that ends normally (the
    * API server's timeout) is resumed at once and not counted.
@@ -82,8 +90,10 @@ export class ListWatch implements Lifecycle {
       // Spread the reconnects of many replicas, as client-go's reflector does (5 to 10 min).
       watchTimeoutSeconds: () => 300 + Math.floor(Math.random() * 300),
       pageSize: 500,
+      maxPageBytes: 8 * 2 ** 20,
       streamingList: true,
       onRestart: () => {},
+      listing: () => {},
       query: {},
       keep: (raw) => raw,
       // An option passed as undefined (a cache handing on its own unset option) keeps the default.
@@ -151,13 +161,20 @@ export class ListWatch implements Lifecycle {
 
   /** Returns true when the collection is absent (absentStatus). */
   async #list(): Promise<boolean> {
-    const { api, path, query, pageSize, keep } = this.#o;
+    const { path, query, keep } = this.#o;
     const items: unknown[] = [];
     let cont: string | undefined;
     let rv = '';
+    let limit = this.#o.pageSize;
+    this.#o.listing();
     try {
-      do {
-        const page = await api.request<ListPage>('GET', path, { query: { ...query, limit: pageSize, continue: cont } });
+      for (;;) {
+        const page = await this.#page(path, { ...query, limit, continue: cont }).catch((err: unknown) => {
+          if (!(err instanceof KubeResponseTooLarge) || limit <= 1) throw err;
+          limit = Math.max(1, Math.floor(limit / 2));
+          return undefined;
+        });
+        if (!page) continue;
         // Each page is slimmed as it arrives and then dropped: only what `keep` keeps adds up.
         for (const raw of page.items ?? []) {
           const kept = keep(raw);
@@ -165,7 +182,8 @@ export class ListWatch implements Lifecycle {
         }
         cont = page.metadata?.continue || undefined;
         rv = page.metadata?.resourceVersion ?? rv;
-      } while (cont);
+        if (!cont) break;
+      }
     } catch (err) {
       if (this.#absent(err)) return true;
       throw err;
@@ -174,6 +192,12 @@ export class ListWatch implements Lifecycle {
     this.#resourceVersion = rv;
     this.#markSynced();
     return false;
+  }
+
+  /** One page; one object alone is read whatever its size (the API server bounds it). */
+  #page(path: string, query: Record<string, string | number | undefined>): Promise<ListPage> {
+    const maxBytes = query.limit === 1 ? undefined : this.#o.maxPageBytes;
+    return this.#o.api.request<ListPage>('GET', path, { query, maxBytes });
   }
 
   /** A collection that is absent (absentStatus: a CRD not installed) is an empty list, asked for again later. */
@@ -201,6 +225,7 @@ export class ListWatch implements Lifecycle {
     const seq = ++this.#seq;
     // The list as it streams in; undefined once it is all in (or when not listing).
     let initial: unknown[] | undefined = listing ? [] : undefined;
+    if (listing) this.#o.listing();
     const onEnd = (err: unknown) => {
       if (ended) return;
       ended = true;

@@ -42,8 +42,19 @@ export interface ObjectCacheOptions<T> {
   /** A watch silent this long (no event, no bookmark) is restarted. */
   watchIdleTimeoutMs?: number;
   pageSize?: number;
+  /** ListWatch's maxPageBytes and streamingList (tests list in pages with small objects). */
+  maxPageBytes?: number;
+  streamingList?: boolean;
   /** Told of every object the cache gains and loses (an index kept beside it). */
   index?: CacheIndex<T>;
+  /**
+   * A byte budget: what a view costs the heap (about), and the most all may cost together. An
+   * object that does not fit is not kept (a stale copy of it goes): a lookup reads it directly,
+   * rate-limited, so the answer stays right and only slower. Lists count as they arrive, so a
+   * list never holds more than the budget either.
+   */
+  bytes?(view: T): number;
+  maxBytes?: number;
 }
 
 /** What a cache tells an index: objects added and removed, and a relist (everything replaced). */
@@ -61,6 +72,11 @@ export class ObjectCache<T> implements Lifecycle {
   readonly #reads: DirectReads<T | undefined>;
   readonly #bucket: TokenBucket;
   readonly #listWatch: ListWatch;
+  #bytes = 0;
+  /** Bytes kept by the list in progress, before it replaces the cache. */
+  #listBytes = 0;
+  /** Something was left out for the budget since the last warning (one warning per episode). */
+  #full = false;
 
   constructor(options: ObjectCacheOptions<T>) {
     const o = { ...options, missTimeoutMs: options.missTimeoutMs ?? 2000 };
@@ -75,25 +91,32 @@ export class ObjectCache<T> implements Lifecycle {
       path: o.path,
       query: o.query,
       // Slimmed page by page: the list's whole objects are never all held at once.
-      keep: o.slim,
+      keep: (raw) => this.#keepListed(raw),
+      listing: () => {
+        this.#listBytes = 0;
+        this.#full = false;
+      },
       onList: (views) => {
         this.#items.clear();
+        this.#bytes = 0;
         o.index?.relisting();
         for (const view of views as T[]) this.#put(view);
         o.index?.relisted();
         this.#sized();
-        o.log.info({ what, size: this.#items.size }, `${what} cache listed`);
+        o.log.info({ what, size: this.#items.size, bytes: this.#bytes }, `${what} cache listed`);
       },
       onEvent: (type, obj) => {
         const view = o.slim(obj);
         if (!view) return;
         if (type !== 'DELETED') this.#put(view);
-        else if (this.#items.delete(o.key(view))) o.index?.removed(view);
+        else this.#remove(o.key(view));
         this.#sized();
       },
       onRestart: (cause) => o.metrics?.watchRestarts.inc({ what, cause }),
       watchIdleTimeoutMs: o.watchIdleTimeoutMs,
       pageSize: o.pageSize,
+      maxPageBytes: o.maxPageBytes,
+      streamingList: o.streamingList,
     });
   }
 
@@ -109,6 +132,11 @@ export class ObjectCache<T> implements Lifecycle {
 
   get size(): number {
     return this.#items.size;
+  }
+
+  /** What the kept views cost, as `bytes` counts them (0 without a budget). */
+  get bytes(): number {
+    return this.#bytes;
   }
 
   /** The list-watch underneath, for tests' diagnostics. */
@@ -182,14 +210,64 @@ export class ObjectCache<T> implements Lifecycle {
     return view;
   }
 
+  #cost(view: T): number {
+    return this.#o.bytes?.(view) ?? 0;
+  }
+
+  /** A listed object, slimmed; left out when the list so far has spent the budget. */
+  #keepListed(raw: unknown): T | undefined {
+    const view = this.#o.slim(raw);
+    if (view === undefined) return undefined;
+    const cost = this.#cost(view);
+    if (this.#o.maxBytes !== undefined && this.#listBytes + cost > this.#o.maxBytes) {
+      this.#leftOut(this.#o.key(view), cost, this.#listBytes);
+      return undefined;
+    }
+    this.#listBytes += cost;
+    return view;
+  }
+
+  /** Keeps the view in place of its older copy, within the budget; a view that does not fit takes its older copy out. */
   #put(view: T): void {
     const key = this.#o.key(view);
-    const known = this.#items.has(key);
+    const old = this.#items.get(key);
+    const without = this.#bytes - (old === undefined ? 0 : this.#cost(old));
+    const cost = this.#cost(view);
+    if (this.#o.maxBytes !== undefined && without + cost > this.#o.maxBytes) {
+      // A stale copy would answer for the object: it goes, and a lookup reads it directly.
+      this.#remove(key);
+      this.#leftOut(key, cost, this.#bytes);
+      return;
+    }
     this.#items.set(key, view);
-    if (!known) this.#o.index?.added(view);
+    this.#bytes = without + cost;
+    if (old === undefined) this.#o.index?.added(view);
+  }
+
+  #remove(key: string): void {
+    const old = this.#items.get(key);
+    if (old === undefined) return;
+    this.#items.delete(key);
+    this.#bytes -= this.#cost(old);
+    this.#o.index?.removed(old);
+    // Room again: the next object left out is worth a warning.
+    if (this.#full && this.#bytes < (this.#o.maxBytes ?? 0) / 2) this.#full = false;
+  }
+
+  /** Counted each time; logged once per episode, naming the first object left out (where to look). */
+  #leftOut(key: string, cost: number, bytes: number): void {
+    const { what, metrics, log, maxBytes } = this.#o;
+    metrics?.cacheOverBudget.inc({ what });
+    if (this.#full) return;
+    this.#full = true;
+    log.warn(
+      { what, key, cost, bytes, maxBytes },
+      `${what} cache is at its byte budget: objects that do not fit are read directly when needed`,
+    );
   }
 
   #sized(): void {
     this.#o.metrics?.cacheSize.set({ what: this.#o.what }, this.#items.size);
+    if (this.#o.bytes) this.#o.metrics?.cacheBytes.set({ what: this.#o.what }, this.#bytes);
   }
 }

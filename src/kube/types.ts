@@ -94,8 +94,9 @@ export interface Secret {
 }
 
 /**
- * What the webhook keeps of a ServiceAccount: identity and only the annotations of the
- * prefixes the providers read, so a cluster of 50,000 ServiceAccounts stays small in memory.
+ * What the webhook keeps of a ServiceAccount: identity and only the annotation keys the providers
+ * read, each within its bound (src/annotation-bounds.ts), so a cluster of 50,000 ServiceAccounts
+ * stays small in memory whatever their authors write.
  */
 export interface ServiceAccountView {
   namespace: string;
@@ -103,6 +104,21 @@ export interface ServiceAccountView {
   /** Read by the token requestor (its own reads); the admission cache does not keep it. */
   uid?: string;
   annotations: Readonly<Record<string, string>>;
+  /**
+   * Set when an annotation the webhook reads is over its bound: then no annotation is kept, and
+   * every Pod and Secret that needs this ServiceAccount is refused with a message naming it.
+   */
+  oversize?: OversizeAnnotation;
+}
+
+/** An annotation over its bound: which one, and by how much (no value is kept). */
+export interface OversizeAnnotation {
+  key: string;
+  bytes: number;
+  maxBytes: number;
+  /** For a list annotation over its count of entries. */
+  entries?: number;
+  maxEntries?: number;
 }
 
 /** What the webhook keeps of a Namespace: its name and labels. */

@@ -1,5 +1,6 @@
 import { CoreV1Api, PatchStrategy, setHeaderOptions, type KubeConfig } from '@kubernetes/client-node';
-import { RENEW_ANNOTATION } from '../model.ts';
+import { slimServiceAccount } from '../kube/serviceaccount-cache.ts';
+import { RENEW_ANNOTATION, SECRET_SERVICE_ACCOUNT_ANNOTATIONS } from '../model.ts';
 import type { RequestorApi } from './requestor.ts';
 
 export const EVENT_SOURCE = 'workload-identity-token-requestor';
@@ -11,7 +12,12 @@ export function kubeRequestorApi(kubeConfig: KubeConfig, instance: string): Requ
     async readServiceAccount(namespace, name) {
       try {
         const sa = await core.readNamespacedServiceAccount({ namespace, name });
-        return { namespace, name, uid: sa.metadata?.uid ?? '', annotations: { ...sa.metadata?.annotations } };
+        // Only the grant, bounded, as the webhook's cache keeps it: a marker when it is over.
+        const view = slimServiceAccount(
+          { metadata: { ...sa.metadata, namespace, name } },
+          SECRET_SERVICE_ACCOUNT_ANNOTATIONS,
+        );
+        return view && { ...view, uid: sa.metadata?.uid ?? '' };
       } catch (err) {
         if ((err as { code?: number }).code === 404) return undefined;
         throw err;

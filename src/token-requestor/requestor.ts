@@ -195,6 +195,11 @@ export class TokenRequestor {
    * not the project's Secret).
    */
   async #judge(key: string, entry: Entry, s: TrackedSecret): Promise<Judged | undefined> {
+    if (s.unreadable) {
+      // Kept as a marker: refused as admission refuses it (a Warning event, a log line).
+      await this.#refuse(key, entry, denial('MalformedObject', s.unreadable));
+      return undefined;
+    }
     const secret: Secret = {
       metadata: { name: s.name, namespace: s.namespace, labels: s.labels, annotations: s.annotations },
       data: s.config === undefined ? {} : { config: s.config },

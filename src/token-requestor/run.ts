@@ -26,7 +26,7 @@ export async function runTokenRequestor(config: Config, rc: RequestorConfig, roo
   // One child logger per component, made once: a new leadership term reuses them.
   const log = root.child({ component: 'token-requestor' });
   const informerLog = root.child({ component: 'secret-informer' });
-  const kubeConfig = loadKubeConfig(config.kubeconfig);
+  const kubeConfig = loadKubeConfig(config.kubeconfig, config.kubeContext);
   const metrics = createRequestorMetrics();
   const api = kubeRequestorApi(kubeConfig, rc.identity);
   const core = { providers: createSecretProviders(config), defaultTokenPath: config.secretTokenPath };

@@ -4,10 +4,15 @@ import { kubeApiOf } from '../kube/connect.ts';
 import { ListWatch } from '../kube/list-watch.ts';
 import type { Logger } from 'pino';
 import { readTokenClaims, type TokenClaims } from './schedule.ts';
+import { secretShapeError } from '../admission/secrets.ts';
+import { MAX_SECRET_TOKEN_BYTES } from '../bounds.ts';
+import { RENEW_ANNOTATION, SECRET_LABELS, SERVICE_ACCOUNT_ANNOTATION, TOKEN_PATH_ANNOTATION } from '../model.ts';
 
 /**
- * What the requestor keeps of a labelled Secret: identity, labels, annotations, `config` and the
- * claims of its token. The token itself and every other data key are dropped on arrival.
+ * What the requestor keeps of a labelled Secret: identity, the labels that select it, the
+ * annotations it reads, `config` and the claims of its token, each within the sizes admission
+ * holds them to (src/bounds.ts). The token itself and every other key are dropped on arrival, so a
+ * Secret's author cannot make the requestor hold more than about 64 KiB per Secret.
  */
 export interface TrackedSecret {
   namespace: string;
@@ -19,6 +24,11 @@ export interface TrackedSecret {
   /** `data.config`, base64 as stored. */
   config: string | undefined;
   claims: TokenClaims | undefined;
+  /**
+   * Why admission would refuse to read the Secret at all (a value over its size): then no
+   * annotation and no config are kept, and the requestor refuses it with that message.
+   */
+  unreadable?: string;
 }
 
 type Raw = {
@@ -33,19 +43,51 @@ type Raw = {
   data?: Record<string, string> | null;
 };
 
+/** The annotations the Secret core reads; the renew annotation is read for its presence only. */
+const READ_ANNOTATIONS = [SERVICE_ACCOUNT_ANNOTATION, TOKEN_PATH_ANNOTATION];
+
+function pick(given: Record<string, string> | null | undefined, keys: readonly string[]): Record<string, string> {
+  const kept: Record<string, string> = {};
+  if (!given) return kept;
+  for (const key of keys) if (Object.hasOwn(given, key) && typeof given[key] === 'string') kept[key] = given[key];
+  return kept;
+}
+
 export function trackSecret(raw: Raw): TrackedSecret | undefined {
   const m = raw.metadata;
   if (!m?.name || !m.namespace) return undefined;
   const token = raw.data?.token;
-  return {
+  const base = {
     namespace: m.namespace,
     name: m.name,
     uid: m.uid ?? '',
     resourceVersion: m.resourceVersion ?? '',
-    labels: { ...m.labels },
-    annotations: { ...m.annotations },
-    config: raw.data?.config,
-    claims: token ? readTokenClaims(Buffer.from(token, 'base64').toString('utf8')) : undefined,
+    labels: pick(m.labels, SECRET_LABELS),
+  };
+  // Admission's own check of what the Secret core reads, sizes included: a Secret it would refuse
+  // keeps only why, and the requestor refuses it with admission's message.
+  const shape = secretShapeError(raw);
+  if (shape)
+    return {
+      ...base,
+      annotations: {},
+      config: undefined,
+      claims: undefined,
+      unreadable: `the Secret cannot be read: ${shape}`,
+    };
+  const annotations = pick(m.annotations, READ_ANNOTATIONS);
+  // Its value, any length, is not kept.
+  if (m.annotations && Object.hasOwn(m.annotations, RENEW_ANNOTATION)) annotations[RENEW_ANNOTATION] = '';
+  const config = raw.data?.config;
+  return {
+    ...base,
+    annotations,
+    config,
+    // A token too long to be one a TokenRequest returns is no token of ours: not decoded, replaced.
+    claims:
+      token && token.length <= (MAX_SECRET_TOKEN_BYTES * 4) / 3
+        ? readTokenClaims(Buffer.from(token, 'base64').toString('utf8'))
+        : undefined,
   };
 }
 
@@ -78,8 +120,10 @@ export class SecretInformer {
       what: 'labelled Secret',
       path: namespace === undefined ? '/api/v1/secrets' : apiPath('api', 'v1', 'namespaces', namespace, 'secrets'),
       query: { labelSelector: options.labelSelector },
-      onList: (raw) => {
-        const items = raw.map((item) => trackSecret(item as Raw)).filter((s): s is TrackedSecret => s !== undefined);
+      // Slimmed as each arrives: a list never holds the Secrets whole (their tokens, other keys).
+      keep: (raw) => trackSecret(raw as Raw),
+      onList: (kept) => {
+        const items = kept as TrackedSecret[];
         const seen = new Set(items.map((s) => `${s.namespace}/${s.name}`));
         for (const key of this.#keys) if (!seen.has(key)) this.#emit(key, undefined);
         for (const s of items) this.#emit(`${s.namespace}/${s.name}`, s);

@@ -1,5 +1,5 @@
 // `trust` output: per cloud, the cloud-side configuration that makes each identity's token
-// accepted, as JSON (for machines and the stand-ins of the tests) or as text: a script whose
+// accepted, as data (-o json or yaml: for machines and the stand-ins of the tests) or as text: a script whose
 // every command word is quoted and whose every other line is a comment. An identity whose values
 // are not of their form gets a FAIL line instead: its values never reach a command.
 import { cloudModule, type TrustReportOf } from '../clouds/index.ts';
@@ -43,10 +43,6 @@ export function trustReport(issuer: string, identities: readonly TrustIdentity[]
   for (const cloud of PROVIDER_NAMES)
     if (good.some((i) => i.cloud === cloud)) parts[cloud] = cloudModule(cloud).trust.report(issuer, good);
   return report;
-}
-
-export function trustJson(report: TrustReport): string {
-  return JSON.stringify(report, null, 2) + '\n';
 }
 
 export function trustText(report: TrustReport): string {

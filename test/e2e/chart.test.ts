@@ -2,11 +2,16 @@
 // was rendered; the chart's values against src/config.ts, its schema and its README; the
 // plain manifests against the chart. test/e2e/chart-cluster.test.ts takes the renders to an API server.
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { describe, test } from 'node:test';
 import { parse } from 'yaml';
 import { imageNodeOptions } from '../support/cgroup.ts';
+import { chartDocs, flagsWithoutValue, readValueKeys, type ValueKey, valuesSchema } from '../../scripts/chart-docs.ts';
 import { loadConfig, settings, type Setting } from '../../src/config.ts';
 import { IMAGE_REFERENCE } from '../../src/settings.ts';
 import { defaultRuleSchemas, identityProviderSchema, identitySchema } from '../../src/policy/schema.ts';
@@ -96,12 +101,16 @@ const CHART_MANAGED: Partial<Record<SettingKey, { values: Record<string, any>; e
     expect: '/etc/workload-identity-webhook/client-ca/ca.crt',
   },
 };
-/** Flags with no meaning inside a cluster; the chart never sets them. */
-const DEVELOPMENT_ONLY: Partial<Record<SettingKey, string>> = {
+/**
+ * Flags no value sets: development flags with no meaning inside a cluster, and one whose default
+ * a cluster wants; extraArgs passes any of them (the chart README's Values section says which).
+ */
+const WITHOUT_VALUE: Partial<Record<SettingKey, string>> = {
   selfSigned: 'a throwaway CA nobody could put in a caBundle',
   caBundleOut: 'goes with --self-signed',
   kubeconfig: 'the in-cluster ServiceAccount is used',
-  recordKeyFile: 'replicas share the key derived from the serving key they read from one Secret',
+  kubeContext: 'goes with --kubeconfig',
+  recordKeyFile: 'replicas share the key derived from the serving key they read from one Secret (extraArgs can set it)',
 };
 
 function envName(flag: string): string {
@@ -934,7 +943,7 @@ describe('metrics, alerts and the dashboard', () => {
 });
 
 describe('values cover the webhook', () => {
-  test('every setting in src/config.ts is a chart value, set by the chart, or development-only', () => {
+  test('every setting in src/config.ts is a chart value, set by the chart, or one the README names as without a value', () => {
     const table = configFlagTable();
     const configKeys = Object.keys(valuesYaml.config).sort();
     assert.deepEqual(
@@ -943,15 +952,23 @@ describe('values cover the webhook', () => {
       'wiw.configFlags and values.yaml config have the same keys',
     );
     for (const key of Object.keys(settings) as SettingKey[]) {
-      const homes = [key in table, key in CHART_MANAGED, key in DEVELOPMENT_ONLY].filter(Boolean).length;
+      const homes = [key in table, key in CHART_MANAGED, key in WITHOUT_VALUE].filter(Boolean).length;
       assert.equal(
         homes,
         1,
-        `setting ${key} (--${settings[key].flag}) must be exactly one of: config.${key} in values.yaml, chart-managed, development-only`,
+        `setting ${key} (--${settings[key].flag}) must be exactly one of: config.${key} in values.yaml, chart-managed, without a value`,
       );
       if (key in table) assert.equal(table[key], settings[key].flag, `config.${key} maps to --${settings[key].flag}`);
     }
     for (const key of configKeys) assert.ok(key in settings, `config.${key} is a setting of src/config.ts`);
+    // The README's list (generated) is exactly these: the chart-managed ones are found in the templates.
+    assert.deepEqual(
+      flagsWithoutValue().sort(),
+      (Object.keys(WITHOUT_VALUE) as SettingKey[]).map((k) => settings[k].flag).sort(),
+    );
+    const readme = readFileSync(join(CHART, 'README.md'), 'utf8');
+    for (const flag of flagsWithoutValue()) assert.match(readme, new RegExp(`no value sets .*\`--${flag}\``));
+    assert.doesNotMatch(readme, /every flag of the webhook has a value/);
   });
 
   test("values.yaml config defaults are the webhook's defaults", () => {
@@ -1114,16 +1131,42 @@ describe('values.schema.json and README', () => {
       return isMapOfSettings ? leaves(v, path) : [path];
     });
   }
+  const keys = readValueKeys(readFileSync(join(CHART, 'values.yaml'), 'utf8'));
+  const everyKey = (ks: ValueKey[]): ValueKey[] => ks.flatMap((k) => [k, ...everyKey(k.children)]);
 
-  test('the schema describes every value in values.yaml', () => {
-    for (const path of leaves(valuesYaml)) {
+  test('values.schema.json and the README table are what values.yaml generates (npm run chart-docs)', () => {
+    const generated = chartDocs();
+    assert.equal(readFileSync(join(CHART, 'values.schema.json'), 'utf8'), generated.schema, 'npm run chart-docs');
+    assert.equal(readFileSync(join(CHART, 'README.md'), 'utf8'), generated.readme, 'npm run chart-docs');
+  });
+
+  test('the schema has every value of values.yaml, each with a description', () => {
+    const all = everyKey(keys);
+    assert.ok(all.length > 200, `${all.length} values`);
+    for (const key of all) {
       let node = schema;
-      for (const part of path.split('.')) {
-        // An object schema without listed properties (a securityContext, say) takes any key.
-        if (node.type === 'object' && !node.properties && node.additionalProperties !== false) break;
-        node = node.properties?.[part] ?? (node.additionalProperties === false ? undefined : node.additionalProperties);
-        assert.ok(node, `values.schema.json has ${path}`);
-      }
+      for (const part of key.path) node = node.properties?.[part];
+      assert.ok(node, `values.schema.json has ${key.path.join('.')}`);
+      assert.ok(node.description?.length > 3, `${key.path.join('.')} has a description`);
+    }
+  });
+
+  test('a value without a comment is refused by the generator, naming it', () => {
+    const text = '# The image.\nimage:\n  # The repository.\n  repository: x\n  tag: ""\n';
+    assert.throws(() => valuesSchema(readValueKeys(text)), /values\.yaml: image\.tag has no comment/);
+    // A key the line reader cannot see (a flow map) is refused rather than left undescribed.
+    assert.throws(() => readValueKeys('# A map.\nimage: {repository: x}\n'), /image\.repository was not read/);
+  });
+
+  test('helm checks values against the schema: a wrong type fails lint and template with the schema message', async () => {
+    for (const [values, message] of [
+      [{ replicaCount: 'two' }, /replicaCount: Invalid type\. Expected: integer, given: string/],
+      [{ config: { strict: 'sometimes' } }, /config\.strict: Invalid type\. Expected: boolean, given: string/],
+      [{ extraArgs: '--strict' }, /extraArgs: Invalid type\. Expected: array, given: string/],
+      [{ tokenRequestor: { podDisruptionBudget: { enabeld: true } } }, /Additional property enabeld is not allowed/],
+    ] as const) {
+      await assert.rejects(renderChart(values), (err: unknown) => err instanceof HelmError && message.test(err.stderr));
+      await assert.rejects(lintChart(values), (err: unknown) => err instanceof HelmError && message.test(err.stdout));
     }
   });
 
@@ -1157,6 +1200,196 @@ describe('values.schema.json and README', () => {
     const rows = new Set([...readme.matchAll(/^\| `([^`]+)` \|/gm)].map((m) => m[1]));
     for (const path of leaves(valuesYaml)) assert.ok(rows.has(path), `README.md documents ${path}`);
     for (const row of rows) assert.ok(leaves(valuesYaml).includes(row), `README.md row ${row} is a value`);
+  });
+
+  test("a config value is described by its flag, and by the flag's help where values.yaml says nothing more", () => {
+    assert.match(schema.properties.config.properties.awsAudience.description, /^`--aws-audience`: /);
+    assert.ok(
+      schema.properties.config.properties.awsAudience.description.endsWith(`${settings.awsAudience.description}.`),
+    );
+    assert.match(schema.properties.config.properties.port.description, /^`--port`: HTTPS port/);
+  });
+});
+
+describe("extra containers settings, the token requestor's availability, the icon and helm test", () => {
+  test('extraArgs, extraEnv, extraVolumes and extraVolumeMounts reach the webhook container: --record-key-file can be set', async () => {
+    const mount = '/etc/workload-identity-webhook/record-key';
+    const { manifests } = await renderChart({
+      extraArgs: [`--record-key-file=${mount}/key`, '--log-level=debug'],
+      extraEnv: [{ name: 'TZ', value: 'UTC' }],
+      extraVolumes: [{ name: 'record-key', secret: { secretName: 'wiw-record-key' } }],
+      extraVolumeMounts: [{ name: 'record-key', mountPath: mount, readOnly: true }],
+    });
+    const pod = webhookDeployment(manifests).spec.template.spec;
+    const c = pod.containers[0];
+    assert.deepEqual(c.args, ['serve', `--record-key-file=${mount}/key`, '--log-level=debug']);
+    assert.equal(containerEnv(webhookDeployment(manifests)).TZ, 'UTC');
+    assert.ok(
+      c.env.some((e: { name: string }) => e.name === 'WIW_LOG_LEVEL'),
+      "config's variables stay",
+    );
+    assert.deepEqual(pod.volumes.at(-1), { name: 'record-key', secret: { secretName: 'wiw-record-key' } });
+    assert.deepEqual(c.volumeMounts.at(-1), { name: 'record-key', mountPath: mount, readOnly: true });
+    // The flags parse as serve's own, and win over the environment config sets.
+    const { parseArgs } = await import('../../src/cli-args.ts');
+    const parsed = parseArgs(c.args);
+    const config = loadConfig(parsed.flags, containerEnv(webhookDeployment(manifests)));
+    assert.equal(config.recordKeyFile, `${mount}/key`);
+    assert.equal(config.logLevel, 'debug');
+    // Without them, the container is as before.
+    const plain = webhookDeployment((await renderChart({})).manifests).spec.template.spec;
+    assert.deepEqual(plain.containers[0].args, ['serve']);
+    assert.ok(!plain.volumes.some((v: { name: string }) => v.name === 'record-key'));
+  });
+
+  test('the token requestor gets a PodDisruptionBudget, a NetworkPolicy that opens only metrics, and topology spread', async () => {
+    const name = `${FULLNAME}-token-requestor`;
+    const { manifests } = await renderChart({ tokenRequestor: { enabled: true, namespaces: ['apps'] } });
+    const d = find(manifests, 'Deployment', name)!;
+    const selector = d.spec.selector.matchLabels;
+    const pdb = find(manifests, 'PodDisruptionBudget', name)!;
+    assert.equal(pdb.spec.minAvailable, 1);
+    assert.deepEqual(pdb.spec.selector.matchLabels, selector);
+    const np = find(manifests, 'NetworkPolicy', name)!;
+    assert.deepEqual(np.spec.podSelector.matchLabels, selector);
+    assert.deepEqual(np.spec.policyTypes, ['Ingress']);
+    assert.deepEqual(np.spec.ingress, [
+      { ports: [{ port: 'metrics', protocol: 'TCP' }], from: [{ namespaceSelector: {} }] },
+    ]);
+    const spread = d.spec.template.spec.topologySpreadConstraints;
+    assert.deepEqual(
+      spread.map((t: any) => t.topologyKey),
+      ['topology.kubernetes.io/zone', 'kubernetes.io/hostname'],
+    );
+    for (const t of spread) assert.deepEqual(t.labelSelector.matchLabels, selector);
+    // The webhook's PodDisruptionBudget and NetworkPolicy still select only the webhook's Pods.
+    assert.notDeepEqual(find(manifests, 'PodDisruptionBudget', FULLNAME)!.spec.selector.matchLabels, selector);
+
+    const custom = (
+      await renderChart({
+        tokenRequestor: {
+          enabled: true,
+          namespaces: ['apps'],
+          replicaCount: 1,
+          networkPolicy: { metricsFrom: [], egress: [{ ports: [{ port: 443 }] }] },
+          topologySpreadConstraints: [
+            { maxSkew: 2, topologyKey: 'kubernetes.io/hostname', whenUnsatisfiable: 'DoNotSchedule' },
+          ],
+        },
+      })
+    ).manifests;
+    assert.equal(find(custom, 'PodDisruptionBudget', name), undefined, 'one replica: no PDB to block drains');
+    const closed = find(custom, 'NetworkPolicy', name)!;
+    assert.deepEqual(closed.spec.policyTypes, ['Ingress', 'Egress']);
+    assert.equal(closed.spec.ingress, null, 'no metricsFrom: every ingress closed');
+    assert.deepEqual(closed.spec.egress, [{ ports: [{ port: 443 }] }]);
+    const one = find(custom, 'Deployment', name)!.spec.template.spec.topologySpreadConstraints;
+    assert.deepEqual(one, [
+      {
+        maxSkew: 2,
+        topologyKey: 'kubernetes.io/hostname',
+        whenUnsatisfiable: 'DoNotSchedule',
+        labelSelector: { matchLabels: selector },
+      },
+    ]);
+    const off = (
+      await renderChart({
+        tokenRequestor: {
+          enabled: true,
+          namespaces: ['apps'],
+          networkPolicy: { enabled: false },
+          podDisruptionBudget: { enabled: false },
+        },
+      })
+    ).manifests;
+    assert.equal(find(off, 'NetworkPolicy', name), undefined);
+    assert.equal(find(off, 'PodDisruptionBudget', name), undefined);
+  });
+
+  test("Chart.yaml's icon is the repository's raw URL of an SVG that exists in the repository", () => {
+    const chart = parse(readFileSync(join(CHART, 'Chart.yaml'), 'utf8')) as { icon: string; home: string };
+    const repo = /^https:\/\/github\.com\/([^/]+\/[^/]+)$/.exec(chart.home)![1];
+    const m = new RegExp(`^https://raw\\.githubusercontent\\.com/${repo}/main/(.+\\.svg)$`).exec(chart.icon);
+    assert.ok(m, `icon ${chart.icon} is a raw URL of ${repo}`);
+    const svg = readFileSync(join(REPO, m[1]), 'utf8');
+    assert.match(svg, /^<svg xmlns="http:\/\/www\.w3\.org\/2000\/svg" viewBox="0 0 128 128"/);
+    assert.ok(svg.length < 4096, 'a small icon');
+  });
+
+  test('helm test: a Pod with no API access, of a ServiceAccount of its own that asks for an AWS role, in tests.namespace', async () => {
+    const rendered = await renderChart(
+      { webhook: { scope: 'labelled' }, tests: { namespace: 'apps' } },
+      { tests: true },
+    );
+    const tests = rendered.manifests.filter((m) => m.metadata.annotations?.['helm.sh/hook'] === 'test');
+    assert.deepEqual(
+      tests.map((m) => m.kind),
+      ['ServiceAccount', 'Pod'],
+    );
+    const [sa, pod] = tests;
+    for (const m of tests) assert.equal(m.metadata.namespace, 'apps');
+    assert.equal(sa.automountServiceAccountToken, false);
+    assert.match(sa.metadata.annotations!['eks.amazonaws.com/role-arn'], /^arn:aws:iam::111122223333:role\//);
+    // No RBAC binds it: the test reads only what the webhook injected.
+    for (const b of [...all(rendered.manifests, 'RoleBinding'), ...all(rendered.manifests, 'ClusterRoleBinding')])
+      assert.ok(!b.subjects.some((s: { name: string }) => s.name === sa.metadata.name));
+    assert.equal(pod.spec.serviceAccountName, sa.metadata.name);
+    assert.equal(pod.spec.automountServiceAccountToken, false);
+    assert.equal(pod.spec.restartPolicy, 'Never');
+    assert.equal(pod.metadata.labels!['workload-identity-webhook.io/inject'], 'true', 'scope labelled sends it');
+    const c = pod.spec.containers[0];
+    assert.equal(c.image, webhookDeployment(rendered.manifests).spec.template.spec.containers[0].image);
+    assert.deepEqual(c.securityContext.capabilities, { drop: ['ALL'] });
+    assert.deepEqual(c.args, [
+      sa.metadata.annotations!['eks.amazonaws.com/role-arn'],
+      'sts.amazonaws.com',
+      `system:serviceaccount:apps:${sa.metadata.name}`,
+    ]);
+    // Default: the namespace `default`; an install (helm template --skip-tests) has no test objects.
+    const defaults = await renderChart({}, { tests: true });
+    assert.ok(defaults.manifests.some((m) => m.kind === 'Pod' && m.metadata.namespace === 'default'));
+    assert.ok(!(await renderChart({})).manifests.some((m) => m.kind === 'Pod'));
+  });
+
+  test('NOTES name the helm test command and the namespace its Pod runs in', async () => {
+    assert.match(await renderNotes({}), /helm test wiw -n wiw-system +\(a Pod in namespace default /);
+    assert.match(await renderNotes({ tests: { namespace: 'apps' } }), /\(a Pod in namespace apps /);
+  });
+
+  test("the test Pod's check passes only with the role, audience and subject injected", async () => {
+    const { manifests } = await renderChart({}, { tests: true });
+    const c = manifests.find((m) => m.kind === 'Pod')!.spec.containers[0];
+    const [role, audience, subject] = c.args as string[];
+    const dir = await mkdtemp(join(tmpdir(), 'wiw-helm-test-'));
+    const jwt = (claims: object) =>
+      ['{"alg":"RS256"}', JSON.stringify(claims), 'sig'].map((p) => Buffer.from(p).toString('base64url')).join('.');
+    const run = async (env: Record<string, string>, token?: object) => {
+      if (token) await writeFile(join(dir, 'token'), jwt(token));
+      const r = await promisify(execFile)(process.execPath, ['-e', c.command[2], ...c.args], {
+        env: { PATH: process.env.PATH, ...env },
+      }).then(
+        (out) => ({ code: 0, stdout: out.stdout }),
+        (err) => ({ code: err.code as number, stdout: err.stdout as string }),
+      );
+      return r;
+    };
+    try {
+      const injected = { AWS_ROLE_ARN: role, AWS_WEB_IDENTITY_TOKEN_FILE: join(dir, 'token') };
+      const good = await run(injected, { aud: [audience], sub: subject });
+      assert.equal(good.code, 0, good.stdout);
+      assert.match(good.stdout, /^ok: /);
+      const none = await run({});
+      assert.equal(none.code, 1);
+      assert.match(none.stdout, /FAIL AWS_ROLE_ARN is undefined/);
+      assert.match(none.stdout, /FAIL AWS_WEB_IDENTITY_TOKEN_FILE is not set/);
+      const other = await run(injected, { aud: ['sts.example'], sub: 'system:serviceaccount:x:y' });
+      assert.equal(other.code, 1);
+      assert.match(other.stdout, /audience is \["sts\.example"\]/);
+      assert.match(other.stdout, /subject is "system:serviceaccount:x:y"/);
+      assert.doesNotMatch(other.stdout + good.stdout, /eyJ/, 'the token is never printed');
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });
 

@@ -1,13 +1,19 @@
 // The sentences in the docs that repeat a fact the code owns, held to the code: the README's
 // Configuration table (flags and defaults) to src/config.ts; the chart README's rows to
 // values.yaml and the flags they feed; every RBAC grant the docs state to the chart as helm renders
-// it (verbs, by name, cluster-wide or not); every metric named in the docs, with its labels, to
-// what a running `serve` exports (and the token requestor's registry).
+// it (verbs, by name, cluster-wide or not), the README's permission sentences to the default and the
+// tenant-policy install; every metric named in the docs, with its labels, to what a running `serve`
+// exports (and the token requestor's registry), and the `kind` values docs/hardening.md gives to the
+// ones it writes; the commands of docs/install.md's "Without Helm", run as written.
 import assert from 'node:assert/strict';
-import { readdirSync, readFileSync } from 'node:fs';
+import { execFile } from 'node:child_process';
+import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { promisify } from 'node:util';
 import { after, before, describe, test } from 'node:test';
 import { parse, parseAllDocuments } from 'yaml';
+import { COMMANDS, commandHelp, EXIT, usage } from '../../src/cli-args.ts';
 import { createProviders } from '../../src/clouds/index.ts';
 import { loadConfig, settings } from '../../src/config.ts';
 import { previewPod } from '../../src/preview.ts';
@@ -17,7 +23,11 @@ import { createRequestorMetrics } from '../../src/token-requestor/metrics.ts';
 import { startControlPlane, type ControlPlane } from '../harness/control-plane.ts';
 import { all, type Manifest, renderChart } from '../support/chart.ts';
 import { startWebhook, type WebhookProcess } from '../support/webhook.ts';
+import { httpsRequest } from '../support/https-client.ts';
 import { WIF_PROVIDER as PROVIDER } from '../support/identities.ts';
+import { scriptVars } from '../harness/node-images.ts';
+
+const run = promisify(execFile);
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const read = (file: string) => readFileSync(join(ROOT, file), 'utf8');
@@ -209,6 +219,28 @@ describe('RBAC in the docs is what the chart renders', () => {
     assert.deepEqual(shown.rules, rendered.rules);
   });
 
+  test("README's Permissions: every grant of the default install, and what tenant policy adds, as helm renders them", async () => {
+    const webhookOf = (rendered: Manifest[]) =>
+      boundTo(
+        rendered,
+        all(rendered, 'Deployment').find((d) => d.metadata.labels?.['app.kubernetes.io/component'] === 'webhook')!.spec
+          .template.spec.serviceAccountName as string,
+      );
+    const defaults = grantsOf(webhookOf((await renderChart()).manifests));
+    const withPolicy = grantsOf(webhookOf((await renderChart({ config: { watchPolicies: true } })).manifests));
+    const stated = paragraph('README.md', 'What the default install lets the webhook do');
+    assert.deepEqual(claims(stated), defaults, stated);
+    const added = paragraph('README.md', 'Tenant policy (`config.watchPolicies=true`) adds');
+    assert.deepEqual(claims(added), new Map([...withPolicy].filter(([r, v]) => defaults.get(r) !== v)), added);
+    assert.ok(claims(added).size > 0, 'tenant policy adds grants');
+  });
+
+  test("no doc calls the webhook's access read-only: it updates its Secret and patches its webhook configuration", () => {
+    for (const file of DOCS)
+      for (const p of paragraphs(file))
+        assert.doesNotMatch(p, /read-only access|read access to ServiceAccounts only/, `${file}: ${p}`);
+  });
+
   test('the claim reader reads what it should (it would have caught the old token-requestor paragraph)', () => {
     const old =
       'Its RBAC: Secrets `get`, `list`, `watch`, `update`, `patch` and ServiceAccounts `get`, `list`, `watch` cluster-wide';
@@ -251,6 +283,42 @@ describe('metrics named in the docs', () => {
 
   test("serve exports each of its registry's metrics", () => {
     for (const name of labels.keys()) if (!requestorOnly(name)) assert.ok(served.has(name), `serve exports ${name}`);
+  });
+
+  test('the `kind` values docs/hardening.md gives wiw_admission_requests_total are the ones serve writes', async () => {
+    const review = (kind: string, object: object) => ({
+      apiVersion: 'admission.k8s.io/v1',
+      kind: 'AdmissionReview',
+      request: {
+        uid: `docs-facts-${kind}`,
+        kind: { group: '', version: 'v1', kind },
+        resource: { group: '', version: 'v1', resource: `${kind.toLowerCase()}s` },
+        namespace: 'default',
+        operation: 'CREATE',
+        object: { apiVersion: 'v1', kind, metadata: { name: 'x', namespace: 'default' }, ...object },
+      },
+    });
+    const bodies = [
+      review('Pod', { spec: { serviceAccountName: 'default', containers: [{ name: 'a', image: 'a' }] } }),
+      review('Secret', { data: {} }),
+      review('ConfigMap', { data: {} }),
+      { kind: 'NotAReview' },
+    ];
+    for (const body of bodies)
+      await httpsRequest(`${wh.url}/mutate`, {
+        method: 'POST',
+        ca: wh.caPem,
+        body: JSON.stringify(body),
+        headers: { 'content-type': 'application/json' },
+      });
+    const written = new Set(
+      [...(await wh.metrics()).matchAll(/^wiw_admission_requests_total\{[^}]*kind="([^"]+)"/gm)].map((m) => m[1]),
+    );
+    const documented = /object kinds are ([^;]*);/.exec(
+      paragraph('docs/hardening.md', 'metric labels come from closed sets'),
+    )!;
+    assert.ok(documented, 'docs/hardening.md names the object kinds');
+    assert.deepEqual([...documented[1].matchAll(/`(\w+)`/g)].map((m) => m[1]).sort(), [...written].sort());
   });
 
   test('each metric the docs name exists, with exactly the labels they give it', () => {
@@ -328,5 +396,161 @@ describe("GCP's default audience, per dialect, where the docs give it", () => {
       assert.match(text, /`?sts\.googleapis\.com`? for (ServiceAccounts in )?pfnet's/, where);
       assert.match(text, /`?\/\/iam\.googleapis\.com\/<provider>`? for Flux's/, where);
     }
+  });
+});
+
+describe("docs/install.md's Without Helm commands", () => {
+  // kustomize is no binary of this repository: a stand-in writes what `kustomize edit set image
+  // NAME=NEWNAME@DIGEST` writes, from the folder it is run in; kubectl renders what `apply -k`
+  // would apply from the folder the command names, relative to where the user is then.
+  const KUSTOMIZE = `#!/bin/bash
+set -eu
+[ "$1 $2 $3" = "edit set image" ] || { echo "kustomize stand-in: unexpected $*" >&2; exit 2; }
+[ -f kustomization.yaml ] || { echo "kustomize: no kustomization.yaml in $PWD" >&2; exit 1; }
+name=\${4%%=*} ref=\${4#*=}
+printf 'images:\\n  - name: %s\\n    newName: %s\\n    digest: %s\\n' "$name" "\${ref%@*}" "\${ref#*@}" >>kustomization.yaml
+`;
+  const KUBECTL = `#!/bin/bash
+set -eu
+[ "$1 $2" = "apply -k" ] || { echo "kubectl stand-in: unexpected $*" >&2; exit 2; }
+exec "$REAL_KUBECTL" kustomize "$3"
+`;
+
+  test('run as written from a checkout, they apply webhook-config/ with the image set', async () => {
+    const block = /### Without Helm[\s\S]*?```sh\n([\s\S]*?)```/.exec(read('docs/install.md'))![1];
+    const dir = mkdtempSync(join(tmpdir(), 'wiw-docs-kustomize-'));
+    try {
+      cpSync(join(ROOT, 'webhook-config'), join(dir, 'webhook-config'), { recursive: true });
+      mkdirSync(join(dir, 'bin'));
+      writeFileSync(join(dir, 'bin/kustomize'), KUSTOMIZE, { mode: 0o755 });
+      writeFileSync(join(dir, 'bin/kubectl'), KUBECTL, { mode: 0o755 });
+      const kubectl = process.env.TEST_ASSET_KUBECTL ?? (await scriptVars('scripts/provide-binaries.sh')).KUBECTL;
+      const digest = 'a'.repeat(64);
+      const commands = block.replaceAll('REGISTRY/PATH', 'registry.example/team').replaceAll('INDEX_DIGEST', digest);
+      const { stdout } = await run('bash', ['-euo', 'pipefail', '-c', commands], {
+        cwd: dir,
+        env: { ...process.env, PATH: `${join(dir, 'bin')}:${process.env.PATH}`, REAL_KUBECTL: kubectl },
+      });
+      const deployment = parseAllDocuments(stdout)
+        .map((d) => d.toJS() as Manifest)
+        .find((m) => m?.kind === 'Deployment')!;
+      assert.ok(deployment, 'the kustomization holds the Deployment');
+      assert.equal(
+        deployment.spec.template.spec.containers[0].image,
+        `registry.example/team/workload-identity-webhook@sha256:${digest}`,
+      );
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+// ---- The command line's exit codes, the chart's pointers and figures ----
+
+describe('exit codes where the docs and help give them', () => {
+  const UNCHECKED = /could not|cannot be reached|unreachable|: unknown/;
+  /**
+   * What a text says each exit code means: in a sentence about exit codes, each "N meaning" (or
+   * "**N** meaning"), and each "what (exit N)" whose what comes just before.
+   */
+  const stated = (text: string) => {
+    const flat = text.replace(/\s+/g, ' ');
+    const out: { code: number; means: string }[] = [];
+    for (const sentence of flat.split(/\. |\|/).filter((x) => /\bexit\b/i.test(x)))
+      for (const m of sentence.matchAll(/(?:\*\*|\b)(\d)\b\**,? ([a-z][^,;|)*]*)/gi))
+        out.push({ code: Number(m[1]), means: m[2] });
+    for (const m of flat.matchAll(/([^|.]{0,40})\bexit (\d)\b/gi)) out.push({ code: Number(m[2]), means: m[1] });
+    return out;
+  };
+  const texts = () => [
+    ...DOCS.map((file) => ({ where: file, text: read(file) })),
+    { where: 'help', text: usage() },
+    ...Object.keys(COMMANDS).map((c) => ({ where: `${c} --help`, text: commandHelp(c) })),
+  ];
+
+  test('"could not check" is exit 3 and bad usage exit 2, wherever a code is given for them', () => {
+    let seen = 0;
+    for (const { where, text } of texts())
+      for (const { code, means } of stated(text)) {
+        if (UNCHECKED.test(means)) {
+          seen++;
+          assert.equal(code, EXIT.unchecked, `${where}: exit ${code} ${means}`);
+        }
+        if (/^bad usage/.test(means)) {
+          seen++;
+          assert.equal(code, EXIT.usage, `${where}: exit ${code} ${means}`);
+        }
+      }
+    assert.ok(seen >= 6, `${seen} statements`);
+  });
+
+  test('the reader would have caught the old doctor sentences', () => {
+    const unchecked = (text: string) =>
+      stated(text)
+        .filter((x) => UNCHECKED.test(x.means))
+        .map((x) => x.code);
+    assert.deepEqual(
+      unchecked('Exit code: **0** every check passed, **1** a problem found, **2** something could not be checked'),
+      [2],
+    );
+    assert.deepEqual(unchecked('| `api-server` | the API server answers | unreachable: exit 2 |'), [2]);
+    assert.deepEqual(unchecked('an unreachable API server (exit 2), and'), [2]);
+    assert.deepEqual(
+      unchecked('Exit 0 all good, 1 a problem found (each with its fix), 2 something could not be'),
+      [2],
+    );
+  });
+});
+
+describe("the chart's pointers", () => {
+  const CHART_FILES = [
+    'artifacthub-repo.yml',
+    'charts/workload-identity-webhook/Chart.yaml',
+    'charts/workload-identity-webhook/values.yaml',
+    'charts/workload-identity-webhook/README.md',
+  ];
+  /** GitHub's anchor of a heading. */
+  const slug = (heading: string) =>
+    heading
+      .toLowerCase()
+      .replace(/[^\w\s-]/g, '')
+      .trim()
+      .replace(/\s/g, '-');
+  const headings = (file: string) => [...read(file).matchAll(/^#+ (.+)$/gm)].map((m) => m[1].trim());
+
+  test('each section they point at, as docs/X.md#anchor or docs/X.md, "Heading", exists', () => {
+    let seen = 0;
+    for (const file of CHART_FILES) {
+      const text = read(file).replace(/\s*\n\s*#?\s*/g, ' ');
+      for (const [, doc, anchor] of text.matchAll(/docs\/([\w-]+\.md)#([\w-]+)/g)) {
+        seen++;
+        assert.ok(headings(`docs/${doc}`).map(slug).includes(anchor), `${file}: docs/${doc}#${anchor}`);
+      }
+      for (const [, doc, heading] of text.matchAll(/docs\/([\w-]+\.md), "([^"]+)"/g)) {
+        seen++;
+        assert.ok(headings(`docs/${doc}`).includes(heading), `${file}: docs/${doc}, "${heading}"`);
+      }
+    }
+    assert.ok(seen >= 3, `${seen} pointers`);
+  });
+
+  test('each command they name is a command, and flags are read in `serve --help`', () => {
+    for (const file of CHART_FILES) {
+      const text = read(file).replace(/\s*\n\s*#?\s*/g, ' ');
+      for (const [, words] of text.matchAll(/`workload-identity-webhook ([a-z -]+?)`/g)) {
+        const command = words.replace(/ --help$/, '');
+        assert.ok(COMMANDS[command], `${file}: \`workload-identity-webhook ${words}\` names a command`);
+      }
+      assert.doesNotMatch(text, /flag \(see `workload-identity-webhook help`\)/, file);
+    }
+    assert.match(
+      read('charts/workload-identity-webhook/values.yaml'),
+      /`workload-identity-webhook serve\s*# --help` lists them/,
+    );
+  });
+
+  test('values.yaml and the chart README repeat no measured figure: the README Performance section owns them', () => {
+    for (const file of CHART_FILES.slice(2))
+      assert.doesNotMatch(read(file), /\b(about|measured)[^.]*\b\d+ MiB\b/, `${file} states a measured MiB figure`);
   });
 });

@@ -247,7 +247,7 @@ describe('doctor names the failure on broken clusters', () => {
     assert.match(identity.fix!, /--service-account-key-file/);
   });
 
-  test('the API server cannot be reached: exit 2, could not check', async () => {
+  test('the API server cannot be reached: exit 3, could not check', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'wiw-doctor-'));
     try {
       const [port] = await freePorts(1);
@@ -257,7 +257,7 @@ describe('doctor names the failure on broken clusters', () => {
         `apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "https://127.0.0.1:${port}"}}]\nusers: [{name: u, user: {token: t}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\n`,
       );
       const { code, stdout } = await cli(['doctor', '--kubeconfig', kubeconfig, '-o', 'json']);
-      assert.equal(code, 2);
+      assert.equal(code, 3);
       const report = JSON.parse(stdout) as Report;
       assert.equal(report.result, 'incomplete');
       assert.deepEqual(

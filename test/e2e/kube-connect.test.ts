@@ -127,6 +127,52 @@ describe('a kubeconfig read without client-node', () => {
     assert.equal(await whoAmI(await connectKube(file)), 'system:serviceaccount:ns1:second');
   });
 
+  test('--context picks a context other than the current one, read directly or by client-node; an unknown one is named', async () => {
+    const first = await requestToken(cp, 'ns1', 'first', cp.issuer, 3600);
+    const second = await requestToken(cp, 'ns1', 'second', cp.issuer, 3600);
+    const file = join(dir, 'two-contexts');
+    const config = (secondUser: Record<string, unknown>) => ({
+      apiVersion: 'v1',
+      kind: 'Config',
+      clusters: [{ name: 'c', cluster: { server: cp.server, 'certificate-authority-data': b64(cp.caPem) } }],
+      users: [
+        { name: 'first', user: { token: first } },
+        { name: 'second', user: secondUser },
+      ],
+      contexts: [
+        { name: 'one', context: { cluster: 'c', user: 'first' } },
+        { name: 'two', context: { cluster: 'c', user: 'second' } },
+      ],
+      'current-context': 'one',
+    });
+    writeFileSync(file, stringify(config({ token: second })));
+    assert.equal(await whoAmI(await connectKube(file)), 'system:serviceaccount:ns1:first');
+    assert.equal(await whoAmI(await connectKube(file, 'two')), 'system:serviceaccount:ns1:second');
+    const exec = {
+      exec: {
+        apiVersion: 'client.authentication.k8s.io/v1',
+        command: '/bin/sh',
+        args: [
+          '-c',
+          `printf '%s' '${JSON.stringify({ apiVersion: 'client.authentication.k8s.io/v1', kind: 'ExecCredential', status: { token: second } })}'`,
+        ],
+        interactiveMode: 'Never',
+      },
+    };
+    writeFileSync(file, stringify(config(exec)));
+    assert.equal(
+      await whoAmI(await connectKube(file, 'two')),
+      'system:serviceaccount:ns1:second',
+      'through client-node',
+    );
+    await assert.rejects(
+      connectKube(file, 'three'),
+      (err: unknown) =>
+        err instanceof ConfigError &&
+        /--context "three": the kubeconfig has no such context \(it has "one", "two"\)/.test(err.message),
+    );
+  });
+
   test("in a Pod: the service's address from the environment, the service account's token and ca.crt", async () => {
     const mount = join(dir, 'serviceaccount');
     mkdirSync(mount);

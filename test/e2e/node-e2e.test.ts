@@ -6,6 +6,7 @@
 // certificate made in-cluster and the caBundle patched, and Pods that really start: inside them
 // the official Node.js SDKs get credentials from the strict cloud stand-ins, reading the files
 // the kubelet projected at the paths the injected env vars name.
+// `helm test` proves the live install injects: its hook Pod checks its own injected role and token.
 // Then the upgrade to the next release with the commands docs/install.md gives, while Pods are
 // being created. Last, the operator's view: an alert's expression evaluated by Prometheus's engine
 // over scrapes of the webhook Pods, what each webhook.scope does to Pod creation while the webhook
@@ -396,6 +397,26 @@ describe('the chart installed on a real node', () => {
   test('an AWS Pod starts; inside it the AWS SDK assumes the role with the projected token', async () => {
     const reports = await clouds.runPod('aws', 'aws', [clouds.probe('aws')]);
     checkAws(reports.get('aws')!, 'aws');
+  });
+
+  test('helm test passes: its hook Pod, run on the node, finds the role and token the live webhook injected', async () => {
+    const out = await helm(['test', RELEASE, '--namespace', SYSTEM_NS, '--timeout', '3m'], {
+      kubeconfig: node.cp.kubeconfigPath,
+    });
+    assert.match(out, new RegExp(`TEST SUITE: +${FULLNAME}-test\\n`));
+    assert.match(out, /Phase: +Succeeded/);
+    assert.doesNotMatch(out, /Phase: +Failed/);
+    // hook-succeeded: the Pod and its ServiceAccount are gone from the namespace it ran in.
+    await until(
+      'the test Pod deleted',
+      async () =>
+        (await core.listNamespacedPod({ namespace: 'default' })).items.some(
+          (p) => p.metadata?.name === `${FULLNAME}-test`,
+        )
+          ? undefined
+          : true,
+      60_000,
+    );
   });
 
   test('an Azure Pod starts; inside it @azure/identity gets a token with the projected assertion', async () => {

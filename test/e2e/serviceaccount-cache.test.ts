@@ -16,8 +16,12 @@ import {
 } from '../harness/control-plane.ts';
 import { proxyTo } from '../support/tcp-proxy.ts';
 import { until } from '../harness/until.ts';
+import { serviceAccountAnnotations } from '../../src/clouds/index.ts';
+import { SECRET_SERVICE_ACCOUNT_ANNOTATIONS } from '../../src/model.ts';
+import { providers } from '../support/builders.ts';
 
-const PREFIXES = ['eks.amazonaws.com/', 'azure.workload.identity/'];
+// What serve keeps: the keys every provider and the Secret path read.
+const ANNOTATIONS = [...serviceAccountAnnotations(providers()), ...SECRET_SERVICE_ACCOUNT_ANNOTATIONS];
 const log = pino({ level: 'silent' });
 let cp: ControlPlane;
 
@@ -42,11 +46,11 @@ async function metricValue(metrics: ReturnType<typeof createMetrics>, name: stri
 /** A cache of `cp`'s ServiceAccounts (or through `kc`) with the test prefixes and log, and `options`. */
 type CacheOptions = ConstructorParameters<typeof ServiceAccountCache>[0];
 function newCache(options: Partial<CacheOptions> = {}, kc = cp.kubeConfig()): ServiceAccountCache {
-  return new ServiceAccountCache({ api: kubeApiOf(kc), annotationPrefixes: PREFIXES, log, ...options });
+  return new ServiceAccountCache({ api: kubeApiOf(kc), annotations: ANNOTATIONS, log, ...options });
 }
 
 describe('list and watch', () => {
-  test("keeps name, namespace and only the annotations of the providers' prefixes", async () => {
+  test('keeps name, namespace and only the annotation keys the providers read', async () => {
     const cache = newCache();
     await cache.start();
     try {
@@ -102,6 +106,29 @@ describe('how the list comes', () => {
         await until('the watch after the pages to deliver', () => paged.get('ns1', 'later'));
       } finally {
         paged.stop();
+      }
+      // A page answer over maxPageBytes is cut off as it arrives and asked for again with half
+      // as many objects: a tenant's large ServiceAccounts never make a page of tens of MiB.
+      const api = kubeApiOf(old.kubeConfig());
+      const limits: unknown[] = [];
+      const spied = new Proxy(api, {
+        get: (target, prop) => {
+          if (prop === 'request')
+            return (method: string, path: string, o?: { query?: { limit?: number } }) => {
+              if (o?.query?.limit !== undefined) limits.push(o.query.limit);
+              return target.request(method, path, o);
+            };
+          const value = Reflect.get(target, prop, target);
+          return typeof value === 'function' ? value.bind(target) : value;
+        },
+      });
+      const small = new ServiceAccountCache({ api: spied, annotations: ANNOTATIONS, log, maxPageBytes: 16 * 1024 });
+      await small.start();
+      try {
+        assert.equal(small.size, 121, 'every ServiceAccount');
+        assert.deepEqual(limits.slice(0, 3), [500, 250, 125], 'pages of fewer objects after an answer over the bytes');
+      } finally {
+        small.stop();
       }
       // A kind whose CRD is not installed is an empty list either way, and the list-watch is synced.
       for (const plane of [cp, old]) {

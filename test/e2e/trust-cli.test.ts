@@ -351,7 +351,7 @@ describe('trust -f (offline)', () => {
     const file = manifests(sa('apps', 'reader', {}));
     const cases: [string[], RegExp][] = [
       [['trust', '-f', file], /trust -f FILE needs --issuer URL/],
-      [['trust', '-f', file, '--issuer', ISSUER, '-o', 'yaml'], /-o yaml: expected text or json/],
+      [['trust', '-f', file, '--issuer', ISSUER, '-o', 'xml'], /-o xml: expected text, json or yaml/],
       [['trust', '-f', file, '--issuer', ISSUER, '--issuer', ISSUER], /--issuer given 2 times/],
       [['trust', '-f', join(dir, 'missing.yaml'), '--issuer', ISSUER], /cannot read .*missing\.yaml: ENOENT/],
       [['issuer'], /expected "issuer publish"/],

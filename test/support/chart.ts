@@ -40,9 +40,12 @@ function helmBinary(): Promise<string> {
 
 export class HelmError extends Error {
   readonly stderr: string;
-  constructor(args: string[], stderr: string) {
+  /** What it printed before failing: `helm lint` prints its findings there. */
+  readonly stdout: string;
+  constructor(args: string[], stderr: string, stdout = '') {
     super(`helm ${args.join(' ')} failed:\n${stderr}`);
     this.stderr = stderr;
+    this.stdout = stdout;
   }
 }
 
@@ -62,7 +65,8 @@ export async function helm(args: string[], options: { kubeconfig?: string } = {}
     });
     return stdout;
   } catch (err) {
-    throw new HelmError(full, (err as { stderr?: string }).stderr || (err as Error).message);
+    const { stderr, stdout } = err as { stderr?: string; stdout?: string };
+    throw new HelmError(full, stderr || (err as Error).message, stdout);
   }
 }
 
@@ -95,12 +99,14 @@ export function parseRendered(text: string): Rendered {
 
 export async function renderChart(
   values: object = {},
-  options: { release?: string; namespace?: string } = {},
+  /** tests: also the `helm test` hooks (templates/tests/), which an install does not create. */
+  options: { release?: string; namespace?: string; tests?: boolean } = {},
 ): Promise<Rendered> {
   const release = options.release ?? 'wiw';
   const namespace = options.namespace ?? 'wiw-system';
+  const skip = options.tests ? [] : ['--skip-tests'];
   const text = await withValuesFile(values, (file) =>
-    helm(['template', release, CHART, '--namespace', namespace, '--kube-version', KUBE_VERSION, '-f', file]),
+    helm(['template', release, CHART, '--namespace', namespace, '--kube-version', KUBE_VERSION, ...skip, '-f', file]),
   );
   return parseRendered(text);
 }

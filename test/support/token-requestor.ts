@@ -4,7 +4,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { CoreV1Api, CoordinationV1Api, RbacAuthorizationV1Api, type V1Secret } from '@kubernetes/client-node';
 import { stringify } from 'yaml';
-import { startCli } from '../harness/cli-process.ts';
+import { type LoggingOptions, startCli } from '../harness/cli-process.ts';
 import type { ControlPlane } from '../harness/control-plane.ts';
 import { createServiceAccount, requestToken } from '../harness/control-plane.ts';
 import type { Managed } from '../harness/processes.ts';
@@ -27,6 +27,8 @@ export async function startTokenRequestor(
   cp: ControlPlane,
   kubeconfigPath: string,
   args: string[] = [],
+  /** A wrapper (a memory cgroup) and environment (NODE_OPTIONS), as for the webhook. */
+  options: LoggingOptions = {},
 ): Promise<RequestorProcess> {
   const n = ++requestors;
   const identity = `requestor-${n}`;
@@ -45,6 +47,7 @@ export async function startTokenRequestor(
       ...args,
     ],
     join(cp.dir, `token-requestor-${n}.log`),
+    options,
   );
   const started = await cli.waitForLog('token requestor started', 'the token requestor to start');
   const metricsPort = started.metricsPort as number;

@@ -2,9 +2,10 @@
 // place, cleared at the end, absent when not a terminal), each check's time, colours only when
 // asked for (a terminal). The checks themselves are in test/e2e/doctor.test.ts.
 import assert from 'node:assert/strict';
+import { Writable } from 'node:stream';
 import { describe, test } from 'node:test';
 import { progressLine } from '../../src/doctor/progress.ts';
-import { duration, reportJson, reportText, type DoctorReport } from '../../src/doctor/verdicts.ts';
+import { duration, exitCode, reportData, reportText, type DoctorReport } from '../../src/doctor/verdicts.ts';
 
 const REPORT: DoctorReport = {
   issuer: 'https://oidc.example.com/cluster-a',
@@ -24,23 +25,62 @@ describe('the text report', () => {
     assert.equal(text.includes('\u001b'), false);
   });
 
-  test('colour: each verdict painted, the rest of the line as it was', () => {
-    const text = reportText(REPORT, { colour: true });
+  /** An output stream as util.styleText judges it: a terminal of 256 colours, or a pipe. */
+  function output(isTTY: boolean): NodeJS.WritableStream {
+    const stream = new Writable({ write: (_chunk, _encoding, done) => done() });
+    return Object.assign(stream, { isTTY, getColorDepth: () => 8, hasColors: () => true });
+  }
+  /** Runs fn with FORCE_COLOR as given (undefined: unset), as a user's shell would have it. */
+  function withForceColor<T>(value: string | undefined, fn: () => T): T {
+    const saved = process.env.FORCE_COLOR;
+    if (value === undefined) delete process.env.FORCE_COLOR;
+    else process.env.FORCE_COLOR = value;
+    try {
+      return fn();
+    } finally {
+      if (saved === undefined) delete process.env.FORCE_COLOR;
+      else process.env.FORCE_COLOR = saved;
+    }
+  }
+
+  test('colour on a terminal, by util.styleText: each verdict painted, the rest of the line as it was', () => {
+    const text = withForceColor(undefined, () => reportText(REPORT, { stream: output(true) }));
     const lines = text.split('\n');
     const ESC = '\u001b';
-    assert.equal(lines[1], `${ESC}[32mok  ${ESC}[0m discovery: served (12 ms)`);
-    assert.ok(lines[2].startsWith(`${ESC}[35m??  ${ESC}[0m public-discovery`));
-    assert.ok(lines.some((l) => l.startsWith(`${ESC}[31mFAIL${ESC}[0m public-jwks`)));
-    assert.ok(lines.some((l) => l.startsWith(`${ESC}[33mWARN${ESC}[0m jwks-uri`)));
+    assert.equal(lines[1], `${ESC}[32mok  ${ESC}[39m discovery: served (12 ms)`);
+    assert.ok(lines[2].startsWith(`${ESC}[35m??  ${ESC}[39m public-discovery`));
+    assert.ok(lines.some((l) => l.startsWith(`${ESC}[31mFAIL${ESC}[39m public-jwks`)));
+    assert.ok(lines.some((l) => l.startsWith(`${ESC}[33mWARN${ESC}[39m jwks-uri`)));
     assert.equal(text.replaceAll(new RegExp(`${ESC}\\[\\d+m`, 'g'), ''), reportText(REPORT));
   });
 
-  test('JSON carries each time in ms', () => {
-    const json = JSON.parse(reportJson(REPORT)) as { checks: { ms: number }[] };
+  test('no colour into a pipe, unless FORCE_COLOR asks; none with FORCE_COLOR=0', () => {
+    assert.equal(
+      withForceColor(undefined, () => reportText(REPORT, { stream: output(false) })),
+      reportText(REPORT),
+    );
+    assert.match(
+      withForceColor('1', () => reportText(REPORT, { stream: output(false) })),
+      new RegExp(`${'\u001b'}\\[35m\\?\\?`),
+    );
+    assert.equal(
+      withForceColor('0', () => reportText(REPORT, { stream: output(true) })),
+      reportText(REPORT),
+    );
+  });
+
+  test('data for -o json and -o yaml: each time in ms; incomplete is exit 3, problems 1, ok 0', () => {
+    const data = reportData(REPORT);
     assert.deepEqual(
-      json.checks.map((c) => c.ms),
+      data.checks.map((c) => c.ms),
       [12, 10_004, 3, 0],
     );
+    assert.equal(data.result, 'problems');
+    assert.equal(data.exitCode, 1);
+    const incomplete = { ...REPORT, checks: REPORT.checks.filter((c) => c.verdict !== 'fail') };
+    assert.deepEqual([reportData(incomplete).result, exitCode(incomplete)], ['incomplete', 3]);
+    const ok = { ...REPORT, checks: REPORT.checks.filter((c) => c.verdict === 'pass') };
+    assert.deepEqual([reportData(ok).result, exitCode(ok)], ['ok', 0]);
   });
 
   test('duration: ms below a second, tenths of seconds above', () => {

@@ -1,4 +1,4 @@
-// The map is true and guarded: README's Architecture section lists the layers of src/ top to
+// The map is true and guarded: docs/development.md's Architecture section lists the layers of src/ top to
 // bottom, and this test reads the import graph of src/ (value and type imports, re-exports and
 // dynamic imports) and fails on any file the list does not place, on any import that runs up the
 // list, and on any cycle. Outside src/clouds/, no code names a cloud.
@@ -31,10 +31,10 @@ function importsOf(file: string): string[] {
 
 const graph = new Map(files.map((f) => [f, importsOf(f)]));
 
-/** README's layers, top to bottom: each a list of `src/...` paths (a folder ends with /). */
+/** docs/development.md's layers, top to bottom: each a list of `src/...` paths (a folder ends with /). */
 function readmeLayers(): string[][] {
-  const readme = readFileSync(join(REPO, 'README.md'), 'utf8');
-  const section = readme.slice(readme.indexOf('## Architecture'));
+  const doc = readFileSync(join(REPO, 'docs/development.md'), 'utf8');
+  const section = doc.slice(doc.indexOf('## Architecture'));
   const list = section.slice(0, section.indexOf('\n\n', section.indexOf('\n- ')));
   return list
     .split('\n')
@@ -57,8 +57,8 @@ function layerOf(file: string): number | undefined {
 }
 
 describe('the layers of src/', () => {
-  test("README's Architecture section lists the layers, and places every file of src/", () => {
-    assert.ok(layers.length >= 8, `README lists ${layers.length} layers`);
+  test("docs/development.md's Architecture section lists the layers, and places every file of src/", () => {
+    assert.ok(layers.length >= 8, `docs/development.md lists ${layers.length} layers`);
     const entries = layers.flat();
     assert.deepEqual(
       entries.filter((e, i) => entries.indexOf(e) !== i),

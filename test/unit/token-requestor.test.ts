@@ -4,7 +4,7 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ApiException } from '@kubernetes/client-node';
 import pino from 'pino';
-import { admitSecret } from '../../src/admission/secrets.ts';
+import { admitSecret, secretShapeError } from '../../src/admission/secrets.ts';
 import { ConfigError } from '../../src/errors.ts';
 import { createLogger } from '../../src/log.ts';
 import type { ServiceAccountView } from '../../src/kube/types.ts';
@@ -21,7 +21,7 @@ import { readTokenClaims, renewal, renewalFraction, type RenewalInput } from '..
 import { trackSecret, type TrackedSecret } from '../../src/token-requestor/secret-informer.ts';
 import { until } from '../harness/until.ts';
 import { config } from '../support/builders.ts';
-import { GCP_AUDIENCE } from '../support/identities.ts';
+import { GCP_AUDIENCE, ROLE_ARN } from '../support/identities.ts';
 import { b64, fakeJwt, labelledSecret } from '../support/secrets.ts';
 
 const SUBJECT = 'system:serviceaccount:team-a:app';
@@ -91,6 +91,76 @@ describe('renewal schedule', () => {
     const kept = JSON.stringify(tracked);
     assert.equal(kept.includes(token) || kept.includes(b64(token)), false);
     assert.equal(tracked.config, secret.data!.config);
+  });
+});
+
+// Issue 28: the requestor kept every annotation and the whole `config` of each labelled Secret.
+describe('what the requestor keeps of a labelled Secret (bounded)', () => {
+  const track = (secret: ReturnType<typeof labelledSecret>) => tracked(secret);
+
+  test('only the labels and annotations it reads; the renew annotation for its presence; nothing else', () => {
+    const t = track(
+      labelledSecret('aws', {
+        labels: { 'example.com/big': 'x'.repeat(63) },
+        annotations: {
+          'workload-identity-webhook.io/token-path': '/var/run/token',
+          'workload-identity-webhook.io/renew-requested-at': 'r'.repeat(60_000),
+          'workload-identity-webhook.io/x': 'x'.repeat(60_000),
+          'kubectl.kubernetes.io/last-applied-configuration': 'x'.repeat(60_000),
+        },
+      }),
+    );
+    assert.deepEqual(t.labels, { 'workload-identity-webhook.io/provider': 'aws' });
+    assert.deepEqual(t.annotations, {
+      'workload-identity-webhook.io/service-account': 'app',
+      'workload-identity-webhook.io/token-path': '/var/run/token',
+      'workload-identity-webhook.io/renew-requested-at': '',
+    });
+    assert.equal(t.unreadable, undefined);
+    assert.ok(JSON.stringify(t).length < 2000, `${JSON.stringify(t).length} characters kept`);
+  });
+
+  test('an annotation or a config over its size is a marker: only why admission would refuse it is kept', () => {
+    const reference = labelledSecret('aws', { serviceAccount: `team-b/${'a'.repeat(600)}` });
+    const t = track(reference);
+    assert.equal(
+      t.unreadable,
+      'the Secret cannot be read: metadata.annotations["workload-identity-webhook.io/service-account"] is 607 characters long, more than the 512 it may have',
+    );
+    assert.deepEqual(t.annotations, {});
+    assert.equal(t.config, undefined);
+    const config = track(labelledSecret('aws', { config: `# ${'x'.repeat(70_000)}\nroleARN: ${ROLE_ARN}` }));
+    assert.match(config.unreadable!, /data\.config is \d+ characters of base64, more than the 87384 of 65536 bytes/);
+    assert.equal(config.config, undefined);
+    assert.ok(JSON.stringify(config).length < 1000);
+    const atBound = track(labelledSecret('aws', { config: 'x'.repeat(65_536) }));
+    assert.equal(atBound.unreadable, undefined);
+  });
+
+  test("a token too long to be a TokenRequest's is not decoded: read as no token of ours", () => {
+    const long = fakeJwt({ sub: SUBJECT, iat: 5, exp: 10, pad: 'p'.repeat(20_000) });
+    assert.equal(track(labelledSecret('aws', { data: { token: long } })).claims, undefined);
+  });
+
+  test("a marker Secret is refused with admission's message, as an event, and no token is asked for", async () => {
+    const fake = fakeApi();
+    const metrics = createRequestorMetrics();
+    const r = requestor(fake.api, [], { metrics });
+    const big = labelledSecret('aws', { config: `# ${'x'.repeat(70_000)}\nroleARN: ${ROLE_ARN}` });
+    const ref = labelledSecret('aws', { name: 'ref', serviceAccount: 'x'.repeat(600) });
+    r.onChange('team-a/aws', tracked(big));
+    r.onChange('team-a/ref', tracked(ref));
+    await until('two events', () => fake.events.length === 2 || undefined);
+    assert.deepEqual(
+      fake.events,
+      [big, ref].map((secret) => ({
+        reason: 'TokenRefused',
+        message: `no token issued: the Secret cannot be read: ${secretShapeError(secret)}`,
+      })),
+    );
+    assert.deepEqual(fake.calls, []);
+    assert.match(await metrics.registry.metrics(), /reason="MalformedObject"\} 2/);
+    r.stop();
   });
 });
 
@@ -315,6 +385,8 @@ describe('TokenRequestor', () => {
       'not granted': labelledSecret('aws', { serviceAccount: 'team-b/private' }),
       'no such ServiceAccount': labelledSecret('azure', { serviceAccount: 'team-b/ghost' }),
       'bad config': labelledSecret('aws', { config: { roleARN: 'nope' } }),
+      'config over its size': labelledSecret('aws', { config: `# ${'x'.repeat(70_000)}\nroleARN: ${ROLE_ARN}` }),
+      'reference over its size': labelledSecret('aws', { serviceAccount: 'x'.repeat(600) }),
       'bad config, not granted': labelledSecret('aws', { serviceAccount: 'team-b/private', config: { roleARN: 'x' } }),
       'malformed reference, bad config': labelledSecret('azure', {
         serviceAccount: 'a/b/c',

@@ -286,3 +286,16 @@ rules:
 {{- fail "prometheusRule.runbookUrl is required: Chart.yaml names no source repository to link the runbook in" }}
 {{- end }}
 {{- end }}
+
+{{/*
+topologySpreadConstraints (dict "constraints" LIST "selector" LABELS): a constraint without a
+labelSelector gets the Pods' own labels.
+*/}}
+{{- define "wiw.topologySpread" -}}
+{{- with .constraints }}
+topologySpreadConstraints:
+  {{- range . }}
+  - {{ toYaml (ternary . (merge (dict "labelSelector" (dict "matchLabels" ($.selector | fromYaml))) .) (hasKey . "labelSelector")) | nindent 4 | trim }}
+  {{- end }}
+{{- end }}
+{{- end }}

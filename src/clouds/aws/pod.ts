@@ -1,4 +1,5 @@
-import { MAX_NAME_LIST_ANNOTATION, MAX_SCALAR_ANNOTATION } from '../../bounds.ts';
+import { type AnnotationBound, listBound, scalarBound } from '../../annotation-bounds.ts';
+import { MAX_AUDIENCE, MAX_NAME_LIST_ANNOTATION, MAX_ROLE_ARN, MAX_SCALAR_ANNOTATION } from '../../bounds.ts';
 import { CLOUDS } from '../registry.ts';
 import { denial, type Denial, isDenial } from '../../errors.ts';
 import type { EnvVar, Pod } from '../../kube/types.ts';
@@ -20,6 +21,7 @@ import {
   AWS_CONFIG_ANNOTATION,
   AWS_CONFIG_FILE,
   DEFAULT_PROFILE,
+  MAX_PROFILE_NAME,
   type Profile,
   parseProfiles,
   sharedConfigFile,
@@ -126,12 +128,29 @@ function keysOf(p: string) {
   };
 }
 
+/**
+ * The ServiceAccount annotations IRSA reads, under the configured prefix, each with the most a
+ * legitimate value needs: a role ARN, 64 profiles of a name and a role ARN, an audience, and
+ * short values (a boolean, seconds, a region).
+ */
+export function awsServiceAccountAnnotations(prefix: string): AnnotationBound[] {
+  const k = keysOf(prefix);
+  return [
+    scalarBound(k.roleArn, MAX_ROLE_ARN),
+    listBound(k.roleArns, MAX_PROFILE_NAME + 1 + MAX_ROLE_ARN),
+    scalarBound(k.audience, MAX_AUDIENCE),
+    scalarBound(k.regional),
+    scalarBound(k.expiration),
+    scalarBound(k.region),
+  ];
+}
+
 export function createAwsProvider(options: AwsOptions): PodProvider {
   const aws: Aws = { options, keys: keysOf(options.annotationPrefix), strict: options.strict ?? false };
   const { expiration, region, skipContainers } = aws.keys;
   return {
     name: 'aws',
-    annotationPrefixes: [`${options.annotationPrefix}/`],
+    serviceAccountAnnotations: awsServiceAccountAnnotations(options.annotationPrefix),
     podReads: {
       annotations: [
         { key: expiration, max: MAX_SCALAR_ANNOTATION },

@@ -13,6 +13,7 @@ export const DEFAULT_PROFILE = 'default';
 
 // Profile names the SDKs' INI readers and shells take as they are.
 const PROFILE_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
+export const MAX_PROFILE_NAME = 64;
 
 export interface Profile {
   name: string;

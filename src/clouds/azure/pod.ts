@@ -1,4 +1,5 @@
 import { type AzureCloudName, type AzureStackEnvironment, authorityHostOf } from './environments.ts';
+import { type AnnotationBound, listBound, scalarBound } from '../../annotation-bounds.ts';
 import { CLOUDS } from '../registry.ts';
 import { GUID_PATTERN, isTenantId } from './facts.ts';
 import { denial, type Denial, isDenial } from '../../errors.ts';
@@ -69,6 +70,18 @@ export const AZURE_CREDENTIAL_ENV: ReadonlySet<string> = new Set([
   'AZURE_FEDERATED_TOKEN_FILE',
 ]);
 
+/**
+ * The ServiceAccount annotations the peer's and this webhook's Azure provider read, each with the
+ * most a legitimate value needs: a GUID or a tenant's domain (253), seconds, and 64 entries of a
+ * container name (63) and a GUID (36).
+ */
+const AZURE_SERVICE_ACCOUNT_ANNOTATIONS: readonly AnnotationBound[] = [
+  scalarBound(KEYS.clientId),
+  scalarBound(KEYS.tenantId),
+  scalarBound(KEYS.expiration),
+  listBound(CONTAINER_CLIENT_IDS_ANNOTATION, 63 + 1 + 36),
+];
+
 const AZURE_POD_READS: PodReads = {
   annotations: [
     { key: KEYS.expiration, max: MAX_SCALAR_ANNOTATION },
@@ -83,7 +96,7 @@ export function createAzureProvider(options: AzureOptions): PodProvider {
   const authorityHost = authorityHostOf(options.cloud, options.stack);
   return {
     name: 'azure',
-    annotationPrefixes: [`${PREFIX}/`],
+    serviceAccountAnnotations: AZURE_SERVICE_ACCOUNT_ANNOTATIONS,
     podReads: AZURE_POD_READS,
     resolvePod: (ctx) => resolveAzurePod(options, authorityHost, ctx),
   };

@@ -1,4 +1,5 @@
-import { MAX_NAME_LIST_ANNOTATION, MAX_SCALAR_ANNOTATION } from '../../bounds.ts';
+import { type AnnotationBound, scalarBound } from '../../annotation-bounds.ts';
+import { MAX_AUDIENCE, MAX_NAME_LIST_ANNOTATION, MAX_SCALAR_ANNOTATION } from '../../bounds.ts';
 import { CLOUDS } from '../registry.ts';
 import { AUDIENCE, PFNET, PROJECT_ID_PART } from './facts.ts';
 import { denial, type Denial, isDenial } from '../../errors.ts';
@@ -6,7 +7,7 @@ import { kubeletLiteral, shellVariable } from '../../shell.ts';
 import type { Container, DownwardAPIFile, EnvVar, Volume, VolumeMount } from '../../kube/types.ts';
 import { boundExpiration, parseSeconds, splitNames, tokenVolume, tolerated, windowsPath } from '../common.ts';
 import type { Injection, PodContext, PodProvider } from '../types.ts';
-import { projectIdOf } from './project-id.ts';
+import { PROJECT_ID_ANNOTATION, projectIdOf } from './project-id.ts';
 
 /**
  * Workload Identity Federation outside GKE, in the two dialects users already write:
@@ -34,6 +35,7 @@ const KEYS = {
   injectionMode: 'cloud.google.com/injection-mode',
   skipContainers: 'cloud.google.com/skip-containers',
 } as const;
+const RUN_AS_USER_ANNOTATION = 'cloud.google.com/gcloud-run-as-user';
 
 export const PROVIDER_PATTERN =
   /^projects\/(\d{1,20})\/locations\/global\/workloadIdentityPools\/([a-z0-9-]{4,32})\/providers\/([a-z0-9-]{4,32})$/;
@@ -229,10 +231,24 @@ function configVolume(): { volume: Volume; mount: VolumeMount } {
   };
 }
 
+/**
+ * The ServiceAccount annotations both dialects read, each with the most a legitimate value
+ * needs: a provider name or audience (about 170 characters in full), an email (254) and short values.
+ */
+const GCP_SERVICE_ACCOUNT_ANNOTATIONS: readonly AnnotationBound[] = [
+  ...KEYS.provider.map((key) => scalarBound(key, MAX_AUDIENCE)),
+  ...KEYS.email.map((key) => scalarBound(key)),
+  scalarBound(KEYS.audience, MAX_AUDIENCE),
+  scalarBound(KEYS.expiration),
+  scalarBound(KEYS.injectionMode),
+  scalarBound(RUN_AS_USER_ANNOTATION),
+  scalarBound(PROJECT_ID_ANNOTATION),
+];
+
 export function createGcpProvider(options: GcpOptions): PodProvider {
   return {
     name: 'gcp',
-    annotationPrefixes: ['cloud.google.com/', 'gcp.auth.fluxcd.io/', 'iam.gke.io/'],
+    serviceAccountAnnotations: GCP_SERVICE_ACCOUNT_ANNOTATIONS,
     podReads: {
       annotations: [
         { key: KEYS.expiration, max: MAX_SCALAR_ANNOTATION },
@@ -437,7 +453,7 @@ function readLayout(
     : (mode ?? (email ? (options.defaultInjectionMode ?? 'gcloud') : 'direct')) === 'gcloud'
       ? 'pfnet-gcloud'
       : 'pfnet-direct';
-  const runAsUser = sa['cloud.google.com/gcloud-run-as-user'];
+  const runAsUser = sa[RUN_AS_USER_ANNOTATION];
   if (runAsUser !== undefined && !/^\d{1,10}$/.test(runAsUser.trim())) {
     return denial(
       'InvalidAnnotation',

@@ -3,6 +3,8 @@
 // its own token (its provider's audience) and its own `external_account` file in the token
 // volume, projected like the first from a Pod annotation. GOOGLE_APPLICATION_CREDENTIALS keeps
 // naming the first file; code or a container's own GOOGLE_APPLICATION_CREDENTIALS picks another.
+import { listBound } from '../../annotation-bounds.ts';
+import { MAX_AUDIENCE, MAX_SCALAR_ANNOTATION } from '../../bounds.ts';
 import { denial, type Denial, isDenial } from '../../errors.ts';
 import type { VolumeProjection } from '../../kube/types.ts';
 import { parseNamedEntries, windowsPath } from '../common.ts';
@@ -76,6 +78,11 @@ export function parseNamedProviders(value: string, where: string): Named[] | Den
 export function withNamedProviders(inner: PodProvider, options: GcpOptions): PodProvider {
   return {
     ...inner,
+    // 64 entries of a name (36), a provider (as the dialects' key) and an email (254).
+    serviceAccountAnnotations: [
+      ...inner.serviceAccountAnnotations,
+      listBound(PROVIDERS_ANNOTATION, 36 + 1 + MAX_AUDIENCE + 1 + MAX_SCALAR_ANNOTATION),
+    ],
     resolvePod(ctx: PodContext): Injection | Denial | undefined {
       const injection = inner.resolvePod(ctx);
       const raw = ctx.serviceAccount?.annotations[PROVIDERS_ANNOTATION];
