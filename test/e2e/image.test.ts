@@ -136,9 +136,11 @@ describe('Dockerfile', () => {
       `the lock's Node.js 22.0.0 is not the major ${major} of NODE_IMAGE`,
     ]);
     const noLibc = LOCK.replace(/^deb arm64 libc6 .*\n/m, '');
+    assert.match(lockProblems(noLibc, DOCKERFILE).join('\n'), /deb packages for arm64 are .*; the recipe takes libc6,/);
+    const noStrip = LOCK.replace(/^tool amd64 binutils-aarch64-linux-gnu .*\n/m, '');
     assert.match(
-      lockProblems(noLibc, DOCKERFILE).join('\n'),
-      /Debian packages for arm64 are .*; the recipe takes libc6,/,
+      lockProblems(noStrip, DOCKERFILE).join('\n'),
+      /tool packages for amd64 are libbinutils, binutils-x86-64-linux-gnu;/,
     );
     const unhashed = LOCK.replace(/^(deb amd64 libc6 \S+ \S+) [0-9a-f]{64}$/m, '$1 0');
     assert.match(lockProblems(unhashed, DOCKERFILE)[0], /cannot read the line "deb amd64 libc6 /);
@@ -304,6 +306,8 @@ describe("the root filesystem (the Dockerfile's rootfs stage, scripts/runtime-ro
           assert.equal(existsSync(join(image.root, shell)), false, shell);
         const node = join(image.root, 'usr/local/bin/node');
         assert.equal(readFileSync(node).readUInt16LE(18), ELF_MACHINE[arch], 'node is built for the architecture');
+        // Stripped by the lock's binutils (the npm package keeps the symbols: 15% of the binary).
+        assert.doesNotMatch((await run('readelf', ['-S', '-W', node])).stdout, /\.symtab/);
         // Every library node needs, and each of theirs, is in the image.
         const libs = files.filter((f) => /\.so/.test(f));
         const names = new Set(libs.map((f) => f.split('/').at(-1)));
