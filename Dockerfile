@@ -65,6 +65,8 @@ ARG SOURCE_DATE_EPOCH
 # amd64 or arm64, set from --platform (buildah 1.28 leaves it empty without one: then the
 # machine's own, as the build is).
 ARG TARGETARCH
+# Behind a proxy, the downloads take HTTP(S)_PROXY as npm does (builders pass them as build args).
+ENV NODE_USE_ENV_PROXY=1
 COPY scripts/runtime-base.lock scripts/runtime-rootfs.ts /assemble/
 RUN node /assemble/runtime-rootfs.ts "${TARGETARCH}" /rootfs
 

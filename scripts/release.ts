@@ -1,10 +1,10 @@
 // The release: `npm run release -- --registry HOST/PATH` builds the image for linux/amd64 and
 // linux/arm64 from the Dockerfile (nothing arm64 runs: the bundle is made once on this machine,
-// the arm64 image is the arm64 root filesystem, assembled from the lock, plus that bundle), pushes both and a multi-arch index
-// to HOST/PATH/workload-identity-webhook:VERSION, then pushes the chart, released with that
-// index's digest, to oci://HOST/PATH/charts/workload-identity-webhook:VERSION, and prints the
-// digests. VERSION is package.json's: it is the chart's version and appVersion, the image's
-// label and tag, and what `workload-identity-webhook --version` prints.
+// the arm64 image is the arm64 root filesystem, assembled from the lock, plus that bundle), pushes
+// both and a multi-arch index to HOST/PATH/workload-identity-webhook:VERSION, then pushes the
+// chart, released with that index's digest, to oci://HOST/PATH/charts/workload-identity-webhook:VERSION,
+// and prints the digests. VERSION is package.json's: it is the chart's version and appVersion, the
+// image's label and tag, and what `workload-identity-webhook --version` prints.
 //
 //   npm run release -- --registry HOST/PATH [--plain-http] [--json] [--sign keyless|KEY] [--sbom FILE]
 //     --sign: cosign signs the index and the chart and attests the SBOM on the index

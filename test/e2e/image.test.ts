@@ -120,6 +120,7 @@ describe('Dockerfile', () => {
     assert.deepEqual(
       rootfs.steps.filter((st) => st.op !== 'ARG'),
       [
+        { op: 'ENV', args: 'NODE_USE_ENV_PROXY=1' },
         { op: 'COPY', args: 'scripts/runtime-base.lock scripts/runtime-rootfs.ts /assemble/' },
         { op: 'RUN', args: 'node /assemble/runtime-rootfs.ts "${TARGETARCH}" /rootfs' },
       ],
