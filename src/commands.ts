@@ -14,7 +14,7 @@ import { shellQuote } from './shell.ts';
 import { createProviders, createSecretProviders } from './clouds/index.ts';
 import type { ManifestInput } from './manifests.ts';
 import { identitiesOfSecrets, identitiesOfServiceAccounts } from './trust/identities.ts';
-import { trustReport, trustText } from './trust/report.ts';
+import { trustFailed, trustReport, trustText } from './trust/report.ts';
 import { objectsOfCluster, objectsOfManifests, type Objects } from './trust/sources.ts';
 
 /** -o of doctor and trust: text for a person, the same data as JSON or YAML for a script. */
@@ -83,6 +83,7 @@ async function doctor(input: IssuerCommandInput): Promise<CommandResult> {
     issuerCa,
     namespace: input.namespace,
     progress: input.progress,
+    settings: input.config,
   });
   return {
     code: exitCode(report),
@@ -136,9 +137,13 @@ async function trust(input: IssuerCommandInput): Promise<CommandResult> {
   );
   const problems = [...fromAccounts.problems, ...fromSecrets.problems];
   warnings.push(...problems.map((p) => `${p} (left out)`));
-  const report = trustReport(issuer, [...fromAccounts.identities, ...fromSecrets.identities]);
+  const report = trustReport(issuer, [...fromAccounts.identities, ...fromSecrets.identities], {
+    settings: input.config,
+    accounts: objects.accounts,
+    namespace: input.namespace,
+  });
   return {
-    code: problems.length > 0 || report.failures ? 1 : 0,
+    code: problems.length > 0 || trustFailed(report) ? 1 : 0,
     output: dataOutput(report, input.output) ?? trustText(report),
     warnings,
   };

@@ -5,6 +5,7 @@ import {
   type CloudSettings,
   type SettingValues,
 } from './clouds/settings.ts';
+import { isIP } from 'node:net';
 import { ConfigError } from './errors.ts';
 import { DEFAULT_LIMITS } from './limits.ts';
 import { LOG_FORMATS, type LogFormat } from './log.ts';
@@ -21,6 +22,22 @@ function tokenPath(raw: string, flag: string): string {
   if (!isTokenPath(raw))
     throw new ConfigError(`--${flag}="${raw}" must be an absolute path of letters, digits and . _ - /`);
   return raw;
+}
+
+/** Addresses and CIDRs (a.b.c.d[/n], IPv6 likewise), comma-separated; each checked. */
+function cidrList(raw: string, flag: string): string[] {
+  const entries = hostList(raw);
+  for (const entry of entries) {
+    const [address, prefix, ...rest] = entry.split('/');
+    const family = isIP(address);
+    const bits = family === 6 ? 128 : 32;
+    const prefixOk = prefix === undefined || (/^\d{1,3}$/.test(prefix) && Number(prefix) <= bits);
+    if (family === 0 || !prefixOk || rest.length > 0)
+      throw new ConfigError(
+        `--${flag}: ${JSON.stringify(entry.slice(0, 64))} is not an IP address or CIDR (a.b.c.d, a.b.c.d/n, or IPv6 likewise)`,
+      );
+  }
+  return entries;
 }
 
 function hostList(raw: string): string[] {
@@ -156,7 +173,8 @@ const serverSettings = {
   },
   maxInflightRequestBytes: {
     flag: 'max-inflight-request-bytes',
-    description: 'Request bytes held at once across connections (503 and retry beyond)',
+    description:
+      'Bytes of reviews in progress across connections: request bodies, answers until written (twice), 16 KiB a review (503 and retry beyond)',
     parse: integer(64 * 1024, 1024 * 1024 * 1024),
     default: DEFAULT_LIMITS.maxInflightRequestBytes,
   },
@@ -190,6 +208,27 @@ const serverSettings = {
     description: 'Time a new connection has to finish TLS and send its first request',
     parse: integer(100, 60_000),
     default: DEFAULT_LIMITS.firstRequestTimeoutMs,
+  },
+  proxySources: {
+    flag: 'proxy-sources',
+    description:
+      'Addresses or CIDRs (comma-separated) of a proxy kube-apiserver comes through (Konnectivity agents): not held to --max-connections-per-source',
+    parse: cidrList,
+    default: [] as string[],
+  },
+  http2: {
+    flag: 'http2',
+    description: 'Offer HTTP/2 (ALPN h2) beside HTTP/1.1, so kube-apiserver sends its reviews over a few connections',
+    parse: bool,
+    default: true,
+    boolean: true,
+  },
+  maxConcurrentStreams: {
+    flag: 'max-concurrent-streams',
+    description:
+      'Reviews in progress on one HTTP/2 connection (its SETTINGS_MAX_CONCURRENT_STREAMS; a stream the client resets counts until its work is done)',
+    parse: integer(1, 1000),
+    default: DEFAULT_LIMITS.maxConcurrentStreams,
   },
   recordKeyFile: {
     flag: 'record-key-file',

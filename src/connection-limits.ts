@@ -1,12 +1,25 @@
 // Who gets a connection when connections run short. The global cap alone let one client that
-// holds every connection lock out all others, kube-apiserver included (issue #19 §4). Three rules:
-// - one source address holds at most `maxConnectionsPerSource` connections;
+// holds every connection lock out all others, kube-apiserver included (issue #19 §4). The rules:
+// - one source address holds at most `maxConnectionsPerSource` connections doing nothing: idle
+//   between requests, or open for FRESH_GRACE_MS without a first request. A connection with a
+//   request in progress is not counted, nor one in its first moments (kube-apiserver sends its
+//   request as soon as TLS is up): kube-apiserver's bursts come from one address (behind a proxy,
+//   all of a cluster's), it dials a connection per review in flight until its HTTP/2 connections
+//   are up, and it does not retry a POST whose connection was cut (issue #28 §5). At the cap, a
+//   newcomer closes that source's own connection idle the longest (an HTTP/2 one with GOAWAY,
+//   which the client's retry covers), else its oldest that never sent a request; the newcomer is
+//   not refused;
+// - at the overall cap, the source holding the most connections doing nothing, if over its cap,
+//   loses its oldest such one to the newcomer; else the newcomer is closed;
+// - connections with a verified client certificate, and those from `exemptSources` (a proxy
+//   kube-apiserver comes through), are not counted per source;
 // - a connection must finish TLS and send its first request within `firstRequestTimeoutMs`
 //   (kube-apiserver sends its request at once); later ones are Node's keep-alive timeout's;
 // - with client authentication, unauthenticated connections make room for authenticated ones:
 //   at the cap, a new connection evicts the oldest established unauthenticated one, and room
 //   for HANDSHAKE_RESERVE handshakes above the cap lets an authenticated client get in at all.
-import type { Server, Socket } from 'node:net';
+import { BlockList, type Server, type Socket } from 'node:net';
+import type { ServerHttp2Session } from 'node:http2';
 import type { TLSSocket } from 'node:tls';
 
 export interface ConnectionLimits {
@@ -15,12 +28,19 @@ export interface ConnectionLimits {
   firstRequestTimeoutMs: number;
   /** Client certificates are checked: authenticated connections are kept before others. */
   preferAuthenticated: boolean;
+  /** Source addresses not held to the per-source cap (a proxy in front of the webhook). */
+  exemptSources?: BlockList;
 }
 
-/** Why the server closed a connection (a metric label: a closed set). */
-export type ConnectionCloseReason = 'limit' | 'per_source_limit' | 'evicted' | 'first_request_timeout';
+/** Why the server closed a connection (a metric label: a closed set): `per_source_idle` makes room for its own source's newcomer, `per_source_limit` for another source's at the overall cap. */
+export type ConnectionCloseReason =
+  | 'limit'
+  | 'per_source_limit'
+  | 'per_source_idle'
+  | 'evicted'
+  | 'first_request_timeout';
 
-/** Handshakes admitted above the cap with client authentication, until they show a certificate. */
+/** Connections admitted above the cap: handshakes until they show a certificate, newcomers while the connection closed for them closes. */
 export const HANDSHAKE_RESERVE = 64;
 
 interface Tracked {
@@ -28,47 +48,141 @@ interface Tracked {
   source: string;
   /** Set once TLS is established with client authentication. */
   authenticated?: boolean;
+  /** Not counted per source: authenticated, or from an exempt source. */
+  exempt: boolean;
   firstRequest?: NodeJS.Timeout;
+  requested: boolean;
+  /** Requests (HTTP/2: streams) in progress. */
+  active: number;
+  opened: number;
+  idleSince: number;
+  session?: ServerHttp2Session;
 }
 
 /** An IPv4 peer on a dual-stack socket is reported as ::ffff:a.b.c.d: one source either way. */
 const sourceOf = (socket: Socket) => (socket.remoteAddress ?? '').replace(/^::ffff:/, '');
-const keyOf = (socket: Socket) => `${socket.remoteAddress}|${socket.remotePort}`;
+const keyOf = (socket: { remoteAddress?: string; remotePort?: number }) =>
+  `${socket.remoteAddress}|${socket.remotePort}`;
+const familyOf = (address: string) => (address.includes(':') ? 'ipv6' : 'ipv4');
 
-/** Applies the rules to `server` (HTTP or HTTPS); `closed` is told each connection it closes. */
+/** A new connection not counted per source yet: TLS and the first request take this long at most from kube-apiserver. */
+export const FRESH_GRACE_MS = 1000;
+
+/** Doing nothing: not exempt, no request in progress. */
+const idleOrFresh = (t: Tracked) => !t.exempt && t.active === 0;
+
+/** The connections of each source, and which of them count against its cap. */
+class Sources {
+  readonly #bySource = new Map<string, Set<Tracked>>();
+  add(t: Tracked) {
+    const set = this.#bySource.get(t.source) ?? new Set<Tracked>();
+    this.#bySource.set(t.source, set.add(t));
+  }
+  remove(t: Tracked) {
+    const set = this.#bySource.get(t.source);
+    set?.delete(t);
+    if (set?.size === 0) this.#bySource.delete(t.source);
+  }
+  /** Connections of `source` counted against its cap now (past their grace, doing nothing). */
+  counted(source: string, now: number): number {
+    let n = 0;
+    for (const t of this.#bySource.get(source) ?? [])
+      if (idleOrFresh(t) && (t.requested || now - t.opened >= FRESH_GRACE_MS)) n++;
+    return n;
+  }
+  /** The one of `source` to close for room: idle the longest, else open the longest without a request (past `graceMs`). */
+  victim(source: string, now: number, graceMs: number): Tracked | undefined {
+    let idle: Tracked | undefined;
+    let fresh: Tracked | undefined;
+    for (const t of this.#bySource.get(source) ?? []) {
+      if (!idleOrFresh(t)) continue;
+      if (t.requested) {
+        if (!idle || t.idleSince < idle.idleSince) idle = t;
+      } else if (now - t.opened >= graceMs && (!fresh || t.opened < fresh.opened)) fresh = t;
+    }
+    return idle ?? fresh;
+  }
+  /** The source holding the most connections doing nothing, if more than `cap`. */
+  heaviest(cap: number): string | undefined {
+    let best: string | undefined;
+    let most = cap;
+    for (const [source, set] of this.#bySource) {
+      let n = 0;
+      for (const t of set) if (idleOrFresh(t)) n++;
+      if (n > most) [best, most] = [source, n];
+    }
+    return best;
+  }
+}
+
+/** The addresses and CIDRs of --proxy-sources (validated by config.ts) as a list to check sources against. */
+export function sourceList(entries: readonly string[]): BlockList {
+  const list = new BlockList();
+  for (const entry of entries) {
+    const [address, prefix] = entry.split('/');
+    const family = familyOf(address);
+    if (prefix === undefined) list.addAddress(address, family);
+    else list.addSubnet(address, Number(prefix), family);
+  }
+  return list;
+}
+
+/** Applies the rules to `server` (HTTPS, HTTP/2 with HTTP/1.1); `closed` is told each connection it closes. */
 export function limitConnections(
   server: Server,
   limits: ConnectionLimits,
   closed: (reason: ConnectionCloseReason) => void,
 ): void {
-  // Node refuses at accept beyond this, before any of the code below runs.
-  server.maxConnections = limits.maxConnections + (limits.preferAuthenticated ? HANDSHAKE_RESERVE : 0);
+  // Node refuses at accept beyond this, before any of the code below runs: room above the cap
+  // for a newcomer while the connection closed for it is still closing, and for handshakes.
+  server.maxConnections = limits.maxConnections + HANDSHAKE_RESERVE;
   server.on('drop', () => closed('limit'));
   // Oldest first (insertion order): the first to go when room is needed.
   const open = new Map<string, Tracked>();
-  const perSource = new Map<string, number>();
-  const close = (socket: Socket, reason: ConnectionCloseReason) => {
-    socket.destroy();
+  const sources = new Sources();
+  const close = (t: Tracked | Socket, reason: ConnectionCloseReason) => {
+    if ('source' in t) {
+      // Gone from the counts now: its close may take a moment (GOAWAY).
+      t.exempt = true;
+      // An idle HTTP/2 connection is closed with GOAWAY: a stream the client sent meanwhile is
+      // answered, or the client knows it was not processed and retries it elsewhere.
+      if (t.session && t.requested) t.session.close();
+      else t.socket.destroy();
+    } else t.destroy();
     closed(reason);
   };
+  const exempt = (source: string) => limits.exemptSources?.check(source, familyOf(source)) ?? false;
 
   const evictUnauthenticated = (): boolean => {
     for (const t of open.values())
       if (t.authenticated === false) {
-        close(t.socket, 'evicted');
+        close(t, 'evicted');
         return true;
       }
     return false;
   };
 
+  /** At its cap, `source` makes room for its newcomer: its idle one goes, else one that never asked. */
+  const makeRoomInSource = (source: string, now: number) => {
+    if (exempt(source) || sources.counted(source, now) < limits.maxConnectionsPerSource) return;
+    const victim = sources.victim(source, now, FRESH_GRACE_MS);
+    if (victim) close(victim, 'per_source_idle');
+  };
+
+  /** At the overall cap: the source most over its own cap gives up a connection, or false. */
+  const makeRoomOverall = (now: number): boolean => {
+    const heaviest = sources.heaviest(limits.maxConnectionsPerSource);
+    const victim = heaviest === undefined ? undefined : sources.victim(heaviest, now, 0);
+    if (!victim) return false;
+    close(victim, 'per_source_limit');
+    return true;
+  };
+
   server.on('connection', (socket: Socket) => {
     const source = sourceOf(socket);
-    const held = perSource.get(source) ?? 0;
-    if (held >= limits.maxConnectionsPerSource) {
-      close(socket, 'per_source_limit');
-      return;
-    }
-    if (open.size >= limits.maxConnections) {
+    const now = performance.now();
+    makeRoomInSource(source, now);
+    if (open.size >= limits.maxConnections && !makeRoomOverall(now)) {
       // Without client authentication nothing tells one client from another: the newcomer goes.
       if (!limits.preferAuthenticated) {
         close(socket, 'limit');
@@ -78,35 +192,56 @@ export function limitConnections(
       // reserve (the ceiling bounds it) until its certificate is seen.
       evictUnauthenticated();
     }
+    track(socket, source, now);
+  });
+
+  const track = (socket: Socket, source: string, now: number) => {
     const key = keyOf(socket);
-    const tracked: Tracked = { socket, source };
-    tracked.firstRequest = setTimeout(() => close(socket, 'first_request_timeout'), limits.firstRequestTimeoutMs);
+    const tracked: Tracked = {
+      socket,
+      source,
+      exempt: exempt(source),
+      requested: false,
+      active: 0,
+      opened: now,
+      idleSince: now,
+    };
+    tracked.firstRequest = setTimeout(() => close(tracked, 'first_request_timeout'), limits.firstRequestTimeoutMs);
     tracked.firstRequest.unref();
     open.set(key, tracked);
-    perSource.set(source, held + 1);
+    sources.add(tracked);
     socket.once('close', () => {
       clearTimeout(tracked.firstRequest);
       open.delete(key);
-      const left = (perSource.get(source) ?? 1) - 1;
-      if (left > 0) perSource.set(source, left);
-      else perSource.delete(source);
+      sources.remove(tracked);
     });
-  });
+  };
 
   server.on('secureConnection', (socket: TLSSocket) => {
     if (!limits.preferAuthenticated) return;
     const tracked = open.get(keyOf(socket));
     if (!tracked) return;
     tracked.authenticated = socket.authorized;
+    if (socket.authorized) tracked.exempt = true;
     // Over the cap (in the handshake reserve): only an authenticated client stays.
-    if (!socket.authorized && open.size > limits.maxConnections) close(tracked.socket, 'limit');
+    if (!socket.authorized && open.size > limits.maxConnections) close(tracked, 'limit');
   });
 
-  server.on('request', (req: { socket: Socket }) => {
+  server.on('session', (session: ServerHttp2Session) => {
+    const tracked = open.get(keyOf(session.socket));
+    if (tracked) tracked.session = session;
+  });
+
+  server.on('request', (req: { socket: Socket }, res: { once(e: 'close', f: () => void): void }) => {
     const tracked = open.get(keyOf(req.socket));
-    if (tracked?.firstRequest) {
-      clearTimeout(tracked.firstRequest);
-      tracked.firstRequest = undefined;
-    }
+    if (!tracked) return;
+    clearTimeout(tracked.firstRequest);
+    tracked.firstRequest = undefined;
+    tracked.requested = true;
+    tracked.active++;
+    res.once('close', () => {
+      tracked.active--;
+      tracked.idleSince = performance.now();
+    });
   });
 }

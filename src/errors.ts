@@ -13,7 +13,11 @@ export const ERROR_CODES = {
   WIW_LENGTH_REQUIRED: { status: 411, means: 'a request without Content-Length' },
   WIW_REQUEST_TOO_LARGE: { status: 413, means: 'a request larger than --max-request-bytes' },
   WIW_UNSUPPORTED_MEDIA_TYPE: { status: 415, means: 'a body that is not JSON' },
-  WIW_BUSY: { status: 503, means: 'more request bytes in flight than --max-inflight-request-bytes; retry' },
+  WIW_BUSY: {
+    status: 503,
+    means:
+      'more bytes of reviews in progress than --max-inflight-request-bytes, or more reviews on one HTTP/2 connection than --max-concurrent-streams; retry',
+  },
   WIW_INTERNAL: { status: 500, means: 'a defect: the webhook could not answer' },
   // Raised inside the webhook and its commands.
   WIW_INVALID_CONFIG: { means: 'a flag or environment variable with an invalid value (start-up)' },

@@ -3,20 +3,27 @@
 // How each default was derived (measured on Node 24, see docs/hardening.md):
 // - requests: kube-apiserver refuses request bodies over 3 MiB, and an UPDATE review carries
 //   `object` and `oldObject`: 6 MiB.
-// - in flight: a parsed review costs ~2x its size in heap (measured: 12 MiB for a 6 MiB review);
-//   32 MiB of bodies in flight at once (~64 MiB of heap) fits the heap next to the caches.
+// - in flight: a review holds its request body, a 16 KiB share, and twice its encoded answer (the
+//   buffer and its TLS records) until the answer is written (src/review-budget.ts); a parsed
+//   review costs ~2x its size in heap (measured: 12 MiB for a 6 MiB review); 32 MiB at once
+//   fits next to the caches (measured: 300 answers of 943 KB at once peaked at 142 MiB of 256).
+// - streams: an HTTP/2 connection carries at most 100 reviews at once (SETTINGS, and reviews
+//   whose stream was reset still count until their work is done); their bytes are in the budget.
 // - containers: each costs ~1.5 KB of patch with three clouds; 500 containers give a 0.75 MiB
 //   patch, and etcd stores no object over 1.5 MiB, so beyond that the Pod could not be stored.
 // - patch: 1 MiB of JSON Patch (1.4 MiB base64) is the most any legitimate Pod needs.
 // - connections: an idle TLS connection costs ~60 KB; 512 of them ~30 MiB. One source holds at
-//   most a quarter (kube-apiserver keeps a few dozen at most; a proxy in front of it, all of its
-//   replicas'), and must send its first request within 5 s (TLS included; kube-apiserver sends at
-//   once): one client cannot hold the others out (src/connection-limits.ts).
+//   most a quarter doing nothing (idle, or silent past its first second; connections with a
+//   review in progress are not counted, so kube-apiserver's bursts are not refused), and must
+//   send its first request within 5 s (TLS included; kube-apiserver sends at once): one client
+//   cannot hold the others out (src/connection-limits.ts).
 export interface ServerLimits {
   /** Largest request body accepted (413 beyond). */
   maxRequestBytes: number;
-  /** Request bodies held at once across connections (503, retry, beyond). */
+  /** Bytes of reviews in progress (request, answer until written, a share each) across connections (503, retry, beyond). */
   maxInflightRequestBytes: number;
+  /** Reviews in progress on one HTTP/2 connection (SETTINGS_MAX_CONCURRENT_STREAMS). */
+  maxConcurrentStreams: number;
   /** Containers, init containers and ephemeral containers of one Pod (denied beyond). */
   maxContainers: number;
   /** Largest JSON Patch answered (the object is denied beyond). */
@@ -42,6 +49,7 @@ export interface ServerLimits {
 export const DEFAULT_LIMITS: ServerLimits = {
   maxRequestBytes: 6 * 1024 * 1024,
   maxInflightRequestBytes: 32 * 1024 * 1024,
+  maxConcurrentStreams: 100,
   maxContainers: 500,
   maxPatchBytes: 1024 * 1024,
   maxConnections: 512,

@@ -43,8 +43,19 @@ export function createMetrics() {
     }),
     connectionsClosed: new Counter({
       name: 'wiw_connections_closed_total',
-      help: 'Connections the server closed to keep room for others, by reason (limit, per_source_limit, evicted, first_request_timeout)',
+      help: 'Connections the server closed to keep room for others, by reason (limit, per_source_limit, per_source_idle, evicted, first_request_timeout, rapid_reset)',
       labelNames: ['reason'] as const,
+      registers: [registry],
+    }),
+    connections: new Counter({
+      name: 'wiw_connections_total',
+      help: 'Connections established (TLS done), by protocol (h2, http/1.1)',
+      labelNames: ['protocol'] as const,
+      registers: [registry],
+    }),
+    inflightBytes: new Gauge({
+      name: 'wiw_inflight_bytes',
+      help: 'Bytes held by reviews in progress (requests, answers not yet written, a share per review) against --max-inflight-request-bytes',
       registers: [registry],
     }),
     injections: new Counter({

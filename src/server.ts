@@ -2,6 +2,7 @@ import { readFile, writeFile } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import { buildApp, type AdmitContext } from './app.ts';
+import { sourceList } from './connection-limits.ts';
 import { admitPod } from './admission/pods.ts';
 import { admitSecret } from './admission/secrets.ts';
 import { allowed, type AdmissionRequest, type Decision } from './admission/review.ts';
@@ -182,7 +183,10 @@ export async function serve(config: Config, root: Logger): Promise<RunningServer
       maxConnections: config.maxConnections,
       maxConnectionsPerSource: config.maxConnectionsPerSource,
       firstRequestTimeoutMs: config.firstRequestTimeoutMs,
+      maxConcurrentStreams: config.maxConcurrentStreams,
     },
+    http2: config.http2,
+    proxySources: config.proxySources.length > 0 ? sourceList(config.proxySources) : undefined,
     tls: policy,
     clientCa,
     observePod: boundedPeerMetrics(config, metrics, cache),
@@ -218,8 +222,10 @@ export async function serve(config: Config, root: Logger): Promise<RunningServer
       shutdown ??= (async () => {
         draining = true;
         log.info({ drainSeconds: config.drainSeconds }, 'draining: reporting not ready');
-        // Keep-alive clients learn it from their next answer (Connection: close). Idle connections
-        // are not cut now: a client may be sending on one, and a POST cut mid-flight is not retried.
+        // Keep-alive clients learn it from their next answer (Connection: close; over HTTP/2 a
+        // GOAWAY: streams in progress finish, the client opens its next one elsewhere). Idle
+        // connections are not cut now: a client may be sending on one, and a POST cut mid-flight
+        // is not retried.
         await new Promise((resolve) => setTimeout(resolve, config.drainSeconds * 1000));
         stopWatching?.();
         stopClouds();

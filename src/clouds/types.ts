@@ -197,6 +197,29 @@ export interface TrustIdentity {
   identity: Record<string, string>;
 }
 
+/** What `trust` and `doctor` read besides the identities: the flags, and every ServiceAccount read. */
+export interface TrustContext {
+  settings: CloudSettings;
+  accounts: readonly ServiceAccountView[];
+  /** `--namespace`: only this namespace's ServiceAccounts were read. */
+  namespace?: string;
+}
+
+/**
+ * Something the cloud would refuse or the webhook's configuration disagrees with, known before
+ * the cloud is asked: `trust` prints it as a FAIL (or WARN) comment, `doctor` as a check.
+ */
+export interface TrustFinding {
+  /** doctor's check id: `cloud-limits` or the cloud's own (`pod-identity-associations`). */
+  check: string;
+  /** 'pass': the cloud checked this and found it right (doctor shows it; trust prints nothing). */
+  verdict: 'fail' | 'warn' | 'pass';
+  /** What it is about: `role arn:...`, `client id ...`, `ServiceAccount ns/name`. */
+  subject: string;
+  message: string;
+  fix: string;
+}
+
 /** `trust` and `doctor`'s part of one cloud (docs/trust.md). */
 export interface CloudTrust<Report> {
   /** The service that verifies this cloud's federated tokens, in doctor's messages. */
@@ -216,7 +239,14 @@ export interface CloudTrust<Report> {
    * The cloud-side configuration that accepts these identities' tokens (only this cloud's are
    * given, each with no `problem`); every command word quoted (src/shell.ts).
    */
-  report(issuer: string, identities: readonly TrustIdentity[]): Report;
+  report(issuer: string, identities: readonly TrustIdentity[], context: TrustContext): Report;
+  /**
+   * Whether the cloud has a part without identities of its own (AWS: EKS Pod Identity
+   * associations, whose tokens are not trusted through the issuer).
+   */
+  hasPart?(context: TrustContext): boolean;
+  /** What in the report is over the cloud's documented limits or disagrees with the configuration. */
+  findings(report: Report): TrustFinding[];
   /** The report as text: a heading, comments and commands. */
   text(report: Report): string[];
 }

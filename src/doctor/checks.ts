@@ -26,8 +26,10 @@ import type { DiscoveryDocument } from '../issuer/discovery.ts';
 import type { SecretCoreOptions } from '../mutate/secret.ts';
 import { cloudModule } from '../clouds/index.ts';
 import { PROVIDER_NAMES } from '../clouds/registry.ts';
+import type { CloudSettings } from '../clouds/settings.ts';
 import type { PodProvider } from '../clouds/types.ts';
 import { identitiesOfSecrets, identitiesOfServiceAccounts, type TrustIdentity } from '../trust/identities.ts';
+import { trustChecks } from '../trust/report.ts';
 import { objectsOfCluster } from '../trust/sources.ts';
 import type { Check, DoctorReport } from './verdicts.ts';
 
@@ -41,6 +43,8 @@ export interface DoctorOptions {
   namespace?: string;
   /** Told what doctor waits for before each read (an HTTP read can take seconds): a progress line. */
   progress?: (waitingFor: string) => void;
+  /** The webhook's flags: the clouds' limits and configuration `trust` checks (docs/trust.md). */
+  settings?: CloudSettings;
 }
 
 const BINDING_FIX =
@@ -156,6 +160,20 @@ async function collectIdentities(d: Doctor): Promise<undefined> {
         fix: 'correct the annotation or config; the webhook refuses it as it stands',
       });
     d.anyAccount = objects.accounts[0];
+    // What the clouds would refuse (their limits) and what the configuration disagrees with, as `trust` finds it.
+    const issuer = d.apiDiscovery?.ok ? d.apiDiscovery.value.issuer : undefined;
+    if (issuer && options.settings)
+      for (const f of trustChecks(issuer, d.identities, {
+        settings: options.settings,
+        accounts: objects.accounts,
+        namespace: options.namespace,
+      }))
+        add({
+          id: f.check,
+          verdict: f.verdict,
+          message: `${f.subject ? `${f.subject}: ` : ''}${f.message}`,
+          ...(f.fix && { fix: f.fix }),
+        });
     for (const w of objects.warnings ?? [])
       add({
         id: 'identities',

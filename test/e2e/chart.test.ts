@@ -111,6 +111,8 @@ const WITHOUT_VALUE: Partial<Record<SettingKey, string>> = {
   kubeconfig: 'the in-cluster ServiceAccount is used',
   kubeContext: 'goes with --kubeconfig',
   recordKeyFile: 'replicas share the key derived from the serving key they read from one Secret (extraArgs can set it)',
+  awsEksClusterName: 'read by trust and doctor, run by a person against the cluster, not by serve',
+  awsRoleTrustPolicyLength: 'read by trust and doctor, run by a person against the cluster, not by serve',
 };
 
 function envName(flag: string): string {
@@ -1037,6 +1039,9 @@ describe('values cover the webhook', () => {
         maxConnections: 1000,
         maxConnectionsPerSource: 200,
         firstRequestTimeoutMs: 3000,
+        proxySources: ['10.8.0.0/14', '192.168.7.1'],
+        http2: false,
+        maxConcurrentStreams: 64,
       },
     };
     const table = configFlagTable();

@@ -45,6 +45,7 @@ function secret(name: string, provider: string, config: Record<string, string>):
 }
 
 const AWS = { 'eks.amazonaws.com/role-arn': ROLE };
+const POD_IDENTITY = { 'eks.amazonaws.com/pod-identity-role-arn': ROLE };
 const AZURE = { 'azure.workload.identity/client-id': CLIENT, 'azure.workload.identity/tenant-id': TENANT };
 const GCP = {
   'cloud.google.com/workload-identity-provider': PROVIDER,
@@ -71,11 +72,30 @@ function hostileAccounts(): string[] {
       sa('evil', `gcp-aud-${n}`, { ...GCP, 'cloud.google.com/audience': bad }),
       sa(bad, 'in-hostile-namespace', AWS),
       sa('evil', bad, AZURE),
+      sa('evil', `pi-arn-${n}`, { 'eks.amazonaws.com/pod-identity-role-arn': `${ROLE}${bad}` }),
+      sa(bad, 'pi-in-hostile-namespace', POD_IDENTITY),
       secret(`aws-secret-${n}`, 'aws', { roleARN: `${ROLE}${bad}` }),
       secret(`azure-secret-${n}`, 'azure', { clientID: bad, tenantID: TENANT }),
     );
   });
   return docs;
+}
+
+/**
+ * The EKS Pod Identity associations file: a file, so its names were never checked by the API
+ * server. Hostile namespace and ServiceAccount names; a hostile roleArn is refused where it is read.
+ */
+function associationsFile(): string {
+  const identities = [
+    { namespace: 'apps', serviceAccount: 'pod-identity', roleArn: ROLE },
+    ...HOSTILE.flatMap((bad) => [
+      { namespace: bad, serviceAccount: 'x', roleArn: ROLE },
+      { namespace: 'evil', serviceAccount: bad, roleArn: ROLE },
+    ]),
+  ];
+  const path = join(dir, 'associations.json');
+  writeFileSync(path, JSON.stringify({ identities }));
+  return path;
 }
 
 function manifests(docs: string[]): string {
@@ -131,6 +151,21 @@ function intended(report: TrustReport): string[][] {
       '--policy-document',
       JSON.stringify(r.trustPolicy),
     ]);
+  for (const a of report.aws?.podIdentityAssociations ?? [])
+    if (a.roleArn && !a.problem)
+      calls.push([
+        'aws',
+        'eks',
+        'create-pod-identity-association',
+        '--cluster-name',
+        report.aws!.clusterName!,
+        '--namespace',
+        a.namespace,
+        '--service-account',
+        a.serviceAccount,
+        '--role-arn',
+        a.roleArn,
+      ]);
   for (const i of report.azure?.identities ?? []) {
     const list = (field: string) => [
       'az',
@@ -221,10 +256,12 @@ describe('trust against hostile annotation values', () => {
     sa('apps', 'gcp-app', GCP),
     sa('apps', 'gcp-direct', { 'cloud.google.com/workload-identity-provider': PROVIDER }),
     sa('apps', 'uploader', {}),
+    sa('apps', 'pod-identity', POD_IDENTITY),
   ];
   const file = manifests([...benign, ...hostileAccounts()]);
-  const text = cli(['trust', '-f', file, '--issuer', ISSUER]);
-  const json = cli(['trust', '-f', file, '--issuer', ISSUER, '-o', 'json']);
+  const podIdentity = ['--aws-container-credentials-config', associationsFile(), '--aws-eks-cluster-name', 'prod'];
+  const text = cli(['trust', '-f', file, '--issuer', ISSUER, ...podIdentity]);
+  const json = cli(['trust', '-f', file, '--issuer', ISSUER, '-o', 'json', ...podIdentity]);
   const report = JSON.parse(json.stdout) as TrustReport;
 
   test('only the benign identities get commands; every hostile one is a FAIL line or left out, exit 1', () => {
@@ -248,6 +285,21 @@ describe('trust against hostile annotation values', () => {
         assert.ok(failed.has(source) || leftOut(source), `${source} has a FAIL line or is left out`);
       }
     assert.ok(failed.size >= 4 * HOSTILE.length, 'values the webhook tolerates reach trust and fail there');
+    // EKS Pod Identity: every hostile annotation, and every hostile name of the file, a FAIL line.
+    const podIdentityFails = new Set(
+      report.findings?.filter((f) => f.check === 'pod-identity-associations').map((f) => f.subject),
+    );
+    for (let n = 0; n < HOSTILE.length; n++)
+      assert.ok(podIdentityFails.has(`ServiceAccount evil/pi-arn-${n}`), `pi-arn-${n} has a FAIL line`);
+    for (const bad of HOSTILE) {
+      assert.ok(podIdentityFails.has(`ServiceAccount ${bad}/x`), `file namespace ${JSON.stringify(bad)}`);
+      assert.ok(podIdentityFails.has(`ServiceAccount evil/${bad}`), `file name ${JSON.stringify(bad)}`);
+    }
+    assert.deepEqual(
+      report.aws?.podIdentityAssociations.filter((a) => !a.problem).map((a) => `${a.namespace}/${a.serviceAccount}`),
+      ['apps/pod-identity'],
+      'only the benign association is printed',
+    );
     for (const line of text.stdout.split('\n').filter((l) => l.includes('FAIL')))
       assert.ok(line.startsWith('# FAIL '), line);
   });
@@ -262,6 +314,10 @@ describe('trust against hostile annotation values', () => {
     );
     const expected = intended(report);
     assert.ok(expected.length >= 9, 'every cloud has commands');
+    assert.ok(
+      expected.some((c) => c.join(' ').startsWith('aws eks create-pod-identity-association --cluster-name prod ')),
+      'the benign Pod Identity association is among them',
+    );
     assert.deepEqual(run.calls, expected);
     assert.equal(run.stderr, '');
   });
@@ -270,6 +326,24 @@ describe('trust against hostile annotation values', () => {
     for (const line of text.stdout.split('\n'))
       assert.match(line, /^(#.*|)$|^(aws|az|gcloud) /, `line ${JSON.stringify(line)}`);
     assert.doesNotMatch(text.stdout, /[\u2028\u2029\u202e\r]/);
+  });
+
+  test('a hostile roleArn in the associations file, or --aws-eks-cluster-name, is refused before anything is printed', () => {
+    for (const bad of HOSTILE) {
+      const path = join(dir, 'bad-associations.json');
+      writeFileSync(
+        path,
+        JSON.stringify({ identities: [{ namespace: 'apps', serviceAccount: 'x', roleArn: `${ROLE}${bad}` }] }),
+      );
+      const r = cli(['trust', '-f', file, '--issuer', ISSUER, '--aws-container-credentials-config', path]);
+      assert.equal(r.code, 2, `${JSON.stringify(bad)}: ${r.stderr}`);
+      assert.equal(r.stdout, '');
+      assert.match(r.stderr, /identities\[0\]\.roleArn .* is not an IAM role ARN/);
+      const c = cli(['trust', '-f', file, '--issuer', ISSUER, '--aws-eks-cluster-name', `prod${bad}`]);
+      assert.equal(c.code, 2, `${JSON.stringify(bad)}: ${c.stderr}`);
+      assert.equal(c.stdout, '');
+      assert.match(c.stderr, /--aws-eks-cluster-name=.* is not an EKS cluster name/);
+    }
   });
 
   test('a hostile --issuer is refused before anything is printed', () => {

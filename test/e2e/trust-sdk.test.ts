@@ -25,6 +25,7 @@ import {
   GCP_PROJECT,
   PROJECT_NUMBER,
   ROLE_ARN as ROLE,
+  roleArn,
   TENANT,
   WIF_PROVIDER as PROVIDER,
   AWS_ACCOUNT,
@@ -295,5 +296,66 @@ describe('the same trust printed for another namespace is refused', () => {
       [['iamcredentials', 403]],
     );
     await sdk.stop();
+  });
+});
+
+describe("a role over IAM's trust policy quota: each role of the printed split admits its part", () => {
+  // ServiceAccounts of the same role in namespaces that sort before NS: the policy is over 2,048
+  // characters, and NS's ServiceAccounts land in a later part, a new role.
+  const fillers = Array.from({ length: 64 }, (_, n) =>
+    stringify({
+      apiVersion: 'v1',
+      kind: 'ServiceAccount',
+      metadata: { name: `filler-${n}`, namespace: `aa-${n % 4}`, annotations: { 'eks.amazonaws.com/role-arn': ROLE } },
+    }),
+  );
+  const moved = stringify({
+    apiVersion: 'v1',
+    kind: 'ServiceAccount',
+    metadata: { name: 'aws-moved', namespace: NS, annotations: { 'eks.amazonaws.com/role-arn': ROLE } },
+  });
+  after(() => configure(printed));
+
+  test('the split roles, configured in the STS stand-in: the re-annotated ServiceAccount assumes its new role, the old role refuses it', async () => {
+    const child = run(process.execPath, [CLI, 'trust', '-o', 'json', '-f', '-', '--issuer', cluster.issuer.issuer], {
+      encoding: 'utf8',
+    });
+    child.child.stdin!.end([manifests(NS), moved, ...fillers].join('---\n'));
+    const report = await child.then(
+      () => assert.fail('trust must exit 1 for a role over the quota'),
+      (err: { code: number; stdout: string }) => {
+        assert.equal(err.code, 1);
+        return JSON.parse(err.stdout) as TrustReport;
+      },
+    );
+    const role = report.aws!.roles.find((r) => r.roleArn === ROLE)!;
+    assert.ok(role.overLimit, 'the role is over the quota');
+    const split = role.overLimit.split;
+    for (const p of split) assert.ok(JSON.stringify(p.trustPolicy).length <= 2048);
+    const part = split.find((p) => p.trustedBy.includes(`ServiceAccount ${NS}/aws-moved`))!;
+    assert.notEqual(part.roleArn, ROLE, "NS's ServiceAccounts moved to a new role");
+    assert.ok(part.roleArn.startsWith(roleArn('s3-reader-')), part.roleArn);
+    // The stand-in holds exactly the split, as an admin would create it.
+    for (const list of [clientIds, roles]) list.length = 0;
+    clientIds.push(...report.aws!.oidcProviders.flatMap((p) => p.clientIds));
+    roles.push(...split.map((p) => ({ arn: p.roleArn, trustPolicy: p.trustPolicy })));
+
+    // Annotated with its part's role, as trust says: accepted through the new role's policy.
+    await createServiceAccount(cluster.cp, NS, 'aws-moved', { 'eks.amazonaws.com/role-arn': part.roleArn });
+    const { container, sdk } = await cluster.start('node', 'aws', 'aws-moved');
+    const answer = await sdk.credentials();
+    assert.ok(answer.ok, `${JSON.stringify(answer.error)}\n${sdk.stderr()}`);
+    const exchange = sts.exchanges.find((e) => e.accessKeyId === answer.accessKeyId);
+    assert.ok(exchange, 'the SDK returned credentials the stand-in issued');
+    assert.equal(exchange.subject, subject('aws-moved'));
+    assert.equal(exchange.tokenDigest, tokenDigest(container.tokens[0].token));
+    await sdk.stop();
+
+    // Not re-annotated: the old role's policy (the first part) no longer admits it.
+    const old = await cluster.start('node', 'aws', 'aws-reader');
+    const refused = await old.sdk.credentials();
+    assert.equal(refused.ok, false);
+    assert.equal(refused.error?.code, 'AccessDenied');
+    await old.sdk.stop();
   });
 });

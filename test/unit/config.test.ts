@@ -29,6 +29,24 @@ describe('configuration', () => {
     for (const s of Object.values(settings)) assert.match(envName(s.flag), /^WIW_[A-Z0-9_]+$/);
   });
 
+  test('--proxy-sources takes addresses and CIDRs of both families, and refuses anything else naming the flag', () => {
+    assert.deepEqual(load({}).proxySources, []);
+    assert.deepEqual(load({ 'proxy-sources': '10.0.0.0/8, 192.168.1.7,fd00::/8' }).proxySources, [
+      '10.0.0.0/8',
+      '192.168.1.7',
+      'fd00::/8',
+    ]);
+    for (const bad of ['10.0.0.0/33', 'konnectivity-agent', '10.0.0.1/8/1', '::1/129', '10.0.0.0/'])
+      assert.throws(
+        () => load({ 'proxy-sources': bad }),
+        (err: Error) =>
+          err instanceof ConfigError && err.message.startsWith('--proxy-sources: ') && err.message.includes(`"${bad}"`),
+        bad,
+      );
+    assert.equal(load({}).http2, true);
+    assert.equal(load({ http2: 'false' }).http2, false);
+  });
+
   test('the injected images take a digest; their defaults are floating tags; what is no image reference is refused', () => {
     const digest = `sha256:${'ab'.repeat(32)}`;
     const c = load({

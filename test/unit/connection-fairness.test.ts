@@ -8,11 +8,12 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { request } from 'node:https';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, BlockList } from 'node:net';
 import { connect, type ConnectionOptions, type TLSSocket } from 'node:tls';
 import type { FastifyInstance } from 'fastify';
 import pino from 'pino';
 import { buildApp } from '../../src/app.ts';
+import { sourceList } from '../../src/connection-limits.ts';
 import { admitPod } from '../../src/admission/pods.ts';
 import type { ServerLimits } from '../../src/limits.ts';
 import { createMetrics } from '../../src/metrics.ts';
@@ -42,7 +43,7 @@ after(async () => {
   await Promise.all(apps.map((a) => a.close()));
 });
 
-async function start(limits: Partial<ServerLimits>, withClientAuth = false) {
+async function start(limits: Partial<ServerLimits>, withClientAuth = false, proxySources?: BlockList) {
   const metrics = createMetrics();
   const p = providers();
   const app = buildApp({
@@ -53,6 +54,7 @@ async function start(limits: Partial<ServerLimits>, withClientAuth = false) {
     isReady: () => true,
     limits,
     clientCa: withClientAuth ? clientCa.cert : undefined,
+    proxySources,
   });
   apps.push(app);
   await app.listen({ port: 0, host: '0.0.0.0' });
@@ -139,14 +141,55 @@ const closedFor = async (metrics: ReturnType<typeof createMetrics>, reason: stri
 describe('connection fairness', () => {
   test('one client holding all the connections it can get leaves room: kube-apiserver is answered within its timeout', async () => {
     const { port, metrics } = await start(LIMITS);
-    // It tries for the whole cap and keeps what it gets.
+    // It tries for the whole cap and keeps what it gets: each newcomer is served, and the source's
+    // own connection idle the longest makes room for it (issue #28 §5).
     const got = await hogFrom(port, HOGS[0], LIMITS.maxConnections);
-    assert.equal(got, LIMITS.maxConnectionsPerSource, 'connections one source holds');
-    assert.equal(await closedFor(metrics, 'per_source_limit'), LIMITS.maxConnections - LIMITS.maxConnectionsPerSource);
+    assert.equal(got, LIMITS.maxConnections, 'every newcomer was served');
+    const evicted = LIMITS.maxConnections - LIMITS.maxConnectionsPerSource;
+    assert.equal(await closedFor(metrics, 'per_source_idle'), evicted);
+    assert.equal(await closedFor(metrics, 'per_source_limit'), 0);
+    await until('the evicted connections to close', () =>
+      held.filter((s) => !s.destroyed).length === LIMITS.maxConnectionsPerSource ? true : undefined,
+    );
     const answer = await apiServerReview(port);
     assert.equal(answer.status, 200);
     assert.equal(answer.body.response.allowed, true);
     assert.ok(answer.body.response.patch, 'the review got its patch');
+  });
+
+  test('a proxy address listed in --proxy-sources is not held to the per-source cap', async () => {
+    const { port, metrics } = await start(LIMITS, false, sourceList([`${HOGS[0]}/32`]));
+    const got = await hogFrom(port, HOGS[0], 2 * LIMITS.maxConnectionsPerSource);
+    assert.equal(got, 2 * LIMITS.maxConnectionsPerSource);
+    assert.equal(await closedFor(metrics, 'per_source_idle'), 0, 'none of its idle connections was closed');
+  });
+
+  test("a burst of new connections from one address may pass its cap for a moment, but at the overall cap it gives way to another address's newcomer", async () => {
+    const { port, metrics } = await start(LIMITS);
+    // Connections that never send a request, opened at once: each is new, none counted yet.
+    const fresh = await Promise.all(
+      Array.from(
+        { length: LIMITS.maxConnections },
+        () =>
+          new Promise<TLSSocket>((resolve) => {
+            const socket = connect({
+              host: '127.0.0.1',
+              port,
+              localAddress: HOGS[0],
+              ca: certs.caPem,
+              servername: 'localhost',
+            } as ConnectionOptions);
+            socket.on('error', () => {});
+            socket.once('secureConnect', () => resolve(socket));
+            socket.once('close', () => resolve(socket));
+          }),
+      ),
+    );
+    held.push(...fresh);
+    assert.equal(await closedFor(metrics, 'limit'), 0, 'all were let in');
+    const answer = await apiServerReview(port);
+    assert.equal(answer.status, 200);
+    assert.equal(await closedFor(metrics, 'per_source_limit'), 1, "the burst's oldest made room");
   });
 
   test('with --client-ca-file, clients holding every connection from many addresses make room for kube-apiserver', async () => {

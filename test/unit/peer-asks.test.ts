@@ -599,7 +599,10 @@ describe('trust prints every identity', () => {
       sa({ 'eks.amazonaws.com/role-arn': ARN, 'eks.amazonaws.com/role-arns': `writer=${WRITER}` }, 'jobs', 'batch'),
     ]);
     assert.deepEqual(problems, []);
-    const report = cloudModule('aws').trust.report('https://oidc.example.com/c', identities) as {
+    const report = cloudModule('aws').trust.report('https://oidc.example.com/c', identities, {
+      settings: config(),
+      accounts: [],
+    }) as {
       roles: { roleArn: string; trustedBy: string[] }[];
       oidcProviders: { account: string }[];
     };
@@ -727,7 +730,10 @@ describe('Azure: a client id per container (Azure #408)', () => {
     const { identities } = identitiesOfServiceAccounts(providers({ 'azure-tenant-id': TENANT }), [
       sa(annotations, 'jobs', 'batch'),
     ]);
-    const report = cloudModule('azure').trust.report('https://oidc.example.com/c', identities) as {
+    const report = cloudModule('azure').trust.report('https://oidc.example.com/c', identities, {
+      settings: config(),
+      accounts: [],
+    }) as {
       identities: { clientId: string; federatedCredentials: { subject: string }[] }[];
     };
     assert.deepEqual(
@@ -874,7 +880,10 @@ describe('GCP: several providers in one Pod, one external_account file each', ()
     assert.match(r.denial.message, /^workload identity pool billing-pool of project 555555555555 is not/);
 
     const { identities } = identitiesOfServiceAccounts(providers(), [sa(annotations, 'jobs', 'batch')]);
-    const report = cloudModule('gcp').trust.report('https://oidc.example.com/c', identities) as {
+    const report = cloudModule('gcp').trust.report('https://oidc.example.com/c', identities, {
+      settings: config(),
+      accounts: [],
+    }) as {
       providers: { name: string; allowedAudiences: string[] }[];
       serviceAccounts: { email: string }[];
     };

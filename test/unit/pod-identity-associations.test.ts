@@ -64,9 +64,9 @@ test('a changed association file takes effect; a broken one keeps the associatio
 });
 
 test('members the peer ignores are reported, not silently dropped', () => {
-  const parsed = parseAssociations('{"identities":[{"namespace":"a","serviceAccount":"b","roleArn":"x"}],"v":1}');
-  assert.deepEqual([...parsed.keys], ['a/b']);
-  assert.deepEqual(parsed.ignored, ['v', 'identities[0].roleArn']);
+  const parsed = parseAssociations('{"identities":[{"namespace":"a","serviceAccount":"b","tags":"x"}],"v":1}');
+  assert.deepEqual([...parsed.keys.keys()], ['a/b']);
+  assert.deepEqual(parsed.ignored, ['v', 'identities[0].tags']);
   assert.throws(
     () => parseAssociations('[]'),
     (err: Error) => {
@@ -75,4 +75,28 @@ test('members the peer ignores are reported, not silently dropped', () => {
     },
   );
   assert.throws(() => parseAssociations('{"identities":["a/b"]}'), /identities\[0\] is not an object/);
+});
+
+test("an entry's roleArn (ours; the peer ignores it) is read, and refused unless it is an IAM role ARN", () => {
+  const role = 'arn:aws:iam::111122223333:role/reader';
+  const parsed = parseAssociations(
+    JSON.stringify({
+      identities: [
+        { namespace: 'a', serviceAccount: 'b', roleArn: role },
+        { namespace: 'a', serviceAccount: 'c' },
+      ],
+    }),
+  );
+  assert.deepEqual(new PodIdentityAssociations('f', parsed).entries(), [
+    { namespace: 'a', serviceAccount: 'b', roleArn: role },
+    { namespace: 'a', serviceAccount: 'c' },
+  ]);
+  assert.deepEqual(parsed.ignored, []);
+  for (const bad of ['x', `${role}'; touch pwned; '`, 42, `${role}\n`])
+    assert.throws(
+      () => parseAssociations(JSON.stringify({ identities: [{ namespace: 'a', serviceAccount: 'b', roleArn: bad }] })),
+      (err: Error) =>
+        err instanceof ConfigError && /identities\[0\]\.roleArn .* is not an IAM role ARN/.test(err.message),
+      JSON.stringify(bad),
+    );
 });

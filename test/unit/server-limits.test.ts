@@ -12,6 +12,7 @@ import { admitPod } from '../../src/admission/pods.ts';
 import type { ServiceAccountView } from '../../src/kube/types.ts';
 import { DEFAULT_LIMITS, type ServerLimits } from '../../src/limits.ts';
 import { createMetrics } from '../../src/metrics.ts';
+import { REVIEW_OVERHEAD_BYTES } from '../../src/review-budget.ts';
 import { generateCertificates } from '../../src/tls/self-signed.ts';
 import { parseCipherSuites, parseTlsVersion, tlsPolicy } from '../../src/tls/policy.ts';
 import { pod, providers, sa } from '../support/builders.ts';
@@ -154,7 +155,11 @@ describe('request bodies', () => {
   });
 
   test('senders that stall their bodies hold at most --max-inflight-request-bytes; the budget comes back', async () => {
-    const s = await start({ maxRequestBytes: 1024 * 1024, maxInflightRequestBytes: 2 * 1024 * 1024 });
+    // Room for two such bodies, each with the share every review holds.
+    const s = await start({
+      maxRequestBytes: 1024 * 1024,
+      maxInflightRequestBytes: 2 * (1024 * 1024 + REVIEW_OVERHEAD_BYTES),
+    });
     const stalled = [await stalledUpload(s, 1024 * 1024), await stalledUpload(s, 1024 * 1024)];
     // Wait until both are counted (each has been routed), then the budget is spent.
     let res = await post(s, review(pod()));

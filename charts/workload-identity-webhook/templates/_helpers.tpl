@@ -158,6 +158,9 @@ maxPatchBytes: max-patch-bytes
 maxConnections: max-connections
 maxConnectionsPerSource: max-connections-per-source
 firstRequestTimeoutMs: first-request-timeout-ms
+proxySources: proxy-sources
+http2: http2
+maxConcurrentStreams: max-concurrent-streams
 {{- end }}
 
 {{/* tokenRequestor.config key -> flag of `workload-identity-webhook token-requestor`. */}}

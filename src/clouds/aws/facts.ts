@@ -18,3 +18,20 @@ export const AWS_FACTS = {
   tokenBounds: { ...API_SERVER_TOKEN_BOUNDS, belowMinimum: 'raise' },
   region: { pattern: AWS_REGION_PATTERN, what: 'an AWS region', example: 'eu-west-1' },
 } as const satisfies CloudFacts;
+
+/**
+ * IAM's quota on a role trust policy's length, whitespace not counted: 2,048 characters by
+ * default, up to 8,192 once raised in Service Quotas ("Role trust policy length"); past it
+ * UpdateAssumeRolePolicy fails with "Cannot exceed quota for ACLSizePerRole".
+ * https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_iam-quotas.html
+ */
+export const AWS_ROLE_TRUST_POLICY_LENGTH = { default: 2048, max: 8192 } as const;
+
+/** IAM role names: 1 to 64 characters (same page). */
+export const AWS_ROLE_NAME_LENGTH = 64;
+
+/**
+ * EKS cluster names: 1 to 100 of letters, digits, "-" and "_", starting with a letter or digit
+ * (https://docs.aws.amazon.com/eks/latest/APIReference/API_CreateCluster.html).
+ */
+export const EKS_CLUSTER_NAME = /^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$/;

@@ -1,15 +1,28 @@
 // EKS Pod Identity associations: the file the AWS peer watches (--watch-container-credentials-config)
 // naming the ServiceAccounts that get container credentials instead of IRSA. Its format is the
 // peer's: {"identities": [{"namespace": "...", "serviceAccount": "..."}]}; an empty file means none.
+// An entry may name the IAM role of its EKS association ("roleArn", which the peer ignores), so
+// `trust` can print the association and `doctor` compare it with the ServiceAccount's annotation.
 import { readFileSync, watch, type FSWatcher } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { basename, dirname } from 'node:path';
 import type { Logger } from 'pino';
 import { ConfigError } from '../../errors.ts';
 import { isObject } from '../../model.ts';
+import { ROLE_ARN_PATTERN } from './role-arn.ts';
+
+/** The ServiceAccount annotation (under the AWS prefix) naming the role of its EKS Pod Identity association. */
+export const POD_IDENTITY_ROLE_ARN_KEY = 'pod-identity-role-arn';
+
+export interface Association {
+  namespace: string;
+  serviceAccount: string;
+  /** The role the association names, when the file says. */
+  roleArn?: string;
+}
 
 export interface ParsedAssociations {
-  keys: Set<string>;
+  keys: Map<string, Association>;
   /** Members the peer's Go struct ignores too; logged so nobody thinks they took effect. */
   ignored: string[];
 }
@@ -18,7 +31,7 @@ const key = (namespace: string, serviceAccount: string) => `${namespace}/${servi
 
 /** Parses the file's text; throws a ConfigError naming the entry and the expected form. */
 export function parseAssociations(text: string): ParsedAssociations {
-  const keys = new Set<string>();
+  const keys = new Map<string, Association>();
   const ignored: string[] = [];
   if (text.trim() === '') return { keys, ignored };
   let doc: unknown;
@@ -27,7 +40,8 @@ export function parseAssociations(text: string): ParsedAssociations {
   } catch (err) {
     throw new ConfigError(`not JSON (${(err as Error).message})`);
   }
-  const form = 'expected {"identities": [{"namespace": "<namespace>", "serviceAccount": "<name>"}, ...]}';
+  const form =
+    'expected {"identities": [{"namespace": "<namespace>", "serviceAccount": "<name>", "roleArn": "<optional IAM role ARN>"}, ...]}';
   if (!isObject(doc)) throw new ConfigError(`not an object; ${form}`);
   for (const k of Object.keys(doc)) if (k !== 'identities') ignored.push(k);
   const identities = (doc as { identities?: unknown }).identities;
@@ -39,9 +53,19 @@ export function parseAssociations(text: string): ParsedAssociations {
     for (const field of ['namespace', 'serviceAccount'])
       if (typeof entry[field] !== 'string' || entry[field] === '')
         throw new ConfigError(`identities[${i}].${field} is missing or not a non-empty string; ${form}`);
+    const roleArn = entry.roleArn;
+    // Checked where it enters: a role ARN goes into the commands `trust` prints.
+    if (roleArn !== undefined && (typeof roleArn !== 'string' || !ROLE_ARN_PATTERN.test(roleArn)))
+      throw new ConfigError(
+        `identities[${i}].roleArn ${JSON.stringify(roleArn)} is not an IAM role ARN (arn:<partition>:iam::<12 digits>:role/<name>); ${form}`,
+      );
     for (const k of Object.keys(entry))
-      if (k !== 'namespace' && k !== 'serviceAccount') ignored.push(`identities[${i}].${k}`);
-    keys.add(key(entry.namespace as string, entry.serviceAccount as string));
+      if (k !== 'namespace' && k !== 'serviceAccount' && k !== 'roleArn') ignored.push(`identities[${i}].${k}`);
+    const association = { namespace: entry.namespace as string, serviceAccount: entry.serviceAccount as string };
+    keys.set(key(association.namespace, association.serviceAccount), {
+      ...association,
+      ...(roleArn !== undefined && { roleArn }),
+    });
   });
   return { keys, ignored };
 }
@@ -49,10 +73,10 @@ export function parseAssociations(text: string): ParsedAssociations {
 /** The associations in force; replaced whole when the file changes. */
 export class PodIdentityAssociations {
   readonly file: string | undefined;
-  #keys: Set<string>;
+  #keys: Map<string, Association>;
   readonly ignored: string[];
 
-  constructor(file: string | undefined, parsed: ParsedAssociations = { keys: new Set(), ignored: [] }) {
+  constructor(file: string | undefined, parsed: ParsedAssociations = { keys: new Map(), ignored: [] }) {
     this.file = file;
     this.#keys = parsed.keys;
     this.ignored = parsed.ignored;
@@ -75,6 +99,11 @@ export class PodIdentityAssociations {
 
   has(namespace: string, serviceAccount: string): boolean {
     return this.#keys.has(key(namespace, serviceAccount));
+  }
+
+  /** The entries in force, in the file's order. */
+  entries(): Association[] {
+    return [...this.#keys.values()];
   }
 
   get size(): number {

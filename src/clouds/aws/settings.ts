@@ -3,7 +3,13 @@ import { ConfigError } from '../../errors.ts';
 import { isDnsLabel } from '../../model.ts';
 import { bool, integer, type Setting, string } from '../../settings.ts';
 import { CLOUDS } from '../registry.ts';
-import { AWS_ACCOUNT_ID, AWS_PARTITION, AWS_REGION_NAME } from './facts.ts';
+import {
+  AWS_ACCOUNT_ID,
+  AWS_PARTITION,
+  AWS_REGION_NAME,
+  AWS_ROLE_TRUST_POLICY_LENGTH,
+  EKS_CLUSTER_NAME,
+} from './facts.ts';
 import { type InstanceIdentity, readInstanceIdentity } from './imds.ts';
 import { PodIdentityAssociations } from './pod-identity-associations.ts';
 import { partitionOfRegion, type RoleArnBase } from './role-arn.ts';
@@ -31,6 +37,15 @@ function associations(raw: string, flag: string): PodIdentityAssociations | unde
   } catch (err) {
     throw new ConfigError(`--${flag}: ${(err as Error).message}`);
   }
+}
+
+function clusterName(raw: string, flag: string): string | undefined {
+  if (raw === '') return undefined;
+  if (!EKS_CLUSTER_NAME.test(raw))
+    throw new ConfigError(
+      `--${flag}="${raw}" is not an EKS cluster name (1 to 100 letters, digits, "-" and "_", starting with a letter or digit)`,
+    );
+  return raw;
 }
 
 function nonEmpty(raw: string, flag: string): string {
@@ -127,9 +142,23 @@ export const AWS_SETTINGS = {
   awsContainerCredentialsConfig: {
     flag: 'aws-container-credentials-config',
     description:
-      'File of EKS Pod Identity associations ({"identities":[{"namespace","serviceAccount"}]}): those ServiceAccounts get container credentials instead of IRSA; reloaded when it changes',
+      'File of EKS Pod Identity associations ({"identities":[{"namespace","serviceAccount"[,"roleArn"]}]}): those ServiceAccounts get container credentials instead of IRSA; reloaded when it changes',
     parse: associations,
     default: undefined,
+  },
+  // What `trust` and `doctor` need of the AWS side besides the flags above (docs/trust.md).
+  awsEksClusterName: {
+    flag: 'aws-eks-cluster-name',
+    description:
+      'trust: the EKS cluster named in the aws eks create-pod-identity-association commands it prints (default: "$EKS_CLUSTER_NAME" in them)',
+    parse: clusterName,
+    default: undefined,
+  },
+  awsRoleTrustPolicyLength: {
+    flag: 'aws-role-trust-policy-length',
+    description: `trust and doctor: the account's IAM quota "Role trust policy length" (${AWS_ROLE_TRUST_POLICY_LENGTH.default}; up to ${AWS_ROLE_TRUST_POLICY_LENGTH.max} once raised); a role whose policy exceeds it is split`,
+    parse: integer(AWS_ROLE_TRUST_POLICY_LENGTH.default, AWS_ROLE_TRUST_POLICY_LENGTH.max),
+    default: AWS_ROLE_TRUST_POLICY_LENGTH.default,
   },
   awsContainerCredentialsAudience: {
     flag: 'aws-container-credentials-audience',

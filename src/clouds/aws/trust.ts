@@ -1,7 +1,11 @@
 // The AWS side of the handshake: an IAM OIDC identity provider for the cluster's issuer, and for
-// each role the trust policy that admits exactly its ServiceAccounts' tokens (sub and aud).
+// each role the trust policy that admits exactly its ServiceAccounts' tokens (sub and aud), split
+// over several roles when it is longer than IAM's quota; and the EKS Pod Identity associations.
 import { parseRoleArn, ROLE_ARN_PATTERN } from './pod.ts';
-import type { CloudTrust, TrustIdentity } from '../types.ts';
+import type { CloudTrust, TrustContext, TrustFinding, TrustIdentity } from '../types.ts';
+import { AWS_ROLE_NAME_LENGTH, AWS_ROLE_TRUST_POLICY_LENGTH } from './facts.ts';
+import { partNames, splitToFit } from '../trust-split.ts';
+import { type PodIdentityTrust, podIdentityFindings, podIdentityPart, podIdentityText } from './pod-identity-trust.ts';
 import { groupBy, shellCommand, shellComment, shellCommentJson, unique } from '../../shell.ts';
 
 export interface AwsTrustPolicy {
@@ -14,10 +18,27 @@ export interface AwsTrustPolicy {
   }[];
 }
 
-export interface AwsTrust {
+export interface AwsRoleTrust {
+  roleArn: string;
+  roleName: string;
+  trustedBy: string[];
+  trustPolicy: AwsTrustPolicy;
+  /**
+   * The policy is longer than the quota (--aws-role-trust-policy-length): IAM would refuse it, so
+   * no command is printed for it; instead the roles it splits into, each within the quota.
+   */
+  overLimit?: { length: number; limit: number; split: Omit<AwsRoleTrust, 'overLimit'>[] };
+}
+
+export interface AwsTrust extends PodIdentityTrust {
   oidcProviders: { arn: string; url: string; account: string; clientIds: string[] }[];
-  roles: { roleArn: string; roleName: string; trustedBy: string[]; trustPolicy: AwsTrustPolicy }[];
+  roles: AwsRoleTrust[];
   commands: string[];
+}
+
+/** A trust policy's length as IAM counts it against the quota: without whitespace (JSON.stringify adds none). */
+export function trustPolicyLength(policy: AwsTrustPolicy): number {
+  return JSON.stringify(policy).length;
 }
 
 /** IAM names OIDC providers and their condition keys by the issuer without its scheme. */
@@ -29,9 +50,66 @@ function oidcProviderArn(partition: string, account: string, issuer: string): st
   return `arn:${partition}:iam::${account}:oidc-provider/${issuerHostPath(issuer)}`;
 }
 
-function awsTrust(issuer: string, identities: readonly TrustIdentity[]): AwsTrust {
+/**
+ * The policy admitting `members`: one statement per audience. Conditions on different keys are
+ * ANDed, values of one key ORed, so mixing audiences in one statement would admit a subject with
+ * another's audience.
+ */
+function trustPolicyOf(providerArn: string, hostPath: string, members: readonly TrustIdentity[]): AwsTrustPolicy {
+  const statements = [...groupBy(members, (i) => i.audience)].map(([audience, group]) => {
+    const subjects = unique(group.map((i) => i.subject)).sort();
+    return {
+      Effect: 'Allow' as const,
+      Principal: { Federated: providerArn },
+      Action: 'sts:AssumeRoleWithWebIdentity' as const,
+      Condition: {
+        StringEquals: {
+          [`${hostPath}:sub`]: subjects.length === 1 ? subjects[0] : subjects,
+          [`${hostPath}:aud`]: audience,
+        },
+      },
+    };
+  });
+  return { Version: '2012-10-17', Statement: statements };
+}
+
+/** The role's trust, and when its policy is over the quota the roles it splits into (namespaces kept together). */
+function roleTrust(
+  roleArn: string,
+  members: TrustIdentity[],
+  policyOf: (m: readonly TrustIdentity[]) => AwsTrustPolicy,
+  limit: number,
+): AwsRoleTrust {
+  const roleName = roleArn.slice(roleArn.lastIndexOf('/') + 1);
+  const trustPolicy = policyOf(members);
+  const role: AwsRoleTrust = { roleArn, roleName, trustedBy: unique(members.map((i) => i.source)), trustPolicy };
+  const length = trustPolicyLength(trustPolicy);
+  if (length <= limit) return role;
+  const sorted = [...members].sort((a, b) => (a.subject < b.subject ? -1 : a.subject > b.subject ? 1 : 0));
+  const parts = splitToFit(
+    sorted,
+    (i) => i.namespace,
+    (part) => trustPolicyLength(policyOf(part)) <= limit,
+  );
+  const names = partNames(roleName, parts.length, AWS_ROLE_NAME_LENGTH);
+  const base = roleArn.slice(0, roleArn.lastIndexOf('/') + 1);
+  role.overLimit = {
+    length,
+    limit,
+    split: parts.map((part, n) => ({
+      roleArn: base + names[n],
+      roleName: names[n],
+      trustedBy: unique(part.map((i) => i.source)),
+      trustPolicy: policyOf(part),
+    })),
+  };
+  return role;
+}
+
+function awsTrust(issuer: string, identities: readonly TrustIdentity[], context: TrustContext): AwsTrust {
   const ours = identities.filter((i) => i.cloud === 'aws');
   const hostPath = issuerHostPath(issuer);
+  const limit = context.settings.awsRoleTrustPolicyLength ?? AWS_ROLE_TRUST_POLICY_LENGTH.default;
   const roles: AwsTrust['roles'] = [];
   const providers = new Map<string, AwsTrust['oidcProviders'][number] & { partition: string }>();
   for (const [roleArn, members] of groupBy(ours, (i) => i.identity.roleArn)) {
@@ -46,29 +124,8 @@ function awsTrust(issuer: string, identities: readonly TrustIdentity[]): AwsTrus
       clientIds: [],
     };
     providers.set(providerArn, provider);
-    // One statement per audience: conditions on different keys are ANDed, values of one key ORed,
-    // so mixing audiences in one statement would admit a subject with another's audience.
-    const statements = [...groupBy(members, (i) => i.audience)].map(([audience, group]) => {
-      provider.clientIds = unique([...provider.clientIds, audience]);
-      const subjects = unique(group.map((i) => i.subject)).sort();
-      return {
-        Effect: 'Allow' as const,
-        Principal: { Federated: providerArn },
-        Action: 'sts:AssumeRoleWithWebIdentity' as const,
-        Condition: {
-          StringEquals: {
-            [`${hostPath}:sub`]: subjects.length === 1 ? subjects[0] : subjects,
-            [`${hostPath}:aud`]: audience,
-          },
-        },
-      };
-    });
-    roles.push({
-      roleArn,
-      roleName: roleArn.slice(roleArn.lastIndexOf('/') + 1),
-      trustedBy: unique(members.map((i) => i.source)),
-      trustPolicy: { Version: '2012-10-17', Statement: statements },
-    });
+    provider.clientIds = unique([...provider.clientIds, ...members.map((i) => i.audience)]);
+    roles.push(roleTrust(roleArn, members, (part) => trustPolicyOf(providerArn, hostPath, part), limit));
   }
 
   const commands: string[] = [];
@@ -88,23 +145,82 @@ function awsTrust(issuer: string, identities: readonly TrustIdentity[]): AwsTrus
       ]),
     );
   }
-  for (const r of roles) {
-    commands.push(
+  for (const r of roles) commands.push(...roleCommands(r));
+  const podIdentity = podIdentityPart(context);
+  commands.push(...podIdentity.commands);
+  return {
+    oidcProviders: [...providers.values()].map(({ partition: _, ...p }) => p),
+    roles,
+    podIdentityAssociations: podIdentity.podIdentityAssociations,
+    ...(podIdentity.clusterName && { clusterName: podIdentity.clusterName }),
+    commands,
+  };
+}
+
+function updatePolicy(roleName: string, policy: AwsTrustPolicy): string[] {
+  return [
+    'aws',
+    'iam',
+    'update-assume-role-policy',
+    '--role-name',
+    roleName,
+    '--policy-document',
+    JSON.stringify(policy),
+  ];
+}
+
+/** A role's command; over the quota, the split as comments: applying it means new roles and new annotations. */
+function roleCommands(r: AwsRoleTrust): string[] {
+  if (!r.overLimit)
+    return [
       shellComment(
         `role ${r.roleArn}, trusted by ${r.trustedBy.join(', ')} (a new role: aws iam create-role --role-name ${r.roleName} --assume-role-policy-document with the same JSON)`,
       ),
-      shellCommand([
-        'aws',
-        'iam',
-        'update-assume-role-policy',
-        '--role-name',
-        r.roleName,
-        '--policy-document',
-        JSON.stringify(r.trustPolicy),
-      ]),
-    );
-  }
-  return { oidcProviders: [...providers.values()].map(({ partition: _, ...p }) => p), roles, commands };
+      shellCommand(updatePolicy(r.roleName, r.trustPolicy)),
+    ];
+  const { length, limit, split } = r.overLimit;
+  return [
+    shellComment(
+      `role ${r.roleArn}: its trust policy is ${length} characters, over the quota of ${limit}, so no command is printed for it. A split that fits, ${split.length} roles (annotate each ServiceAccount with its part's role; give the new roles the same permissions):`,
+    ),
+    ...split.flatMap((part, n) => [
+      shellComment(
+        `  part ${n + 1}: role ${part.roleArn} (${trustPolicyLength(part.trustPolicy)} characters), trusted by ${part.trustedBy.join(', ')}`,
+      ),
+      shellComment(
+        `  ${shellCommand(
+          n === 0
+            ? updatePolicy(part.roleName, part.trustPolicy)
+            : [
+                'aws',
+                'iam',
+                'create-role',
+                '--role-name',
+                part.roleName,
+                '--assume-role-policy-document',
+                JSON.stringify(part.trustPolicy),
+              ],
+        )}`,
+      ),
+    ]),
+  ];
+}
+
+function awsFindings(report: AwsTrust): TrustFinding[] {
+  const findings: TrustFinding[] = report.roles.flatMap((r) =>
+    r.overLimit
+      ? [
+          {
+            check: 'cloud-limits',
+            verdict: 'fail' as const,
+            subject: `role ${r.roleArn}`,
+            message: `its trust policy for ${r.trustedBy.length} ServiceAccount(s) is ${r.overLimit.length} characters, over IAM's quota of ${r.overLimit.limit} ("Role trust policy length"): IAM refuses it (ACLSizePerRole)`,
+            fix: `split it over ${r.overLimit.split.length} roles as trust prints (${r.overLimit.split.map((p) => p.roleName).join(', ')}), or raise the quota (up to ${AWS_ROLE_TRUST_POLICY_LENGTH.max}) and pass --aws-role-trust-policy-length`,
+          },
+        ]
+      : [],
+  );
+  return [...findings, ...podIdentityFindings(report)];
 }
 
 export const awsTrustPart: CloudTrust<AwsTrust> = {
@@ -118,6 +234,8 @@ export const awsTrustPart: CloudTrust<AwsTrust> = {
       ? undefined
       : `role ARN ${JSON.stringify(identity.roleArn)} is not an IAM role ARN`,
   report: awsTrust,
+  hasPart: (context) => podIdentityPart(context).podIdentityAssociations.length > 0,
+  findings: awsFindings,
   text: (report) => [
     '',
     '## AWS',
@@ -125,10 +243,20 @@ export const awsTrustPart: CloudTrust<AwsTrust> = {
       shellComment(`IAM OIDC identity provider ${p.arn}`),
       shellComment(`  url ${p.url}, client IDs (audiences): ${p.clientIds.join(', ')}`),
     ]),
-    ...report.roles.flatMap((r) => [
-      shellComment(`trust policy of role ${r.roleArn} (${r.trustedBy.join(', ')}):`),
-      ...shellCommentJson(r.trustPolicy),
-    ]),
+    ...report.roles.flatMap((r) =>
+      r.overLimit
+        ? r.overLimit.split.flatMap((part, n) => [
+            shellComment(
+              `trust policy of role ${part.roleArn}, part ${n + 1} of the split of ${r.roleArn} (${part.trustedBy.join(', ')}):`,
+            ),
+            ...shellCommentJson(part.trustPolicy),
+          ])
+        : [
+            shellComment(`trust policy of role ${r.roleArn} (${r.trustedBy.join(', ')}):`),
+            ...shellCommentJson(r.trustPolicy),
+          ],
+    ),
+    ...podIdentityText(report),
     ...report.commands,
   ],
 };

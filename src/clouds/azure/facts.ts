@@ -16,3 +16,11 @@ const TENANT_PATTERN = new RegExp(`^(?:${GUID}|[a-zA-Z0-9][a-zA-Z0-9.-]{0,252}\\
 export function isTenantId(value: string): boolean {
   return TENANT_PATTERN.test(value);
 }
+
+/**
+ * Entra ID takes at most 20 federated identity credentials per application or user-assigned
+ * managed identity; the 21st is refused.
+ * https://learn.microsoft.com/en-us/entra/workload-id/workload-identity-federation-considerations
+ * (and Graph's application-post-federatedidentitycredentials: "Maximum of 20 objects").
+ */
+export const AZURE_FEDERATED_CREDENTIALS_PER_IDENTITY = 20;

@@ -36,3 +36,13 @@ export const PFNET = {
   directVolume: 'external-credential-config',
   directMountPath: '/var/run/secrets/workload-identity',
 } as const;
+
+/**
+ * Limits of a workload identity pool provider, from the IAM API's reference of
+ * projects.locations.workloadIdentityPools.providers
+ * (https://cloud.google.com/iam/docs/reference/rest/v1/projects.locations.workloadIdentityPools.providers):
+ * at most 10 allowed audiences (oidc.allowedAudiences), a mapped google.subject of at most 127
+ * bytes (attributeMapping), an attribute condition of at most 4,096 characters
+ * (attributeCondition; `trust` sets none).
+ */
+export const GCP_PROVIDER_LIMITS = { allowedAudiences: 10, subjectBytes: 127, attributeCondition: 4096 } as const;

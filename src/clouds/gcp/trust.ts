@@ -8,9 +8,13 @@ import {
   parseWorkloadIdentityProvider,
   type WorkloadIdentityProvider,
 } from './pod.ts';
-import type { CloudTrust, TrustIdentity } from '../types.ts';
+import type { CloudTrust, TrustFinding, TrustIdentity } from '../types.ts';
+import { GCP_PROVIDER_LIMITS } from './facts.ts';
+import { partNames, splitToFit } from '../trust-split.ts';
 import { groupBy, shellCommand, shellComment, shellCommentJson, unique } from '../../shell.ts';
 
+/** A provider's id: 4 to 32 characters (gcloud iam workload-identity-pools providers create-oidc). */
+const PROVIDER_ID_LENGTH = 32;
 const ATTRIBUTE_MAPPING = { 'google.subject': 'assertion.sub' } as const;
 const WORKLOAD_IDENTITY_USER = 'roles/iam.workloadIdentityUser';
 
@@ -24,7 +28,18 @@ export interface GcpTrust {
     allowedAudiences: string[];
     attributeMapping: Record<string, string>;
     trustedBy: string[];
+    /**
+     * More audiences than a provider allows: no command is printed for it; instead the providers
+     * its ServiceAccounts split into by audience, each within the limit (the first this one).
+     */
+    overLimit?: {
+      count: number;
+      limit: number;
+      split: { provider: string; allowedAudiences: string[]; trustedBy: string[] }[];
+    };
   }[];
+  /** Subjects longer than google.subject may be: Google refuses their tokens, so nothing is printed for them. */
+  subjectsOverLimit: { source: string; subject: string; bytes: number; limit: number }[];
   serviceAccounts: { email: string; binding: { role: string; members: string[] }; trustedBy: string[] }[];
   /** ServiceAccounts without a Google service account: their principal, for direct resource access. */
   directAccess: { source: string; principal: string }[];
@@ -42,9 +57,24 @@ interface Resolved {
 }
 
 function gcpTrust(issuer: string, identities: readonly TrustIdentity[]): GcpTrust {
-  const result: GcpTrust = { providers: [], serviceAccounts: [], directAccess: [], commands: [] };
+  const result: GcpTrust = {
+    providers: [],
+    serviceAccounts: [],
+    directAccess: [],
+    subjectsOverLimit: [],
+    commands: [],
+  };
+  const limit = GCP_PROVIDER_LIMITS.subjectBytes;
   const resolved = identities
     .filter((i) => i.cloud === 'gcp')
+    .filter((i) => {
+      // google.subject is mapped from the token's sub as it is.
+      const bytes = Buffer.byteLength(i.subject);
+      if (bytes <= limit) return true;
+      if (!result.subjectsOverLimit.some((s) => s.source === i.source))
+        result.subjectsOverLimit.push({ source: i.source, subject: i.subject, bytes, limit });
+      return false;
+    })
     .map((i) => ({ i, provider: parseWorkloadIdentityProvider(i.identity.workloadIdentityProvider, 'provider') }))
     .filter((r): r is Resolved => !('reason' in r.provider));
   trustIssuer(result, issuer, resolved);
@@ -57,7 +87,7 @@ function gcpTrust(issuer: string, identities: readonly TrustIdentity[]): GcpTrus
 function trustIssuer(result: GcpTrust, issuer: string, resolved: Resolved[]): void {
   for (const [name, members] of groupBy(resolved, (r) => r.provider.name)) {
     const p = members[0].provider;
-    const entry = {
+    const entry: Provider = {
       name,
       projectNumber: p.projectNumber,
       pool: p.pool,
@@ -68,6 +98,11 @@ function trustIssuer(result: GcpTrust, issuer: string, resolved: Resolved[]): vo
       trustedBy: unique(members.map((m) => m.i.source)),
     };
     result.providers.push(entry);
+    entry.overLimit = audiencesOverLimit(entry, members);
+    if (entry.overLimit) {
+      result.commands.push(...splitComments(entry));
+      continue;
+    }
     result.commands.push(
       shellComment(`pool provider ${name} (existing: providers update-oidc with the same flags)`),
       shellCommand([
@@ -86,6 +121,44 @@ function trustIssuer(result: GcpTrust, issuer: string, resolved: Resolved[]): vo
       ]),
     );
   }
+}
+
+type Provider = GcpTrust['providers'][number];
+
+/** More audiences than a provider allows: the providers its ServiceAccounts split into by audience. */
+function audiencesOverLimit(entry: Provider, members: readonly Resolved[]): Provider['overLimit'] {
+  const limit = GCP_PROVIDER_LIMITS.allowedAudiences;
+  if (entry.allowedAudiences.length <= limit) return undefined;
+  const parts = splitToFit(
+    entry.allowedAudiences,
+    (a) => a,
+    (part) => part.length <= limit,
+  );
+  const names = partNames(entry.provider, parts.length, PROVIDER_ID_LENGTH);
+  return {
+    count: entry.allowedAudiences.length,
+    limit,
+    split: parts.map((audiences, n) => ({
+      provider: names[n],
+      allowedAudiences: audiences,
+      trustedBy: unique(members.filter((m) => audiences.includes(m.i.audience)).map((m) => m.i.source)),
+    })),
+  };
+}
+
+/** Over the limit: the split as comments; applying it means new providers and new annotations. */
+function splitComments(entry: Provider): string[] {
+  const { count, limit, split } = entry.overLimit!;
+  return [
+    shellComment(
+      `pool provider ${entry.name}: ${count} audiences, over the ${limit} a provider allows, so no command is printed for it. A split that fits, ${split.length} providers of pool ${entry.pool} (annotate each ServiceAccount with its part's provider):`,
+    ),
+    ...split.map((part, n) =>
+      shellComment(
+        `  provider ${part.provider}${n === 0 ? '' : ' (new)'}: audiences ${part.allowedAudiences.join(',')}, for ${part.trustedBy.join(', ')}`,
+      ),
+    ),
+  ];
 }
 
 /** Each Google service account lets its ServiceAccounts' principals impersonate it. */
@@ -140,6 +213,31 @@ function grantPrincipals(result: GcpTrust, resolved: Resolved[]): void {
   }
 }
 
+function gcpFindings(report: GcpTrust): TrustFinding[] {
+  return [
+    ...report.providers.flatMap((p) =>
+      p.overLimit
+        ? [
+            {
+              check: 'cloud-limits',
+              verdict: 'fail' as const,
+              subject: `pool provider ${p.name}`,
+              message: `its ServiceAccounts' tokens carry ${p.overLimit.count} audiences, over the ${p.overLimit.limit} allowed audiences a workload identity pool provider takes`,
+              fix: `split its ServiceAccounts over ${p.overLimit.split.length} providers by audience as trust prints (${p.overLimit.split.map((s) => s.provider).join(', ')}), or give them fewer audiences`,
+            },
+          ]
+        : [],
+    ),
+    ...report.subjectsOverLimit.map((s) => ({
+      check: 'cloud-limits',
+      verdict: 'fail' as const,
+      subject: s.source,
+      message: `its subject ${s.subject} is ${s.bytes} bytes, over the ${s.limit} bytes google.subject may hold: Google refuses its tokens; nothing is printed for it`,
+      fix: 'a shorter namespace or ServiceAccount name',
+    })),
+  ];
+}
+
 export const gcpTrustPart: CloudTrust<GcpTrust> = {
   verifier: 'Google STS',
   algorithms: ['RS256', 'ES256'],
@@ -153,6 +251,7 @@ export const gcpTrustPart: CloudTrust<GcpTrust> = {
     return undefined;
   },
   report: gcpTrust,
+  findings: gcpFindings,
   text: (report) => [
     '',
     '## Google Cloud',
