@@ -163,8 +163,10 @@ function createFastify(options: AppOptions, limits: ServerLimits): FastifyInstan
                 settings: { maxConcurrentStreams: limits.maxConcurrentStreams },
                 // nghttp2's own bound on a session (MB, 10 by default) counts the answers it queues:
                 // beyond it, new streams get ENHANCE_YOUR_CALM, which kube-apiserver does not retry.
-                // The review budget bounds those bytes instead (a 503 with Retry-After, retried).
-                maxSessionMemory: Math.ceil(limits.maxInflightRequestBytes / 2 ** 20) + 10,
+                // The review budget bounds those bytes instead (a 503 with Retry-After, retried),
+                // held until each stream closes; nghttp2's bound stays above it with room for its
+                // own per-stream state, so it is never the one that refuses.
+                maxSessionMemory: 2 * Math.ceil(limits.maxInflightRequestBytes / 2 ** 20) + 16,
                 keepAliveTimeout: limits.keepAliveTimeoutMs,
                 requestTimeout: limits.requestTimeoutMs,
                 headersTimeout: Math.min(limits.headersTimeoutMs, limits.requestTimeoutMs),
@@ -237,8 +239,13 @@ function requestBudget(face: Face, metrics: Metrics, isDraining: () => boolean) 
     }
     holds.set(req.raw, hold);
     const ended = () => hold.ended();
-    reply.raw.once('close', ended);
-    reply.raw.once('finish', ended);
+    // HTTP/2: 'finish' only hands the answer to nghttp2, which queues it for a slow reader; the
+    // stream closes once its last frame is sent, so the answer is held until then.
+    if (stream) stream.once('close', ended);
+    else {
+      reply.raw.once('close', ended);
+      reply.raw.once('finish', ended);
+    }
     if (stream && streams) bodyDeadline(req, stream, limits.requestTimeoutMs, streams);
   };
 }
