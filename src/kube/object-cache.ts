@@ -268,7 +268,7 @@ export class ObjectCache<T> implements Lifecycle {
   }
 
   /** What a view holds against the budget, and its group's share: 0 for a plain view (or no budget). */
-  #held(view: T): { group: string; bytes: number } {
+  #counted(view: T): { group: string; bytes: number } {
     const b = this.#o.budget;
     return b ? { group: b.group(view), bytes: b.bytes(view) } : { group: '', bytes: 0 };
   }
@@ -286,7 +286,7 @@ export class ObjectCache<T> implements Lifecycle {
   #keepListed(raw: unknown): T | undefined {
     const view = this.#o.slim(raw);
     if (view === undefined) return undefined;
-    const { group, bytes } = this.#held(view);
+    const { group, bytes } = this.#counted(view);
     const over = this.#over(group, bytes, this.#listed);
     if (over) {
       this.#leftOut(this.#o.key(view), group, over, bytes, this.#listed);
@@ -300,9 +300,9 @@ export class ObjectCache<T> implements Lifecycle {
   #put(view: T): void {
     const key = this.#o.key(view);
     const old = this.#items.get(key);
-    const { group, bytes } = this.#held(view);
+    const { group, bytes } = this.#counted(view);
     // The key holds the group (a namespace): an older copy counted in the same one.
-    const already = old === undefined ? 0 : this.#held(old).bytes;
+    const already = old === undefined ? 0 : this.#counted(old).bytes;
     const over = this.#over(group, bytes, this.#budgeted, already);
     if (over) {
       // A stale copy would answer for the object: it goes, and a lookup reads it directly.
@@ -313,6 +313,7 @@ export class ObjectCache<T> implements Lifecycle {
     this.#items.set(key, view);
     this.#bytes += this.#size(view) - (old === undefined ? 0 : this.#size(old));
     this.#budgeted.add(group, bytes - already);
+    if (bytes < already) this.#roomAgain(group);
     if (old === undefined) this.#o.index?.added(view);
   }
 
@@ -321,10 +322,14 @@ export class ObjectCache<T> implements Lifecycle {
     if (old === undefined) return;
     this.#items.delete(key);
     this.#bytes -= this.#size(old);
-    const { group, bytes } = this.#held(old);
+    const { group, bytes } = this.#counted(old);
     this.#budgeted.add(group, -bytes);
     this.#o.index?.removed(old);
-    // Room again: the next object left out is worth a warning.
+    this.#roomAgain(group);
+  }
+
+  /** Room again (half the budget or the group's share free): the next object left out is worth a warning. */
+  #roomAgain(group: string): void {
     const b = this.#o.budget;
     if (!b) return;
     if (this.#full && this.#budgeted.total < b.maxBytes / 2) this.#full = false;
