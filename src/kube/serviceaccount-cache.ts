@@ -40,16 +40,17 @@ export interface ServiceAccountCacheOptions {
 }
 
 /**
- * The share of the heap limit the ServiceAccounts' annotations may hold: 17.5 MiB of the chart's
- * 140 MiB heap, room for 200,000 role ARNs (about 90 bytes each); the rest is the plain entries'
- * (name and namespace, about 170 bytes of heap each: 34 MiB for 200,000) and the reviews'.
+ * The share of the heap limit the annotations beyond the plain entries' may hold (lists of roles,
+ * of client ids, of providers): 17.5 MiB of the chart's 140 MiB heap. The rest is the plain
+ * entries' (a role ARN or a client id included: 200,000 ordinary ServiceAccounts take about 40 MiB
+ * of heap, bench/serviceaccounts.ts) and the reviews'.
  */
 export const CACHE_BUDGET_SHARE = 1 / 8;
 
 /**
- * One namespace's share of the annotations' budget: 560 KiB in the chart's limit (6,000 role ARNs,
- * or four role-arns lists at their bound). Until 32 namespaces hold their share at once, no
- * namespace's annotations leave another namespace's ServiceAccount out.
+ * One namespace's share of that budget: 560 KiB in the chart's limit (four role-arns lists at
+ * their bound). Until 32 namespaces hold their share at once, no namespace's annotations leave
+ * another namespace's ServiceAccount out; plain entries never are.
  */
 export const NAMESPACE_SHARE = 1 / 32;
 
