@@ -47,15 +47,56 @@ export interface ObjectCacheOptions<T> {
   streamingList?: boolean;
   /** Told of every object the cache gains and loses (an index kept beside it). */
   index?: CacheIndex<T>;
-  /**
-   * A byte budget: what a view costs the heap (about), and the most all may cost together. An
-   * object that does not fit is not kept (a stale copy of it goes): a lookup reads it directly,
-   * rate-limited, so the answer stays right and only slower. Lists count as they arrive, so a
-   * list never holds more than the budget either.
-   */
+  /** What a view costs the heap, about: the cache_bytes metric (nothing is left out for it alone). */
   bytes?(view: T): number;
-  maxBytes?: number;
+  /** A byte budget on what views hold beyond a plain entry: see ByteBudget. */
+  budget?: ByteBudget<T>;
 }
+
+/**
+ * What a view holds beyond a plain entry (`bytes`: for a ServiceAccount, its annotations) is
+ * counted against its group's share (for a ServiceAccount, its namespace) and against a total.
+ * A view that does not fit is not kept (a stale copy of it goes): a lookup reads it directly,
+ * rate-limited, so the answer stays right and only slower. A plain view (0 bytes) always fits:
+ * one group's bytes never push another group's plain views out, nor, until the total is spent
+ * (maxBytes / share groups at their share at once), its other views. Lists count as they arrive.
+ */
+export interface ByteBudget<T> {
+  /** The group a view belongs to, and what it is called in the log (e.g. "namespace"). */
+  group(view: T): string;
+  groupIs: string;
+  bytes(view: T): number;
+  /** The most one group's views may hold together. */
+  share: number;
+  /** The most all views may hold together. */
+  maxBytes: number;
+}
+
+/** Bytes counted per group and in total: the cache's, or the list's in progress. */
+class Tally {
+  readonly groups = new Map<string, number>();
+  total = 0;
+
+  of(group: string): number {
+    return this.groups.get(group) ?? 0;
+  }
+
+  add(group: string, bytes: number): void {
+    if (bytes === 0) return;
+    const now = this.of(group) + bytes;
+    if (now > 0) this.groups.set(group, now);
+    else this.groups.delete(group);
+    this.total += bytes;
+  }
+
+  clear(): void {
+    this.groups.clear();
+    this.total = 0;
+  }
+}
+
+/** Why a view does not fit: its group's share is spent, or the whole budget; undefined if it fits. */
+type Over = 'share' | 'budget' | undefined;
 
 /** What a cache tells an index: objects added and removed, and a relist (everything replaced). */
 export interface CacheIndex<T> {
@@ -72,11 +113,15 @@ export class ObjectCache<T> implements Lifecycle {
   readonly #reads: DirectReads<T | undefined>;
   readonly #bucket: TokenBucket;
   readonly #listWatch: ListWatch;
+  /** What the kept views cost (the metric). */
   #bytes = 0;
-  /** Bytes kept by the list in progress, before it replaces the cache. */
-  #listBytes = 0;
-  /** Something was left out for the budget since the last warning (one warning per episode). */
+  /** What the kept views hold against the budget, per group and in total. */
+  readonly #budgeted = new Tally();
+  /** The same for the list in progress, before it replaces the cache. */
+  readonly #listed = new Tally();
+  /** Something was left out since the last warning: the total (`#full`) or a group's share (one warning per episode). */
   #full = false;
+  readonly #fullGroups = new Set<string>();
 
   constructor(options: ObjectCacheOptions<T>) {
     const o = { ...options, missTimeoutMs: options.missTimeoutMs ?? 2000 };
@@ -93,12 +138,15 @@ export class ObjectCache<T> implements Lifecycle {
       // Slimmed page by page: the list's whole objects are never all held at once.
       keep: (raw) => this.#keepListed(raw),
       listing: () => {
-        this.#listBytes = 0;
+        this.#listed.clear();
         this.#full = false;
+        this.#fullGroups.clear();
       },
       onList: (views) => {
         this.#items.clear();
         this.#bytes = 0;
+        this.#budgeted.clear();
+        this.#listed.clear();
         o.index?.relisting();
         for (const view of views as T[]) this.#put(view);
         o.index?.relisted();
@@ -134,9 +182,14 @@ export class ObjectCache<T> implements Lifecycle {
     return this.#items.size;
   }
 
-  /** What the kept views cost, as `bytes` counts them (0 without a budget). */
+  /** What the kept views cost, as `bytes` counts them (0 without it). */
   get bytes(): number {
     return this.#bytes;
+  }
+
+  /** What the kept views hold against the budget: a group's, or all of them together. */
+  held(group?: string): number {
+    return group === undefined ? this.#budgeted.total : this.#budgeted.of(group);
   }
 
   /** The list-watch underneath, for tests' diagnostics. */
@@ -210,20 +263,36 @@ export class ObjectCache<T> implements Lifecycle {
     return view;
   }
 
-  #cost(view: T): number {
+  #size(view: T): number {
     return this.#o.bytes?.(view) ?? 0;
   }
 
-  /** A listed object, slimmed; left out when the list so far has spent the budget. */
+  /** What a view holds against the budget, and its group's share: 0 for a plain view (or no budget). */
+  #counted(view: T): { group: string; bytes: number } {
+    const b = this.#o.budget;
+    return b ? { group: b.group(view), bytes: b.bytes(view) } : { group: '', bytes: 0 };
+  }
+
+  /** Whether `bytes` more fit the group and the total, `tally` holding what is counted already. */
+  #over(group: string, bytes: number, tally: Tally, already = 0): Over {
+    const b = this.#o.budget;
+    if (!b || bytes === 0) return undefined;
+    if (tally.of(group) - already + bytes > b.share) return 'share';
+    if (tally.total - already + bytes > b.maxBytes) return 'budget';
+    return undefined;
+  }
+
+  /** A listed object, slimmed; left out when its group's share or the budget is spent by the list so far. */
   #keepListed(raw: unknown): T | undefined {
     const view = this.#o.slim(raw);
     if (view === undefined) return undefined;
-    const cost = this.#cost(view);
-    if (this.#o.maxBytes !== undefined && this.#listBytes + cost > this.#o.maxBytes) {
-      this.#leftOut(this.#o.key(view), cost, this.#listBytes);
+    const { group, bytes } = this.#counted(view);
+    const over = this.#over(group, bytes, this.#listed);
+    if (over) {
+      this.#leftOut(this.#o.key(view), group, over, bytes, this.#listed);
       return undefined;
     }
-    this.#listBytes += cost;
+    this.#listed.add(group, bytes);
     return view;
   }
 
@@ -231,16 +300,20 @@ export class ObjectCache<T> implements Lifecycle {
   #put(view: T): void {
     const key = this.#o.key(view);
     const old = this.#items.get(key);
-    const without = this.#bytes - (old === undefined ? 0 : this.#cost(old));
-    const cost = this.#cost(view);
-    if (this.#o.maxBytes !== undefined && without + cost > this.#o.maxBytes) {
+    const { group, bytes } = this.#counted(view);
+    // The key holds the group (a namespace): an older copy counted in the same one.
+    const already = old === undefined ? 0 : this.#counted(old).bytes;
+    const over = this.#over(group, bytes, this.#budgeted, already);
+    if (over) {
       // A stale copy would answer for the object: it goes, and a lookup reads it directly.
       this.#remove(key);
-      this.#leftOut(key, cost, this.#bytes);
+      this.#leftOut(key, group, over, bytes, this.#budgeted);
       return;
     }
     this.#items.set(key, view);
-    this.#bytes = without + cost;
+    this.#bytes += this.#size(view) - (old === undefined ? 0 : this.#size(old));
+    this.#budgeted.add(group, bytes - already);
+    if (bytes < already) this.#roomAgain(group);
     if (old === undefined) this.#o.index?.added(view);
   }
 
@@ -248,20 +321,39 @@ export class ObjectCache<T> implements Lifecycle {
     const old = this.#items.get(key);
     if (old === undefined) return;
     this.#items.delete(key);
-    this.#bytes -= this.#cost(old);
+    this.#bytes -= this.#size(old);
+    const { group, bytes } = this.#counted(old);
+    this.#budgeted.add(group, -bytes);
     this.#o.index?.removed(old);
-    // Room again: the next object left out is worth a warning.
-    if (this.#full && this.#bytes < (this.#o.maxBytes ?? 0) / 2) this.#full = false;
+    this.#roomAgain(group);
   }
 
-  /** Counted each time; logged once per episode, naming the first object left out (where to look). */
-  #leftOut(key: string, cost: number, bytes: number): void {
-    const { what, metrics, log, maxBytes } = this.#o;
+  /** Room again (half the budget or the group's share free): the next object left out is worth a warning. */
+  #roomAgain(group: string): void {
+    const b = this.#o.budget;
+    if (!b) return;
+    if (this.#full && this.#budgeted.total < b.maxBytes / 2) this.#full = false;
+    if (this.#fullGroups.has(group) && this.#budgeted.of(group) < b.share / 2) this.#fullGroups.delete(group);
+  }
+
+  /** Counted each time; logged once per episode (of the total, or of a group), naming the first object left out. */
+  #leftOut(key: string, group: string, over: Over, bytes: number, tally: Tally): void {
+    const { what, metrics, log } = this.#o;
+    const b = this.#o.budget!;
     metrics?.cacheOverBudget.inc({ what });
+    if (over === 'share') {
+      if (this.#fullGroups.has(group)) return;
+      this.#fullGroups.add(group);
+      log.warn(
+        { what, key, [b.groupIs]: group, bytes, held: tally.of(group), share: b.share },
+        `${what} cache: ${b.groupIs} ${group} holds its share of the byte budget: its objects that do not fit are read directly when needed`,
+      );
+      return;
+    }
     if (this.#full) return;
     this.#full = true;
     log.warn(
-      { what, key, cost, bytes, maxBytes },
+      { what, key, bytes, held: tally.total, maxBytes: b.maxBytes },
       `${what} cache is at its byte budget: objects that do not fit are read directly when needed`,
     );
   }

@@ -1,8 +1,10 @@
 // The cluster-wide ServiceAccount cache: name, namespace and only the annotation keys the
-// providers read, each within its bound, so a cluster of 50,000 ServiceAccounts stays small in
+// providers read, each within its bound, so a cluster of 200,000 ServiceAccounts stays small in
 // memory and a tenant who may create ServiceAccounts cannot fill it: a ServiceAccount with a read
-// annotation over its bound is kept as a marker, and the whole cache within a byte budget. An
-// ObjectCache with this slimming; a miss (or an object left out by the budget) is read directly.
+// annotation over its bound is kept as a marker, and the annotations kept within a byte budget,
+// each namespace within its share of it, so one namespace's annotations never push another's
+// ServiceAccounts out. An ObjectCache with this slimming; a miss (or an object left out by the
+// budget) is read directly.
 
 import { getHeapStatistics } from 'node:v8';
 import { type AnnotationBound, keepBounded } from '../annotation-bounds.ts';
@@ -31,16 +33,26 @@ export interface ServiceAccountCacheOptions {
   pageSize?: number;
   /** A page answer longer than this is asked for again with fewer objects (default 8 MiB). */
   maxPageBytes?: number;
-  /** The cache's byte budget; default: an eighth of the V8 heap limit (CACHE_BUDGET_SHARE). */
+  /** The annotations' byte budget; default: an eighth of the V8 heap limit (CACHE_BUDGET_SHARE). */
   maxBytes?: number;
+  /** One namespace's share of it; default: maxBytes × NAMESPACE_SHARE. */
+  maxNamespaceBytes?: number;
 }
 
 /**
- * The share of the heap limit the ServiceAccount cache may hold: 17.5 MiB of the chart's 140 MiB
- * heap, room for 60,000 ServiceAccounts with a role ARN (counted 291 bytes each); the rest is the
- * reviews'.
+ * The share of the heap limit the annotations beyond the plain entries' may hold (lists of roles,
+ * of client ids, of providers): 17.5 MiB of the chart's 140 MiB heap. The rest is the plain
+ * entries' (a role ARN or a client id included: 200,000 ordinary ServiceAccounts take about 40 MiB
+ * of heap, bench/serviceaccounts.ts) and the reviews'.
  */
 export const CACHE_BUDGET_SHARE = 1 / 8;
+
+/**
+ * One namespace's share of that budget: 560 KiB in the chart's limit (four role-arns lists at
+ * their bound). Until 32 namespaces hold their share at once, no namespace's annotations leave
+ * another namespace's ServiceAccount out; plain entries never are.
+ */
+export const NAMESPACE_SHARE = 1 / 32;
 
 /** The default budget: a share of this process's heap limit, so it follows the memory limit. */
 export function defaultCacheBudget(): number {
@@ -106,10 +118,38 @@ export function slimServiceAccount(sa: Raw, bounds: readonly AnnotationBound[]):
  */
 export const ENTRY_OVERHEAD_BYTES = 200;
 
+/** What an entry costs the heap (the cache_bytes metric): its plain part and its annotations. */
 export function viewBytes(view: ServiceAccountView): number {
-  let bytes = ENTRY_OVERHEAD_BYTES + 2 * (view.namespace.length + view.name.length) + 1;
+  return plainBytes(view) + budgetedBytes(view);
+}
+
+/**
+ * The annotation bytes of an entry that count as plain: a role ARN, a client and tenant id, a
+ * Google service account's email, with their keys (an ordinary ServiceAccount's).
+ */
+export const PLAIN_ANNOTATION_BYTES = 256;
+
+/**
+ * A plain entry: name, namespace, a marker's few fields, and annotations up to
+ * PLAIN_ANNOTATION_BYTES; at most about 1.3 KB by the API server's name lengths. Kept whatever
+ * the budget: their number is the cluster's (ResourceQuota's count/serviceaccounts), not what a
+ * ServiceAccount's author writes in it.
+ */
+export function plainBytes(view: ServiceAccountView): number {
+  const bytes = ENTRY_OVERHEAD_BYTES + 2 * (view.namespace.length + view.name.length) + 1;
+  const annotations = Math.min(annotationBytes(view), PLAIN_ANNOTATION_BYTES);
+  return (view.oversize ? bytes + view.oversize.key.length + 64 : bytes) + annotations;
+}
+
+/** The annotations kept (each within its bound) beyond an entry's plain part: what the budget and a namespace's share count. */
+export function budgetedBytes(view: ServiceAccountView): number {
+  return Math.max(0, annotationBytes(view) - PLAIN_ANNOTATION_BYTES);
+}
+
+/** The annotations kept, keys and values. */
+export function annotationBytes(view: ServiceAccountView): number {
+  let bytes = 0;
   for (const key in view.annotations) bytes += key.length + Buffer.byteLength(view.annotations[key], 'utf8');
-  if (view.oversize) bytes += view.oversize.key.length + 64;
   return bytes;
 }
 
@@ -161,13 +201,25 @@ export class ServiceAccountCache extends Watched {
   readonly #namespaces = new KnownNamespaces();
   protected readonly source: ObjectCache<ServiceAccountView>;
 
-  constructor({ api, annotations, maxBytes, ...options }: ServiceAccountCacheOptions) {
+  constructor({
+    api,
+    annotations,
+    maxBytes = defaultCacheBudget(),
+    maxNamespaceBytes,
+    ...options
+  }: ServiceAccountCacheOptions) {
     super();
     this.#cache = this.source = new ObjectCache({
       ...options,
       api,
-      maxBytes: maxBytes ?? defaultCacheBudget(),
       bytes: viewBytes,
+      budget: {
+        group: (view) => view.namespace,
+        groupIs: 'namespace',
+        bytes: budgetedBytes,
+        maxBytes,
+        share: maxNamespaceBytes ?? Math.floor(maxBytes * NAMESPACE_SHARE),
+      },
       what: 'ServiceAccount',
       path: '/api/v1/serviceaccounts',
       read: (key) => {
@@ -197,9 +249,14 @@ export class ServiceAccountCache extends Watched {
     return this.#cache.size;
   }
 
-  /** What the cache holds, as counted against its budget. */
+  /** What the cache's entries cost the heap, as counted (plain entries and annotations). */
   get bytes(): number {
     return this.#cache.bytes;
+  }
+
+  /** The annotations kept beyond the plain entries, as counted against the budget: a namespace's, or all of them. */
+  budgeted(namespace?: string): number {
+    return this.#cache.held(namespace);
   }
 
   /** Whether the namespace holds a cached ServiceAccount, i.e. exists (not merely named by a caller). */

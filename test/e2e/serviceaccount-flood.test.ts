@@ -5,9 +5,11 @@
 // Here the tenant is a real RBAC user with `edit` in its namespace only, `serve` runs in the
 // chart's memory cgroup with its NODE_OPTIONS, and the tenant creates FLOOD such ServiceAccounts:
 // a third with keys no provider reads, a third with a read key over its bound (markers), a third
-// within the bounds (up to the byte budget). The heap stays within the budget, the tenant's Pod
-// of a marker is refused with a message naming the key and the bound, another namespace's Pods
-// are still admitted with their identity, and a restart lists them all without dying.
+// within the bounds (up to the byte budget), then tops the budget off to its last bytes. The heap
+// stays within the budget, the tenant's Pod of a marker is refused with a message naming the key
+// and the bound, another namespace's Pods are still admitted with their identity, a ServiceAccount
+// another namespace creates after the flood is cached (not left to rate-limited direct reads: the
+// namespace's share), and a restart lists them all without dying.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { CoreV1Api, type V1Pod } from '@kubernetes/client-node';
@@ -29,6 +31,19 @@ const CONCURRENCY = 8;
 /** Under kube-apiserver's 256 KiB of annotations: five of 51,000 bytes. */
 const VALUE = 51_000;
 const TENANT_USER = 'tenant-a-admin';
+/**
+ * After the flood, what budget is left filled to its last bytes: ServiceAccounts with a role ARN
+ * of 2,000 bytes, then of 100, then as short as team-b's (each phase fills what the last left).
+ */
+const TOP_OFF: [count: number, arnBytes: number][] = [
+  [100, 2000],
+  [20, 100],
+  [20, ROLE_ARN.length],
+];
+const arnOf = (bytes: number) => {
+  const prefix = 'arn:aws:iam::111122223333:role/';
+  return prefix + 'r'.repeat(bytes - prefix.length);
+};
 
 let cp: ControlPlane;
 let cgroup: MemoryCgroup;
@@ -170,11 +185,25 @@ describe('a tenant floods the ServiceAccount cache', () => {
       // Before the fix, the heap's rise until the webhook died is the figure.
       t.diagnostic(`heap used (MiB) while the tenant created them: 0: ${heapBefore.toFixed(0)}, ${samples.join(', ')}`);
     }
-    await until(
-      'the webhook to see every ServiceAccount',
-      async () => (await seen()) >= FLOOD + 1 || undefined,
-      60_000,
-    );
+    // The tenant tops the budget off: what one namespace holds left no room for another's at 34d7c0c.
+    let all = FLOOD + 1;
+    for (const [n, bytes] of TOP_OFF) {
+      for (let i = 0; i < n; i++)
+        await createServiceAccountAs(tenant, 'tenant-a', `t${bytes}-${i}`, {
+          'eks.amazonaws.com/role-arn': arnOf(bytes),
+        });
+      all += n;
+      await until('the webhook to see every ServiceAccount', async () => (await seen()) >= all || undefined, 60_000);
+    }
+    // Another namespace's ServiceAccount created after the flood: cached, its Pod no miss.
+    const leftOut = await metric('wiw_serviceaccount_cache_over_budget_total');
+    await createServiceAccount(cp, 'team-b', 'after-flood', { 'eks.amazonaws.com/role-arn': ROLE_ARN });
+    all += 1;
+    await until('the webhook to see team-b/after-flood', async () => (await seen()) >= all || undefined, 60_000);
+    assert.equal(await metric('wiw_serviceaccount_cache_over_budget_total'), leftOut, 'team-b/after-flood left out');
+    const misses = await metric('wiw_serviceaccount_cache_misses_total');
+    assert.equal(roleOf(await podIn('team-b', 'after-flood')), ROLE_ARN);
+    assert.equal(await metric('wiw_serviceaccount_cache_misses_total'), misses, 'its Pod was a cache miss');
     const heapAfter = await heapMiB();
     const bytes = await metric('wiw_serviceaccount_cache_bytes');
     const rss = rssMiB(wh.process.pid);
@@ -209,7 +238,7 @@ describe('a tenant floods the ServiceAccount cache', () => {
     await serve();
     await until(
       'the restarted webhook to list every ServiceAccount',
-      async () => (await seen()) >= FLOOD + 1 || undefined,
+      async () => (await seen()) >= all || undefined,
       60_000,
     );
     const heapRestarted = await heapMiB();

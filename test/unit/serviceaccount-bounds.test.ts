@@ -16,7 +16,12 @@ import { judgeSecret } from '../../src/admission/judge-secret.ts';
 import { cloudModule, createSecretProviders, serviceAccountAnnotations } from '../../src/clouds/index.ts';
 import { PROVIDER_NAMES } from '../../src/clouds/registry.ts';
 import { type KubeApi, KubeResponseTooLarge, type OpenWatch } from '../../src/kube/api.ts';
-import { ServiceAccountCache, slimServiceAccount, viewBytes } from '../../src/kube/serviceaccount-cache.ts';
+import {
+  budgetedBytes,
+  ServiceAccountCache,
+  slimServiceAccount,
+  viewBytes,
+} from '../../src/kube/serviceaccount-cache.ts';
 import type { ServiceAccountView } from '../../src/kube/types.ts';
 import { createMetrics } from '../../src/metrics.ts';
 import { SECRET_SERVICE_ACCOUNT_ANNOTATIONS } from '../../src/model.ts';
@@ -25,6 +30,7 @@ import { planSecret } from '../../src/mutate/secret.ts';
 import { config, pod, providers } from '../support/builders.ts';
 import { CLIENT, GCP_EMAIL, ROLE_ARN, TENANT, WIF_PROVIDER } from '../support/identities.ts';
 import { labelledSecret } from '../support/secrets.ts';
+import { until } from '../harness/until.ts';
 
 const READ = [...serviceAccountAnnotations(providers()), ...SECRET_SERVICE_ACCOUNT_ANNOTATIONS];
 const raw = (annotations: Record<string, string>, name = 'app', namespace = 'team-a') => ({
@@ -255,13 +261,21 @@ describe('the byte budget', () => {
     const items = [small('a'), ...Array.from({ length: 10 }, (_, i) => big(`big-${i}`)), small('z')];
     const { api, state } = fakeApi(items);
     const metrics = createMetrics();
-    const maxBytes = 3 * viewBytes(slimServiceAccount(big('big-0'), READ)!) + 1000;
+    const maxBytes = 3 * budgetedBytes(slimServiceAccount(big('big-0'), READ)!) + 1000;
     const lines: { msg: string; key?: string }[] = [];
     const log = pino({ level: 'warn' }, { write: (line: string) => void lines.push(JSON.parse(line)) });
-    const cache = new ServiceAccountCache({ api, annotations: READ, log, metrics, maxBytes });
+    // One namespace: its share is the whole budget.
+    const cache = new ServiceAccountCache({
+      api,
+      annotations: READ,
+      log,
+      metrics,
+      maxBytes,
+      maxNamespaceBytes: maxBytes,
+    });
     await cache.start();
     try {
-      assert.ok(cache.bytes <= maxBytes, `${cache.bytes} <= ${maxBytes}`);
+      assert.ok(cache.budgeted() <= maxBytes, `${cache.budgeted()} <= ${maxBytes}`);
       assert.equal(cache.size, 5, 'both small ones and three big ones');
       assert.ok(cache.get('team-a', 'z'), 'a small one after the budget was reached is still kept');
       const text = await metrics.registry.metrics();
@@ -285,10 +299,122 @@ describe('the byte budget', () => {
       assert.ok(cache.get('team-a', 'a'));
       state.onEvent!('MODIFIED', big('a'));
       assert.equal(cache.get('team-a', 'a'), undefined);
-      assert.ok(cache.bytes <= maxBytes);
+      assert.ok(cache.budgeted() <= maxBytes);
       state.onEvent!('DELETED', big('big-0'));
       state.onEvent!('ADDED', small('new'));
       assert.ok(cache.get('team-a', 'new'));
+    } finally {
+      cache.stop();
+    }
+  });
+});
+
+/** The chart's budget: an eighth of the 140 MiB heap its memory limit and NODE_OPTIONS give. */
+const CHART_BUDGET = (140 * 2 ** 20) / 8;
+
+describe("one namespace's annotations never leave another namespace's ServiceAccounts out", () => {
+  // Issue 28: a tenant's ServiceAccounts with list annotations at their bounds spent the whole
+  // budget, and then every other namespace's ServiceAccounts were left to rate-limited direct reads.
+  const flooding = (i: number) =>
+    raw(
+      {
+        'eks.amazonaws.com/role-arns': `p=${'r'.repeat(135_000)}`,
+        'cloud.google.com/workload-identity-providers': `g=${'g'.repeat(84_000)}`,
+      },
+      `flood-${i}`,
+      'tenant-a',
+    );
+  const FLOOD = 200; // 44 MB of annotations within their bounds: two and a half budgets.
+
+  test('a flood spends its own namespace’s share only: other namespaces, listed or added after it, are kept', async () => {
+    const items = [
+      ...Array.from({ length: FLOOD }, (_, i) => flooding(i)),
+      // And the rest of the budget down to its last bytes, with ServiceAccounts of a role ARN each.
+      ...Array.from({ length: 2000 }, (_, i) =>
+        raw({ 'eks.amazonaws.com/role-arn': ROLE_ARN }, `filler-${i}`, 'tenant-a'),
+      ),
+      raw({}, 'default', 'tenant-a'),
+      raw({ 'eks.amazonaws.com/role-arn': ROLE_ARN }, 'app', 'team-b'),
+    ];
+    const { api, state } = fakeApi(items);
+    const metrics = createMetrics();
+    const lines: { msg: string; key?: string; namespace?: string }[] = [];
+    const log = pino({ level: 'warn' }, { write: (line: string) => void lines.push(JSON.parse(line)) });
+    const cache = new ServiceAccountCache({ api, annotations: READ, log, metrics, maxBytes: CHART_BUDGET });
+    await cache.start();
+    try {
+      await until('the watch to open', () => state.onEvent !== undefined);
+      assert.ok(cache.get('team-b', 'app'), 'listed after the flood: kept');
+      const share = CHART_BUDGET / 32;
+      assert.ok(cache.budgeted('tenant-a') <= share, `tenant-a holds ${cache.budgeted('tenant-a')}`);
+      assert.ok(cache.budgeted('tenant-a') > share / 2, 'its share is used');
+      assert.ok(cache.get('tenant-a', 'default'), 'a plain ServiceAccount of the flooding namespace: kept');
+      const kept = Array.from({ length: FLOOD }, (_, i) => cache.get('tenant-a', `flood-${i}`)).filter(Boolean).length;
+      assert.ok(kept < 5, `${kept} of the flood kept`);
+
+      // Added after the flood: the new ServiceAccount of another namespace, with a list annotation.
+      const profiles = Array.from({ length: 8 }, (_, i) => `p${i}=${ROLE_ARN}`).join(',');
+      state.onEvent!('ADDED', raw({ 'eks.amazonaws.com/role-arns': profiles }, 'after', 'team-b'));
+      state.onEvent!('ADDED', raw({ 'azure.workload.identity/client-id': CLIENT }, 'after', 'team-c'));
+      assert.equal(cache.get('team-b', 'after')?.annotations['eks.amazonaws.com/role-arns'], profiles);
+      assert.ok(cache.get('team-c', 'after'));
+      // The flood goes on: still its own namespace only.
+      for (let i = FLOOD; i < FLOOD + 20; i++) state.onEvent!('ADDED', flooding(i));
+      assert.ok(cache.budgeted('tenant-a') <= share);
+      assert.ok(cache.get('team-b', 'after') && cache.get('team-c', 'after') && cache.get('team-b', 'app'));
+      assert.ok(cache.budgeted() <= CHART_BUDGET);
+
+      // Looked up, nothing of team-b is a miss; the flood's left out are read directly, answered right.
+      const misses = /wiw_serviceaccount_cache_misses_total\{what="ServiceAccount"\} (\d+)/;
+      const before = misses.exec(await metrics.registry.metrics())?.[1] ?? '0';
+      assert.ok(!(cache.lookup('team-b', 'after') instanceof Promise));
+      assert.equal(misses.exec(await metrics.registry.metrics())?.[1] ?? '0', before);
+      const read = await cache.lookup('tenant-a', `flood-${FLOOD - 1}`);
+      assert.equal(read?.annotations['eks.amazonaws.com/role-arns'].length, 135_002);
+      // One warning, naming the namespace whose share is spent.
+      assert.deepEqual(
+        lines.filter((l) => l.msg.includes('byte budget')).map((l) => l.namespace),
+        ['tenant-a'],
+      );
+    } finally {
+      cache.stop();
+    }
+  });
+});
+
+describe('200,000 ordinary ServiceAccounts', () => {
+  // Issue 30: a plain entry counted 228 bytes against the budget, so the chart's 17.5 MiB left
+  // every ServiceAccount past the 80,000th to direct reads.
+  test("are all kept under the chart's budget: most plain, some with a role ARN or a client id", async () => {
+    const items = Array.from({ length: 200_000 }, (_, i) => {
+      // 2,000 namespaces of 95, and one of 10,000 with a role ARN each (a platform team's).
+      const namespace = i < 10_000 ? 'platform' : `team-${i % 2000}`;
+      const annotations: Record<string, string> =
+        i < 10_000 || i % 10 === 0
+          ? { 'eks.amazonaws.com/role-arn': `arn:aws:iam::111122223333:role/app-${i}` }
+          : i % 10 === 1
+            ? { 'azure.workload.identity/client-id': CLIENT, 'example.com/owner': 'x' }
+            : {};
+      return raw(annotations, `sa-${i}`, namespace);
+    });
+    const { api } = fakeApi(items);
+    const metrics = createMetrics();
+    const cache = new ServiceAccountCache({
+      api,
+      annotations: READ,
+      log: pino({ level: 'silent' }),
+      metrics,
+      maxBytes: CHART_BUDGET,
+    });
+    await cache.start();
+    try {
+      assert.equal(cache.size, 200_000);
+      assert.doesNotMatch(
+        await metrics.registry.metrics(),
+        /wiw_serviceaccount_cache_over_budget_total\{[^}]*\} [1-9]/,
+      );
+      assert.ok(cache.get('platform', 'sa-9999') && cache.get('team-1999', 'sa-199999'));
+      assert.ok(cache.budgeted('platform') <= CHART_BUDGET / 32);
     } finally {
       cache.stop();
     }
