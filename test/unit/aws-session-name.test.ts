@@ -62,7 +62,7 @@ describe('AWS: AWS_ROLE_SESSION_NAME (aws/amazon-eks-pod-identity-webhook#112)',
     ]);
   });
 
-  test("a container that sets AWS_ROLE_SESSION_NAME keeps its own; the others get it", () => {
+  test('a container that sets AWS_ROLE_SESSION_NAME keeps its own; the others get it', () => {
     const p = pod({
       spec: {
         containers: [
@@ -97,11 +97,14 @@ describe('AWS: AWS_ROLE_SESSION_NAME (aws/amazon-eks-pod-identity-webhook#112)',
   });
 
   test('the flag refuses what STS would, naming the flag and the bound', () => {
-    assert.deepEqual(config({ 'aws-role-session-name': 'b'.repeat(64) }).awsRoleSessionName, { literal: 'b'.repeat(64) });
+    assert.deepEqual(config({ 'aws-role-session-name': 'b'.repeat(64) }).awsRoleSessionName, {
+      literal: 'b'.repeat(64),
+    });
     assert.deepEqual(config({ 'aws-role-session-name': 'pod-name' }).awsRoleSessionName, { podName: true });
     assert.throws(
       () => config({ 'aws-role-session-name': 'b'.repeat(65) }),
-      (e: unknown) => e instanceof ConfigError && /^--aws-role-session-name="b{65}" .*\(2 to 64 letters/.test(e.message),
+      (e: unknown) =>
+        e instanceof ConfigError && /^--aws-role-session-name="b{65}" .*\(2 to 64 letters/.test(e.message),
     );
     assert.throws(() => config({ 'aws-role-session-name': 'none' }), ConfigError);
   });
