@@ -94,6 +94,13 @@ describe('AWS: AWS_ROLE_SESSION_NAME (aws/amazon-eks-pod-identity-webhook#112)',
       assert.equal(r.allowed, false, bad);
       if (!r.allowed) assert.match(r.denial.message, /^Pod annotation eks\.amazonaws\.com\/role-session-name=/);
     }
+    // A hostile value is shown escaped, on one line.
+    const hostile = run(named('web-0', { [KEY]: 'a\nSTS said: ok\u001b[2J' }), { 'eks.amazonaws.com/role-arn': ARN });
+    assert.equal(hostile.allowed, false);
+    if (!hostile.allowed) {
+      assert.match(hostile.denial.message, /role-session-name="a\\nSTS said: ok\\u001b\[2J" is neither/);
+      assert.ok(!hostile.denial.message.includes('\n') && !hostile.denial.message.includes('\u001b'));
+    }
   });
 
   test('the flag refuses what STS would, naming the flag and the bound', () => {

@@ -391,7 +391,9 @@ function sessionNameOf(
   ] as const) {
     if (raw === undefined) continue;
     const want = readSessionName(raw, true);
-    if (typeof want === 'string') return denial('InvalidAnnotation', `${where} annotation ${key}="${raw}" ${want}`);
+    // Quoted as JSON: a newline or a control character in it is shown escaped.
+    if (typeof want === 'string')
+      return denial('InvalidAnnotation', `${where} annotation ${key}=${JSON.stringify(raw)} ${want}`);
     return { want, annotated: true };
   }
   const flag = aws.options.roleSessionName;
