@@ -999,6 +999,7 @@ describe('values cover the webhook', () => {
         awsAudience: 'aud',
         awsTokenExpiration: 7200,
         awsStsRegionalEndpoints: true,
+        awsRoleSessionName: 'pod-name',
         awsComposeRoleArn: true,
         awsComposeRoleArnAccount: '111122223333',
         awsComposeRoleArnPartition: 'aws-us-gov',
@@ -1053,6 +1054,7 @@ describe('values cover the webhook', () => {
     const asRead: Record<string, unknown> = {
       gcpFileMode: 0o400,
       gcpSetupContainerResources: { requests: { cpu: '100m' } },
+      awsRoleSessionName: { podName: true },
     };
     for (const [key, value] of Object.entries(values.config))
       assert.deepEqual(

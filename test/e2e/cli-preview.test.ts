@@ -110,6 +110,39 @@ describe('preview', () => {
     );
   });
 
+  test('AWS_ROLE_SESSION_NAME: the Pod-name fieldRef for a generateName Pod, from the flag or the annotation; a long name warns', () => {
+    const sa = (annotations: string) =>
+      `kind: ServiceAccount\napiVersion: v1\nmetadata: {name: x, annotations: {eks.amazonaws.com/role-arn: "arn:aws:iam::111122223333:role/x"${annotations}}}\n---\n`;
+    const podNamed = (metadata: string) =>
+      `kind: Pod\napiVersion: v1\nmetadata: {${metadata}}\nspec: {serviceAccountName: x, containers: [{name: c}]}\n`;
+    const session = (r: { code: number | null; stdout: string; stderr: string }) => {
+      assert.equal(r.code, 0, r.stderr);
+      return (JSON.parse(r.stdout).spec.containers[0].env as { name: string }[]).find(
+        (e) => e.name === 'AWS_ROLE_SESSION_NAME',
+      );
+    };
+    const fromName = {
+      name: 'AWS_ROLE_SESSION_NAME',
+      valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.name' } },
+    };
+    const generated = podNamed('generateName: worker-');
+    assert.deepEqual(
+      session(preview(['-f', '-', '-o', 'json', '--aws-role-session-name', 'pod-name'], sa('') + generated)),
+      fromName,
+    );
+    assert.deepEqual(
+      session(preview(['-f', '-', '-o', 'json'], sa(', eks.amazonaws.com/role-session-name: pod-name') + generated)),
+      fromName,
+    );
+    assert.equal(session(preview(['-f', '-', '-o', 'json'], sa('') + generated)), undefined);
+    const long = preview(
+      ['-f', '-', '-o', 'json', '--aws-role-session-name', 'pod-name'],
+      sa('') + podNamed(`name: ${'n'.repeat(65)}`),
+    );
+    assert.equal(session(long), undefined);
+    assert.match(long.stderr, /^warning: .*"n{65}" has 65 characters and STS takes a RoleSessionName of 2 to 64/m);
+  });
+
   test("configuration flags are the same as serve's", () => {
     const r = preview(['-f', join(EXAMPLES, 'azure.yaml'), '-o', 'json', '--azure-cloud', 'AzureUSGovernmentCloud']);
     const env = JSON.parse(r.stdout).spec.containers[0].env;

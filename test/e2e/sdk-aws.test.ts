@@ -27,6 +27,7 @@ const NS = 'sdk-aws';
 const TOKEN_FILE = '/var/run/secrets/eks.amazonaws.com/serviceaccount/token';
 // Where Gardener's extensions mount the Secret; the webhook's default --secret-token-path is in it.
 const SECRET_MOUNT = '/var/run/secrets/gardener.cloud/workload-identity';
+const LITERAL = 'nightly-report@team-a';
 const subject = (sa: string) => `system:serviceaccount:${NS}:${sa}`;
 
 // EKS Pod Identity: the association lives in EKS (here: the agent's table and the webhook's file).
@@ -97,13 +98,25 @@ before(async () => {
         'eks.amazonaws.com/sts-regional-endpoints': 'true',
       },
       'unassociated-in-eks': {},
+      // AWS_ROLE_SESSION_NAME (AWS #112): the Pod's own name, or a literal.
+      session: { 'eks.amazonaws.com/role-arn': ROLE, 'eks.amazonaws.com/role-session-name': 'pod-name' },
+      'session-literal': { 'eks.amazonaws.com/role-arn': ROLE, 'eks.amazonaws.com/role-session-name': LITERAL },
     },
     services: (issuer) => [
       (sts = createAwsSts({
         issuer,
         clientIds: ['sts.amazonaws.com'],
         roles: [
-          { arn: ROLE, trustPolicy: trusting(issuer.issuer, AWS_ACCOUNT, ['reader', 'secret-reader', 'multi']) },
+          {
+            arn: ROLE,
+            trustPolicy: trusting(issuer.issuer, AWS_ACCOUNT, [
+              'reader',
+              'secret-reader',
+              'multi',
+              'session',
+              'session-literal',
+            ]),
+          },
           { arn: WRITER_ROLE, trustPolicy: trusting(issuer.issuer, OTHER_AWS_ACCOUNT, ['multi']) },
         ],
       })),
@@ -122,8 +135,50 @@ const start = (language: Language, serviceAccount: string, options?: StartOption
 /** Digest of the token the stand-in saw when it issued these credentials. */
 const presented = (answer: SdkAnswer) => sts.exchanges.find((e) => e.accessKeyId === answer.accessKeyId)?.tokenDigest;
 
+const ROLE_NAME = ROLE.split('/').pop();
+
 for (const language of ['node', 'python'] as const) {
   const sdkName = language === 'node' ? '@aws-sdk/credential-providers' : 'boto3';
+
+  describe(`${sdkName} (${language}): AWS_ROLE_SESSION_NAME reaches STS`, () => {
+    test('pod-name: a Pod named by generateName assumes the role in a session named after it', async () => {
+      const { pod, container, sdk } = await start(language, 'session', { generateName: true });
+      const name = pod.metadata!.name!;
+      assert.match(name, /^session-[a-z0-9]{5}$/);
+      const stored = pod.spec!.containers[0].env?.find((e) => e.name === 'AWS_ROLE_SESSION_NAME');
+      assert.deepEqual({ ...stored?.valueFrom?.fieldRef }, { apiVersion: 'v1', fieldPath: 'metadata.name' });
+      assert.equal(container.env.AWS_ROLE_SESSION_NAME, name);
+      const answer = await sdk.credentials();
+      assert.ok(answer.ok, `${JSON.stringify(answer.error)}\n${sdk.stderr()}`);
+      const exchange = sts.exchanges.find((e) => e.accessKeyId === answer.accessKeyId);
+      assert.equal(exchange?.roleSessionName, name);
+      assert.equal(exchange?.assumedRoleArn, `arn:aws:sts::${AWS_ACCOUNT}:assumed-role/${ROLE_NAME}/${name}`);
+      await sdk.stop();
+    });
+
+    test('a literal session name', async () => {
+      const { sdk } = await start(language, 'session-literal');
+      const answer = await sdk.credentials();
+      assert.ok(answer.ok, `${JSON.stringify(answer.error)}\n${sdk.stderr()}`);
+      const exchange = sts.exchanges.find((e) => e.accessKeyId === answer.accessKeyId);
+      assert.equal(exchange?.assumedRoleArn, `arn:aws:sts::${AWS_ACCOUNT}:assumed-role/${ROLE_NAME}/${LITERAL}`);
+      await sdk.stop();
+    });
+
+    test("the container's own value wins; one of 65 characters STS refuses", async () => {
+      const own = 'x'.repeat(65);
+      const { container, sdk } = await start(language, 'session', { env: { AWS_ROLE_SESSION_NAME: own } });
+      assert.equal(container.env.AWS_ROLE_SESSION_NAME, own);
+      const answer = await sdk.credentials();
+      assert.equal(answer.ok, false);
+      assert.equal(answer.error?.code, 'ValidationError');
+      assert.match(
+        answer.error!.message,
+        /at 'roleSessionName' failed to satisfy constraint: Member must have length less than or equal to 64/,
+      );
+      await sdk.stop();
+    });
+  });
 
   describe(`${sdkName} (${language})`, () => {
     test('runs the pinned SDK version', async (t) => {

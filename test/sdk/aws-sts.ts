@@ -72,6 +72,8 @@ export interface AwsExchange {
   host: string;
   roleArn: string;
   roleSessionName: string;
+  /** The assumed-role ARN answered: arn:<partition>:sts::<account>:assumed-role/<role>/<session>. */
+  assumedRoleArn: string;
   subject: string;
   audience: string;
   tokenDigest: string;
@@ -87,7 +89,8 @@ export interface AwsSts extends StandInService {
 }
 
 const NS = 'https://sts.amazonaws.com/doc/2011-06-15/';
-const SESSION_NAME = /^[\w+=,.@-]{2,64}$/;
+// STS's RoleSessionName: 2 to 64 characters of [\w+=,.@-]; each rule answered with STS's message.
+const SESSION_NAME_CHARACTERS = /^[\w+=,.@-]*$/;
 
 export function createAwsSts(options: AwsStsOptions): AwsSts {
   const issuerHostPath = options.issuer.issuer.replace(/^https:\/\//, '');
@@ -122,7 +125,15 @@ export function createAwsSts(options: AwsStsOptions): AwsSts {
       ] as const) {
         if (!value) return fail(400, 'MissingParameter', `The request must contain the parameter ${name}`);
       }
-      if (!SESSION_NAME.test(sessionName!)) {
+      if (sessionName!.length < 2 || sessionName!.length > 64) {
+        const [op, bound] = sessionName!.length < 2 ? ['greater', 2] : ['less', 64];
+        return fail(
+          400,
+          'ValidationError',
+          `1 validation error detected: Value '${sessionName}' at 'roleSessionName' failed to satisfy constraint: Member must have length ${op} than or equal to ${bound}`,
+        );
+      }
+      if (!SESSION_NAME_CHARACTERS.test(sessionName!)) {
         return fail(
           400,
           'ValidationError',
@@ -181,17 +192,19 @@ export function createAwsSts(options: AwsStsOptions): AwsSts {
       }
 
       const accessKeyId = `ASIA${randomId(16)}`;
+      const [, partition, , , account, resource] = role.arn.split(':');
+      const roleName = resource.split('/').pop();
+      const assumedRoleArn = `arn:${partition}:sts::${account}:assumed-role/${roleName}/${sessionName}`;
       sts.exchanges.push({
         host: req.host,
         roleArn: role.arn,
         roleSessionName: sessionName!,
+        assumedRoleArn,
         subject: payload.sub,
         audience,
         tokenDigest: digest,
         accessKeyId,
       });
-      const [, partition, , , account, resource] = role.arn.split(':');
-      const roleName = resource.split('/').pop();
       const expiration = new Date(Date.now() + duration * 1000).toISOString().replace(/\.\d{3}Z$/, 'Z');
       return xml(
         200,
@@ -200,7 +213,7 @@ export function createAwsSts(options: AwsStsOptions): AwsSts {
     <Audience>${esc(audience)}</Audience>
     <AssumedRoleUser>
       <AssumedRoleId>AROA${randomId(17)}:${esc(sessionName!)}</AssumedRoleId>
-      <Arn>arn:${partition}:sts::${account}:assumed-role/${esc(roleName!)}/${esc(sessionName!)}</Arn>
+      <Arn>${esc(assumedRoleArn)}</Arn>
     </AssumedRoleUser>
     <Provider>arn:${partition}:iam::${account}:oidc-provider/${esc(issuerHostPath)}</Provider>
     <Credentials>

@@ -40,7 +40,12 @@ export interface SdkCluster {
   /** Creates a Pod and returns it as the API server stored it after admission. */
   createPod(
     serviceAccountName: string,
-    opts?: { labels?: Record<string, string>; env?: Record<string, string>; sidecars?: string[] },
+    opts?: {
+      labels?: Record<string, string>;
+      env?: Record<string, string>;
+      sidecars?: string[];
+      generateName?: boolean;
+    },
   ): Promise<V1Pod>;
   /**
    * Creates a labelled Secret (GEP-26) and returns it as stored once the token requestor has
@@ -79,6 +84,8 @@ export interface StartOptions extends MaterialiseOptions {
   sidecars?: string[];
   /** The container the SDK runs in; default `app`. */
   container?: string;
+  /** Name the Pod by generateName (`<serviceAccount>-`), so it has no name at admission. */
+  generateName?: boolean;
 }
 
 export interface SdkCase {
@@ -171,7 +178,12 @@ export async function startSdkCluster(options: SdkClusterOptions): Promise<SdkCl
         const created = await core.createNamespacedPod({
           namespace: options.namespace,
           body: {
-            metadata: { name: `${serviceAccountName}-${++seq}`, labels: opts.labels },
+            metadata: {
+              ...(opts.generateName
+                ? { generateName: `${serviceAccountName}-` }
+                : { name: `${serviceAccountName}-${++seq}` }),
+              labels: opts.labels,
+            },
             spec: {
               serviceAccountName,
               containers: [
@@ -258,6 +270,7 @@ export async function startSdkCluster(options: SdkClusterOptions): Promise<SdkCl
           labels: startOptions.labels,
           env: startOptions.env,
           sidecars: startOptions.sidecars,
+          generateName: startOptions.generateName,
         });
         const container = await cluster.materialise(pod, {
           tokenAudience: startOptions.tokenAudience,

@@ -123,8 +123,10 @@ export async function materialiseContainer(
   const env: Record<string, string> = {};
   const rewrittenEnv: string[] = [];
   for (const e of container.env ?? []) {
-    if (e.valueFrom) throw new Error(`env ${e.name} uses valueFrom, which is not materialised`);
-    const value = e.value ?? '';
+    // The kubelet resolves a fieldRef against the stored Pod (AWS_ROLE_SESSION_NAME's metadata.name).
+    const fieldPath = e.valueFrom?.fieldRef?.fieldPath;
+    if (e.valueFrom && !fieldPath) throw new Error(`env ${e.name}: only fieldRef valueFrom is materialised`);
+    const value = fieldPath ? fieldValue(pod, fieldPath) : (e.value ?? '');
     if (insideMount(value)) {
       env[e.name] = hostPath(value);
       rewrittenEnv.push(e.name);

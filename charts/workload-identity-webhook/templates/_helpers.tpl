@@ -121,6 +121,7 @@ awsDefaultRegion: aws-default-region
 awsAudience: aws-audience
 awsTokenExpiration: aws-token-expiration
 awsStsRegionalEndpoints: aws-sts-regional-endpoints
+awsRoleSessionName: aws-role-session-name
 awsComposeRoleArn: aws-compose-role-arn
 awsComposeRoleArnAccount: aws-compose-role-arn-account
 awsComposeRoleArnPartition: aws-compose-role-arn-partition

@@ -14,6 +14,7 @@ export const awsCloud: Cloud<AwsOptions, AwsDeclared, AwsField, AwsTrust> = {
     defaultTokenExpiration: config.awsTokenExpiration,
     region: config.awsDefaultRegion,
     regionalStsEndpoints: config.awsStsRegionalEndpoints,
+    roleSessionName: config.awsRoleSessionName,
     strict: config.strict,
     roleArnBase: config.awsRoleArnBase,
     containerCredentials: config.awsContainerCredentialsConfig && {

@@ -28,6 +28,7 @@ import {
 } from './profiles.ts';
 import { composeRoleArn, type RoleArn, type RoleArnBase, readRoleArn } from './role-arn.ts';
 import { kubeletLiteral } from '../../shell.ts';
+import { readSessionName, type SessionName, sessionNameEnv } from './session-name.ts';
 
 export { parseRoleArn, ROLE_ARN_PATTERN, type RoleArn } from './role-arn.ts';
 
@@ -46,6 +47,8 @@ export interface AwsOptions {
   region: string | undefined;
   /** AWS_STS_REGIONAL_ENDPOINTS=regional unless a ServiceAccount says otherwise. */
   regionalStsEndpoints: boolean;
+  /** --aws-role-session-name: AWS_ROLE_SESSION_NAME from the Pod's name or a literal (annotations override it). */
+  roleSessionName?: SessionName;
   /** Refuse the values the peer read its own way (see tolerated) instead of warning. */
   strict?: boolean;
   /** --aws-compose-role-arn: the account and partition a bare role name completes to. */
@@ -125,13 +128,14 @@ function keysOf(p: string) {
     expiration: `${p}/token-expiration`,
     region: `${p}/region`,
     skipContainers: `${p}/skip-containers`,
+    sessionName: `${p}/role-session-name`,
   };
 }
 
 /**
  * The ServiceAccount annotations IRSA reads, under the configured prefix, each with the most a
  * legitimate value needs: a role ARN, 64 profiles of a name and a role ARN, an audience, and
- * short values (a boolean, seconds, a region).
+ * short values (a boolean, seconds, a region, a session name).
  */
 export function awsServiceAccountAnnotations(prefix: string): AnnotationBound[] {
   const k = keysOf(prefix);
@@ -142,12 +146,13 @@ export function awsServiceAccountAnnotations(prefix: string): AnnotationBound[] 
     scalarBound(k.regional),
     scalarBound(k.expiration),
     scalarBound(k.region),
+    scalarBound(k.sessionName),
   ];
 }
 
 export function createAwsProvider(options: AwsOptions): PodProvider {
   const aws: Aws = { options, keys: keysOf(options.annotationPrefix), strict: options.strict ?? false };
-  const { expiration, region, skipContainers } = aws.keys;
+  const { expiration, region, skipContainers, sessionName } = aws.keys;
   return {
     name: 'aws',
     serviceAccountAnnotations: awsServiceAccountAnnotations(options.annotationPrefix),
@@ -155,6 +160,7 @@ export function createAwsProvider(options: AwsOptions): PodProvider {
       annotations: [
         { key: expiration, max: MAX_SCALAR_ANNOTATION },
         { key: region, max: MAX_SCALAR_ANNOTATION },
+        { key: sessionName, max: MAX_SCALAR_ANNOTATION },
         { key: skipContainers, max: MAX_NAME_LIST_ANNOTATION, separator: ',' },
       ],
       credentialEnv: AWS_CREDENTIAL_ENV,
@@ -357,9 +363,53 @@ function irsa(
   const audience = sa[keys.audience]?.trim() || options.defaultAudience;
   const shared = common(aws, pod, sa, saName, warnings);
   if (isDenial(shared)) return shared;
+  const session = sessionNameOf(aws, pod, sa, saName);
+  if (isDenial(session)) return session;
   const path = (f: string) => (windows ? windowsPath(f) : f);
   const web: WebIdentity = { pod, saName, audience, shared, skip, path, warnings };
-  return rawProfiles === undefined ? webIdentityPair(aws, web, role!) : sharedConfig(aws, web, rawProfiles, role);
+  if (rawProfiles !== undefined) {
+    if (session?.annotated)
+      warnings.push(
+        `${keys.sessionName} is not applied with ${keys.roleArns}: the SDKs read a shared config file's profiles without AWS_ROLE_SESSION_NAME`,
+      );
+    return sharedConfig(aws, web, rawProfiles, role);
+  }
+  return webIdentityPair(aws, withSessionName(web, session?.want), role!);
+}
+
+/** The session name asked for: the Pod's annotation over the ServiceAccount's over the flag. */
+function sessionNameOf(
+  aws: Aws,
+  pod: Pod,
+  sa: Record<string, string>,
+  saName: string,
+): { want: SessionName; annotated: boolean } | Denial | undefined {
+  const key = aws.keys.sessionName;
+  for (const [where, raw] of [
+    ['Pod', pod.metadata?.annotations?.[key]],
+    [saName, sa[key]],
+  ] as const) {
+    if (raw === undefined) continue;
+    const want = readSessionName(raw, true);
+    // Quoted as JSON: a newline or a control character in it is shown escaped.
+    if (typeof want === 'string')
+      return denial('InvalidAnnotation', `${where} annotation ${key}=${JSON.stringify(raw)} ${want}`);
+    return { want, annotated: true };
+  }
+  const flag = aws.options.roleSessionName;
+  return flag && { want: flag, annotated: false };
+}
+
+/** AWS_ROLE_SESSION_NAME as a group of its own: a container that sets it keeps its value. */
+function withSessionName(web: WebIdentity, want: SessionName | undefined): WebIdentity {
+  if (!want) return web;
+  const env = sessionNameEnv(want, web.pod.metadata?.name || undefined);
+  if (env === undefined) return web;
+  if (typeof env === 'string') {
+    web.warnings.push(env);
+    return web;
+  }
+  return { ...web, shared: { ...web.shared, envGroups: [...web.shared.envGroups, [env]] } };
 }
 
 const identityOf = (r: RoleArn, audience: string) => ({

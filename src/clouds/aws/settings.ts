@@ -13,6 +13,7 @@ import {
 import { type InstanceIdentity, readInstanceIdentity } from './imds.ts';
 import { PodIdentityAssociations } from './pod-identity-associations.ts';
 import { partitionOfRegion, type RoleArnBase } from './role-arn.ts';
+import { POD_NAME, readSessionName, type SessionName } from './session-name.ts';
 
 // The peer passes its --aws-default-region through untouched, so the flag refuses only what no
 // SDK could read as a region name.
@@ -46,6 +47,13 @@ function clusterName(raw: string, flag: string): string | undefined {
       `--${flag}="${raw}" is not an EKS cluster name (1 to 100 letters, digits, "-" and "_", starting with a letter or digit)`,
     );
   return raw;
+}
+
+function sessionName(raw: string, flag: string): SessionName | undefined {
+  if (raw === '') return undefined;
+  const read = readSessionName(raw, false);
+  if (typeof read === 'string') throw new ConfigError(`--${flag}="${raw}" ${read}`);
+  return read;
 }
 
 function nonEmpty(raw: string, flag: string): string {
@@ -114,6 +122,13 @@ export const AWS_SETTINGS = {
     parse: bool,
     default: false,
     boolean: true,
+  },
+  // Off unless asked: the SDKs then name the session themselves (a timestamp or a random one).
+  awsRoleSessionName: {
+    flag: 'aws-role-session-name',
+    description: `AWS_ROLE_SESSION_NAME for IRSA containers that set none: "${POD_NAME}" (the Pod's name, through the downward API) or a literal RoleSessionName; a role-session-name annotation overrides it`,
+    parse: sessionName,
+    default: undefined,
   },
   // Bare role names completed to ARNs, as the peer's --compose-role-arn (its PR #95).
   awsComposeRoleArn: {
