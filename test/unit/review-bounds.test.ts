@@ -179,6 +179,9 @@ describe('what the providers read of a Pod', () => {
     ['eks.amazonaws.com/skip-containers', ','],
     ['azure.workload.identity/skip-containers', ';'],
     ['cloud.google.com/skip-containers', ','],
+    ['eks.amazonaws.com/include-containers', ','],
+    ['azure.workload.identity/include-containers', ';'],
+    ['cloud.google.com/include-containers', ','],
   ] as const;
   for (const [key, separator] of skips) {
     test(`${key}: 64 names of 63 characters are read, 65 names are refused`, async () => {

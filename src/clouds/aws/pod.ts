@@ -10,7 +10,7 @@ import {
   parseBool,
   parseSeconds,
   podContainers,
-  splitNames,
+  skippedContainers,
   tokenVolume,
   tolerated,
   windowsPath,
@@ -128,6 +128,7 @@ function keysOf(p: string) {
     expiration: `${p}/token-expiration`,
     region: `${p}/region`,
     skipContainers: `${p}/skip-containers`,
+    includeContainers: `${p}/include-containers`,
     sessionName: `${p}/role-session-name`,
   };
 }
@@ -152,7 +153,7 @@ export function awsServiceAccountAnnotations(prefix: string): AnnotationBound[] 
 
 export function createAwsProvider(options: AwsOptions): PodProvider {
   const aws: Aws = { options, keys: keysOf(options.annotationPrefix), strict: options.strict ?? false };
-  const { expiration, region, skipContainers, sessionName } = aws.keys;
+  const { expiration, region, skipContainers, includeContainers, sessionName } = aws.keys;
   return {
     name: 'aws',
     serviceAccountAnnotations: awsServiceAccountAnnotations(options.annotationPrefix),
@@ -162,6 +163,7 @@ export function createAwsProvider(options: AwsOptions): PodProvider {
         { key: region, max: MAX_SCALAR_ANNOTATION },
         { key: sessionName, max: MAX_SCALAR_ANNOTATION },
         { key: skipContainers, max: MAX_NAME_LIST_ANNOTATION, separator: ',' },
+        { key: includeContainers, max: MAX_NAME_LIST_ANNOTATION, separator: ',' },
       ],
       credentialEnv: AWS_CREDENTIAL_ENV,
     },
@@ -175,7 +177,8 @@ function resolveAwsPod(aws: Aws, ctx: PodContext): Injection | Denial | undefine
   if (labels && labels[AWS_SKIP_POD_LABEL] !== undefined) return undefined;
   const saName = `ServiceAccount ${namespace}/${serviceAccount?.name ?? serviceAccountNameOf(pod)}`;
   const warnings: string[] = [];
-  const skipContainers = splitNames(pod.metadata?.annotations?.[aws.keys.skipContainers], ',');
+  const { skipContainers: skip, includeContainers: include } = aws.keys;
+  const skipContainers = skippedContainers(pod, { skip, include }, ',', warnings);
   // EKS Pod Identity takes precedence over IRSA and needs no annotation: the association lives
   // in EKS (the peer's buildPodPatchConfig).
   const cc = aws.options.containerCredentials;
