@@ -140,6 +140,22 @@ const INPUTS: Record<string, { base: number; reps: number; make: (n: number) => 
       }),
     }),
   },
+  'include-containers of the three clouds, over as many containers': {
+    base: 40,
+    reps: 10,
+    make: (n) => ({
+      annotations: { ...AWS, ...AZURE, ...GCP },
+      pod: pod({
+        labels: AZURE_LABEL,
+        annotations: {
+          'eks.amazonaws.com/include-containers': names(n).join(','),
+          'azure.workload.identity/include-containers': names(n).join(';'),
+          'cloud.google.com/include-containers': names(n).join(','),
+        },
+        spec: { containers: containers(n) },
+      }),
+    }),
+  },
   'containers, three clouds': {
     base: 40,
     reps: 10,
