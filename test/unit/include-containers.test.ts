@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { mutatePod } from '../../src/mutate/pod.ts';
 import type { Container, Pod } from '../../src/kube/types.ts';
 import { apply, pod, providers, sa } from '../support/builders.ts';
-import { CLIENT, ROLE_ARN, TENANT, WIF_PROVIDER } from '../support/identities.ts';
+import { CLIENT, GCP_EMAIL, ROLE_ARN, TENANT, WIF_PROVIDER } from '../support/identities.ts';
 
 const CLOUDS = [
   {
@@ -93,3 +93,39 @@ for (const cloud of CLOUDS) {
     });
   });
 }
+
+describe("include-containers and the webhook's own containers", () => {
+  const cases = [
+    {
+      labels: { 'azure.workload.identity/use': 'true' },
+      annotations: {
+        'azure.workload.identity/include-containers': 'app',
+        'azure.workload.identity/inject-proxy-sidecar': 'true',
+      },
+      sa: { 'azure.workload.identity/client-id': CLIENT, 'azure.workload.identity/tenant-id': TENANT },
+      own: ['azwi-proxy', 'azwi-proxy-init'],
+    },
+    {
+      labels: {},
+      annotations: { 'cloud.google.com/include-containers': 'app' },
+      sa: {
+        'cloud.google.com/workload-identity-provider': WIF_PROVIDER,
+        'cloud.google.com/service-account-email': GCP_EMAIL,
+      },
+      own: ['gcloud-setup'],
+    },
+  ];
+  for (const c of cases)
+    test(`${c.own.join(', ')} added as without it, and a reinvocation changes nothing`, () => {
+      const p = pod({ labels: c.labels, annotations: c.annotations, spec: structuredClone(SPEC) });
+      const first = mutatePod(providers(), { pod: p, namespace: 'team-a', serviceAccount: sa(c.sa) });
+      assert.ok(first.allowed, first.allowed ? '' : first.denial.message);
+      const out = apply(p, first.allowed ? first.patch : []);
+      const names = out.spec!.initContainers!.map((i) => i.name);
+      for (const own of c.own) assert.ok(names.includes(own), `${own} in ${names.join(', ')}`);
+      assert.equal(out.spec!.containers!.find((x) => x.name === 'other')!.env, undefined);
+      const again = mutatePod(providers(), { pod: out, namespace: 'team-a', serviceAccount: sa(c.sa) });
+      assert.ok(again.allowed, again.allowed ? '' : again.denial.message);
+      assert.deepEqual(again.allowed && again.patch, []);
+    });
+});
