@@ -95,7 +95,13 @@ for (const cloud of CLOUDS) {
 }
 
 describe("include-containers and the webhook's own containers", () => {
-  const cases = [
+  type Case = {
+    labels: Record<string, string>;
+    annotations: Record<string, string>;
+    sa: Record<string, string>;
+    own: string[];
+  };
+  const cases: Case[] = [
     {
       labels: { 'azure.workload.identity/use': 'true' },
       annotations: {
