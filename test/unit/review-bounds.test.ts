@@ -281,6 +281,13 @@ describe("the ServiceAccount's list annotations", () => {
       {},
     ],
     [
+      'eks.amazonaws.com/container-profiles',
+      (n) => Array.from({ length: n }, (_, i) => `c${i}=p${i}`).join(','),
+      {
+        'eks.amazonaws.com/role-arns': Array.from({ length: 64 }, (_, i) => `p${i}=${roleArn(`r${i}`)}`).join(','),
+      },
+    ],
+    [
       'azure.workload.identity/container-client-ids',
       (n) => Array.from({ length: n }, (_, i) => `c${i}=${CLIENT}`).join(';'),
       AZURE,
