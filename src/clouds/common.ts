@@ -90,6 +90,37 @@ export function splitNames(value: string | undefined, separator: string): Readon
 }
 const EMPTY: ReadonlySet<string> = new Set();
 
+/**
+ * The containers a provider leaves alone: those its skip-containers annotation names and, when the
+ * Pod carries an include-containers annotation naming anyone, every container and init container
+ * it does not name. Skip wins for a name in both lists (the narrower reading, with a warning); an
+ * included name that matches no container is warned of, never guessed at.
+ */
+export function skippedContainers(
+  pod: Pod,
+  keys: { skip: string; include: string },
+  separator: string,
+  warnings: string[],
+): ReadonlySet<string> {
+  const annotations = pod.metadata?.annotations;
+  const skip = splitNames(annotations?.[keys.skip], separator);
+  const include = splitNames(annotations?.[keys.include], separator);
+  if (include.size === 0) return skip;
+  const names = [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])].map((c) => c.name);
+  const known = new Set(names);
+  const unknown = [...include].filter((name) => !known.has(name));
+  const both = [...include].filter((name) => known.has(name) && skip.has(name));
+  // One warning per kind, the names quoted and clipped: 64 names would be 64 warnings otherwise.
+  if (unknown.length)
+    warnings.push(`Pod annotation ${keys.include} names no container or init container ${quoted(unknown)}`);
+  if (both.length)
+    warnings.push(`Pod annotation ${keys.skip} wins: ${quoted(both)} left alone, though ${keys.include} names them`);
+  const skipped = new Set(skip);
+  for (const name of names) if (!include.has(name)) skipped.add(name);
+  return skipped;
+}
+const quoted = (names: string[]) => clip(names.map((n) => JSON.stringify(n)).join(', '), 200)!;
+
 /** `/var/run/x/token` as a Windows container sees it: `C:\var\run\x\token`. */
 export function windowsPath(path: string): string {
   return 'C:' + path.replaceAll('/', '\\');

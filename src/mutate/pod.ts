@@ -473,7 +473,7 @@ function planContainers(
           mounts.push(wanted);
         } else if (atPath.name !== wanted.name) {
           conflicts.push(
-            `container "${container.name}" already mounts volume "${atPath.name}" at ${wanted.mountPath}, where the webhook mounts "${wanted.name}"; move that mount or list the container in the provider's skip-containers annotation`,
+            `container "${container.name}" already mounts volume "${atPath.name}" at ${wanted.mountPath}, where the webhook mounts "${wanted.name}"; move that mount or list the container in the provider's skip-containers annotation (or leave it out of include-containers)`,
           );
         }
       }

@@ -143,6 +143,23 @@ describe('preview', () => {
     assert.match(long.stderr, /^warning: .*"n{65}" has 65 characters and STS takes a RoleSessionName of 2 to 64/m);
   });
 
+  test('include-containers: only the named container gets the identity; an unknown name is a warning on stderr', () => {
+    const input =
+      'kind: ServiceAccount\napiVersion: v1\nmetadata: {name: x, annotations: {eks.amazonaws.com/role-arn: "arn:aws:iam::111122223333:role/x"}}\n---\n' +
+      'kind: Pod\napiVersion: v1\nmetadata: {name: p, annotations: {eks.amazonaws.com/include-containers: "app,ghost"}}\n' +
+      'spec: {serviceAccountName: x, containers: [{name: app}, {name: other}]}\n';
+    const r = preview(['-f', '-', '-o', 'json'], input);
+    assert.equal(r.code, 0, r.stderr);
+    const [app, other] = JSON.parse(r.stdout).spec.containers;
+    assert.ok(app.env.some((e: { name: string }) => e.name === 'AWS_ROLE_ARN'));
+    assert.equal(app.volumeMounts[0].name, 'aws-iam-token');
+    assert.deepEqual(other, { name: 'other' });
+    assert.match(
+      r.stderr,
+      /^warning: Pod annotation eks.amazonaws.com\/include-containers names no container or init container "ghost"$/m,
+    );
+  });
+
   test("configuration flags are the same as serve's", () => {
     const r = preview(['-f', join(EXAMPLES, 'azure.yaml'), '-o', 'json', '--azure-cloud', 'AzureUSGovernmentCloud']);
     const env = JSON.parse(r.stdout).spec.containers[0].env;

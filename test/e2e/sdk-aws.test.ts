@@ -97,6 +97,13 @@ before(async () => {
         'eks.amazonaws.com/role-arns': `writer=${WRITER_ROLE}`,
         'eks.amazonaws.com/sts-regional-endpoints': 'true',
       },
+      // A role per container (AWS #147): the Pod's container "app" gets the writer profile.
+      'per-container': {
+        'eks.amazonaws.com/role-arn': ROLE,
+        'eks.amazonaws.com/role-arns': `writer=${WRITER_ROLE}`,
+        'eks.amazonaws.com/container-profiles': 'app=writer',
+        'eks.amazonaws.com/sts-regional-endpoints': 'true',
+      },
       'unassociated-in-eks': {},
       // AWS_ROLE_SESSION_NAME (AWS #112): the Pod's own name, or a literal.
       session: { 'eks.amazonaws.com/role-arn': ROLE, 'eks.amazonaws.com/role-session-name': 'pod-name' },
@@ -117,7 +124,7 @@ before(async () => {
               'session-literal',
             ]),
           },
-          { arn: WRITER_ROLE, trustPolicy: trusting(issuer.issuer, OTHER_AWS_ACCOUNT, ['multi']) },
+          { arn: WRITER_ROLE, trustPolicy: trusting(issuer.issuer, OTHER_AWS_ACCOUNT, ['multi', 'per-container']) },
         ],
       })),
     ],
@@ -273,6 +280,14 @@ for (const language of ['node', 'python'] as const) {
       const writer = exchangeOf(await sdk.credentials('writer'));
       assert.deepEqual([writer.roleArn, writer.subject, writer.tokenDigest], [WRITER_ROLE, subject('multi'), token]);
       assert.equal(writer.host, 'sts.eu-west-1.amazonaws.com');
+      await sdk.stop();
+    });
+
+    test('container-profiles: the default chain of container "app" assumes its profile\'s role', async () => {
+      const { container, sdk } = await start(language, 'per-container');
+      assert.equal(container.env.AWS_PROFILE, 'writer');
+      const exchange = exchangeOf(await sdk.credentials());
+      assert.deepEqual([exchange.roleArn, exchange.subject], [WRITER_ROLE, subject('per-container')]);
       await sdk.stop();
     });
 

@@ -112,6 +112,20 @@ const INPUTS: Record<string, { base: number; reps: number; make: (n: number) => 
       pod: pod({ labels: AZURE_LABEL }),
     }),
   },
+  'AWS container profiles, over as many containers': {
+    // 6 → 60: within the 64 a list may have, so the work itself is measured, not a refusal.
+    base: 6,
+    reps: 10,
+    make: (n) => ({
+      annotations: {
+        'eks.amazonaws.com/role-arns': 'writer=arn:aws:iam::111122223333:role/writer',
+        'eks.amazonaws.com/container-profiles': names(n)
+          .map((c) => `${c}=writer`)
+          .join(','),
+      },
+      pod: pod({ spec: { containers: containers(n) } }),
+    }),
+  },
   'GCP named providers': {
     base: 400,
     reps: 20,
@@ -137,6 +151,23 @@ const INPUTS: Record<string, { base: number; reps: number; make: (n: number) => 
           'azure.workload.identity/skip-containers': names(n).join(';'),
           'cloud.google.com/skip-containers': names(n).join(','),
         },
+      }),
+    }),
+  },
+  'include-containers of the three clouds, over as many containers': {
+    // 6 → 60: within the 64 a list may have, so the work itself is measured, not a refusal.
+    base: 6,
+    reps: 10,
+    make: (n) => ({
+      annotations: { ...AWS, ...AZURE, ...GCP },
+      pod: pod({
+        labels: AZURE_LABEL,
+        annotations: {
+          'eks.amazonaws.com/include-containers': names(n).join(','),
+          'azure.workload.identity/include-containers': names(n).join(';'),
+          'cloud.google.com/include-containers': names(n).join(','),
+        },
+        spec: { containers: containers(n) },
       }),
     }),
   },

@@ -121,6 +121,8 @@ function randomPod(r: Rng): Pod {
   if (r.chance(0.2)) annotations['eks.amazonaws.com/token-expiration'] = r.pick(['7200', 'x', '']);
   if (r.chance(0.2)) annotations['eks.amazonaws.com/skip-containers'] = r.pick(['app', 'app,sidecar', ',,']);
   if (r.chance(0.2)) annotations['azure.workload.identity/skip-containers'] = r.pick(['app', 'app;sidecar', ';']);
+  if (r.chance(0.2)) annotations['eks.amazonaws.com/include-containers'] = r.pick(['app', 'sidecar,ghost', ',']);
+  if (r.chance(0.2)) annotations['cloud.google.com/include-containers'] = r.pick(['app,sidecar', 'ghost', ' ']);
   if (r.chance(0.2)) annotations['example.com/a~b/c'] = randomString(r);
   if (r.chance(0.1)) annotations['eks.amazonaws.com/region'] = r.pick(['eu-central-1', 'x y']);
   const labels: Record<string, string> = {};

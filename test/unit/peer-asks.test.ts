@@ -583,6 +583,14 @@ describe('tenant policy judges every identity of a cloud in the Pod', () => {
     );
   });
 
+  test("container-profiles (AWS #147): a container's profile is judged as every role-arns role", () => {
+    const perContainer = { ...roles, 'eks.amazonaws.com/container-profiles': 'app=writer' };
+    const r = judged([starter()], account('111122223333'), perContainer);
+    assert.ok(!r.allowed);
+    assert.equal(r.denial.reason, 'PolicyDenied');
+    assert.match(r.denial.message, /^namespace team-a may not use AWS account 444455556666; /);
+  });
+
   test('a malformed role ARN admitted outside --strict matches no declared account', () => {
     const policy = declaring({
       identityProviders: [{ name: 'main', displayName: 'Main', aws: { accountIds: ['111122223333'] } }],
@@ -616,6 +624,43 @@ describe('trust prints every identity', () => {
     assert.deepEqual(
       report.oidcProviders.map((p) => p.account),
       [AWS_ACCOUNT, OTHER_AWS_ACCOUNT],
+    );
+  });
+});
+
+describe('trust and a role per container (AWS #147)', () => {
+  test("container-profiles: the container's role is printed with its trust; a profile role-arns lacks is a problem named", () => {
+    const { identities, problems } = identitiesOfServiceAccounts(providers(), [
+      sa(
+        {
+          'eks.amazonaws.com/role-arn': ARN,
+          'eks.amazonaws.com/role-arns': `writer=${WRITER}`,
+          'eks.amazonaws.com/container-profiles': 'app=writer',
+        },
+        'jobs',
+        'batch',
+      ),
+      sa(
+        { 'eks.amazonaws.com/role-arns': `writer=${WRITER}`, 'eks.amazonaws.com/container-profiles': 'app=admin' },
+        'typo',
+        'batch',
+      ),
+    ]);
+    assert.equal(problems.length, 1);
+    assert.match(
+      problems[0],
+      /^ServiceAccount batch\/typo: .*container "app" names profile "admin", which is not one of the role-arns profiles/,
+    );
+    const report = cloudModule('aws').trust.report('https://oidc.example.com/c', identities, {
+      settings: config(),
+      accounts: [],
+    }) as { roles: { roleArn: string; trustedBy: string[] }[] };
+    assert.deepEqual(
+      report.roles.map((r) => [r.roleArn, r.trustedBy]),
+      [
+        [ARN, ['ServiceAccount batch/jobs']],
+        [WRITER, ['ServiceAccount batch/jobs']],
+      ],
     );
   });
 });

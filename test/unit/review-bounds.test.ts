@@ -179,6 +179,9 @@ describe('what the providers read of a Pod', () => {
     ['eks.amazonaws.com/skip-containers', ','],
     ['azure.workload.identity/skip-containers', ';'],
     ['cloud.google.com/skip-containers', ','],
+    ['eks.amazonaws.com/include-containers', ','],
+    ['azure.workload.identity/include-containers', ';'],
+    ['cloud.google.com/include-containers', ','],
   ] as const;
   for (const [key, separator] of skips) {
     test(`${key}: 64 names of 63 characters are read, 65 names are refused`, async () => {
@@ -276,6 +279,13 @@ describe("the ServiceAccount's list annotations", () => {
       'eks.amazonaws.com/role-arns',
       (n) => Array.from({ length: n }, (_, i) => `p${i}=${roleArn(`r${i}`)}`).join(','),
       {},
+    ],
+    [
+      'eks.amazonaws.com/container-profiles',
+      (n) => Array.from({ length: n }, (_, i) => `c${i}=p${i}`).join(','),
+      {
+        'eks.amazonaws.com/role-arns': Array.from({ length: 64 }, (_, i) => `p${i}=${roleArn(`r${i}`)}`).join(','),
+      },
     ],
     [
       'azure.workload.identity/container-client-ids',

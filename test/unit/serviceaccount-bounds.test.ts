@@ -97,6 +97,7 @@ describe('what the cache keeps of a ServiceAccount', () => {
     assert.deepEqual(lists.map((b) => b.key).sort(), [
       'azure.workload.identity/container-client-ids',
       'cloud.google.com/workload-identity-providers',
+      'eks.amazonaws.com/container-profiles',
       'eks.amazonaws.com/role-arns',
       'workload-identity-webhook.io/allowed-referrer-namespaces',
     ]);

@@ -1,5 +1,11 @@
 import { type AnnotationBound, listBound, scalarBound } from '../../annotation-bounds.ts';
-import { MAX_AUDIENCE, MAX_NAME_LIST_ANNOTATION, MAX_ROLE_ARN, MAX_SCALAR_ANNOTATION } from '../../bounds.ts';
+import {
+  MAX_AUDIENCE,
+  MAX_DNS_LABEL,
+  MAX_NAME_LIST_ANNOTATION,
+  MAX_ROLE_ARN,
+  MAX_SCALAR_ANNOTATION,
+} from '../../bounds.ts';
 import { CLOUDS } from '../registry.ts';
 import { denial, type Denial, isDenial } from '../../errors.ts';
 import type { EnvVar, Pod } from '../../kube/types.ts';
@@ -10,7 +16,7 @@ import {
   parseBool,
   parseSeconds,
   podContainers,
-  splitNames,
+  skippedContainers,
   tokenVolume,
   tolerated,
   windowsPath,
@@ -28,6 +34,7 @@ import {
 } from './profiles.ts';
 import { composeRoleArn, type RoleArn, type RoleArnBase, readRoleArn } from './role-arn.ts';
 import { kubeletLiteral } from '../../shell.ts';
+import { parseContainerProfiles, withContainerProfiles } from './container-profiles.ts';
 import { readSessionName, type SessionName, sessionNameEnv } from './session-name.ts';
 
 export { parseRoleArn, ROLE_ARN_PATTERN, type RoleArn } from './role-arn.ts';
@@ -123,11 +130,13 @@ function keysOf(p: string) {
   return {
     roleArn: `${p}/role-arn`,
     roleArns: `${p}/role-arns`,
+    containerProfiles: `${p}/container-profiles`,
     audience: `${p}/audience`,
     regional: `${p}/sts-regional-endpoints`,
     expiration: `${p}/token-expiration`,
     region: `${p}/region`,
     skipContainers: `${p}/skip-containers`,
+    includeContainers: `${p}/include-containers`,
     sessionName: `${p}/role-session-name`,
   };
 }
@@ -142,6 +151,7 @@ export function awsServiceAccountAnnotations(prefix: string): AnnotationBound[] 
   return [
     scalarBound(k.roleArn, MAX_ROLE_ARN),
     listBound(k.roleArns, MAX_PROFILE_NAME + 1 + MAX_ROLE_ARN),
+    listBound(k.containerProfiles, MAX_DNS_LABEL + 1 + MAX_PROFILE_NAME),
     scalarBound(k.audience, MAX_AUDIENCE),
     scalarBound(k.regional),
     scalarBound(k.expiration),
@@ -152,7 +162,7 @@ export function awsServiceAccountAnnotations(prefix: string): AnnotationBound[] 
 
 export function createAwsProvider(options: AwsOptions): PodProvider {
   const aws: Aws = { options, keys: keysOf(options.annotationPrefix), strict: options.strict ?? false };
-  const { expiration, region, skipContainers, sessionName } = aws.keys;
+  const { expiration, region, skipContainers, includeContainers, sessionName } = aws.keys;
   return {
     name: 'aws',
     serviceAccountAnnotations: awsServiceAccountAnnotations(options.annotationPrefix),
@@ -162,6 +172,7 @@ export function createAwsProvider(options: AwsOptions): PodProvider {
         { key: region, max: MAX_SCALAR_ANNOTATION },
         { key: sessionName, max: MAX_SCALAR_ANNOTATION },
         { key: skipContainers, max: MAX_NAME_LIST_ANNOTATION, separator: ',' },
+        { key: includeContainers, max: MAX_NAME_LIST_ANNOTATION, separator: ',' },
       ],
       credentialEnv: AWS_CREDENTIAL_ENV,
     },
@@ -175,7 +186,8 @@ function resolveAwsPod(aws: Aws, ctx: PodContext): Injection | Denial | undefine
   if (labels && labels[AWS_SKIP_POD_LABEL] !== undefined) return undefined;
   const saName = `ServiceAccount ${namespace}/${serviceAccount?.name ?? serviceAccountNameOf(pod)}`;
   const warnings: string[] = [];
-  const skipContainers = splitNames(pod.metadata?.annotations?.[aws.keys.skipContainers], ',');
+  const { skipContainers: skip, includeContainers: include } = aws.keys;
+  const skipContainers = skippedContainers(pod, { skip, include }, ',', warnings);
   // EKS Pod Identity takes precedence over IRSA and needs no annotation: the association lives
   // in EKS (the peer's buildPodPatchConfig).
   const cc = aws.options.containerCredentials;
@@ -358,6 +370,11 @@ function irsa(
   const rawArn = sa[keys.roleArn]?.trim() ? sa[keys.roleArn] : undefined;
   const rawProfiles = sa[keys.roleArns]?.trim() ? sa[keys.roleArns] : undefined;
   if (rawArn === undefined && rawProfiles === undefined) return undefined;
+  if (rawProfiles === undefined && sa[keys.containerProfiles]?.trim())
+    return denial(
+      'InvalidAnnotation',
+      `${saName} annotation ${keys.containerProfiles} names role-arns profiles, but ${keys.roleArns} is not set`,
+    );
   const role = rawArn === undefined ? undefined : defaultRole(aws, rawArn, saName, warnings, rawProfiles !== undefined);
   if (role && isDenial(role)) return role;
   const audience = sa[keys.audience]?.trim() || options.defaultAudience;
@@ -372,7 +389,7 @@ function irsa(
       warnings.push(
         `${keys.sessionName} is not applied with ${keys.roleArns}: the SDKs read a shared config file's profiles without AWS_ROLE_SESSION_NAME`,
       );
-    return sharedConfig(aws, web, rawProfiles, role);
+    return sharedConfig(aws, web, rawProfiles, role, sa[keys.containerProfiles]);
   }
   return webIdentityPair(aws, withSessionName(web, session?.want), role!);
 }
@@ -447,13 +464,23 @@ function webIdentityPair(aws: Aws, web: WebIdentity, role: RoleArn): Injection {
 }
 
 /** `role-arns`: the profiles in a shared config file, projected from a Pod annotation beside the token. */
-function sharedConfig(aws: Aws, web: WebIdentity, rawProfiles: string, role: RoleArn | undefined): Injection | Denial {
+function sharedConfig(
+  aws: Aws,
+  web: WebIdentity,
+  rawProfiles: string,
+  role: RoleArn | undefined,
+  rawChosen: string | undefined,
+): Injection | Denial {
   const { pod, saName, audience, shared, skip, path, warnings } = web;
   const where = `${saName} annotation ${aws.keys.roleArns}`;
   const listed = parseProfiles(rawProfiles, where, aws.options.roleArnBase);
   if (isDenial(listed)) return listed;
   const profiles = withDefault(aws, listed, role, saName);
   if (isDenial(profiles)) return profiles;
+  const chosen = rawChosen?.trim()
+    ? parseContainerProfiles(rawChosen, `${saName} annotation ${aws.keys.containerProfiles}`, profiles)
+    : new Map<string, string>();
+  if (isDenial(chosen)) return chosen;
   // No AWS_ROLE_ARN beside the file: boto3 takes it over a profile's role_arn.
   const configFile = [{ name: 'AWS_CONFIG_FILE', value: path(`${AWS_MOUNT_PATH}/${AWS_CONFIG_FILE}`) }];
   const ownWebIdentity = (sets: (name: string) => boolean) =>
@@ -467,7 +494,7 @@ function sharedConfig(aws: Aws, web: WebIdentity, rawProfiles: string, role: Rol
         fieldRef: { apiVersion: 'v1', fieldPath: `metadata.annotations['${AWS_CONFIG_ANNOTATION}']` },
       },
     ]),
-    ...envPlan(aws, pod, shared, configFile, skip, warnings, ownWebIdentity),
+    ...withContainerProfiles(pod, chosen, skip, envPlan(aws, pod, shared, configFile, skip, warnings, ownWebIdentity)),
     annotations: { [AWS_CONFIG_ANNOTATION]: sharedConfigFile(profiles, path(AWS_TOKEN_PATH)) },
     satisfied: profilesConfigured,
     identity: { ...identityOf(first.role, audience), profile: first.name },

@@ -4,7 +4,7 @@ import { CLOUDS } from '../registry.ts';
 import { GUID_PATTERN, isTenantId } from './facts.ts';
 import { denial, type Denial, isDenial } from '../../errors.ts';
 import type { Container, EnvVar, Pod, VolumeMount } from '../../kube/types.ts';
-import { boundExpiration, parseSeconds, splitNames, tokenVolume, tolerated } from '../common.ts';
+import { boundExpiration, parseSeconds, skippedContainers, tokenVolume, tolerated } from '../common.ts';
 import type { AddedContainer, Injection, PodContext, PodProvider, PodReads } from '../types.ts';
 import { MAX_NAME_LIST_ANNOTATION, MAX_SCALAR_ANNOTATION } from '../../bounds.ts';
 import {
@@ -34,9 +34,11 @@ const KEYS = {
   tenantId: `${PREFIX}/tenant-id`,
   expiration: `${PREFIX}/service-account-token-expiration`,
   skipContainers: `${PREFIX}/skip-containers`,
+  includeContainers: `${PREFIX}/include-containers`,
   injectProxy: `${PREFIX}/inject-proxy-sidecar`,
   proxyPort: `${PREFIX}/proxy-sidecar-port`,
 };
+const SKIP_KEYS = { skip: KEYS.skipContainers, include: KEYS.includeContainers };
 /** The peer's proxy (pkg/webhook/consts.go): container names and default port. */
 export const PROXY_INIT_CONTAINER = 'azwi-proxy-init';
 export const PROXY_CONTAINER = 'azwi-proxy';
@@ -88,6 +90,7 @@ const AZURE_POD_READS: PodReads = {
     { key: KEYS.injectProxy, max: MAX_SCALAR_ANNOTATION },
     { key: KEYS.proxyPort, max: MAX_SCALAR_ANNOTATION },
     { key: KEYS.skipContainers, max: MAX_NAME_LIST_ANNOTATION, separator: ';' },
+    { key: KEYS.includeContainers, max: MAX_NAME_LIST_ANNOTATION, separator: ';' },
   ],
   credentialEnv: AZURE_CREDENTIAL_ENV,
 };
@@ -120,7 +123,7 @@ function resolveAzurePod(
   if (isDenial(ids)) return ids;
   const expiration = readExpiration(options, pod, sa, saName, warnings);
   if (isDenial(expiration)) return expiration;
-  const skipContainers = splitNames(pod.metadata?.annotations?.[KEYS.skipContainers], ';');
+  const skipContainers = skippedContainers(pod, SKIP_KEYS, ';', warnings);
   const proxyPort = readProxy(pod, warnings);
   if (isDenial(proxyPort)) return proxyPort;
   return render(options, authorityHost, pod, { ...ids, expiration, proxyPort, skipContainers, warnings });
@@ -286,7 +289,7 @@ function servedByPeer(pod: Pod): boolean {
     (pod.spec?.volumes ?? []).filter((v) => v.name.startsWith(AZURE_PEER_VOLUME_PREFIX)).map((v) => v.name),
   );
   if (names.size === 0) return false;
-  const skip = splitNames(pod.metadata?.annotations?.[KEYS.skipContainers], ';');
+  const skip = skippedContainers(pod, SKIP_KEYS, ';', []);
   const served = [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])].filter(
     (c) => !skip.has(c.name),
   );

@@ -5,7 +5,7 @@ import { AUDIENCE, PFNET, PROJECT_ID_PART } from './facts.ts';
 import { denial, type Denial, isDenial } from '../../errors.ts';
 import { kubeletLiteral, shellVariable } from '../../shell.ts';
 import type { Container, DownwardAPIFile, EnvVar, Volume, VolumeMount } from '../../kube/types.ts';
-import { boundExpiration, parseSeconds, splitNames, tokenVolume, tolerated, windowsPath } from '../common.ts';
+import { boundExpiration, parseSeconds, skippedContainers, tokenVolume, tolerated, windowsPath } from '../common.ts';
 import type { Injection, PodContext, PodProvider } from '../types.ts';
 import { PROJECT_ID_ANNOTATION, projectIdOf } from './project-id.ts';
 
@@ -34,6 +34,7 @@ const KEYS = {
   expiration: 'cloud.google.com/token-expiration',
   injectionMode: 'cloud.google.com/injection-mode',
   skipContainers: 'cloud.google.com/skip-containers',
+  includeContainers: 'cloud.google.com/include-containers',
 } as const;
 const RUN_AS_USER_ANNOTATION = 'cloud.google.com/gcloud-run-as-user';
 
@@ -253,6 +254,7 @@ export function createGcpProvider(options: GcpOptions): PodProvider {
       annotations: [
         { key: KEYS.expiration, max: MAX_SCALAR_ANNOTATION },
         { key: KEYS.skipContainers, max: MAX_NAME_LIST_ANNOTATION, separator: ',' },
+        { key: KEYS.includeContainers, max: MAX_NAME_LIST_ANNOTATION, separator: ',' },
       ],
       credentialEnv: GCP_CREDENTIAL_ENV,
     },
@@ -325,7 +327,12 @@ function resolveGcpPod(
     expiration,
     project,
     identity,
-    skipContainers: splitNames(pod.metadata?.annotations?.[KEYS.skipContainers], ','),
+    skipContainers: skippedContainers(
+      pod,
+      { skip: KEYS.skipContainers, include: KEYS.includeContainers },
+      ',',
+      warnings,
+    ),
     projectEnv: project
       ? // GOOGLE_CLOUD_PROJECT: the Google client libraries read it; without it they probe the
         // metadata server (seconds of retries off GCE) before asking Resource Manager.
