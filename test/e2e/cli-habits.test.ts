@@ -54,6 +54,16 @@ function plainEnv(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
   return env;
 }
 
+/**
+ * A person's terminal: TERM names one, and no CI variable is set (Node's colour depth is 2 colours,
+ * i.e. none, under CI=true or without TERM; CI runs the suite with CI=true and may have no TERM).
+ */
+function terminalEnv(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
+  const env = plainEnv({ TERM: 'xterm-256color', ...extra });
+  delete env.CI;
+  return env;
+}
+
 function cli(args: string[], env: NodeJS.ProcessEnv = plainEnv()) {
   const r = spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8', env });
   return { code: r.status, stdout: r.stdout, stderr: r.stderr };
@@ -145,10 +155,10 @@ describe('colours', () => {
   const doctor = () => ['doctor', '--kubeconfig', kubeconfig];
 
   test('on a terminal the verdicts are coloured; with NO_COLOR they are not', () => {
-    const coloured = onTerminal(doctor(), plainEnv());
+    const coloured = onTerminal(doctor(), terminalEnv());
     assert.equal(coloured.code, EXIT.unchecked, coloured.output);
     assert.ok(coloured.output.includes(`${ESC}[35m??  ${ESC}[39m api-server`), coloured.output);
-    const plain = onTerminal(doctor(), plainEnv({ NO_COLOR: '1' }));
+    const plain = onTerminal(doctor(), terminalEnv({ NO_COLOR: '1' }));
     assert.equal(plain.code, EXIT.unchecked);
     assert.match(plain.output, /^\?\? {3}api-server/m);
     assert.doesNotMatch(plain.output, COLOUR);
