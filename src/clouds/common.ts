@@ -1,6 +1,7 @@
 import { MAX_LIST_ENTRIES, MAX_LIST_ENTRY } from '../bounds.ts';
 import { denial, type Denial } from '../errors.ts';
 import { clip } from '../limits.ts';
+import { isDnsLabel } from '../model.ts';
 import type { Container, DownwardAPIFile, Pod, Volume } from '../kube/types.ts';
 import type { TokenBounds } from './facts.ts';
 
@@ -197,6 +198,13 @@ export interface NamedEntries {
 
 /** An entry as a message shows it: quoted, and clipped (an entry may be anything its author wrote). */
 const shown = (entry: string) => JSON.stringify(clip(entry, 80));
+
+/** The naming rules of a `<container>=<value>` list (Azure's container client ids, AWS's container profiles). */
+export const CONTAINER_ENTRIES = {
+  noun: 'container',
+  nameProblem: (name: string) => (isDnsLabel(name) ? undefined : `"${name}" is not a container name (a DNS label)`),
+  twice: (name: string) => `container "${name}" is named twice`,
+} as const;
 
 /**
  * The `<name>=<value>` entries of a list annotation, each name valid and given once; a malformed

@@ -4,8 +4,7 @@
 // tenant policy and `trust` judge and print every role a container can get, as for role-arns.
 import { denial, isDenial, type Denial } from '../../errors.ts';
 import type { Pod } from '../../kube/types.ts';
-import { isDnsLabel } from '../../model.ts';
-import { parseNamedEntries, podContainers } from '../common.ts';
+import { CONTAINER_ENTRIES, parseNamedEntries, podContainers } from '../common.ts';
 import type { Injection } from '../types.ts';
 import type { Profile } from './profiles.ts';
 
@@ -22,9 +21,7 @@ export function parseContainerProfiles(
     key,
     entry: '<container>=<profile>',
     form: 'expected <container>=<profile> entries separated by commas or new lines',
-    noun: 'container',
-    nameProblem: (name) => (isDnsLabel(name) ? undefined : `"${name}" is not a container name (a DNS label)`),
-    twice: (name) => `container "${name}" is named twice`,
+    ...CONTAINER_ENTRIES,
   });
   if (isDenial(pairs)) return pairs;
   const known = new Set(profiles.map((p) => p.name));

@@ -5,8 +5,7 @@
 import { denial, isDenial, type Denial } from '../../errors.ts';
 import type { EnvVar } from '../../kube/types.ts';
 import type { Pod } from '../../kube/types.ts';
-import { isDnsLabel } from '../../model.ts';
-import { parseNamedEntries, podContainers } from '../common.ts';
+import { CONTAINER_ENTRIES, parseNamedEntries, podContainers } from '../common.ts';
 import { GUID_PATTERN } from './facts.ts';
 
 export const CONTAINER_CLIENT_IDS_ANNOTATION = 'azure.workload.identity/container-client-ids';
@@ -22,9 +21,7 @@ export function parseContainerClientIds(value: string, where: string): Map<strin
     key,
     entry: '<container>=<client id>',
     form: 'expected <container>=<client id> entries separated by semicolons',
-    noun: 'container',
-    nameProblem: (name) => (isDnsLabel(name) ? undefined : `"${name}" is not a container name (a DNS label)`),
-    twice: (name) => `container "${name}" is named twice`,
+    ...CONTAINER_ENTRIES,
   });
   if (isDenial(pairs)) return pairs;
   const ids = new Map<string, string>();
