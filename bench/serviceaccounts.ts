@@ -10,7 +10,7 @@
 import { parseArgs } from 'node:util';
 import { startControlPlane } from '../test/harness/control-plane.ts';
 import { chartMemory, memoryCgroup, rssMiB } from '../test/support/cgroup.ts';
-import { httpsRequest } from '../test/support/https-client.ts';
+import { throwawayReview } from '../test/support/heap.ts';
 import { startWebhook, until, type WebhookProcess } from '../test/support/webhook.ts';
 import { createAll } from './support/cluster.ts';
 
@@ -48,24 +48,10 @@ const mib = (bytes: number) => (bytes / 2 ** 20).toFixed(1);
 
 /** The least heap in use while reviews of 1 MiB (garbage once answered) make V8 collect. */
 async function settledHeap(wh: WebhookProcess): Promise<number> {
-  const body = JSON.stringify({
-    apiVersion: 'admission.k8s.io/v1',
-    kind: 'AdmissionReview',
-    request: {
-      uid: 'settle',
-      kind: { group: '', version: 'v1', kind: 'Pod' },
-      namespace: 'team-0',
-      operation: 'CREATE',
-      object: {
-        metadata: { name: 'settle', annotations: { 'example.com/large': 'v'.repeat(2 ** 20) } },
-        spec: { serviceAccountName: 'app-0', containers: [{ name: 'app', image: 'busybox' }] },
-      },
-    },
-  });
-  const headers = { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) };
+  const settle = throwawayReview(wh, 'team-0', 'app-0');
   let least = Number.POSITIVE_INFINITY;
   for (let i = 0; i < 40; i++) {
-    await httpsRequest(`${wh.url}/mutate`, { method: 'POST', ca: wh.caPem, body, headers });
+    await settle();
     least = Math.min(least, metricOf(await wh.metrics(), 'nodejs_heap_size_used_bytes'));
   }
   return least;

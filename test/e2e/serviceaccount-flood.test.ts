@@ -23,7 +23,7 @@ import { chartMemory, memoryCgroup, rssMiB, type MemoryCgroup } from '../support
 import { registerWebhook, startWebhook, until, type Registration, type WebhookProcess } from '../support/webhook.ts';
 import { ROLE_ARN } from '../support/identities.ts';
 import { tenantClient } from '../support/tenant.ts';
-import { httpsRequest } from '../support/https-client.ts';
+import { throwawayReview } from '../support/heap.ts';
 
 /** Past the 440 that ran main (34d7c0c) out of heap in the chart's limit. */
 const FLOOD = 480;
@@ -132,20 +132,7 @@ function podIn(namespace: string, serviceAccountName: string, client = admin): P
  * webhook keeps never does. Returns the heap in use then and the reviews it took.
  */
 async function settledHeap(limit: number): Promise<{ heap: number; reviews: number }> {
-  const body = JSON.stringify({
-    apiVersion: 'admission.k8s.io/v1',
-    kind: 'AdmissionReview',
-    request: {
-      uid: 'settle',
-      kind: { group: '', version: 'v1', kind: 'Pod' },
-      namespace: 'team-b',
-      operation: 'CREATE',
-      object: {
-        metadata: { name: 'settle', annotations: { 'example.com/large': 'v'.repeat(2 ** 20) } },
-        spec: { serviceAccountName: 'app', containers: [{ name: 'app', image: 'busybox' }] },
-      },
-    },
-  });
+  const settle = throwawayReview(wh, 'team-b', 'app');
   let heap = await heapMiB();
   let reviews = 0;
   await until(
@@ -153,8 +140,7 @@ async function settledHeap(limit: number): Promise<{ heap: number; reviews: numb
     async () => {
       heap = await heapMiB();
       if (heap < limit) return true;
-      const headers = { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) };
-      await httpsRequest(`${wh.url}/mutate`, { method: 'POST', ca: wh.caPem, body, headers });
+      await settle();
       reviews++;
       return undefined;
     },
