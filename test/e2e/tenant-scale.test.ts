@@ -15,6 +15,8 @@ import {
   type ControlPlane,
 } from '../harness/control-plane.ts';
 import { httpsRequest, type TlsClient } from '../harness/https.ts';
+import { serviceAccountAnnotations } from '../../src/clouds/index.ts';
+import { providers } from '../support/builders.ts';
 import { chartMemory, memoryCgroup, type MemoryCgroup } from '../support/cgroup.ts';
 import { registerWebhook, startWebhook, type Registration, type WebhookProcess } from '../support/webhook.ts';
 import { CLIENT, GCP_EMAIL, ROLE_ARN, TENANT, WIF_PROVIDER, roleArn } from '../support/identities.ts';
@@ -49,7 +51,7 @@ function list(bytes: number, sep: string, entry: (i: number) => string): string 
 }
 
 /** Splits ANNOTATION_ROOM evenly between the keys, each value filled by its maker. */
-function fill(makers: Record<string, (bytes: number) => string>): Record<string, string> {
+function fill(makers: Record<string, Maker>): Record<string, string> {
   const keys = Object.keys(makers);
   const share = Math.floor(ANNOTATION_ROOM / keys.length) - 64;
   return Object.fromEntries(keys.map((k) => [k, makers[k](share)]));
@@ -58,18 +60,38 @@ function fill(makers: Record<string, (bytes: number) => string>): Record<string,
 const names = (prefix: string) => (i: number) => `${prefix}${i}`.padEnd(63, 'x');
 const profiles = (i: number) => `p${i}=${roleArn(`r${i}`)}`;
 
+type Maker = (bytes: number) => string;
+/** The annotations the code says it reads, so an annotation added later is sent here too. */
+const SA_READS = serviceAccountAnnotations(providers()).map((b) => ({ key: b.key, list: b.maxEntries !== undefined }));
+const POD_READS = providers()
+  .flatMap((p) => p.podReads.annotations)
+  .map((a) => ({ key: a.key, list: a.separator !== undefined, separator: a.separator }));
+
+/** `makers` for the keys given the forms they expect, and every other key read at its largest too. */
+function everyKeyRead(
+  reads: { key: string; list: boolean; separator?: string }[],
+  makers: Record<string, Maker>,
+): Record<string, Maker> {
+  const all = { ...makers };
+  for (const { key, list: isList, separator } of reads)
+    all[key] ??= isList ? (n) => list(n, separator ?? ',', names('c')) : (n) => 'x'.repeat(n);
+  return all;
+}
+
 /** A ServiceAccount whose every annotation the webhook reads is at its largest. */
-const SA_ANNOTATIONS = fill({
-  'eks.amazonaws.com/role-arn': (n) => `${ROLE_ARN}${'x'.repeat(Math.max(0, n - ROLE_ARN.length))}`,
-  'eks.amazonaws.com/role-arns': (n) => list(n, ',', profiles),
-  'eks.amazonaws.com/audience': (n) => 'a'.repeat(n),
-  'eks.amazonaws.com/token-expiration': (n) => '9'.repeat(n),
-  'azure.workload.identity/client-id': (n) => `${CLIENT}${'0'.repeat(n - CLIENT.length)}`,
-  'azure.workload.identity/tenant-id': (n) => TENANT.padEnd(n, 'f'),
-  'cloud.google.com/workload-identity-provider': (n) => WIF_PROVIDER.padEnd(n, 'z'),
-  'cloud.google.com/workload-identity-providers': (n) => list(n, ',', (i) => `n${i}=${WIF_PROVIDER}${i}`),
-  'cloud.google.com/service-account-email': (n) => `${'r'.repeat(n - GCP_EMAIL.length)}${GCP_EMAIL}`,
-});
+const SA_ANNOTATIONS = fill(
+  everyKeyRead(SA_READS, {
+    'eks.amazonaws.com/role-arn': (n) => `${ROLE_ARN}${'x'.repeat(Math.max(0, n - ROLE_ARN.length))}`,
+    'eks.amazonaws.com/role-arns': (n) => list(n, ',', profiles),
+    'eks.amazonaws.com/audience': (n) => 'a'.repeat(n),
+    'eks.amazonaws.com/token-expiration': (n) => '9'.repeat(n),
+    'azure.workload.identity/client-id': (n) => `${CLIENT}${'0'.repeat(n - CLIENT.length)}`,
+    'azure.workload.identity/tenant-id': (n) => TENANT.padEnd(n, 'f'),
+    'cloud.google.com/workload-identity-provider': (n) => WIF_PROVIDER.padEnd(n, 'z'),
+    'cloud.google.com/workload-identity-providers': (n) => list(n, ',', (i) => `n${i}=${WIF_PROVIDER}${i}`),
+    'cloud.google.com/service-account-email': (n) => `${'r'.repeat(n - GCP_EMAIL.length)}${GCP_EMAIL}`,
+  }),
+);
 
 /** A ServiceAccount of every cloud, valid, with its lists as long as the webhook takes them. */
 const VALID_SA_ANNOTATIONS = {
@@ -82,15 +104,17 @@ const VALID_SA_ANNOTATIONS = {
 };
 
 /** Pod annotations at their largest: the lists the webhook splits and a forged injection record. */
-const POD_ANNOTATIONS = fill({
-  'eks.amazonaws.com/skip-containers': (n) => list(n, ',', names('c')),
-  'azure.workload.identity/skip-containers': (n) => list(n, ';', names('c')),
-  'cloud.google.com/skip-containers': (n) => list(n, ',', names('c')),
-  'eks.amazonaws.com/role-arns': (n) => list(n, ',', profiles),
-  'azure.workload.identity/container-client-ids': (n) => list(n, ',', (i) => `c${i}=${CLIENT}`),
-  'eks.amazonaws.com/token-expiration': (n) => '1'.repeat(n),
-  'workload-identity-webhook.io/injected': (n) => JSON.stringify({ v: 1, mac: 'm'.repeat(n - 64), p: ['aws'] }),
-});
+const POD_ANNOTATIONS = fill(
+  everyKeyRead(POD_READS, {
+    'eks.amazonaws.com/skip-containers': (n) => list(n, ',', names('c')),
+    'azure.workload.identity/skip-containers': (n) => list(n, ';', names('c')),
+    'cloud.google.com/skip-containers': (n) => list(n, ',', names('c')),
+    'eks.amazonaws.com/role-arns': (n) => list(n, ',', profiles),
+    'azure.workload.identity/container-client-ids': (n) => list(n, ',', (i) => `c${i}=${CLIENT}`),
+    'eks.amazonaws.com/token-expiration': (n) => '1'.repeat(n),
+    'workload-identity-webhook.io/injected': (n) => JSON.stringify({ v: 1, mac: 'm'.repeat(n - 64), p: ['aws'] }),
+  }),
+);
 
 const LONG_NAME = 'n'.repeat(253);
 const IDENTITY_LABELS = { 'azure.workload.identity/use': 'true' };
