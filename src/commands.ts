@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { stringify } from 'yaml';
 import type { Config } from './config.ts';
 import { runDoctor } from './doctor/checks.ts';
-import { exitCode, reportData, reportText } from './doctor/verdicts.ts';
+import { type Check, exitCode, reportData, reportText } from './doctor/verdicts.ts';
 import { WebhookError } from './errors.ts';
 import { loadKubeConfig } from './kube/client.ts';
 import { connectKube } from './kube/connect.ts';
@@ -90,10 +90,20 @@ async function doctor(input: IssuerCommandInput): Promise<CommandResult> {
     progress: input.progress,
     settings: input.config,
   });
-  // The Pods that slipped past the webhook: their own step, read whatever the issuer checks found.
+  // The Pods that slipped past the webhook: their own step, read whatever the issuer checks found
+  // (unless the API server could not be reached at all).
+  if (!report.checks.some((c) => c.id === 'api-server')) await addSlipped(input, report.checks);
+  return {
+    code: exitCode(report),
+    output: dataOutput(reportData(report), input.output) ?? reportText(report, { stream: input.colourStream }),
+    warnings: [],
+  };
+}
+
+async function addSlipped(input: IssuerCommandInput, checks: Check[]): Promise<void> {
   const api = await connectKube(input.config.kubeconfig, input.config.kubeContext);
   try {
-    report.checks.push(
+    checks.push(
       ...(await slippedChecks({
         api,
         providers: createProviders(input.config),
@@ -105,11 +115,6 @@ async function doctor(input: IssuerCommandInput): Promise<CommandResult> {
   } finally {
     api.close();
   }
-  return {
-    code: exitCode(report),
-    output: dataOutput(reportData(report), input.output) ?? reportText(report, { stream: input.colourStream }),
-    warnings: [],
-  };
 }
 
 async function trust(input: IssuerCommandInput): Promise<CommandResult> {

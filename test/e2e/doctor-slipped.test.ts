@@ -16,7 +16,7 @@ import {
   startControlPlane,
   type ControlPlane,
 } from '../harness/control-plane.ts';
-import { registerWebhook, startWebhook, type WebhookProcess } from '../support/webhook.ts';
+import { registerWebhook, startWebhook, until, type WebhookProcess } from '../support/webhook.ts';
 import { ROLE_ARN } from '../support/identities.ts';
 
 const CLI = resolve(import.meta.dirname, '../../dist/cli.js');
@@ -98,9 +98,7 @@ async function workload(
   return { kind, apiVersion: `${group}/v1`, name, uid: created.metadata.uid };
 }
 
-async function get(
-  path: string,
-): Promise<{
+async function get(path: string): Promise<{
   metadata: { generation?: number };
   spec: { template: { metadata?: { annotations?: Record<string, string> } } };
 }> {
@@ -274,5 +272,35 @@ describe('doctor and the Pods that slipped past the webhook', () => {
     // The restarted owners' Pods are told so; the others still need a person.
     assert.equal(checks.find((c) => c.subject === `Pod ${NS}/web-5d8-a`)?.verdict, 'warn');
     assert.equal(checks.find((c) => c.subject === `Pod ${NS}/lonely`)?.verdict, 'fail');
+  });
+});
+
+describe("serve's leader counts them (wiw_slipped_pods)", () => {
+  const sample = /^wiw_slipped_pods\{provider="(\w+)"\} (\d+)$/gm;
+  const samples = async (w: WebhookProcess) =>
+    Object.fromEntries([...(await w.metrics()).matchAll(sample)].map((m) => [m[1], Number(m[2])]));
+
+  test('the Lease holder exports the count by provider, the other replica no sample; a standby takes over', async () => {
+    const args = ['--slipped-pods-interval-seconds', '60', '--slipped-pods-lease-namespace', NS];
+    const replicas = await Promise.all([startWebhook(cp, args), startWebhook(cp, args)]);
+    try {
+      const leader = await until('a replica to count the slipped Pods', async () => {
+        for (const r of replicas) if (Object.keys(await samples(r)).length > 0) return r;
+        return undefined;
+      });
+      // The eight Pods doctor lists, all with an AWS identity; every provider has its sample.
+      assert.deepEqual(await samples(leader), { aws: 8, azure: 0, gcp: 0 });
+      const standby = replicas.find((r) => r !== leader)!;
+      assert.deepEqual(await samples(standby), {});
+      // The leader stops and releases the Lease: the standby counts.
+      await leader.stop();
+      const taken = await until('the standby to count', async () => {
+        const s = await samples(standby);
+        return Object.keys(s).length > 0 ? s : undefined;
+      });
+      assert.deepEqual(taken, { aws: 8, azure: 0, gcp: 0 });
+    } finally {
+      await Promise.all(replicas.map((r) => r.stop()));
+    }
   });
 });
