@@ -44,6 +44,7 @@ export function startSlippedGauge(o: SlippedGaugeOptions): { stop(): Promise<voi
         api: o.api,
         providers: o.providers,
         lookup: o.lookup,
+        // A Pod the webhook would refuse names no provider: doctor lists it, the gauge does not count it.
         onSlipped: (_pod, missing) => {
           for (const p of missing.providers) byProvider.set(p, (byProvider.get(p) ?? 0) + 1);
         },

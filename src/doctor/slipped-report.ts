@@ -35,7 +35,7 @@ interface Finding {
   reason: string;
 }
 
-export const DOCTOR_RBAC_DOC = 'docs/trust.md#doctor-and-the-pods-that-slipped-past';
+export const DOCTOR_RBAC_DOC = 'docs/trust.md#pods-that-slipped-past';
 
 /** The ServiceAccounts the Pods name, each read once, kept as the webhook's cache keeps them. */
 function accountReader(api: KubeApi, providers: readonly PodProvider[]) {
@@ -72,7 +72,7 @@ export async function slippedChecks(o: SlippedOptions): Promise<Check[]> {
       namespace: o.namespace,
       lookup: accountReader(o.api, o.providers),
       onSlipped: async (pod, missing) => {
-        const owner = await resolver.ownerOf(pod);
+        const owner = refusedOwner(await resolver.ownerOf(pod), missing);
         const key = ownerKey(owner);
         const seen = owners.get(key);
         if (seen) seen.pods++;
@@ -112,8 +112,26 @@ export async function slippedChecks(o: SlippedOptions): Promise<Check[]> {
   ];
 }
 
+/** An owner whose Pods the webhook would refuse is not restarted: the new Pods would not be created. */
+function refusedOwner(owner: Owner, missing: Missing): Owner {
+  if (missing.refused === undefined || !owner.restartable) return owner;
+  return {
+    ...owner,
+    restartable: false,
+    instead: 'correct the ServiceAccount (or the Pod template) first: restarted now, its new Pods would be refused; then restart it',
+  };
+}
+
 function podCheck({ pod, missing, owner, reason }: Finding, restarted: boolean): Check {
   const sa = pod.spec?.serviceAccountName ?? 'default';
+  if (missing.refused !== undefined)
+    return {
+      id: 'slipped-pod',
+      subject: `Pod ${pod.metadata?.namespace}/${pod.metadata?.name}`,
+      verdict: 'fail',
+      message: `runs without the webhook, which would refuse it now (${missing.refused}): ${reason}; owner ${ownerKey(owner)}`,
+      fix: owner.instead,
+    };
   return {
     id: 'slipped-pod',
     subject: `Pod ${pod.metadata?.namespace}/${pod.metadata?.name}`,

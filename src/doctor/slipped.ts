@@ -13,10 +13,15 @@ import type { Pod } from '../kube/types.ts';
 import { serviceAccountNameOf } from '../model.ts';
 import { INJECTED_ANNOTATION } from '../mutate/injection-record.ts';
 
-/** What a slipped Pod lacks: the providers that would inject, and the containers they would reach. */
+/**
+ * What a slipped Pod lacks: the providers that would inject, and the containers they would reach;
+ * or, `refused`, why the webhook would refuse the Pod as it is now (its ServiceAccount names a
+ * container profile role-arns lacks, say): restarting its owner would only get its Pods refused.
+ */
 export interface Missing {
   providers: ProviderName[];
   containers: string[];
+  refused?: string;
 }
 
 const CONTAINER_OP = /^\/spec\/(containers|initContainers)\/(\d+)\//;
@@ -24,7 +29,7 @@ const CONTAINER_OP = /^\/spec\/(containers|initContainers)\/(\d+)\//;
 /**
  * What the webhook would inject into this Pod and it does not carry; undefined when it carries
  * some of it (its record, or any of the volumes), or when the webhook would add nothing to any
- * of its containers (every one skipped or left out of include-containers), or would refuse it.
+ * of its containers (every one skipped or left out of include-containers).
  */
 export function missingInjection(
   providers: readonly PodProvider[],
@@ -35,8 +40,10 @@ export function missingInjection(
   if (podShapeError(pod)) return undefined;
   const namespace = pod.metadata?.namespace ?? 'default';
   const decision = decidePod(providers, { pod, namespace, serviceAccount }, undefined);
+  if (!decision.allowed)
+    return { providers: [], containers: [], refused: decision.denial?.message ?? 'refused' };
   const injections = decision.injections ?? [];
-  if (!decision.allowed || injections.length === 0) return undefined;
+  if (injections.length === 0) return undefined;
   const volumes = new Set((pod.spec?.volumes ?? []).map((v) => v.name));
   // Another webhook's (a peer's) injection of the same identity counts as injected.
   if (injections.some((i) => volumes.has(i.volume.name))) return undefined;

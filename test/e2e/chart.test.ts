@@ -71,6 +71,7 @@ const CHART_MANAGED: Partial<Record<SettingKey, { values: Record<string, any>; e
   },
   certSecret: { values: { certificates: { selfManaged: { secretName: 'my-certs' } } }, expect: 'my-certs' },
   certSecretNamespace: { values: {}, expect: 'wiw-system' },
+  slippedPodsLeaseNamespace: { values: {}, expect: 'wiw-system' },
   certWebhookConfiguration: { values: {}, expect: FULLNAME },
   selfSignedHosts: {
     values: { clusterDomain: 'corp.local' },
@@ -993,6 +994,7 @@ describe('values cover the webhook', () => {
         logFormat: 'named',
         cacheMissTimeoutMs: 3000,
         cacheMissRate: 20,
+        slippedPodsIntervalSeconds: 300,
         strict: true,
         awsAnnotationPrefix: 'iam.example.com',
         awsDefaultRegion: 'eu-west-1',
