@@ -118,7 +118,8 @@ function refusedOwner(owner: Owner, missing: Missing): Owner {
   return {
     ...owner,
     restartable: false,
-    instead: 'correct the ServiceAccount (or the Pod template) first: restarted now, its new Pods would be refused; then restart it',
+    instead:
+      'correct the ServiceAccount (or the Pod template) first: restarted now, its new Pods would be refused; then restart it',
   };
 }
 

@@ -40,8 +40,7 @@ export function missingInjection(
   if (podShapeError(pod)) return undefined;
   const namespace = pod.metadata?.namespace ?? 'default';
   const decision = decidePod(providers, { pod, namespace, serviceAccount }, undefined);
-  if (!decision.allowed)
-    return { providers: [], containers: [], refused: decision.denial?.message ?? 'refused' };
+  if (!decision.allowed) return { providers: [], containers: [], refused: decision.denial?.message ?? 'refused' };
   const injections = decision.injections ?? [];
   if (injections.length === 0) return undefined;
   const volumes = new Set((pod.spec?.volumes ?? []).map((v) => v.name));

@@ -67,7 +67,7 @@ describe('missingInjection: the admission decision on a running Pod', () => {
             served.patch
               .map((op) => /^\/spec\/(containers|initContainers)\/(\d+)\//.exec(op.path))
               .filter((m) => m !== null)
-              .map((m) => p.spec![m[1] as 'containers'][Number(m[2])].name),
+              .map((m) => p.spec![m[1] as 'containers']![Number(m[2])].name),
           );
           const missing = missingInjection(P, p, account);
           const what = `${cloud.prefix} ${JSON.stringify(annotations)} opt-out ${optOut}`;
