@@ -133,9 +133,10 @@ the public issuer URL, and the token of every ServiceAccount with an identity ve
 published keys; and lists the running Pods that slipped past the webhook (their ServiceAccount
 carries an identity, they have none of it), each with its owner. --fix restarts those owners
 (Deployments, StatefulSets, DaemonSets, as kubectl rollout restart), asking first on a terminal;
-without one it needs --yes. Exit 0 all good, 1 a problem found (each with its fix), 2 bad usage,
-3 something could not be checked (and nothing failed). Colours the verdicts on a terminal, unless
-NO_COLOR is set; FORCE_COLOR colours them anywhere.`,
+without one it needs --yes.
+Exit 0 all good, 1 a problem found (each with its fix), 2 bad usage, 3 something
+could not be checked (and nothing failed). Colours the verdicts on a terminal, unless NO_COLOR is
+set; FORCE_COLOR colours them anywhere.`,
     flags: [
       NAMESPACE,
       {
