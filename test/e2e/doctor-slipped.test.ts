@@ -18,6 +18,11 @@ import {
 } from '../harness/control-plane.ts';
 import { registerWebhook, startWebhook, until, type WebhookProcess } from '../support/webhook.ts';
 import { ROLE_ARN } from '../support/identities.ts';
+import { serviceAccountAnnotations, createProviders } from '../../src/clouds/index.ts';
+import { loadConfig } from '../../src/config.ts';
+import { scanPods } from '../../src/doctor/slipped.ts';
+import { connectKube } from '../../src/kube/connect.ts';
+import { slimServiceAccount } from '../../src/kube/serviceaccount-cache.ts';
 
 const CLI = resolve(import.meta.dirname, '../../dist/cli.js');
 const NS = 'apps';
@@ -302,5 +307,46 @@ describe("serve's leader counts them (wiw_slipped_pods)", () => {
     } finally {
       await Promise.all(replicas.map((r) => r.stop()));
     }
+  });
+});
+
+describe('bounded: page by page, and a count of what is not listed', () => {
+  const MANY = 'many';
+  const COUNT = 25;
+
+  test('25 slipped Pods: read 3 a page, or pages cut down to one Pod by their size, all are found; doctor lists 20 and counts 5', async () => {
+    await createNamespace(cp, MANY);
+    await createServiceAccount(cp, MANY, 'reader', { 'eks.amazonaws.com/role-arn': ROLE_ARN });
+    for (let i = 0; i < COUNT; i++) await pod(`p${i}`, {}, MANY);
+    const api = await connectKube(cp.kubeconfigPath);
+    try {
+      const providers = createProviders(loadConfig(new Map(), {}));
+      const lookup = (namespace: string, name: string) =>
+        api
+          .request('GET', `/api/v1/namespaces/${namespace}/serviceaccounts/${name}`)
+          .then((raw) => slimServiceAccount(raw as never, serviceAccountAnnotations(providers)));
+      for (const paging of [{ pageSize: 3 }, { maxPageBytes: 4096 }]) {
+        const found: string[] = [];
+        const read = await scanPods({
+          api,
+          providers,
+          lookup,
+          namespace: MANY,
+          ...paging,
+          onSlipped: (p) => void found.push(p.metadata!.name!),
+        });
+        assert.equal(read, COUNT, JSON.stringify(paging));
+        assert.deepEqual(found.toSorted(), Array.from({ length: COUNT }, (_, i) => `p${i}`).sort());
+      }
+    } finally {
+      api.close();
+    }
+    const { checks } = await doctor('--namespace', MANY);
+    assert.equal(checks.filter((c) => c.id === 'slipped-pod').length, 20);
+    const summary = checks.find((c) => c.id === 'slipped-pods')!;
+    assert.match(
+      summary.message,
+      /^25 of 25 running Pods lack .*, 5 more than listed above; 25 owner\(s\), 0 of them restartable/,
+    );
   });
 });
