@@ -9,7 +9,8 @@ export async function confirmRestart(
   input: NodeJS.ReadableStream,
   output: NodeJS.WritableStream,
 ): Promise<boolean> {
-  const lines = owners.slice(0, MAX_LISTED_OWNERS).map((o) => `  ${printable(ownerKey(o))}`);
+  const keys = owners.map(ownerKey).sort();
+  const lines = keys.slice(0, MAX_LISTED_OWNERS).map((k) => `  ${printable(k)}`);
   if (owners.length > MAX_LISTED_OWNERS) lines.push(`  and ${owners.length - MAX_LISTED_OWNERS} more`);
   output.write(`doctor --fix will restart (as kubectl rollout restart):\n${lines.join('\n')}\n`);
   const rl = createInterface({ input, output });

@@ -137,7 +137,7 @@ function podCheck({ pod, missing, owner, reason }: Finding, restarted: boolean):
     id: 'slipped-pod',
     subject: `Pod ${pod.metadata?.namespace}/${pod.metadata?.name}`,
     verdict: restarted ? 'warn' : 'fail',
-    message: `ServiceAccount ${sa} carries a ${missing.providers.join(' and ')} identity that its container(s) ${missing.containers.join(', ')} lack: ${reason}; owner ${ownerKey(owner)}${restarted ? ', restarted now' : ''}`,
+    message: `ServiceAccount ${sa} carries an identity (${missing.providers.join(', ')}) that its container(s) ${missing.containers.join(', ')} lack: ${reason}; owner ${ownerKey(owner)}${restarted ? ', restarted now' : ''}`,
     fix: owner.restartable
       ? `workload-identity-webhook doctor --fix, or: kubectl rollout restart -n ${shellQuote(owner.namespace)} ${shellQuote(`${owner.kind.toLowerCase()}/${owner.name}`)}`
       : owner.instead,

@@ -6,7 +6,7 @@
 // carries (not the injected one, not those without identity, opted out, with every container
 // skipped, or finished), each with its owner and why it slipped; --fix refuses without a terminal
 // and without --yes; --fix --yes restarts each Deployment, StatefulSet and DaemonSet once.
-import { execFile } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
 import { resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -23,6 +23,7 @@ import { loadConfig } from '../../src/config.ts';
 import { scanPods } from '../../src/doctor/slipped.ts';
 import { connectKube } from '../../src/kube/connect.ts';
 import { slimServiceAccount } from '../../src/kube/serviceaccount-cache.ts';
+import { shellQuote } from '../../src/shell.ts';
 
 const CLI = resolve(import.meta.dirname, '../../dist/cli.js');
 const NS = 'apps';
@@ -255,7 +256,29 @@ describe('doctor and the Pods that slipped past the webhook', () => {
     assert.equal(yesAlone.code, 2);
   });
 
+  test('--fix on a terminal lists what it will restart and asks; "n" restarts nothing', () => {
+    // util-linux's script(1) gives the CLI a pseudo-terminal; the answer is typed on it.
+    const command = [process.execPath, CLI, 'doctor', '--kubeconfig', cp.kubeconfigPath, '--fix']
+      .map(shellQuote)
+      .join(' ');
+    const r = spawnSync('script', ['-q', '-e', '-c', command, '/dev/null'], {
+      encoding: 'utf8',
+      input: 'n\n',
+      env: { ...process.env, TERM: 'xterm-256color' },
+    });
+    assert.match(
+      r.stdout,
+      /doctor --fix will restart \(as kubectl rollout restart\):\r?\n {2}DaemonSet apps\/agent\r?\n {2}Deployment apps\/web\r?\n {2}StatefulSet apps\/db\r?\n(\S+)?Restart these 3\? \[y\/N\] /,
+    );
+    assert.match(r.stdout, /restart: not confirmed: nothing was restarted/);
+  });
+
   test('--fix --yes restarts each Deployment, StatefulSet and DaemonSet once, and nothing else', async () => {
+    assert.equal(
+      (await get(`/apis/apps/v1/namespaces/${NS}/deployments/web`)).metadata.generation,
+      1,
+      'not restarted on "n"',
+    );
     const { checks } = await doctor('--fix', '--yes');
     assert.deepEqual(
       checks
