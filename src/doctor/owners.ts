@@ -15,12 +15,12 @@ export interface Owner {
   instead?: string;
 }
 
-/** The kinds `kubectl rollout restart` restarts, by their collection under apps/v1. */
-const RESTARTABLE: Readonly<Record<string, string>> = {
-  Deployment: 'deployments',
-  StatefulSet: 'statefulsets',
-  DaemonSet: 'daemonsets',
-};
+/** The kinds `kubectl rollout restart` restarts, by their collection under apps/v1 (a Map: a kind is the cluster's text). */
+const RESTARTABLE: ReadonlyMap<string, string> = new Map([
+  ['Deployment', 'deployments'],
+  ['StatefulSet', 'statefulsets'],
+  ['DaemonSet', 'daemonsets'],
+]);
 
 /** kubectl rollout restart's annotation on the Pod template: a new value rolls every Pod. */
 export const RESTARTED_AT_ANNOTATION = 'kubectl.kubernetes.io/restartedAt';
@@ -55,7 +55,7 @@ export class OwnerResolver {
     const ref = controllerOf(pod.metadata);
     if (!ref?.kind || !ref.name) return bare(namespace, pod.metadata?.name ?? '');
     const { kind, name } = ref;
-    if (RESTARTABLE[kind] && ref.apiVersion === 'apps/v1') return { kind, namespace, name, restartable: true };
+    if (RESTARTABLE.has(kind) && ref.apiVersion === 'apps/v1') return { kind, namespace, name, restartable: true };
     if (kind === 'ReplicaSet' && ref.apiVersion === 'apps/v1') {
       const up = await this.#controllerOf(namespace, 'apps', 'replicasets', name);
       if (up?.kind === 'Deployment' && up.name && up.apiVersion === 'apps/v1')
@@ -129,7 +129,7 @@ function other(kind: string, namespace: string, name: string, instead: string): 
  * controller replaces every Pod, in its own rollout's order and pace.
  */
 export async function restartOwner(api: KubeApi, owner: Owner, now: Date): Promise<void> {
-  const resource = RESTARTABLE[owner.kind];
+  const resource = RESTARTABLE.get(owner.kind);
   if (!owner.restartable || !resource) throw new Error(`${ownerKey(owner)} is not restarted by doctor`);
   await api.request('PATCH', apiPath('apis', 'apps', 'v1', 'namespaces', owner.namespace, resource, owner.name), {
     contentType: 'application/strategic-merge-patch+json',

@@ -7,6 +7,7 @@ import type { PodProvider } from '../clouds/types.ts';
 import { type KubeApi, apiPath } from '../kube/api.ts';
 import { slimServiceAccount } from '../kube/serviceaccount-cache.ts';
 import type { Pod, ServiceAccountView } from '../kube/types.ts';
+import { serviceAccountNameOf } from '../model.ts';
 import { shellQuote } from '../shell.ts';
 import { type Owner, OwnerResolver, ownerKey, restartOwner } from './owners.ts';
 import { type Missing, scanPods } from './slipped.ts';
@@ -124,7 +125,7 @@ function refusedOwner(owner: Owner, missing: Missing): Owner {
 }
 
 function podCheck({ pod, missing, owner, reason }: Finding, restarted: boolean): Check {
-  const sa = pod.spec?.serviceAccountName ?? 'default';
+  const sa = serviceAccountNameOf(pod);
   if (missing.refused !== undefined)
     return {
       id: 'slipped-pod',

@@ -6,6 +6,8 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { missingInjection } from '../../src/doctor/slipped.ts';
+import { OwnerResolver } from '../../src/doctor/owners.ts';
+import type { KubeApi } from '../../src/kube/api.ts';
 import { selects } from '../../src/kube/label-selector.ts';
 import type { Pod } from '../../src/kube/types.ts';
 import { mutatePod } from '../../src/mutate/pod.ts';
@@ -138,4 +140,34 @@ describe('label selectors, as the API server judges a webhook entry', () => {
     test(`${JSON.stringify(selector)}: ${expected}`, () => {
       assert.equal(selects(selector as Parameters<typeof selects>[0], labels), expected);
     });
+});
+
+describe('owners: the thing a person restarts, and hostile values', () => {
+  const owned = (ref: Record<string, unknown>): Pod => ({
+    metadata: { name: 'p', namespace: 'apps', ownerReferences: [{ controller: true, uid: 'u', ...ref }] },
+  });
+  /** The API server's answer for the one intermediate object read (a ReplicaSet, a Job). */
+  const api = (up: Record<string, unknown> | undefined) =>
+    ({
+      request: async () => ({ metadata: { ownerReferences: up ? [{ controller: true, ...up }] : [] } }),
+    }) as unknown as KubeApi;
+
+  test('a kind that is an Object.prototype member is no restartable workload', async () => {
+    for (const kind of ['toString', 'constructor', '__proto__']) {
+      const owner = await new OwnerResolver(api(undefined)).ownerOf(owned({ apiVersion: 'apps/v1', kind, name: 'x' }));
+      assert.equal(owner.restartable, false, kind);
+    }
+  });
+
+  test('ReplicaSet to its Deployment; a Job to its CronJob, whose name is quoted in the command printed', async () => {
+    const deployment = await new OwnerResolver(api({ apiVersion: 'apps/v1', kind: 'Deployment', name: 'web' })).ownerOf(
+      owned({ apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'web-5d8' }),
+    );
+    assert.deepEqual(deployment, { kind: 'Deployment', namespace: 'apps', name: 'web', restartable: true });
+    const cron = await new OwnerResolver(api({ apiVersion: 'batch/v1', kind: 'CronJob', name: "n'$(id)" })).ownerOf(
+      owned({ apiVersion: 'batch/v1', kind: 'Job', name: 'j' }),
+    );
+    assert.equal(cron.restartable, false);
+    assert.match(cron.instead!, /--from='cronjob\/n'\\''\$\(id\)' 'n'\\''\$\(id\)-identity'$/);
+  });
 });
