@@ -288,6 +288,20 @@ const serverSettings = {
     parse: integer(1, 10000),
     default: 50,
   },
+  slippedPodsIntervalSeconds: {
+    flag: 'slipped-pods-interval-seconds',
+    description:
+      'Every this many seconds, the replica holding a Lease counts the running Pods that slipped past the webhook (wiw_slipped_pods; a paginated list of all Pods, which needs list on pods); 0: off',
+    parse: zeroOrInteger(60, 86400),
+    default: 0,
+  },
+  slippedPodsLeaseNamespace: {
+    flag: 'slipped-pods-lease-namespace',
+    description:
+      "Namespace of the Lease that elects the replica counting the Pods that slipped past (default: the webhook's own, in a cluster)",
+    parse: optionalString,
+    default: undefined,
+  },
 } satisfies Record<string, Setting<unknown>>;
 
 /**
@@ -386,6 +400,19 @@ export function loadConfig(flags: ReadonlyMap<string, string>, env: NodeJS.Proce
  * document of --aws-compose-role-arn without an account); the commands that build Pod providers
  * await it.
  */
+/** 0 (off), or a whole number from min to max. */
+function zeroOrInteger(min: number, max: number) {
+  const within = integer(min, max);
+  return (raw: string, flag: string): number => {
+    if (raw.trim() === '0') return 0;
+    try {
+      return within(raw, flag);
+    } catch (err) {
+      throw new ConfigError(`${(err as Error).message} (or 0: off)`);
+    }
+  };
+}
+
 export async function completeConfig(c: Config): Promise<Config> {
   return { ...c, ...(await completeCloudSettings(c)) };
 }

@@ -113,6 +113,13 @@ export function createMetrics() {
       help: 'notAfter of the serving certificate this replica presents, in seconds since the epoch',
       registers: [registry],
     }),
+    // Set by the leader of --slipped-pods-interval-seconds only: the others export no sample.
+    slippedPods: new Gauge({
+      name: 'wiw_slipped_pods',
+      help: 'Running Pods whose ServiceAccount carries an identity the webhook would inject and which have none of it, by provider, as last counted by the leader (--slipped-pods-interval-seconds)',
+      labelNames: ['provider'] as const,
+      registers: [registry],
+    }),
     watchRestarts: new Counter({
       name: 'wiw_serviceaccount_watch_restarts_total',
       help: 'Restarts of a cache watch after a real failure, by kind and cause (gone, idle, watch_error, list_error)',

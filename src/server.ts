@@ -24,6 +24,7 @@ import {
 import { SECRET_SERVICE_ACCOUNT_ANNOTATIONS } from './model.ts';
 import { RecordKeys } from './mutate/injection-record.ts';
 import { tlsPolicy } from './tls/policy.ts';
+import type { SlippedGaugeOptions } from './doctor/slipped-gauge.ts';
 import { certificateNotAfter, readKeyPair, watchKeyPair, type KeyPair } from './tls/reloader.ts';
 
 export interface RunningServer {
@@ -137,7 +138,7 @@ async function admission(config: Config, api: KubeApi, root: Logger, metrics: Me
     return allowed();
   };
   // Everything list-watched beside the server: ready once all are synced.
-  return { admit, cache, watched: together([cache, ...(tenantPolicy?.parts ?? [])]) };
+  return { admit, cache, providers, watched: together([cache, ...(tenantPolicy?.parts ?? [])]) };
 }
 
 /** The peers' metrics, their namespace label bounded: only a namespace the cluster has is a label value. */
@@ -151,6 +152,38 @@ function boundedPeerMetrics(config: Config, metrics: Metrics, cache: ServiceAcco
     });
 }
 
+const IN_CLUSTER_NAMESPACE_FILE = '/var/run/secrets/kubernetes.io/serviceaccount/namespace';
+
+/** The leader's count of the Pods that slipped past, when asked for (loaded only then). */
+async function slippedGauge(
+  config: Config,
+  api: KubeApi,
+  root: Logger,
+  metrics: Metrics,
+  reads: Pick<SlippedGaugeOptions, 'providers' | 'lookup' | 'ready'>,
+): Promise<{ stop(): Promise<void> } | undefined> {
+  if (config.slippedPodsIntervalSeconds === 0) return undefined;
+  const leaseNamespace =
+    config.slippedPodsLeaseNamespace ??
+    (await readFile(IN_CLUSTER_NAMESPACE_FILE, 'utf8').then(
+      (ns) => ns.trim(),
+      () => {
+        throw new ConfigError(
+          '--slipped-pods-lease-namespace is needed outside a cluster (no service account namespace file to default to)',
+        );
+      },
+    ));
+  const { startSlippedGauge } = await import('./doctor/slipped-gauge.ts');
+  return startSlippedGauge({
+    api,
+    ...reads,
+    intervalSeconds: config.slippedPodsIntervalSeconds,
+    leaseNamespace,
+    gauge: metrics.slippedPods,
+    log: root.child({ component: 'slipped-pods' }),
+  });
+}
+
 export async function serve(config: Config, root: Logger): Promise<RunningServer> {
   // One child logger per component, made here where the components are built.
   const log = root.child({ component: 'server' });
@@ -159,7 +192,7 @@ export async function serve(config: Config, root: Logger): Promise<RunningServer
   const metrics = createMetrics();
   metrics.servingCertificateExpiry.set(certificateNotAfter(tls.pair.cert));
   const recordKeys = await injectionRecordKeys(config, tls.pair, log);
-  const { admit, cache, watched } = await admission(config, api, root, metrics, recordKeys);
+  const { admit, cache, providers, watched } = await admission(config, api, root, metrics, recordKeys);
   let draining = false;
 
   const clientCa = config.clientCaFile
@@ -193,6 +226,11 @@ export async function serve(config: Config, root: Logger): Promise<RunningServer
   });
   void watched.start();
   const stopClouds = startClouds(config, log);
+  const slipped = await slippedGauge(config, api, root, metrics, {
+    providers,
+    lookup: (ns, name) => cache.lookup(ns, name),
+    ready: () => watched.synced,
+  });
   await app.listen({ port: config.port, host: config.host });
   const port = (app.server.address() as AddressInfo).port;
   const stopWatching = tls.watch?.((pair) => {
@@ -229,6 +267,7 @@ export async function serve(config: Config, root: Logger): Promise<RunningServer
         await new Promise((resolve) => setTimeout(resolve, config.drainSeconds * 1000));
         stopWatching?.();
         stopClouds();
+        await slipped?.stop();
         watched.stop();
         await Promise.all([app.close(), new Promise((resolve) => metricsServer.close(resolve))]);
         log.info('stopped');

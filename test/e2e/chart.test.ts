@@ -71,6 +71,7 @@ const CHART_MANAGED: Partial<Record<SettingKey, { values: Record<string, any>; e
   },
   certSecret: { values: { certificates: { selfManaged: { secretName: 'my-certs' } } }, expect: 'my-certs' },
   certSecretNamespace: { values: {}, expect: 'wiw-system' },
+  slippedPodsLeaseNamespace: { values: {}, expect: 'wiw-system' },
   certWebhookConfiguration: { values: {}, expect: FULLNAME },
   selfSignedHosts: {
     values: { clusterDomain: 'corp.local' },
@@ -567,6 +568,34 @@ describe('availability, security and least privilege', () => {
     );
   });
 
+  test('the count of slipped Pods: list on pods and the Lease Role only when config.slippedPodsIntervalSeconds is on', async () => {
+    const rulesOf = (m: Manifest[]) =>
+      find(m, 'ClusterRole', FULLNAME)!.rules as { apiGroups: string[]; resources: string[]; verbs: string[] }[];
+    const off = (await renderChart({})).manifests;
+    assert.ok(rulesOf(off).every((r) => !r.resources.includes('pods')));
+    assert.equal(find(off, 'Role', `${FULLNAME}-slipped-pods`), undefined);
+    const on = (await renderChart({ config: { slippedPodsIntervalSeconds: 600 } })).manifests;
+    assert.deepEqual(
+      rulesOf(on).filter((r) => r.resources.includes('pods')),
+      [{ apiGroups: [''], resources: ['pods'], verbs: ['list'] }],
+    );
+    const role = find(on, 'Role', `${FULLNAME}-slipped-pods`)!;
+    assert.equal(role.metadata.namespace, 'wiw-system');
+    assert.deepEqual(role.rules, [
+      { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['create'] },
+      {
+        apiGroups: ['coordination.k8s.io'],
+        resources: ['leases'],
+        resourceNames: ['workload-identity-webhook-slipped-pods'],
+        verbs: ['get', 'update'],
+      },
+    ]);
+    assert.equal(find(on, 'RoleBinding', `${FULLNAME}-slipped-pods`)!.roleRef.name, `${FULLNAME}-slipped-pods`);
+    const env = webhookDeployment(on).spec.template.spec.containers[0].env as { name: string; value: string }[];
+    assert.ok(env.some((e) => e.name === 'WIW_SLIPPED_PODS_INTERVAL_SECONDS' && e.value === '600'));
+    assert.ok(env.some((e) => e.name === 'WIW_SLIPPED_PODS_LEASE_NAMESPACE' && e.value === 'wiw-system'));
+  });
+
   test('tenant policy: read access to policies and namespaces only when enabled; starter policy and ConfigMap wired', async () => {
     const rulesOf = (m: Manifest[]) =>
       find(m, 'ClusterRole', FULLNAME)!.rules as { apiGroups: string[]; resources: string[]; verbs: string[] }[];
@@ -993,6 +1022,7 @@ describe('values cover the webhook', () => {
         logFormat: 'named',
         cacheMissTimeoutMs: 3000,
         cacheMissRate: 20,
+        slippedPodsIntervalSeconds: 300,
         strict: true,
         awsAnnotationPrefix: 'iam.example.com',
         awsDefaultRegion: 'eu-west-1',

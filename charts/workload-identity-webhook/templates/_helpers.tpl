@@ -115,6 +115,7 @@ logLevel: log-level
 logFormat: log-format
 cacheMissTimeoutMs: cache-miss-timeout-ms
 cacheMissRate: cache-miss-reads-per-second
+slippedPodsIntervalSeconds: slipped-pods-interval-seconds
 strict: strict
 awsAnnotationPrefix: aws-annotation-prefix
 awsDefaultRegion: aws-default-region
@@ -202,6 +203,8 @@ tokenExpiration: token-expiration
 {{ include "wiw.envFrom" (dict "values" .Values.config "flags" (include "wiw.configFlags" .) "prefix" "config") }}
 - name: WIW_FAILURE_POLICY
   value: {{ .Values.webhook.failurePolicy | quote }}
+- name: WIW_SLIPPED_PODS_LEASE_NAMESPACE
+  value: {{ .Release.Namespace | quote }}
 {{- if .Values.nodeOptions }}
 - name: NODE_OPTIONS
   value: {{ .Values.nodeOptions | quote }}
