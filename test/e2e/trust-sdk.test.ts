@@ -19,6 +19,7 @@ import { createEntra, type Entra } from '../sdk/entra.ts';
 import { createGoogleCloud, type GoogleCloud } from '../sdk/google.ts';
 import { tokenDigest } from '../sdk/oidc.ts';
 import type { TrustReport } from '../../src/trust/report.ts';
+import type { AwsWebIdentityStatement } from '../../src/clouds/aws/trust.ts';
 import {
   CLIENT,
   GCP_EMAIL as EMAIL,
@@ -129,7 +130,7 @@ describe('trust, read from the cluster', () => {
   test("names the issuer of the discovery document and groups one role's ServiceAccounts into one policy", () => {
     assert.equal(printed.issuer, cluster.issuer.issuer);
     assert.equal(printed.aws!.roles.length, 1);
-    const statement = printed.aws!.roles[0].trustPolicy.Statement;
+    const statement = printed.aws!.roles[0].trustPolicy.Statement as AwsWebIdentityStatement[];
     assert.equal(statement.length, 1);
     const hostPath = cluster.issuer.issuer.replace('https://', '');
     assert.deepEqual(statement[0].Condition.StringEquals, {
