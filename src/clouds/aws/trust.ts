@@ -250,6 +250,8 @@ export const awsTrustPart: CloudTrust<AwsTrust> = {
   algorithms: ['RS256'],
   // EKS Pod Identity's tokens go to the Pod Identity Agent, trusted through EKS associations.
   names: (identity) => identity.mode !== 'eks-pod-identity',
+  // A chained role is assumed with its source role's credentials: the token goes to the source.
+  presentsToken: (identity) => !identity.sourceRoleArn,
   // Whole-string match, no trimming: what goes into `aws` is exactly what the pattern allows.
   problem: (identity) =>
     [identity.roleArn, ...(identity.sourceRoleArn === undefined ? [] : [identity.sourceRoleArn])]
