@@ -105,7 +105,7 @@ describe('eks.amazonaws.com/source-profiles', () => {
     );
   });
 
-  test('the list bounds and forms of role-arns: 64 entries, one source each, entries of <profile>=<source profile>', () => {
+  test('the list bounds and forms, as for role-arns: 64 entries, one source each, entries of <profile>=<source profile>', () => {
     const roles = { 'eks.amazonaws.com/role-arns': `hub=${HUB},target=${TARGET}` };
     const many = Array.from({ length: 65 }, (_, i) => `p${i}=hub`).join(',');
     assert.match(denied({ ...roles, [KEY]: many }), /source-profiles lists 65 entries, more than the 64 it may have/);
