@@ -35,7 +35,7 @@ import {
 import { composeRoleArn, type RoleArn, type RoleArnBase, readRoleArn } from './role-arn.ts';
 import { kubeletLiteral } from '../../shell.ts';
 import { parseContainerProfiles, withContainerProfiles } from './container-profiles.ts';
-import { chainProfiles, oncePerRole, sourceOf } from './source-profiles.ts';
+import { chainProfiles, profileIdentities } from './source-profiles.ts';
 import { readSessionName, type SessionName, sessionNameEnv } from './session-name.ts';
 
 export { parseRoleArn, ROLE_ARN_PATTERN, type RoleArn } from './role-arn.ts';
@@ -479,16 +479,10 @@ function sharedConfig(
   const { keys } = aws;
   const listed = parseProfiles(rawProfiles, `${saName} annotation ${keys.roleArns}`, aws.options.roleArnBase);
   if (isDenial(listed)) return listed;
-  const withDefaultProfile = withDefault(aws, listed, role, saName);
-  if (isDenial(withDefaultProfile)) return withDefaultProfile;
-  // `default` is the first listed profile's copy unless role-arn or an entry named it.
-  const copyOf = role || listed.some((q) => q.name === DEFAULT_PROFILE) ? undefined : listed[0].name;
-  const profiles = chainProfiles(
-    withDefaultProfile,
-    sa[keys.sourceProfiles],
-    `${saName} annotation ${keys.sourceProfiles}`,
-    copyOf,
-  );
+  const named = withDefault(aws, listed, role, saName);
+  const profiles = isDenial(named)
+    ? named
+    : chainProfiles(named, sa[keys.sourceProfiles], `${saName} annotation ${keys.sourceProfiles}`);
   if (isDenial(profiles)) return profiles;
   const rawChosen = sa[keys.containerProfiles];
   const chosen = rawChosen?.trim()
@@ -510,24 +504,8 @@ function sharedConfig(
     ...withContainerProfiles(pod, chosen, skip, envPlan(aws, pod, shared, configFile, skip, warnings, ownWebIdentity)),
     annotations: { [AWS_CONFIG_ANNOTATION]: sharedConfigFile(profiles, path(AWS_TOKEN_PATH)) },
     satisfied: profilesConfigured,
-    ...profileIdentities(profiles, audience),
+    ...profileIdentities(profiles, (r) => identityOf(r, audience)),
   });
-}
-
-/**
- * One identity per role and way of reaching it, the first profile naming it: tenant policy and
- * trust judge roles, not profile names, and a chained role's record names its source role.
- */
-function profileIdentities(
-  profiles: readonly Profile[],
-  audience: string,
-): Pick<Injection, 'identity' | 'additionalIdentities'> {
-  const [first, ...rest] = oncePerRole(profiles).map((q) => ({
-    ...identityOf(q.role, audience),
-    profile: q.name,
-    ...sourceOf(q, profiles),
-  }));
-  return { identity: first, additionalIdentities: rest };
 }
 
 /**
@@ -542,5 +520,5 @@ function withDefault(aws: Aws, listed: Profile[], role: RoleArn | undefined, saN
       `${saName} names the default profile twice: in ${aws.keys.roleArn} and as "${DEFAULT_PROFILE}" in ${aws.keys.roleArns}; keep one`,
     );
   if (named) return [named, ...listed.filter((q) => q !== named)];
-  return [{ name: DEFAULT_PROFILE, role: role ?? listed[0].role }, ...listed];
+  return [{ name: DEFAULT_PROFILE, role: role ?? listed[0].role, ...(!role && { copyOf: listed[0].name }) }, ...listed];
 }

@@ -20,6 +20,8 @@ export interface Profile {
   role: RoleArn;
   /** Role chaining (`source-profiles`): the profile whose credentials assume this role, instead of the token. */
   source?: string;
+  /** `default` when it copies the first listed profile (neither role-arn nor an entry named it). */
+  copyOf?: string;
 }
 
 /** The problem with a profile name, undefined when it is one. */

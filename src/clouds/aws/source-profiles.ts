@@ -8,6 +8,7 @@ import { MAX_CHAIN_HOPS } from '../../bounds.ts';
 import { denial, isDenial, type Denial } from '../../errors.ts';
 import { parseNamedEntries } from '../common.ts';
 import { DEFAULT_PROFILE, type Profile, profileNameProblem } from './profiles.ts';
+import type { RoleArn } from './role-arn.ts';
 
 /**
  * `<profile>=<source profile>` entries, separated by commas or new lines: both must be profiles of
@@ -48,9 +49,9 @@ export function withSources(
   profiles: readonly Profile[],
   sources: ReadonlyMap<string, string>,
   key: string,
-  copyOf: string | undefined,
 ): Profile[] | Denial {
   const all = new Map(sources);
+  const copyOf = profiles.find((p) => p.name === DEFAULT_PROFILE)?.copyOf;
   if (copyOf !== undefined && !all.has(DEFAULT_PROFILE) && all.has(copyOf)) all.set(DEFAULT_PROFILE, all.get(copyOf)!);
   for (const start of all.keys()) {
     const chain = [start];
@@ -73,29 +74,40 @@ export function withSources(
 }
 
 /** The ServiceAccount's `source-profiles`, if any, applied to its profiles. */
-export function chainProfiles(
-  profiles: Profile[],
-  raw: string | undefined,
-  key: string,
-  copyOf: string | undefined,
-): Profile[] | Denial {
+export function chainProfiles(profiles: Profile[], raw: string | undefined, key: string): Profile[] | Denial {
   if (!raw?.trim()) return profiles;
   const sources = parseSourceProfiles(raw, key, profiles);
-  return isDenial(sources) ? sources : withSources(profiles, sources, key, copyOf);
+  return isDenial(sources) ? sources : withSources(profiles, sources, key);
+}
+
+/**
+ * One identity per role and way of reaching it, the first profile naming it: tenant policy and
+ * trust judge roles, not profile names, and a chained role's record names its source role.
+ */
+export function profileIdentities(
+  profiles: readonly Profile[],
+  identityOf: (role: RoleArn) => Record<string, string>,
+): { identity: Record<string, string>; additionalIdentities: Record<string, string>[] } {
+  const [first, ...rest] = oncePerRole(profiles).map((q) => ({
+    ...identityOf(q.role),
+    profile: q.name,
+    ...sourceOf(q, profiles),
+  }));
+  return { identity: first, additionalIdentities: rest };
 }
 
 /**
  * What an identity record adds for a chained role: the profile and role whose credentials assume
  * it, so `trust` prints the AssumeRole trust it needs instead of the OIDC provider's.
  */
-export function sourceOf(profile: Profile, profiles: readonly Profile[]): Record<string, string> {
+function sourceOf(profile: Profile, profiles: readonly Profile[]): Record<string, string> {
   if (profile.source === undefined) return {};
   const source = profiles.find((p) => p.name === profile.source)!;
   return { sourceProfile: source.name, sourceRoleArn: source.role.arn };
 }
 
 /** One record per role and way of reaching it (the token, or a source role): trust prints each. */
-export function oncePerRole(profiles: readonly Profile[]): Profile[] {
+function oncePerRole(profiles: readonly Profile[]): Profile[] {
   const seen = new Set<string>();
   const key = (p: Profile) =>
     `${p.role.arn} ${p.source === undefined ? '' : profiles.find((q) => q.name === p.source)!.role.arn}`;
