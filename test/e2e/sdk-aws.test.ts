@@ -34,14 +34,8 @@ const subject = (sa: string) => `system:serviceaccount:${NS}:${sa}`;
 const POD_IDENTITY_ROLE = roleArn('pod-identity-reader', OTHER_AWS_ACCOUNT);
 const POD_IDENTITY_TOKEN_FILE = '/var/run/secrets/pods.eks.amazonaws.com/serviceaccount/eks-pod-identity-token';
 
-// Role chaining (AWS #258): the reader's credentials assume the writer (another account), the
-// writer's the auditor; `closed` does not trust the reader, the reader may not assume `unpermitted`.
-const AUDITOR_ROLE = roleArn('auditor', OTHER_AWS_ACCOUNT);
-const CLOSED_ROLE = roleArn('closed', OTHER_AWS_ACCOUNT);
-const UNPERMITTED_ROLE = roleArn('unpermitted', OTHER_AWS_ACCOUNT);
-
 /** A role's trust policy: the account's OIDC provider for the issuer, these ServiceAccounts, the default audience. */
-function trusting(issuer: string, account: string, serviceAccounts: string[], roles: string[] = []): TrustPolicy {
+function trusting(issuer: string, account: string, serviceAccounts: string[]): TrustPolicy {
   const hostPath = issuer.replace('https://', '');
   return {
     Version: '2012-10-17',
@@ -54,13 +48,9 @@ function trusting(issuer: string, account: string, serviceAccounts: string[], ro
           StringEquals: { [`${hostPath}:sub`]: serviceAccounts.map(subject), [`${hostPath}:aud`]: 'sts.amazonaws.com' },
         },
       },
-      ...roles.map((arn) => ({ Effect: 'Allow' as const, Principal: { AWS: arn }, Action: 'sts:AssumeRole' })),
     ],
   };
 }
-
-/** A role's permission to call sts:AssumeRole on these roles. */
-const mayAssume = (roles: string[]) => [{ Effect: 'Allow' as const, Action: 'sts:AssumeRole', Resource: roles }];
 
 let cluster: SdkCluster;
 let sts: AwsSts;
@@ -115,13 +105,6 @@ before(async () => {
         'eks.amazonaws.com/sts-regional-endpoints': 'true',
       },
       'unassociated-in-eks': {},
-      // Role chaining: [profile writer] assumes its role with [default]'s credentials, auditor with writer's.
-      chained: {
-        'eks.amazonaws.com/role-arn': ROLE,
-        'eks.amazonaws.com/role-arns': `writer=${WRITER_ROLE}\nauditor=${AUDITOR_ROLE}\nclosed=${CLOSED_ROLE}\nunpermitted=${UNPERMITTED_ROLE}`,
-        'eks.amazonaws.com/source-profiles': 'writer=default, auditor=writer, closed=default, unpermitted=default',
-        'eks.amazonaws.com/sts-regional-endpoints': 'true',
-      },
       // AWS_ROLE_SESSION_NAME (AWS #112): the Pod's own name, or a literal.
       session: { 'eks.amazonaws.com/role-arn': ROLE, 'eks.amazonaws.com/role-session-name': 'pod-name' },
       'session-literal': { 'eks.amazonaws.com/role-arn': ROLE, 'eks.amazonaws.com/role-session-name': LITERAL },
@@ -139,18 +122,9 @@ before(async () => {
               'multi',
               'session',
               'session-literal',
-              'chained',
             ]),
-            permissions: mayAssume([WRITER_ROLE, CLOSED_ROLE]),
           },
-          {
-            arn: WRITER_ROLE,
-            trustPolicy: trusting(issuer.issuer, OTHER_AWS_ACCOUNT, ['multi', 'per-container'], [ROLE]),
-            permissions: mayAssume([AUDITOR_ROLE]),
-          },
-          { arn: AUDITOR_ROLE, trustPolicy: trusting(issuer.issuer, OTHER_AWS_ACCOUNT, [], [WRITER_ROLE]) },
-          { arn: CLOSED_ROLE, trustPolicy: trusting(issuer.issuer, OTHER_AWS_ACCOUNT, ['chained']) },
-          { arn: UNPERMITTED_ROLE, trustPolicy: trusting(issuer.issuer, OTHER_AWS_ACCOUNT, [], [ROLE]) },
+          { arn: WRITER_ROLE, trustPolicy: trusting(issuer.issuer, OTHER_AWS_ACCOUNT, ['multi', 'per-container']) },
         ],
       })),
     ],
@@ -345,76 +319,6 @@ for (const language of ['node', 'python'] as const) {
       // boto3 names the profile (ProfileNotFound); the JS chain reports that no provider could load.
       assert.match(answer.error!.message, language === 'python' ? /nobody/ : /Could not load credentials/);
       assert.equal(sts.exchanges.length, issued, 'no role was assumed');
-      await sdk.stop();
-    });
-  });
-}
-
-for (const language of ['node', 'python'] as const) {
-  const sdkName = language === 'node' ? '@aws-sdk/credential-providers' : 'boto3';
-
-  describe(`role chaining (source-profiles): ${sdkName} (${language})`, () => {
-    /** The AssumeRole that issued these credentials, and the calls before it back to the token. */
-    const chainOf = (answer: SdkAnswer) => {
-      assert.ok(answer.ok, `${JSON.stringify(answer.error)}`);
-      const calls: string[] = [];
-      let key = answer.accessKeyId as string;
-      for (
-        let a = sts.assumptions.find((x) => x.accessKeyId === key);
-        a;
-        a = sts.assumptions.find((x) => x.accessKeyId === key)
-      ) {
-        calls.unshift(`AssumeRole ${a.roleArn} by ${a.callerRoleArn}`);
-        key = a.callerAccessKeyId;
-      }
-      const exchange = sts.exchanges.find((e) => e.accessKeyId === key);
-      assert.ok(exchange, 'the chain starts with credentials the stand-in issued for the token');
-      return { calls, exchange };
-    };
-
-    test('the writer profile: AssumeRoleWithWebIdentity for [default], then AssumeRole with its credentials', async () => {
-      const { container, sdk } = await start(language, 'chained');
-      const file = readFileSync(
-        container.files.get('/var/run/secrets/eks.amazonaws.com/serviceaccount/config')!,
-        'utf8',
-      );
-      assert.match(file, new RegExp(`\\[profile writer\\]\nrole_arn = ${WRITER_ROLE}\nsource_profile = default\n`));
-      const { calls, exchange } = chainOf(await sdk.credentials('writer'));
-      assert.deepEqual(calls, [`AssumeRole ${WRITER_ROLE} by ${ROLE}`]);
-      assert.deepEqual([exchange.roleArn, exchange.subject], [ROLE, subject('chained')]);
-      assert.equal(exchange.tokenDigest, tokenDigest(container.tokens[0].token));
-      const assumed = sts.assumptions.find((a) => a.roleArn === WRITER_ROLE)!;
-      assert.equal(assumed.host, 'sts.eu-west-1.amazonaws.com');
-      assert.match(
-        assumed.assumedRoleArn,
-        new RegExp(`^arn:aws:sts::${OTHER_AWS_ACCOUNT}:assumed-role/s3-writer/[\\w+=,.@-]{2,64}$`),
-      );
-      await sdk.stop();
-    });
-
-    test('two hops: auditor by writer by [default]', async () => {
-      const { sdk } = await start(language, 'chained');
-      const { calls } = chainOf(await sdk.credentials('auditor'));
-      assert.deepEqual(calls, [`AssumeRole ${WRITER_ROLE} by ${ROLE}`, `AssumeRole ${AUDITOR_ROLE} by ${WRITER_ROLE}`]);
-      await sdk.stop();
-    });
-
-    test('AssumeRole is judged: a role that does not trust the source, or a source without the permission, is AccessDenied', async () => {
-      const { sdk } = await start(language, 'chained');
-      for (const [profile, role] of [
-        ['closed', CLOSED_ROLE],
-        ['unpermitted', UNPERMITTED_ROLE],
-      ]) {
-        const answer = await sdk.credentials(profile);
-        assert.equal(answer.ok, false, profile);
-        assert.equal(answer.error?.code, 'AccessDenied');
-        assert.match(
-          answer.error!.message,
-          new RegExp(
-            `User: arn:aws:sts::${AWS_ACCOUNT}:assumed-role/s3-reader/\\S+ is not authorized to perform: sts:AssumeRole on resource: ${role}`,
-          ),
-        );
-      }
       await sdk.stop();
     });
   });

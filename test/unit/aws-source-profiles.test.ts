@@ -49,6 +49,20 @@ describe('eks.amazonaws.com/source-profiles', () => {
     assert.match(file, /\[profile hub\]\nrole_arn = \S+s3-reader\nweb_identity_token_file = /);
   });
 
+  test('the first listed profile chained from default, default being its copy: refused, saying why', () => {
+    const message = denied({ 'eks.amazonaws.com/role-arns': `target=${TARGET},hub=${HUB}`, [KEY]: 'target=default' });
+    assert.match(
+      message,
+      /the chain target → default → default is a cycle: .*; "default" is a copy of the first listed profile "target" \(neither role-arn nor a profile named default gives it a role\) and takes its source: give default its own role, or list another profile first/,
+    );
+    // With its own role, default presents the token and target is chained from it.
+    const file = configFile({
+      'eks.amazonaws.com/role-arns': `target=${TARGET},default=${HUB}`,
+      [KEY]: 'target=default',
+    });
+    assert.match(file, /^\[default\]\nrole_arn = \S+s3-reader\nweb_identity_token_file = /);
+  });
+
   test('each role is an identity; a chained one names its source, a role reached both ways is two', () => {
     const { r } = run({
       'eks.amazonaws.com/role-arns': `hub=${HUB},target=${TARGET},direct=${TARGET}`,

@@ -52,7 +52,12 @@ export function withSources(
 ): Profile[] | Denial {
   const all = new Map(sources);
   const copyOf = profiles.find((p) => p.name === DEFAULT_PROFILE)?.copyOf;
-  if (copyOf !== undefined && !all.has(DEFAULT_PROFILE) && all.has(copyOf)) all.set(DEFAULT_PROFILE, all.get(copyOf)!);
+  const inherits = copyOf !== undefined && !all.has(DEFAULT_PROFILE) && all.has(copyOf);
+  if (inherits) all.set(DEFAULT_PROFILE, all.get(copyOf)!);
+  // Said when default is in a cycle it inherited: a copy of a profile chained (back) through default.
+  const why = inherits
+    ? `; "${DEFAULT_PROFILE}" is a copy of the first listed profile "${copyOf}" (neither role-arn nor a profile named ${DEFAULT_PROFILE} gives it a role) and takes its source: give ${DEFAULT_PROFILE} its own role, or list another profile first`
+    : '';
   for (const start of all.keys()) {
     const chain = [start];
     for (let at = all.get(start); at !== undefined; at = all.get(at)) {
@@ -61,7 +66,7 @@ export function withSources(
       if (looped)
         return denial(
           'InvalidAnnotation',
-          `${key}: the chain ${chain.join(' → ')} is a cycle: every chain must end at a profile that assumes its role with the token (one without a source)`,
+          `${key}: the chain ${chain.join(' → ')} is a cycle: every chain must end at a profile that assumes its role with the token (one without a source)${chain.includes(DEFAULT_PROFILE) ? why : ''}`,
         );
     }
     if (chain.length - 1 > MAX_CHAIN_HOPS)
@@ -82,34 +87,27 @@ export function chainProfiles(profiles: Profile[], raw: string | undefined, key:
 
 /**
  * One identity per role and way of reaching it, the first profile naming it: tenant policy and
- * trust judge roles, not profile names, and a chained role's record names its source role.
+ * trust judge roles, not profile names, and a chained role's record names its source role (so
+ * `trust` prints the AssumeRole trust it needs instead of the OIDC provider's).
  */
 export function profileIdentities(
   profiles: readonly Profile[],
   identityOf: (role: RoleArn) => Record<string, string>,
 ): { identity: Record<string, string>; additionalIdentities: Record<string, string>[] } {
-  const [first, ...rest] = oncePerRole(profiles).map((q) => ({
-    ...identityOf(q.role),
-    profile: q.name,
-    ...sourceOf(q, profiles),
-  }));
-  return { identity: first, additionalIdentities: rest };
-}
-
-/**
- * What an identity record adds for a chained role: the profile and role whose credentials assume
- * it, so `trust` prints the AssumeRole trust it needs instead of the OIDC provider's.
- */
-function sourceOf(profile: Profile, profiles: readonly Profile[]): Record<string, string> {
-  if (profile.source === undefined) return {};
-  const source = profiles.find((p) => p.name === profile.source)!;
-  return { sourceProfile: source.name, sourceRoleArn: source.role.arn };
-}
-
-/** One record per role and way of reaching it (the token, or a source role): trust prints each. */
-function oncePerRole(profiles: readonly Profile[]): Profile[] {
+  const byName = new Map(profiles.map((p) => [p.name, p]));
   const seen = new Set<string>();
-  const key = (p: Profile) =>
-    `${p.role.arn} ${p.source === undefined ? '' : profiles.find((q) => q.name === p.source)!.role.arn}`;
-  return profiles.filter((p) => !seen.has(key(p)) && seen.add(key(p)));
+  const records: Record<string, string>[] = [];
+  for (const p of profiles) {
+    const source = p.source === undefined ? undefined : byName.get(p.source)!;
+    const key = `${p.role.arn} ${source?.role.arn ?? ''}`;
+    if (seen.has(key)) continue;
+    seen.add(key);
+    records.push({
+      ...identityOf(p.role),
+      profile: p.name,
+      ...(source && { sourceProfile: source.name, sourceRoleArn: source.role.arn }),
+    });
+  }
+  const [identity, ...additionalIdentities] = records;
+  return { identity, additionalIdentities };
 }
