@@ -91,6 +91,9 @@ describe('eks.amazonaws.com/source-profiles', () => {
       denied({ ...roles, [KEY]: 'target=admin' }),
       /source-profiles: the source of profile "target", profile "admin" is not one of the role-arns profiles/,
     );
+    // A source of any length is shown quoted and clipped.
+    const long = denied({ ...roles, [KEY]: `target=${'x'.repeat(101)}$` });
+    assert.match(long, /the source of profile "target", profile "x{80}…\(102 chars\)" is not one/);
   });
 
   test('a cycle is refused, naming it; a profile its own source too', () => {
