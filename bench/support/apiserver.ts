@@ -85,6 +85,10 @@ function failureKey(status: number, body: string): string {
   } catch {}
   const clean = message
     .replace(/127\.0\.0\.1:\d+/g, '127.0.0.1:PORT')
+    .replace(/timeout=\d+s/g, 'timeout=Ns')
+    .replace(/team-\d+\/sa-[\w-]+/g, 'NAMESPACE/NAME')
+    .replace(/"sa-[\w-]+"/g, '"NAME"')
+    .replace(/bench-spread-\d+/g, 'bench-spread-N')
     .replace(/[0-9a-f]{8}-[0-9a-f-]{27}/g, 'UID')
     .slice(0, 240);
   return `HTTP ${status}: ${clean}`;
@@ -174,7 +178,7 @@ function established(port: number): string[] {
 }
 
 /**
- * Counts the connections to `port` the webhook accepted, at its side: sampled every 50 ms, each
+ * Counts the connections to `port` the webhook accepted, at its side: sampled every 100 ms, each
  * remote end seen counts once (a connection opened and closed between two samples is missed).
  */
 export function watchConnections(port: number) {
@@ -186,7 +190,7 @@ export function watchConnections(port: number) {
     for (const remote of now) seen.add(remote);
   };
   sample();
-  const timer = setInterval(sample, 50);
+  const timer = setInterval(sample, 100);
   return {
     stop() {
       clearInterval(timer);
