@@ -15,6 +15,7 @@
 //                           [--spread-rate 100] [--spread-seconds 30] [--spread-age 10] [--phases rates,spread]
 import { cpus, homedir, loadavg } from 'node:os';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { startControlPlane, type ControlPlane } from '../test/harness/control-plane.ts';
 import { CLI } from '../test/harness/cli-process.ts';
@@ -267,6 +268,15 @@ interface Figures {
   foreign?: number;
   /** Connections `serve` closed during the run, by reason. */
   closed?: Map<string, number>;
+  /** The webhook's CPU with no Pods coming, ms a second (timers, watches, the garbage collector). */
+  idleMsPerS?: number;
+}
+
+/** CPU the processes use doing nothing for `seconds`, ms a second. */
+async function idleCpu(pids: number[], seconds: number): Promise<number> {
+  const before = cpuOf(pids);
+  await sleep(seconds * 1000);
+  return ((cpuOf(pids) - before) / seconds) * 1000;
 }
 
 async function scrape(cp: ControlPlane, webhook: string | undefined): Promise<Histogram | undefined> {
@@ -281,7 +291,7 @@ const cpuOf = (pids: number[]) => pids.reduce((s, pid) => s + cpuSecondsOf(pid),
 
 async function measure(
   cp: ControlPlane,
-  target: { running?: Running; webhook?: string; server: string; stream: Stream },
+  target: { running?: Running; webhook?: string; server: string; stream: Stream; idleMsPerS?: number },
   pods: PodToCreate[],
   rate: number,
   seconds = SECONDS,
@@ -339,13 +349,14 @@ async function ratesPhase(cp: ControlPlane, tls: TlsFiles, binaries: Record<stri
       const reg = running
         ? await register(cp, server, `bench-${server}-${stream}`, running, stream, pods[0])
         : undefined;
+      const idleMsPerS = running ? await idleCpu(running.pids, 3) : undefined;
       for (const rate of RATES) {
         // A rate above what kube-apiserver sustains here only queues (each create waits up to 60 s).
         if (rate > ceiling.rate) {
           console.log(`  ${fmt(rate)}/s ${NAMES[server]}: not run (${ceiling.why})`);
           continue;
         }
-        const f = await measure(cp, { running, webhook: reg?.webhook, server, stream }, pods, rate);
+        const f = await measure(cp, { running, webhook: reg?.webhook, server, stream, idleMsPerS }, pods, rate);
         out.push(f);
         console.log(`  ${rowOf(f).join(' | ')}`);
         if (!sustained(f)) ceiling = { rate, why: `${NAMES[server]} at ${fmt(rate)}/s was not sustained` };
@@ -446,7 +457,7 @@ function rowOf(f: Figures): string[] {
     f.connections ? `${fmt(f.connections.accepted)} (${fmt(f.connections.mostAtOnce)})` : '–',
     h ? `${ms((h.sum / h.count) * 1000)} / ${ms(quantile(h, 0.5) * 1000)} / ${ms(quantile(h, 0.99) * 1000)}` : '–',
     `${ms(percentile(run.latencies, 0.5))} / ${ms(percentile(run.latencies, 0.99))}`,
-    f.cpuUsPerPod === undefined ? '–' : `${fmt(f.cpuUsPerPod)} µs`,
+    f.cpuUsPerPod === undefined ? '–' : `${fmt(f.cpuUsPerPod)} µs (idle ${fmt(f.idleMsPerS, 1)} ms/s)`,
     fmt(failed(run)),
   ];
 }
@@ -467,7 +478,7 @@ function spreadTable(runs: Spread[]) {
     [
       `2 replicas at ${fmt(SPREAD.rate)} Pods/s, ${SPREAD.seconds} s`,
       'reviews per replica (share)',
-      'connections per replica',
+      'connections opened per replica',
       'protocol',
       "kube-apiserver's webhook time: mean / p99, ms",
       'failed creates',

@@ -25,7 +25,7 @@ test('bench:apiserver runs end to end on a tiny setting and prints its tables', 
   // The rate table: the baseline and serve, its protocol, connections, kube-apiserver's figures.
   assert.match(run.stdout, /^\| 20 \(\d+\) \| no webhook \(AWS\) \| – \|/m);
   const serve =
-    /^\| 20 \(\d+\) \| serve \(AWS\) \| (h2|http\/1\.1) \| (\d+) \(\d+\) \| ([\d.,]+) \/ [\d.,]+ \/ [\d.,]+ \|.*\| ([\d,]+) µs \| (\d+) \|$/m.exec(
+    /^\| 20 \(\d+\) \| serve \(AWS\) \| (h2|http\/1\.1) \| (\d+) \(\d+\) \| ([\d.,]+) \/ [\d.,]+ \/ [\d.,]+ \|.*\| ([\d,]+) µs \(idle [\d.,]+ ms\/s\) \| (\d+) \|$/m.exec(
       run.stdout,
     );
   assert.ok(serve, `a row for serve with every figure:\n${run.stdout}`);
