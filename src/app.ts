@@ -19,6 +19,7 @@ import {
 import { parseAdmissionReview, reviewResponse } from './admission/review.ts';
 import type { PodReviewObservation } from './clouds/types.ts';
 import { clip, DEFAULT_LIMITS, type ServerLimits } from './limits.ts';
+import { limitConnectionAge } from './connection-age.ts';
 import { limitConnections } from './connection-limits.ts';
 import type { Metrics } from './metrics.ts';
 import { REVIEW_OVERHEAD_BYTES, ReviewBudget, type ReviewHold } from './review-budget.ts';
@@ -189,6 +190,9 @@ function createFastify(options: AppOptions, limits: ServerLimits): FastifyInstan
     app.server,
     { ...limits, preferAuthenticated: clientCa !== undefined, exemptSources: options.proxySources },
     (reason) => options.metrics.connectionsClosed.inc({ reason }),
+  );
+  limitConnectionAge(app.server, limits.maxConnectionAgeMs, () =>
+    options.metrics.connectionsClosed.inc({ reason: 'max_age' }),
   );
   app.server.on('secureConnection', (socket: TLSSocket) =>
     options.metrics.connections.inc({ protocol: socket.alpnProtocol === 'h2' ? 'h2' : 'http/1.1' }),

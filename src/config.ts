@@ -230,6 +230,13 @@ const serverSettings = {
     parse: integer(1, 1000),
     default: DEFAULT_LIMITS.maxConcurrentStreams,
   },
+  maxConnectionAgeSeconds: {
+    flag: 'max-connection-age-seconds',
+    description:
+      'End a connection after this long, less up to a tenth (HTTP/2: GOAWAY, HTTP/1.1: Connection: close), so kube-apiserver redials and a Service spreads reviews over the replicas; 0: never',
+    parse: integer(0, 86_400),
+    default: DEFAULT_LIMITS.maxConnectionAgeMs / 1000,
+  },
   recordKeyFile: {
     flag: 'record-key-file',
     description:

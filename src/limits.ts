@@ -17,6 +17,9 @@
 //   review in progress are not counted, so kube-apiserver's bursts are not refused), and must
 //   send its first request within 5 s (TLS included; kube-apiserver sends at once): one client
 //   cannot hold the others out (src/connection-limits.ts).
+// - connection age: a connection ends after 5 minutes (HTTP/2 GOAWAY, HTTP/1.1 `Connection:
+//   close`), so kube-apiserver redials and a Service spreads its reviews over the replicas
+//   (src/connection-age.ts; measured with `npm run bench:apiserver`).
 export interface ServerLimits {
   /** Largest request body accepted (413 beyond). */
   maxRequestBytes: number;
@@ -44,6 +47,8 @@ export interface ServerLimits {
   keepAliveTimeoutMs: number;
   /** Time for a client to take a whole answer; a client that does not read is cut off. */
   responseTimeoutMs: number;
+  /** A connection is ended after this long, less up to a tenth (connection-age.ts); 0: never. */
+  maxConnectionAgeMs: number;
 }
 
 export const DEFAULT_LIMITS: ServerLimits = {
@@ -61,6 +66,9 @@ export const DEFAULT_LIMITS: ServerLimits = {
   handshakeTimeoutMs: 10_000,
   keepAliveTimeoutMs: 75_000,
   responseTimeoutMs: 10_000,
+  // Long enough that redialling costs nothing measurable (a handshake every few minutes), short
+  // enough that a replica started by a scale-up or a rolling update gets its share within minutes.
+  maxConnectionAgeMs: 300_000,
 };
 
 /** Longest string a log field keeps: a Kubernetes name is at most 253 characters. */

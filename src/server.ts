@@ -217,6 +217,7 @@ export async function serve(config: Config, root: Logger): Promise<RunningServer
       maxConnectionsPerSource: config.maxConnectionsPerSource,
       firstRequestTimeoutMs: config.firstRequestTimeoutMs,
       maxConcurrentStreams: config.maxConcurrentStreams,
+      maxConnectionAgeMs: config.maxConnectionAgeSeconds * 1000,
     },
     http2: config.http2,
     proxySources: config.proxySources.length > 0 ? sourceList(config.proxySources) : undefined,

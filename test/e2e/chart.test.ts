@@ -1073,6 +1073,7 @@ describe('values cover the webhook', () => {
         proxySources: ['10.8.0.0/14', '192.168.7.1'],
         http2: false,
         maxConcurrentStreams: 64,
+        maxConnectionAgeSeconds: 120,
       },
     };
     const table = configFlagTable();

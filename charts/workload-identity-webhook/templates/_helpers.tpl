@@ -163,6 +163,7 @@ firstRequestTimeoutMs: first-request-timeout-ms
 proxySources: proxy-sources
 http2: http2
 maxConcurrentStreams: max-concurrent-streams
+maxConnectionAgeSeconds: max-connection-age-seconds
 {{- end }}
 
 {{/* tokenRequestor.config key -> flag of `workload-identity-webhook token-requestor`. */}}
