@@ -314,6 +314,8 @@ interface LoadFigures {
   /** p50, p99, p99.9 (ms) at each fixed rate; NaN where the server's maximum is below the rate. */
   at: Record<Rate, [number, number, number]>;
   errors: number;
+  /** Connections the client opened in the 16- and 32-connection runs (keep-alive: as many as it runs). */
+  opened: [number, number];
   /** Share of the server's CPU used by other processes during each run. */
   foreign: number[];
 }
@@ -364,6 +366,7 @@ async function measureLoad(server: Server, stream: Stream, corpus: StreamReviews
   const rps16 = c16.latencies.length / c16.seconds;
   const at = {} as LoadFigures['at'];
   let errors = c16.errors + c32.errors;
+  const opened: [number, number] = [c16.opened, c32.opened];
   for (const rate of RATES) {
     // A rate above the server's maximum only queues without end: "cannot sustain it".
     // The floor's tail is not what it is there for: its CPU per review is.
@@ -375,7 +378,7 @@ async function measureLoad(server: Server, stream: Stream, corpus: StreamReviews
     at[rate] = tail(run);
     errors += run.errors;
   }
-  return { rps16, rps32: c32.latencies.length / c32.seconds, cpuUs, at, errors, foreign };
+  return { rps16, rps32: c32.latencies.length / c32.seconds, cpuUs, at, errors, opened, foreign };
 }
 
 interface BaseFigures {
@@ -427,7 +430,7 @@ async function baseRound(starters: Record<Kind, Starter>, kinds: Kind[]) {
         console.log(
           `  ${kind.padEnd(7)} ${stream} stream: ${l.rps16.toFixed(0)} / ${l.rps32.toFixed(0)} reviews/s, ${l.cpuUs.toFixed(0)} µs CPU per review, ` +
             (kind === 'floor' ? '' : `p99.9 ${ms(l.at[500][2])} ms at 500/s, ${ms(l.at[1000][2])} ms at 1,000/s, `) +
-            `errors ${l.errors}; ` +
+            `errors ${l.errors}, connections opened ${l.opened.join(' / ')}; ` +
             `CPU ${SERVER_CPU} busy with other processes ${l.foreign.map((f) => (f * 100).toFixed(0)).join('/')} %`,
         );
       }
@@ -683,7 +686,7 @@ console.log(
     'the floor: bench/support/floor.ts, same flags and CPU',
 );
 console.log(
-  `client: this process on CPU ${others}, Node ${process.version} https.Agent, keep-alive HTTP/1.1 (connections opened once per run), 16 and 32 connections closed loop, then ${RATES.join(' and ')} reviews/s open loop; ` +
+  `client: this process on CPU ${others}, Node ${process.version} https.Agent, keep-alive HTTP/1.1 (each connection opened once per run: the count is printed), 16 and 32 connections closed loop, then ${RATES.join(' and ')} reviews/s open loop; ` +
     "CPU per review: the server process's utime + stime (/proc/PID/stat, every thread) over the 16-connection run / the reviews answered",
 );
 for (const stream of STREAMS_OF.project) {

@@ -1,7 +1,7 @@
 // A closed-loop load generator in a process of its own (bench/peers-hypotheses.ts starts it on the
 // load's CPU): HTTP/1.1 over node:https keep-alive connections (load.ts), or one HTTP/2 connection
 // with as many streams in flight (node:http2, as kube-apiserver talks to a Go webhook). Prints
-// {"n": answers with status 200, "seconds", "cpu": its own CPU seconds}.
+// {"n": answers with status 200, "seconds", "opened": connections opened, "cpu": its own CPU seconds}.
 //
 //   node bench/support/load-process.ts URL REVIEWS.json CONCURRENCY SECONDS http1|h2   (CA PEM in $CA)
 import { readFileSync } from 'node:fs';
@@ -13,9 +13,13 @@ const reviews = (JSON.parse(readFileSync(file, 'utf8')) as string[]).map((s) => 
 const caPem = process.env.CA ?? '';
 const cpu0 = process.cpuUsage();
 
-async function overH2(): Promise<{ n: number; seconds: number }> {
+async function overH2(): Promise<{ n: number; seconds: number; opened: number }> {
   const u = new URL(url);
   const session = connect(u.origin, { ca: caPem });
+  let failed: Error | undefined;
+  session.on('error', (err) => {
+    failed = err;
+  });
   let next = 0;
   let n = 0;
   const t0 = performance.now();
@@ -33,11 +37,12 @@ async function overH2(): Promise<{ n: number; seconds: number }> {
     });
   await Promise.all(
     Array.from({ length: Number(concurrency) }, async () => {
-      while (performance.now() < deadline) await one(reviews[next++ % reviews.length]);
+      while (performance.now() < deadline && !failed) await one(reviews[next++ % reviews.length]);
     }),
   );
   session.close();
-  return { n, seconds: (performance.now() - t0) / 1000 };
+  if (failed) throw new Error(`the HTTP/2 session failed after ${n} answers: ${failed.message}`);
+  return { n, seconds: (performance.now() - t0) / 1000, opened: 1 };
 }
 
 const run =
@@ -46,6 +51,7 @@ const run =
     : await closedLoop({ url, caPem }, reviews, Number(concurrency), Number(secs)).then((r) => ({
         n: r.latencies.length,
         seconds: r.seconds,
+        opened: r.opened,
       }));
 const cpu = process.cpuUsage(cpu0);
 process.stdout.write(JSON.stringify({ ...run, cpu: (cpu.user + cpu.system) / 1e6 }));
