@@ -596,7 +596,11 @@ function ratios(t: ReturnType<typeof table>, kinds: Kind[]): string {
   const header = [
     'stream (cloud/corpus)',
     ...kinds.map((k) => `${kindName(k)}, µs CPU per review`),
-    ...others.map((k) => (k === 'floor' ? "serve's reviews/s per core, % of the floor's" : `serve vs ${kindName(k)}`)),
+    ...others.map((k) =>
+      k === 'floor'
+        ? "serve's reviews/s per core, % of the floor's"
+        : `serve's reviews/s per core, x the ${kindName(k)}'s`,
+    ),
   ];
   const rows = STREAMS_OF.project.map((stream) => [
     stream,
