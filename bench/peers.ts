@@ -602,6 +602,9 @@ function ratios(t: ReturnType<typeof table>, kinds: Kind[]): string {
         : `serve's reviews/s per core, x the ${kindName(k)}'s`,
     ),
   ];
+  const busy = (stream: Stream) =>
+    median(baseRounds.flatMap((r) => Object.values(r).flatMap((f) => f?.load[stream]?.foreign ?? [])));
+  header.push('CPU 0 taken by other processes, median run');
   const rows = STREAMS_OF.project.map((stream) => [
     stream,
     ...kinds.map((k) => (STREAMS_OF[k].includes(stream) ? fmt(t.loadMed(k, stream, (l) => l.cpuUs)) : '–')),
@@ -612,6 +615,7 @@ function ratios(t: ReturnType<typeof table>, kinds: Kind[]): string {
           ? spread(perRound(stream, k), (x) => `${fmt(x * 100)} %`)
           : spread(perRound(stream, k), (x) => `${fmt(x, 2)}x`),
     ),
+    `${fmt(busy(stream) * 100)} %`,
   ]);
   return [
     `| ${header.join(' | ')} |`,
@@ -754,7 +758,9 @@ try {
 const t = table(baseRounds, scaleRounds, kinds);
 console.log(`\n${t.text}\n`);
 if (baseRounds.length)
-  console.log(`CPU per review by corpus, median of rounds (spread: single rounds):\n\n${ratios(t, kinds)}\n`);
+  console.log(
+    `CPU per review by corpus, median of rounds (spread: single rounds; where other processes take much of CPU 0, serve's CPU per review grows more than a Go peer's: docs/figures.md):\n\n${ratios(t, kinds)}\n`,
+  );
 console.log(goals(t, scaleRounds.length > 0));
 const sortedLoads = [...loads].sort((a, b) => a - b);
 console.log(
