@@ -69,8 +69,7 @@ async function serve(cp: ControlPlane, tls: TlsFiles): Promise<Subject> {
     label: 'serve',
     pid: wh.process.pid,
     target: { url: `${wh.url}/mutate`, caPem: tls.caPem },
-    // HTTP/2 is the Go peer's question (kube-apiserver talks h2 to it).
-    clients: ['in-process', 'own process'],
+    clients: ['in-process', 'own process', 'own process, h2'],
     async stop() {
       await wh.stop();
       cgroup.remove();

@@ -26,7 +26,13 @@ async function overH2(): Promise<{ n: number; seconds: number; opened: number }>
   const deadline = t0 + Number(secs) * 1000;
   const one = (body: Buffer) =>
     new Promise<void>((resolve) => {
-      const req = session.request({ ':method': 'POST', ':path': u.pathname, 'content-type': 'application/json' });
+      // As kube-apiserver sends it: serve answers 411 to a review without a length.
+      const req = session.request({
+        ':method': 'POST',
+        ':path': u.pathname,
+        'content-type': 'application/json',
+        'content-length': body.length,
+      });
       req.on('response', (headers) => {
         if (headers[':status'] === 200) n++;
       });
