@@ -1,8 +1,10 @@
 // Faults on a real node while Pods are created at a steady rate through kube-apiserver (dryRun
 // creates, failurePolicy Fail as the chart sets): the chart with 2 replicas and its
-// PodDisruptionBudget, then a rolling update, a node drain, a replica killed with SIGKILL and a
-// rotation of the self-managed serving certificate. Each counts the creates sent while the fault
-// was under way and asserts none was refused and every one was mutated.
+// PodDisruptionBudget, then a burst of creates, a rolling update, a node drain, a replica killed
+// with SIGKILL and a rotation of the self-managed serving certificate. Each counts the creates
+// sent while the fault was under way and asserts none was refused and every one was mutated; the
+// kill refuses the few kube-apiserver sends to the dead replica, and the test asserts that those
+// are all it refuses (docs/install.md, "Upgrades, drains and failures").
 //
 // The drain: this node is the only one, so cordoning it would leave the evicted replicas nowhere
 // to go and the PodDisruptionBudget would hold the second eviction for ever. It is modelled as
@@ -160,6 +162,16 @@ async function underLoad(
   // What each webhook Pod closed, terminating ones included, sampled as the fault goes on.
   const closed = new Map<string, Record<string, number>>();
   const sampler = setInterval(() => void sampleClosed(closed), 1000);
+  // When each webhook Pod changed: Ready, restarts, terminating (what the Service's endpoints follow).
+  const changes: string[] = [];
+  const states = new Map<string, string>();
+  const watcher = setInterval(async () => {
+    for (const p of await webhookPods().catch(() => [])) {
+      const state = `ready=${isReady(p)} restarts=${p.status?.containerStatuses?.[0]?.restartCount ?? 0}${p.metadata?.deletionTimestamp ? ' terminating' : ''}`;
+      if (states.get(p.metadata!.name!) !== state) changes.push(`${clock()} ${p.metadata!.name} ${state}`);
+      states.set(p.metadata!.name!, state);
+    }
+  }, 250);
   let stopped: Awaited<ReturnType<typeof load.stop>> | undefined;
   let from = 0;
   let to = 0;
@@ -173,6 +185,7 @@ async function underLoad(
   } finally {
     stopped = await load.stop();
     clearInterval(sampler);
+    clearInterval(watcher);
   }
   const all = stopped.outcomes;
   const during = all.filter((o) => o.sentAt >= from && o.sentAt <= to);
@@ -181,7 +194,8 @@ async function underLoad(
     `${name}: ${all.length} creates, ${during.length} during the fault (${((to - from) / 1000).toFixed(1)} s), ` +
       `${refused.length} refused, ${stopped.skipped} ticks skipped at the in-flight bound`,
   );
-  for (const r of refused) t.diagnostic(`  refused at +${r.sentAt - from} ms: ${r.error}`);
+  for (const r of refused) t.diagnostic(`  refused at +${r.sentAt - from} ms (${clock(r.sentAt)}): ${r.error}`);
+  t.diagnostic(`  webhook Pods, the fault from ${clock(from)}:\n${changes.join('\n')}`);
   await sampleClosed(closed);
   for (const [pod, reasons] of closed) t.diagnostic(`  connections ${pod} closed: ${JSON.stringify(reasons)}`);
   return { during, refused, all };
@@ -248,6 +262,9 @@ async function endpointReady(ip: string): Promise<boolean> {
     (s.endpoints ?? []).some((e) => e.addresses.includes(ip) && (e.conditions?.ready ?? true)),
   );
 }
+
+/** Wall-clock time of day, to the millisecond, for the diagnostics. */
+const clock = (ms = Date.now()) => new Date(ms).toISOString().slice(11, 23);
 
 const certSecret = () => core.readNamespacedSecret({ namespace: SYSTEM_NS, name: `${FULLNAME}-certs` });
 const pem = (b64: string) => Buffer.from(b64, 'base64').toString('utf8');
@@ -402,7 +419,9 @@ describe('faults while Pods are created at a steady rate through kube-apiserver'
         async () => ((await rotating()) ? pem((await certSecret()).data!['next.crt']) : undefined),
         4 * 60_000,
       );
+      t.diagnostic(`rotation started (next CA published) by ${clock()}`);
       await until('the next certificate promoted', async () => ((await rotating()) ? undefined : true), 60_000);
+      t.diagnostic(`next certificate promoted by ${clock()}`);
       const promoted = pem((await certSecret()).data!['tls.crt']);
       assert.equal(promoted, next);
       assert.notEqual(promoted, servedBefore);
