@@ -396,14 +396,16 @@ describe('faults while Pods are created at a steady rate through kube-apiserver'
     // "Upgrades, drains and failures"): a review in flight to the killed process, or a connection
     // dialled to its address before the endpoint left, refuses that create. Nothing else may.
     for (const r of run.refused) {
-      // Go names the address on a reset or refused connection; a clean close is a bare EOF.
+      // Go names the address on a reset or refused connection; a clean close is a bare EOF, or
+      // Go's own word for a connection closed under a request it had written.
       const cut = new RegExp(
-        `${address.replaceAll('.', '\\.')}: .*(connection reset by peer|connection refused|broken pipe)|: EOF$`,
+        `${address.replaceAll('.', '\\.')}: .*(connection reset by peer|connection refused|broken pipe)|: (unexpected )?EOF$|server closed idle connection`,
       );
       assert.match(r.error!, cut);
-      assert.ok(r.sentAt <= endpointGoneAt + 1000, `refused ${r.sentAt - endpointGoneAt} ms after the endpoint left`);
+      // Seen here when the API answers with the EndpointSlice; kube-apiserver's informer may lag.
+      assert.ok(r.sentAt <= endpointGoneAt + 2000, `refused ${r.sentAt - endpointGoneAt} ms after the endpoint left`);
     }
-    const later = run.all.filter((o) => o.sentAt > endpointGoneAt + 1000);
+    const later = run.all.filter((o) => o.sentAt > endpointGoneAt + 2000);
     assert.ok(later.length >= RATE, `${later.length} creates after the endpoint left`);
     assert.ok(run.during.length >= RATE, `${run.during.length} creates while the replica was down`);
   });
