@@ -93,7 +93,15 @@ export function buildApp(options: AppOptions): FastifyInstance {
     face.streams = limitStreams(app.server as unknown as Http2SecureServer, limits.maxConcurrentStreams, (reason) =>
       metrics.connectionsClosed.inc({ reason }),
     );
-  app.addHook('onRequest', requestBudget(face, metrics, options.isDraining ?? (() => false)));
+  // Closing: close() was called (after the drain, at shutdown); set before the server stops listening.
+  let closing = false;
+  app.addHook('preClose', async () => {
+    closing = true;
+  });
+  app.addHook(
+    'onRequest',
+    requestBudget(face, metrics, options.isDraining ?? (() => false), () => closing),
+  );
   app.addHook('onSend', responseDeadline(face));
   // HTTP/2 has no Connection header (fastify sets one on a body it cannot read; Node would drop it with a warning).
   app.addHook('onSend', async (req, reply, payload) => {
@@ -180,7 +188,8 @@ function createFastify(options: AppOptions, limits: ServerLimits): FastifyInstan
           ...(clientCa ? { ca: clientCa, requestCert: true, rejectUnauthorized: false } : {}),
         }
       : null,
-    return503OnClosing: true,
+    // The onRequest hook answers while closing, with the Retry-After kube-apiserver retries on.
+    return503OnClosing: false,
     keepAliveTimeout: limits.keepAliveTimeoutMs,
     requestTimeout: limits.requestTimeoutMs,
   } as Parameters<typeof Fastify>[0]) as unknown as FastifyInstance;
@@ -216,7 +225,7 @@ const streamOf = (req: FastifyRequest) => (req.raw as unknown as Partial<Http2Se
  * memory, and its answer is counted too (mutateRoute). Over HTTP/2, a session's reviews in
  * progress are also bounded, reset streams included (stream-limits.ts).
  */
-function requestBudget(face: Face, metrics: Metrics, isDraining: () => boolean) {
+function requestBudget(face: Face, metrics: Metrics, isDraining: () => boolean, isClosing: () => boolean) {
   const { limits, budget, streams, holds } = face;
   const busy = (reply: FastifyReply, what: string) => {
     metrics.rejected.inc({ reason: 'busy' });
@@ -229,6 +238,10 @@ function requestBudget(face: Face, metrics: Metrics, isDraining: () => boolean) 
       if (stream) stream.session?.close();
       else void reply.header('connection', 'close');
     }
+    // A request on a connection still open as the server closes (kube-apiserver pools them per
+    // Service): fastify's own 503 has no Retry-After, and kube-apiserver retries only with one.
+    if (isClosing())
+      return send(closeAfter(reply.header('retry-after', '1')), 'WIW_CLOSING', 'this replica is shutting down; retry');
     if (req.method !== 'POST') return;
     const length = Number(req.headers['content-length']);
     if (!Number.isFinite(length))

@@ -206,7 +206,7 @@ const serverSettings = {
   firstRequestTimeoutMs: {
     flag: 'first-request-timeout-ms',
     description: 'Time a new connection has to finish TLS and send its first request',
-    parse: integer(100, 60_000),
+    parse: integer(100, 600_000),
     default: DEFAULT_LIMITS.firstRequestTimeoutMs,
   },
   proxySources: {
