@@ -66,5 +66,7 @@ test('kube-apiserver speaks HTTP/1.1 to a webhook at a non-loopback address, as 
   const loopback = await reviewsVia('127.0.0.1', 'alpn-loopback');
   assert.ok(loopback.h2 >= 1, `an h2 connection to https://127.0.0.1: ${JSON.stringify(loopback)}`);
   assert.equal(loopback['http/1.1'], 0, `no HTTP/1.1 connection to https://127.0.0.1: ${JSON.stringify(loopback)}`);
-  console.log(`connections kube-apiserver opened: to ${ADDRESS} ${JSON.stringify(remote)}, to 127.0.0.1 ${JSON.stringify(loopback)}`);
+  console.log(
+    `connections kube-apiserver opened: to ${ADDRESS} ${JSON.stringify(remote)}, to 127.0.0.1 ${JSON.stringify(loopback)}`,
+  );
 });
