@@ -23,8 +23,12 @@ import {
 } from './clouds/index.ts';
 import { SECRET_SERVICE_ACCOUNT_ANNOTATIONS } from './model.ts';
 import { RecordKeys } from './mutate/injection-record.ts';
+import { memoryReducingGc, releaseWhenQuiet } from './memory-release.ts';
 import { tlsPolicy } from './tls/policy.ts';
 import { certificateNotAfter, readKeyPair, watchKeyPair, type KeyPair } from './tls/reloader.ts';
+
+/** How long the server is idle after work before it hands pooled memory back (src/memory-release.ts). */
+export const MEMORY_RELEASE_QUIET_MS = 10_000;
 
 export interface RunningServer {
   port: number;
@@ -159,7 +163,13 @@ export async function serve(config: Config, root: Logger): Promise<RunningServer
   const metrics = createMetrics();
   metrics.servingCertificateExpiry.set(certificateNotAfter(tls.pair.cert));
   const recordKeys = await injectionRecordKeys(config, tls.pair, log);
-  const { admit, cache, watched } = await admission(config, api, root, metrics, recordKeys);
+  const { admit: judge, cache, watched } = await admission(config, api, root, metrics, recordKeys);
+  // The pages a burst of reviews (or the first list) left pooled go back once the server idles.
+  const quiet = releaseWhenQuiet(MEMORY_RELEASE_QUIET_MS, memoryReducingGc());
+  const admit: typeof judge = (request, context) => {
+    quiet.worked();
+    return judge(request, context);
+  };
   let draining = false;
 
   const clientCa = config.clientCaFile
@@ -191,7 +201,7 @@ export async function serve(config: Config, root: Logger): Promise<RunningServer
     clientCa,
     observePod: boundedPeerMetrics(config, metrics, cache),
   });
-  void watched.start();
+  void watched.start().then(quiet.worked);
   const stopClouds = startClouds(config, log);
   await app.listen({ port: config.port, host: config.host });
   const port = (app.server.address() as AddressInfo).port;
@@ -229,6 +239,7 @@ export async function serve(config: Config, root: Logger): Promise<RunningServer
         await new Promise((resolve) => setTimeout(resolve, config.drainSeconds * 1000));
         stopWatching?.();
         stopClouds();
+        quiet.stop();
         watched.stop();
         await Promise.all([app.close(), new Promise((resolve) => metricsServer.close(resolve))]);
         log.info('stopped');
