@@ -166,7 +166,7 @@ describe('Dockerfile', () => {
       'the V8 flags live here',
     );
     // And glibc's allocator settings, which return what a burst of reviews freed (issue 30).
-    assert.match(env, /\bMALLOC_ARENA_MAX=2\s+MALLOC_MMAP_THRESHOLD_=65536\b/, 'the allocator settings live here');
+    assert.match(env, /\bMALLOC_ARENA_MAX=2\s+MALLOC_MMAP_THRESHOLD_=32768\b/, 'the allocator settings live here');
   });
 
   test('.dockerignore keeps host builds and dependencies out of the context', () => {
