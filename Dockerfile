@@ -86,7 +86,7 @@ LABEL org.opencontainers.image.title="workload-identity-webhook" \
 # bodies). Its defaults keep what a burst of reviews freed: an arena per thread (up to 8 per core
 # of the node, not of the limit), and freed blocks between live ones (socket read buffers, 5 to
 # 40 KB bodies) stay resident. Two arenas, and blocks of 32 KiB and more mapped on their own
-# (returned to the kernel when freed), brought RSS after a load within 10 to 15 MiB of idle
+# (returned to the kernel when freed), brought RSS after a load within 0 to 17 MiB of idle
 # (`npm run bench`, bench/memory.ts; docs/figures.md).
 ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt \
