@@ -115,7 +115,11 @@ case "$cmd" in
   bench)
     ensure_node; ensure_deps; ensure_binaries
     npm run --silent build
-    exec node --expose-gc bench/admission.ts "$@"
+    node --expose-gc bench/admission.ts "$@"
+    # Where the memory goes, idle and after load (as root: `serve` from the image's bundle, in a
+    # memory cgroup of the chart's limit).
+    node scripts/bundle.ts >&2
+    WIW_CLI=$PWD/bundle/cli.js exec node bench/memory.ts
     ;;
   bench-peers)
     # Beside the peers' binaries (scripts/provide-peers.sh, which bench/peers.ts calls); as root:

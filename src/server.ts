@@ -23,9 +23,13 @@ import {
 } from './clouds/index.ts';
 import { SECRET_SERVICE_ACCOUNT_ANNOTATIONS } from './model.ts';
 import { RecordKeys } from './mutate/injection-record.ts';
+import { memoryReducingGc, releaseWhenQuiet } from './memory-release.ts';
 import { tlsPolicy } from './tls/policy.ts';
 import type { SlippedGaugeOptions } from './doctor/slipped-gauge.ts';
 import { certificateNotAfter, readKeyPair, watchKeyPair, type KeyPair } from './tls/reloader.ts';
+
+/** How long the server is idle after work before it hands pooled memory back (src/memory-release.ts). */
+export const MEMORY_RELEASE_QUIET_MS = 10_000;
 
 export interface RunningServer {
   port: number;
@@ -192,7 +196,13 @@ export async function serve(config: Config, root: Logger): Promise<RunningServer
   const metrics = createMetrics();
   metrics.servingCertificateExpiry.set(certificateNotAfter(tls.pair.cert));
   const recordKeys = await injectionRecordKeys(config, tls.pair, log);
-  const { admit, cache, providers, watched } = await admission(config, api, root, metrics, recordKeys);
+  const { admit: judge, cache, providers, watched } = await admission(config, api, root, metrics, recordKeys);
+  // The pages a burst of reviews (or the first list) left pooled go back once the server idles.
+  const quiet = releaseWhenQuiet(MEMORY_RELEASE_QUIET_MS, memoryReducingGc());
+  const admit: typeof judge = (request, context) => {
+    quiet.worked();
+    return judge(request, context);
+  };
   let draining = false;
 
   const clientCa = config.clientCaFile
@@ -225,7 +235,7 @@ export async function serve(config: Config, root: Logger): Promise<RunningServer
     clientCa,
     observePod: boundedPeerMetrics(config, metrics, cache),
   });
-  void watched.start();
+  void watched.start().then(quiet.worked);
   const stopClouds = startClouds(config, log);
   const slipped = await slippedGauge(config, api, root, metrics, {
     providers,
@@ -269,6 +279,7 @@ export async function serve(config: Config, root: Logger): Promise<RunningServer
         stopWatching?.();
         stopClouds();
         await slipped?.stop();
+        quiet.stop();
         watched.stop();
         await Promise.all([app.close(), new Promise((resolve) => metricsServer.close(resolve))]);
         log.info('stopped');

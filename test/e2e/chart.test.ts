@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { describe, test } from 'node:test';
 import { parse } from 'yaml';
-import { imageNodeOptions } from '../support/cgroup.ts';
+import { imageEnv, imageNodeOptions } from '../support/cgroup.ts';
 import { chartDocs, flagsWithoutValue, readValueKeys, type ValueKey, valuesSchema } from '../../scripts/chart-docs.ts';
 import { loadConfig, settings, type Setting } from '../../src/config.ts';
 import { IMAGE_REFERENCE } from '../../src/settings.ts';
@@ -700,13 +700,20 @@ describe('availability, security and least privilege', () => {
     );
   });
 
-  test("the V8 flags are the image's (NODE_OPTIONS in the Dockerfile) unless nodeOptions replaces them", async () => {
+  test("the V8 flags are the image's (NODE_OPTIONS in the Dockerfile) unless nodeOptions replaces them, and its allocator settings stay", async () => {
     const env = async (values: object) =>
       webhookDeployment((await renderChart(values)).manifests).spec.template.spec.containers[0].env.find(
         (e: { name: string }) => e.name === 'NODE_OPTIONS',
       );
     // An empty NODE_OPTIONS in the Pod would erase the image's: none is rendered by default.
     assert.equal(await env({}), undefined);
+    // Nor are the image's allocator settings (MALLOC_*: issue 30) replaced: the Pod keeps them.
+    const rendered = webhookDeployment((await renderChart({})).manifests).spec.template.spec.containers[0].env ?? [];
+    assert.deepEqual(
+      rendered.filter((e: { name: string }) => e.name.startsWith('MALLOC_') || e.name === 'GLIBC_TUNABLES'),
+      [],
+    );
+    assert.ok(Object.keys(imageEnv()).includes('MALLOC_ARENA_MAX'), 'the Dockerfile sets the allocator');
     // The one place of the flags is the Dockerfile; docs/hardening.md states its heap share.
     const percent = /--max-old-space-size-percentage=(\d+)/.exec(imageNodeOptions())?.[1];
     assert.ok(percent, 'the Dockerfile sizes the heap');
