@@ -8,11 +8,18 @@
 // replicas behind a round-robin TCP balancer (a Service's per-connection balancing): how the
 // reviews spread, with and without --max-connection-age-seconds.
 //
+// Each webhook is registered as users have it: at a non-loopback address of this host (in the
+// URL and the serving certificate), which kube-apiserver treats as it treats a Service: it offers
+// HTTP/1.1 alone (k8s.io/apiserver pkg/util/webhook/client.go, kubernetes/kubernetes#75791).
+// --localhost registers them at 127.0.0.1 instead, the one case where it offers h2 (a webhook
+// serving beside kube-apiserver on a control-plane host); the header says which.
+//
 // The webhook runs on CPU 0 (taskset; GOMAXPROCS=1 for the Go peers); kube-apiserver, etcd and
 // the client on the others. No figure is judged here: the table is printed, the machine with it.
 //
 //   npm run bench:apiserver [-- --rates 100,200,300,500,1000] [--seconds 10] [--servers none,serve,aws,azure]
 //                           [--spread-rate 100] [--spread-seconds 30] [--spread-age 10] [--phases rates,spread]
+//                           [--localhost]
 import { cpus, homedir, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -23,12 +30,13 @@ import { chartMemory } from '../test/support/cgroup.ts';
 import { TENANT as AZURE_TENANT } from '../test/support/identities.ts';
 import { providePeers, servingCertificate, startPeer, type TlsFiles } from '../test/support/peer-diff.ts';
 import { startTcpProxy } from '../test/support/tcp-proxy.ts';
-import { startWebhook, until } from '../test/support/webhook.ts';
+import { hostAddress, startWebhook, until } from '../test/support/webhook.ts';
 import {
   adminAgent,
   createAtRate,
   histogramOf,
   negotiated,
+  offeredBy,
   quantile,
   since,
   watchConnections,
@@ -55,6 +63,7 @@ const { values: opts } = parseArgs({
     'spread-rate': { type: 'string', default: '100' },
     'spread-seconds': { type: 'string', default: '30' },
     'spread-age': { type: 'string', default: '10' },
+    localhost: { type: 'boolean', default: false },
   },
 });
 const RATES = opts.rates.split(',').map(Number);
@@ -66,6 +75,10 @@ const PHASES = new Set(opts.phases.split(','));
 const SPREAD = { rate: Number(opts['spread-rate']), seconds: Number(opts['spread-seconds']), age: opts['spread-age'] };
 const NODE_FLAGS = chartMemory().nodeOptions;
 const WEBHOOK_CPU = '0';
+/** Where kube-apiserver reaches the webhooks: loopback only with --localhost (then it offers h2). */
+const LOCALHOST = opts.localhost;
+const ADDRESS = LOCALHOST ? '127.0.0.1' : hostAddress();
+const urlAt = (port: number, path = '/mutate') => `https://${ADDRESS}:${port}${path}`;
 for (const s of SERVERS)
   if (!['none', 'serve', 'aws', 'azure'].includes(s))
     throw new Error(`--servers: unknown server "${s}"; expected none, serve, aws or azure`);
@@ -132,6 +145,7 @@ interface Running {
 async function startServe(cp: ControlPlane, tls: TlsFiles, args: string[] = []) {
   const wh = await startWebhook(cp, ['--azure-tenant-id', AZURE_TENANT, ...args], {
     tls,
+    host: LOCALHOST ? '127.0.0.1' : '0.0.0.0',
     wrap: (command, rest) => ['taskset', ['-c', WEBHOOK_CPU, command, ...rest]],
     env: { NODE_OPTIONS: NODE_FLAGS },
   });
@@ -159,7 +173,7 @@ async function startOne(cp: ControlPlane, tls: TlsFiles, server: string, binarie
     const { wh } = replica;
     const running: Running = {
       pids: [wh.process.pid],
-      url: `${wh.url}/mutate`,
+      url: urlAt(wh.port),
       ports: [wh.port],
       caPem: tls.caPem,
       closed: () => closedBy([replica]),
@@ -182,10 +196,12 @@ async function startOne(cp: ControlPlane, tls: TlsFiles, server: string, binarie
     CACHE,
   );
   pin(peer.proc.pid, WEBHOOK_CPU);
+  // The peers listen on every address; kube-apiserver reaches them where it reaches serve.
+  const { port, pathname } = new URL(peer.url);
   const running: Running = {
     pids: [peer.proc.pid],
-    url: peer.url,
-    ports: [Number(new URL(peer.url).port)],
+    url: urlAt(Number(port), pathname),
+    ports: [Number(port)],
     caPem: tls.caPem,
     stop: () => peer.proc.stop(),
   };
@@ -312,7 +328,7 @@ async function measure(
     const after = await scrape(cp, webhook);
     const calls = before && after ? since(before, after) : undefined;
     const cpuUsPerPod = running && calls?.count ? ((cpuOf(running.pids) - cpu0) / calls.count) * 1e6 : undefined;
-    const protocol = running ? await negotiated(running.ports[0], running.caPem) : undefined;
+    const protocol = running ? await negotiated(running.url, running.caPem) : undefined;
     const closed = await running?.closed?.();
     for (const [reason, n] of closed ?? []) closed?.set(reason, n - (closed0?.get(reason) ?? 0));
     return { ...target, rate, run, webhook: calls, cpuUsPerPod, connections, protocol, foreign, closed };
@@ -388,10 +404,10 @@ async function spreadRun(cp: ControlPlane, tls: TlsFiles, setting: string, args:
     const i = next++ % 2;
     connections[i]++;
     return replicas[i].wh.port;
-  });
+  }, ADDRESS);
   try {
     const pods = podsOf('aws');
-    const url = `https://127.0.0.1:${proxy.port}/mutate`;
+    const url = urlAt(proxy.port);
     const reg = await register(cp, 'serve', `bench-spread-${++spreadRuns}`, { url, caPem: tls.caPem }, 'aws', pods[0]);
     const before = await Promise.all(replicas.map((r) => r.reviews()));
     const c0 = [...connections];
@@ -424,6 +440,25 @@ async function spreadRun(cp: ControlPlane, tls: TlsFiles, setting: string, args:
     proxy.close();
     for (const r of replicas) await r.wh.stop();
   }
+}
+
+/**
+ * What the two-replica runs compare. Behind a Service (the default) kube-apiserver speaks HTTP/1.1:
+ * without and with a connection age. Over h2 (--localhost) one connection can carry every review.
+ */
+function spreadSettings(): [string, string[]][] {
+  const age = ['--max-connection-age-seconds', SPREAD.age];
+  const never = ['--max-connection-age-seconds', '0'];
+  if (!LOCALHOST)
+    return [
+      ['HTTP/1.1, no connection age', never],
+      [`HTTP/1.1, --max-connection-age-seconds ${SPREAD.age}`, age],
+    ];
+  return [
+    ['HTTP/2, no connection age', never],
+    [`HTTP/2, --max-connection-age-seconds ${SPREAD.age}`, age],
+    ['HTTP/1.1 (--http2=false)', ['--http2=false', ...never]],
+  ];
 }
 
 // ------------------------------------------------------------------ the tables
@@ -532,26 +567,18 @@ try {
       `  kube-apiserver ${version} + etcd, kube-apiserver, etcd and the client on CPU ${others}; the webhook on CPU ${WEBHOOK_CPU} (taskset; GOMAXPROCS=1 for the Go peers)\n` +
       `  serve: ${CLI} with NODE_OPTIONS="${NODE_FLAGS}"; peers: ${peers.map((p) => `${p} ${binaries[`${p.toUpperCase()}_PEER_VERSION`]}`).join(', ') || 'none'}\n` +
       `  Pods: bench:peers' stream (bench/support/reviews.ts: 1 to 10 containers, 5 to 40 KB), AWS or Azure ServiceAccounts; dry-run creates (?dryRun=All)\n` +
+      `  webhooks registered at https://${ADDRESS}: kube-apiserver offers ${offeredBy(urlAt(443)).join(' and ')}${LOCALHOST ? ' (--localhost: as to a webhook beside it on a control-plane host)' : ' (not loopback: as to a webhook behind a Service; --localhost for h2)'}\n` +
       `  client: Node https, open loop (each create sent on schedule), keep-alive, up to ${CONNECTIONS} connections to kube-apiserver; ${WARM_S} s warm-up, then ${SECONDS} s per rate`,
   );
-  const tls = await servingCertificate(join(cp.dir, 'tls'));
+  const tls = await servingCertificate(join(cp.dir, 'tls'), LOCALHOST ? [] : [ADDRESS]);
   await populate(cp);
   if (PHASES.has('rates')) {
     console.log(`\n| ${HEADER.join(' | ')} |`);
     rows.push(...(await ratesPhase(cp, tls, binaries)));
   }
   if (PHASES.has('spread')) {
-    console.log('\ntwo replicas behind a round-robin TCP balancer:');
-    spreads.push(await spreadRun(cp, tls, 'HTTP/2, no connection age', ['--max-connection-age-seconds', '0']));
-    spreads.push(
-      await spreadRun(cp, tls, `HTTP/2, --max-connection-age-seconds ${SPREAD.age}`, [
-        '--max-connection-age-seconds',
-        SPREAD.age,
-      ]),
-    );
-    spreads.push(
-      await spreadRun(cp, tls, 'HTTP/1.1 (--http2=false)', ['--http2=false', '--max-connection-age-seconds', '0']),
-    );
+    console.log(`\ntwo replicas behind a round-robin TCP balancer at ${ADDRESS}:`);
+    for (const [setting, args] of spreadSettings()) spreads.push(await spreadRun(cp, tls, setting, args));
   }
 } finally {
   await cp.stop();

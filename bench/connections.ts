@@ -1,5 +1,7 @@
 // node bench/connections.ts: connections kube-apiserver opens to the webhook per 10,000 admissions,
 // HTTP/1.1 (`serve --http2=false`) against HTTP/2 (the default), through a real kube-apiserver.
+// The webhook is registered at 127.0.0.1, the one kind of URL kube-apiserver offers h2 to; behind
+// a Service it speaks HTTP/1.1 whatever serve offers (test/e2e/kube-apiserver-alpn.test.ts).
 // Each round sends dry-run Pod creates in bursts (a controller scaling out), `concurrency` at a
 // time, and reads the webhook's wiw_connections_total before and after. Prints, per protocol:
 // connections opened, connections per 10,000 admissions, Pods refused, and per-source closes.

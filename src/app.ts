@@ -164,8 +164,9 @@ function createFastify(options: AppOptions, limits: ServerLimits): FastifyInstan
           ciphers: tls.ciphers,
           honorCipherOrder: true,
           handshakeTimeout: limits.handshakeTimeoutMs,
-          // HTTP/2 for kube-apiserver (ALPN h2: its reviews share a few connections), HTTP/1.1 for
-          // everyone else. The HTTP/1.1 timeouts are given here: the HTTP/2 server reads them so.
+          // HTTP/2 (ALPN h2) for clients that offer it: kube-apiserver does only to a localhost URL
+          // webhook; behind a Service it speaks HTTP/1.1 (kubernetes/kubernetes#75791), as most
+          // clients do. The HTTP/1.1 timeouts are given here: the HTTP/2 server reads them so.
           ...(http2
             ? {
                 allowHTTP1: true,

@@ -218,7 +218,8 @@ const serverSettings = {
   },
   http2: {
     flag: 'http2',
-    description: 'Offer HTTP/2 (ALPN h2) beside HTTP/1.1, so kube-apiserver sends its reviews over a few connections',
+    description:
+      'Offer HTTP/2 (ALPN h2) beside HTTP/1.1, for HTTP/2 clients (kube-apiserver offers h2 only to a localhost URL webhook; behind a Service it speaks HTTP/1.1)',
     parse: bool,
     default: true,
     boolean: true,
@@ -233,7 +234,7 @@ const serverSettings = {
   maxConnectionAgeSeconds: {
     flag: 'max-connection-age-seconds',
     description:
-      'End a connection after this long, less up to a tenth (HTTP/2: GOAWAY, HTTP/1.1: Connection: close), so kube-apiserver redials and a Service spreads reviews over the replicas; 0: never',
+      'End a connection after this long, less up to a tenth (HTTP/1.1: Connection: close, HTTP/2: GOAWAY), so kube-apiserver redials and a Service spreads reviews over the replicas, new ones included; 0: never',
     parse: integer(0, 86_400),
     default: DEFAULT_LIMITS.maxConnectionAgeMs / 1000,
   },

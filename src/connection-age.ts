@@ -1,9 +1,11 @@
 // Connections end after an age, so a Service spreads kube-apiserver's reviews over the replicas.
-// A Service (kube-proxy) balances connections, not requests, and kube-apiserver keeps a working
-// HTTP/2 connection for as long as it lives, sending every review over it: with two replicas one
-// gets them all, and a replica started later (a scale-up, a rolling update) gets none until
-// something closes the connection (kubernetes/kubernetes#75791). Past its age (less a random share
-// of up to AGE_JITTER, so connections opened together do not all redial at once):
+// A Service (kube-proxy) balances connections, not requests. Behind one, kube-apiserver speaks
+// HTTP/1.1 and reuses each pooled connection until it idles out (90 s): after a scale-up or a
+// rolling update its connections to the old replicas keep carrying the reviews, and the new
+// replica gets reviews only as connections are redialled. Over HTTP/2 (a localhost URL, other
+// clients) one connection carries every review for as long as it lives
+// (kubernetes/kubernetes#75791). Past its age (less a random share of up to AGE_JITTER, so
+// connections opened together do not all redial at once):
 // - HTTP/2: GOAWAY. Streams in progress finish; the client opens its next one on a new connection,
 //   which the Service balances afresh, and closes this one once its streams are done. Nothing is
 //   refused: a stream the client sent after the GOAWAY left is one it knows was not processed,

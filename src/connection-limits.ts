@@ -4,8 +4,9 @@
 //   between requests, or open for FRESH_GRACE_MS without a first request. A connection with a
 //   request in progress is not counted, nor one in its first moments (kube-apiserver sends its
 //   request as soon as TLS is up): kube-apiserver's bursts come from one address (behind a proxy,
-//   all of a cluster's), it dials a connection per review in flight until its HTTP/2 connections
-//   are up, and it does not retry a POST whose connection was cut (issue #28 §5). At the cap, a
+//   all of a cluster's), it dials a connection per review in flight (behind a Service it speaks
+//   HTTP/1.1, one review per connection at a time; over HTTP/2, to a localhost URL, until its
+//   connections are up), and it does not retry a POST whose connection was cut (issue #28 §5). At the cap, a
 //   newcomer closes that source's own connection idle the longest (an HTTP/2 one with GOAWAY,
 //   which the client's retry covers), else its oldest that never sent a request; the newcomer is
 //   not refused;

@@ -1,6 +1,7 @@
 // What bench/apiserver.ts measures through kube-apiserver: Pods created at a fixed rate (open
 // loop, dry run), kube-apiserver's own webhook histogram read from /metrics, the connections a
-// webhook holds (from /proc/net/tcp, at its side), and the protocol ALPN picks.
+// webhook holds (from /proc/net/tcp, at its side), and the protocol ALPN picks for what
+// kube-apiserver offers it.
 import { readFileSync } from 'node:fs';
 import { Agent, request } from 'node:https';
 import { connect } from 'node:tls';
@@ -84,7 +85,7 @@ function failureKey(status: number, body: string): string {
     message = (JSON.parse(body) as { message?: string }).message ?? body;
   } catch {}
   const clean = message
-    .replace(/127\.0\.0\.1:\d+/g, '127.0.0.1:PORT')
+    .replace(/\b(\d{1,3}(?:\.\d{1,3}){3}):\d+/g, '$1:PORT')
     .replace(/timeout=\d+s/g, 'timeout=Ns')
     .replace(/team-\d+\/sa-[\w-]+/g, 'NAMESPACE/NAME')
     .replace(/"sa-[\w-]+"/g, '"NAME"')
@@ -200,10 +201,22 @@ export function watchConnections(port: number) {
   };
 }
 
-/** The protocol the server picks for a client that offers h2 and http/1.1, as kube-apiserver does. */
-export function negotiated(port: number, caPem: string): Promise<string> {
+/**
+ * What kube-apiserver offers a webhook at `url` by ALPN (k8s.io/apiserver pkg/util/webhook/client.go):
+ * h2 and HTTP/1.1 to a localhost or loopback host only; HTTP/1.1 alone to any other URL and to
+ * every Service (kubernetes/kubernetes#75791). test/e2e/kube-apiserver-alpn.test.ts pins it.
+ */
+export function offeredBy(url: string): string[] {
+  const host = new URL(url).hostname.replace(/^\[|\]$/g, '');
+  const loopback = host.toLowerCase() === 'localhost' || /^127\./.test(host) || host === '::1';
+  return loopback ? ['h2', 'http/1.1'] : ['http/1.1'];
+}
+
+/** The protocol the webhook at `url` picks for what kube-apiserver offers it. */
+export function negotiated(url: string, caPem: string): Promise<string> {
+  const { hostname, port } = new URL(url);
   return new Promise((resolve) => {
-    const socket = connect({ port, host: '127.0.0.1', ca: caPem, ALPNProtocols: ['h2', 'http/1.1'] });
+    const socket = connect({ port: Number(port), host: hostname, ca: caPem, ALPNProtocols: offeredBy(url) });
     socket.once('secureConnect', () => {
       resolve(socket.alpnProtocol || 'http/1.1');
       socket.destroy();

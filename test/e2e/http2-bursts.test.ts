@@ -2,7 +2,8 @@
 // flight, the per-source cap refused those beyond it, and kube-apiserver does not retry a POST
 // whose connection was cut: a burst of 300 dry-run Pods had 92 to 116 refused (`failed calling
 // webhook ... EOF`). Here a real kube-apiserver (the ServiceAccount admission plugin on) sends
-// bursts of 1,000 dry-run Pod creates, 300 at a time: it negotiates h2, and none is refused; and
+// bursts of 1,000 dry-run Pod creates, 300 at a time: registered at 127.0.0.1, it negotiates h2
+// (it would not behind a Service: test/e2e/kube-apiserver-alpn.test.ts), and none is refused; and
 // the same burst through one proxy address with the per-source cap at 4, whose idle connections
 // (held there before the burst) are closed to make room instead of kube-apiserver's. And a burst
 // over a tiny review budget: kube-apiserver's client retries a 503 that carries Retry-After.

@@ -125,10 +125,10 @@ export interface TlsFiles {
   caPem: string;
 }
 
-/** One serving certificate for 127.0.0.1, shared by `serve` and every peer. */
-export async function servingCertificate(dir: string): Promise<TlsFiles> {
+/** One serving certificate for 127.0.0.1 and `ips`, shared by `serve` and every peer. */
+export async function servingCertificate(dir: string, ips: string[] = []): Promise<TlsFiles> {
   const ca = await createCa('peer-diff-ca');
-  const serving = await createServingCert(ca, 'webhook', { dns: ['localhost'], ips: ['127.0.0.1'] });
+  const serving = await createServingCert(ca, 'webhook', { dns: ['localhost'], ips: ['127.0.0.1', ...ips] });
   mkdirSync(dir, { recursive: true });
   const certFile = join(dir, 'tls.crt');
   const keyFile = join(dir, 'tls.key');

@@ -1,6 +1,7 @@
 // The webhook as production runs it: `serve` in a child process with a kubeconfig, registered
 // with the API server through a MutatingWebhookConfiguration (url + caBundle).
 import { readFileSync } from 'node:fs';
+import { networkInterfaces } from 'node:os';
 import { join } from 'node:path';
 import { AdmissionregistrationV1Api, CoreV1Api, type V1MutatingWebhook } from '@kubernetes/client-node';
 import { startCli, type LoggingOptions } from '../harness/cli-process.ts';
@@ -40,11 +41,27 @@ export const LOOPBACK_SERVE_ARGS = [
   '0',
 ];
 
+const listenArgs = (host = '127.0.0.1') => LOOPBACK_SERVE_ARGS.map((a, i, all) => (all[i - 1] === '--host' ? host : a));
+
 export interface StartOptions extends LoggingOptions {
   /** Serve these files instead of a self-signed certificate; `caPem` is what clients trust. */
   tls?: { certFile: string; keyFile: string; caPem: string };
   /** How long its caches may take to sync (the benchmark lists 50,000 ServiceAccounts); 20 s by default. */
   readyTimeoutMs?: number;
+  /** The address it listens on, 127.0.0.1 by default (0.0.0.0: also on `hostAddress()`). */
+  host?: string;
+}
+
+/**
+ * A non-loopback IPv4 address of this host. kube-apiserver offers HTTP/2 only to a webhook whose
+ * URL is localhost or loopback; to any other URL, and to every Service, it offers HTTP/1.1 alone
+ * (k8s.io/apiserver pkg/util/webhook/client.go): a webhook registered at this address is spoken
+ * to as one behind a Service is.
+ */
+export function hostAddress(): string {
+  for (const addresses of Object.values(networkInterfaces()))
+    for (const a of addresses ?? []) if (a.family === 'IPv4' && !a.internal) return a.address;
+  throw new Error('this host has no non-loopback IPv4 address (os.networkInterfaces()) to register a webhook at');
 }
 
 export async function startWebhook(
@@ -59,7 +76,7 @@ export async function startWebhook(
     : ['--self-signed', '--ca-bundle-out', caFile];
   const cli = startCli(
     `webhook-${n}`,
-    ['serve', '--kubeconfig', cp.kubeconfigPath, ...tlsArgs, ...LOOPBACK_SERVE_ARGS, ...extraArgs],
+    ['serve', '--kubeconfig', cp.kubeconfigPath, ...tlsArgs, ...listenArgs(options.host), ...extraArgs],
     join(cp.dir, `webhook-${n}.log`),
     options,
   );
