@@ -43,6 +43,8 @@ export interface ServiceAccountParameters {
 }
 
 export interface ParametersSpec {
+  /** How many ServiceAccounts are listed; never absent, so the object is never empty (an apply stores `{}` as null). */
+  listed: number;
   /**
    * What a Pod gets when its ServiceAccount is not listed: the webhook's reading of a ServiceAccount
    * without annotations, or of one that does not exist (the Azure label alone injects the token).
@@ -177,7 +179,7 @@ export function renderParameters(
   judge?: InjectionPolicy,
   budget = MAX_PARAMETERS_BYTES,
 ): RenderedParameters {
-  const spec: ParametersSpec = { serviceAccounts: {} };
+  const spec: ParametersSpec = { listed: 0, serviceAccounts: {} };
   const leftOut: LeftOut[] = [];
   const fallback = renderServiceAccount(providers, namespace, undefined, judge);
   if (typeof fallback === 'object') spec.fallback = fallback;
@@ -195,7 +197,8 @@ export function renderParameters(
     // The entry's bytes, and a comma after the first.
     const listed = Object.keys(spec.serviceAccounts).length;
     const size = Buffer.byteLength(JSON.stringify({ [sa.name]: entry })) - 2 + (listed > 0 ? 1 : 0);
-    if (bytes + size > budget) {
+    // The count's digits are reserved: its final value takes up to six more than the 0 counted.
+    if (bytes + size + 6 > budget) {
       leftOut.push({
         serviceAccount: sa.name,
         reason: `its parameters (${size} bytes) would take the namespace's parameter object over its budget of ${budget} bytes`,
@@ -205,5 +208,8 @@ export function renderParameters(
     spec.serviceAccounts[sa.name] = entry;
     bytes += size;
   }
+  spec.listed = Object.keys(spec.serviceAccounts).length;
+  // The count's digits beyond the 0 counted at the start.
+  bytes += String(spec.listed).length - 1;
   return { spec, leftOut, bytes };
 }

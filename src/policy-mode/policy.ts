@@ -106,8 +106,8 @@ export function parametersCrd(): Record<string, unknown> {
               properties: {
                 spec: {
                   type: 'object',
-                  required: ['serviceAccounts'],
                   properties: {
+                    listed: { type: 'integer' },
                     fallback: account,
                     serviceAccounts: { type: 'object', additionalProperties: account },
                   },
@@ -217,7 +217,11 @@ const VARIABLES = [
   },
   { name: 'labels', expression: 'has(object.metadata.labels) ? object.metadata.labels : {}' },
   { name: 'annotations', expression: 'has(object.metadata.annotations) ? object.metadata.annotations : {}' },
-  { name: 'account', expression: 'params.spec.serviceAccounts[?variables.saName].or(params.spec.?fallback)' },
+  {
+    name: 'account',
+    expression:
+      '(has(params.spec.serviceAccounts) ? params.spec.serviceAccounts[?variables.saName] : optional.none()).or(params.spec.?fallback)',
+  },
   {
     name: 'injections',
     expression: `!variables.account.hasValue() ? [] :
@@ -284,12 +288,19 @@ export function policyBinding(): Record<string, unknown> {
   };
 }
 
-/** The parameter object of one namespace, as the controller applies it. */
-export function parametersObject(namespace: string, spec: unknown): Record<string, unknown> {
+/**
+ * The parameter object of one namespace, as the controller applies it. An empty map is left out:
+ * an apply stores `{}` as null, which the schema refuses.
+ */
+export function parametersObject(
+  namespace: string,
+  spec: { listed: number; serviceAccounts: Record<string, unknown>; fallback?: unknown },
+): Record<string, unknown> {
+  const { serviceAccounts, ...rest } = spec;
   return {
     apiVersion: `${PARAMETERS_GROUP}/${PARAMETERS_VERSION}`,
     kind: PARAMETERS_KIND,
     metadata: { name: PARAMETERS_NAME, namespace },
-    spec,
+    spec: Object.keys(serviceAccounts).length > 0 ? spec : rest,
   };
 }

@@ -1,0 +1,178 @@
+// The policy mode's controller: watches ServiceAccounts and keeps each namespace's parameter object
+// (./parameters.ts) current, written with server-side apply; a ServiceAccount change reaches its
+// namespace's object after a short debounce. Leader election is the caller's (./run.ts): one
+// writer at a time.
+import type { Logger } from 'pino';
+import type { AnnotationBound } from '../annotation-bounds.ts';
+import type { PodProvider } from '../clouds/types.ts';
+import { apiPath, type KubeApi } from '../kube/api.ts';
+import { ListWatch, statusOf } from '../kube/list-watch.ts';
+import { slimServiceAccount } from '../kube/serviceaccount-cache.ts';
+import type { ServiceAccountView } from '../kube/types.ts';
+import type { InjectionPolicy } from '../policy/gate.ts';
+import { renderParameters, MAX_PARAMETERS_BYTES } from './parameters.ts';
+import {
+  PARAMETERS_GROUP,
+  PARAMETERS_NAME,
+  PARAMETERS_PLURAL,
+  PARAMETERS_VERSION,
+  parametersObject,
+} from './policy.ts';
+
+export const FIELD_MANAGER = 'workload-identity-webhook';
+
+export interface ParametersControllerOptions {
+  api: KubeApi;
+  providers: readonly PodProvider[];
+  /** The ServiceAccount annotations the providers read: all the watch keeps of each. */
+  annotations: readonly AnnotationBound[];
+  /** Tenant policy's judgement for a namespace (undefined: none in force). */
+  judge?: (namespace: string) => Promise<InjectionPolicy | undefined>;
+  log: Logger;
+  /** How long changes gather before a namespace is rendered (default 200 ms). */
+  debounceMs?: number;
+  /** A failed write is retried after this long (default 5 s). */
+  retryMs?: number;
+  budget?: number;
+}
+
+export class ParametersController {
+  readonly #o: Required<Omit<ParametersControllerOptions, 'judge'>> & Pick<ParametersControllerOptions, 'judge'>;
+  readonly #byNamespace = new Map<string, Map<string, ServiceAccountView>>();
+  readonly #dirty = new Set<string>();
+  readonly #watch: ListWatch;
+  #timer: NodeJS.Timeout | undefined;
+  #flushing: Promise<void> | undefined;
+  #stopped = false;
+  /** Writes done, for tests and the log. */
+  writes = 0;
+
+  constructor(options: ParametersControllerOptions) {
+    this.#o = { debounceMs: 200, retryMs: 5000, budget: MAX_PARAMETERS_BYTES, ...options };
+    this.#watch = new ListWatch({
+      api: options.api,
+      what: 'ServiceAccount',
+      path: '/api/v1/serviceaccounts',
+      keep: (raw) => slimServiceAccount(raw as never, options.annotations),
+      log: options.log,
+      onList: (items) => this.#onList(items as (ServiceAccountView | undefined)[]),
+      onEvent: (type, obj) => this.#onEvent(type, obj),
+    });
+  }
+
+  /** Lists, renders every namespace, then keeps them current; resolves after the first list. */
+  start(): Promise<void> {
+    return this.#watch.start();
+  }
+
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    clearTimeout(this.#timer);
+    this.#watch.stop();
+    await this.#flushing;
+  }
+
+  /** Renders every namespace again (tenant policy changed). */
+  renderAll(): void {
+    for (const ns of this.#byNamespace.keys()) this.#dirty.add(ns);
+    this.#schedule(0);
+  }
+
+  #onList(items: (ServiceAccountView | undefined)[]): void {
+    const before = new Set(this.#byNamespace.keys());
+    this.#byNamespace.clear();
+    for (const sa of items) if (sa) this.#accounts(sa.namespace).set(sa.name, sa);
+    for (const ns of new Set([...before, ...this.#byNamespace.keys()])) this.#dirty.add(ns);
+    this.#schedule(0);
+  }
+
+  #onEvent(type: 'ADDED' | 'MODIFIED' | 'DELETED', obj: unknown): void {
+    const sa = slimServiceAccount(obj as never, this.#o.annotations);
+    if (!sa) return;
+    const accounts = this.#accounts(sa.namespace);
+    const before = accounts.get(sa.name);
+    if (type === 'DELETED') accounts.delete(sa.name);
+    else accounts.set(sa.name, sa);
+    // Only what the providers read counts: a label or another annotation changes nothing.
+    if (type !== 'DELETED' && before && sameView(before, sa)) return;
+    this.#dirty.add(sa.namespace);
+    this.#schedule(this.#o.debounceMs);
+  }
+
+  #accounts(namespace: string): Map<string, ServiceAccountView> {
+    let m = this.#byNamespace.get(namespace);
+    if (!m) {
+      m = new Map();
+      this.#byNamespace.set(namespace, m);
+    }
+    return m;
+  }
+
+  #schedule(delayMs: number): void {
+    if (this.#stopped || this.#timer) return;
+    this.#timer = setTimeout(() => {
+      this.#timer = undefined;
+      // One flush at a time: the running one schedules another for what turned dirty meanwhile.
+      if (this.#flushing) return;
+      this.#flushing = this.#flush().finally(() => {
+        this.#flushing = undefined;
+        if (this.#dirty.size > 0) this.#schedule(this.#o.debounceMs);
+      });
+    }, delayMs);
+  }
+
+  /** Renders and writes the dirty namespaces, one at a time; a failed one is tried again later. */
+  async #flush(): Promise<void> {
+    const namespaces = [...this.#dirty];
+    this.#dirty.clear();
+    for (const ns of namespaces) {
+      if (this.#stopped) return;
+      try {
+        await this.#write(ns);
+      } catch (err) {
+        // A namespace being deleted takes its object with it: nothing to retry.
+        if (statusOf(err) === 404 || /being terminated/.test(String(err))) continue;
+        this.#o.log.warn({ err, namespace: ns }, 'could not write the policy parameters; trying again');
+        setTimeout(() => {
+          this.#dirty.add(ns);
+          this.#schedule(0);
+        }, this.#o.retryMs).unref();
+      }
+    }
+  }
+
+  async #write(namespace: string): Promise<void> {
+    const accounts = [...(this.#byNamespace.get(namespace)?.values() ?? [])];
+    const judge = await this.#o.judge?.(namespace);
+    const { spec, leftOut, bytes } = renderParameters(this.#o.providers, namespace, accounts, judge, this.#o.budget);
+    for (const l of leftOut)
+      this.#o.log.warn(
+        { namespace, serviceAccount: l.serviceAccount, reason: l.reason },
+        'a ServiceAccount is left out of the policy parameters: its Pods get no identity from the policy',
+      );
+    const path = apiPath(
+      'apis',
+      PARAMETERS_GROUP,
+      PARAMETERS_VERSION,
+      'namespaces',
+      namespace,
+      PARAMETERS_PLURAL,
+      PARAMETERS_NAME,
+    );
+    await this.#o.api.request('PATCH', path, {
+      query: { fieldManager: FIELD_MANAGER, force: true },
+      contentType: 'application/apply-patch+yaml',
+      // JSON is YAML: the whole object, so the apply owns every field and drops what went.
+      body: parametersObject(namespace, spec),
+    });
+    this.writes++;
+    this.#o.log.debug(
+      { namespace, bytes, serviceAccounts: Object.keys(spec.serviceAccounts).length },
+      'policy parameters written',
+    );
+  }
+}
+
+function sameView(a: ServiceAccountView, b: ServiceAccountView): boolean {
+  return JSON.stringify([a.annotations, a.oversize]) === JSON.stringify([b.annotations, b.oversize]);
+}

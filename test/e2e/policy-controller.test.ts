@@ -1,0 +1,148 @@
+// The policy mode's controller (issue 32 item 2) on the newest kube-apiserver: it renders each
+// namespace's WorkloadIdentityParameters from its ServiceAccounts through the core and keeps them
+// current, so a ServiceAccount change reaches the Pods the policy admits within seconds.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import pino from 'pino';
+import { startControlPlane, type ControlPlane } from '../harness/control-plane.ts';
+import { until } from '../harness/until.ts';
+import { createProviders, serviceAccountAnnotations } from '../../src/clouds/index.ts';
+import { loadConfig } from '../../src/config.ts';
+import { kubeApiOf } from '../../src/kube/connect.ts';
+import type { Pod } from '../../src/kube/types.ts';
+import { ParametersController } from '../../src/policy-mode/controller.ts';
+import { runParametersController, type ParametersRunner } from '../../src/policy-mode/run.ts';
+import {
+  PARAMETERS_GROUP,
+  PARAMETERS_NAME,
+  PARAMETERS_PLURAL,
+  PARAMETERS_VERSION,
+} from '../../src/policy-mode/policy.ts';
+import { dryRun, installPolicyMode } from '../support/policy-mode.ts';
+
+const providers = createProviders(loadConfig(new Map(), {}));
+const ROLE = (n: number) => `arn:aws:iam::123456789012:role/r${n}`;
+const POD: Pod = {
+  metadata: { name: 'p' },
+  spec: { serviceAccountName: 'app', containers: [{ name: 'c', image: 'i' }] },
+};
+
+function envOf(stored: Awaited<ReturnType<typeof dryRun>>): Record<string, string | undefined> {
+  if ('refused' in stored) return {};
+  return Object.fromEntries((stored.spec?.containers?.[0].env ?? []).map((e) => [e.name, e.value]));
+}
+
+describe('the parameters controller', () => {
+  let cp: ControlPlane;
+  let controller: ParametersController;
+  const log = pino({ level: 'warn' });
+
+  before(async () => {
+    cp = await startControlPlane({ name: 'policy-controller', version: 'newest' });
+    await installPolicyMode(cp);
+    for (const ns of ['team-a', 'team-b']) await cp.request('POST', '/api/v1/namespaces', { metadata: { name: ns } });
+    await cp.request('POST', '/api/v1/namespaces/team-a/serviceaccounts', {
+      metadata: { name: 'app', annotations: { 'eks.amazonaws.com/role-arn': ROLE(1) } },
+    });
+    controller = new ParametersController({
+      api: kubeApiOf(cp.kubeConfig()),
+      providers,
+      annotations: serviceAccountAnnotations(providers),
+      log,
+      debounceMs: 100,
+    });
+    await controller.start();
+  });
+  after(async () => {
+    await controller?.stop();
+    await cp?.stop();
+  });
+
+  test("a namespace's ServiceAccounts reach its parameter object, and through the policy its Pods", async () => {
+    const path = `/apis/${PARAMETERS_GROUP}/${PARAMETERS_VERSION}/namespaces/team-a/${PARAMETERS_PLURAL}/${PARAMETERS_NAME}`;
+    const object = await until('team-a parameters', async () => {
+      const r = await cp.request('GET', path);
+      return r.status === 200 ? JSON.parse(r.body) : undefined;
+    });
+    assert.deepEqual(Object.keys(object.spec.serviceAccounts), ['app']);
+    assert.equal(object.metadata.managedFields[0].manager, 'workload-identity-webhook');
+    const env = await until(
+      'the policy injects role 1',
+      async () => envOf(await dryRun(cp, 'team-a', POD)).AWS_ROLE_ARN,
+    );
+    assert.equal(env, ROLE(1));
+    // team-b's Pods read team-b's object: the same ServiceAccount name there has no identity.
+    const other = await dryRun(cp, 'team-b', POD);
+    assert.equal(envOf(other).AWS_ROLE_ARN, undefined);
+  });
+
+  test('a ServiceAccount changed, added or deleted reaches the Pods within seconds', async () => {
+    const started = performance.now();
+    await kubeApiOf(cp.kubeConfig()).request('PATCH', '/api/v1/namespaces/team-a/serviceaccounts/app', {
+      contentType: 'application/merge-patch+json',
+      body: { metadata: { annotations: { 'eks.amazonaws.com/role-arn': ROLE(2) } } },
+    });
+    await until(
+      'role 2 in new Pods',
+      async () => envOf(await dryRun(cp, 'team-a', POD)).AWS_ROLE_ARN === ROLE(2) || undefined,
+    );
+    const changed = performance.now() - started;
+    await cp.request('POST', '/api/v1/namespaces/team-b/serviceaccounts', {
+      metadata: { name: 'app', annotations: { 'eks.amazonaws.com/role-arn': ROLE(3) } },
+    });
+    await until(
+      'team-b gets role 3',
+      async () => envOf(await dryRun(cp, 'team-b', POD)).AWS_ROLE_ARN === ROLE(3) || undefined,
+    );
+    await cp.request('DELETE', '/api/v1/namespaces/team-a/serviceaccounts/app');
+    await until(
+      'no role for a deleted ServiceAccount',
+      async () => envOf(await dryRun(cp, 'team-a', POD)).AWS_ROLE_ARN === undefined || undefined,
+    );
+    console.log(`a ServiceAccount change reached the policy's Pods in ${Math.round(changed)} ms`);
+    assert.ok(controller.writes >= 4, `${controller.writes} writes`);
+  });
+
+  test('leader-elected: of two replicas one writes; when it stops, the other takes over', async () => {
+    await controller.stop();
+    await cp.request('POST', '/api/v1/namespaces', { metadata: { name: 'leases' } });
+    await cp.request('POST', '/api/v1/namespaces', { metadata: { name: 'team-c' } });
+    const runners: ParametersRunner[] = ['replica-1', 'replica-2'].map((identity) =>
+      runParametersController({
+        kubeConfig: cp.kubeConfig(),
+        leaseNamespace: 'leases',
+        identity,
+        leaseDurationSeconds: 3,
+        api: kubeApiOf(cp.kubeConfig()),
+        providers,
+        annotations: serviceAccountAnnotations(providers),
+        log,
+        debounceMs: 100,
+      }),
+    );
+    try {
+      const leader = await until('a leader', async () => runners.find((r) => r.isLeader));
+      const sa = (n: number) => ({ metadata: { name: 'app', annotations: { 'eks.amazonaws.com/role-arn': ROLE(n) } } });
+      await cp.request('POST', '/api/v1/namespaces/team-c/serviceaccounts', sa(4));
+      await until(
+        'role 4 through the leader',
+        async () => envOf(await dryRun(cp, 'team-c', POD)).AWS_ROLE_ARN === ROLE(4) || undefined,
+      );
+      assert.equal(runners.filter((r) => r.isLeader).length, 1, 'one leader');
+      assert.equal(runners.find((r) => r !== leader)!.controller, undefined, 'the standby writes nothing');
+      await leader.stop();
+      const standby = runners.find((r) => r !== leader)!;
+      await until('the standby leads', async () => standby.isLeader || undefined);
+      await kubeApiOf(cp.kubeConfig()).request('PATCH', '/api/v1/namespaces/team-c/serviceaccounts/app', {
+        contentType: 'application/merge-patch+json',
+        body: { metadata: { annotations: { 'eks.amazonaws.com/role-arn': ROLE(5) } } },
+      });
+      await until(
+        'role 5 through the new leader',
+        async () => envOf(await dryRun(cp, 'team-c', POD)).AWS_ROLE_ARN === ROLE(5) || undefined,
+      );
+    } finally {
+      for (const r of runners) await r.stop();
+    }
+  });
+});
