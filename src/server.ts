@@ -137,7 +137,7 @@ async function admission(config: Config, api: KubeApi, root: Logger, metrics: Me
     return allowed();
   };
   // Everything list-watched beside the server: ready once all are synced.
-  return { admit, cache, watched: together([cache, ...(tenantPolicy?.parts ?? [])]) };
+  return { admit, cache, providers, tenantPolicy, watched: together([cache, ...(tenantPolicy?.parts ?? [])]) };
 }
 
 /** The peers' metrics, their namespace label bounded: only a namespace the cluster has is a label value. */
@@ -159,7 +159,11 @@ export async function serve(config: Config, root: Logger): Promise<RunningServer
   const metrics = createMetrics();
   metrics.servingCertificateExpiry.set(certificateNotAfter(tls.pair.cert));
   const recordKeys = await injectionRecordKeys(config, tls.pair, log);
-  const { admit, cache, watched } = await admission(config, api, root, metrics, recordKeys);
+  const { admit, cache, providers, tenantPolicy, watched } = await admission(config, api, root, metrics, recordKeys);
+  // The policy mode's parameters, written by one replica (loaded only when asked for).
+  const parameters = config.policyParameters
+    ? (await import('./policy-mode/run.ts')).startPolicyParameters(config, api, providers, tenantPolicy?.judges, root)
+    : undefined;
   let draining = false;
 
   const clientCa = config.clientCaFile
@@ -229,6 +233,7 @@ export async function serve(config: Config, root: Logger): Promise<RunningServer
         await new Promise((resolve) => setTimeout(resolve, config.drainSeconds * 1000));
         stopWatching?.();
         stopClouds();
+        await parameters?.stop();
         watched.stop();
         await Promise.all([app.close(), new Promise((resolve) => metricsServer.close(resolve))]);
         log.info('stopped');

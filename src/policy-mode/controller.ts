@@ -6,7 +6,7 @@ import type { Logger } from 'pino';
 import type { AnnotationBound } from '../annotation-bounds.ts';
 import type { PodProvider } from '../clouds/types.ts';
 import { apiPath, type KubeApi } from '../kube/api.ts';
-import { ListWatch, statusOf } from '../kube/list-watch.ts';
+import { ListWatch } from '../kube/list-watch.ts';
 import { slimServiceAccount } from '../kube/serviceaccount-cache.ts';
 import type { ServiceAccountView } from '../kube/types.ts';
 import type { InjectionPolicy } from '../policy/gate.ts';
@@ -130,8 +130,9 @@ export class ParametersController {
       try {
         await this.#write(ns);
       } catch (err) {
-        // A namespace being deleted takes its object with it: nothing to retry.
-        if (statusOf(err) === 404 || /being terminated/.test(String(err))) continue;
+        // A namespace being deleted takes its object with it: nothing to retry. (A missing CRD is
+        // a 404 too, but not this one: it is retried and logged.)
+        if (/being terminated|namespaces? "[^"]*" not found/.test(String(err))) continue;
         this.#o.log.warn({ err, namespace: ns }, 'could not write the policy parameters; trying again');
         setTimeout(() => {
           this.#dirty.add(ns);

@@ -1,6 +1,16 @@
 // The parameters controller under leader election: every replica campaigns for one Lease, the
 // leader alone writes, and a new term starts from a fresh list.
+import { readFileSync } from 'node:fs';
+import { hostname } from 'node:os';
 import type { KubeConfig } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import { serviceAccountAnnotations } from '../clouds/index.ts';
+import type { PodProvider } from '../clouds/types.ts';
+import type { Config } from '../config.ts';
+import { ConfigError } from '../errors.ts';
+import type { KubeApi } from '../kube/api.ts';
+import { loadKubeConfig } from '../kube/client.ts';
+import type { TenantJudges } from '../policy/gate.ts';
 import { LeaderElector } from '../token-requestor/lease.ts';
 import { ParametersController, type ParametersControllerOptions } from './controller.ts';
 
@@ -54,4 +64,36 @@ export function runParametersController(options: ParametersRunnerOptions): Param
       await controller?.stop();
     },
   };
+}
+
+const IN_CLUSTER_NAMESPACE_FILE = '/var/run/secrets/kubernetes.io/serviceaccount/namespace';
+
+/** `serve --policy-parameters`: the runner with serve's client, providers and tenant policy. */
+export function startPolicyParameters(
+  config: Config,
+  api: KubeApi,
+  providers: readonly PodProvider[],
+  judges: TenantJudges | undefined,
+  root: Logger,
+): ParametersRunner {
+  return runParametersController({
+    kubeConfig: loadKubeConfig(config.kubeconfig, config.kubeContext),
+    leaseNamespace: config.policyParametersLeaseNamespace ?? inClusterNamespace(),
+    identity: hostname(),
+    api,
+    providers,
+    annotations: serviceAccountAnnotations(providers),
+    judge: judges && ((namespace) => judges.pod(namespace)),
+    log: root.child({ component: 'policy-parameters' }),
+  });
+}
+
+function inClusterNamespace(): string {
+  try {
+    return readFileSync(IN_CLUSTER_NAMESPACE_FILE, 'utf8').trim();
+  } catch {
+    throw new ConfigError(
+      '--policy-parameters-lease-namespace is needed outside a cluster (no service account namespace file to default to)',
+    );
+  }
 }

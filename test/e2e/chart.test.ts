@@ -113,6 +113,8 @@ const WITHOUT_VALUE: Partial<Record<SettingKey, string>> = {
   recordKeyFile: 'replicas share the key derived from the serving key they read from one Secret (extraArgs can set it)',
   awsEksClusterName: 'read by trust and doctor, run by a person against the cluster, not by serve',
   awsRoleTrustPolicyLength: 'read by trust and doctor, run by a person against the cluster, not by serve',
+  policyParameters: "the policy mode (issue 32): the chart installs neither its CRD nor its policy yet (extraArgs can set it)",
+  policyParametersLeaseNamespace: 'goes with --policy-parameters',
 };
 
 function envName(flag: string): string {

@@ -4,6 +4,8 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import pino from 'pino';
+import { join } from 'node:path';
+import { startCli } from '../harness/cli-process.ts';
 import { startControlPlane, type ControlPlane } from '../harness/control-plane.ts';
 import { until } from '../harness/until.ts';
 import { createProviders, serviceAccountAnnotations } from '../../src/clouds/index.ts';
@@ -103,8 +105,40 @@ describe('the parameters controller', () => {
     assert.ok(controller.writes >= 4, `${controller.writes} writes`);
   });
 
-  test('leader-elected: of two replicas one writes; when it stops, the other takes over', async () => {
+  test('serve --policy-parameters runs the controller: a ServiceAccount reaches the policy through it', async () => {
     await controller.stop();
+    await cp.request('POST', '/api/v1/namespaces', { metadata: { name: 'serve-leases' } });
+    await cp.request('POST', '/api/v1/namespaces', { metadata: { name: 'team-d' } });
+    const serve = startCli(
+      'serve',
+      ['serve', '--kubeconfig', cp.kubeconfigPath, '--self-signed', '--port', '0', '--metrics-port', '0'],
+      join(cp.dir, 'serve.log'),
+      { env: { WIW_POLICY_PARAMETERS: 'true', WIW_POLICY_PARAMETERS_LEASE_NAMESPACE: 'serve-leases' } },
+    );
+    try {
+      await serve.waitForLog('listening', 'serve listening');
+      await cp.request('POST', '/api/v1/namespaces/team-d/serviceaccounts', {
+        metadata: { name: 'app', annotations: { 'eks.amazonaws.com/role-arn': ROLE(6) } },
+      });
+      await until(
+        'role 6 through serve',
+        async () => envOf(await dryRun(cp, 'team-d', POD)).AWS_ROLE_ARN === ROLE(6) || undefined,
+      );
+      const lease = JSON.parse(
+        (
+          await cp.request(
+            'GET',
+            '/apis/coordination.k8s.io/v1/namespaces/serve-leases/leases/workload-identity-webhook-policy-parameters',
+          )
+        ).body,
+      );
+      assert.ok(lease.spec?.holderIdentity, 'serve holds the Lease');
+    } finally {
+      await serve.stop();
+    }
+  });
+
+  test('leader-elected: of two replicas one writes; when it stops, the other takes over', async () => {
     await cp.request('POST', '/api/v1/namespaces', { metadata: { name: 'leases' } });
     await cp.request('POST', '/api/v1/namespaces', { metadata: { name: 'team-c' } });
     const runners: ParametersRunner[] = ['replica-1', 'replica-2'].map((identity) =>
