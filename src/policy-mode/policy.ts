@@ -304,3 +304,8 @@ export function parametersObject(
     spec: Object.keys(serviceAccounts).length > 0 ? spec : rest,
   };
 }
+
+/** The chart's copy of the objects (files/policy-mode.json, scripts/policy-mode-chart.ts writes it). */
+export function policyModeChartFile(): string {
+  return `${JSON.stringify({ crd: parametersCrd(), policy: mutatingPolicy(), binding: policyBinding() }, null, 2)}\n`;
+}

@@ -60,7 +60,9 @@ type SettingKey = keyof typeof settings;
  * Settings the chart sets itself, from another value, and the values that drive them.
  * Every other setting must be a key of `config` in values.yaml, or a development-only flag.
  */
-const CHART_MANAGED: Partial<Record<SettingKey, { values: Record<string, any>; expect: string | RegExp }>> = {
+const CHART_MANAGED: Partial<
+  Record<SettingKey, { values: Record<string, any>; expect: string | RegExp; kubeVersion?: string }>
+> = {
   tlsCertFile: {
     values: { certificates: { mode: 'certManager' } },
     expect: '/etc/workload-identity-webhook/tls/tls.crt',
@@ -96,6 +98,12 @@ const CHART_MANAGED: Partial<Record<SettingKey, { values: Record<string, any>; e
     expect: '/etc/workload-identity-webhook/policy/policy.yaml',
   },
   failurePolicy: { values: { webhook: { failurePolicy: 'Ignore' } }, expect: 'Ignore' },
+  policyParameters: { values: { injection: { mode: 'both' } }, expect: 'true', kubeVersion: '1.36.3' },
+  policyParametersLeaseNamespace: {
+    values: { injection: { mode: 'policy' } },
+    expect: 'wiw-system',
+    kubeVersion: '1.36.3',
+  },
   clientCaFile: {
     values: { clientAuth: { caBundle: TEST_CA_PEM } },
     expect: '/etc/workload-identity-webhook/client-ca/ca.crt',
@@ -113,8 +121,6 @@ const WITHOUT_VALUE: Partial<Record<SettingKey, string>> = {
   recordKeyFile: 'replicas share the key derived from the serving key they read from one Secret (extraArgs can set it)',
   awsEksClusterName: 'read by trust and doctor, run by a person against the cluster, not by serve',
   awsRoleTrustPolicyLength: 'read by trust and doctor, run by a person against the cluster, not by serve',
-  policyParameters: "the policy mode (issue 32): the chart installs neither its CRD nor its policy yet (extraArgs can set it)",
-  policyParametersLeaseNamespace: 'goes with --policy-parameters',
 };
 
 function envName(flag: string): string {
@@ -1066,9 +1072,9 @@ describe('values cover the webhook', () => {
       );
   });
 
-  for (const [key, { values, expect }] of Object.entries(CHART_MANAGED)) {
+  for (const [key, { values, expect, kubeVersion }] of Object.entries(CHART_MANAGED)) {
     test(`chart-managed --${settings[key as SettingKey].flag} is rendered from its value`, async () => {
-      const env = containerEnv(webhookDeployment((await renderChart(values)).manifests));
+      const env = containerEnv(webhookDeployment((await renderChart(values, { kubeVersion })).manifests));
       const actual = env[envName(settings[key as SettingKey].flag)];
       if (expect instanceof RegExp) assert.match(actual, expect);
       else assert.equal(actual, expect);

@@ -9,14 +9,12 @@ import type { PodProvider } from '../../src/clouds/types.ts';
 import { previewPod } from '../../src/preview.ts';
 import { renderParameters } from '../../src/policy-mode/parameters.ts';
 import {
-  mutatingPolicy,
   PARAMETERS_GROUP,
   PARAMETERS_PLURAL,
   PARAMETERS_VERSION,
-  parametersCrd,
   parametersObject,
-  policyBinding,
 } from '../../src/policy-mode/policy.ts';
+import { find, renderChart, type Manifest } from './chart.ts';
 import { diffPods, type Difference, type Stored } from './peer-diff-compare.ts';
 import type { CorpusFile } from './peer-diff.ts';
 
@@ -133,16 +131,28 @@ function corpusShapes(corpus: readonly CorpusFile[], namespace: string): Pod[] {
   return corpus.find((f) => f.namespace === namespace)!.pods as Pod[];
 }
 
+/** The CRD, the policy and its binding as the chart renders them (injection.mode=policy, Kubernetes 1.36). */
+export async function chartPolicyMode(): Promise<{ crd: Manifest; policy: Manifest; binding: Manifest }> {
+  const { manifests } = await renderChart({ injection: { mode: 'policy' } }, { kubeVersion: '1.36.3' });
+  const crd = find(manifests, 'CustomResourceDefinition', `${PARAMETERS_PLURAL}.${PARAMETERS_GROUP}`);
+  const policy = find(manifests, 'MutatingAdmissionPolicy');
+  const binding = find(manifests, 'MutatingAdmissionPolicyBinding');
+  if (!crd || !policy || !binding)
+    throw new Error('the chart renders no policy mode objects with injection.mode=policy');
+  return { crd, policy, binding };
+}
+
 /** The CRD, the policy and its binding, as the chart installs them; waits until the CRD is served. */
 export async function installPolicyMode(cp: ControlPlane): Promise<void> {
-  await must(cp.request('POST', '/apis/apiextensions.k8s.io/v1/customresourcedefinitions', parametersCrd()), 'CRD');
+  const { crd, policy, binding } = await chartPolicyMode();
+  await must(cp.request('POST', '/apis/apiextensions.k8s.io/v1/customresourcedefinitions', crd), 'CRD');
   await until('the parameter resource served', async () => {
     const r = await cp.request('GET', `/apis/${PARAMETERS_GROUP}/${PARAMETERS_VERSION}/${PARAMETERS_PLURAL}`);
     return r.status === 200 || undefined;
   });
   const admission = '/apis/admissionregistration.k8s.io/v1';
-  await must(cp.request('POST', `${admission}/mutatingadmissionpolicies`, mutatingPolicy()), 'policy');
-  await must(cp.request('POST', `${admission}/mutatingadmissionpolicybindings`, policyBinding()), 'binding');
+  await must(cp.request('POST', `${admission}/mutatingadmissionpolicies`, policy), 'policy');
+  await must(cp.request('POST', `${admission}/mutatingadmissionpolicybindings`, binding), 'binding');
 }
 
 /** The namespace, its ServiceAccounts' parameters rendered by the core, and the object written. */
