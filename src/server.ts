@@ -162,7 +162,14 @@ export async function serve(config: Config, root: Logger): Promise<RunningServer
   const { admit, cache, providers, tenantPolicy, watched } = await admission(config, api, root, metrics, recordKeys);
   // The policy mode's parameters, written by one replica (loaded only when asked for).
   const parameters = config.policyParameters
-    ? (await import('./policy-mode/run.ts')).startPolicyParameters(config, api, providers, tenantPolicy?.judges, root)
+    ? (await import('./policy-mode/run.ts')).startPolicyParameters(
+        config,
+        api,
+        providers,
+        tenantPolicy?.judges,
+        tenantPolicy && (() => tenantPolicy.gate.current()),
+        root,
+      )
     : undefined;
   let draining = false;
 

@@ -28,6 +28,17 @@ export interface ParametersControllerOptions {
   annotations: readonly AnnotationBound[];
   /** Tenant policy's judgement for a namespace (undefined: none in force). */
   judge?: (namespace: string) => Promise<InjectionPolicy | undefined>;
+  /**
+   * Tenant policy's current set (a new object whenever a policy changes): polled every
+   * `policyPollMs`, a change renders every namespace again.
+   */
+  policyVersion?: () => unknown;
+  policyPollMs?: number;
+  /**
+   * Every namespace is rendered again this often (what a judgement reads besides the policies,
+   * a namespace's labels, has no event here); only a changed object is written.
+   */
+  resyncMs?: number;
   log: Logger;
   /** How long changes gather before a namespace is rendered (default 200 ms). */
   debounceMs?: number;
@@ -37,8 +48,13 @@ export interface ParametersControllerOptions {
 }
 
 export class ParametersController {
-  readonly #o: Required<Omit<ParametersControllerOptions, 'judge'>> & Pick<ParametersControllerOptions, 'judge'>;
+  readonly #o: Required<Omit<ParametersControllerOptions, 'judge' | 'policyVersion'>> &
+    Pick<ParametersControllerOptions, 'judge' | 'policyVersion'>;
   readonly #byNamespace = new Map<string, Map<string, ServiceAccountView>>();
+  /** What was last written per namespace: an unchanged rendering is not written again. */
+  readonly #written = new Map<string, string>();
+  #poll: NodeJS.Timeout | undefined;
+  #resync: NodeJS.Timeout | undefined;
   readonly #dirty = new Set<string>();
   readonly #watch: ListWatch;
   #timer: NodeJS.Timeout | undefined;
@@ -48,7 +64,14 @@ export class ParametersController {
   writes = 0;
 
   constructor(options: ParametersControllerOptions) {
-    this.#o = { debounceMs: 200, retryMs: 5000, budget: MAX_PARAMETERS_BYTES, ...options };
+    this.#o = {
+      debounceMs: 200,
+      retryMs: 5000,
+      budget: MAX_PARAMETERS_BYTES,
+      policyPollMs: 1000,
+      resyncMs: 30_000,
+      ...options,
+    };
     this.#watch = new ListWatch({
       api: options.api,
       what: 'ServiceAccount',
@@ -62,11 +85,24 @@ export class ParametersController {
 
   /** Lists, renders every namespace, then keeps them current; resolves after the first list. */
   start(): Promise<void> {
+    const { policyVersion } = this.#o;
+    if (policyVersion) {
+      let seen = policyVersion();
+      this.#poll = setInterval(() => {
+        const now = policyVersion();
+        if (now === seen) return;
+        seen = now;
+        this.renderAll();
+      }, this.#o.policyPollMs);
+    }
+    this.#resync = setInterval(() => this.renderAll(), this.#o.resyncMs);
     return this.#watch.start();
   }
 
   async stop(): Promise<void> {
     this.#stopped = true;
+    clearInterval(this.#poll);
+    clearInterval(this.#resync);
     clearTimeout(this.#timer);
     this.#watch.stop();
     await this.#flushing;
@@ -151,6 +187,9 @@ export class ParametersController {
         { namespace, serviceAccount: l.serviceAccount, reason: l.reason },
         'a ServiceAccount is left out of the policy parameters: its Pods get no identity from the policy',
       );
+    const object = parametersObject(namespace, spec);
+    const json = JSON.stringify(object);
+    if (this.#written.get(namespace) === json) return;
     const path = apiPath(
       'apis',
       PARAMETERS_GROUP,
@@ -164,8 +203,9 @@ export class ParametersController {
       query: { fieldManager: FIELD_MANAGER, force: true },
       contentType: 'application/apply-patch+yaml',
       // JSON is YAML: the whole object, so the apply owns every field and drops what went.
-      body: parametersObject(namespace, spec),
+      body: object,
     });
+    this.#written.set(namespace, json);
     this.writes++;
     this.#o.log.debug(
       { namespace, bytes, serviceAccounts: Object.keys(spec.serviceAccounts).length },

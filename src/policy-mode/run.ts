@@ -74,6 +74,7 @@ export function startPolicyParameters(
   api: KubeApi,
   providers: readonly PodProvider[],
   judges: TenantJudges | undefined,
+  policyVersion: (() => unknown) | undefined,
   root: Logger,
 ): ParametersRunner {
   return runParametersController({
@@ -84,6 +85,7 @@ export function startPolicyParameters(
     providers,
     annotations: serviceAccountAnnotations(providers),
     judge: judges && ((namespace) => judges.pod(namespace)),
+    policyVersion,
     log: root.child({ component: 'policy-parameters' }),
   });
 }

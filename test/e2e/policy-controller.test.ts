@@ -10,6 +10,7 @@ import { startControlPlane, type ControlPlane } from '../harness/control-plane.t
 import { until } from '../harness/until.ts';
 import { createProviders, serviceAccountAnnotations } from '../../src/clouds/index.ts';
 import { loadConfig } from '../../src/config.ts';
+import { denial } from '../../src/errors.ts';
 import { kubeApiOf } from '../../src/kube/connect.ts';
 import type { Pod } from '../../src/kube/types.ts';
 import { ParametersController } from '../../src/policy-mode/controller.ts';
@@ -103,6 +104,43 @@ describe('the parameters controller', () => {
     );
     console.log(`a ServiceAccount change reached the policy's Pods in ${Math.round(changed)} ms`);
     assert.ok(controller.writes >= 4, `${controller.writes} writes`);
+  });
+
+  test("tenant policy's change renders every namespace again: a revoked role leaves the parameters within seconds", async () => {
+    await controller.stop();
+    await cp.request('POST', '/api/v1/namespaces', { metadata: { name: 'team-e' } });
+    await cp.request('POST', '/api/v1/namespaces/team-e/serviceaccounts', {
+      metadata: { name: 'app', annotations: { 'eks.amazonaws.com/role-arn': ROLE(7) } },
+    });
+    let version = {};
+    let revoked = false;
+    const judged = new ParametersController({
+      api: kubeApiOf(cp.kubeConfig()),
+      providers,
+      annotations: serviceAccountAnnotations(providers),
+      log,
+      debounceMs: 100,
+      policyPollMs: 100,
+      judge: async () => (revoked ? () => denial('PolicyDenied', `role ${ROLE(7)} is not granted`) : undefined),
+      policyVersion: () => version,
+    });
+    await judged.start();
+    try {
+      await until(
+        'role 7 granted',
+        async () => envOf(await dryRun(cp, 'team-e', POD)).AWS_ROLE_ARN === ROLE(7) || undefined,
+      );
+      const started = performance.now();
+      revoked = true;
+      version = {};
+      await until(
+        'role 7 revoked',
+        async () => envOf(await dryRun(cp, 'team-e', POD)).AWS_ROLE_ARN === undefined || undefined,
+      );
+      console.log(`a tenant policy change reached the policy's Pods in ${Math.round(performance.now() - started)} ms`);
+    } finally {
+      await judged.stop();
+    }
   });
 
   test('serve --policy-parameters runs the controller: a ServiceAccount reaches the policy through it', async () => {
