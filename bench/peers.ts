@@ -1,22 +1,28 @@
 // npm run bench:peers: `serve` side by side with the peers it replaces (the AWS peer and the Azure
-// peer, built by scripts/provide-peers.sh as the differential harness has them) on one real
-// kube-apiserver, with the same ServiceAccounts, serving certificate and review stream. Each
-// server runs alone on CPU 0 (taskset; GOMAXPROCS=1 for the Go peers); the load generator, the API
-// server and etcd on the other CPUs. `serve` runs as its Pod does: the image's bundle (WIW_CLI;
-// scripts/dev.sh builds it), in a memory cgroup of the chart's limit, with the Node flags of the
-// Dockerfile's NODE_OPTIONS (the chart keeps them unless nodeOptions is set). Every figure is the
-// median of --rounds rounds; the table ends with the issue's goals, each met or not, and how busy
-// the machine was with other work meanwhile.
+// peer, built by scripts/provide-peers.sh as the differential harness has them) and with the floor
+// (support/floor.ts: a bare Node HTTPS server that parses the review and allows it) on one real
+// kube-apiserver, with the same ServiceAccounts, serving certificate and two corpora of reviews
+// (support/corpora.ts: generated large Pods, and real charts' Pods). Each server runs alone on
+// CPU 0 (taskset; GOMAXPROCS=1 for the Go peers); the load generator, the API server and etcd on
+// the other CPUs. `serve` runs as its Pod does: the image's bundle (WIW_CLI; scripts/dev.sh builds
+// it), in a memory cgroup of the chart's limit, with the Node flags of the Dockerfile's
+// NODE_OPTIONS (the chart keeps them unless nodeOptions is set); the floor with the same flags.
+// Every figure is the median of --rounds rounds, the ratios with their spread over the rounds; the
+// table ends with the issue's goals, each met or not, and how busy the machine was meanwhile.
 //
 //   npm run bench:peers [-- --rounds 3] [--seconds 10] [--peers aws,azure] [--phases base,scale]
-//                       [--scale 50000] [--settle 75] [--image-archive FILE]
+//                       [--corpora bench,charts] [--scale 50000] [--settle 75] [--image-archive FILE]
+//                       [--baseline OTHER/bundle/cli.js]   (another build of serve beside this one: before/after)
 import { readFileSync, statSync } from 'node:fs';
+import { Agent, request } from 'node:https';
+import type { TLSSocket } from 'node:tls';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { startControlPlane, type ControlPlane } from '../test/harness/control-plane.ts';
 import { TENANT as AZURE_TENANT } from '../test/support/identities.ts';
+import { startProcess } from '../test/harness/processes.ts';
 import { providePeers, servingCertificate, startPeer, type TlsFiles } from '../test/support/peer-diff.ts';
 import { CLI } from '../test/harness/cli-process.ts';
 import { startWebhook } from '../test/support/webhook.ts';
@@ -24,7 +30,19 @@ import { createAll } from './support/cluster.ts';
 import { cpuCount, cpuSecondsOf, foreignLoad, loadAverage, pin } from './support/host.ts';
 import { chartMemory, memoryCgroup, rssMiB } from '../test/support/cgroup.ts';
 import { agentFor, closedLoop, openLoop, percentile, post, type Run, type Target } from './support/load.ts';
-import { makeReviews, type PodPlace } from './support/reviews.ts';
+import { makeReviews } from './support/reviews.ts';
+import {
+  CORPORA,
+  NAMESPACES,
+  PROBE_IDENTITY,
+  chartObjects,
+  describeCorpus,
+  serviceAccount,
+  streamReviews,
+  type Cloud,
+  type Corpus,
+  type StreamReviews,
+} from './support/corpora.ts';
 
 const ROOT = join(import.meta.dirname, '..');
 const CACHE =
@@ -37,12 +55,14 @@ const { values: opts } = parseArgs({
     peers: { type: 'string', default: 'aws,azure' },
     // base: 2,000 ServiceAccounts, load and memory; scale: time to ready and memory with --scale of them.
     phases: { type: 'string', default: 'base,scale' },
+    corpora: { type: 'string', default: CORPORA.join(',') },
     'service-accounts': { type: 'string', default: '2000' },
     scale: { type: 'string', default: '50000' },
     settle: { type: 'string', default: '75' },
     'memory-mib': { type: 'string', default: '256' },
     'node-options': { type: 'string' },
     'image-archive': { type: 'string', default: process.env.WEBHOOK_IMAGE_ARCHIVE ?? '' },
+    baseline: { type: 'string' },
   },
 });
 const ROUNDS = Number(opts.rounds);
@@ -54,60 +74,39 @@ const MEMORY = Number(opts['memory-mib']) * 2 ** 20;
 const NODE_FLAGS = opts['node-options'] ?? chartMemory().nodeOptions;
 const PEERS = opts.peers.split(',').filter(Boolean) as Kind[];
 const PHASES = new Set(opts.phases.split(','));
+const CORPUS_LIST = opts.corpora.split(',').filter(Boolean) as Corpus[];
+/** The clouds whose Pods are sent: those of the peers asked for (AWS's when none is). */
+const PEER_CLOUDS = PEERS.filter((p): p is Cloud => p === 'aws' || p === 'azure');
+const CLOUDS: Cloud[] = PEER_CLOUDS.length ? PEER_CLOUDS : ['aws'];
 const SERVER_CPU = '0';
 
-type Kind = 'project' | 'aws' | 'azure';
-type Stream = 'aws' | 'azure';
-const STREAMS_OF: Record<Kind, Stream[]> = { project: ['aws', 'azure'], aws: ['aws'], azure: ['azure'] };
+type Kind = 'project' | 'baseline' | 'aws' | 'azure' | 'floor';
+/** A stream: one cloud's Pods of one corpus, e.g. "aws/charts". */
+type Stream = `${Cloud}/${Corpus}`;
+const streamsOf = (clouds: Cloud[]) => clouds.flatMap((c) => CORPUS_LIST.map((k) => `${c}/${k}` as Stream));
+const STREAMS_OF: Record<Kind, Stream[]> = {
+  project: streamsOf(CLOUDS),
+  baseline: streamsOf(CLOUDS),
+  aws: streamsOf(['aws']),
+  azure: streamsOf(['azure']),
+  floor: streamsOf(CLOUDS),
+};
+const STREAMS = new Map<Stream, StreamReviews>();
+/** The reviews of a stream, made once (the same bytes for every server and round). */
+function reviewsOf(stream: Stream): StreamReviews {
+  let s = STREAMS.get(stream);
+  if (!s) {
+    const [cloud, corpus] = stream.split('/') as [Cloud, Corpus];
+    s = streamReviews(cloud, corpus, BASE_SAS);
+    STREAMS.set(stream, s);
+  }
+  return s;
+}
 
 // ------------------------------------------------------------------ the cluster's contents
 
-const NAMESPACES = 200;
-const ROLE = { 'eks.amazonaws.com/role-arn': 'arn:aws:iam::111122223333:role/bench' };
-const AZURE = {
-  'azure.workload.identity/client-id': '8f3b2c1a-7d4e-4f5a-9b6c-0d1e2f3a4b5c',
-  'azure.workload.identity/tenant-id': AZURE_TENANT,
-};
-/** ServiceAccount i: a third for AWS, a third for Azure, a third without identity; all applied by kubectl. */
-function serviceAccount(i: number) {
-  const name = `sa-${i}`;
-  const namespace = `team-${i % NAMESPACES}`;
-  const identity = [ROLE, AZURE, {}][i % 3];
-  const applied = JSON.stringify({
-    apiVersion: 'v1',
-    kind: 'ServiceAccount',
-    metadata: { annotations: identity, name, namespace, labels: { 'app.kubernetes.io/part-of': 'bench' } },
-  });
-  return {
-    namespace,
-    body: {
-      metadata: {
-        name,
-        labels: { 'app.kubernetes.io/part-of': 'bench' },
-        annotations: { ...identity, 'kubectl.kubernetes.io/last-applied-configuration': applied },
-      },
-    },
-  };
-}
 /** Listed last (the list is ordered by namespace): a Pod of it is mutated once the list is in. */
 const PROBE = { namespace: 'zz-probe', name: 'zz-probe' };
-
-/**
- * A stream: Pods of the first ServiceAccounts, two of three with the stream's identity, the third
- * running as a ServiceAccount without one. Azure's Pods carry the label its peer's objectSelector
- * asks for (the API server sends it no other Pod).
- */
-function streamPlace(stream: Stream, i: number): PodPlace {
-  const group = i % Math.max(1, Math.floor(Math.min(BASE_SAS, 1800) / 3));
-  const index = 3 * group + (i % 3 === 2 ? 2 : stream === 'aws' ? 0 : 1);
-  return {
-    namespace: `team-${index % NAMESPACES}`,
-    serviceAccount: `sa-${index}`,
-    labels: stream === 'azure' ? { 'azure.workload.identity/use': 'true' } : undefined,
-  };
-}
-/** Pod i of a stream runs as a ServiceAccount with the stream's identity. */
-const hasIdentity = (i: number) => i % 3 !== 2;
 
 async function createServiceAccounts(cp: ControlPlane, from: number, to: number) {
   const started = performance.now();
@@ -126,6 +125,8 @@ interface Server {
   kind: Kind;
   pid: number;
   target: Target;
+  /** The TLS version, cipher and ALPN protocol a client of the load generator gets. */
+  tls?: string;
   /** From the start of the process to the first Pod of the probe ServiceAccount mutated, ms. */
   readyMs: number;
   /** Heap used after a full GC and RSS, MiB (`serve` only: its memory probe). */
@@ -157,7 +158,11 @@ async function untilMutates(target: Target, exited: () => boolean, what: string)
 }
 
 let cgroupSeq = 0;
-async function startProject(cp: ControlPlane, tls: TlsFiles): Promise<Server> {
+async function startProject(
+  cp: ControlPlane,
+  tls: TlsFiles,
+  kind: 'project' | 'baseline' = 'project',
+): Promise<Server> {
   const cgroup = memoryCgroup(`bench-peers-${++cgroupSeq}`, MEMORY);
   const probeOut = join(cp.dir, `memory-probe-${cgroupSeq}.jsonl`);
   const probe = join(ROOT, 'bench/support/memory-probe.mjs');
@@ -165,7 +170,11 @@ async function startProject(cp: ControlPlane, tls: TlsFiles): Promise<Server> {
   const wh = await startWebhook(cp, ['--azure-tenant-id', AZURE_TENANT, '--log-level', 'info'], {
     tls,
     wrap: (command, args) => {
-      const [inCgroup, rest] = cgroup.wrap(command, args);
+      // The baseline: the same command line with the other build's cli.js.
+      const [inCgroup, rest] = cgroup.wrap(
+        command,
+        kind === 'baseline' ? [opts.baseline as string, ...args.slice(1)] : args,
+      );
       return ['taskset', ['-c', SERVER_CPU, inCgroup, ...rest]];
     },
     env: { NODE_OPTIONS: `${NODE_FLAGS} --expose-gc --import ${probe}`, WIW_MEMORY_PROBE_OUT: probeOut },
@@ -176,10 +185,10 @@ async function startProject(cp: ControlPlane, tls: TlsFiles): Promise<Server> {
     throw new Error(`${kills ? `OOM-killed in its ${MEMORY / 2 ** 20} MiB cgroup; ` : ''}${err.message}`);
   });
   const target = { url: `${wh.url}/mutate`, caPem: tls.caPem };
-  await untilMutates(target, () => wh.process.exitStatus() !== null, 'serve');
+  await untilMutates(target, () => wh.process.exitStatus() !== null, kindName(kind));
   const readyMs = performance.now() - started;
   return {
-    kind: 'project',
+    kind,
     pid: wh.process.pid,
     target,
     readyMs,
@@ -249,6 +258,50 @@ async function startPeerServer(cp: ControlPlane, tls: TlsFiles, kind: 'aws' | 'a
   } satisfies Server;
 }
 
+/** The floor (support/floor.ts): serve's certificate, TLS policy, Node flags and core; nothing else. */
+async function startFloor(cp: ControlPlane, tls: TlsFiles): Promise<Server> {
+  const started = performance.now();
+  const log = join(cp.dir, `floor-${++cgroupSeq}.log`);
+  const script = join(ROOT, 'bench/support/floor.ts');
+  const proc = startProcess(
+    'floor',
+    'taskset',
+    ['-c', SERVER_CPU, process.execPath, script, tls.certFile, tls.keyFile],
+    log,
+    {
+      NODE_OPTIONS: NODE_FLAGS,
+    },
+  );
+  let port = 0;
+  for (let i = 0; !port; i++) {
+    if (proc.exitStatus() !== null || i > 600) throw new Error(`the floor did not listen:\n${proc.logTail(10)}`);
+    await sleep(50);
+    port = (JSON.parse(readFileSync(log, 'utf8').split('\n')[0] || '{}') as { port?: number }).port ?? 0;
+  }
+  return {
+    kind: 'floor',
+    pid: proc.pid,
+    target: { url: `https://127.0.0.1:${port}/mutate`, caPem: tls.caPem },
+    readyMs: performance.now() - started,
+    heap: async () => undefined,
+    stop: () => proc.stop(),
+  };
+}
+
+/** What the load generator's connections to a server negotiate: "TLSv1.3 TLS_AES_256_GCM_SHA384, http/1.1". */
+function negotiated(target: Target): Promise<string> {
+  const agent = new Agent({ keepAlive: false, ca: target.caPem });
+  return new Promise((resolve) => {
+    const req = request(target.url, { method: 'GET', agent }, (res) => {
+      const socket = res.socket as TLSSocket;
+      resolve(`${socket.getProtocol()} ${socket.getCipher().standardName}, HTTP/${res.httpVersion}`);
+      res.resume();
+    });
+    req.on('error', (err) => resolve(`unknown (${err.message})`));
+    req.end();
+  });
+}
+
 // ------------------------------------------------------------------ measurements
 
 const RATES = [500, 1000] as const;
@@ -261,6 +314,8 @@ interface LoadFigures {
   /** p50, p99, p99.9 (ms) at each fixed rate; NaN where the server's maximum is below the rate. */
   at: Record<Rate, [number, number, number]>;
   errors: number;
+  /** Connections the client opened in the 16- and 32-connection runs (keep-alive: as many as it runs). */
+  opened: [number, number];
   /** Share of the server's CPU used by other processes during each run. */
   foreign: number[];
 }
@@ -271,24 +326,33 @@ const tail = (r: Run): [number, number, number] => [
   percentile(r.latencies, 0.999),
 ];
 
-/** Connections and JIT warmed up; each Pod with the stream's identity checked to be mutated. */
-async function warmUp(server: Server, stream: Stream, reviews: Buffer[]) {
+/**
+ * Connections and JIT warmed up; each `bench` Pod with the stream's identity checked to be
+ * mutated, and some of the charts' (the floor mutates nothing: not judged).
+ */
+async function warmUp(server: Server, stream: Stream, { reviews, mutated }: StreamReviews) {
   const agent = agentFor(server.target, 16);
+  let patched = 0;
   for (let i = 0; i < reviews.length; i += 16) {
     const answers = await Promise.all(reviews.slice(i, i + 16).map((r) => post(agent, server.target, r, true)));
     answers.forEach((a, j) => {
       if (a.status !== 200) throw new Error(`${server.kind}: HTTP ${a.status} in the warm-up`);
+      const patch = JSON.parse(a.body?.toString() ?? '{}').response?.patch;
+      if (patch) patched++;
       // Without identity, peers differ (Azure's mutates every Pod with its label): not judged.
-      if (hasIdentity(i + j) && !JSON.parse(a.body?.toString() ?? '{}').response?.patch)
+      if (stream.endsWith('/bench') && server.kind !== 'floor' && mutated[i + j] && !patch)
         throw new Error(`${server.kind} did not mutate Pod ${i + j} of the ${stream} stream`);
     });
   }
   agent.destroy();
+  if (server.kind !== 'floor' && patched === 0)
+    throw new Error(`${server.kind} mutated no Pod of the ${stream} stream`);
   await closedLoop(server.target, reviews, 16, 3);
 }
 
-async function measureLoad(server: Server, stream: Stream, reviews: Buffer[]): Promise<LoadFigures> {
-  await warmUp(server, stream, reviews);
+async function measureLoad(server: Server, stream: Stream, corpus: StreamReviews): Promise<LoadFigures> {
+  await warmUp(server, stream, corpus);
+  const { reviews } = corpus;
   const foreign: number[] = [];
   const onCpu = async <T>(fn: () => Promise<T>) => {
     const { result, foreign: f } = await foreignLoad(Number(SERVER_CPU), server.pid, fn);
@@ -302,9 +366,11 @@ async function measureLoad(server: Server, stream: Stream, reviews: Buffer[]): P
   const rps16 = c16.latencies.length / c16.seconds;
   const at = {} as LoadFigures['at'];
   let errors = c16.errors + c32.errors;
+  const opened: [number, number] = [c16.opened, c32.opened];
   for (const rate of RATES) {
     // A rate above the server's maximum only queues without end: "cannot sustain it".
-    if (Math.max(rps16, c32.latencies.length / c32.seconds) < rate) {
+    // The floor's tail is not what it is there for: its CPU per review is.
+    if (server.kind === 'floor' || Math.max(rps16, c32.latencies.length / c32.seconds) < rate) {
       at[rate] = [Number.NaN, Number.NaN, Number.NaN];
       continue;
     }
@@ -312,7 +378,7 @@ async function measureLoad(server: Server, stream: Stream, reviews: Buffer[]): P
     at[rate] = tail(run);
     errors += run.errors;
   }
-  return { rps16, rps32: c32.latencies.length / c32.seconds, cpuUs, at, errors, foreign };
+  return { rps16, rps32: c32.latencies.length / c32.seconds, cpuUs, at, errors, opened, foreign };
 }
 
 interface BaseFigures {
@@ -356,13 +422,15 @@ async function baseRound(starters: Record<Kind, Starter>, kinds: Kind[]) {
       const idleHeap = await server.heap();
       const idle = rssMiB(server.pid).rss;
       const load: BaseFigures['load'] = {};
+      server.tls ??= await negotiated(server.target);
+      tlsOf[kind] ??= server.tls;
       for (const stream of STREAMS_OF[kind]) {
-        const reviews = makeReviews(300, (i) => streamPlace(stream, i));
-        load[stream] = await measureLoad(server, stream, reviews);
+        load[stream] = await measureLoad(server, stream, reviewsOf(stream));
         const l = load[stream];
         console.log(
           `  ${kind.padEnd(7)} ${stream} stream: ${l.rps16.toFixed(0)} / ${l.rps32.toFixed(0)} reviews/s, ${l.cpuUs.toFixed(0)} µs CPU per review, ` +
-            `p99.9 ${l.at[500][2].toFixed(1)} ms at 500/s, ${l.at[1000][2].toFixed(1)} ms at 1,000/s, errors ${l.errors}; ` +
+            (kind === 'floor' ? '' : `p99.9 ${ms(l.at[500][2])} ms at 500/s, ${ms(l.at[1000][2])} ms at 1,000/s, `) +
+            `errors ${l.errors}, connections opened ${l.opened.join(' / ')}; ` +
             `CPU ${SERVER_CPU} busy with other processes ${l.foreign.map((f) => (f * 100).toFixed(0)).join('/')} %`,
         );
       }
@@ -450,15 +518,10 @@ function table(
   const loadMed = (kind: Kind, stream: Stream, pick: (l: LoadFigures) => number) =>
     med(base, kind, (f) => (f.load[stream] ? pick(f.load[stream] as LoadFigures) : undefined));
   const rows: string[][] = [];
-  const header = [
-    'figure (median of rounds)',
-    'project',
-    ...kinds.filter((k) => k !== 'project').map((k) => `${k} peer`),
-  ];
+  const header = ['figure (median of rounds)', ...kinds.map(kindName)];
   const cell = (kind: Kind, stream: Stream, f: (kind: Kind) => string) =>
     STREAMS_OF[kind].includes(stream) ? f(kind) : '–';
-  for (const stream of ['aws', 'azure'] as Stream[]) {
-    if (!kinds.includes(stream)) continue;
+  for (const stream of STREAMS_OF.project) {
     const per = (label: string, f: (kind: Kind) => string) =>
       rows.push([label, ...kinds.map((k) => cell(k, stream, f))]);
     per(
@@ -475,6 +538,7 @@ function table(
         const t = [0, 1, 2].map((i) => loadMed(k, stream, (l) => l.at[rate][i]));
         if (Number.isFinite(t[2])) return `${t.map(ms).join(' / ')} ms`;
         const max = loadMed(k, stream, (l) => Math.max(l.rps16, l.rps32));
+        if (k === 'floor') return 'not measured';
         return Number.isFinite(max) ? `cannot sustain it (max ${fmt(max)}/s)` : '–';
       });
   }
@@ -500,12 +564,64 @@ function table(
       `${fmt(med(base, k, (f) => f.readyMs) / 1000, 2)}${scale.length ? ` / ${fmt(med(scale, k, (f) => f.readyMs) / 1000, 2)}` : ''}`,
   );
   rows.push(['image, uncompressed', imageSize(), ...kinds.slice(1).map(() => '–')]);
+  rows.push(['TLS and protocol the load generator gets', ...kinds.map((k) => tlsOf[k] ?? '–')]);
   const out = [
     `| ${header.join(' | ')} |`,
     `|${header.map(() => '---').join('|')}|`,
     ...rows.map((r) => `| ${r.join(' | ')} |`),
   ];
   return { text: out.join('\n'), med, loadMed };
+}
+
+const KIND_NAMES: Partial<Record<Kind, string>> = { project: 'serve', baseline: 'serve (baseline)', floor: 'floor' };
+const kindName = (k: Kind) => KIND_NAMES[k] ?? `${k} peer`;
+
+/** Per round, serve's CPU per review against another server's on a stream: theirs / ours. */
+function perRound(stream: Stream, other: Kind): number[] {
+  return baseRounds
+    .map((r) => (r[other]?.load[stream]?.cpuUs ?? Number.NaN) / (r.project?.load[stream]?.cpuUs ?? Number.NaN))
+    .filter(Number.isFinite);
+}
+
+/** "2.92x (2.81 to 3.10)": the median over the rounds and their spread. */
+function spread(xs: number[], unit: (x: number) => string): string {
+  if (!xs.length) return '–';
+  const s = [...xs].sort((a, b) => a - b);
+  return `${unit(median(s))}${s.length > 1 ? ` (${unit(s[0])} to ${unit(s.at(-1) as number)})` : ''}`;
+}
+
+/** The reconciliation table: each corpus, serve's CPU per review against each peer's and the floor's. */
+function ratios(t: ReturnType<typeof table>, kinds: Kind[]): string {
+  const others = kinds.filter((k) => k !== 'project');
+  const header = [
+    'stream (cloud/corpus)',
+    ...kinds.map((k) => `${kindName(k)}, µs CPU per review`),
+    ...others.map((k) =>
+      k === 'floor'
+        ? "serve's reviews/s per core, % of the floor's"
+        : `serve's reviews/s per core, x the ${kindName(k)}'s`,
+    ),
+  ];
+  const busy = (stream: Stream) =>
+    median(baseRounds.flatMap((r) => Object.values(r).flatMap((f) => f?.load[stream]?.foreign ?? [])));
+  header.push('CPU 0 taken by other processes, median run');
+  const rows = STREAMS_OF.project.map((stream) => [
+    stream,
+    ...kinds.map((k) => (STREAMS_OF[k].includes(stream) ? fmt(t.loadMed(k, stream, (l) => l.cpuUs)) : '–')),
+    ...others.map((k) =>
+      !STREAMS_OF[k].includes(stream)
+        ? '–'
+        : k === 'floor'
+          ? spread(perRound(stream, k), (x) => `${fmt(x * 100)} %`)
+          : spread(perRound(stream, k), (x) => `${fmt(x, 2)}x`),
+    ),
+    `${fmt(busy(stream) * 100)} %`,
+  ]);
+  return [
+    `| ${header.join(' | ')} |`,
+    `|${header.map(() => '---').join('|')}|`,
+    ...rows.map((r) => `| ${r.join(' | ')} |`),
+  ].join('\n');
 }
 
 function goals(t: ReturnType<typeof table>, scale: boolean) {
@@ -537,21 +653,23 @@ function goals(t: ReturnType<typeof table>, scale: boolean) {
     );
   }
   if (PEERS.includes('aws')) {
+    const firstAws = STREAMS_OF.aws[0];
     for (const rate of [...RATES].reverse()) {
-      const [ours, aws] = (['project', 'aws'] as Kind[]).map((k) => t.loadMed(k, 'aws', (l) => l.at[rate][2]));
+      const [ours, aws] = (['project', 'aws'] as Kind[]).map((k) => t.loadMed(k, firstAws, (l) => l.at[rate][2]));
       const theirs = Number.isFinite(aws) ? `${ms(aws)} ms` : 'cannot sustain it';
       verdict(
         Number.isFinite(ours) && !(ours > aws),
-        `p99.9 at ${fmt(rate)}/s <= the AWS peer's: ${Number.isFinite(ours) ? `${ms(ours)} ms` : 'cannot sustain it'} (AWS ${theirs})`,
+        `p99.9 at ${fmt(rate)}/s <= the AWS peer's (${firstAws}): ${Number.isFinite(ours) ? `${ms(ours)} ms` : 'cannot sustain it'} (AWS ${theirs})`,
       );
     }
-    const [ours, aws] = (['project', 'aws'] as Kind[]).map((k) => t.loadMed(k, 'aws', (l) => l.cpuUs));
-    verdict(
-      aws / ours >= 3,
-      `reviews/s per core >= 3x the AWS peer's: ${fmt(aws / ours, 2)}x (${fmt(1e6 / ours)} vs ${fmt(1e6 / aws)})`,
-      ours,
-      aws,
-    );
+    for (const stream of STREAMS_OF.aws) {
+      const ratio = median(perRound(stream, 'aws'));
+      verdict(ratio >= 3, `reviews/s per core >= 3x the AWS peer's (${stream}): ${fmt(ratio, 2)}x`, ratio);
+    }
+  }
+  for (const stream of STREAMS_OF.floor) {
+    const share = median(perRound(stream, 'floor'));
+    verdict(share >= 0.8, `reviews/s per core >= 80 % of the floor's (${stream}): ${fmt(share * 100)} %`, share);
   }
   return lines.join('\n');
 }
@@ -566,21 +684,33 @@ const foreign: number[] = [];
 
 if (cpuCount() < 2) throw new Error('the side-by-side benchmark needs two CPUs: one for the server, one for the load');
 const vars = PEERS.length ? providePeers(PEERS) : {};
-const kinds: Kind[] = ['project', ...PEERS];
+const kinds: Kind[] = ['project', ...(opts.baseline ? (['baseline'] as Kind[]) : []), ...PEERS, 'floor'];
+const tlsOf: Partial<Record<Kind, string>> = {};
 const others = Array.from({ length: cpuCount() - 1 }, (_, i) => i + 1).join(',');
 pin(process.pid, others);
 console.log(
   `bench:peers: ${ROUNDS} rounds, ${SECONDS} s per load run; serve (${CLI}) in a ${MEMORY / 2 ** 20} MiB memory cgroup with NODE_OPTIONS="${NODE_FLAGS}"; ` +
-    `servers on CPU ${SERVER_CPU}, load, kube-apiserver and etcd on CPU ${others}; peers: ${PEERS.map((p) => `${p} ${vars[`${p.toUpperCase()}_PEER_VERSION`]}`).join(', ') || 'none'}`,
+    `servers on CPU ${SERVER_CPU}, load, kube-apiserver and etcd on CPU ${others}; peers: ${PEERS.map((p) => `${p} ${vars[`${p.toUpperCase()}_PEER_VERSION`]}`).join(', ') || 'none'}; ` +
+    'the floor: bench/support/floor.ts, same flags and CPU',
 );
+console.log(
+  `client: this process on CPU ${others}, Node ${process.version} https.Agent, keep-alive HTTP/1.1 (each connection opened once per run: the count is printed), 16 and 32 connections closed loop, then ${RATES.join(' and ')} reviews/s open loop; ` +
+    "CPU per review: the server process's utime + stime (/proc/PID/stat, every thread) over the 16-connection run / the reviews answered",
+);
+for (const stream of STREAMS_OF.project) {
+  const [cloud, corpus] = stream.split('/') as [Cloud, Corpus];
+  console.log(`corpus ${cloud}/${describeCorpus(corpus, reviewsOf(stream))}`);
+}
 const sampler = setInterval(() => loads.push(loadAverage()), 5000);
 const cp = await startControlPlane({ name: 'bench-peers' });
 try {
   const tls = await servingCertificate(join(cp.dir, 'tls'));
   const starters: Record<Kind, Starter> = {
     project: () => startProject(cp, tls),
+    baseline: () => startProject(cp, tls, 'baseline'),
     aws: () => startPeerServer(cp, tls, 'aws', vars.AWS_PEER),
     azure: () => startPeerServer(cp, tls, 'azure', vars.AZURE_PEER),
+    floor: () => startFloor(cp, tls),
   };
   console.log('setting up: namespaces and ServiceAccounts ...');
   await createAll(cp, [
@@ -593,10 +723,11 @@ try {
   await createAll(cp, [
     {
       path: `/api/v1/namespaces/${PROBE.namespace}/serviceaccounts`,
-      body: { metadata: { name: PROBE.name, annotations: { ...ROLE, ...AZURE } } },
+      body: { metadata: { name: PROBE.name, annotations: PROBE_IDENTITY } },
     },
   ]);
   await createServiceAccounts(cp, 0, BASE_SAS);
+  if (CORPUS_LIST.includes('charts')) for (const items of chartObjects(CLOUDS)) await createAll(cp, items);
   for (const pid of Object.values(cp.pids)) pin(pid, others);
   for (let round = 1; PHASES.has('base') && round <= ROUNDS; round++) {
     console.log(`round ${round}/${ROUNDS}, ${fmt(BASE_SAS)} ServiceAccounts (load average ${loadAverage()}):`);
@@ -611,7 +742,12 @@ try {
     for (const pid of Object.values(cp.pids)) pin(pid, others);
     for (let round = 1; round <= ROUNDS; round++) {
       console.log(`round ${round}/${ROUNDS}, ${fmt(SCALE_SAS)} ServiceAccounts (load average ${loadAverage()}):`);
-      scaleRounds.push(await scaleRound(starters, kinds));
+      scaleRounds.push(
+        await scaleRound(
+          starters,
+          kinds.filter((k) => k !== 'floor'),
+        ),
+      );
     }
   }
 } finally {
@@ -621,6 +757,10 @@ try {
 
 const t = table(baseRounds, scaleRounds, kinds);
 console.log(`\n${t.text}\n`);
+if (baseRounds.length)
+  console.log(
+    `CPU per review by corpus, median of rounds (spread: single rounds; where other processes take much of CPU 0, serve's CPU per review grows more than a Go peer's: docs/figures.md):\n\n${ratios(t, kinds)}\n`,
+  );
 console.log(goals(t, scaleRounds.length > 0));
 const sortedLoads = [...loads].sort((a, b) => a - b);
 console.log(

@@ -117,7 +117,11 @@ case "$cmd" in
   bench)
     ensure_node; ensure_deps; ensure_binaries
     npm run --silent build
-    exec node --expose-gc bench/admission.ts "$@"
+    node --expose-gc bench/admission.ts "$@"
+    # Where the memory goes, idle and after load (as root: `serve` from the image's bundle, in a
+    # memory cgroup of the chart's limit).
+    node scripts/bundle.ts >&2
+    WIW_CLI=$PWD/bundle/cli.js exec node bench/memory.ts
     ;;
   bench-peers)
     # Beside the peers' binaries (scripts/provide-peers.sh, which bench/peers.ts calls); as root:
@@ -125,6 +129,13 @@ case "$cmd" in
     ensure_node; ensure_deps; ensure_binaries
     node scripts/bundle.ts >&2
     WIW_CLI=$PWD/bundle/cli.js exec node bench/peers.ts "$@"
+    ;;
+  bench-apiserver)
+    # Through a real kube-apiserver (bench/apiserver.ts): `serve` from the bundle the image ships,
+    # the peers from scripts/provide-peers.sh, which bench/apiserver.ts calls.
+    ensure_node; ensure_deps; ensure_binaries
+    node scripts/bundle.ts >&2
+    WIW_CLI=$PWD/bundle/cli.js exec node bench/apiserver.ts "$@"
     ;;
   peer-diff)
     # The peers' binaries come from scripts/provide-peers.sh, which scripts/peer-diff.ts calls.
@@ -139,7 +150,7 @@ case "$cmd" in
   ensure-python-sdks) ensure_python_sdks; echo "$WIW_SDK_PYTHON" ;;
   ensure-node-parts) ensure_node_parts ;;
   *)
-    echo "usage: scripts/dev.sh test|demo|bench|bench-peers|peer-diff|ensure-node|ensure-deps|ensure-binaries [--node]|ensure-python-sdks|ensure-node-parts" >&2
+    echo "usage: scripts/dev.sh test|demo|bench|bench-peers|bench-apiserver|peer-diff|ensure-node|ensure-deps|ensure-binaries [--node]|ensure-python-sdks|ensure-node-parts" >&2
     exit 2
     ;;
 esac

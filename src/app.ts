@@ -19,6 +19,7 @@ import {
 import { parseAdmissionReview, reviewResponse } from './admission/review.ts';
 import type { PodReviewObservation } from './clouds/types.ts';
 import { clip, DEFAULT_LIMITS, type ServerLimits } from './limits.ts';
+import { limitConnectionAge } from './connection-age.ts';
 import { limitConnections } from './connection-limits.ts';
 import type { Metrics } from './metrics.ts';
 import { REVIEW_OVERHEAD_BYTES, ReviewBudget, type ReviewHold } from './review-budget.ts';
@@ -92,7 +93,15 @@ export function buildApp(options: AppOptions): FastifyInstance {
     face.streams = limitStreams(app.server as unknown as Http2SecureServer, limits.maxConcurrentStreams, (reason) =>
       metrics.connectionsClosed.inc({ reason }),
     );
-  app.addHook('onRequest', requestBudget(face, metrics, options.isDraining ?? (() => false)));
+  // Closing: close() was called (after the drain, at shutdown); set before the server stops listening.
+  let closing = false;
+  app.addHook('preClose', async () => {
+    closing = true;
+  });
+  app.addHook(
+    'onRequest',
+    requestBudget(face, metrics, options.isDraining ?? (() => false), () => closing),
+  );
   app.addHook('onSend', responseDeadline(face));
   // HTTP/2 has no Connection header (fastify sets one on a body it cannot read; Node would drop it with a warning).
   app.addHook('onSend', async (req, reply, payload) => {
@@ -179,7 +188,8 @@ function createFastify(options: AppOptions, limits: ServerLimits): FastifyInstan
           ...(clientCa ? { ca: clientCa, requestCert: true, rejectUnauthorized: false } : {}),
         }
       : null,
-    return503OnClosing: true,
+    // The onRequest hook answers while closing, with the Retry-After kube-apiserver retries on.
+    return503OnClosing: false,
     keepAliveTimeout: limits.keepAliveTimeoutMs,
     requestTimeout: limits.requestTimeoutMs,
   } as Parameters<typeof Fastify>[0]) as unknown as FastifyInstance;
@@ -189,6 +199,9 @@ function createFastify(options: AppOptions, limits: ServerLimits): FastifyInstan
     app.server,
     { ...limits, preferAuthenticated: clientCa !== undefined, exemptSources: options.proxySources },
     (reason) => options.metrics.connectionsClosed.inc({ reason }),
+  );
+  limitConnectionAge(app.server, limits.maxConnectionAgeMs, () =>
+    options.metrics.connectionsClosed.inc({ reason: 'max_age' }),
   );
   app.server.on('secureConnection', (socket: TLSSocket) =>
     options.metrics.connections.inc({ protocol: socket.alpnProtocol === 'h2' ? 'h2' : 'http/1.1' }),
@@ -212,7 +225,7 @@ const streamOf = (req: FastifyRequest) => (req.raw as unknown as Partial<Http2Se
  * memory, and its answer is counted too (mutateRoute). Over HTTP/2, a session's reviews in
  * progress are also bounded, reset streams included (stream-limits.ts).
  */
-function requestBudget(face: Face, metrics: Metrics, isDraining: () => boolean) {
+function requestBudget(face: Face, metrics: Metrics, isDraining: () => boolean, isClosing: () => boolean) {
   const { limits, budget, streams, holds } = face;
   const busy = (reply: FastifyReply, what: string) => {
     metrics.rejected.inc({ reason: 'busy' });
@@ -225,6 +238,10 @@ function requestBudget(face: Face, metrics: Metrics, isDraining: () => boolean) 
       if (stream) stream.session?.close();
       else void reply.header('connection', 'close');
     }
+    // A request on a connection still open as the server closes (kube-apiserver pools them per
+    // Service): fastify's own 503 has no Retry-After, and kube-apiserver retries only with one.
+    if (isClosing())
+      return send(closeAfter(reply.header('retry-after', '1')), 'WIW_CLOSING', 'this replica is shutting down; retry');
     if (req.method !== 'POST') return;
     const length = Number(req.headers['content-length']);
     if (!Number.isFinite(length))

@@ -24,6 +24,13 @@ export const MAX_LIST_ENTRIES = 64;
 /** One entry of a list annotation: an IAM role ARN's own limit (2,048), the longest an entry needs. */
 export const MAX_LIST_ENTRY = 2048;
 
+/**
+ * AWS role chaining (`source-profiles`): the AssumeRole calls from a profile back to the
+ * web-identity profile its chain starts at. A cross-account chain needs one, two through a hub
+ * account; each costs an STS call at every refresh, and a chained session lasts at most an hour.
+ */
+export const MAX_CHAIN_HOPS = 4;
+
 /** An IAM role ARN: STS's limit on a RoleArn (AssumeRoleWithWebIdentity). */
 export const MAX_ROLE_ARN = 2048;
 

@@ -127,14 +127,23 @@ alone needs access to Secrets. One instance writes at a time (a coordination.k8s
     requestor: true,
   },
   doctor: {
-    synopsis: 'doctor [--namespace NS] [--issuer-ca FILE] [-o text|json|yaml] [flags]',
+    synopsis: 'doctor [--namespace NS] [--issuer-ca FILE] [--fix [--yes]] [-o text|json|yaml] [flags]',
     about: `Checks the cluster's side of the handshake with the clouds (docs/trust.md): discovery, JWKS,
 the public issuer URL, and the token of every ServiceAccount with an identity verified against the
-published keys. Exit 0 all good, 1 a problem found (each with its fix), 2 bad usage, 3 something
+published keys; and lists the running Pods that slipped past the webhook (their ServiceAccount
+carries an identity, they have none of it), each with its owner. --fix restarts those owners
+(Deployments, StatefulSets, DaemonSets, as kubectl rollout restart), asking first on a terminal;
+without one it needs --yes.
+Exit 0 all good, 1 a problem found (each with its fix), 2 bad usage, 3 something
 could not be checked (and nothing failed). Colours the verdicts on a terminal, unless NO_COLOR is
 set; FORCE_COLOR colours them anywhere.`,
     flags: [
       NAMESPACE,
+      {
+        name: 'fix',
+        description: 'restart the owners of the Pods that slipped past (asks first on a terminal)',
+      },
+      { name: 'yes', short: 'y', description: 'with --fix: restart without asking' },
       { name: 'issuer-ca', value: 'FILE', description: 'a private CA (PEM) trusted for the public issuer URL' },
       output(['text', 'json', 'yaml']),
     ],

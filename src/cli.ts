@@ -7,6 +7,8 @@ import { createLogger } from './log.ts';
 import { printable } from './shell.ts';
 import type { DataOutput } from './commands.ts';
 import type { OutputFormat } from './preview.ts';
+import type { Owner } from './doctor/owners.ts';
+import type { Progress } from './doctor/progress.ts';
 // Each command loads what it needs when it runs: `serve` does not carry preview, tenant policy
 // (CEL), the token requestor or doctor in its memory.
 
@@ -153,11 +155,13 @@ async function issuerCommand(args: ParsedArgs): Promise<number> {
     import('./commands.ts'),
     import('./doctor/progress.ts'),
   ]);
+  // The progress line stops before a question is asked on the same terminal.
+  const fix = await fixOf(args, () => progress?.done());
   const config = await completeConfig(loadConfig(args.flags));
   const one = (name: string): string | undefined => values(args, name).at(-1);
   // On a terminal: a progress line on stderr while doctor waits, and colours (util.styleText
   // decides for stdout: not with NO_COLOR, nor when it is no terminal, unless FORCE_COLOR).
-  const progress = args.command === 'doctor' ? progressLine(process.stderr) : undefined;
+  const progress: Progress | undefined = args.command === 'doctor' ? progressLine(process.stderr) : undefined;
   const result = await runIssuerCommand(args.command, {
     config,
     files: values(args, 'filename').map((source) => ({ source, text: readInput(source) })),
@@ -169,10 +173,40 @@ async function issuerCommand(args: ParsedArgs): Promise<number> {
     keyFiles: values(args, 'key-file'),
     progress: progress?.update,
     colourStream: process.stdout,
+    fix,
   }).finally(() => progress?.done());
   for (const w of result.warnings) process.stderr.write(`warning: ${printable(w)}\n`);
   process.stdout.write(result.output);
   return result.code;
+}
+
+/**
+ * doctor --fix restarts workloads: a person confirms on a terminal, a script says --yes. Refused
+ * before anything is read when neither can be (no terminal to ask on, no --yes).
+ */
+async function fixOf(
+  args: ParsedArgs,
+  beforeAsking: () => void,
+): Promise<{ confirm?: (owners: readonly Owner[]) => Promise<boolean> } | undefined> {
+  const fix = values(args, 'fix').length > 0;
+  const yes = values(args, 'yes').length > 0;
+  if (!fix) {
+    if (yes) throw new UsageError('--yes confirms --fix; without --fix doctor restarts nothing', args.command);
+    return undefined;
+  }
+  if (yes) return {};
+  if (!process.stdin.isTTY || !process.stderr.isTTY)
+    throw new UsageError(
+      'doctor --fix restarts workloads and asks first on a terminal; there is none here: pass --yes to restart without asking',
+      args.command,
+    );
+  const { confirmRestart } = await import('./doctor/confirm.ts');
+  return {
+    confirm: (owners) => {
+      beforeAsking();
+      return confirmRestart(owners, process.stdin, process.stderr);
+    },
+  };
 }
 
 main(process.argv.slice(2)).then((code) => {

@@ -3,9 +3,12 @@ import { readFileSync } from 'node:fs';
 import { stringify } from 'yaml';
 import type { Config } from './config.ts';
 import { runDoctor } from './doctor/checks.ts';
-import { exitCode, reportData, reportText } from './doctor/verdicts.ts';
+import { type Check, exitCode, reportData, reportText } from './doctor/verdicts.ts';
 import { WebhookError } from './errors.ts';
 import { loadKubeConfig } from './kube/client.ts';
+import { connectKube } from './kube/connect.ts';
+import type { Owner } from './doctor/owners.ts';
+import { slippedChecks } from './doctor/slipped-report.ts';
 import { publishIssuer } from './issuer/publish.ts';
 import { jwksFromKeyFiles } from './issuer/keys.ts';
 import { apiServerOf, readApiServerDiscovery, readApiServerJwks } from './issuer/read.ts';
@@ -33,6 +36,8 @@ export interface IssuerCommandInput {
   progress?: (waitingFor: string) => void;
   /** doctor: the stream the text report goes to; util.styleText colours it when that stream may be. */
   colourStream?: NodeJS.WritableStream;
+  /** doctor --fix: restart the owners of the Pods that slipped past; `confirm` asks first (absent: --yes). */
+  fix?: { confirm?: (owners: readonly Owner[]) => Promise<boolean> };
 }
 
 /** data as -o json or -o yaml write it; undefined for text. */
@@ -85,11 +90,31 @@ async function doctor(input: IssuerCommandInput): Promise<CommandResult> {
     progress: input.progress,
     settings: input.config,
   });
+  // The Pods that slipped past the webhook: their own step, read whatever the issuer checks found
+  // (unless the API server could not be reached at all).
+  if (!report.checks.some((c) => c.id === 'api-server')) await addSlipped(input, report.checks);
   return {
     code: exitCode(report),
     output: dataOutput(reportData(report), input.output) ?? reportText(report, { stream: input.colourStream }),
     warnings: [],
   };
+}
+
+async function addSlipped(input: IssuerCommandInput, checks: Check[]): Promise<void> {
+  const api = await connectKube(input.config.kubeconfig, input.config.kubeContext);
+  try {
+    checks.push(
+      ...(await slippedChecks({
+        api,
+        providers: createProviders(input.config),
+        namespace: input.namespace,
+        fix: input.fix,
+        waiting: input.progress,
+      })),
+    );
+  } finally {
+    api.close();
+  }
 }
 
 async function trust(input: IssuerCommandInput): Promise<CommandResult> {

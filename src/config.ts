@@ -206,7 +206,7 @@ const serverSettings = {
   firstRequestTimeoutMs: {
     flag: 'first-request-timeout-ms',
     description: 'Time a new connection has to finish TLS and send its first request',
-    parse: integer(100, 60_000),
+    parse: integer(100, 600_000),
     default: DEFAULT_LIMITS.firstRequestTimeoutMs,
   },
   proxySources: {
@@ -229,6 +229,13 @@ const serverSettings = {
       'Reviews in progress on one HTTP/2 connection (its SETTINGS_MAX_CONCURRENT_STREAMS; a stream the client resets counts until its work is done)',
     parse: integer(1, 1000),
     default: DEFAULT_LIMITS.maxConcurrentStreams,
+  },
+  maxConnectionAgeSeconds: {
+    flag: 'max-connection-age-seconds',
+    description:
+      'End a connection after this long, less up to a tenth (HTTP/2: GOAWAY, HTTP/1.1: Connection: close), so kube-apiserver redials and a Service spreads reviews over the replicas; 0: never',
+    parse: integer(0, 86_400),
+    default: DEFAULT_LIMITS.maxConnectionAgeMs / 1000,
   },
   recordKeyFile: {
     flag: 'record-key-file',
@@ -287,6 +294,20 @@ const serverSettings = {
     description: 'Rate limit of direct reads on cache misses, per cache (ServiceAccounts, Namespaces)',
     parse: integer(1, 10000),
     default: 50,
+  },
+  slippedPodsIntervalSeconds: {
+    flag: 'slipped-pods-interval-seconds',
+    description:
+      'Every this many seconds, the replica holding a Lease counts the running Pods that slipped past the webhook (wiw_slipped_pods; a paginated list of all Pods, which needs list on pods); 0: off',
+    parse: zeroOrInteger(60, 86400),
+    default: 0,
+  },
+  slippedPodsLeaseNamespace: {
+    flag: 'slipped-pods-lease-namespace',
+    description:
+      "Namespace of the Lease that elects the replica counting the Pods that slipped past (default: the webhook's own, in a cluster)",
+    parse: optionalString,
+    default: undefined,
   },
 } satisfies Record<string, Setting<unknown>>;
 
@@ -400,6 +421,19 @@ export function loadConfig(flags: ReadonlyMap<string, string>, env: NodeJS.Proce
  * document of --aws-compose-role-arn without an account); the commands that build Pod providers
  * await it.
  */
+/** 0 (off), or a whole number from min to max. */
+function zeroOrInteger(min: number, max: number) {
+  const within = integer(min, max);
+  return (raw: string, flag: string): number => {
+    if (raw.trim() === '0') return 0;
+    try {
+      return within(raw, flag);
+    } catch (err) {
+      throw new ConfigError(`${(err as Error).message} (or 0: off)`);
+    }
+  };
+}
+
 export async function completeConfig(c: Config): Promise<Config> {
   return { ...c, ...(await completeCloudSettings(c)) };
 }

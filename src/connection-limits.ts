@@ -14,7 +14,8 @@
 // - connections with a verified client certificate, and those from `exemptSources` (a proxy
 //   kube-apiserver comes through), are not counted per source;
 // - a connection must finish TLS and send its first request within `firstRequestTimeoutMs`
-//   (kube-apiserver sends its request at once); later ones are Node's keep-alive timeout's;
+//   (120 s by default: kube-apiserver may dial a connection and first use it much later, see
+//   limits.ts); later ones are Node's keep-alive timeout's;
 // - with client authentication, unauthenticated connections make room for authenticated ones:
 //   at the cap, a new connection evicts the oldest established unauthenticated one, and room
 //   for HANDSHAKE_RESERVE handshakes above the cap lets an authenticated client get in at all.

@@ -18,6 +18,11 @@ export const ERROR_CODES = {
     means:
       'more bytes of reviews in progress than --max-inflight-request-bytes, or more reviews on one HTTP/2 connection than --max-concurrent-streams; retry',
   },
+  WIW_CLOSING: {
+    status: 503,
+    means:
+      'a request on a connection still open as the replica shuts down, after its drain; retry (kube-apiserver does, on the Retry-After)',
+  },
   WIW_INTERNAL: { status: 500, means: 'a defect: the webhook could not answer' },
   // Raised inside the webhook and its commands.
   WIW_INVALID_CONFIG: { means: 'a flag or environment variable with an invalid value (start-up)' },

@@ -14,9 +14,12 @@
 // - patch: 1 MiB of JSON Patch (1.4 MiB base64) is the most any legitimate Pod needs.
 // - connections: an idle TLS connection costs ~60 KB; 512 of them ~30 MiB. One source holds at
 //   most a quarter doing nothing (idle, or silent past its first second; connections with a
-//   review in progress are not counted, so kube-apiserver's bursts are not refused), and must
-//   send its first request within 5 s (TLS included; kube-apiserver sends at once): one client
-//   cannot hold the others out (src/connection-limits.ts).
+//   review in progress are not counted, so kube-apiserver's bursts are not refused): one client
+//   cannot hold the others out (src/connection-limits.ts). Idle and silent connections are held
+//   longer than kube-apiserver keeps one (90 s), so it closes them, never the server mid-send.
+// - connection age: a connection ends after 5 minutes (HTTP/2 GOAWAY, HTTP/1.1 `Connection:
+//   close` on an answer), so kube-apiserver redials and a Service spreads its reviews over the
+//   replicas (src/connection-age.ts; measured with `npm run bench:apiserver`).
 export interface ServerLimits {
   /** Largest request body accepted (413 beyond). */
   maxRequestBytes: number;
@@ -40,10 +43,12 @@ export interface ServerLimits {
   requestTimeoutMs: number;
   /** Time to complete the TLS handshake. */
   handshakeTimeoutMs: number;
-  /** An idle keep-alive connection is closed after this long (kube-apiserver reuses them). */
+  /** An idle keep-alive connection is closed after this long (longer than kube-apiserver keeps one). */
   keepAliveTimeoutMs: number;
   /** Time for a client to take a whole answer; a client that does not read is cut off. */
   responseTimeoutMs: number;
+  /** A connection is ended after this long, less up to a tenth (connection-age.ts); 0: never. */
+  maxConnectionAgeMs: number;
 }
 
 export const DEFAULT_LIMITS: ServerLimits = {
@@ -54,13 +59,22 @@ export const DEFAULT_LIMITS: ServerLimits = {
   maxPatchBytes: 1024 * 1024,
   maxConnections: 512,
   maxConnectionsPerSource: 128,
-  firstRequestTimeoutMs: 5_000,
+  // kube-apiserver keeps a connection it dialled for a review another connection took first idle in
+  // its pool, and sends a later review on it: closing it before kube-apiserver would drop it (90 s)
+  // races that send. A silent connection is held as an idle one; the caps bound how many.
+  firstRequestTimeoutMs: 120_000,
   headersTimeoutMs: 10_000,
   // kube-apiserver gives a webhook at most 30 s; a body still arriving after 15 s is an attack.
   requestTimeoutMs: 15_000,
   handshakeTimeoutMs: 10_000,
-  keepAliveTimeoutMs: 75_000,
+  // kube-apiserver's webhook client (Go's http.Transport via client-go) drops an idle connection
+  // after 90 s; held longer here, the client always closes first. A server closing an idle
+  // HTTP/1.1 connection races the client's next POST on it, which kube-apiserver does not retry.
+  keepAliveTimeoutMs: 120_000,
   responseTimeoutMs: 10_000,
+  // Long enough that redialling costs nothing measurable (a handshake every few minutes), short
+  // enough that a replica started by a scale-up or a rolling update gets its share within minutes.
+  maxConnectionAgeMs: 300_000,
 };
 
 /** Longest string a log field keeps: a Kubernetes name is at most 253 characters. */

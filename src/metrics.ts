@@ -43,7 +43,7 @@ export function createMetrics() {
     }),
     connectionsClosed: new Counter({
       name: 'wiw_connections_closed_total',
-      help: 'Connections the server closed to keep room for others, by reason (limit, per_source_limit, per_source_idle, evicted, first_request_timeout, rapid_reset)',
+      help: 'Connections the server closed to keep room for others, by reason (limit, per_source_limit, per_source_idle, evicted, first_request_timeout, rapid_reset; max_age: ended past --max-connection-age-seconds)',
       labelNames: ['reason'] as const,
       registers: [registry],
     }),
@@ -111,6 +111,13 @@ export function createMetrics() {
     servingCertificateExpiry: new Gauge({
       name: 'wiw_serving_certificate_expiry_timestamp_seconds',
       help: 'notAfter of the serving certificate this replica presents, in seconds since the epoch',
+      registers: [registry],
+    }),
+    // Set by the leader of --slipped-pods-interval-seconds only: the others export no sample.
+    slippedPods: new Gauge({
+      name: 'wiw_slipped_pods',
+      help: 'Running Pods whose ServiceAccount carries an identity the webhook would inject and which have none of it, by provider, as last counted by the leader (--slipped-pods-interval-seconds)',
+      labelNames: ['provider'] as const,
       registers: [registry],
     }),
     watchRestarts: new Counter({

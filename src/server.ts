@@ -23,8 +23,13 @@ import {
 } from './clouds/index.ts';
 import { SECRET_SERVICE_ACCOUNT_ANNOTATIONS } from './model.ts';
 import { RecordKeys } from './mutate/injection-record.ts';
+import { memoryReducingGc, releaseWhenQuiet } from './memory-release.ts';
 import { tlsPolicy } from './tls/policy.ts';
+import type { SlippedGaugeOptions } from './doctor/slipped-gauge.ts';
 import { certificateNotAfter, readKeyPair, watchKeyPair, type KeyPair } from './tls/reloader.ts';
+
+/** How long the server is idle after work before it hands pooled memory back (src/memory-release.ts). */
+export const MEMORY_RELEASE_QUIET_MS = 10_000;
 
 export interface RunningServer {
   port: number;
@@ -151,6 +156,38 @@ function boundedPeerMetrics(config: Config, metrics: Metrics, cache: ServiceAcco
     });
 }
 
+const IN_CLUSTER_NAMESPACE_FILE = '/var/run/secrets/kubernetes.io/serviceaccount/namespace';
+
+/** The leader's count of the Pods that slipped past, when asked for (loaded only then). */
+async function slippedGauge(
+  config: Config,
+  api: KubeApi,
+  root: Logger,
+  metrics: Metrics,
+  reads: Pick<SlippedGaugeOptions, 'providers' | 'lookup' | 'ready'>,
+): Promise<{ stop(): Promise<void> } | undefined> {
+  if (config.slippedPodsIntervalSeconds === 0) return undefined;
+  const leaseNamespace =
+    config.slippedPodsLeaseNamespace ??
+    (await readFile(IN_CLUSTER_NAMESPACE_FILE, 'utf8').then(
+      (ns) => ns.trim(),
+      () => {
+        throw new ConfigError(
+          '--slipped-pods-lease-namespace is needed outside a cluster (no service account namespace file to default to)',
+        );
+      },
+    ));
+  const { startSlippedGauge } = await import('./doctor/slipped-gauge.ts');
+  return startSlippedGauge({
+    api,
+    ...reads,
+    intervalSeconds: config.slippedPodsIntervalSeconds,
+    leaseNamespace,
+    gauge: metrics.slippedPods,
+    log: root.child({ component: 'slipped-pods' }),
+  });
+}
+
 export async function serve(config: Config, root: Logger): Promise<RunningServer> {
   // One child logger per component, made here where the components are built.
   const log = root.child({ component: 'server' });
@@ -159,7 +196,19 @@ export async function serve(config: Config, root: Logger): Promise<RunningServer
   const metrics = createMetrics();
   metrics.servingCertificateExpiry.set(certificateNotAfter(tls.pair.cert));
   const recordKeys = await injectionRecordKeys(config, tls.pair, log);
-  const { admit, cache, providers, tenantPolicy, watched } = await admission(config, api, root, metrics, recordKeys);
+  const {
+    admit: judge,
+    cache,
+    providers,
+    tenantPolicy,
+    watched,
+  } = await admission(config, api, root, metrics, recordKeys);
+  // The pages a burst of reviews (or the first list) left pooled go back once the server idles.
+  const quiet = releaseWhenQuiet(MEMORY_RELEASE_QUIET_MS, memoryReducingGc());
+  const admit: typeof judge = (request, context) => {
+    quiet.worked();
+    return judge(request, context);
+  };
   // The policy mode's parameters, written by one replica (loaded only when asked for).
   const parameters = config.policyParameters
     ? (await import('./policy-mode/run.ts')).startPolicyParameters(
@@ -195,6 +244,7 @@ export async function serve(config: Config, root: Logger): Promise<RunningServer
       maxConnectionsPerSource: config.maxConnectionsPerSource,
       firstRequestTimeoutMs: config.firstRequestTimeoutMs,
       maxConcurrentStreams: config.maxConcurrentStreams,
+      maxConnectionAgeMs: config.maxConnectionAgeSeconds * 1000,
     },
     http2: config.http2,
     proxySources: config.proxySources.length > 0 ? sourceList(config.proxySources) : undefined,
@@ -202,8 +252,13 @@ export async function serve(config: Config, root: Logger): Promise<RunningServer
     clientCa,
     observePod: boundedPeerMetrics(config, metrics, cache),
   });
-  void watched.start();
+  void watched.start().then(quiet.worked);
   const stopClouds = startClouds(config, log);
+  const slipped = await slippedGauge(config, api, root, metrics, {
+    providers,
+    lookup: (ns, name) => cache.lookup(ns, name),
+    ready: () => watched.synced,
+  });
   await app.listen({ port: config.port, host: config.host });
   const port = (app.server.address() as AddressInfo).port;
   const stopWatching = tls.watch?.((pair) => {
@@ -241,6 +296,8 @@ export async function serve(config: Config, root: Logger): Promise<RunningServer
         stopWatching?.();
         stopClouds();
         await parameters?.stop();
+        await slipped?.stop();
+        quiet.stop();
         watched.stop();
         await Promise.all([app.close(), new Promise((resolve) => metricsServer.close(resolve))]);
         log.info('stopped');

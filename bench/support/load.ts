@@ -7,6 +7,8 @@ export interface Answer {
   status: number;
   ms: number;
   body?: Buffer;
+  /** Sent on a connection that answered before (keep-alive), not on a new one. */
+  reused?: boolean;
 }
 
 export interface Target {
@@ -35,6 +37,7 @@ export function post(agent: Agent, target: Target, body: Buffer, keepBody = fals
             status: res.statusCode ?? 0,
             ms: performance.now() - start,
             body: keepBody ? Buffer.concat(chunks) : undefined,
+            reused: req.reusedSocket,
           }),
         );
       },
@@ -54,6 +57,8 @@ export interface Run {
   latencies: Float64Array;
   errors: number;
   seconds: number;
+  /** Connections opened during the run (the first request on each). */
+  opened: number;
 }
 
 /** As fast as the server answers, `connections` requests in flight, for `seconds`. */
@@ -66,6 +71,7 @@ export async function closedLoop(
   const agent = agentFor(target, connections);
   const latencies: number[] = [];
   let errors = 0;
+  let opened = 0;
   let next = 0;
   const t0 = performance.now();
   const deadline = t0 + seconds * 1000;
@@ -75,12 +81,13 @@ export async function closedLoop(
         const a = await post(agent, target, reviews[next++ % reviews.length]);
         if (a.status === 200) latencies.push(a.ms);
         else errors++;
+        if (!a.reused) opened++;
       }
     }),
   );
   const elapsed = (performance.now() - t0) / 1000;
   agent.destroy();
-  return { latencies: Float64Array.from(latencies).sort(), errors, seconds: elapsed };
+  return { latencies: Float64Array.from(latencies).sort(), errors, seconds: elapsed, opened };
 }
 
 /** `rate` requests per second for `seconds`, sent on schedule over up to `connections` connections. */
@@ -107,6 +114,7 @@ export async function openLoop(
     latencies: Float64Array.from(ok.map((a) => a.ms)).sort(),
     errors: answers.length - ok.length,
     seconds,
+    opened: answers.filter((a) => !a.reused).length,
   };
 }
 

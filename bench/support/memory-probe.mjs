@@ -13,6 +13,23 @@ function rssParts() {
   return { rssAnon: kb('RssAnon'), rssFile: kb('RssFile'), rssShmem: kb('RssShmem') };
 }
 
+/** Resident anonymous memory by mapping: brk's heap (malloc's main arena), and the other anonymous maps by size. */
+function anonMaps() {
+  const maps = { brk: 0, small: 0, large: 0 };
+  let kind;
+  for (const l of readFileSync('/proc/self/smaps', 'utf8').split('\n')) {
+    const head = /^([0-9a-f]+)-([0-9a-f]+) \S+ \S+ \S+ \d+\s*(.*)$/.exec(l);
+    if (head) {
+      const size = Number.parseInt(head[2], 16) - Number.parseInt(head[1], 16);
+      kind = head[3] === '[heap]' ? 'brk' : head[3] === '' ? (size >= 2 ** 26 ? 'large' : 'small') : undefined;
+      continue;
+    }
+    const rss = /^Rss:\s+(\d+) kB/.exec(l);
+    if (rss && kind) maps[kind] += Number(rss[1]) * 1024;
+  }
+  return maps;
+}
+
 const out = process.env.WIW_MEMORY_PROBE_OUT;
 const snapshots = process.env.WIW_HEAP_SNAPSHOT_DIR;
 const gc = globalThis.gc;
@@ -37,7 +54,11 @@ if (out) {
         arrayBuffers: after.arrayBuffers,
         rssAfterGc: after.rss,
         heapLimit: heap.heap_size_limit,
+        heapPhysical: heap.total_physical_size,
+        mallocedMemory: heap.malloced_memory,
+        peakMallocedMemory: heap.peak_malloced_memory,
         ...rssParts(),
+        anonMaps: anonMaps(),
         spaces: Object.fromEntries(
           getHeapSpaceStatistics().map((sp) => [sp.space_name, { size: sp.space_size, used: sp.space_used_size }]),
         ),

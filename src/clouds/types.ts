@@ -247,6 +247,11 @@ export interface CloudTrust<Report> {
   /** Whether an injection's identity is one the cloud must trust (Azure injects for any labelled Pod). */
   names?(identity: Readonly<Record<string, string>>): boolean;
   /**
+   * Whether the cloud sees the token for this identity (false: AWS role chaining, where the role
+   * is assumed with another role's credentials): doctor checks the token where it is presented.
+   */
+  presentsToken?(identity: Readonly<Record<string, string>>): boolean;
+  /**
    * Why an identity's fields are not of the form its commands take, or undefined. Such an identity
    * gets a FAIL line instead of commands: its values never reach a shell.
    */

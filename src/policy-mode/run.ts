@@ -2,22 +2,19 @@
 // leader alone writes, and a new term starts from a fresh list.
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
-import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { serviceAccountAnnotations } from '../clouds/index.ts';
 import type { PodProvider } from '../clouds/types.ts';
 import type { Config } from '../config.ts';
 import { ConfigError } from '../errors.ts';
 import type { KubeApi } from '../kube/api.ts';
-import { loadKubeConfig } from '../kube/client.ts';
 import type { TenantJudges } from '../policy/gate.ts';
-import { LeaderElector } from '../token-requestor/lease.ts';
+import { LeaderElector } from '../kube/lease.ts';
 import { ParametersController, type ParametersControllerOptions } from './controller.ts';
 
 export const PARAMETERS_LEASE = 'workload-identity-webhook-policy-parameters';
 
 export interface ParametersRunnerOptions extends ParametersControllerOptions {
-  kubeConfig: KubeConfig;
   leaseNamespace: string;
   leaseName?: string;
   /** This replica's name in the Lease (its Pod name). */
@@ -36,7 +33,7 @@ export interface ParametersRunner {
 export function runParametersController(options: ParametersRunnerOptions): ParametersRunner {
   let controller: ParametersController | undefined;
   const elector = new LeaderElector({
-    kubeConfig: options.kubeConfig,
+    api: options.api,
     namespace: options.leaseNamespace,
     name: options.leaseName ?? PARAMETERS_LEASE,
     identity: options.identity,
@@ -78,7 +75,6 @@ export function startPolicyParameters(
   root: Logger,
 ): ParametersRunner {
   return runParametersController({
-    kubeConfig: loadKubeConfig(config.kubeconfig, config.kubeContext),
     leaseNamespace: config.policyParametersLeaseNamespace ?? inClusterNamespace(),
     identity: hostname(),
     api,

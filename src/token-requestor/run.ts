@@ -5,7 +5,8 @@ import { PROVIDER_LABEL } from '../model.ts';
 import { createSecretProviders } from '../clouds/index.ts';
 import type { RequestorConfig } from './config.ts';
 import { kubeRequestorApi } from './kube-api.ts';
-import { LeaderElector } from './lease.ts';
+import { LeaderElector } from '../kube/lease.ts';
+import { connectKube } from '../kube/connect.ts';
 import { serveMetrics } from '../metrics.ts';
 import { createRequestorMetrics } from './metrics.ts';
 import { TokenRequestor } from './requestor.ts';
@@ -33,7 +34,7 @@ export async function runTokenRequestor(config: Config, rc: RequestorConfig, roo
 
   let term: { requestor: TokenRequestor; informers: SecretInformer[] } | undefined;
   const elector = new LeaderElector({
-    kubeConfig,
+    api: await connectKube(config.kubeconfig, config.kubeContext),
     namespace: rc.leaseNamespace,
     name: rc.leaseName,
     identity: rc.identity,

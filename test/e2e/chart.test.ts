@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { describe, test } from 'node:test';
 import { parse } from 'yaml';
-import { imageNodeOptions } from '../support/cgroup.ts';
+import { imageEnv, imageNodeOptions } from '../support/cgroup.ts';
 import { chartDocs, flagsWithoutValue, readValueKeys, type ValueKey, valuesSchema } from '../../scripts/chart-docs.ts';
 import { loadConfig, settings, type Setting } from '../../src/config.ts';
 import { IMAGE_REFERENCE } from '../../src/settings.ts';
@@ -73,6 +73,7 @@ const CHART_MANAGED: Partial<
   },
   certSecret: { values: { certificates: { selfManaged: { secretName: 'my-certs' } } }, expect: 'my-certs' },
   certSecretNamespace: { values: {}, expect: 'wiw-system' },
+  slippedPodsLeaseNamespace: { values: {}, expect: 'wiw-system' },
   certWebhookConfiguration: { values: {}, expect: FULLNAME },
   selfSignedHosts: {
     values: { clusterDomain: 'corp.local' },
@@ -575,6 +576,34 @@ describe('availability, security and least privilege', () => {
     );
   });
 
+  test('the count of slipped Pods: list on pods and the Lease Role only when config.slippedPodsIntervalSeconds is on', async () => {
+    const rulesOf = (m: Manifest[]) =>
+      find(m, 'ClusterRole', FULLNAME)!.rules as { apiGroups: string[]; resources: string[]; verbs: string[] }[];
+    const off = (await renderChart({})).manifests;
+    assert.ok(rulesOf(off).every((r) => !r.resources.includes('pods')));
+    assert.equal(find(off, 'Role', `${FULLNAME}-slipped-pods`), undefined);
+    const on = (await renderChart({ config: { slippedPodsIntervalSeconds: 600 } })).manifests;
+    assert.deepEqual(
+      rulesOf(on).filter((r) => r.resources.includes('pods')),
+      [{ apiGroups: [''], resources: ['pods'], verbs: ['list'] }],
+    );
+    const role = find(on, 'Role', `${FULLNAME}-slipped-pods`)!;
+    assert.equal(role.metadata.namespace, 'wiw-system');
+    assert.deepEqual(role.rules, [
+      { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['create'] },
+      {
+        apiGroups: ['coordination.k8s.io'],
+        resources: ['leases'],
+        resourceNames: ['workload-identity-webhook-slipped-pods'],
+        verbs: ['get', 'update'],
+      },
+    ]);
+    assert.equal(find(on, 'RoleBinding', `${FULLNAME}-slipped-pods`)!.roleRef.name, `${FULLNAME}-slipped-pods`);
+    const env = webhookDeployment(on).spec.template.spec.containers[0].env as { name: string; value: string }[];
+    assert.ok(env.some((e) => e.name === 'WIW_SLIPPED_PODS_INTERVAL_SECONDS' && e.value === '600'));
+    assert.ok(env.some((e) => e.name === 'WIW_SLIPPED_PODS_LEASE_NAMESPACE' && e.value === 'wiw-system'));
+  });
+
   test('tenant policy: read access to policies and namespaces only when enabled; starter policy and ConfigMap wired', async () => {
     const rulesOf = (m: Manifest[]) =>
       find(m, 'ClusterRole', FULLNAME)!.rules as { apiGroups: string[]; resources: string[]; verbs: string[] }[];
@@ -679,13 +708,20 @@ describe('availability, security and least privilege', () => {
     );
   });
 
-  test("the V8 flags are the image's (NODE_OPTIONS in the Dockerfile) unless nodeOptions replaces them", async () => {
+  test("the V8 flags are the image's (NODE_OPTIONS in the Dockerfile) unless nodeOptions replaces them, and its allocator settings stay", async () => {
     const env = async (values: object) =>
       webhookDeployment((await renderChart(values)).manifests).spec.template.spec.containers[0].env.find(
         (e: { name: string }) => e.name === 'NODE_OPTIONS',
       );
     // An empty NODE_OPTIONS in the Pod would erase the image's: none is rendered by default.
     assert.equal(await env({}), undefined);
+    // Nor are the image's allocator settings (MALLOC_*: issue 30) replaced: the Pod keeps them.
+    const rendered = webhookDeployment((await renderChart({})).manifests).spec.template.spec.containers[0].env ?? [];
+    assert.deepEqual(
+      rendered.filter((e: { name: string }) => e.name.startsWith('MALLOC_') || e.name === 'GLIBC_TUNABLES'),
+      [],
+    );
+    assert.ok(Object.keys(imageEnv()).includes('MALLOC_ARENA_MAX'), 'the Dockerfile sets the allocator');
     // The one place of the flags is the Dockerfile; docs/hardening.md states its heap share.
     const percent = /--max-old-space-size-percentage=(\d+)/.exec(imageNodeOptions())?.[1];
     assert.ok(percent, 'the Dockerfile sizes the heap');
@@ -1001,6 +1037,7 @@ describe('values cover the webhook', () => {
         logFormat: 'named',
         cacheMissTimeoutMs: 3000,
         cacheMissRate: 20,
+        slippedPodsIntervalSeconds: 300,
         strict: true,
         awsAnnotationPrefix: 'iam.example.com',
         awsDefaultRegion: 'eu-west-1',
@@ -1051,6 +1088,7 @@ describe('values cover the webhook', () => {
         proxySources: ['10.8.0.0/14', '192.168.7.1'],
         http2: false,
         maxConcurrentStreams: 64,
+        maxConnectionAgeSeconds: 120,
       },
     };
     const table = configFlagTable();

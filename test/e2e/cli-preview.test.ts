@@ -160,6 +160,29 @@ describe('preview', () => {
     );
   });
 
+  test('source-profiles (role chaining): the shared config file shows the chained profile; a cycle is refused', () => {
+    const sa = (sources: string) =>
+      'kind: ServiceAccount\napiVersion: v1\nmetadata: {name: x, annotations: {' +
+      'eks.amazonaws.com/role-arn: "arn:aws:iam::111122223333:role/hub", ' +
+      'eks.amazonaws.com/role-arns: "target=arn:aws:iam::444455556666:role/target", ' +
+      `eks.amazonaws.com/source-profiles: "${sources}"}}\n---\n` +
+      'kind: Pod\napiVersion: v1\nmetadata: {name: p}\nspec: {serviceAccountName: x, containers: [{name: app}]}\n';
+    const r = preview(['-f', '-'], sa('target=default'));
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(
+      parse(r.stdout).metadata.annotations['workload-identity-webhook.io/aws-config-file'],
+      '[default]\nrole_arn = arn:aws:iam::111122223333:role/hub\n' +
+        'web_identity_token_file = /var/run/secrets/eks.amazonaws.com/serviceaccount/token\n\n' +
+        '[profile target]\nrole_arn = arn:aws:iam::444455556666:role/target\nsource_profile = default\n',
+    );
+    const cycle = preview(['-f', '-'], sa('target=default, default=target'));
+    assert.equal(cycle.code, 1);
+    assert.match(
+      cycle.stderr,
+      /denied \(InvalidAnnotation\): ServiceAccount default\/x annotation eks.amazonaws.com\/source-profiles: the chain target → default → target is a cycle/,
+    );
+  });
+
   test("configuration flags are the same as serve's", () => {
     const r = preview(['-f', join(EXAMPLES, 'azure.yaml'), '-o', 'json', '--azure-cloud', 'AzureUSGovernmentCloud']);
     const env = JSON.parse(r.stdout).spec.containers[0].env;

@@ -233,6 +233,11 @@ describe('RBAC in the docs is what the chart renders', () => {
     const added = paragraph('README.md', 'Tenant policy (`config.watchPolicies=true`) adds');
     assert.deepEqual(claims(added), new Map([...withPolicy].filter(([r, v]) => defaults.get(r) !== v)), added);
     assert.ok(claims(added).size > 0, 'tenant policy adds grants');
+    const counting = grantsOf(
+      webhookOf((await renderChart({ config: { slippedPodsIntervalSeconds: 300 } })).manifests),
+    );
+    const slipped = paragraph('README.md', 'The count of Pods that slipped past the webhook');
+    assert.deepEqual(claims(slipped), new Map([...counting].filter(([r, v]) => defaults.get(r) !== v)), slipped);
   });
 
   test("no doc calls the webhook's access read-only: it updates its Secret and patches its webhook configuration", () => {

@@ -20,7 +20,7 @@ import {
   type ControlPlane,
   type ControlPlaneOptions,
 } from '../harness/control-plane.ts';
-import { ROLE_ARN as ROLE } from '../support/identities.ts';
+import { OTHER_ACCOUNT_ROLE_ARN, ROLE_ARN as ROLE } from '../support/identities.ts';
 
 const CLI = resolve(import.meta.dirname, '../../dist/cli.js');
 
@@ -110,6 +110,12 @@ async function cluster(
 describe('doctor on a cluster set up as the clouds need it', () => {
   test("every check passes: exit 0, the identity's token verifies against the public JWKS", async () => {
     const cp = await cluster('doctor-good');
+    // Role chaining: the token goes to [default]'s role only; writer is assumed with its credentials.
+    await createServiceAccount(cp, 'apps', 'chained', {
+      'eks.amazonaws.com/role-arn': ROLE,
+      'eks.amazonaws.com/role-arns': `writer=${OTHER_ACCOUNT_ROLE_ARN}`,
+      'eks.amazonaws.com/source-profiles': 'writer=default',
+    });
     const { code, report } = await doctor(cp);
     assert.equal(code, 0, JSON.stringify(report.checks, null, 2));
     assert.equal(report.issuer, cp.issuer);
@@ -130,8 +136,12 @@ describe('doctor on a cluster set up as the clouds need it', () => {
       'identity',
     ])
       check(report, id);
-    const identity = check(report, 'identity');
-    assert.equal(identity.subject, 'ServiceAccount apps/reader');
+    // One token check per token presented: none for the chained role, which its source role assumes.
+    assert.deepEqual(
+      report.checks.filter((c) => c.id === 'identity').map((c) => c.subject),
+      ['ServiceAccount apps/chained', 'ServiceAccount apps/reader'],
+    );
+    const identity = report.checks.find((c) => c.id === 'identity' && c.subject === 'ServiceAccount apps/reader')!;
     assert.match(
       identity.message,
       /aws token \(aud sts\.amazonaws\.com, expires in 86400 s\) verifies against https:\/\/127\.0\.0\.1:\d+\/openid\/v1\/jwks/,

@@ -25,6 +25,7 @@ import { OPTIONAL_EXTERNALS, bundle, bundledPackages, externals } from '../../sc
 import { lockProblems } from '../../scripts/runtime-rootfs.ts';
 import { startLogging } from '../harness/cli-process.ts';
 import type { Managed } from '../harness/processes.ts';
+import { imageEnv } from '../support/cgroup.ts';
 import { httpsRequest } from '../support/https-client.ts';
 import { LOOPBACK_SERVE_ARGS, registerWebhook, until } from '../support/webhook.ts';
 
@@ -164,6 +165,8 @@ describe('Dockerfile', () => {
       /NODE_OPTIONS="--max-old-space-size-percentage=\d+ --max-semi-space-size=\d+"/,
       'the V8 flags live here',
     );
+    // And glibc's allocator settings, which return what a burst of reviews freed (issue 30).
+    assert.match(env, /\bMALLOC_ARENA_MAX=2\s+MALLOC_MMAP_THRESHOLD_=32768\b/, 'the allocator settings live here');
   });
 
   test('.dockerignore keeps host builds and dependencies out of the context', () => {
@@ -436,6 +439,10 @@ describe('the image, built with buildah', () => {
     assert.ok(
       config.Env.some((e) => /^NODE_OPTIONS=--max-old-space-size-percentage=\d+ --max-semi-space-size=\d+$/.test(e)),
     );
+    // The allocator settings the memory tests and benchmarks run with (test/support/cgroup.ts).
+    const malloc = imageEnv();
+    assert.deepEqual(Object.keys(malloc).sort(), ['MALLOC_ARENA_MAX', 'MALLOC_MMAP_THRESHOLD_']);
+    for (const [k, v] of Object.entries(malloc)) assert.ok(config.Env.includes(`${k}=${v}`), `${k}=${v} in the image`);
     assert.equal(config.WorkingDir, '/app');
     assert.equal(config.Labels['org.opencontainers.image.version'], packageJson.version);
     assert.equal(image.diffIds.length, 2, 'the root filesystem, then the bundle');

@@ -713,6 +713,115 @@ describe('operating it: alerts over real scrapes, and the blast radius of each s
     assert.ok(fired[0].value > 0.1, `denied fraction ${fired[0].value}`);
   });
 
+  test('Pods started while the webhook is down with failurePolicy Ignore: doctor lists exactly them; after doctor --fix --yes with the webhook back, their replacements run with their identity', async () => {
+    const policy = (failurePolicy: string) =>
+      helm(
+        [
+          'upgrade',
+          RELEASE,
+          CHART,
+          '--namespace',
+          SYSTEM_NS,
+          '--reuse-values',
+          '--set',
+          `webhook.failurePolicy=${failurePolicy}`,
+        ],
+        { kubeconfig: node.cp.kubeconfigPath },
+      );
+    const doctor = async (...extra: string[]) => {
+      const run = await promisify(execFile)(
+        process.execPath,
+        [join(REPO, 'dist/cli.js'), 'doctor', '--kubeconfig', node.cp.kubeconfigPath, '-o', 'json', ...extra],
+        { encoding: 'utf8' },
+      ).catch((err: { stdout: string }) => err);
+      return (
+        JSON.parse(run.stdout) as { checks: { id: string; subject?: string; verdict: string; message: string }[] }
+      ).checks;
+    };
+    const slippedPods = (checks: Awaited<ReturnType<typeof doctor>>) => checks.filter((c) => c.id === 'slipped-pod');
+    const running = async () =>
+      (await core.listNamespacedPod({ namespace: NS, labelSelector: 'app=slipped' })).items.filter(
+        (p) => p.status?.phase === 'Running' && !p.metadata?.deletionTimestamp,
+      );
+    await policy('Ignore');
+    await apps.replaceNamespacedDeploymentScale({
+      namespace: SYSTEM_NS,
+      name: FULLNAME,
+      body: { metadata: { name: FULLNAME, namespace: SYSTEM_NS }, spec: { replicas: 0 } },
+    });
+    await until('no webhook Pod left', async () => ((await webhookPods()).length === 0 ? true : undefined), 120_000);
+    await apps.createNamespacedDeployment({
+      namespace: NS,
+      body: {
+        metadata: { name: 'slipped' },
+        spec: {
+          replicas: 1,
+          selector: { matchLabels: { app: 'slipped' } },
+          template: {
+            metadata: { labels: { app: 'slipped' } },
+            spec: {
+              serviceAccountName: 'aws',
+              terminationGracePeriodSeconds: 1,
+              containers: [
+                {
+                  name: 'app',
+                  image: node.images.base,
+                  imagePullPolicy: 'Never',
+                  command: ['node', '-e', 'setInterval(() => {}, 60000)'],
+                },
+              ],
+            },
+          },
+        },
+      },
+    });
+    const [first] = await until(
+      'the Pod to run without the webhook',
+      async () => {
+        const pods = await running();
+        return pods.length === 1 ? pods : undefined;
+      },
+      120_000,
+    );
+    assert.equal(first.spec?.containers[0].env, undefined, 'admitted unchanged');
+    const listed = slippedPods(await doctor());
+    assert.deepEqual(
+      listed.map((c) => c.subject),
+      [`Pod ${NS}/${first.metadata!.name}`],
+    );
+    assert.match(listed[0].message, /failurePolicy Ignore admitted it unchanged; owner Deployment apps\/slipped$/);
+
+    // The webhook back (the upgrade sets the chart's replicas again), then the fix.
+    await policy('Fail');
+    await until(
+      'both webhook replicas Ready',
+      async () => (await webhookPods()).filter(ready).length === 2 || undefined,
+      180_000,
+    );
+    const fixed = await doctor('--fix', '--yes');
+    assert.deepEqual(
+      fixed.filter((c) => c.id === 'restart').map((c) => `${c.verdict} ${c.subject}`),
+      ['pass Deployment apps/slipped'],
+    );
+    const [replacement] = await until(
+      'the restarted Pod to run, the old one gone',
+      async () => {
+        const pods = (await core.listNamespacedPod({ namespace: NS, labelSelector: 'app=slipped' })).items;
+        return pods.length === 1 &&
+          pods[0].metadata!.name !== first.metadata!.name &&
+          pods[0].status?.phase === 'Running'
+          ? pods
+          : undefined;
+      },
+      180_000,
+    );
+    const env = Object.fromEntries((replacement.spec!.containers[0].env ?? []).map((e) => [e.name, e.value]));
+    assert.equal(env.AWS_ROLE_ARN, ROLE);
+    assert.equal(env.AWS_WEB_IDENTITY_TOKEN_FILE, '/var/run/secrets/eks.amazonaws.com/serviceaccount/token');
+    assert.ok(replacement.spec!.volumes?.some((v) => v.name === 'aws-iam-token'));
+    assert.deepEqual(slippedPods(await doctor()), []);
+  });
+
   test('with the webhook scaled to 0: scope all refuses an unlabelled Pod; scope labelled creates it and refuses a labelled one', async () => {
     const scaleToZero = async () => {
       await apps.replaceNamespacedDeploymentScale({

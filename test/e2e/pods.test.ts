@@ -69,6 +69,15 @@ before(async () => {
     ],
     // A role that goes into the profiles' config file is refused with or without --strict.
     [NS, 'bad-arn', { 'eks.amazonaws.com/role-arns': 'writer=arn:aws:iam::123:role/x' }],
+    // Role chaining whose chain is a cycle: refused, naming it.
+    [
+      NS,
+      'chain-cycle',
+      {
+        'eks.amazonaws.com/role-arns': `a=${ARN},b=${ARN}`,
+        'eks.amazonaws.com/source-profiles': 'a=b\nb=a',
+      },
+    ],
     [NS, 'plain', {}],
     ['reinvoke', 'aws', { 'eks.amazonaws.com/role-arn': ARN }],
     ['reinvoke-sa', 'azure', { 'azure.workload.identity/client-id': CLIENT }],
@@ -360,6 +369,13 @@ describe('stored Pods carry exactly what each provider needs', () => {
     await createServiceAccount(cp, NS, 'fresh', { 'eks.amazonaws.com/role-arn': ARN });
     const pod = await createPod(NS, 'fresh');
     assert.deepEqual(env(pod.spec!.containers[0]), awsEnv);
+  });
+
+  test('a role chain that is a cycle (source-profiles) is refused, naming the annotation and the chain', async () => {
+    await assert.rejects(createPod(NS, 'chain-cycle'), (err: { body?: string }) => {
+      assert.match(String(err.body), /annotation eks\.amazonaws\.com\/source-profiles: the chain a → b → a is a cycle/);
+      return true;
+    });
   });
 
   test("a denial reaches the client with the webhook's message", async () => {

@@ -181,7 +181,6 @@ describe('the parameters controller', () => {
     await cp.request('POST', '/api/v1/namespaces', { metadata: { name: 'team-c' } });
     const runners: ParametersRunner[] = ['replica-1', 'replica-2'].map((identity) =>
       runParametersController({
-        kubeConfig: cp.kubeConfig(),
         leaseNamespace: 'leases',
         identity,
         leaseDurationSeconds: 3,

@@ -504,7 +504,10 @@ describe('scripts/dev.sh steps from an empty cache', () => {
     const box = new Sandbox();
     const r = await box.run('dev.sh', ['ensure-nothing']);
     assert.equal(r.code, 2);
-    assert.match(r.stderr, /usage: scripts\/dev.sh test\|demo\|bench\|bench-peers\|peer-diff\|ensure-node/);
+    assert.match(
+      r.stderr,
+      /usage: scripts\/dev.sh test\|demo\|bench\|bench-peers\|bench-apiserver\|peer-diff\|ensure-node/,
+    );
   });
 });
 

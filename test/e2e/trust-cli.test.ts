@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parse, stringify } from 'yaml';
 import type { TrustReport } from '../../src/trust/report.ts';
+import type { AwsWebIdentityStatement } from '../../src/clouds/aws/trust.ts';
 import {
   AWS_ACCOUNT,
   CLIENT,
@@ -73,7 +74,7 @@ describe('trust -f (offline)', () => {
       'ServiceAccount jobs/batch',
     ]);
     assert.deepEqual(
-      role.trustPolicy.Statement.map((s) => s.Condition.StringEquals),
+      (role.trustPolicy.Statement as AwsWebIdentityStatement[]).map((s) => s.Condition.StringEquals),
       [
         {
           [`${hostPath}:sub`]: ['system:serviceaccount:apps:reader', 'system:serviceaccount:apps:writer'],
@@ -263,7 +264,9 @@ describe('trust -f (offline)', () => {
       },
     ]);
     assert.deepEqual(
-      report.aws!.roles[0].trustPolicy.Statement[0].Condition.StringEquals[`${hostPath}:sub`],
+      (report.aws!.roles[0].trustPolicy.Statement[0] as AwsWebIdentityStatement).Condition.StringEquals[
+        `${hostPath}:sub`
+      ],
       'system:serviceaccount:apps:uploader',
     );
   });

@@ -45,6 +45,12 @@ function secret(name: string, provider: string, config: Record<string, string>):
 }
 
 const AWS = { 'eks.amazonaws.com/role-arn': ROLE };
+// Role chaining: writer is assumed with [default]'s credentials (an AssumeRole trust and a permission).
+const CHAINED = {
+  ...AWS,
+  'eks.amazonaws.com/role-arns': `writer=${ROLE.replace('s3-reader', 's3-writer')}`,
+  'eks.amazonaws.com/source-profiles': 'writer=default',
+};
 const POD_IDENTITY = { 'eks.amazonaws.com/pod-identity-role-arn': ROLE };
 const AZURE = { 'azure.workload.identity/client-id': CLIENT, 'azure.workload.identity/tenant-id': TENANT };
 const GCP = {
@@ -72,6 +78,8 @@ function hostileAccounts(): string[] {
       sa('evil', `gcp-aud-${n}`, { ...GCP, 'cloud.google.com/audience': bad }),
       sa(bad, 'in-hostile-namespace', AWS),
       sa('evil', bad, AZURE),
+      sa('evil', `aws-source-${n}`, { ...CHAINED, 'eks.amazonaws.com/source-profiles': `writer=${bad}` }),
+      sa('evil', `aws-chained-${n}`, { ...CHAINED, 'eks.amazonaws.com/source-profiles': `${bad}=default` }),
       sa('evil', `pi-arn-${n}`, { 'eks.amazonaws.com/pod-identity-role-arn': `${ROLE}${bad}` }),
       sa(bad, 'pi-in-hostile-namespace', POD_IDENTITY),
       secret(`aws-secret-${n}`, 'aws', { roleARN: `${ROLE}${bad}` }),
@@ -150,6 +158,18 @@ function intended(report: TrustReport): string[][] {
       r.roleName,
       '--policy-document',
       JSON.stringify(r.trustPolicy),
+    ]);
+  for (const p of report.aws?.rolePermissions ?? [])
+    calls.push([
+      'aws',
+      'iam',
+      'put-role-policy',
+      '--role-name',
+      p.roleName,
+      '--policy-name',
+      p.policyName,
+      '--policy-document',
+      JSON.stringify(p.policy),
     ]);
   for (const a of report.aws?.podIdentityAssociations ?? [])
     if (a.roleArn && !a.problem)
@@ -257,6 +277,7 @@ describe('trust against hostile annotation values', () => {
     sa('apps', 'gcp-direct', { 'cloud.google.com/workload-identity-provider': PROVIDER }),
     sa('apps', 'uploader', {}),
     sa('apps', 'pod-identity', POD_IDENTITY),
+    sa('apps', 'chained', CHAINED),
   ];
   const file = manifests([...benign, ...hostileAccounts()]);
   const podIdentity = ['--aws-container-credentials-config', associationsFile(), '--aws-eks-cluster-name', 'prod'];
@@ -274,12 +295,24 @@ describe('trust against hostile annotation values', () => {
         'ServiceAccount apps/azure-app',
         'ServiceAccount apps/gcp-app',
         'ServiceAccount apps/gcp-direct',
+        'ServiceAccount apps/chained',
+        'ServiceAccount apps/chained',
       ],
     );
     // Each hostile object is a FAIL line or, when the webhook itself refuses it, left out with a warning.
     const failed = new Set(report.failures?.map((f) => f.source));
     const leftOut = (source: string) => text.stderr.split('\n').some((l) => l.startsWith(`warning: ${source}: `));
-    for (const kind of ['aws-arn', 'aws-aud', 'az-client', 'az-tenant', 'gcp-provider', 'gcp-email', 'gcp-aud'])
+    for (const kind of [
+      'aws-arn',
+      'aws-aud',
+      'aws-source',
+      'aws-chained',
+      'az-client',
+      'az-tenant',
+      'gcp-provider',
+      'gcp-email',
+      'gcp-aud',
+    ])
       for (let n = 0; n < HOSTILE.length; n++) {
         const source = `ServiceAccount evil/${kind}-${n}`;
         assert.ok(failed.has(source) || leftOut(source), `${source} has a FAIL line or is left out`);
@@ -314,6 +347,10 @@ describe('trust against hostile annotation values', () => {
     );
     const expected = intended(report);
     assert.ok(expected.length >= 9, 'every cloud has commands');
+    assert.ok(
+      expected.some((c) => c.join(' ').startsWith('aws iam put-role-policy --role-name s3-reader ')),
+      "the benign chain's permission is among them",
+    );
     assert.ok(
       expected.some((c) => c.join(' ').startsWith('aws eks create-pod-identity-association --cluster-name prod ')),
       'the benign Pod Identity association is among them',

@@ -19,6 +19,7 @@ import { createEntra, type Entra } from '../sdk/entra.ts';
 import { createGoogleCloud, type GoogleCloud } from '../sdk/google.ts';
 import { tokenDigest } from '../sdk/oidc.ts';
 import type { TrustReport } from '../../src/trust/report.ts';
+import type { AwsWebIdentityStatement } from '../../src/clouds/aws/trust.ts';
 import {
   CLIENT,
   GCP_EMAIL as EMAIL,
@@ -29,12 +30,23 @@ import {
   TENANT,
   WIF_PROVIDER as PROVIDER,
   AWS_ACCOUNT,
+  OTHER_AWS_ACCOUNT,
 } from '../support/identities.ts';
 
 const run = promisify(execFile);
+const HUB = roleArn('hub');
+const CHAINED_ROLE = roleArn('chained-writer', OTHER_AWS_ACCOUNT);
 const CLI = resolve(import.meta.dirname, '../../dist/cli.js');
 const NS = 'trust-proof';
 const ACCOUNTS: Record<string, Record<string, string>> = {
+  // Role chaining (AWS #258), first as the cluster lists it: [default] (the hub) presents the
+  // token; writer, in another account, is assumed with the hub's credentials. Trust prints both
+  // steps and the hub's permission.
+  'aws-chained': {
+    'eks.amazonaws.com/role-arn': HUB,
+    'eks.amazonaws.com/role-arns': `writer=${CHAINED_ROLE}`,
+    'eks.amazonaws.com/source-profiles': 'writer=default',
+  },
   'aws-reader': { 'eks.amazonaws.com/role-arn': ROLE },
   // Same role: its trust policy must admit both.
   'aws-writer': { 'eks.amazonaws.com/role-arn': ROLE },
@@ -62,7 +74,15 @@ const serviceAccounts: Parameters<typeof createGoogleCloud>[0]['serviceAccounts'
 function configure(report: TrustReport): void {
   for (const list of [clientIds, roles, applications, providers, serviceAccounts]) list.length = 0;
   clientIds.push(...report.aws!.oidcProviders.flatMap((p) => p.clientIds));
-  roles.push(...report.aws!.roles.map((r) => ({ arn: r.roleArn, trustPolicy: r.trustPolicy })));
+  // Each role with its printed trust, and a source role with the permission printed for it.
+  const permissions = (arn: string) => report.aws!.rolePermissions.find((p) => p.roleArn === arn)?.policy.Statement;
+  roles.push(
+    ...report.aws!.roles.map((r) => ({
+      arn: r.roleArn,
+      trustPolicy: r.trustPolicy,
+      permissions: permissions(r.roleArn),
+    })),
+  );
   applications.push(
     ...report.azure!.identities.map((i) => ({
       tenantId: i.tenantId!,
@@ -128,8 +148,11 @@ after(async () => {
 describe('trust, read from the cluster', () => {
   test("names the issuer of the discovery document and groups one role's ServiceAccounts into one policy", () => {
     assert.equal(printed.issuer, cluster.issuer.issuer);
-    assert.equal(printed.aws!.roles.length, 1);
-    const statement = printed.aws!.roles[0].trustPolicy.Statement;
+    assert.deepEqual(
+      printed.aws!.roles.map((r) => r.roleArn),
+      [HUB, CHAINED_ROLE, ROLE],
+    );
+    const statement = printed.aws!.roles[2].trustPolicy.Statement as AwsWebIdentityStatement[];
     assert.equal(statement.length, 1);
     const hostPath = cluster.issuer.issuer.replace('https://', '');
     assert.deepEqual(statement[0].Condition.StringEquals, {
@@ -231,6 +254,21 @@ describe("the stand-ins accept a Pod's token with the printed trust (official No
       await sdk.stop();
     });
   }
+
+  for (const language of ['node', 'python'] as const)
+    test(`AWS, role chaining (${language}): the printed trust and permission admit AssumeRole with the hub's credentials`, async () => {
+      const { container, sdk } = await cluster.start(language, 'aws', 'aws-chained');
+      const answer = await sdk.credentials('writer');
+      assert.ok(answer.ok, `${JSON.stringify(answer.error)}\n${sdk.stderr()}`);
+      const assumed = sts.assumptions.find((a) => a.accessKeyId === answer.accessKeyId);
+      assert.ok(assumed, 'the SDK returned credentials the stand-in issued by AssumeRole');
+      assert.deepEqual([assumed.roleArn, assumed.callerRoleArn], [CHAINED_ROLE, HUB]);
+      const exchange = sts.exchanges.find((e) => e.accessKeyId === assumed.callerAccessKeyId);
+      assert.ok(exchange, "the hub's credentials came from the token");
+      assert.deepEqual([exchange.roleArn, exchange.subject], [HUB, subject('aws-chained')]);
+      assert.equal(exchange.tokenDigest, tokenDigest(container.tokens[0].token));
+      await sdk.stop();
+    });
 
   test('Azure: the printed federated identity credential admits the projected token', async () => {
     const { container, sdk } = await cluster.start('node', 'azure', 'azure-reader', {

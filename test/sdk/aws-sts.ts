@@ -1,18 +1,24 @@
 // AWS STS AssumeRoleWithWebIdentity, judged as AWS does: the token's issuer must be an IAM OIDC
 // identity provider of the role's account, its audience one of that provider's client IDs, its
-// signature and expiry valid, and the role's trust policy must name its subject. Answers are the
+// signature and expiry valid, and the role's trust policy must name its subject. AssumeRole (role
+// chaining) with the credentials it issued, SigV4-signed: aws-sts-assume-role.ts. Answers are the
 // awsQuery XML documents of the real service, errors included.
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { ClusterIssuer } from './oidc.ts';
 import { tokenDigest } from './oidc.ts';
 import type { StandInResponse, StandInService } from './standin-server.ts';
+import { assumeRole, type AwsAssumption, type Issued, type PolicyStatement } from './aws-sts-assume-role.ts';
+
+export type { AwsAssumption };
 
 export const STS_HOSTS = ['sts.amazonaws.com', 'sts.us-east-1.amazonaws.com', 'sts.eu-west-1.amazonaws.com'] as const;
 
 export interface AwsRole {
   arn: string;
-  /** The role's trust policy document, evaluated as IAM does for AssumeRoleWithWebIdentity. */
+  /** The role's trust policy document, evaluated as IAM does for AssumeRoleWithWebIdentity and AssumeRole. */
   trustPolicy: TrustPolicy;
+  /** The statements of its permission policies, read for sts:AssumeRole on a chained role. */
+  permissions?: PolicyStatement[];
 }
 
 export interface TrustPolicy {
@@ -20,12 +26,7 @@ export interface TrustPolicy {
   Statement: TrustStatement[];
 }
 
-interface TrustStatement {
-  Effect: 'Allow' | 'Deny';
-  Principal?: { Federated?: string | string[] };
-  Action?: string | string[];
-  Condition?: Record<string, Record<string, string | string[]>>;
-}
+type TrustStatement = PolicyStatement;
 
 /**
  * Whether a trust policy lets this web identity assume the role: a Deny statement that matches
@@ -82,6 +83,8 @@ export interface AwsExchange {
 
 export interface AwsSts extends StandInService {
   exchanges: AwsExchange[];
+  /** Every AssumeRole answered (role chaining). */
+  assumptions: AwsAssumption[];
   /** Every answered error: code and message. */
   errors: { code: string; message: string; tokenDigest?: string }[];
   /** Seconds added to the clock the stand-in judges token expiry by. */
@@ -97,6 +100,7 @@ export function createAwsSts(options: AwsStsOptions): AwsSts {
   const sts: AwsSts = {
     hosts: STS_HOSTS,
     exchanges: [],
+    assumptions: [],
     errors: [],
     clockOffsetSeconds: 0,
     async handle(req) {
@@ -106,6 +110,14 @@ export function createAwsSts(options: AwsStsOptions): AwsSts {
       };
       if (req.method !== 'POST' || req.path !== '/') return fail(404, 'UnknownOperation', `${req.method} ${req.path}`);
       const params = new URLSearchParams(req.body);
+      const clock = () => new Date(Date.now() + sts.clockOffsetSeconds * 1000);
+      if (params.get('Action') === 'AssumeRole' && params.get('Version') === '2011-06-15')
+        return assumeRole(
+          req,
+          params,
+          { issued, roles: options.roles, now: clock, fail, sessionProblem: (p) => sessionProblem(p, fail), issue },
+          sts.assumptions,
+        );
       if (params.get('Action') !== 'AssumeRoleWithWebIdentity') {
         return fail(
           400,
@@ -125,21 +137,8 @@ export function createAwsSts(options: AwsStsOptions): AwsSts {
       ] as const) {
         if (!value) return fail(400, 'MissingParameter', `The request must contain the parameter ${name}`);
       }
-      if (sessionName!.length < 2 || sessionName!.length > 64) {
-        const [op, bound] = sessionName!.length < 2 ? ['greater', 2] : ['less', 64];
-        return fail(
-          400,
-          'ValidationError',
-          `1 validation error detected: Value '${sessionName}' at 'roleSessionName' failed to satisfy constraint: Member must have length ${op} than or equal to ${bound}`,
-        );
-      }
-      if (!SESSION_NAME_CHARACTERS.test(sessionName!)) {
-        return fail(
-          400,
-          'ValidationError',
-          `1 validation error detected: Value '${sessionName}' at 'roleSessionName' failed to satisfy constraint: Member must satisfy regular expression pattern: [\\w+=,.@-]*`,
-        );
-      }
+      const invalid = sessionProblem(params, fail);
+      if (invalid) return invalid;
       const digest = tokenDigest(token!);
       const now = new Date(Date.now() + sts.clockOffsetSeconds * 1000);
       const verified = await options.issuer.verify(token!, now);
@@ -183,18 +182,9 @@ export function createAwsSts(options: AwsStsOptions): AwsSts {
         return fail(403, 'AccessDenied', 'Not authorized to perform sts:AssumeRoleWithWebIdentity', digest);
       }
       const duration = Number(params.get('DurationSeconds') ?? 3600);
-      if (!Number.isInteger(duration) || duration < 900 || duration > 43200) {
-        return fail(
-          400,
-          'ValidationError',
-          `1 validation error detected: Value '${params.get('DurationSeconds')}' at 'durationSeconds' failed to satisfy constraint: Member must have value greater than or equal to 900`,
-        );
-      }
-
-      const accessKeyId = `ASIA${randomId(16)}`;
-      const [, partition, , , account, resource] = role.arn.split(':');
-      const roleName = resource.split('/').pop();
-      const assumedRoleArn = `arn:${partition}:sts::${account}:assumed-role/${roleName}/${sessionName}`;
+      const { accessKeyId, issued: credentials } = issue(role.arn, sessionName!, duration);
+      const { assumedRoleArn } = credentials;
+      const [, partition, , , account] = role.arn.split(':');
       sts.exchanges.push({
         host: req.host,
         roleArn: role.arn,
@@ -205,7 +195,7 @@ export function createAwsSts(options: AwsStsOptions): AwsSts {
         tokenDigest: digest,
         accessKeyId,
       });
-      const expiration = new Date(Date.now() + duration * 1000).toISOString().replace(/\.\d{3}Z$/, 'Z');
+      const expiration = new Date(credentials.expiresAt).toISOString().replace(/\.\d{3}Z$/, 'Z');
       return xml(
         200,
         `<AssumeRoleWithWebIdentityResponse xmlns="${NS}">
@@ -218,8 +208,8 @@ export function createAwsSts(options: AwsStsOptions): AwsSts {
     <Provider>arn:${partition}:iam::${account}:oidc-provider/${esc(issuerHostPath)}</Provider>
     <Credentials>
       <AccessKeyId>${accessKeyId}</AccessKeyId>
-      <SecretAccessKey>${randomBytes(30).toString('base64')}</SecretAccessKey>
-      <SessionToken>${randomBytes(180).toString('base64')}</SessionToken>
+      <SecretAccessKey>${credentials.secretAccessKey}</SecretAccessKey>
+      <SessionToken>${credentials.sessionToken}</SessionToken>
       <Expiration>${expiration}</Expiration>
     </Credentials>
     <SubjectFromWebIdentityToken>${esc(payload.sub)}</SubjectFromWebIdentityToken>
@@ -232,7 +222,54 @@ export function createAwsSts(options: AwsStsOptions): AwsSts {
       );
     },
   };
+  /** Credentials for a session of `roleArn`, remembered so that AssumeRole can check a signature made with them. */
+  const issued = new Map<string, Issued>();
+  function issue(roleArn: string, sessionName: string, duration: number) {
+    const accessKeyId = `ASIA${randomId(16)}`;
+    const [, partition, , , account, resource] = roleArn.split(':');
+    const credentials: Issued = {
+      secretAccessKey: randomBytes(30).toString('base64'),
+      sessionToken: randomBytes(180).toString('base64'),
+      roleArn,
+      assumedRoleArn: `arn:${partition}:sts::${account}:assumed-role/${resource.split('/').pop()}/${sessionName}`,
+      expiresAt: Date.now() + duration * 1000,
+    };
+    issued.set(accessKeyId, credentials);
+    return { accessKeyId, issued: credentials };
+  }
   return sts;
+}
+
+/** RoleSessionName and DurationSeconds as STS checks them for every AssumeRole action, each with its message. */
+function sessionProblem(
+  params: URLSearchParams,
+  fail: (status: number, code: string, message: string) => StandInResponse,
+): StandInResponse | undefined {
+  const sessionName = params.get('RoleSessionName') ?? '';
+  if (sessionName.length < 2 || sessionName.length > 64) {
+    const [op, bound] = sessionName.length < 2 ? ['greater', 2] : ['less', 64];
+    return fail(
+      400,
+      'ValidationError',
+      `1 validation error detected: Value '${sessionName}' at 'roleSessionName' failed to satisfy constraint: Member must have length ${op} than or equal to ${bound}`,
+    );
+  }
+  if (!SESSION_NAME_CHARACTERS.test(sessionName)) {
+    return fail(
+      400,
+      'ValidationError',
+      `1 validation error detected: Value '${sessionName}' at 'roleSessionName' failed to satisfy constraint: Member must satisfy regular expression pattern: [\\w+=,.@-]*`,
+    );
+  }
+  const duration = Number(params.get('DurationSeconds') ?? 3600);
+  if (!Number.isInteger(duration) || duration < 900 || duration > 43200) {
+    return fail(
+      400,
+      'ValidationError',
+      `1 validation error detected: Value '${params.get('DurationSeconds')}' at 'durationSeconds' failed to satisfy constraint: Member must have value greater than or equal to 900`,
+    );
+  }
+  return undefined;
 }
 
 function errorResponse(status: number, code: string, message: string): StandInResponse {

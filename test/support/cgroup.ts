@@ -8,7 +8,11 @@ import { resolve } from 'node:path';
 import { parse } from 'yaml';
 
 export interface MemoryCgroup {
-  /** Wraps a command so that it starts inside the cgroup (for startWebhook's `wrap`). */
+  /**
+   * Wraps a command so that it starts inside the cgroup (for startWebhook's `wrap`), with the
+   * image's allocator settings (imageEnv) where the caller's environment sets none: the process
+   * runs as the Pod does.
+   */
   wrap(command: string, args: string[]): [string, string[]];
   /** Highest usage so far (memory.peak, else the current usage on kernels without it). */
   peakMiB(): number;
@@ -39,6 +43,15 @@ export function imageNodeOptions(): string {
   return flags;
 }
 
+/**
+ * The environment the image gives the server beside NODE_OPTIONS that sizes its memory: the
+ * Dockerfile's ENV MALLOC_* settings (glibc's allocator), as the tests and benchmarks must run it.
+ */
+export function imageEnv(): Record<string, string> {
+  const dockerfile = readFileSync(resolve(ROOT, 'Dockerfile'), 'utf8');
+  return Object.fromEntries([...dockerfile.matchAll(/^\s*(MALLOC_[A-Z_]+)=(\S+?)\s*\\?$/gm)].map((m) => [m[1], m[2]]));
+}
+
 /** Creates (or resets) the cgroup `wiw-<name>-<pid>` with `limit` bytes of memory and no swap. */
 export function memoryCgroup(name: string, limit: number): MemoryCgroup {
   const v2 = existsSync('/sys/fs/cgroup/cgroup.controllers');
@@ -52,8 +65,14 @@ export function memoryCgroup(name: string, limit: number): MemoryCgroup {
     writeFileSync(`${dir}/memory.memsw.limit_in_bytes`, String(limit));
   const read = (f: string) => readFileSync(`${dir}/${f}`, 'utf8');
   const procs = `${dir}/cgroup.procs`;
+  const imageDefaults = Object.entries(imageEnv())
+    .map(([k, v]) => `export ${k}="\${${k}-${v}}";`)
+    .join(' ');
   return {
-    wrap: (command, args) => ['/bin/sh', ['-c', `echo $$ > ${procs} && exec "$0" "$@"`, command, ...args]],
+    wrap: (command, args) => [
+      '/bin/sh',
+      ['-c', `echo $$ > ${procs} && ${imageDefaults} exec "$0" "$@"`, command, ...args],
+    ],
     peakMiB: () =>
       Number(
         v2

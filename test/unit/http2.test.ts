@@ -5,7 +5,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { connect as h2connect, constants, type ClientHttp2Session } from 'node:http2';
 import type { AddressInfo } from 'node:net';
-import { connect } from 'node:tls';
+import { connect, type TLSSocket } from 'node:tls';
 import type { FastifyInstance } from 'fastify';
 import pino from 'pino';
 import { buildApp, type AppOptions } from '../../src/app.ts';
@@ -226,6 +226,36 @@ describe('drain over HTTP/2', () => {
     assert.ok(JSON.parse(answer.body).response.patch);
     assert.equal(await goaway, constants.NGHTTP2_NO_ERROR);
     await until('the connection to close', () => session.closed || session.destroyed || undefined);
+  });
+});
+
+describe('closing after the drain', () => {
+  test('a request on a connection still open as the server closes gets a 503 with Retry-After, which kube-apiserver retries', async () => {
+    const s = await start();
+    const app = apps.at(-1)!;
+    // HTTP/1.1, as kube-apiserver calls a webhook behind a Service. A request begun when close()
+    // is called keeps its connection open (only idle ones are closed), and is answered meanwhile.
+    let serverRead = false;
+    app.server.once('secureConnection', (tls: TLSSocket) => tls.once('data', () => (serverRead = true)));
+    const socket = connect({ host: '127.0.0.1', port: s.port, ca: certs.caPem, ALPNProtocols: ['http/1.1'] });
+    await new Promise((resolve) => socket.once('secureConnect', resolve));
+    let received = '';
+    socket.on('data', (chunk: Buffer) => (received += chunk.toString('utf8')));
+    const body = review();
+    try {
+      socket.write('POST /mutate HTTP/1.1\r\nHost: localhost\r\n');
+      // The request line parsed: the connection is busy, not idle.
+      await until('the server to read the request line', () => serverRead || undefined);
+      const closed = app.close();
+      socket.write(`Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+      const answer = await until('the answer', () => (received.includes('}') ? received : undefined));
+      assert.match(answer, /^HTTP\/1\.1 503 /);
+      assert.match(answer, /\r\nretry-after: 1\r\n/i);
+      assert.match(answer, /"code":"WIW_CLOSING"/);
+      await closed;
+    } finally {
+      socket.destroy();
+    }
   });
 });
 

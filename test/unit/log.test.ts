@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ApiException } from '@kubernetes/client-node';
+import { logDecision } from '../../src/admission/handler.ts';
 import { WebhookError } from '../../src/errors.ts';
 import { batchedDestination, createLogger, DECISION_MESSAGE, safeMessage } from '../../src/log.ts';
 import { until } from '../harness/until.ts';
@@ -182,5 +183,41 @@ describe('writing stdout', () => {
     } finally {
       done();
     }
+  });
+});
+
+describe('the decision line', () => {
+  test('is the line the redacting logger writes for the same fields, and holds no field a redaction path names', async () => {
+    // logDecision writes through a child without the redaction list (its fields are scalars chosen
+    // there): the bytes must be those the root logger writes, for a decision with every field set.
+    const { log, lines } = recorded();
+    const request = {
+      uid: 'c0ffee00-0000-4000-8000-000000000001',
+      kind: { group: '', version: 'v1', kind: 'Pod' },
+      operation: 'CREATE' as const,
+      namespace: 'team-a',
+      object: { metadata: { generateName: 'app-', annotations: { token: TOKEN } }, data: { token: TOKEN } },
+    };
+    const admit = logDecision(log)(async () => ({
+      allowed: false,
+      injected: ['aws'],
+      denial: { reason: 'InvalidRoleArn', status: 403, message: 'm' },
+    }));
+    await admit(request, { path: '/mutate' });
+    const durationMs = Number(/"durationMs":([\d.]+)/.exec(lines[0])?.[1]);
+    const fields = {
+      uid: request.uid,
+      kind: 'Pod',
+      operation: 'CREATE',
+      namespace: 'team-a',
+      name: 'app-',
+      allowed: false,
+      providers: ['aws'],
+      reason: 'InvalidRoleArn',
+      durationMs,
+    };
+    log.info(fields, DECISION_MESSAGE);
+    assert.equal(lines[1].replace(/"time":\d+/, ''), lines[0].replace(/"time":\d+/, ''));
+    assertClean(lines.join('\n'));
   });
 });

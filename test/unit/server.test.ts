@@ -10,7 +10,8 @@ import type { ServiceAccountView } from '../../src/kube/types.ts';
 import { createMetrics } from '../../src/metrics.ts';
 import { createPeerMetrics } from '../../src/clouds/index.ts';
 import type { Injection } from '../../src/clouds/types.ts';
-import { Registry } from 'prom-client';
+import { Registry, Summary } from 'prom-client';
+import { SumCountSummary } from '../../src/clouds/aws/metrics.ts';
 import { generateCertificates } from '../../src/tls/self-signed.ts';
 import { apply, pod, providers, sa } from '../support/builders.ts';
 import { httpsRequest } from '../support/https-client.ts';
@@ -354,6 +355,41 @@ describe('TLS and probes', () => {
     assert.match(text, /^controller_runtime_webhook_requests_in_flight\{webhook="\/mutate-v1-pod"\} 0/m);
     // Azure/azure-workload-identity: declared (observed for Pods labelled azure.workload.identity/use)
     assert.match(text, /^# TYPE azwi_mutation_request histogram/m);
+  });
+
+  test("the AWS peer's latency summary reads exactly as prom-client's Summary without quantiles", async () => {
+    // SumCountSummary replaces prom-client's Summary (percentiles [], maxAgeSeconds 3600, ageBuckets
+    // 5), whose t-digests nothing read; the exposition must not change, line for line.
+    const theirs = new Registry();
+    const ours = new Registry();
+    const name = 'http_request_duration_microseconds';
+    const help = 'Response latency summary in microseconds for each verb and path.';
+    const reference = new Summary({
+      name,
+      help,
+      labelNames: ['verb', 'path'],
+      percentiles: [],
+      maxAgeSeconds: 3600,
+      ageBuckets: 5,
+      registers: [theirs],
+    });
+    const summary = new SumCountSummary(name, help, [ours]);
+    const observations: [Record<string, string>, number][] = [
+      [{ verb: 'POST', path: '/mutate' }, 812.5],
+      [{ verb: 'POST', path: '/mutate/fail' }, 1e6],
+      [{ verb: 'POST', path: '/mutate' }, 0.25],
+      [{ verb: 'POST', path: '/mutate' }, 3e9],
+    ];
+    for (const [labels, value] of observations) {
+      reference.observe(labels, value);
+      summary.observe(labels, value);
+    }
+    assert.equal(await ours.metrics(), await theirs.metrics());
+    assert.match(await ours.metrics(), /^http_request_duration_microseconds_count\{verb="POST",path="\/mutate"\} 3$/m);
+    assert.deepEqual(await ours.getMetricsAsJSON(), await theirs.getMetricsAsJSON());
+    ours.resetMetrics();
+    theirs.resetMetrics();
+    assert.equal(await ours.metrics(), await theirs.metrics());
   });
 
   test("the Azure peer's histogram counts the Pods it would have seen: those labelled azure.workload.identity/use", async () => {

@@ -99,6 +99,7 @@ describe('what the cache keeps of a ServiceAccount', () => {
       'cloud.google.com/workload-identity-providers',
       'eks.amazonaws.com/container-profiles',
       'eks.amazonaws.com/role-arns',
+      'eks.amazonaws.com/source-profiles',
       'workload-identity-webhook.io/allowed-referrer-namespaces',
     ]);
     for (const bound of lists) {

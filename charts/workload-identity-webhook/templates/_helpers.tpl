@@ -115,6 +115,7 @@ logLevel: log-level
 logFormat: log-format
 cacheMissTimeoutMs: cache-miss-timeout-ms
 cacheMissRate: cache-miss-reads-per-second
+slippedPodsIntervalSeconds: slipped-pods-interval-seconds
 strict: strict
 awsAnnotationPrefix: aws-annotation-prefix
 awsDefaultRegion: aws-default-region
@@ -162,6 +163,7 @@ firstRequestTimeoutMs: first-request-timeout-ms
 proxySources: proxy-sources
 http2: http2
 maxConcurrentStreams: max-concurrent-streams
+maxConnectionAgeSeconds: max-connection-age-seconds
 {{- end }}
 
 {{/* tokenRequestor.config key -> flag of `workload-identity-webhook token-requestor`. */}}
@@ -202,6 +204,8 @@ tokenExpiration: token-expiration
 {{ include "wiw.envFrom" (dict "values" .Values.config "flags" (include "wiw.configFlags" .) "prefix" "config") }}
 - name: WIW_FAILURE_POLICY
   value: {{ .Values.webhook.failurePolicy | quote }}
+- name: WIW_SLIPPED_PODS_LEASE_NAMESPACE
+  value: {{ .Release.Namespace | quote }}
 {{- if .Values.nodeOptions }}
 - name: NODE_OPTIONS
   value: {{ .Values.nodeOptions | quote }}

@@ -35,6 +35,7 @@ import {
 import { composeRoleArn, type RoleArn, type RoleArnBase, readRoleArn } from './role-arn.ts';
 import { kubeletLiteral } from '../../shell.ts';
 import { parseContainerProfiles, withContainerProfiles } from './container-profiles.ts';
+import { chainProfiles, profileIdentities } from './source-profiles.ts';
 import { readSessionName, type SessionName, sessionNameEnv } from './session-name.ts';
 
 export { parseRoleArn, ROLE_ARN_PATTERN, type RoleArn } from './role-arn.ts';
@@ -128,6 +129,7 @@ function keysOf(p: string) {
     roleArn: `${p}/role-arn`,
     roleArns: `${p}/role-arns`,
     containerProfiles: `${p}/container-profiles`,
+    sourceProfiles: `${p}/source-profiles`,
     audience: `${p}/audience`,
     regional: `${p}/sts-regional-endpoints`,
     expiration: `${p}/token-expiration`,
@@ -149,6 +151,7 @@ export function awsServiceAccountAnnotations(prefix: string): AnnotationBound[] 
     scalarBound(k.roleArn, MAX_ROLE_ARN),
     listBound(k.roleArns, MAX_PROFILE_NAME + 1 + MAX_ROLE_ARN),
     listBound(k.containerProfiles, MAX_DNS_LABEL + 1 + MAX_PROFILE_NAME),
+    listBound(k.sourceProfiles, MAX_PROFILE_NAME + 1 + MAX_PROFILE_NAME),
     scalarBound(k.audience, MAX_AUDIENCE),
     scalarBound(k.regional),
     scalarBound(k.expiration),
@@ -371,10 +374,11 @@ function irsa(
   const rawArn = sa[keys.roleArn]?.trim() ? sa[keys.roleArn] : undefined;
   const rawProfiles = sa[keys.roleArns]?.trim() ? sa[keys.roleArns] : undefined;
   if (rawArn === undefined && rawProfiles === undefined) return undefined;
-  if (rawProfiles === undefined && sa[keys.containerProfiles]?.trim())
+  const needsProfiles = [keys.containerProfiles, keys.sourceProfiles].find((k) => sa[k]?.trim());
+  if (rawProfiles === undefined && needsProfiles)
     return denial(
       'InvalidAnnotation',
-      `${saName} annotation ${keys.containerProfiles} names role-arns profiles, but ${keys.roleArns} is not set`,
+      `${saName} annotation ${needsProfiles} names role-arns profiles, but ${keys.roleArns} is not set`,
     );
   const role = rawArn === undefined ? undefined : defaultRole(aws, rawArn, saName, warnings, rawProfiles !== undefined);
   if (role && isDenial(role)) return role;
@@ -390,7 +394,7 @@ function irsa(
       warnings.push(
         `${keys.sessionName} is not applied with ${keys.roleArns}: the SDKs read a shared config file's profiles without AWS_ROLE_SESSION_NAME`,
       );
-    return sharedConfig(aws, web, rawProfiles, role, sa[keys.containerProfiles]);
+    return sharedConfig(aws, web, rawProfiles, role, sa);
   }
   return webIdentityPair(aws, withSessionName(web, session?.want), role!);
 }
@@ -470,14 +474,18 @@ function sharedConfig(
   web: WebIdentity,
   rawProfiles: string,
   role: RoleArn | undefined,
-  rawChosen: string | undefined,
+  sa: Record<string, string>,
 ): Injection | Denial {
   const { pod, saName, audience, shared, skip, path, warnings } = web;
-  const where = `${saName} annotation ${aws.keys.roleArns}`;
-  const listed = parseProfiles(rawProfiles, where, aws.options.roleArnBase);
+  const { keys } = aws;
+  const listed = parseProfiles(rawProfiles, `${saName} annotation ${keys.roleArns}`, aws.options.roleArnBase);
   if (isDenial(listed)) return listed;
-  const profiles = withDefault(aws, listed, role, saName);
+  const named = withDefault(aws, listed, role, saName);
+  const profiles = isDenial(named)
+    ? named
+    : chainProfiles(named, sa[keys.sourceProfiles], `${saName} annotation ${keys.sourceProfiles}`);
   if (isDenial(profiles)) return profiles;
+  const rawChosen = sa[keys.containerProfiles];
   const chosen = rawChosen?.trim()
     ? parseContainerProfiles(rawChosen, `${saName} annotation ${aws.keys.containerProfiles}`, profiles)
     : new Map<string, string>();
@@ -486,7 +494,6 @@ function sharedConfig(
   const configFile = [{ name: 'AWS_CONFIG_FILE', value: path(`${AWS_MOUNT_PATH}/${AWS_CONFIG_FILE}`) }];
   const ownWebIdentity = (sets: (name: string) => boolean) =>
     sets('AWS_ROLE_ARN') || sets('AWS_WEB_IDENTITY_TOKEN_FILE');
-  const [first, ...rest] = profiles;
   return withWarnings(warnings, {
     ...irsaBase(skip),
     volume: tokenVolume(AWS_VOLUME_NAME, audience, shared.expiration, AWS_TOKEN_FILE, [
@@ -498,15 +505,8 @@ function sharedConfig(
     ...withContainerProfiles(pod, chosen, skip, envPlan(aws, pod, shared, configFile, skip, warnings, ownWebIdentity)),
     annotations: { [AWS_CONFIG_ANNOTATION]: sharedConfigFile(profiles, path(AWS_TOKEN_PATH)) },
     configuredBy: profilesConfigured,
-    identity: { ...identityOf(first.role, audience), profile: first.name },
-    additionalIdentities: oncePerRole(first, rest).map((q) => ({ ...identityOf(q.role, audience), profile: q.name })),
+    ...profileIdentities(profiles, (r) => identityOf(r, audience)),
   });
-}
-
-/** One identity per role, the first profile naming it: tenant policy and trust judge roles, not profile names. */
-function oncePerRole(first: Profile, rest: readonly Profile[]): Profile[] {
-  const seen = new Set([first.role.arn]);
-  return rest.filter((q) => !seen.has(q.role.arn) && seen.add(q.role.arn));
 }
 
 /**
@@ -521,5 +521,5 @@ function withDefault(aws: Aws, listed: Profile[], role: RoleArn | undefined, saN
       `${saName} names the default profile twice: in ${aws.keys.roleArn} and as "${DEFAULT_PROFILE}" in ${aws.keys.roleArns}; keep one`,
     );
   if (named) return [named, ...listed.filter((q) => q !== named)];
-  return [{ name: DEFAULT_PROFILE, role: role ?? listed[0].role }, ...listed];
+  return [{ name: DEFAULT_PROFILE, role: role ?? listed[0].role, ...(!role && { copyOf: listed[0].name }) }, ...listed];
 }

@@ -18,6 +18,17 @@ export const MAX_PROFILE_NAME = 64;
 export interface Profile {
   name: string;
   role: RoleArn;
+  /** Role chaining (`source-profiles`): the profile whose credentials assume this role, instead of the token. */
+  source?: string;
+  /** `default` when it copies the first listed profile (neither role-arn nor an entry named it). */
+  copyOf?: string;
+}
+
+/** The problem with a profile name, undefined when it is one. */
+export function profileNameProblem(name: string): string | undefined {
+  return PROFILE_NAME.test(name)
+    ? undefined
+    : `profile "${name}" is not a profile name (letters, digits, "_", "." and "-", at most 64)`;
 }
 
 /**
@@ -31,10 +42,7 @@ export function parseProfiles(value: string, where: string, base: RoleArnBase | 
     entry: '<profile>=<role>',
     form: 'expected <profile>=<role ARN> entries separated by commas or new lines',
     noun: 'role',
-    nameProblem: (name) =>
-      PROFILE_NAME.test(name)
-        ? undefined
-        : `profile "${name}" is not a profile name (letters, digits, "_", "." and "-", at most 64)`,
+    nameProblem: profileNameProblem,
     twice: (name) => `profile "${name}" is named twice`,
   });
   if (isDenial(pairs)) return pairs;
@@ -49,7 +57,9 @@ export function parseProfiles(value: string, where: string, base: RoleArnBase | 
 
 /**
  * The shared config file: `[default]` first, then `[profile <name>]` per role, each with the
- * role and the token file. Values are validated ARNs, names and a path: no line can be injected.
+ * role and the token file, or for a chained role its source profile (the SDKs then call
+ * AssumeRole with that profile's credentials). Values are validated ARNs, names and a path: no
+ * line can be injected.
  */
 export function sharedConfigFile(profiles: readonly Profile[], tokenFile: string): string {
   return profiles
@@ -57,7 +67,7 @@ export function sharedConfigFile(profiles: readonly Profile[], tokenFile: string
       [
         p.name === DEFAULT_PROFILE ? '[default]' : `[profile ${p.name}]`,
         `role_arn = ${p.role.arn}`,
-        `web_identity_token_file = ${tokenFile}`,
+        p.source === undefined ? `web_identity_token_file = ${tokenFile}` : `source_profile = ${p.source}`,
       ].join('\n'),
     )
     .join('\n\n')

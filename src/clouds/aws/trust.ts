@@ -6,16 +6,28 @@ import type { CloudTrust, TrustContext, TrustFinding, TrustIdentity } from '../t
 import { AWS_ROLE_NAME_LENGTH, AWS_ROLE_TRUST_POLICY_LENGTH } from './facts.ts';
 import { partNames, splitToFit } from '../trust-split.ts';
 import { type PodIdentityTrust, podIdentityFindings, podIdentityPart, podIdentityText } from './pod-identity-trust.ts';
+import {
+  type AssumeRoleStatement,
+  type AwsRolePermission,
+  assumeRoleStatements,
+  permissionCommands,
+  permissionText,
+  rolePermissions,
+  sourceRoleOf,
+} from './chain-trust.ts';
 import { groupBy, shellCommand, shellComment, shellCommentJson, unique } from '../../shell.ts';
+
+/** A statement admitting ServiceAccount tokens of one audience through the account's OIDC provider. */
+export interface AwsWebIdentityStatement {
+  Effect: 'Allow';
+  Principal: { Federated: string };
+  Action: 'sts:AssumeRoleWithWebIdentity';
+  Condition: { StringEquals: Record<string, string | string[]> };
+}
 
 export interface AwsTrustPolicy {
   Version: '2012-10-17';
-  Statement: {
-    Effect: 'Allow';
-    Principal: { Federated: string };
-    Action: 'sts:AssumeRoleWithWebIdentity';
-    Condition: { StringEquals: Record<string, string | string[]> };
-  }[];
+  Statement: (AwsWebIdentityStatement | AssumeRoleStatement)[];
 }
 
 export interface AwsRoleTrust {
@@ -33,6 +45,8 @@ export interface AwsRoleTrust {
 export interface AwsTrust extends PodIdentityTrust {
   oidcProviders: { arn: string; url: string; account: string; clientIds: string[] }[];
   roles: AwsRoleTrust[];
+  /** Role chaining: what each source role needs to assume the roles chained from it. */
+  rolePermissions: AwsRolePermission[];
   commands: string[];
 }
 
@@ -53,10 +67,11 @@ function oidcProviderArn(partition: string, account: string, issuer: string): st
 /**
  * The policy admitting `members`: one statement per audience. Conditions on different keys are
  * ANDed, values of one key ORed, so mixing audiences in one statement would admit a subject with
- * another's audience.
+ * another's audience. Members reaching the role by chaining are admitted by their source role.
  */
 function trustPolicyOf(providerArn: string, hostPath: string, members: readonly TrustIdentity[]): AwsTrustPolicy {
-  const statements = [...groupBy(members, (i) => i.audience)].map(([audience, group]) => {
+  const web = members.filter((i) => sourceRoleOf(i) === undefined);
+  const statements = [...groupBy(web, (i) => i.audience)].map(([audience, group]) => {
     const subjects = unique(group.map((i) => i.subject)).sort();
     return {
       Effect: 'Allow' as const,
@@ -70,7 +85,7 @@ function trustPolicyOf(providerArn: string, hostPath: string, members: readonly 
       },
     };
   });
-  return { Version: '2012-10-17', Statement: statements };
+  return { Version: '2012-10-17', Statement: [...statements, ...assumeRoleStatements(members)] };
 }
 
 /** The role's trust, and when its policy is over the quota the roles it splits into (namespaces kept together). */
@@ -116,6 +131,11 @@ function awsTrust(issuer: string, identities: readonly TrustIdentity[], context:
     const role = parseRoleArn(roleArn, 'role');
     if ('reason' in role) continue; // `problem` left it out already
     const providerArn = oidcProviderArn(role.partition, role.account, issuer);
+    const policyOf = (part: readonly TrustIdentity[]) => trustPolicyOf(providerArn, hostPath, part);
+    roles.push(roleTrust(roleArn, members, policyOf, limit));
+    // A role only chained to needs no OIDC provider in its account.
+    const web = members.filter((i) => sourceRoleOf(i) === undefined);
+    if (web.length === 0) continue;
     const provider = providers.get(providerArn) ?? {
       arn: providerArn,
       url: issuer,
@@ -124,9 +144,9 @@ function awsTrust(issuer: string, identities: readonly TrustIdentity[], context:
       clientIds: [],
     };
     providers.set(providerArn, provider);
-    provider.clientIds = unique([...provider.clientIds, ...members.map((i) => i.audience)]);
-    roles.push(roleTrust(roleArn, members, (part) => trustPolicyOf(providerArn, hostPath, part), limit));
+    provider.clientIds = unique([...provider.clientIds, ...web.map((i) => i.audience)]);
   }
+  const permissions = rolePermissions(ours);
 
   const commands: string[] = [];
   for (const p of providers.values()) {
@@ -146,11 +166,13 @@ function awsTrust(issuer: string, identities: readonly TrustIdentity[], context:
     );
   }
   for (const r of roles) commands.push(...roleCommands(r));
+  for (const p of permissions) commands.push(...permissionCommands(p));
   const podIdentity = podIdentityPart(context);
   commands.push(...podIdentity.commands);
   return {
     oidcProviders: [...providers.values()].map(({ partition: _, ...p }) => p),
     roles,
+    rolePermissions: permissions,
     podIdentityAssociations: podIdentity.podIdentityAssociations,
     ...(podIdentity.clusterName && { clusterName: podIdentity.clusterName }),
     commands,
@@ -228,11 +250,13 @@ export const awsTrustPart: CloudTrust<AwsTrust> = {
   algorithms: ['RS256'],
   // EKS Pod Identity's tokens go to the Pod Identity Agent, trusted through EKS associations.
   names: (identity) => identity.mode !== 'eks-pod-identity',
+  // A chained role is assumed with its source role's credentials: the token goes to the source.
+  presentsToken: (identity) => !identity.sourceRoleArn,
   // Whole-string match, no trimming: what goes into `aws` is exactly what the pattern allows.
   problem: (identity) =>
-    ROLE_ARN_PATTERN.test(identity.roleArn ?? '')
-      ? undefined
-      : `role ARN ${JSON.stringify(identity.roleArn)} is not an IAM role ARN`,
+    [identity.roleArn, ...(identity.sourceRoleArn === undefined ? [] : [identity.sourceRoleArn])]
+      .filter((arn) => !ROLE_ARN_PATTERN.test(arn ?? ''))
+      .map((arn) => `role ARN ${JSON.stringify(arn)} is not an IAM role ARN`)[0],
   report: awsTrust,
   hasPart: (context) => podIdentityPart(context).podIdentityAssociations.length > 0,
   findings: awsFindings,
@@ -256,6 +280,7 @@ export const awsTrustPart: CloudTrust<AwsTrust> = {
             ...shellCommentJson(r.trustPolicy),
           ],
     ),
+    ...report.rolePermissions.flatMap(permissionText),
     ...podIdentityText(report),
     ...report.commands,
   ],

@@ -1,15 +1,16 @@
-import { CoordinationV1Api, V1MicroTime, type KubeConfig, type V1Lease } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
+import { type KubeApi, apiPath } from './api.ts';
 
 /**
  * Leader election on a coordination.k8s.io Lease, as client-go's leaderelection does it: one
  * holder at a time; a lease is taken over only after it went unrenewed for its whole duration
  * as measured on this process's own clock (so clock skew between replicas does not matter); a
  * leader that cannot renew within the renew deadline stops leading before anyone else may
- * start. On stop, the lease is released so a standby takes over at once.
+ * start. On stop, the lease is released so a standby takes over at once. The token requestor
+ * elects its writer with it, and `serve` the replica that counts the Pods that slipped past.
  */
 export interface LeaderElectorOptions {
-  kubeConfig: KubeConfig;
+  api: KubeApi;
   namespace: string;
   name: string;
   identity: string;
@@ -19,9 +20,28 @@ export interface LeaderElectorOptions {
   onStoppedLeading: () => void;
 }
 
+/** A coordination.k8s.io/v1 Lease as this elector reads and writes it (times: RFC 3339 with microseconds). */
+interface Lease {
+  apiVersion?: string;
+  kind?: string;
+  metadata?: { name?: string; namespace?: string; resourceVersion?: string; [key: string]: unknown };
+  spec?: {
+    holderIdentity?: string;
+    leaseDurationSeconds?: number;
+    acquireTime?: string;
+    renewTime?: string;
+    leaseTransitions?: number;
+  };
+}
+
+/** metav1.MicroTime's form: six digits of fraction, as the API server parses it. */
+function microTime(ms = Date.now()): string {
+  return new Date(ms).toISOString().replace(/\.(\d{3})Z$/, '.$1000Z');
+}
+
 export class LeaderElector {
   readonly #o: LeaderElectorOptions;
-  readonly #api: CoordinationV1Api;
+  readonly #api: LeaseApi;
   readonly #retryMs: number;
   readonly #renewDeadlineMs: number;
   #leading = false;
@@ -34,7 +54,7 @@ export class LeaderElector {
 
   constructor(options: LeaderElectorOptions) {
     this.#o = options;
-    this.#api = options.kubeConfig.makeApiClient(CoordinationV1Api);
+    this.#api = new LeaseApi(options.api);
     const durationMs = options.leaseDurationSeconds * 1000;
     // client-go's defaults are 15 s / 10 s / 2 s; the same proportions for any duration.
     this.#renewDeadlineMs = Math.round(durationMs * (2 / 3));
@@ -91,24 +111,23 @@ export class LeaderElector {
 
   async #tryAcquireOrRenew(): Promise<boolean> {
     const { namespace, name, identity, leaseDurationSeconds } = this.#o;
-    const now = new V1MicroTime();
-    let lease: V1Lease;
+    const now = microTime();
+    let lease: Lease;
     try {
-      lease = await this.#api.readNamespacedLease({ namespace, name });
+      lease = await this.#api.read(namespace, name);
     } catch (err) {
       if ((err as { code?: number }).code !== 404) throw err;
       try {
-        await this.#api.createNamespacedLease({
-          namespace,
-          body: {
-            metadata: { name, namespace },
-            spec: {
-              holderIdentity: identity,
-              leaseDurationSeconds,
-              acquireTime: now,
-              renewTime: now,
-              leaseTransitions: 0,
-            },
+        await this.#api.create(namespace, {
+          apiVersion: 'coordination.k8s.io/v1',
+          kind: 'Lease',
+          metadata: { name, namespace },
+          spec: {
+            holderIdentity: identity,
+            leaseDurationSeconds,
+            acquireTime: now,
+            renewTime: now,
+            leaseTransitions: 0,
           },
         });
         return true;
@@ -133,12 +152,12 @@ export class LeaderElector {
     lease.spec = {
       holderIdentity: identity,
       leaseDurationSeconds,
-      acquireTime: ours && spec.acquireTime ? new V1MicroTime(new Date(spec.acquireTime).getTime()) : now,
+      acquireTime: ours && spec.acquireTime ? microTime(new Date(spec.acquireTime).getTime()) : now,
       renewTime: now,
       leaseTransitions: (spec.leaseTransitions ?? 0) + (ours ? 0 : 1),
     };
     try {
-      await this.#api.replaceNamespacedLease({ namespace, name, body: lease });
+      await this.#api.replace(namespace, name, lease);
     } catch (err) {
       if ((err as { code?: number }).code === 409) return false;
       throw err;
@@ -148,11 +167,32 @@ export class LeaderElector {
 
   async #release(): Promise<void> {
     const { namespace, name, identity } = this.#o;
-    const lease = await this.#api.readNamespacedLease({ namespace, name });
+    const lease = await this.#api.read(namespace, name);
     if (lease.spec?.holderIdentity !== identity) return;
-    const now = new V1MicroTime();
+    const now = microTime();
     lease.spec = { ...lease.spec, holderIdentity: '', leaseDurationSeconds: 1, renewTime: now, acquireTime: now };
-    await this.#api.replaceNamespacedLease({ namespace, name, body: lease });
+    await this.#api.replace(namespace, name, lease);
     this.#o.log.info({ lease: `${namespace}/${name}` }, 'released the lease');
+  }
+}
+
+/** The three Lease calls, on the webhook's own client (no client-node in `serve`). */
+class LeaseApi {
+  readonly #api: KubeApi;
+  constructor(api: KubeApi) {
+    this.#api = api;
+  }
+  read(namespace: string, name: string): Promise<Lease> {
+    return this.#api.request<Lease>('GET', this.#path(namespace, name));
+  }
+  create(namespace: string, lease: Lease): Promise<Lease> {
+    return this.#api.request<Lease>('POST', this.#path(namespace), { body: lease });
+  }
+  replace(namespace: string, name: string, lease: Lease): Promise<Lease> {
+    return this.#api.request<Lease>('PUT', this.#path(namespace, name), { body: lease });
+  }
+  #path(namespace: string, name?: string): string {
+    const base = ['apis', 'coordination.k8s.io', 'v1', 'namespaces', namespace, 'leases'];
+    return apiPath(...(name === undefined ? base : [...base, name]));
   }
 }

@@ -1,0 +1,568 @@
+// npm run bench:apiserver: the webhook as users feel it, through kube-apiserver (issue #30 §1).
+// A real kube-apiserver + etcd; one webhook registered at a time (`serve` from the image's bundle,
+// the AWS peer, the Azure peer, built by scripts/provide-peers.sh, and none for the baseline);
+// dry-run Pod creates at fixed rates from an open-loop client. Per rate and server: kube-apiserver's
+// own apiserver_admission_webhook_admission_duration_seconds (mean, and p50/p99 from its buckets),
+// the client's create latency, failed creates by message, the connections the webhook accepted
+// (at its side), the protocol ALPN picked, and the webhook's CPU per Pod. Then two `serve`
+// replicas behind a round-robin TCP balancer (a Service's per-connection balancing): how the
+// reviews spread, with and without --max-connection-age-seconds.
+//
+// The webhook runs on CPU 0 (taskset; GOMAXPROCS=1 for the Go peers); kube-apiserver, etcd and
+// the client on the others. No figure is judged here: the table is printed, the machine with it.
+//
+//   npm run bench:apiserver [-- --rates 100,200,300,500,1000] [--seconds 10] [--servers none,serve,aws,azure]
+//                           [--spread-rate 100] [--spread-seconds 30] [--spread-age 10] [--phases rates,spread]
+import { cpus, homedir, loadavg } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { parseArgs } from 'node:util';
+import { startControlPlane, type ControlPlane } from '../test/harness/control-plane.ts';
+import { CLI } from '../test/harness/cli-process.ts';
+import { chartMemory } from '../test/support/cgroup.ts';
+import { TENANT as AZURE_TENANT } from '../test/support/identities.ts';
+import { providePeers, servingCertificate, startPeer, type TlsFiles } from '../test/support/peer-diff.ts';
+import { startTcpProxy } from '../test/support/tcp-proxy.ts';
+import { startWebhook, until } from '../test/support/webhook.ts';
+import {
+  adminAgent,
+  createAtRate,
+  histogramOf,
+  negotiated,
+  quantile,
+  since,
+  watchConnections,
+  type CreateRun,
+  type Histogram,
+  type PodToCreate,
+} from './support/apiserver.ts';
+import { createAll } from './support/cluster.ts';
+import { cpuCount, cpuSecondsOf, foreignLoad, pin } from './support/host.ts';
+import { percentile } from './support/load.ts';
+import { benchPod, rng } from './support/reviews.ts';
+
+const CACHE =
+  process.env.WIW_CACHE_DIR ??
+  join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'workload-identity-webhook');
+const { values: opts } = parseArgs({
+  options: {
+    rates: { type: 'string', default: '100,200,300,500,1000' },
+    seconds: { type: 'string', default: '10' },
+    warm: { type: 'string', default: '2' },
+    servers: { type: 'string', default: 'none,serve,aws,azure' },
+    connections: { type: 'string', default: '256' },
+    phases: { type: 'string', default: 'rates,spread' },
+    'spread-rate': { type: 'string', default: '100' },
+    'spread-seconds': { type: 'string', default: '30' },
+    'spread-age': { type: 'string', default: '10' },
+  },
+});
+const RATES = opts.rates.split(',').map(Number);
+const SECONDS = Number(opts.seconds);
+const WARM_S = Number(opts.warm);
+const SERVERS = opts.servers.split(',').filter(Boolean);
+const CONNECTIONS = Number(opts.connections);
+const PHASES = new Set(opts.phases.split(','));
+const SPREAD = { rate: Number(opts['spread-rate']), seconds: Number(opts['spread-seconds']), age: opts['spread-age'] };
+const NODE_FLAGS = chartMemory().nodeOptions;
+const WEBHOOK_CPU = '0';
+for (const s of SERVERS)
+  if (!['none', 'serve', 'aws', 'azure'].includes(s))
+    throw new Error(`--servers: unknown server "${s}"; expected none, serve, aws or azure`);
+
+// ------------------------------------------------------------------ the cluster's contents
+
+type Stream = 'aws' | 'azure';
+const NAMESPACES = 20;
+const ACCOUNTS = 50;
+const ANNOTATIONS: Record<Stream, Record<string, string>> = {
+  aws: { 'eks.amazonaws.com/role-arn': 'arn:aws:iam::111122223333:role/bench' },
+  azure: {
+    'azure.workload.identity/client-id': '8f3b2c1a-7d4e-4f5a-9b6c-0d1e2f3a4b5c',
+    'azure.workload.identity/tenant-id': AZURE_TENANT,
+  },
+};
+/** What a mutated Pod of the stream carries, and the label the Azure peer's objectSelector asks for. */
+const MARKER: Record<Stream, string> = { aws: 'AWS_ROLE_ARN', azure: 'AZURE_CLIENT_ID' };
+const LABELS: Record<Stream, Record<string, string> | undefined> = {
+  aws: undefined,
+  azure: { 'azure.workload.identity/use': 'true' },
+};
+
+async function populate(cp: ControlPlane) {
+  const namespaces = Array.from({ length: NAMESPACES }, (_, i) => `team-${i}`);
+  await createAll(
+    cp,
+    namespaces.map((name) => ({ path: '/api/v1/namespaces', body: { metadata: { name } } })),
+  );
+  const accounts = [];
+  for (const stream of ['aws', 'azure'] as Stream[])
+    for (let i = 0; i < ACCOUNTS; i++)
+      accounts.push({
+        path: `/api/v1/namespaces/team-${i % NAMESPACES}/serviceaccounts`,
+        body: { metadata: { name: `sa-${stream}-${i}`, annotations: ANNOTATIONS[stream] } },
+      });
+  await createAll(cp, accounts);
+}
+
+/** The Pods of a stream: bench:peers' shapes (bench/support/reviews.ts), each with the stream's identity. */
+function podsOf(stream: Stream): PodToCreate[] {
+  const rand = rng(42);
+  return Array.from({ length: 300 }, (_, i) => {
+    const namespace = `team-${i % NAMESPACES}`;
+    const place = { namespace, serviceAccount: `sa-${stream}-${i % ACCOUNTS}`, labels: LABELS[stream] };
+    return { namespace, body: Buffer.from(JSON.stringify(benchPod(i, place, rand))) };
+  });
+}
+
+// ------------------------------------------------------------------ the webhooks
+
+interface Running {
+  /** The processes whose CPU is the webhook's. */
+  pids: number[];
+  /** Where kube-apiserver sends the reviews, and the ports the webhook itself listens on. */
+  url: string;
+  ports: number[];
+  caPem: string;
+  /** Connections `serve` closed so far, by reason (its wiw_connections_closed_total), all replicas. */
+  closed?: () => Promise<Map<string, number>>;
+  stop(): Promise<void>;
+}
+
+async function startServe(cp: ControlPlane, tls: TlsFiles, args: string[] = []) {
+  const wh = await startWebhook(cp, ['--azure-tenant-id', AZURE_TENANT, ...args], {
+    tls,
+    wrap: (command, rest) => ['taskset', ['-c', WEBHOOK_CPU, command, ...rest]],
+    env: { NODE_OPTIONS: NODE_FLAGS },
+  });
+  const reviews = async () => {
+    const text = await wh.metrics();
+    let n = 0;
+    for (const m of text.matchAll(/^wiw_admission_requests_total\{[^}]*\} (\d+)/gm)) n += Number(m[1]);
+    return n;
+  };
+  return { wh, reviews };
+}
+
+/** Connections the replicas closed so far, by reason. */
+async function closedBy(replicas: { wh: { metrics(): Promise<string> } }[]) {
+  const out = new Map<string, number>();
+  for (const r of replicas)
+    for (const m of (await r.wh.metrics()).matchAll(/^wiw_connections_closed_total\{reason="(\w+)"\} (\d+)/gm))
+      out.set(m[1], (out.get(m[1]) ?? 0) + Number(m[2]));
+  return out;
+}
+
+async function startOne(cp: ControlPlane, tls: TlsFiles, server: string, binaries: Record<string, string>) {
+  if (server === 'serve') {
+    const replica = await startServe(cp, tls);
+    const { wh } = replica;
+    const running: Running = {
+      pids: [wh.process.pid],
+      url: `${wh.url}/mutate`,
+      ports: [wh.port],
+      caPem: tls.caPem,
+      closed: () => closedBy([replica]),
+      stop: wh.stop,
+    };
+    return running;
+  }
+  const kind = server as Stream;
+  const peer = await startPeer(
+    cp,
+    {
+      id: `${kind}/bench-apiserver`,
+      peer: kind,
+      peerArgs: [],
+      peerEnv: { GOMAXPROCS: '1', ...(kind === 'azure' ? { AZURE_TENANT_ID: AZURE_TENANT } : {}) },
+      ourArgs: [],
+    },
+    binaries[`${kind.toUpperCase()}_PEER`],
+    tls,
+    CACHE,
+  );
+  pin(peer.proc.pid, WEBHOOK_CPU);
+  const running: Running = {
+    pids: [peer.proc.pid],
+    url: peer.url,
+    ports: [Number(new URL(peer.url).port)],
+    caPem: tls.caPem,
+    stop: () => peer.proc.stop(),
+  };
+  return running;
+}
+
+const CONFIGS = '/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations';
+
+/** Registers the webhook at `url` for Pod CREATEs and waits until kube-apiserver calls it. */
+async function register(
+  cp: ControlPlane,
+  server: string,
+  name: string,
+  where: { url: string; caPem: string },
+  stream: Stream,
+  probe: PodToCreate,
+) {
+  const { url, caPem } = where;
+  const webhook = `w.${name}.workload-identity-webhook.io`;
+  const res = await cp.request('POST', CONFIGS, {
+    metadata: { name },
+    webhooks: [
+      {
+        name: webhook,
+        // The AWS peer answers a v1 review without apiVersion and kind, which kube-apiserver
+        // refuses: its own configuration (deploy/mutatingwebhook.yaml) asks for v1beta1.
+        admissionReviewVersions: server === 'aws' ? ['v1beta1'] : ['v1'],
+        sideEffects: 'None',
+        timeoutSeconds: 10,
+        failurePolicy: 'Fail',
+        reinvocationPolicy: 'IfNeeded',
+        rules: [{ apiGroups: [''], apiVersions: ['v1'], operations: ['CREATE'], resources: ['pods'] }],
+        ...(stream === 'azure' ? { objectSelector: { matchLabels: LABELS.azure } } : {}),
+        clientConfig: { url, caBundle: Buffer.from(caPem).toString('base64') },
+      },
+    ],
+  });
+  if (res.status !== 201) throw new Error(`registering ${name}: HTTP ${res.status} ${res.body.slice(0, 300)}`);
+  await untilMutated(cp, probe, stream, true);
+  return {
+    webhook,
+    remove: async () => {
+      await cp.request('DELETE', `${CONFIGS}/${name}`);
+      await untilMutated(cp, probe, stream, false);
+    },
+  };
+}
+
+async function untilMutated(cp: ControlPlane, probe: PodToCreate, stream: Stream, mutated: boolean) {
+  let last = '';
+  await until(
+    mutated ? 'kube-apiserver to call the webhook' : 'kube-apiserver to stop calling the webhook',
+    async () => {
+      const r = await cp.request(
+        'POST',
+        `/api/v1/namespaces/${probe.namespace}/pods?dryRun=All`,
+        JSON.parse(`${probe.body}`),
+      );
+      last = `HTTP ${r.status}: ${r.body.slice(0, 300)}`;
+      return r.status === 201 && r.body.includes(MARKER[stream]) === mutated;
+    },
+    60_000,
+  ).catch((err: Error) => {
+    throw new Error(`${err.message}; the last create: ${last}`);
+  });
+}
+
+// ------------------------------------------------------------------ one measured run
+
+interface Figures {
+  server: string;
+  stream: Stream;
+  rate: number;
+  run: CreateRun;
+  webhook?: Histogram;
+  cpuUsPerPod?: number;
+  connections?: { accepted: number; mostAtOnce: number };
+  protocol?: string;
+  /** Share of the webhook's CPU other processes took meanwhile (the machine is shared). */
+  foreign?: number;
+  /** Connections `serve` closed during the run, by reason. */
+  closed?: Map<string, number>;
+  /** The webhook's CPU with no Pods coming, ms a second (timers, watches, the garbage collector). */
+  idleMsPerS?: number;
+}
+
+/** CPU the processes use doing nothing for `seconds`, ms a second. */
+async function idleCpu(pids: number[], seconds: number): Promise<number> {
+  const before = cpuOf(pids);
+  await sleep(seconds * 1000);
+  return ((cpuOf(pids) - before) / seconds) * 1000;
+}
+
+async function scrape(cp: ControlPlane, webhook: string | undefined): Promise<Histogram | undefined> {
+  if (!webhook) return undefined;
+  const text = (await cp.request('GET', '/metrics')).body;
+  return histogramOf(text, 'apiserver_admission_webhook_admission_duration_seconds', (l) =>
+    l.includes(`name="${webhook}"`),
+  );
+}
+
+const cpuOf = (pids: number[]) => pids.reduce((s, pid) => s + cpuSecondsOf(pid), 0);
+
+async function measure(
+  cp: ControlPlane,
+  target: { running?: Running; webhook?: string; server: string; stream: Stream; idleMsPerS?: number },
+  pods: PodToCreate[],
+  rate: number,
+  seconds = SECONDS,
+): Promise<Figures> {
+  const agent = adminAgent(cp, CONNECTIONS);
+  try {
+    await createAtRate(agent, cp, pods, rate, WARM_S);
+    const { running, webhook } = target;
+    const before = await scrape(cp, webhook);
+    const cpu0 = running ? cpuOf(running.pids) : 0;
+    const closed0 = await running?.closed?.();
+    const watch = running ? watchConnections(running.ports[0]) : undefined;
+    const work = () => createAtRate(agent, cp, pods, rate, seconds);
+    const { result: run, foreign } = running
+      ? await foreignLoad(Number(WEBHOOK_CPU), running.pids[0], work)
+      : { result: await work(), foreign: undefined };
+    const connections = watch?.stop();
+    const after = await scrape(cp, webhook);
+    const calls = before && after ? since(before, after) : undefined;
+    const cpuUsPerPod = running && calls?.count ? ((cpuOf(running.pids) - cpu0) / calls.count) * 1e6 : undefined;
+    const protocol = running ? await negotiated(running.ports[0], running.caPem) : undefined;
+    const closed = await running?.closed?.();
+    for (const [reason, n] of closed ?? []) closed?.set(reason, n - (closed0?.get(reason) ?? 0));
+    return { ...target, rate, run, webhook: calls, cpuUsPerPod, connections, protocol, foreign, closed };
+  } finally {
+    agent.destroy();
+  }
+}
+
+// ------------------------------------------------------------------ the phases
+
+/** The rate was kept: every create answered within 2 s of the run's end, and 90 % of the rate done. */
+const sustained = (f: Figures) =>
+  f.run.seconds <= SECONDS + 2 && f.run.latencies.length + failed(f.run) >= 0.9 * f.rate * SECONDS;
+/** Rates above this are not run: one below was not sustained (by the baseline, or by this server). */
+let ceiling = { rate: Number.POSITIVE_INFINITY, why: '' };
+
+/** Each server alone, at each rate. */
+async function ratesPhase(cp: ControlPlane, tls: TlsFiles, binaries: Record<string, string>) {
+  const out: Figures[] = [];
+  const plan: { server: string; stream: Stream }[] = [];
+  const peers = SERVERS.filter((s) => s === 'aws' || s === 'azure') as Stream[];
+  for (const server of SERVERS) {
+    if (server === 'none') plan.push({ server, stream: 'aws' });
+    else if (server === 'serve')
+      for (const stream of peers.length ? peers : ['aws' as Stream]) plan.push({ server, stream });
+    else plan.push({ server, stream: server as Stream });
+  }
+  let baseline = { rate: Number.POSITIVE_INFINITY, why: '' };
+  for (const { server, stream } of plan) {
+    ceiling = baseline;
+    const pods = podsOf(stream);
+    const running = server === 'none' ? undefined : await startOne(cp, tls, server, binaries);
+    try {
+      const reg = running
+        ? await register(cp, server, `bench-${server}-${stream}`, running, stream, pods[0])
+        : undefined;
+      const idleMsPerS = running ? await idleCpu(running.pids, 3) : undefined;
+      for (const rate of RATES) {
+        // A rate above what kube-apiserver sustains here only queues (each create waits up to 60 s).
+        if (rate > ceiling.rate) {
+          console.log(`  ${fmt(rate)}/s ${NAMES[server]}: not run (${ceiling.why})`);
+          continue;
+        }
+        const f = await measure(cp, { running, webhook: reg?.webhook, server, stream, idleMsPerS }, pods, rate);
+        out.push(f);
+        console.log(`  ${rowOf(f).join(' | ')}`);
+        if (!sustained(f)) ceiling = { rate, why: `${NAMES[server]} at ${fmt(rate)}/s was not sustained` };
+      }
+      await reg?.remove();
+      if (server === 'none')
+        baseline = { ...ceiling, why: `kube-apiserver without a webhook did not sustain ${fmt(ceiling.rate)}/s here` };
+    } finally {
+      await running?.stop();
+    }
+  }
+  return out;
+}
+
+interface Spread {
+  setting: string;
+  reviews: number[];
+  connections: number[];
+  figures: Figures;
+}
+
+let spreadRuns = 0;
+/** Two `serve` replicas behind a round-robin TCP balancer; kube-apiserver dials the balancer. */
+async function spreadRun(cp: ControlPlane, tls: TlsFiles, setting: string, args: string[]): Promise<Spread> {
+  const replicas = [await startServe(cp, tls, args), await startServe(cp, tls, args)];
+  const connections = [0, 0];
+  let next = 0;
+  const proxy = await startTcpProxy(() => {
+    const i = next++ % 2;
+    connections[i]++;
+    return replicas[i].wh.port;
+  });
+  try {
+    const pods = podsOf('aws');
+    const url = `https://127.0.0.1:${proxy.port}/mutate`;
+    const reg = await register(cp, 'serve', `bench-spread-${++spreadRuns}`, { url, caPem: tls.caPem }, 'aws', pods[0]);
+    const before = await Promise.all(replicas.map((r) => r.reviews()));
+    const c0 = [...connections];
+    const running: Running = {
+      pids: replicas.map((r) => r.wh.process.pid),
+      url,
+      ports: [proxy.port],
+      caPem: tls.caPem,
+      closed: () => closedBy(replicas),
+      stop: async () => {},
+    };
+    const server = `2 x serve, ${setting}`;
+    const figures = await measure(
+      cp,
+      { running, webhook: reg.webhook, server, stream: 'aws' },
+      pods,
+      SPREAD.rate,
+      SPREAD.seconds,
+    );
+    const after = await Promise.all(replicas.map((r) => r.reviews()));
+    await reg.remove();
+    console.log(`  ${setting}: reviews per replica ${after.map((n, i) => n - before[i]).join(' / ')}`);
+    return {
+      setting,
+      reviews: after.map((n, i) => n - before[i]),
+      connections: connections.map((n, i) => n - c0[i]),
+      figures,
+    };
+  } finally {
+    proxy.close();
+    for (const r of replicas) await r.wh.stop();
+  }
+}
+
+// ------------------------------------------------------------------ the tables
+
+const fmt = (x: number | undefined, digits = 0) =>
+  x === undefined || !Number.isFinite(x)
+    ? '–'
+    : x.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
+const ms = (x: number | undefined) => fmt(x, x !== undefined && x < 10 ? 1 : 0);
+const NAMES: Record<string, string> = { none: 'no webhook', serve: 'serve', aws: 'AWS peer', azure: 'Azure peer' };
+const failed = (run: CreateRun) => [...run.failures.values()].reduce((a, b) => a + b, 0);
+
+const HEADER = [
+  'Pods/s asked (done)',
+  'server (Pods)',
+  'protocol',
+  'connections accepted (most at once)',
+  "kube-apiserver's webhook time: mean / p50 / p99, ms",
+  'client create p50 / p99, ms',
+  'webhook CPU per Pod',
+  'failed creates',
+];
+
+function rowOf(f: Figures): string[] {
+  const { run, webhook: h } = f;
+  const done = (run.latencies.length + failed(run)) / run.seconds;
+  return [
+    `${fmt(f.rate)} (${fmt(done)})`,
+    `${NAMES[f.server] ?? f.server} (${f.stream === 'aws' ? 'AWS' : 'Azure'})`,
+    f.protocol ?? '–',
+    f.connections ? `${fmt(f.connections.accepted)} (${fmt(f.connections.mostAtOnce)})` : '–',
+    h ? `${ms((h.sum / h.count) * 1000)} / ${ms(quantile(h, 0.5) * 1000)} / ${ms(quantile(h, 0.99) * 1000)}` : '–',
+    `${ms(percentile(run.latencies, 0.5))} / ${ms(percentile(run.latencies, 0.99))}`,
+    f.cpuUsPerPod === undefined ? '–' : `${fmt(f.cpuUsPerPod)} µs (idle ${fmt(f.idleMsPerS, 1)} ms/s)`,
+    fmt(failed(run)),
+  ];
+}
+
+const markdown = (header: string[], rows: string[][]) =>
+  [
+    `| ${header.join(' | ')} |`,
+    `|${header.map(() => '---').join('|')}|`,
+    ...rows.map((r) => `| ${r.join(' | ')} |`),
+  ].join('\n');
+
+function spreadTable(runs: Spread[]) {
+  const share = (xs: number[]) => {
+    const total = xs.reduce((a, b) => a + b, 0);
+    return xs.map((x) => `${fmt(x)} (${fmt(total ? (100 * x) / total : Number.NaN)} %)`).join(' / ');
+  };
+  return markdown(
+    [
+      `2 replicas at ${fmt(SPREAD.rate)} Pods/s, ${SPREAD.seconds} s`,
+      'reviews per replica (share)',
+      'connections opened per replica',
+      'protocol',
+      "kube-apiserver's webhook time: mean / p99, ms",
+      'failed creates',
+    ],
+    runs.map((r) => {
+      const h = r.figures.webhook;
+      return [
+        r.setting,
+        share(r.reviews),
+        r.connections.map((n) => fmt(n)).join(' / '),
+        r.figures.protocol ?? '–',
+        h ? `${ms((h.sum / h.count) * 1000)} / ${ms(quantile(h, 0.99) * 1000)}` : '–',
+        fmt(failed(r.figures.run)),
+      ];
+    }),
+  );
+}
+
+function failures(all: Figures[]) {
+  const lines: string[] = [];
+  const closing: string[] = [];
+  for (const f of all) {
+    const who = `${NAMES[f.server] ?? f.server} at ${f.rate}/s`;
+    for (const [message, n] of f.run.failures) lines.push(`  ${who}: ${n} x ${message}`);
+    const closed = [...(f.closed ?? [])].filter(([, n]) => n > 0).map(([reason, n]) => `${reason} ${n}`);
+    if (closed.length) closing.push(`  ${who}: ${closed.join(', ')}`);
+  }
+  return [
+    lines.length ? `failed creates, by message:\n${lines.join('\n')}` : 'failed creates: none',
+    closing.length ? `connections serve closed, by reason:\n${closing.join('\n')}` : 'connections serve closed: none',
+  ].join('\n');
+}
+
+// ------------------------------------------------------------------ main
+
+if (cpuCount() < 2) throw new Error('bench:apiserver needs two CPUs: one for the webhook, one for kube-apiserver');
+const peers = SERVERS.filter((s) => s === 'aws' || s === 'azure');
+const binaries = peers.length ? providePeers(peers) : {};
+const others = Array.from({ length: cpuCount() - 1 }, (_, i) => i + 1).join(',');
+pin(process.pid, others);
+const cp = await startControlPlane({ name: 'bench-apiserver' });
+const rows: Figures[] = [];
+const spreads: Spread[] = [];
+try {
+  for (const pid of Object.values(cp.pids)) pin(pid, others);
+  const version = JSON.parse((await cp.request('GET', '/version')).body).gitVersion;
+  console.log(
+    `bench:apiserver on ${cpuCount()} CPUs (${cpus()[0]?.model ?? 'unknown'}), shared with other work: load average ${loadavg()
+      .map((l) => l.toFixed(1))
+      .join(' / ')} at the start\n` +
+      `  kube-apiserver ${version} + etcd, kube-apiserver, etcd and the client on CPU ${others}; the webhook on CPU ${WEBHOOK_CPU} (taskset; GOMAXPROCS=1 for the Go peers)\n` +
+      `  serve: ${CLI} with NODE_OPTIONS="${NODE_FLAGS}"; peers: ${peers.map((p) => `${p} ${binaries[`${p.toUpperCase()}_PEER_VERSION`]}`).join(', ') || 'none'}\n` +
+      `  Pods: bench:peers' stream (bench/support/reviews.ts: 1 to 10 containers, 5 to 40 KB), AWS or Azure ServiceAccounts; dry-run creates (?dryRun=All)\n` +
+      `  client: Node https, open loop (each create sent on schedule), keep-alive, up to ${CONNECTIONS} connections to kube-apiserver; ${WARM_S} s warm-up, then ${SECONDS} s per rate`,
+  );
+  const tls = await servingCertificate(join(cp.dir, 'tls'));
+  await populate(cp);
+  if (PHASES.has('rates')) {
+    console.log(`\n| ${HEADER.join(' | ')} |`);
+    rows.push(...(await ratesPhase(cp, tls, binaries)));
+  }
+  if (PHASES.has('spread')) {
+    console.log('\ntwo replicas behind a round-robin TCP balancer:');
+    spreads.push(await spreadRun(cp, tls, 'HTTP/2, no connection age', ['--max-connection-age-seconds', '0']));
+    spreads.push(
+      await spreadRun(cp, tls, `HTTP/2, --max-connection-age-seconds ${SPREAD.age}`, [
+        '--max-connection-age-seconds',
+        SPREAD.age,
+      ]),
+    );
+    spreads.push(
+      await spreadRun(cp, tls, 'HTTP/1.1 (--http2=false)', ['--http2=false', '--max-connection-age-seconds', '0']),
+    );
+  }
+} finally {
+  await cp.stop();
+}
+
+if (rows.length) console.log(`\n${markdown(HEADER, rows.map(rowOf))}\n`);
+if (spreads.length) console.log(`${spreadTable(spreads)}\n`);
+console.log(failures([...rows, ...spreads.map((s) => s.figures)]));
+const foreign = rows.flatMap((f) => (f.foreign === undefined ? [] : [f.foreign]));
+console.log(
+  `\nCPU ${WEBHOOK_CPU} busy with other processes during the runs: ${fmt(Math.min(...foreign) * 100)} to ${fmt(Math.max(...foreign) * 100)} %; load average at the end ${loadavg()
+    .map((l) => l.toFixed(1))
+    .join(' / ')}`,
+);

@@ -1,0 +1,50 @@
+// The floor of bench:peers: a bare Node HTTPS server that only reads an AdmissionReview, parses
+// it and answers it allowed with no patch. Same certificate and TLS policy as `serve` (its minimum
+// version and cipher list, HTTP/2 offered beside HTTP/1.1 as serve's default), same Node and
+// pinning; no framework, limits, cache, logging or metrics. What serve costs beyond this is its
+// own work; no Node webhook answers for less.
+//
+//   node bench/support/floor.ts CERT_FILE KEY_FILE   (prints {"msg":"listening","port":N})
+import { readFileSync } from 'node:fs';
+import { createSecureServer, type Http2ServerRequest, type Http2ServerResponse } from 'node:http2';
+import type { AddressInfo } from 'node:net';
+import { tlsPolicy } from '../../src/tls/policy.ts';
+
+const [certFile, keyFile] = process.argv.slice(2);
+const policy = tlsPolicy('TLSv1.2');
+
+function answer(req: Http2ServerRequest, res: Http2ServerResponse) {
+  const chunks: Buffer[] = [];
+  req.on('data', (c: Buffer) => chunks.push(c));
+  req.on('end', () => {
+    let body: string;
+    try {
+      const review = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+      body = JSON.stringify({
+        apiVersion: review.apiVersion,
+        kind: 'AdmissionReview',
+        response: { uid: review.request.uid, allowed: true },
+      });
+    } catch {
+      res.writeHead(400).end();
+      return;
+    }
+    res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) }).end(body);
+  });
+}
+
+const server = createSecureServer(
+  {
+    cert: readFileSync(certFile),
+    key: readFileSync(keyFile),
+    minVersion: policy.minVersion,
+    ciphers: policy.ciphers,
+    honorCipherOrder: true,
+    allowHTTP1: true,
+  },
+  answer,
+);
+server.listen(0, '127.0.0.1', () =>
+  console.log(JSON.stringify({ msg: 'listening', port: (server.address() as AddressInfo).port })),
+);
+process.on('SIGTERM', () => process.exit(0));

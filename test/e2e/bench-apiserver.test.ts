@@ -1,0 +1,44 @@
+// The documented command `npm run bench:apiserver` (scripts/dev.sh bench-apiserver) runs end to
+// end on a tiny setting: `serve` registered with a real kube-apiserver, dry-run Pods created
+// through it, the figures printed, and the two-replica spread run. It judges no figure (a
+// benchmark prints them): only that every part ran and printed its row.
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { resolve } from 'node:path';
+import { test } from 'node:test';
+
+const ROOT = resolve(import.meta.dirname, '../..');
+
+test('bench:apiserver runs end to end on a tiny setting and prints its tables', () => {
+  const run = spawnSync(
+    'bash',
+    [
+      'scripts/dev.sh',
+      'bench-apiserver',
+      ...['--rates', '20', '--seconds', '1', '--warm', '1', '--servers', 'none,serve'],
+      ...['--spread-rate', '20', '--spread-seconds', '2', '--spread-age', '1'],
+    ],
+    { cwd: ROOT, encoding: 'utf8', timeout: 600_000 },
+  );
+  const out = `${run.stdout}\n${run.stderr}`;
+  assert.equal(run.status, 0, out.slice(-3000));
+  // The rate table: the baseline and serve, its protocol, connections, kube-apiserver's figures.
+  assert.match(run.stdout, /^\| 20 \(\d+\) \| no webhook \(AWS\) \| – \|/m);
+  const serve =
+    /^\| 20 \(\d+\) \| serve \(AWS\) \| (h2|http\/1\.1) \| (\d+) \(\d+\) \| ([\d.,]+) \/ [\d.,]+ \/ [\d.,]+ \|.*\| ([\d,]+) µs \(idle [\d.,]+ ms\/s\) \| (\d+) \|$/m.exec(
+      run.stdout,
+    );
+  assert.ok(serve, `a row for serve with every figure:\n${run.stdout}`);
+  assert.equal(serve[1], 'h2', 'kube-apiserver negotiates HTTP/2 with serve');
+  assert.ok(Number(serve[2]) >= 1, 'the webhook accepted a connection');
+  // The spread over two replicas: the three settings, each with reviews counted per replica.
+  for (const setting of ['HTTP/2, no connection age', 'HTTP/2, --max-connection-age-seconds 1', 'HTTP/1.1'])
+    assert.match(
+      run.stdout,
+      new RegExp(
+        `^\\| ${setting.replace(/[/.]/g, '\\$&')}[^|]* \\| [\\d,]+ \\(\\d+ %\\) / [\\d,]+ \\(\\d+ %\\) \\|`,
+        'm',
+      ),
+    );
+  assert.match(run.stdout, /^bench:apiserver on \d+ CPUs/m, 'the header names the machine');
+});
