@@ -10,7 +10,7 @@ import { ListWatch } from '../kube/list-watch.ts';
 import { slimServiceAccount } from '../kube/serviceaccount-cache.ts';
 import type { ServiceAccountView } from '../kube/types.ts';
 import type { InjectionPolicy } from '../policy/gate.ts';
-import { renderParameters, MAX_PARAMETERS_BYTES } from './parameters.ts';
+import { renderParameters, MAX_PARAMETERS_BYTES, type LeftOut } from './parameters.ts';
 import {
   PARAMETERS_GROUP,
   PARAMETERS_NAME,
@@ -53,6 +53,8 @@ export class ParametersController {
   readonly #byNamespace = new Map<string, Map<string, ServiceAccountView>>();
   /** What was last written per namespace: an unchanged rendering is not written again. */
   readonly #written = new Map<string, string>();
+  /** Why each ServiceAccount is left out ("ns/name"), as last reported: an Event once per reason. */
+  readonly #reported = new Map<string, string>();
   #poll: NodeJS.Timeout | undefined;
   #resync: NodeJS.Timeout | undefined;
   readonly #dirty = new Set<string>();
@@ -178,15 +180,34 @@ export class ParametersController {
     }
   }
 
-  async #write(namespace: string): Promise<void> {
-    const accounts = [...(this.#byNamespace.get(namespace)?.values() ?? [])];
-    const judge = await this.#o.judge?.(namespace);
-    const { spec, leftOut, bytes } = renderParameters(this.#o.providers, namespace, accounts, judge, this.#o.budget);
-    for (const l of leftOut)
+  /**
+   * A ServiceAccount left out gets a warning in the log and an Event on itself, once per reason; an
+   * Event that cannot be written is logged, never retried (the log line stands).
+   */
+  async #report(namespace: string, leftOut: readonly LeftOut[]): Promise<void> {
+    const now = new Set<string>();
+    for (const l of leftOut) {
+      const key = `${namespace}/${l.serviceAccount}`;
+      now.add(key);
+      if (this.#reported.get(key) === l.reason) continue;
+      this.#reported.set(key, l.reason);
       this.#o.log.warn(
         { namespace, serviceAccount: l.serviceAccount, reason: l.reason },
         'a ServiceAccount is left out of the policy parameters: its Pods get no identity from the policy',
       );
+      await this.#o.api
+        .request('POST', apiPath('api', 'v1', 'namespaces', namespace, 'events'), { body: leftOutEvent(namespace, l) })
+        .catch((err: Error) => this.#o.log.warn({ err, namespace }, 'could not write the Event'));
+    }
+    for (const key of this.#reported.keys())
+      if (key.startsWith(`${namespace}/`) && !now.has(key)) this.#reported.delete(key);
+  }
+
+  async #write(namespace: string): Promise<void> {
+    const accounts = [...(this.#byNamespace.get(namespace)?.values() ?? [])];
+    const judge = await this.#o.judge?.(namespace);
+    const { spec, leftOut, bytes } = renderParameters(this.#o.providers, namespace, accounts, judge, this.#o.budget);
+    await this.#report(namespace, leftOut);
     const object = parametersObject(namespace, spec);
     const json = JSON.stringify(object);
     if (this.#written.get(namespace) === json) return;
@@ -212,6 +233,24 @@ export class ParametersController {
       'policy parameters written',
     );
   }
+}
+
+/** An Event's message holds at most this many characters (the reason names an annotation and a bound). */
+const MAX_EVENT_MESSAGE = 1024;
+
+function leftOutEvent(namespace: string, l: LeftOut): Record<string, unknown> {
+  return {
+    metadata: { generateName: `${l.serviceAccount.slice(0, 200)}.`, namespace },
+    involvedObject: { apiVersion: 'v1', kind: 'ServiceAccount', namespace, name: l.serviceAccount },
+    type: 'Warning',
+    reason: 'LeftOutOfPolicyParameters',
+    message: `its Pods get no identity from the MutatingAdmissionPolicy: ${l.reason}`.slice(0, MAX_EVENT_MESSAGE),
+    source: { component: FIELD_MANAGER },
+    reportingComponent: FIELD_MANAGER,
+    firstTimestamp: new Date().toISOString(),
+    lastTimestamp: new Date().toISOString(),
+    count: 1,
+  };
 }
 
 function sameView(a: ServiceAccountView, b: ServiceAccountView): boolean {

@@ -39,6 +39,11 @@ describe('injection.mode', () => {
       assert.equal(env.WIW_POLICY_PARAMETERS_LEASE_NAMESPACE, 'wiw-system');
       const rules = all(manifests, 'ClusterRole').flatMap((r) => r.rules ?? []);
       assert.ok(rules.some((r: { resources: string[] }) => r.resources.includes('workloadidentityparameters')));
+      assert.ok(
+        rules.some(
+          (r: { resources: string[]; verbs: string[] }) => r.resources.includes('events') && r.verbs.includes('create'),
+        ),
+      );
       const lease = all(manifests, 'Role').find((r) => r.metadata.name.endsWith('-policy-parameters'))!;
       assert.ok(
         lease.rules.some((r: { resourceNames?: string[] }) =>

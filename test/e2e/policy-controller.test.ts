@@ -143,6 +143,49 @@ describe('the parameters controller', () => {
     }
   });
 
+  test('a ServiceAccount over the budget is left out, with an Event on it naming the budget', async () => {
+    await controller.stop();
+    await cp.request('POST', '/api/v1/namespaces', { metadata: { name: 'team-f' } });
+    for (const n of [1, 2, 3])
+      await cp.request('POST', '/api/v1/namespaces/team-f/serviceaccounts', {
+        metadata: { name: `sa-${n}`, annotations: { 'eks.amazonaws.com/role-arn': ROLE(10 + n) } },
+      });
+    const small = new ParametersController({
+      api: kubeApiOf(cp.kubeConfig()),
+      providers,
+      annotations: serviceAccountAnnotations(providers),
+      log,
+      debounceMs: 100,
+      budget: 9000,
+    });
+    await small.start();
+    try {
+      const events = await until('an Event on sa-3', async () => {
+        const r = await cp.request('GET', '/api/v1/namespaces/team-f/events');
+        const items = (
+          JSON.parse(r.body) as { items: { involvedObject: { name: string }; reason: string; message: string }[] }
+        ).items;
+        return items.some((e) => e.involvedObject.name === 'sa-3') ? items : undefined;
+      });
+      const event = events.find((e) => e.involvedObject.name === 'sa-3')!;
+      assert.equal(event.reason, 'LeftOutOfPolicyParameters');
+      assert.match(event.message, /budget of 9000 bytes/);
+      assert.deepEqual(
+        events.filter((e) => e.involvedObject.name !== 'sa-3').map((e) => e.involvedObject.name),
+        [],
+      );
+      const sa3 = { ...POD, spec: { ...POD.spec!, serviceAccountName: 'sa-3' } };
+      const sa1 = { ...POD, spec: { ...POD.spec!, serviceAccountName: 'sa-1' } };
+      await until(
+        'sa-1 served',
+        async () => envOf(await dryRun(cp, 'team-f', sa1)).AWS_ROLE_ARN === ROLE(11) || undefined,
+      );
+      assert.equal(envOf(await dryRun(cp, 'team-f', sa3)).AWS_ROLE_ARN, undefined);
+    } finally {
+      await small.stop();
+    }
+  });
+
   test('serve --policy-parameters runs the controller: a ServiceAccount reaches the policy through it', async () => {
     await controller.stop();
     await cp.request('POST', '/api/v1/namespaces', { metadata: { name: 'serve-leases' } });
