@@ -64,10 +64,12 @@ ensure_python_sdks() {
   export WIW_SDK_PYTHON
 }
 
+# With the newest kube-apiserver too: the policy mode's tests run against it (test/harness/binaries.ts).
 ensure_binaries() {
-  binary_vars=$(bash scripts/provide-binaries.sh "$@")
+  binary_vars=$(bash scripts/provide-binaries.sh --newest "$@")
   eval "$binary_vars"
   export TEST_ASSET_KUBE_APISERVER=$KUBE_APISERVER TEST_ASSET_ETCD=$ETCD TEST_ASSET_HELM=$HELM TEST_ASSET_KUBECTL=$KUBECTL
+  export TEST_ASSET_KUBE_APISERVER_NEWEST=$KUBE_APISERVER_NEWEST
 }
 
 # A node's packages, binaries and images, timed: the first run builds them (minutes), later

@@ -5,15 +5,19 @@
 #
 # Prints shell assignments: KUBE_APISERVER=... ETCD=... HELM=... KUBECTL=... (kubectl is built with
 # kube-apiserver, at its version: the demo suggests it); with --node also KUBELET,
-# KUBE_CONTROLLER_MANAGER and KUBE_SCHEDULER (built together, at the API server's version).
+# KUBE_CONTROLLER_MANAGER and KUBE_SCHEDULER (built together, at the API server's version); with
+# --newest also KUBE_APISERVER_NEWEST, kube-apiserver at K8S_NEWEST_VERSION (the newest the suite
+# runs against: MutatingAdmissionPolicy at admissionregistration.k8s.io/v1, the policy mode's tests).
 # Reuses binaries the user already has (envtest conventions):
 #   KUBEBUILDER_ASSETS (a folder holding kube-apiserver and etcd, and maybe helm and kubectl),
-#   TEST_ASSET_KUBE_APISERVER, TEST_ASSET_ETCD, TEST_ASSET_HELM, TEST_ASSET_KUBECTL.
+#   TEST_ASSET_KUBE_APISERVER, TEST_ASSET_ETCD, TEST_ASSET_HELM, TEST_ASSET_KUBECTL,
+#   TEST_ASSET_KUBE_APISERVER_NEWEST.
 set -euo pipefail
 # A failure inside $(...) stops the script too (bash leaves errexit off there by default).
 shopt -s inherit_errexit
 
 K8S_VERSION=${K8S_VERSION:-v1.34.4}
+K8S_NEWEST_VERSION=${K8S_NEWEST_VERSION:-v1.36.3}
 ETCD_VERSION=${ETCD_VERSION:-v3.6.16}
 HELM_VERSION=${HELM_VERSION:-v3.17.4}
 # shellcheck source=scripts/build-lib.sh
@@ -175,7 +179,7 @@ if [ -n "${KUBEBUILDER_ASSETS:-}" ]; then
   [ -x "$KUBEBUILDER_ASSETS/helm" ] && : "${TEST_ASSET_HELM:=$KUBEBUILDER_ASSETS/helm}"
   [ -x "$KUBEBUILDER_ASSETS/kubectl" ] && : "${TEST_ASSET_KUBECTL:=$KUBEBUILDER_ASSETS/kubectl}"
 fi
-for v in TEST_ASSET_KUBE_APISERVER TEST_ASSET_ETCD TEST_ASSET_HELM TEST_ASSET_KUBECTL; do
+for v in TEST_ASSET_KUBE_APISERVER TEST_ASSET_ETCD TEST_ASSET_HELM TEST_ASSET_KUBECTL TEST_ASSET_KUBE_APISERVER_NEWEST; do
   p=${!v:-}
   [ -z "$p" ] || [ -x "$p" ] || die "$v=$p is not an executable file"
 done
@@ -191,10 +195,25 @@ etcd=${TEST_ASSET_ETCD:-$(build_etcd)}
 helm=${TEST_ASSET_HELM:-$(build_helm)}
 printf 'KUBE_APISERVER=%q\nETCD=%q\nHELM=%q\nKUBECTL=%q\n' "$kas" "$etcd" "$helm" "$kubectl"
 
+node=false newest=false
+for arg in "$@"; do
+  case "$arg" in
+    --node) node=true ;;
+    --newest) newest=true ;;
+    *) die "unknown option $arg (expected --node or --newest)" ;;
+  esac
+done
+
 # --node: also the node's and the controllers' commands (test/e2e/node-*.test.ts, demo --node).
-if [ "${1:-}" = "--node" ]; then
+if $node; then
   # A command substitution, not a process substitution: a failed build must stop the script.
   node_out=$(build_kube kubelet kube-controller-manager kube-scheduler)
   mapfile -t node_bins <<<"$node_out"
   printf 'KUBELET=%q\nKUBE_CONTROLLER_MANAGER=%q\nKUBE_SCHEDULER=%q\n' "${node_bins[@]}"
+fi
+
+# --newest: kube-apiserver alone at the newest version, in a folder of its own version.
+if $newest; then
+  newest_kas=${TEST_ASSET_KUBE_APISERVER_NEWEST:-$(K8S_VERSION=$K8S_NEWEST_VERSION KUBE_DIR=$CACHE/kubernetes-$K8S_NEWEST_VERSION build_kube kube-apiserver)}
+  printf 'KUBE_APISERVER_NEWEST=%q\n' "$newest_kas"
 fi

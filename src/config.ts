@@ -331,6 +331,20 @@ export const identitySettings = {
 
 /** Tenant policy (docs/policy.md). */
 const policySettings = {
+  policyParameters: {
+    flag: 'policy-parameters',
+    description:
+      "The policy mode (injection.mode policy or both): keep each namespace's WorkloadIdentityParameters current from its ServiceAccounts for the MutatingAdmissionPolicy; one replica writes, elected on a Lease (needs the parameters' CRD, and RBAC on it and on Leases)",
+    parse: bool,
+    default: false,
+    boolean: true,
+  },
+  policyParametersLeaseNamespace: {
+    flag: 'policy-parameters-lease-namespace',
+    description: "Namespace of --policy-parameters' Lease (default: the webhook's own, in a cluster)",
+    parse: optionalString,
+    default: undefined,
+  },
   watchPolicies: {
     flag: 'watch-policies',
     description:

@@ -142,7 +142,7 @@ async function admission(config: Config, api: KubeApi, root: Logger, metrics: Me
     return allowed();
   };
   // Everything list-watched beside the server: ready once all are synced.
-  return { admit, cache, providers, watched: together([cache, ...(tenantPolicy?.parts ?? [])]) };
+  return { admit, cache, providers, tenantPolicy, watched: together([cache, ...(tenantPolicy?.parts ?? [])]) };
 }
 
 /** The peers' metrics, their namespace label bounded: only a namespace the cluster has is a label value. */
@@ -196,13 +196,30 @@ export async function serve(config: Config, root: Logger): Promise<RunningServer
   const metrics = createMetrics();
   metrics.servingCertificateExpiry.set(certificateNotAfter(tls.pair.cert));
   const recordKeys = await injectionRecordKeys(config, tls.pair, log);
-  const { admit: judge, cache, providers, watched } = await admission(config, api, root, metrics, recordKeys);
+  const {
+    admit: judge,
+    cache,
+    providers,
+    tenantPolicy,
+    watched,
+  } = await admission(config, api, root, metrics, recordKeys);
   // The pages a burst of reviews (or the first list) left pooled go back once the server idles.
   const quiet = releaseWhenQuiet(MEMORY_RELEASE_QUIET_MS, memoryReducingGc());
   const admit: typeof judge = (request, context) => {
     quiet.worked();
     return judge(request, context);
   };
+  // The policy mode's parameters, written by one replica (loaded only when asked for).
+  const parameters = config.policyParameters
+    ? (await import('./policy-mode/run.ts')).startPolicyParameters(
+        config,
+        api,
+        providers,
+        tenantPolicy?.judges,
+        tenantPolicy && (() => tenantPolicy.gate.current()),
+        root,
+      )
+    : undefined;
   let draining = false;
 
   const clientCa = config.clientCaFile
@@ -278,6 +295,7 @@ export async function serve(config: Config, root: Logger): Promise<RunningServer
         await new Promise((resolve) => setTimeout(resolve, config.drainSeconds * 1000));
         stopWatching?.();
         stopClouds();
+        await parameters?.stop();
         await slipped?.stop();
         quiet.stop();
         watched.stop();

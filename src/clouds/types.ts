@@ -67,10 +67,11 @@ export interface Injection {
   /** Container and init container names this provider leaves alone. */
   skipContainers: ReadonlySet<string>;
   /**
-   * The container already configures this identity itself (given its env var names): the
-   * provider adds nothing to it, not even the mount.
+   * The container already configures this identity itself when it sets, of each of these lists,
+   * at least one name: the provider adds nothing to it, not even the mount. Data, not a function:
+   * the policy mode's CEL evaluates it too.
    */
-  satisfied?: (envNames: { has(name: string): boolean }) => boolean;
+  configuredBy?: readonly (readonly string[])[];
   /** The identity claimed, for logs, audit annotations and tenant policy. */
   identity: Record<string, string>;
   /**
@@ -110,6 +111,19 @@ export interface PodReads {
   readonly credentialEnv: ReadonlySet<string>;
 }
 
+/**
+ * The Pod's labels and annotations that select what a provider serves, as data: the policy mode
+ * (MutatingAdmissionPolicy) evaluates them in CEL, where resolvePod cannot run.
+ */
+export interface PodSelection {
+  /** The Pod opts in by this label, exactly this value (Azure's `azure.workload.identity/use: "true"`). */
+  readonly requireLabel?: { readonly key: string; readonly value: string };
+  /** A Pod carrying this label, any value, is left alone. */
+  readonly skipLabel?: string;
+  /** The Pod annotations naming containers to leave alone or to serve only, and their separator. */
+  readonly containers: { readonly skip: string; readonly include: string; readonly separator: string };
+}
+
 export interface PodProvider {
   readonly name: ProviderName;
   /**
@@ -119,6 +133,8 @@ export interface PodProvider {
   readonly serviceAccountAnnotations: readonly AnnotationBound[];
   /** What it reads of the Pod, bounded. */
   readonly podReads: PodReads;
+  /** Which Pods and containers it serves, as the policy mode's CEL reads them (src/policy-mode). */
+  readonly podSelection: PodSelection;
   /** undefined: this provider has nothing to inject into this Pod. */
   resolvePod(ctx: PodContext): Injection | Denial | undefined;
 }

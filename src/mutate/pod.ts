@@ -456,13 +456,13 @@ function planContainers(
     const mounts = [];
     const env = [];
     // The container's own env, indexed once (containers may carry hundreds of vars); names the
-    // webhook adds go to `added`, so every injection's `satisfied` sees the user's names only.
+    // webhook adds go to `added`, so every injection's `configuredBy` sees the user's names only.
     let userEnv: Map<string, string | undefined> | undefined;
     const added = new Set<string>();
     for (const injection of injections) {
       if (injection.skipContainers.has(container.name)) continue;
       userEnv ??= envIndex(container);
-      if (injection.satisfied?.(userEnv)) {
+      if (configuresItself(injection, userEnv)) {
         for (const group of injection.envGroups)
           noteShadowed(shadowed, injection, container.name, group, userEnv, record);
         continue;
@@ -506,6 +506,11 @@ function planContainers(
     appendAll(ops, `${base}/${i}/volumeMounts`, container.volumeMounts, mounts);
     appendAll(ops, `${base}/${i}/env`, container.env, env);
   }
+}
+
+/** The container sets, of each of the injection's `configuredBy` lists, a name. */
+function configuresItself(injection: Injection, userEnv: ReadonlyMap<string, string | undefined>): boolean {
+  return injection.configuredBy?.every((names) => names.some((n) => userEnv.has(n))) ?? false;
 }
 
 interface ShadowedIn extends Shadowed {
@@ -553,9 +558,12 @@ function sameSetup(existing: Container, ours: Container): boolean {
   return setupKey(existing) === setupKey(ours);
 }
 
-/** What a setup container runs (image, command, env), whatever the API server defaulted. */
+/**
+ * What a setup container runs (image, command, env), whatever the API server defaulted. An empty
+ * value is the same as none: the API server (and a reinvocation's review) omits empty strings.
+ */
 function setupKey(c: Container): string {
-  return JSON.stringify([c.image, c.command ?? null, (c.env ?? []).map((e) => [e.name, e.value])]);
+  return JSON.stringify([c.image, c.command ?? null, (c.env ?? []).map((e) => [e.name, e.value ?? ''])]);
 }
 
 /** A volume's identity for the record: its projection, or the volume as written (emptyDir). */

@@ -60,7 +60,9 @@ type SettingKey = keyof typeof settings;
  * Settings the chart sets itself, from another value, and the values that drive them.
  * Every other setting must be a key of `config` in values.yaml, or a development-only flag.
  */
-const CHART_MANAGED: Partial<Record<SettingKey, { values: Record<string, any>; expect: string | RegExp }>> = {
+const CHART_MANAGED: Partial<
+  Record<SettingKey, { values: Record<string, any>; expect: string | RegExp; kubeVersion?: string }>
+> = {
   tlsCertFile: {
     values: { certificates: { mode: 'certManager' } },
     expect: '/etc/workload-identity-webhook/tls/tls.crt',
@@ -97,6 +99,12 @@ const CHART_MANAGED: Partial<Record<SettingKey, { values: Record<string, any>; e
     expect: '/etc/workload-identity-webhook/policy/policy.yaml',
   },
   failurePolicy: { values: { webhook: { failurePolicy: 'Ignore' } }, expect: 'Ignore' },
+  policyParameters: { values: { injection: { mode: 'both' } }, expect: 'true', kubeVersion: '1.36.3' },
+  policyParametersLeaseNamespace: {
+    values: { injection: { mode: 'policy' } },
+    expect: 'wiw-system',
+    kubeVersion: '1.36.3',
+  },
   clientCaFile: {
     values: { clientAuth: { caBundle: TEST_CA_PEM } },
     expect: '/etc/workload-identity-webhook/client-ca/ca.crt',
@@ -1102,9 +1110,9 @@ describe('values cover the webhook', () => {
       );
   });
 
-  for (const [key, { values, expect }] of Object.entries(CHART_MANAGED)) {
+  for (const [key, { values, expect, kubeVersion }] of Object.entries(CHART_MANAGED)) {
     test(`chart-managed --${settings[key as SettingKey].flag} is rendered from its value`, async () => {
-      const env = containerEnv(webhookDeployment((await renderChart(values)).manifests));
+      const env = containerEnv(webhookDeployment((await renderChart(values, { kubeVersion })).manifests));
       const actual = env[envName(settings[key as SettingKey].flag)];
       if (expect instanceof RegExp) assert.match(actual, expect);
       else assert.equal(actual, expect);

@@ -29,6 +29,7 @@ import { until } from '../harness/until.ts';
 const ROOT = resolve(import.meta.dirname, '../..');
 const STANDINS = join(ROOT, 'test/fixtures/setup-standins');
 const K8S = 'v1.34.4';
+const K8S_NEWEST = 'v1.36.3';
 const SYSTEM_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 
 interface Run {
@@ -242,6 +243,26 @@ describe('scripts/provide-binaries.sh from an empty cache', () => {
     assert.equal(box.calls('go build').length, 3);
     const calls = box.calls().length;
     ok(await box.run('provide-binaries.sh', ['--node']), 'the second run');
+    assert.deepEqual(box.calls().slice(calls), []);
+  });
+
+  test('--newest builds kube-apiserver alone at the newest version, in its own folder; a second run builds nothing', async () => {
+    const box = new Sandbox();
+    const r = ok(await box.run('provide-binaries.sh', ['--newest']), 'provide-binaries.sh --newest');
+    const newest = join(box.cache, `kubernetes-${K8S_NEWEST}`, 'kube-apiserver');
+    const vars = assignments(r.stdout);
+    assert.equal(vars.KUBE_APISERVER_NEWEST, newest);
+    assert.equal(vars.KUBE_APISERVER, join(box.cache, `kubernetes-${K8S}`, 'kube-apiserver'));
+    const builds = box.calls('go build');
+    assert.equal(builds.length, 3, builds.join('\n'));
+    assert.match(builds[2], / \.\/cmd\/kube-apiserver$/);
+    const says = execute(newest);
+    assert.match(says, /^kube-apiserver built/);
+    assert.ok(says.includes(`-X k8s.io/component-base/version.gitVersion=${K8S_NEWEST}`), says);
+    assert.deepEqual(leftovers(box), []);
+    const calls = box.calls().length;
+    const again = ok(await box.run('provide-binaries.sh', ['--newest']), 'the second run');
+    assert.equal(again.stdout, r.stdout);
     assert.deepEqual(box.calls().slice(calls), []);
   });
 

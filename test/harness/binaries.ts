@@ -9,18 +9,30 @@ export interface Binaries {
   helm: string;
 }
 
+/**
+ * Which kube-apiserver: `tested` is the suite's (K8S_VERSION of the script), `newest` the newest
+ * served one (K8S_NEWEST_VERSION, TEST_ASSET_KUBE_APISERVER_NEWEST), where MutatingAdmissionPolicy is v1.
+ */
+export type KubeVersion = 'tested' | 'newest';
+
 const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
 
-export async function resolveBinaries(): Promise<Binaries> {
-  const { TEST_ASSET_KUBE_APISERVER: kubeApiserver, TEST_ASSET_ETCD: etcd, TEST_ASSET_HELM: helm } = process.env;
+export async function resolveBinaries(version: KubeVersion = 'tested'): Promise<Binaries> {
+  const {
+    TEST_ASSET_KUBE_APISERVER,
+    TEST_ASSET_KUBE_APISERVER_NEWEST,
+    TEST_ASSET_ETCD: etcd,
+    TEST_ASSET_HELM: helm,
+  } = process.env;
+  const kubeApiserver = version === 'newest' ? TEST_ASSET_KUBE_APISERVER_NEWEST : TEST_ASSET_KUBE_APISERVER;
   if (kubeApiserver && etcd && helm) return { kubeApiserver, etcd, helm };
-  return provide();
+  return provide(version);
 }
 
-async function provide(): Promise<Binaries> {
+async function provide(version: KubeVersion): Promise<Binaries> {
   // The script honours the TEST_ASSET_* variables that are set and builds only the rest.
   // No timeout: a first build takes many minutes; its progress goes to our stderr.
-  const script = spawn('bash', ['scripts/provide-binaries.sh'], {
+  const script = spawn('bash', ['scripts/provide-binaries.sh', ...(version === 'newest' ? ['--newest'] : [])], {
     cwd: repoRoot,
     stdio: ['ignore', 'pipe', 'inherit'],
   });
@@ -37,7 +49,8 @@ async function provide(): Promise<Binaries> {
     // printf %q output: a plain path stays as is; otherwise undo backslash escapes.
     if (m) vars[m[1]] = m[2].replace(/\\(.)/g, '$1');
   }
-  const { KUBE_APISERVER, ETCD, HELM } = vars;
+  const { ETCD, HELM } = vars;
+  const KUBE_APISERVER = version === 'newest' ? vars.KUBE_APISERVER_NEWEST : vars.KUBE_APISERVER;
   if (!KUBE_APISERVER || !ETCD || !HELM) {
     throw new Error(`scripts/provide-binaries.sh printed no KUBE_APISERVER/ETCD/HELM:\n${stdout}`);
   }

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { KubeConfig } from '@kubernetes/client-node';
 import { stringify } from 'yaml';
-import { resolveBinaries } from './binaries.ts';
+import { resolveBinaries, type KubeVersion } from './binaries.ts';
 import { createCa, createClientCert, createServingCert } from './certs.ts';
 import { httpsRequest } from './https.ts';
 import type { RawResponse } from './https.ts';
@@ -63,6 +63,8 @@ export interface ControlPlaneOptions {
   extraArgs?: string[];
   /** More IP addresses in the serving certificate (a node's view of the API server). */
   servingIps?: string[];
+  /** The suite's kube-apiserver (default) or the newest served one (test/harness/binaries.ts). */
+  version?: KubeVersion;
 }
 
 export async function startControlPlane(options: ControlPlaneOptions = {}): Promise<ControlPlane> {
@@ -78,7 +80,7 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
 }
 
 async function startOnce(name: string, options: ControlPlaneOptions): Promise<ControlPlane> {
-  const bins = await resolveBinaries();
+  const bins = await resolveBinaries(options.version);
   const dir = await mkdtemp(join(tmpdir(), `wiw-${name.replace(/[^\w.-]/g, '_')}-`));
   guardDir(dir);
   const started: Managed[] = [];

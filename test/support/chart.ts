@@ -100,13 +100,24 @@ export function parseRendered(text: string): Rendered {
 export async function renderChart(
   values: object = {},
   /** tests: also the `helm test` hooks (templates/tests/), which an install does not create. */
-  options: { release?: string; namespace?: string; tests?: boolean } = {},
+  options: { release?: string; namespace?: string; tests?: boolean; kubeVersion?: string } = {},
 ): Promise<Rendered> {
   const release = options.release ?? 'wiw';
   const namespace = options.namespace ?? 'wiw-system';
   const skip = options.tests ? [] : ['--skip-tests'];
   const text = await withValuesFile(values, (file) =>
-    helm(['template', release, CHART, '--namespace', namespace, '--kube-version', KUBE_VERSION, ...skip, '-f', file]),
+    helm([
+      'template',
+      release,
+      CHART,
+      '--namespace',
+      namespace,
+      '--kube-version',
+      options.kubeVersion ?? KUBE_VERSION,
+      ...skip,
+      '-f',
+      file,
+    ]),
   );
   return parseRendered(text);
 }

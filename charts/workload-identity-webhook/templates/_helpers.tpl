@@ -226,6 +226,12 @@ tokenExpiration: token-expiration
 - name: WIW_POLICY_FILE
   value: /etc/workload-identity-webhook/policy/policy.yaml
 {{- end }}
+{{- if ne .Values.injection.mode "webhook" }}
+- name: WIW_POLICY_PARAMETERS
+  value: "true"
+- name: WIW_POLICY_PARAMETERS_LEASE_NAMESPACE
+  value: {{ .Release.Namespace | quote }}
+{{- end }}
 {{- $c := .Values.certificates }}
 {{- if eq $c.mode "selfManaged" }}
 - name: WIW_CERT_SECRET

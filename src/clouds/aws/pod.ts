@@ -82,11 +82,8 @@ export const AWS_POD_IDENTITY_LABEL = 'eks.amazonaws.com/pod-identity';
  * The peer leaves a container alone, mount included, when it sets its web identity, region and
  * regional STS variables itself (handler.go addEnvToContainer); so do we.
  */
-function configuresItself(identityVars: readonly string[]): (env: { has(name: string): boolean }) => boolean {
-  return (env) =>
-    identityVars.some((name) => env.has(name)) &&
-    (env.has('AWS_REGION') || env.has('AWS_DEFAULT_REGION')) &&
-    env.has('AWS_STS_REGIONAL_ENDPOINTS');
+function configuresItself(identityVars: readonly string[]): readonly (readonly string[])[] {
+  return [identityVars, ['AWS_REGION', 'AWS_DEFAULT_REGION'], ['AWS_STS_REGIONAL_ENDPOINTS']];
 }
 /** The variables that carry the identity: a container's own value of one means it is not used. */
 export const AWS_CREDENTIAL_ENV: ReadonlySet<string> = new Set([
@@ -97,7 +94,7 @@ export const AWS_CREDENTIAL_ENV: ReadonlySet<string> = new Set([
   'AWS_CONFIG_FILE',
 ]);
 
-// Built once: an injection's `satisfied` is the same function on every admission.
+// Built once: an injection's `configuredBy` is the same lists on every admission.
 const webIdentityConfigured = configuresItself(['AWS_ROLE_ARN', 'AWS_WEB_IDENTITY_TOKEN_FILE']);
 const profilesConfigured = configuresItself(['AWS_ROLE_ARN', 'AWS_WEB_IDENTITY_TOKEN_FILE', 'AWS_CONFIG_FILE']);
 const containerCredentialsConfigured = configuresItself([
@@ -179,6 +176,10 @@ export function createAwsProvider(options: AwsOptions): PodProvider {
       ],
       credentialEnv: AWS_CREDENTIAL_ENV,
     },
+    podSelection: {
+      skipLabel: AWS_SKIP_POD_LABEL,
+      containers: { skip: skipContainers, include: includeContainers, separator: ',' },
+    },
     resolvePod: (ctx) => resolveAwsPod(aws, ctx),
   };
 }
@@ -227,7 +228,7 @@ function podIdentity(
     annotations: {},
     labels: { [AWS_POD_IDENTITY_LABEL]: 'enabled' },
     skipContainers,
-    satisfied: containerCredentialsConfigured,
+    configuredBy: containerCredentialsConfigured,
     credentialEnv: AWS_CREDENTIAL_ENV,
     identity: { mode: 'eks-pod-identity', audience: cc.audience },
   });
@@ -462,7 +463,7 @@ function webIdentityPair(aws: Aws, web: WebIdentity, role: RoleArn): Injection {
     volume: tokenVolume(AWS_VOLUME_NAME, audience, shared.expiration, AWS_TOKEN_FILE),
     ...envPlan(aws, pod, shared, pair, skip, warnings),
     annotations: {},
-    satisfied: webIdentityConfigured,
+    configuredBy: webIdentityConfigured,
     identity: identityOf(role, audience),
   });
 }
@@ -503,7 +504,7 @@ function sharedConfig(
     ]),
     ...withContainerProfiles(pod, chosen, skip, envPlan(aws, pod, shared, configFile, skip, warnings, ownWebIdentity)),
     annotations: { [AWS_CONFIG_ANNOTATION]: sharedConfigFile(profiles, path(AWS_TOKEN_PATH)) },
-    satisfied: profilesConfigured,
+    configuredBy: profilesConfigured,
     ...profileIdentities(profiles, (r) => identityOf(r, audience)),
   });
 }

@@ -101,6 +101,10 @@ export function createAzureProvider(options: AzureOptions): PodProvider {
     name: 'azure',
     serviceAccountAnnotations: AZURE_SERVICE_ACCOUNT_ANNOTATIONS,
     podReads: AZURE_POD_READS,
+    podSelection: {
+      requireLabel: { key: AZURE_USE_LABEL, value: 'true' },
+      containers: { ...SKIP_KEYS, separator: ';' },
+    },
     resolvePod: (ctx) => resolveAzurePod(options, authorityHost, ctx),
   };
 }

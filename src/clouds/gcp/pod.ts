@@ -258,6 +258,9 @@ export function createGcpProvider(options: GcpOptions): PodProvider {
       ],
       credentialEnv: GCP_CREDENTIAL_ENV,
     },
+    podSelection: {
+      containers: { skip: KEYS.skipContainers, include: KEYS.includeContainers, separator: ',' },
+    },
     resolvePod: (ctx) => resolveGcpPod(options, ctx),
   };
 }
