@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import type { Config } from '../config.ts';
 import { loadKubeConfig } from '../kube/client.ts';
+import { kubeApiOf } from '../kube/connect.ts';
 import { PROVIDER_LABEL } from '../model.ts';
 import { createSecretProviders } from '../clouds/index.ts';
 import type { RequestorConfig } from './config.ts';
@@ -30,6 +31,8 @@ export async function runTokenRequestor(config: Config, rc: RequestorConfig, roo
   const metrics = createRequestorMetrics();
   const api = kubeRequestorApi(kubeConfig, rc.identity);
   const core = { providers: createSecretProviders(config), defaultTokenPath: config.secretTokenPath };
+  // Every watch of every term on one HTTP/2 pool: 2,000 namespaces hold 10 connections, not 2,000.
+  const watchApi = kubeApiOf(kubeConfig, { http2: true });
 
   let term: { requestor: TokenRequestor; informers: SecretInformer[] } | undefined;
   const elector = new LeaderElector({
@@ -49,14 +52,13 @@ export async function runTokenRequestor(config: Config, rc: RequestorConfig, roo
         expirationSeconds: rc.tokenExpiration,
         namespaces: rc.namespaces,
       });
-      // Namespace-scoped access (the chart's RoleBindings) allows no cluster-wide list: one watch per namespace.
-      const scopes = rc.namespaces.length ? rc.namespaces : [undefined];
-      const informers = scopes.map(
-        (namespace) =>
+      const informers = watchScopes(rc).map(
+        ({ namespace, served }) =>
           new SecretInformer({
-            kubeConfig,
+            api: watchApi,
             labelSelector: PROVIDER_LABEL,
             namespace,
+            served,
             log: informerLog,
             onChange: (key, s) => requestor.onChange(key, s),
           }),
@@ -81,7 +83,8 @@ export async function runTokenRequestor(config: Config, rc: RequestorConfig, roo
       metricsPort,
       identity: rc.identity,
       lease: `${rc.leaseNamespace}/${rc.leaseName}`,
-      namespaces: rc.namespaces.length ? rc.namespaces : 'all',
+      namespaces: rc.namespaces.length ? rc.namespaces.length : 'all',
+      watchScope: rc.namespaces.length ? rc.watchScope : 'cluster',
     },
     'token requestor started',
   );
@@ -92,10 +95,25 @@ export async function runTokenRequestor(config: Config, rc: RequestorConfig, roo
     shutdown() {
       stopping ??= (async () => {
         await elector.stop();
+        watchApi.close();
         await new Promise((resolve) => server.close(resolve));
         log.info('stopped');
       })();
       return stopping;
     },
   };
+}
+
+/**
+ * The watches of a term: one per listed namespace (access granted per namespace: a cluster-wide
+ * list would be refused), or one cluster-wide watch for the label, keeping only the listed
+ * namespaces' Secrets (`cluster`, or no namespaces listed: all served).
+ */
+export function watchScopes(rc: Pick<RequestorConfig, 'namespaces' | 'watchScope'>): {
+  namespace?: string;
+  served?: ReadonlySet<string>;
+}[] {
+  if (!rc.namespaces.length) return [{}];
+  if (rc.watchScope === 'cluster') return [{ served: new Set(rc.namespaces) }];
+  return rc.namespaces.map((namespace) => ({ namespace }));
 }
