@@ -1,5 +1,25 @@
-import { CoordinationV1Api, V1MicroTime, type KubeConfig, type V1Lease } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
+import { apiPath, type KubeApi } from '../kube/api.ts';
+import { statusOf } from '../kube/list-watch.ts';
+
+interface LeaseSpec {
+  holderIdentity?: string;
+  leaseDurationSeconds?: number;
+  acquireTime?: string;
+  renewTime?: string;
+  leaseTransitions?: number;
+}
+interface Lease {
+  apiVersion?: string;
+  kind?: string;
+  metadata?: Record<string, unknown>;
+  spec?: LeaseSpec;
+}
+
+/** A MicroTime as the API server reads it (RFC 3339, six fractional digits). */
+function microTime(ms = Date.now()): string {
+  return new Date(ms).toISOString().replace(/Z$/, '000Z');
+}
 
 /**
  * Leader election on a coordination.k8s.io Lease, as client-go's leaderelection does it: one
@@ -9,7 +29,8 @@ import type { Logger } from 'pino';
  * start. On stop, the lease is released so a standby takes over at once.
  */
 export interface LeaderElectorOptions {
-  kubeConfig: KubeConfig;
+  /** The API (the requestor's HTTP/2 pool: no connection per renewal). */
+  api: KubeApi;
   namespace: string;
   name: string;
   identity: string;
@@ -21,7 +42,8 @@ export interface LeaderElectorOptions {
 
 export class LeaderElector {
   readonly #o: LeaderElectorOptions;
-  readonly #api: CoordinationV1Api;
+  readonly #api: KubeApi;
+  readonly #path: string;
   readonly #retryMs: number;
   readonly #renewDeadlineMs: number;
   #leading = false;
@@ -34,7 +56,8 @@ export class LeaderElector {
 
   constructor(options: LeaderElectorOptions) {
     this.#o = options;
-    this.#api = options.kubeConfig.makeApiClient(CoordinationV1Api);
+    this.#api = options.api;
+    this.#path = apiPath('apis', 'coordination.k8s.io', 'v1', 'namespaces', options.namespace, 'leases');
     const durationMs = options.leaseDurationSeconds * 1000;
     // client-go's defaults are 15 s / 10 s / 2 s; the same proportions for any duration.
     this.#renewDeadlineMs = Math.round(durationMs * (2 / 3));
@@ -91,16 +114,18 @@ export class LeaderElector {
 
   async #tryAcquireOrRenew(): Promise<boolean> {
     const { namespace, name, identity, leaseDurationSeconds } = this.#o;
-    const now = new V1MicroTime();
-    let lease: V1Lease;
+    const now = microTime();
+    const path = `${this.#path}${apiPath(name)}`;
+    let lease: Lease;
     try {
-      lease = await this.#api.readNamespacedLease({ namespace, name });
+      lease = await this.#api.request<Lease>('GET', path);
     } catch (err) {
-      if ((err as { code?: number }).code !== 404) throw err;
+      if (statusOf(err) !== 404) throw err;
       try {
-        await this.#api.createNamespacedLease({
-          namespace,
+        await this.#api.request('POST', this.#path, {
           body: {
+            apiVersion: 'coordination.k8s.io/v1',
+            kind: 'Lease',
             metadata: { name, namespace },
             spec: {
               holderIdentity: identity,
@@ -113,7 +138,7 @@ export class LeaderElector {
         });
         return true;
       } catch (createErr) {
-        if ((createErr as { code?: number }).code === 409) return false;
+        if (statusOf(createErr) === 409) return false;
         throw createErr;
       }
     }
@@ -133,14 +158,14 @@ export class LeaderElector {
     lease.spec = {
       holderIdentity: identity,
       leaseDurationSeconds,
-      acquireTime: ours && spec.acquireTime ? new V1MicroTime(new Date(spec.acquireTime).getTime()) : now,
+      acquireTime: ours && spec.acquireTime ? spec.acquireTime : now,
       renewTime: now,
       leaseTransitions: (spec.leaseTransitions ?? 0) + (ours ? 0 : 1),
     };
     try {
-      await this.#api.replaceNamespacedLease({ namespace, name, body: lease });
+      await this.#api.request('PUT', path, { body: lease });
     } catch (err) {
-      if ((err as { code?: number }).code === 409) return false;
+      if (statusOf(err) === 409) return false;
       throw err;
     }
     return true;
@@ -148,11 +173,12 @@ export class LeaderElector {
 
   async #release(): Promise<void> {
     const { namespace, name, identity } = this.#o;
-    const lease = await this.#api.readNamespacedLease({ namespace, name });
+    const path = `${this.#path}${apiPath(name)}`;
+    const lease = await this.#api.request<Lease>('GET', path);
     if (lease.spec?.holderIdentity !== identity) return;
-    const now = new V1MicroTime();
+    const now = microTime();
     lease.spec = { ...lease.spec, holderIdentity: '', leaseDurationSeconds: 1, renewTime: now, acquireTime: now };
-    await this.#api.replaceNamespacedLease({ namespace, name, body: lease });
+    await this.#api.request('PUT', path, { body: lease });
     this.#o.log.info({ lease: `${namespace}/${name}` }, 'released the lease');
   }
 }

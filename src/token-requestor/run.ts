@@ -29,14 +29,14 @@ export async function runTokenRequestor(config: Config, rc: RequestorConfig, roo
   const informerLog = root.child({ component: 'secret-informer' });
   const kubeConfig = loadKubeConfig(config.kubeconfig, config.kubeContext);
   const metrics = createRequestorMetrics();
-  const api = kubeRequestorApi(kubeConfig, rc.identity);
-  const core = { providers: createSecretProviders(config), defaultTokenPath: config.secretTokenPath };
-  // Every watch of every term on one HTTP/2 pool: 2,000 namespaces hold 10 connections, not 2,000.
+  // Every watch and call of every term on one HTTP/2 pool: 2,000 namespaces hold 10 connections, not 2,000.
   const watchApi = kubeApiOf(kubeConfig, { http2: true });
+  const api = kubeRequestorApi(watchApi, rc.identity);
+  const core = { providers: createSecretProviders(config), defaultTokenPath: config.secretTokenPath };
 
   let term: { requestor: TokenRequestor; informers: SecretInformer[] } | undefined;
   const elector = new LeaderElector({
-    kubeConfig,
+    api: watchApi,
     namespace: rc.leaseNamespace,
     name: rc.leaseName,
     identity: rc.identity,
