@@ -9,13 +9,13 @@
 // leader failover (SIGKILL; the standby takes over and judges every Secret again), and with
 // --renewals the renewal wave (tokens of --token-expiration seconds renewed at 45-55 %), then a
 // check that no Secret holds an expired token. WIW_CLI names another build (before/after).
-import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { createNamespace, startControlPlane, type ControlPlane } from '../test/harness/control-plane.ts';
 import { until } from '../test/harness/until.ts';
 import { rssMiB } from '../test/support/cgroup.ts';
 import { labelledSecret } from '../test/support/secrets.ts';
 import {
+  connectionsTo,
   leaseHolder,
   requestorKubeconfig,
   startTokenRequestor,
@@ -39,29 +39,6 @@ const EXPIRATION = Number(args['token-expiration']);
 const SYSTEM = 'wiw-system';
 const LEASE = 'token-requestor';
 const namespaceName = (i: number) => `team-${String(i).padStart(5, '0')}`;
-
-/** The process's established TCP connections to `port` (its sockets matched in /proc/net/tcp*). */
-export function connectionsTo(pid: number, port: number): number {
-  const inodes = new Set<string>();
-  for (const fd of readdirSync(`/proc/${pid}/fd`)) {
-    try {
-      const m = /^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${pid}/fd/${fd}`));
-      if (m) inodes.add(m[1]);
-    } catch {
-      // closed meanwhile
-    }
-  }
-  let n = 0;
-  const hexPort = port.toString(16).toUpperCase().padStart(4, '0');
-  for (const table of ['/proc/net/tcp', '/proc/net/tcp6']) {
-    for (const line of readFileSync(table, 'utf8').split('\n').slice(1)) {
-      const f = line.trim().split(/\s+/);
-      // f[2]: remote address:port; f[3]: state (01 established); f[9]: inode.
-      if (f.length > 9 && f[3] === '01' && f[2].endsWith(`:${hexPort}`) && inodes.has(f[9])) n++;
-    }
-  }
-  return n;
-}
 
 /** kube-apiserver's apiserver_request_total summed by verb. */
 async function requestsByVerb(cp: ControlPlane): Promise<Record<string, number>> {
@@ -179,7 +156,11 @@ async function main() {
     };
     let s0 = await snapshot(cp);
     const leader = await startTokenRequestor(cp, kubeconfig, common, { env });
-    await until('the first requestor to lead', async () => (await leaseHolder(cp, SYSTEM, LEASE)) === leader.identity || undefined, 60_000);
+    await until(
+      'the first requestor to lead',
+      async () => (await leaseHolder(cp, SYSTEM, LEASE)) === leader.identity || undefined,
+      60_000,
+    );
     const first = await rates(leader, (issued) => issued >= M, 2000);
     s0 = await report('first issuance', cp, s0, leader, first.line);
     const standby = await startTokenRequestor(cp, kubeconfig, common, { env });
@@ -191,7 +172,11 @@ async function main() {
     // Failover: the leader dies without releasing the Lease.
     t = Date.now();
     process.kill(leader.process.pid, 'SIGKILL');
-    await until('the standby to lead', async () => (await leaseHolder(cp, SYSTEM, LEASE)) === standby.identity || undefined, 60_000);
+    await until(
+      'the standby to lead',
+      async () => (await leaseHolder(cp, SYSTEM, LEASE)) === standby.identity || undefined,
+      60_000,
+    );
     const takeover = (Date.now() - t) / 1000;
     await until(
       'the standby to track every Secret',
@@ -220,13 +205,21 @@ async function main() {
 }
 
 /** Secrets whose token is missing or expired now (read through the admin's list). */
-async function expiredTokens(cp: ControlPlane, names: ReadonlySet<string>): Promise<{ expired: number; total: number }> {
+async function expiredTokens(
+  cp: ControlPlane,
+  names: ReadonlySet<string>,
+): Promise<{ expired: number; total: number }> {
   let expired = 0;
   let total = 0;
   let cont = '';
   do {
     const page = JSON.parse(
-      (await cp.request('GET', `/api/v1/secrets?labelSelector=workload-identity-webhook.io/provider&limit=500${cont ? `&continue=${cont}` : ''}`)).body,
+      (
+        await cp.request(
+          'GET',
+          `/api/v1/secrets?labelSelector=workload-identity-webhook.io/provider&limit=500${cont ? `&continue=${cont}` : ''}`,
+        )
+      ).body,
     );
     for (const s of page.items) {
       if (!names.has(s.metadata.namespace)) continue;

@@ -245,7 +245,9 @@ export class KubeApi {
     }
     const req: RequestOptions = { method, agent: this.#agent, ...(await this.#tls(extra)), headers };
     return new Promise((resolve, reject) => {
-      const r = request(url, req, (res) => resolve({ statusCode: res.statusCode, body: res, complete: () => res.complete }));
+      const r = request(url, req, (res) =>
+        resolve({ statusCode: res.statusCode, body: res, complete: () => res.complete }),
+      );
       r.on('error', reject);
       if (timeoutMs > 0)
         r.setTimeout(timeoutMs, () => r.destroy(new KubeTimeoutError(`${method} ${url.pathname}`, timeoutMs)));

@@ -164,14 +164,17 @@ function withContext(kc: KubeConfig, context: string | undefined): KubeConfig {
 export function kubeApiOf(kc: KubeConfig, options: KubeApiOptions = {}): KubeApi {
   const cluster = kc.getCurrentCluster();
   if (!cluster) throw new ConfigError('no Kubernetes cluster configured: pass --kubeconfig, or run in a cluster');
-  return new KubeApi({
-    server: cluster.server,
-    insecureSkipTlsVerify: cluster.skipTLSVerify,
-    tlsServerName: cluster.tlsServerName,
-    authenticate: async () => {
-      const options: { headers?: Record<string, string>; ca?: unknown; cert?: unknown; key?: unknown } = {};
-      await kc.applyToHTTPSOptions(options as never);
-      return options;
+  return new KubeApi(
+    {
+      server: cluster.server,
+      insecureSkipTlsVerify: cluster.skipTLSVerify,
+      tlsServerName: cluster.tlsServerName,
+      authenticate: async () => {
+        const options: { headers?: Record<string, string>; ca?: unknown; cert?: unknown; key?: unknown } = {};
+        await kc.applyToHTTPSOptions(options as never);
+        return options;
+      },
     },
-  }, options);
+    options,
+  );
 }

@@ -3,10 +3,21 @@
 // requestor watching 2,000 namespaces held 2,000 (issue 30); here it holds one per
 // MAX_STREAMS_PER_CONNECTION watches.
 
-import { connect, constants, type ClientHttp2Session, type ClientHttp2Stream, type SecureClientSessionOptions } from 'node:http2';
+import {
+  connect,
+  constants,
+  type ClientHttp2Session,
+  type ClientHttp2Stream,
+  type SecureClientSessionOptions,
+} from 'node:http2';
 
-/** Streams one session carries at most, below the API server's own limit (kube-apiserver: 1,000; Go's default: 250). */
-export const MAX_STREAMS_PER_CONNECTION = 200;
+/**
+ * Streams one session carries at most: kube-apiserver's own limit (--http2-max-streams-per-connection,
+ * 100 by default in 1.34) and the least HTTP/2 asks a server to allow (RFC 9113), assumed until the
+ * server's SETTINGS say less: a stream over the server's limit would wait for a place, and a watch
+ * never gives its place back.
+ */
+export const MAX_STREAMS_PER_CONNECTION = 100;
 
 /** An answer's status and body stream. */
 export interface Http2Answer {
@@ -75,7 +86,9 @@ export class Http2Pool {
     return new Promise((resolve, reject) => {
       stream.once('response', (h) => resolve({ statusCode: Number(h[':status']), stream, complete: () => ended }));
       stream.once('error', reject);
-      stream.once('close', () => reject(new Error(`the HTTP/2 stream closed before an answer (code ${stream.rstCode})`)));
+      stream.once('close', () =>
+        reject(new Error(`the HTTP/2 stream closed before an answer (code ${stream.rstCode})`)),
+      );
     });
   }
 
@@ -98,7 +111,12 @@ export class Http2Pool {
   }
 
   #open(): Session {
-    const s: Session = { streams: 0, limit: MAX_STREAMS_PER_CONNECTION, closed: false, ready: Promise.resolve() as never };
+    const s: Session = {
+      streams: 0,
+      limit: MAX_STREAMS_PER_CONNECTION,
+      closed: false,
+      ready: Promise.resolve() as never,
+    };
     s.ready = this.#tls().then(
       (tls) =>
         new Promise<ClientHttp2Session>((resolve, reject) => {

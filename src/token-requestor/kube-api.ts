@@ -31,19 +31,23 @@ export function kubeRequestorApi(kube: KubeApi, instance: string): RequestorApi 
     },
 
     async requestToken({ namespace, name, audience, expirationSeconds, boundSecret }) {
-      const res = await kube.request<{ status?: { token?: string } }>('POST', ns(namespace, 'serviceaccounts', name, 'token'), {
-        body: {
-          apiVersion: 'authentication.k8s.io/v1',
-          kind: 'TokenRequest',
-          spec: {
-            audiences: [audience],
-            expirationSeconds,
-            boundObjectRef: boundSecret
-              ? { apiVersion: 'v1', kind: 'Secret', name: boundSecret.name, uid: boundSecret.uid }
-              : undefined,
+      const res = await kube.request<{ status?: { token?: string } }>(
+        'POST',
+        ns(namespace, 'serviceaccounts', name, 'token'),
+        {
+          body: {
+            apiVersion: 'authentication.k8s.io/v1',
+            kind: 'TokenRequest',
+            spec: {
+              audiences: [audience],
+              expirationSeconds,
+              boundObjectRef: boundSecret
+                ? { apiVersion: 'v1', kind: 'Secret', name: boundSecret.name, uid: boundSecret.uid }
+                : undefined,
+            },
           },
         },
-      });
+      );
       if (!res?.status?.token) throw new Error('the TokenRequest returned no token');
       return res.status.token;
     },
@@ -52,10 +56,14 @@ export function kubeRequestorApi(kube: KubeApi, instance: string): RequestorApi 
       // resourceVersion makes the merge patch conditional: 409 if the Secret changed meanwhile.
       const metadata: Record<string, unknown> = { resourceVersion };
       if (clearRenewAnnotation) metadata.annotations = { [RENEW_ANNOTATION]: null };
-      const res = await kube.request<{ metadata?: { resourceVersion?: string } }>('PATCH', ns(namespace, 'secrets', name), {
-        contentType: 'application/merge-patch+json',
-        body: { metadata, data: { token: token === null ? null : Buffer.from(token, 'utf8').toString('base64') } },
-      });
+      const res = await kube.request<{ metadata?: { resourceVersion?: string } }>(
+        'PATCH',
+        ns(namespace, 'secrets', name),
+        {
+          contentType: 'application/merge-patch+json',
+          body: { metadata, data: { token: token === null ? null : Buffer.from(token, 'utf8').toString('base64') } },
+        },
+      );
       return res?.metadata?.resourceVersion ?? '';
     },
 
