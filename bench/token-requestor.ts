@@ -79,7 +79,7 @@ async function report(phase: string, cp: ControlPlane, from: Snapshot, r: Reques
     .sort((a, b) => b[1] - a[1])
     .map(([v, n]) => `${v} ${n}`)
     .join(', ');
-  const text = await r.metrics();
+  const text = await metricsOf(r);
   const { rss } = rssMiB(r.process.pid);
   const heap = metric(text, 'nodejs_heap_size_used_bytes') / 2 ** 20;
   const cpu = (to.apiserverCpu - from.apiserverCpu) / seconds;
@@ -92,14 +92,33 @@ async function report(phase: string, cp: ControlPlane, from: Snapshot, r: Reques
 
 const port = (cp: ControlPlane) => Number(new URL(cp.server).port);
 
+/** The requestor's metrics; a requestor that died (the code before issue 30 could) ends the run with its log. */
+async function metricsOf(r: RequestorProcess): Promise<string> {
+  try {
+    return await r.metrics();
+  } catch (err) {
+    const status = r.process.exitStatus();
+    if (status !== null) {
+      console.log(`the requestor exited (${status}); its log ends:\n${r.process.logTail(15)}`);
+      process.exitCode = 1;
+    }
+    throw err;
+  }
+}
+
 /** Tokens written per second, sampled every `everyMs` until `done`; prints the spread. */
 async function rates(r: RequestorProcess, done: (issued: number) => boolean, everyMs = 5000) {
   const samples: number[] = [];
-  let last = metric(await r.metrics(), 'wiw_token_requestor_tokens_issued_total');
+  let last = metric(await metricsOf(r), 'wiw_token_requestor_tokens_issued_total');
   const start = last;
+  const began = Date.now();
   for (;;) {
     await new Promise((resolve) => setTimeout(resolve, everyMs));
-    const now = metric(await r.metrics(), 'wiw_token_requestor_tokens_issued_total');
+    const now = metric(await metricsOf(r), 'wiw_token_requestor_tokens_issued_total');
+    if (samples.length % 5 === 0)
+      console.error(
+        `  ${((Date.now() - began) / 1000).toFixed(0)} s: ${now - start} tokens, ${connectionsTo(r.process.pid, port(cp))} connections, RSS ${rssMiB(r.process.pid).rss.toFixed(0)} MiB`,
+      );
     samples.push((now - last) / (everyMs / 1000));
     last = now;
     if (done(now - start)) break;
@@ -112,8 +131,10 @@ async function rates(r: RequestorProcess, done: (issued: number) => boolean, eve
   };
 }
 
+let cp: ControlPlane;
+
 async function main() {
-  const cp = await startControlPlane({ name: 'bench-requestor' });
+  cp = await startControlPlane({ name: 'bench-requestor' });
   try {
     await createNamespace(cp, SYSTEM);
     const kubeconfig = await requestorKubeconfig(cp, SYSTEM, LEASE);
