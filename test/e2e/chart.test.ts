@@ -430,7 +430,11 @@ describe('availability, security and least privilege', () => {
       { apiGroups: [''], resources: ['secrets'], verbs: ['list', 'watch'] },
     ]);
     const binding = find(manifests, 'ClusterRoleBinding', `${name}-watch`)!;
-    assert.deepEqual(binding.roleRef, { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: `${name}-watch` });
+    assert.deepEqual(binding.roleRef, {
+      apiGroup: 'rbac.authorization.k8s.io',
+      kind: 'ClusterRole',
+      name: `${name}-watch`,
+    });
     assert.deepEqual(binding.subjects, [{ kind: 'ServiceAccount', name, namespace: 'wiw-system' }]);
     // Writes stay per namespace: the ClusterRole that may patch is bound only by RoleBindings.
     assert.ok(all(manifests, 'ClusterRoleBinding').every((b) => b.roleRef.name !== name));

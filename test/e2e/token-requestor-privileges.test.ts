@@ -537,7 +537,9 @@ describe('watchScope: cluster, as the chart deploys it', () => {
       (await asRequestor('GET', '/api/v1/secrets')).status === 200 ? true : undefined,
     );
     const all = await asRequestor('GET', '/api/v1/secrets');
-    assert.ok(all.body.items.some((s: any) => s.metadata.namespace === 'kube-system' && s.metadata.name === 'bootstrap'));
+    assert.ok(
+      all.body.items.some((s: any) => s.metadata.namespace === 'kube-system' && s.metadata.name === 'bootstrap'),
+    );
     const system = await mergePatch('kube-system', 'bootstrap', { data: { token: b64('x') } });
     assert.equal(system.status, 403);
     assert.match(system.message, /cannot patch resource "secrets" in API group "" in the namespace "kube-system"/);
@@ -560,13 +562,19 @@ describe('watchScope: cluster, as the chart deploys it', () => {
         ? true
         : undefined,
     );
-    assert.equal(textData(await core.readNamespacedSecret({ namespace: 'outside', name: 'unserved-ns' })).token, undefined);
+    assert.equal(
+      textData(await core.readNamespacedSecret({ namespace: 'outside', name: 'unserved-ns' })).token,
+      undefined,
+    );
     const logs = requestor.logs();
     assert.ok(!logs.some((l) => typeof l.secret === 'string' && l.secret.startsWith('outside/')));
     const listed = logs.filter((l) => l.msg === 'labelled Secrets listed');
     assert.equal(listed.length, 1, 'one watch');
     assert.equal(listed[0].namespace, undefined);
-    const events = await core.listNamespacedEvent({ namespace: 'outside', fieldSelector: 'involvedObject.name=unserved-ns' });
+    const events = await core.listNamespacedEvent({
+      namespace: 'outside',
+      fieldSelector: 'involvedObject.name=unserved-ns',
+    });
     assert.equal(events.items.length, 0);
   });
 });

@@ -177,7 +177,6 @@ export function connectionsTo(pid: number, port: number): number {
   return n;
 }
 
-
 /** Runs `each` over `items`, `concurrency` at a time (creating hundreds of namespaces one by one is slow). */
 export async function inParallel<T>(items: readonly T[], concurrency: number, each: (item: T) => Promise<unknown>) {
   let next = 0;
