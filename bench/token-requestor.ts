@@ -212,7 +212,10 @@ async function main() {
     );
     const first = await rates(leader, (issued) => issued >= M, 2000);
     s0 = await report('first issuance', cp, s0, leader, first.line);
-    if (first.issued < M) return;
+    if (first.issued < M) {
+      await leader.stop();
+      return;
+    }
     const standby = await startTokenRequestor(cp, kubeconfig, common, { env });
     await new Promise((resolve) => setTimeout(resolve, 30_000));
     s0 = await report('idle, leader', cp, s0, leader);
