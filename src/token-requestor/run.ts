@@ -34,9 +34,11 @@ export async function runTokenRequestor(config: Config, rc: RequestorConfig, roo
   const api = kubeRequestorApi(watchApi, rc.identity);
   const core = { providers: createSecretProviders(config), defaultTokenPath: config.secretTokenPath };
 
-  let term: { requestor: TokenRequestor; informers: SecretInformer[] } | undefined;
+  let term: { requestor: TokenRequestor; informers: SecretInformer[]; stopped: boolean } | undefined;
+  // The Lease on a connection of its own: a renewal never waits behind the watches' streams.
+  const leaseApi = kubeApiOf(kubeConfig);
   const elector = new LeaderElector({
-    api: watchApi,
+    api: leaseApi,
     namespace: rc.leaseNamespace,
     name: rc.leaseName,
     identity: rc.identity,
@@ -63,11 +65,13 @@ export async function runTokenRequestor(config: Config, rc: RequestorConfig, roo
             onChange: (key, s) => requestor.onChange(key, s),
           }),
       );
-      term = { requestor, informers };
-      for (const informer of informers) void informer.start();
+      const current = { requestor, informers, stopped: false };
+      term = current;
+      void startGradually(informers, () => current.stopped);
     },
     onStoppedLeading: () => {
       metrics.leader.set(0);
+      if (term) term.stopped = true;
       for (const informer of term?.informers ?? []) informer.stop();
       term?.requestor.stop();
       term = undefined;
@@ -96,6 +100,7 @@ export async function runTokenRequestor(config: Config, rc: RequestorConfig, roo
       stopping ??= (async () => {
         await elector.stop();
         watchApi.close();
+        leaseApi.close();
         await new Promise((resolve) => server.close(resolve));
         log.info('stopped');
       })();
@@ -116,4 +121,21 @@ export function watchScopes(rc: Pick<RequestorConfig, 'namespaces' | 'watchScope
   if (!rc.namespaces.length) return [{}];
   if (rc.watchScope === 'cluster') return [{ served: new Set(rc.namespaces) }];
   return rc.namespaces.map((namespace) => ({ namespace }));
+}
+
+/**
+ * Watches whose first list is under way at once. Each list holds seats of kube-apiserver's
+ * priority and fairness while it runs: 2,000 started together were answered 429 by the
+ * thousand, retried with backoff, and starved the Lease's renewals with them.
+ */
+export const MAX_LISTS_AT_ONCE = 16;
+
+/** Starts the informers MAX_LISTS_AT_ONCE at a time, each once the one before it has listed. */
+async function startGradually(informers: SecretInformer[], stopped: () => boolean): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(MAX_LISTS_AT_ONCE, informers.length) }, async () => {
+      while (next < informers.length && !stopped()) await informers[next++].start();
+    }),
+  );
 }
