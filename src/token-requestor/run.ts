@@ -131,7 +131,10 @@ export function watchScopes(rc: Pick<RequestorConfig, 'namespaces' | 'watchScope
 export const MAX_LISTS_AT_ONCE = 16;
 
 /** Starts the informers MAX_LISTS_AT_ONCE at a time, each once the one before it has listed. */
-async function startGradually(informers: SecretInformer[], stopped: () => boolean): Promise<void> {
+export async function startGradually(
+  informers: Pick<SecretInformer, 'start'>[],
+  stopped: () => boolean,
+): Promise<void> {
   let next = 0;
   await Promise.all(
     Array.from({ length: Math.min(MAX_LISTS_AT_ONCE, informers.length) }, async () => {

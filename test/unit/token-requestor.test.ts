@@ -10,7 +10,7 @@ import { createLogger } from '../../src/log.ts';
 import type { ServiceAccountView } from '../../src/kube/types.ts';
 import { createSecretProviders } from '../../src/clouds/index.ts';
 import { loadRequestorConfig, MAX_NAMESPACES } from '../../src/token-requestor/config.ts';
-import { watchScopes } from '../../src/token-requestor/run.ts';
+import { MAX_LISTS_AT_ONCE, startGradually, watchScopes } from '../../src/token-requestor/run.ts';
 import { WorkQueue } from '../../src/token-requestor/work-queue.ts';
 import { createRequestorMetrics } from '../../src/token-requestor/metrics.ts';
 import {
@@ -646,5 +646,40 @@ describe('the token requestor at scale (issue 30)', () => {
         `--namespaces: ${MAX_NAMESPACES + 1} namespaces, more than ${MAX_NAMESPACES}; with that many, use --watch-scope=cluster and grant its cluster-wide Secret read`,
       ),
     );
+  });
+
+  test('a new term starts its watches MAX_LISTS_AT_ONCE at a time, each next one once one has listed, and no more once stopped', async () => {
+    let listing = 0;
+    let peak = 0;
+    let started = 0;
+    let stopped = false;
+    const pending: (() => void)[] = [];
+    const informers = Array.from({ length: 100 }, () => ({
+      start: () =>
+        new Promise<void>((resolve) => {
+          started++;
+          listing++;
+          peak = Math.max(peak, listing);
+          pending.push(() => {
+            listing--;
+            resolve();
+          });
+        }),
+    }));
+    const done = startGradually(informers, () => stopped);
+    assert.equal(started, MAX_LISTS_AT_ONCE);
+    for (let i = 0; i < 50 - MAX_LISTS_AT_ONCE; i++) {
+      pending.shift()!();
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    assert.equal(started, 50);
+    stopped = true;
+    while (pending.length) {
+      pending.shift()!();
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    await done;
+    assert.equal(started, 50, 'none started after the term ended');
+    assert.equal(peak, MAX_LISTS_AT_ONCE);
   });
 });
