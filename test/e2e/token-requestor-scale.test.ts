@@ -1,7 +1,7 @@
 // Issue 30 item 5: the token requestor at many namespaces, on a real kube-apiserver, at a scale CI
 // affords (200 namespaces; bench/token-requestor.ts runs 2,000 and 20,000 Secrets). Before, each
 // listed namespace's watch held a connection of its own and every call opened another: 200
-// namespaces held 200 connections and more. Now its watches and calls share an HTTP/2 pool (200
+// namespaces held 566 connections. Now its watches and calls share an HTTP/2 pool (100
 // streams a connection); --watch-scope cluster is one watch. Both see Secrets of namespaces
 // created after they started. And a leader failover (SIGKILL) in which no token expires: tokens
 // of 60 s whose renewals fall due around the kill are all renewed before they expire, the later
@@ -130,9 +130,9 @@ describe('the token requestor at 200 namespaces', () => {
       },
       120_000,
     );
-    // 200 watches, the steps in flight and the Lease, all streams of HTTP/2 connections of
-    // MAX_STREAMS_PER_CONNECTION each (before: one connection per watch and per call, 200+).
-    const bound = Math.ceil((NAMESPACES + MAX_CONCURRENT_STEPS + 1) / MAX_STREAMS_PER_CONNECTION);
+    // 200 watches and the steps in flight, all streams of HTTP/2 connections of
+    // MAX_STREAMS_PER_CONNECTION each, and the Lease's own (before: one per watch and per call, 500+).
+    const bound = Math.ceil((NAMESPACES + MAX_CONCURRENT_STEPS) / MAX_STREAMS_PER_CONNECTION) + 1;
     const connections = connectionsTo(r.process.pid, port);
     assert.ok(connections <= bound, `${connections} connections to kube-apiserver, at most ${bound}`);
     await createNamespaces(LATE);
@@ -149,20 +149,21 @@ describe('the token requestor at 200 namespaces', () => {
   });
 
   test('--watch-scope cluster: one watch, Secrets of a namespace created after it started get tokens, unlisted ones are not kept', async () => {
-    const listed = names.filter((n) => n !== 'scale-000');
+    // scale-000 exists but is not listed; scale-late is listed and created once it runs.
+    const listed = [...names.filter((n) => n !== 'scale-000'), 'scale-late'];
     const r = await start(['--watch-scope', 'cluster'], { WIW_NAMESPACES: listed.join(',') });
     await until(
       'the requestor to lead',
       async () => (await leaseHolder(cp, SYSTEM, LEASE)) === r.identity || undefined,
       30_000,
     );
-    await createNamespace(cp, 'scale-new');
-    await createServiceAccountIn('scale-new');
+    await createNamespace(cp, 'scale-late');
+    await createServiceAccountIn('scale-late');
     await createSecret('scale-000', 'cluster-unlisted');
-    await createSecret(LATE[0], 'cluster-late');
+    await createSecret('scale-late', 'cluster-late');
     await until(
-      `a token in ${LATE[0]}/cluster-late`,
-      async () => issued(await claimsOf(LATE[0], 'cluster-late')) || undefined,
+      'a token in scale-late/cluster-late',
+      async () => issued(await claimsOf('scale-late', 'cluster-late')) || undefined,
       60_000,
     );
     assert.equal(await claimsOf('scale-000', 'cluster-unlisted'), undefined);
@@ -170,7 +171,8 @@ describe('the token requestor at 200 namespaces', () => {
     const lists = r.logs().filter((l) => l.msg === 'labelled Secrets listed');
     assert.equal(lists.length, 1);
     assert.equal(lists[0].namespace, undefined);
-    assert.equal(connectionsTo(r.process.pid, port), 1);
+    // The watch and the calls on one HTTP/2 connection, and the Lease's.
+    assert.ok(connectionsTo(r.process.pid, port) <= 2);
     await r.stop();
     // Without --namespaces (every namespace served) the same one watch serves a namespace created later.
     const all = await start([]);
@@ -179,6 +181,8 @@ describe('the token requestor at 200 namespaces', () => {
       async () => (await leaseHolder(cp, SYSTEM, LEASE)) === all.identity || undefined,
       30_000,
     );
+    await createNamespace(cp, 'scale-new');
+    await createServiceAccountIn('scale-new');
     await createSecret('scale-new', 'late-namespace');
     await until(
       'a token in scale-new/late-namespace',
@@ -212,7 +216,8 @@ describe('the token requestor at 200 namespaces', () => {
       { labelSelector: LABEL },
       (type, obj: any) => {
         const key = `${obj?.metadata?.namespace}/${obj?.metadata?.name}`;
-        if (type !== 'MODIFIED' || renewedAt.has(key) || !obj.data?.token) return;
+        if (type !== 'MODIFIED' || !obj?.metadata?.name?.startsWith('failover-')) return;
+        if (renewedAt.has(key) || !obj.data?.token) return;
         const claims = JSON.parse(
           Buffer.from(Buffer.from(obj.data.token, 'base64').toString().split('.')[1], 'base64url').toString(),
         );
