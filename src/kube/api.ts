@@ -4,8 +4,9 @@
 // these few calls. client-node stays where it earns its keep: kubeconfig plugins, the CLI, doctor,
 // the token requestor and the tests (connect.ts hands its credentials over).
 
-import type { IncomingMessage } from 'node:http';
+import type { Readable } from 'node:stream';
 import { Agent, request, type RequestOptions } from 'node:https';
+import { Http2Pool } from './http2-pool.ts';
 
 /** How to reach and authenticate to the API server. */
 export interface KubeCredentials {
@@ -74,6 +75,22 @@ export interface OpenWatch {
 
 const DEFAULT_TIMEOUT_MS = 30_000;
 
+export interface KubeApiOptions {
+  /**
+   * Every call as a stream of a few HTTP/2 connections (http2-pool.ts) instead of one HTTP/1.1
+   * connection per call in flight: for a client that holds many watches at once.
+   */
+  http2?: boolean;
+}
+
+/** An answer: its status and its body (an HTTP/1.1 response or an HTTP/2 stream). */
+interface Answer {
+  statusCode: number | undefined;
+  body: Readable;
+  /** The body was read to its end. */
+  complete(): boolean;
+}
+
 /**
  * A path from segments, each encoded: a name from a request (a Pod's serviceAccountName) cannot
  * reach another resource. "." and ".." would be resolved away by URL parsing, and no object can
@@ -89,12 +106,19 @@ export class KubeApi {
   readonly #c: KubeCredentials;
   readonly #base: URL;
   readonly #agent: Agent;
+  readonly #http2: Http2Pool | undefined;
   #streamsLists: Promise<boolean> | undefined;
 
-  constructor(credentials: KubeCredentials) {
+  constructor(credentials: KubeCredentials, options: KubeApiOptions = {}) {
     this.#c = credentials;
     this.#base = new URL(credentials.server.endsWith('/') ? credentials.server : `${credentials.server}/`);
     this.#agent = new Agent({ keepAlive: true, maxSockets: 16, maxFreeSockets: 4 });
+    if (options.http2) this.#http2 = new Http2Pool(this.#base.origin, () => this.#tls());
+  }
+
+  /** Connections of the HTTP/2 pool (undefined over HTTP/1.1). */
+  get http2Connections(): number | undefined {
+    return this.#http2?.connections;
   }
 
   get server(): string {
@@ -104,7 +128,7 @@ export class KubeApi {
   /** One call; resolves with the parsed JSON answer, rejects with KubeApiError, KubeTimeoutError or the network's error. */
   async request<T = unknown>(method: string, path: string, options: CallOptions = {}): Promise<T> {
     const res = await this.#send(method, path, options);
-    const text = await readBody(res, options.maxBytes, `${method} ${path}`);
+    const text = await readBody(res.body, options.maxBytes, `${method} ${path}`);
     if (res.statusCode !== undefined && res.statusCode >= 200 && res.statusCode < 300)
       return (text ? JSON.parse(text) : undefined) as T;
     throw apiError(res.statusCode ?? 0, text);
@@ -121,7 +145,8 @@ export class KubeApi {
   ): Promise<OpenWatch> {
     // No timeout on a watch: the API server ends it (timeoutSeconds), the caller's watchdog judges silence.
     const res = await this.#send('GET', path, { query: { ...query, watch: true }, timeoutMs: 0 });
-    if (res.statusCode !== 200) throw apiError(res.statusCode ?? 0, await readBody(res));
+    if (res.statusCode !== 200) throw apiError(res.statusCode ?? 0, await readBody(res.body));
+    const body = res.body;
     let settle: (err: Error | undefined) => void = () => {};
     const ended = new Promise<Error | undefined>((resolve) => {
       settle = (err) => {
@@ -130,8 +155,8 @@ export class KubeApi {
       };
     });
     let buffered = '';
-    res.setEncoding('utf8');
-    res.on('data', (chunk: string) => {
+    body.setEncoding('utf8');
+    body.on('data', (chunk: string) => {
       buffered += chunk;
       let nl = buffered.indexOf('\n');
       while (nl !== -1) {
@@ -143,21 +168,21 @@ export class KubeApi {
         try {
           event = JSON.parse(line);
         } catch {
-          res.destroy(new Error('the watch sent a line that is not JSON'));
+          body.destroy(new Error('the watch sent a line that is not JSON'));
           return;
         }
         onEvent(event.type, event.object);
       }
     });
-    res.on('end', () => settle(undefined));
-    res.on('error', (err) => settle(err));
-    res.on('close', () => settle(res.complete ? undefined : new Error('the watch connection closed')));
+    body.on('end', () => settle(undefined));
+    body.on('error', (err) => settle(err));
+    body.on('close', () => settle(res.complete() ? undefined : new Error('the watch connection closed')));
     return {
       abort: () => {
         const err = new Error('the watch was stopped');
         err.name = 'AbortError';
         settle(err);
-        res.destroy();
+        body.destroy();
       },
       ended,
     };
@@ -179,34 +204,50 @@ export class KubeApi {
   /** Closes idle keep-alive connections (the process is stopping). */
   close(): void {
     this.#agent.destroy();
+    this.#http2?.close();
   }
 
-  async #send(method: string, path: string, options: CallOptions): Promise<IncomingMessage> {
-    const url = new URL(path.replace(/^\//, ''), this.#base);
-    for (const [k, v] of Object.entries(options.query ?? {})) if (v !== undefined) url.searchParams.set(k, String(v));
-    const extra = this.#c.authenticate ? await this.#c.authenticate() : undefined;
-    const token = this.#c.token?.();
-    const payload = options.body === undefined ? undefined : JSON.stringify(options.body);
-    const req: RequestOptions = {
-      method,
-      agent: this.#agent,
+  /** TLS material of a new connection: the credentials', or what `authenticate` gives. */
+  async #tls(given?: Awaited<ReturnType<NonNullable<KubeCredentials['authenticate']>>>) {
+    const extra = given ?? (this.#c.authenticate ? await this.#c.authenticate() : undefined);
+    return {
       ca: (extra?.ca as string) ?? this.#c.ca,
       cert: (extra?.cert as string) ?? this.#c.cert,
       key: (extra?.key as string) ?? this.#c.key,
       rejectUnauthorized: !this.#c.insecureSkipTlsVerify,
       servername: this.#c.tlsServerName,
-      headers: {
-        accept: 'application/json',
-        ...(token ? { authorization: `Bearer ${token}` } : {}),
-        ...extra?.headers,
-        ...(payload !== undefined
-          ? { 'content-type': options.contentType ?? 'application/json', 'content-length': Buffer.byteLength(payload) }
-          : {}),
-      },
+    };
+  }
+
+  async #send(method: string, path: string, options: CallOptions): Promise<Answer> {
+    const url = new URL(path.replace(/^\//, ''), this.#base);
+    for (const [k, v] of Object.entries(options.query ?? {})) if (v !== undefined) url.searchParams.set(k, String(v));
+    const extra = this.#c.authenticate ? await this.#c.authenticate() : undefined;
+    const token = this.#c.token?.();
+    const payload = options.body === undefined ? undefined : JSON.stringify(options.body);
+    const headers: Record<string, string | number> = {
+      accept: 'application/json',
+      ...(token ? { authorization: `Bearer ${token}` } : {}),
+      ...extra?.headers,
+      ...(payload !== undefined
+        ? { 'content-type': options.contentType ?? 'application/json', 'content-length': Buffer.byteLength(payload) }
+        : {}),
     };
     const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    if (this.#http2) {
+      const what = `${method} ${url.pathname}`;
+      const answer = await this.#http2
+        .request({ ...headers, ':method': method, ':path': `${url.pathname}${url.search}` }, payload, timeoutMs)
+        .catch((err: Error) => {
+          throw /NGHTTP2_CANCEL|code 8\)/.test(err.message) ? new KubeTimeoutError(what, timeoutMs) : err;
+        });
+      return { statusCode: answer.statusCode, body: answer.stream, complete: answer.complete };
+    }
+    const req: RequestOptions = { method, agent: this.#agent, ...(await this.#tls(extra)), headers };
     return new Promise((resolve, reject) => {
-      const r = request(url, req, resolve);
+      const r = request(url, req, (res) =>
+        resolve({ statusCode: res.statusCode, body: res, complete: () => res.complete }),
+      );
       r.on('error', reject);
       if (timeoutMs > 0)
         r.setTimeout(timeoutMs, () => r.destroy(new KubeTimeoutError(`${method} ${url.pathname}`, timeoutMs)));
@@ -215,7 +256,7 @@ export class KubeApi {
   }
 }
 
-function readBody(res: IncomingMessage, maxBytes = Number.POSITIVE_INFINITY, what = ''): Promise<string> {
+function readBody(res: Readable, maxBytes = Number.POSITIVE_INFINITY, what = ''): Promise<string> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;

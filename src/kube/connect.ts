@@ -11,7 +11,7 @@ import { delimiter, dirname, isAbsolute, join } from 'node:path';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { parse } from 'yaml';
 import { ConfigError } from '../errors.ts';
-import { KubeApi, type KubeCredentials } from './api.ts';
+import { KubeApi, type KubeApiOptions, type KubeCredentials } from './api.ts';
 
 const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
 /** client-go rereads a token file this often; the kubelet rotates a projected token well before it expires. */
@@ -161,17 +161,20 @@ function withContext(kc: KubeConfig, context: string | undefined): KubeConfig {
  * credentials to each request, plugins included. The tests use it for configurations they change
  * in memory (another server address, a user without credentials).
  */
-export function kubeApiOf(kc: KubeConfig): KubeApi {
+export function kubeApiOf(kc: KubeConfig, options: KubeApiOptions = {}): KubeApi {
   const cluster = kc.getCurrentCluster();
   if (!cluster) throw new ConfigError('no Kubernetes cluster configured: pass --kubeconfig, or run in a cluster');
-  return new KubeApi({
-    server: cluster.server,
-    insecureSkipTlsVerify: cluster.skipTLSVerify,
-    tlsServerName: cluster.tlsServerName,
-    authenticate: async () => {
-      const options: { headers?: Record<string, string>; ca?: unknown; cert?: unknown; key?: unknown } = {};
-      await kc.applyToHTTPSOptions(options as never);
-      return options;
+  return new KubeApi(
+    {
+      server: cluster.server,
+      insecureSkipTlsVerify: cluster.skipTLSVerify,
+      tlsServerName: cluster.tlsServerName,
+      authenticate: async () => {
+        const options: { headers?: Record<string, string>; ca?: unknown; cert?: unknown; key?: unknown } = {};
+        await kc.applyToHTTPSOptions(options as never);
+        return options;
+      },
     },
-  });
+    options,
+  );
 }

@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import { type KubeApi, apiPath } from './api.ts';
+import { statusOf } from './list-watch.ts';
 
 /**
  * Leader election on a coordination.k8s.io Lease, as client-go's leaderelection does it: one
@@ -116,7 +117,7 @@ export class LeaderElector {
     try {
       lease = await this.#api.read(namespace, name);
     } catch (err) {
-      if ((err as { code?: number }).code !== 404) throw err;
+      if (statusOf(err) !== 404) throw err;
       try {
         await this.#api.create(namespace, {
           apiVersion: 'coordination.k8s.io/v1',
@@ -132,7 +133,7 @@ export class LeaderElector {
         });
         return true;
       } catch (createErr) {
-        if ((createErr as { code?: number }).code === 409) return false;
+        if (statusOf(createErr) === 409) return false;
         throw createErr;
       }
     }
@@ -159,7 +160,7 @@ export class LeaderElector {
     try {
       await this.#api.replace(namespace, name, lease);
     } catch (err) {
-      if ((err as { code?: number }).code === 409) return false;
+      if (statusOf(err) === 409) return false;
       throw err;
     }
     return true;

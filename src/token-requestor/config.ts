@@ -1,9 +1,15 @@
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
-import { defaultOf, envName, helpRow, integer, optionalString, string, type Setting } from '../settings.ts';
+import { defaultOf, envName, helpRow, integer, oneOf, optionalString, string, type Setting } from '../settings.ts';
 import { ConfigError } from '../errors.ts';
 import { isNamespaceName } from '../model.ts';
+
+export const WATCH_SCOPES = ['namespaces', 'cluster'] as const;
+export type WatchScope = (typeof WATCH_SCOPES)[number];
+
+/** Namespaces --namespaces may list: each is one watch (and one RoleBinding in the chart). */
+export const MAX_NAMESPACES = 10_000;
 
 /**
  * Settings of `token-requestor` only; it also reads the shared ones (--kubeconfig, --log-level,
@@ -43,6 +49,13 @@ export const requestorSettings = {
     parse: namespaceList,
     default: [] as string[],
   },
+  watchScope: {
+    flag: 'watch-scope',
+    description:
+      'How it watches the labelled Secrets of --namespaces: "namespaces", one watch per namespace (multiplexed over HTTP/2; needs list and watch only there), or "cluster", one cluster-wide watch for the label (needs list and watch on Secrets cluster-wide, so it can read every Secret); without --namespaces it is always one cluster-wide watch',
+    parse: oneOf(WATCH_SCOPES),
+    default: 'namespaces' as WatchScope,
+  },
   tokenExpiration: {
     flag: 'token-expiration',
     description: 'Lifetime of each requested token in seconds; renewed at about half of it',
@@ -63,6 +76,10 @@ function namespaceList(raw: string, flag: string): string[] {
   for (const n of names) {
     if (!isNamespaceName(n)) throw new ConfigError(`--${flag}: "${n}" is not a namespace name`);
   }
+  if (names.length > MAX_NAMESPACES)
+    throw new ConfigError(
+      `--${flag}: ${names.length} namespaces, more than ${MAX_NAMESPACES}; with that many, use --watch-scope=cluster and grant its cluster-wide Secret read`,
+    );
   return names;
 }
 
@@ -74,6 +91,7 @@ export interface RequestorConfig {
   identity: string;
   /** Empty: every namespace. */
   namespaces: string[];
+  watchScope: WatchScope;
   tokenExpiration: number;
 }
 
@@ -107,6 +125,7 @@ export function loadRequestorConfig(
     leaseDurationSeconds: raw.leaseDurationSeconds as number,
     identity: (raw.identity as string | undefined) ?? `${hostname()}_${randomBytes(4).toString('hex')}`,
     namespaces: raw.namespaces as string[],
+    watchScope: raw.watchScope as WatchScope,
     tokenExpiration: raw.tokenExpiration as number,
   };
 }

@@ -7,8 +7,9 @@ import type { ServiceAccountReference } from '../mutate/secret-reference.ts';
 import type { ProviderName } from '../clouds/registry.ts';
 import { RENEW_ANNOTATION } from '../model.ts';
 import type { RequestorMetrics } from './metrics.ts';
-import { readTokenClaims, renewal } from './schedule.ts';
+import { readTokenClaims, renewal, renewalFraction } from './schedule.ts';
 import type { TrackedSecret } from './secret-informer.ts';
+import { WorkQueue } from './work-queue.ts';
 
 /** The Kubernetes calls the requestor makes; the real ones are in ./kube-api.ts. */
 export interface RequestorApi {
@@ -41,11 +42,15 @@ export interface TokenRequestorOptions {
   /** The namespaces it serves (its RBAC and admission policy allow no other); empty: all. */
   namespaces?: readonly string[];
   now?: () => number;
+  /** Secrets handled at once (default MAX_CONCURRENT_STEPS). */
+  concurrency?: number;
 }
 
 interface Entry {
   secret: TrackedSecret;
   timer?: NodeJS.Timeout;
+  /** Waiting in the work queue. */
+  queued: boolean;
   running: boolean;
   again: boolean;
   failures: number;
@@ -64,6 +69,11 @@ const MAX_DELAY_MS = 86_400_000;
 const MAX_BACKOFF_MS = 300_000;
 /** The API server's minimum token lifetime: what a token that cannot be bound to its Secret gets. */
 export const UNBOUND_TOKEN_SECONDS = 600;
+/**
+ * Secrets handled at once (each reads a ServiceAccount, requests a token, patches the Secret): a
+ * new leader's 20,000 are worked through at this pace, the soonest due first, not all at once.
+ */
+export const MAX_CONCURRENT_STEPS = 8;
 /** Refusals that mean a ServiceAccount no longer lends its tokens to this Secret. */
 const WITHDRAWN = new Set(['ReferenceNotGranted', 'NamespaceNotServed']);
 
@@ -78,15 +88,22 @@ export class TokenRequestor {
   readonly #o: TokenRequestorOptions;
   readonly #entries = new Map<string, Entry>();
   readonly #now: () => number;
+  readonly #queue: WorkQueue;
   #stopped = false;
 
   constructor(options: TokenRequestorOptions) {
     this.#o = options;
     this.#now = options.now ?? Date.now;
+    this.#queue = new WorkQueue(options.concurrency ?? MAX_CONCURRENT_STEPS);
   }
 
   get size(): number {
     return this.#entries.size;
+  }
+
+  /** Secrets waiting for their turn (a diagnostic). */
+  get waiting(): number {
+    return this.#queue.waiting;
   }
 
   /** From the informer: a Secret added, changed (secret set) or deleted (undefined). */
@@ -101,26 +118,36 @@ export class TokenRequestor {
       if (entry.secret.uid !== secret.uid) entry.failures = 0;
       entry.secret = secret;
     } else {
-      this.#entries.set(key, { secret, running: false, again: false, failures: 0 });
+      this.#entries.set(key, { secret, queued: false, running: false, again: false, failures: 0 });
     }
     this.#o.metrics.secrets.set(this.#entries.size);
-    if (secret) void this.#reconcile(key);
+    if (secret) this.#reconcile(key);
   }
 
   stop(): void {
     this.#stopped = true;
+    this.#queue.stop();
     for (const entry of this.#entries.values()) clearTimeout(entry.timer);
     this.#entries.clear();
     this.#o.metrics.secrets.set(0);
   }
 
-  async #reconcile(key: string): Promise<void> {
+  /** Queues the Secret's next step (once), in order of when its token is due. */
+  #reconcile(key: string): void {
     const entry = this.#entries.get(key);
     if (!entry || this.#stopped) return;
     if (entry.running) {
       entry.again = true;
       return;
     }
+    if (entry.queued) return;
+    entry.queued = true;
+    this.#queue.add(dueEstimate(entry.secret), () => this.#run(key, entry));
+  }
+
+  async #run(key: string, entry: Entry): Promise<void> {
+    entry.queued = false;
+    if (this.#stopped || this.#entries.get(key) !== entry) return;
     entry.running = true;
     clearTimeout(entry.timer);
     try {
@@ -132,7 +159,7 @@ export class TokenRequestor {
       entry.running = false;
       if (entry.again && this.#entries.get(key) === entry) {
         entry.again = false;
-        void this.#reconcile(key);
+        this.#reconcile(key);
       }
     }
   }
@@ -347,9 +374,21 @@ export class TokenRequestor {
   #schedule(key: string, entry: Entry, delayMs: number): void {
     if (this.#stopped || this.#entries.get(key) !== entry) return;
     clearTimeout(entry.timer);
-    entry.timer = setTimeout(() => void this.#reconcile(key), Math.max(0, Math.min(delayMs, MAX_DELAY_MS)));
+    entry.timer = setTimeout(() => this.#reconcile(key), Math.max(0, Math.min(delayMs, MAX_DELAY_MS)));
     entry.timer.unref?.();
   }
+}
+
+/**
+ * When the Secret's token is due by its claims alone (seconds since the epoch), to order the work
+ * queue: 0 (first) for a missing or unreadable token or a renewal asked for. The step itself
+ * decides, with the judged subject and audience.
+ */
+export function dueEstimate(s: TrackedSecret): number {
+  const { claims } = s;
+  if (s.annotations[RENEW_ANNOTATION] !== undefined || claims?.iat === undefined || claims.exp === undefined) return 0;
+  if (claims.exp <= claims.iat) return 0;
+  return claims.iat + (claims.exp - claims.iat) * renewalFraction(s.uid, claims.iat);
 }
 
 /** The API server's message (for a webhook denial, the webhook's), never a token. */

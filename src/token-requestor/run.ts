@@ -1,12 +1,12 @@
 import type { Logger } from 'pino';
 import type { Config } from '../config.ts';
 import { loadKubeConfig } from '../kube/client.ts';
+import { kubeApiOf } from '../kube/connect.ts';
 import { PROVIDER_LABEL } from '../model.ts';
 import { createSecretProviders } from '../clouds/index.ts';
 import type { RequestorConfig } from './config.ts';
 import { kubeRequestorApi } from './kube-api.ts';
 import { LeaderElector } from '../kube/lease.ts';
-import { connectKube } from '../kube/connect.ts';
 import { serveMetrics } from '../metrics.ts';
 import { createRequestorMetrics } from './metrics.ts';
 import { TokenRequestor } from './requestor.ts';
@@ -29,12 +29,16 @@ export async function runTokenRequestor(config: Config, rc: RequestorConfig, roo
   const informerLog = root.child({ component: 'secret-informer' });
   const kubeConfig = loadKubeConfig(config.kubeconfig, config.kubeContext);
   const metrics = createRequestorMetrics();
-  const api = kubeRequestorApi(kubeConfig, rc.identity);
+  // Every watch and call of every term on one HTTP/2 pool: 2,000 namespaces hold 10 connections, not 2,000.
+  const watchApi = kubeApiOf(kubeConfig, { http2: true });
+  const api = kubeRequestorApi(watchApi, rc.identity);
   const core = { providers: createSecretProviders(config), defaultTokenPath: config.secretTokenPath };
 
-  let term: { requestor: TokenRequestor; informers: SecretInformer[] } | undefined;
+  let term: { requestor: TokenRequestor; informers: SecretInformer[]; stopped: boolean } | undefined;
+  // The Lease on a connection of its own: a renewal never waits behind the watches' streams.
+  const leaseApi = kubeApiOf(kubeConfig);
   const elector = new LeaderElector({
-    api: await connectKube(config.kubeconfig, config.kubeContext),
+    api: leaseApi,
     namespace: rc.leaseNamespace,
     name: rc.leaseName,
     identity: rc.identity,
@@ -50,23 +54,24 @@ export async function runTokenRequestor(config: Config, rc: RequestorConfig, roo
         expirationSeconds: rc.tokenExpiration,
         namespaces: rc.namespaces,
       });
-      // Namespace-scoped access (the chart's RoleBindings) allows no cluster-wide list: one watch per namespace.
-      const scopes = rc.namespaces.length ? rc.namespaces : [undefined];
-      const informers = scopes.map(
-        (namespace) =>
+      const informers = watchScopes(rc).map(
+        ({ namespace, served }) =>
           new SecretInformer({
-            kubeConfig,
+            api: watchApi,
             labelSelector: PROVIDER_LABEL,
             namespace,
+            served,
             log: informerLog,
             onChange: (key, s) => requestor.onChange(key, s),
           }),
       );
-      term = { requestor, informers };
-      for (const informer of informers) void informer.start();
+      const current = { requestor, informers, stopped: false };
+      term = current;
+      void startGradually(informers, () => current.stopped);
     },
     onStoppedLeading: () => {
       metrics.leader.set(0);
+      if (term) term.stopped = true;
       for (const informer of term?.informers ?? []) informer.stop();
       term?.requestor.stop();
       term = undefined;
@@ -82,7 +87,8 @@ export async function runTokenRequestor(config: Config, rc: RequestorConfig, roo
       metricsPort,
       identity: rc.identity,
       lease: `${rc.leaseNamespace}/${rc.leaseName}`,
-      namespaces: rc.namespaces.length ? rc.namespaces : 'all',
+      namespaces: rc.namespaces.length ? rc.namespaces.length : 'all',
+      watchScope: rc.namespaces.length ? rc.watchScope : 'cluster',
     },
     'token requestor started',
   );
@@ -93,10 +99,46 @@ export async function runTokenRequestor(config: Config, rc: RequestorConfig, roo
     shutdown() {
       stopping ??= (async () => {
         await elector.stop();
+        watchApi.close();
+        leaseApi.close();
         await new Promise((resolve) => server.close(resolve));
         log.info('stopped');
       })();
       return stopping;
     },
   };
+}
+
+/**
+ * The watches of a term: one per listed namespace (access granted per namespace: a cluster-wide
+ * list would be refused), or one cluster-wide watch for the label, keeping only the listed
+ * namespaces' Secrets (`cluster`, or no namespaces listed: all served).
+ */
+export function watchScopes(rc: Pick<RequestorConfig, 'namespaces' | 'watchScope'>): {
+  namespace?: string;
+  served?: ReadonlySet<string>;
+}[] {
+  if (!rc.namespaces.length) return [{}];
+  if (rc.watchScope === 'cluster') return [{ served: new Set(rc.namespaces) }];
+  return rc.namespaces.map((namespace) => ({ namespace }));
+}
+
+/**
+ * Watches whose first list is under way at once. Each list holds seats of kube-apiserver's
+ * priority and fairness while it runs: 2,000 started together were answered 429 by the
+ * thousand, retried with backoff, and starved the Lease's renewals with them.
+ */
+export const MAX_LISTS_AT_ONCE = 16;
+
+/** Starts the informers MAX_LISTS_AT_ONCE at a time, each once the one before it has listed. */
+export async function startGradually(
+  informers: Pick<SecretInformer, 'start'>[],
+  stopped: () => boolean,
+): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(MAX_LISTS_AT_ONCE, informers.length) }, async () => {
+      while (next < informers.length && !stopped()) await informers[next++].start();
+    }),
+  );
 }

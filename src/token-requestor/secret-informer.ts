@@ -1,6 +1,4 @@
-import type { KubeConfig } from '@kubernetes/client-node';
-import { apiPath } from '../kube/api.ts';
-import { kubeApiOf } from '../kube/connect.ts';
+import { apiPath, type KubeApi } from '../kube/api.ts';
 import { ListWatch } from '../kube/list-watch.ts';
 import type { Logger } from 'pino';
 import { readTokenClaims, type TokenClaims } from './schedule.ts';
@@ -92,10 +90,16 @@ export function trackSecret(raw: Raw): TrackedSecret | undefined {
 }
 
 export interface SecretInformerOptions {
-  kubeConfig: KubeConfig;
+  /** Shared by every informer of a term: over HTTP/2 their watches share a few connections. */
+  api: KubeApi;
   labelSelector: string;
   /** One namespace (namespace-scoped access); undefined: every namespace (cluster-wide access). */
   namespace?: string;
+  /**
+   * A cluster-wide watch serving some namespaces only: a Secret of any other is dropped on
+   * arrival, so it costs no memory and gets no token. Undefined: every namespace.
+   */
+  served?: ReadonlySet<string>;
   log: Logger;
   /** A Secret added or changed (`secret` set) or gone (undefined). Key: namespace/name. */
   onChange: (key: string, secret: TrackedSecret | undefined) => void;
@@ -108,20 +112,22 @@ export interface SecretInformerOptions {
  * backoff, relist on 410 Gone, idle watchdog) plus the slimming above and change events.
  */
 export class SecretInformer {
-  readonly #o: Required<Omit<SecretInformerOptions, 'namespace'>>;
+  readonly #o: Required<Omit<SecretInformerOptions, 'namespace' | 'served'>>;
+  readonly #served: ReadonlySet<string> | undefined;
   readonly #listWatch: ListWatch;
   readonly #keys = new Set<string>();
 
   constructor(options: SecretInformerOptions) {
-    this.#o = { watchIdleTimeoutMs: 90_000, ...options };
-    const { namespace } = options;
+    const { namespace, served, ...rest } = options;
+    this.#o = { watchIdleTimeoutMs: 90_000, ...rest };
+    this.#served = served;
     this.#listWatch = new ListWatch({
-      api: kubeApiOf(options.kubeConfig),
+      api: options.api,
       what: 'labelled Secret',
       path: namespace === undefined ? '/api/v1/secrets' : apiPath('api', 'v1', 'namespaces', namespace, 'secrets'),
       query: { labelSelector: options.labelSelector },
       // Slimmed as each arrives: a list never holds the Secrets whole (their tokens, other keys).
-      keep: (raw) => trackSecret(raw as Raw),
+      keep: (raw) => this.#track(raw as Raw),
       onList: (kept) => {
         const items = kept as TrackedSecret[];
         const seen = new Set(items.map((s) => `${s.namespace}/${s.name}`));
@@ -130,7 +136,7 @@ export class SecretInformer {
         this.#o.log.info({ secrets: items.length, namespace }, 'labelled Secrets listed');
       },
       onEvent: (type, obj) => {
-        const tracked = trackSecret(obj as Raw);
+        const tracked = this.#track(obj as Raw);
         if (!tracked) return;
         const key = `${tracked.namespace}/${tracked.name}`;
         this.#emit(key, type === 'DELETED' ? undefined : tracked);
@@ -148,6 +154,13 @@ export class SecretInformer {
 
   stop(): void {
     this.#listWatch.stop();
+  }
+
+  /** What is kept of a Secret: nothing outside the served namespaces. */
+  #track(raw: Raw): TrackedSecret | undefined {
+    const namespace = raw.metadata?.namespace;
+    if (this.#served && (namespace === undefined || !this.#served.has(namespace))) return undefined;
+    return trackSecret(raw);
   }
 
   #emit(key: string, secret: TrackedSecret | undefined): void {

@@ -425,6 +425,34 @@ describe('availability, security and least privilege', () => {
     }
   });
 
+  test('tokenRequestor.watchScope: cluster adds only a cluster-wide list and watch of Secrets, and the requestor reads it', async () => {
+    const name = `${FULLNAME}-token-requestor`;
+    const namespaced = await renderChart({ tokenRequestor: { enabled: true, namespaces: ['apps'] } });
+    assert.equal(containerEnv(find(namespaced.manifests, 'Deployment', name)!).WIW_WATCH_SCOPE, 'namespaces');
+    assert.equal(find(namespaced.manifests, 'ClusterRoleBinding', `${name}-watch`), undefined);
+    const { manifests } = await renderChart({
+      tokenRequestor: { enabled: true, namespaces: ['apps', 'platform'], watchScope: 'cluster' },
+    });
+    const env = containerEnv(find(manifests, 'Deployment', name)!);
+    assert.equal(loadRequestorConfig(new Map(), { ...env, WIW_IDENTITY: 'pod-1' }).watchScope, 'cluster');
+    assert.deepEqual(find(manifests, 'ClusterRole', `${name}-watch`)!.rules, [
+      { apiGroups: [''], resources: ['secrets'], verbs: ['list', 'watch'] },
+    ]);
+    const binding = find(manifests, 'ClusterRoleBinding', `${name}-watch`)!;
+    assert.deepEqual(binding.roleRef, {
+      apiGroup: 'rbac.authorization.k8s.io',
+      kind: 'ClusterRole',
+      name: `${name}-watch`,
+    });
+    assert.deepEqual(binding.subjects, [{ kind: 'ServiceAccount', name, namespace: 'wiw-system' }]);
+    // Writes stay per namespace: the ClusterRole that may patch is bound only by RoleBindings.
+    assert.ok(all(manifests, 'ClusterRoleBinding').every((b) => b.roleRef.name !== name));
+    await assert.rejects(
+      renderChart({ tokenRequestor: { enabled: true, namespaces: ['apps'], watchScope: 'all' } }),
+      /tokenRequestor\.watchScope/,
+    );
+  });
+
   test('the token requestor has its own ServiceAccount, its rights only in the namespaces it serves, and a Lease by name', async () => {
     const { manifests } = await renderChart({ tokenRequestor: { enabled: true, namespaces: ['apps', 'platform'] } });
     const name = `${FULLNAME}-token-requestor`;
@@ -1129,6 +1157,7 @@ describe('values cover the webhook', () => {
       leaseName: 'WIW_LEASE_NAME',
       identity: 'WIW_IDENTITY (the Pod name)',
       namespaces: 'WIW_NAMESPACES (tokenRequestor.namespaces)',
+      watchScope: 'WIW_WATCH_SCOPE (tokenRequestor.watchScope: its RBAC follows it)',
     };
     assert.deepEqual(Object.keys(table).sort(), Object.keys(valuesYaml.tokenRequestor.config).sort());
     for (const [key, s] of Object.entries(requestorSettings)) {
@@ -1161,6 +1190,7 @@ describe('values cover the webhook', () => {
       leaseDurationSeconds: 20,
       identity: 'pod-1',
       namespaces: ['apps', 'batch'],
+      watchScope: 'namespaces',
       tokenExpiration: 7200,
     });
     assert.doesNotThrow(() => loadConfig(new Map(), env), 'the shared settings it reads are valid too');

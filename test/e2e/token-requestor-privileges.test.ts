@@ -503,3 +503,78 @@ describe('the token requestor as the chart deploys it', () => {
     for (const line of logs) assert.doesNotMatch(JSON.stringify(line), /eyJ[A-Za-z0-9_-]{10,}\.eyJ/);
   });
 });
+
+describe('watchScope: cluster, as the chart deploys it', () => {
+  let requestor: LocalWebhook;
+  let clusterManifests: Manifest[];
+
+  before(async () => {
+    ({ manifests: clusterManifests } = await renderChart(
+      { ...VALUES, tokenRequestor: { ...VALUES.tokenRequestor, watchScope: 'cluster' } },
+      { release: 'wiw', namespace: NS },
+    ));
+    // What watchScope: cluster adds to the objects above: a list-and-watch ClusterRole, bound cluster-wide.
+    for (const m of clusterManifests.filter((m) => m.metadata.name === `${NAME}-watch`)) {
+      const res = await cp.request('POST', await resourcePath(cp, m, NS), m);
+      assert.equal(res.status, 201, `${m.kind} ${m.metadata.name}: ${res.body}`);
+    }
+    const deployment = find(clusterManifests, 'Deployment', NAME)!;
+    assert.equal(containerEnv(deployment).WIW_WATCH_SCOPE, 'cluster');
+    requestor = await startLocalWebhook(cp, {
+      command: 'token-requestor',
+      env: containerEnv(deployment),
+      kubeconfigPath: await serviceAccountKubeconfig(cp, NS, NAME),
+      args: ['--identity', 'cluster-requestor'],
+    });
+  });
+
+  after(async () => {
+    await requestor?.stop();
+  });
+
+  test('its credential may then read every Secret of the cluster (the privilege the choice grants), and still writes only where it serves', async () => {
+    await until('the cluster-wide binding to take effect', async () =>
+      (await asRequestor('GET', '/api/v1/secrets')).status === 200 ? true : undefined,
+    );
+    const all = await asRequestor('GET', '/api/v1/secrets');
+    assert.ok(
+      all.body.items.some((s: any) => s.metadata.namespace === 'kube-system' && s.metadata.name === 'bootstrap'),
+    );
+    const system = await mergePatch('kube-system', 'bootstrap', { data: { token: b64('x') } });
+    assert.equal(system.status, 403);
+    assert.match(system.message, /cannot patch resource "secrets" in API group "" in the namespace "kube-system"/);
+    const outside = await tokenRequest('outside', 'app', { audiences: ['sts.amazonaws.com'], expirationSeconds: 600 });
+    assert.equal(outside.status, 403);
+  });
+
+  test('one cluster-wide watch: a Secret of a served namespace gets its token, one of another namespace is not kept', async () => {
+    // Created first, so the watch delivers it before the served one.
+    await core.createNamespacedSecret({
+      namespace: 'outside',
+      body: labelledSecret('aws', { name: 'unserved-ns', namespace: 'outside' }) as never,
+    });
+    await core.createNamespacedSecret({
+      namespace: 'apps',
+      body: labelledSecret('aws', { name: 'cluster-watched', namespace: 'apps' }) as never,
+    });
+    await until('a token in apps/cluster-watched', async () =>
+      textData(await core.readNamespacedSecret({ namespace: 'apps', name: 'cluster-watched' })).token?.startsWith('eyJ')
+        ? true
+        : undefined,
+    );
+    assert.equal(
+      textData(await core.readNamespacedSecret({ namespace: 'outside', name: 'unserved-ns' })).token,
+      undefined,
+    );
+    const logs = requestor.logs();
+    assert.ok(!logs.some((l) => typeof l.secret === 'string' && l.secret.startsWith('outside/')));
+    const listed = logs.filter((l) => l.msg === 'labelled Secrets listed');
+    assert.equal(listed.length, 1, 'one watch');
+    assert.equal(listed[0].namespace, undefined);
+    const events = await core.listNamespacedEvent({
+      namespace: 'outside',
+      fieldSelector: 'involvedObject.name=unserved-ns',
+    });
+    assert.equal(events.items.length, 0);
+  });
+});

@@ -1,6 +1,6 @@
 // The token requestor as production runs it (a child process with exactly its RBAC), and a
 // Secrets-only registration, for the e2e tests.
-import { writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { CoreV1Api, CoordinationV1Api, RbacAuthorizationV1Api, type V1Secret } from '@kubernetes/client-node';
 import { stringify } from 'yaml';
@@ -152,4 +152,37 @@ export async function leaseHolder(cp: ControlPlane, namespace: string, name: str
   } catch {
     return undefined;
   }
+}
+
+/** The process's established TCP connections to `port` (its sockets matched in /proc/net/tcp*). */
+export function connectionsTo(pid: number, port: number): number {
+  const inodes = new Set<string>();
+  for (const fd of readdirSync(`/proc/${pid}/fd`)) {
+    try {
+      const m = /^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${pid}/fd/${fd}`));
+      if (m) inodes.add(m[1]);
+    } catch {
+      // closed meanwhile
+    }
+  }
+  let n = 0;
+  const hexPort = port.toString(16).toUpperCase().padStart(4, '0');
+  for (const table of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    for (const line of readFileSync(table, 'utf8').split('\n').slice(1)) {
+      const f = line.trim().split(/\s+/);
+      // f[2]: remote address:port; f[3]: state (01 established); f[9]: inode.
+      if (f.length > 9 && f[3] === '01' && f[2].endsWith(`:${hexPort}`) && inodes.has(f[9])) n++;
+    }
+  }
+  return n;
+}
+
+/** Runs `each` over `items`, `concurrency` at a time (creating hundreds of namespaces one by one is slow). */
+export async function inParallel<T>(items: readonly T[], concurrency: number, each: (item: T) => Promise<unknown>) {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(concurrency, items.length) }, async () => {
+      while (next < items.length) await each(items[next++]);
+    }),
+  );
 }

@@ -9,9 +9,12 @@ import { ConfigError } from '../../src/errors.ts';
 import { createLogger } from '../../src/log.ts';
 import type { ServiceAccountView } from '../../src/kube/types.ts';
 import { createSecretProviders } from '../../src/clouds/index.ts';
-import { loadRequestorConfig } from '../../src/token-requestor/config.ts';
+import { loadRequestorConfig, MAX_NAMESPACES } from '../../src/token-requestor/config.ts';
+import { MAX_LISTS_AT_ONCE, startGradually, watchScopes } from '../../src/token-requestor/run.ts';
+import { WorkQueue } from '../../src/token-requestor/work-queue.ts';
 import { createRequestorMetrics } from '../../src/token-requestor/metrics.ts';
 import {
+  MAX_CONCURRENT_STEPS,
   TokenRequestor,
   UNBOUND_TOKEN_SECONDS,
   apiMessage,
@@ -548,4 +551,135 @@ describe('token-requestor settings', () => {
   });
 
   test('b64 fixture round-trips', () => assert.equal(Buffer.from(b64('x'), 'base64').toString(), 'x'));
+});
+
+describe('the token requestor at scale (issue 30)', () => {
+  test('the work queue runs at most its concurrency at once, the lowest priority (soonest due) first', async () => {
+    const queue = new WorkQueue(2);
+    const order: number[] = [];
+    let running = 0;
+    let peak = 0;
+    const releases: (() => void)[] = [];
+    const task = (n: number) => async () => {
+      running++;
+      peak = Math.max(peak, running);
+      order.push(n);
+      await new Promise<void>((resolve) => releases.push(resolve));
+      running--;
+    };
+    for (const n of [50, 10, 40, 20, 30]) queue.add(n, task(n));
+    assert.deepEqual(order, [50, 10], 'the first two start at once, in arrival order');
+    assert.equal(queue.waiting, 3);
+    while (order.length < 5 || releases.length) {
+      releases.shift()?.();
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    assert.deepEqual(order, [50, 10, 20, 30, 40]);
+    assert.equal(peak, 2);
+  });
+
+  test('a new leader works through its Secrets soonest-due first, MAX_CONCURRENT_STEPS at once', async () => {
+    const now = 1_700_000_000;
+    let inFlight = 0;
+    let peak = 0;
+    const requested: string[] = [];
+    const api: RequestorApi = {
+      readServiceAccount: async (namespace, name) => ({ namespace, name, uid: 'u', annotations: {} }) as never,
+      async requestToken({ namespace }) {
+        inFlight++;
+        peak = Math.max(peak, inFlight);
+        requested.push(namespace);
+        await new Promise((resolve) => setImmediate(resolve));
+        inFlight--;
+        return fakeJwt({ sub: 'x', aud: ['sts.amazonaws.com'], iat: now, exp: now + 600 });
+      },
+      writeToken: async () => '2',
+      warn: async () => {},
+    };
+    const requestor = new TokenRequestor({
+      core: secretCore(),
+      api,
+      log: pino({ level: 'silent' }),
+      metrics: createRequestorMetrics(),
+      expirationSeconds: 600,
+      now: () => now * 1000,
+    });
+    // 40 Secrets whose tokens expired long ago (due: renewed now), listed in reverse order of due
+    // time, 100 s apart (more than the jitter of 10 % of 600 s).
+    for (let i = 39; i >= 0; i--) {
+      const ns = `ns-${String(i).padStart(2, '0')}`;
+      const token = fakeJwt({
+        sub: `system:serviceaccount:${ns}:app`,
+        aud: ['sts.amazonaws.com'],
+        iat: now - 10_000 + i * 100,
+        exp: now - 9_400 + i * 100,
+      });
+      const secret = tracked(labelledSecret('aws', { name: 's', namespace: ns }), `uid-${i}`);
+      requestor.onChange(`${ns}/s`, { ...secret, claims: readTokenClaims(token) });
+    }
+    await until('every token requested', () => (requested.length === 40 ? true : undefined));
+    requestor.stop();
+    assert.ok(peak <= MAX_CONCURRENT_STEPS, `${peak} at once`);
+    // Soonest due first (ns-00 is the oldest token), except those started before the rest arrived.
+    assert.deepEqual(requested.slice(MAX_CONCURRENT_STEPS), [...requested.slice(MAX_CONCURRENT_STEPS)].sort());
+    assert.equal(requested.at(-1), 'ns-' + String(39 - MAX_CONCURRENT_STEPS).padStart(2, '0'));
+  });
+
+  test('--watch-scope: one watch per namespace, or one cluster-wide kept to them; no namespaces: one cluster-wide', () => {
+    assert.deepEqual(watchScopes({ namespaces: ['a', 'b'], watchScope: 'namespaces' }), [
+      { namespace: 'a' },
+      { namespace: 'b' },
+    ]);
+    assert.deepEqual(watchScopes({ namespaces: ['a', 'b'], watchScope: 'cluster' }), [{ served: new Set(['a', 'b']) }]);
+    assert.deepEqual(watchScopes({ namespaces: [], watchScope: 'namespaces' }), [{}]);
+    const flags = (extra: [string, string][]) => new Map([['lease-namespace', 'x'], ...extra]);
+    assert.equal(loadRequestorConfig(flags([]), {}).watchScope, 'namespaces');
+    assert.equal(loadRequestorConfig(flags([['watch-scope', 'cluster']]), {}).watchScope, 'cluster');
+    assert.throws(
+      () => loadRequestorConfig(flags([['watch-scope', 'all']]), {}),
+      new ConfigError('--watch-scope="all" must be one of: namespaces, cluster'),
+    );
+    const many = Array.from({ length: MAX_NAMESPACES + 1 }, (_, i) => `n${i}`).join(',');
+    assert.throws(
+      () => loadRequestorConfig(flags([['namespaces', many]]), {}),
+      new ConfigError(
+        `--namespaces: ${MAX_NAMESPACES + 1} namespaces, more than ${MAX_NAMESPACES}; with that many, use --watch-scope=cluster and grant its cluster-wide Secret read`,
+      ),
+    );
+  });
+
+  test('a new term starts its watches MAX_LISTS_AT_ONCE at a time, each next one once one has listed, and no more once stopped', async () => {
+    let listing = 0;
+    let peak = 0;
+    let started = 0;
+    let stopped = false;
+    const pending: (() => void)[] = [];
+    const informers = Array.from({ length: 100 }, () => ({
+      start: () =>
+        new Promise<void>((resolve) => {
+          started++;
+          listing++;
+          peak = Math.max(peak, listing);
+          pending.push(() => {
+            listing--;
+            resolve();
+          });
+        }),
+    }));
+    const done = startGradually(informers, () => stopped);
+    assert.equal(started, MAX_LISTS_AT_ONCE);
+    for (let i = 0; i < 50 - MAX_LISTS_AT_ONCE; i++) {
+      pending.shift()!();
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    assert.equal(started, 50);
+    stopped = true;
+    while (pending.length) {
+      pending.shift()!();
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    await done;
+    assert.equal(started, 50, 'none started after the term ended');
+    assert.equal(peak, MAX_LISTS_AT_ONCE);
+  });
 });
