@@ -21,6 +21,7 @@ import type { PodReviewObservation } from './clouds/types.ts';
 import { clip, DEFAULT_LIMITS, type ServerLimits } from './limits.ts';
 import { limitConnectionAge } from './connection-age.ts';
 import { limitConnections } from './connection-limits.ts';
+import { parseJsonBodies } from './json-body.ts';
 import type { Metrics } from './metrics.ts';
 import { REVIEW_OVERHEAD_BYTES, ReviewBudget, type ReviewHold } from './review-budget.ts';
 import { limitStreams, type StreamLimiter } from './stream-limits.ts';
@@ -208,6 +209,7 @@ function createFastify(options: AppOptions, limits: ServerLimits): FastifyInstan
   );
   // Only JSON is an AdmissionReview; fastify answers 415 for any other content type.
   app.removeContentTypeParser('text/plain');
+  parseJsonBodies(app);
   return app;
 }
 
