@@ -37,10 +37,11 @@ const MAX_BUFFERED_BYTES = 8 * 1024 * 1024;
  * A file descriptor (stdout) written asynchronously and in batches. A decision line per admission
  * at 1,000 reviews/s would otherwise be a write each, a tenth of the server's CPU, and a blocking
  * one would stall admission behind a slow reader of the pipe. Decision lines go out 32 KB at a
- * time, or after 250 ms (4 KB at a time, each write cost `serve` some 20 µs of every review under
- * bench:peers' load: docs/figures.md); any other line (start-up, certificates, warnings) goes out at once, with
- * what is buffered before it. pino flushes what is left when the process exits; beyond 8 MiB
- * buffered (a reader that stopped reading) lines are dropped rather than held in memory.
+ * time, or after 250 ms (at 4 KB a time the writes took a fifth of `serve`'s main thread under
+ * bench:peers' load, at 32 KB 7 %: docs/figures.md); any other line (start-up, certificates,
+ * warnings) goes out at once, with what is buffered before it. pino flushes what is left when
+ * the process exits; beyond 8 MiB buffered (a reader that stopped reading) lines are dropped
+ * rather than held in memory.
  */
 export function batchedDestination(fd: number, periodMs = BATCH_MS): DestinationStream {
   const out = pino.destination({
