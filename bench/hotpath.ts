@@ -3,6 +3,8 @@
 // directory's src/ (another build) measured beside this one in alternating rounds, which a loaded
 // machine's noise affects alike. Prints the CPU per review of each round.
 //   node bench/hotpath.ts [--old DIR] [--corpus charts|bench] [--rounds 5] [--reviews 4000]
+// DIR holds another build's src/ where its packages resolve, e.g. inside this checkout:
+//   mkdir .old && git archive main src | tar -x -C .old
 import { openSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
