@@ -21,6 +21,7 @@ import type { PodReviewObservation } from './clouds/types.ts';
 import { clip, DEFAULT_LIMITS, type ServerLimits } from './limits.ts';
 import { limitConnectionAge } from './connection-age.ts';
 import { limitConnections } from './connection-limits.ts';
+import { parseJsonBodies } from './json-body.ts';
 import type { Metrics } from './metrics.ts';
 import { REVIEW_OVERHEAD_BYTES, ReviewBudget, type ReviewHold } from './review-budget.ts';
 import { limitStreams, type StreamLimiter } from './stream-limits.ts';
@@ -98,15 +99,17 @@ export function buildApp(options: AppOptions): FastifyInstance {
   app.addHook('preClose', async () => {
     closing = true;
   });
-  app.addHook(
-    'onRequest',
-    requestBudget(face, metrics, options.isDraining ?? (() => false), () => closing),
-  );
-  app.addHook('onSend', responseDeadline(face));
-  // HTTP/2 has no Connection header (fastify sets one on a body it cannot read; Node would drop it with a warning).
-  app.addHook('onSend', async (req, reply, payload) => {
-    if (streamOf(req)) reply.removeHeader('connection');
-    return payload;
+  // Both hooks run for every request: callbacks, not async functions (a promise and a turn each).
+  const admitRequest = requestBudget(face, metrics, options.isDraining ?? (() => false), () => closing);
+  app.addHook('onRequest', (req, reply, done) => {
+    if (!admitRequest(req, reply)) done(); // else answered already
+  });
+  app.addHook('onSend', (req, reply, payload, done) => {
+    const stream = streamOf(req);
+    // HTTP/2 has no Connection header (fastify sets one on a body it cannot read; Node would drop it with a warning).
+    if (stream) reply.removeHeader('connection');
+    responseDeadline(face, reply.raw as RawResponse, stream);
+    done(null, payload);
   });
   app.setErrorHandler((err: Error & { statusCode?: number; code?: string }, _req, reply) => {
     const status = err.statusCode && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 500;
@@ -209,6 +212,7 @@ function createFastify(options: AppOptions, limits: ServerLimits): FastifyInstan
   );
   // Only JSON is an AdmissionReview; fastify answers 415 for any other content type.
   app.removeContentTypeParser('text/plain');
+  parseJsonBodies(app);
   return app;
 }
 
@@ -232,7 +236,8 @@ function requestBudget(face: Face, metrics: Metrics, isDraining: () => boolean, 
     metrics.rejected.inc({ reason: 'busy' });
     return send(closeAfter(reply.header('retry-after', '1')), 'WIW_BUSY', `${what}; retry`);
   };
-  return async (req: FastifyRequest, reply: FastifyReply) => {
+  /** The reply when it was answered here, else undefined: the request goes on. */
+  return (req: FastifyRequest, reply: FastifyReply): FastifyReply | undefined => {
     const stream = streamOf(req);
     if (isDraining()) {
       // HTTP/2: GOAWAY, streams in progress finish; the client opens its next one elsewhere.
@@ -243,11 +248,11 @@ function requestBudget(face: Face, metrics: Metrics, isDraining: () => boolean, 
     // Service): fastify's own 503 has no Retry-After, and kube-apiserver retries only with one.
     if (isClosing())
       return send(closeAfter(reply.header('retry-after', '1')), 'WIW_CLOSING', 'this replica is shutting down; retry');
-    if (req.method !== 'POST') return;
+    if (req.method !== 'POST') return undefined;
     const length = Number(req.headers['content-length']);
     if (!Number.isFinite(length))
       return send(closeAfter(reply), 'WIW_LENGTH_REQUIRED', 'an AdmissionReview is sent with a Content-Length');
-    if (length > limits.maxRequestBytes) return; // fastify answers 413
+    if (length > limits.maxRequestBytes) return undefined; // fastify answers 413
     const release = stream && streams ? streams.start(stream) : () => {};
     if (!release) return busy(reply, 'too many reviews in progress on this connection');
     const hold = budget.open(length + REVIEW_OVERHEAD_BYTES, release);
@@ -265,6 +270,7 @@ function requestBudget(face: Face, metrics: Metrics, isDraining: () => boolean, 
       reply.raw.once('finish', ended);
     }
     if (stream && streams) bodyDeadline(req, stream, limits.requestTimeoutMs, streams);
+    return undefined;
   };
 }
 
@@ -283,18 +289,14 @@ function bodyDeadline(
 }
 
 /** A client that does not take its answer is cut off: answers are not left in memory for it. */
-function responseDeadline(face: Face) {
-  return async (req: FastifyRequest, reply: FastifyReply, payload: unknown) => {
-    const res = reply.raw as RawResponse;
-    const stream = streamOf(req);
-    // Over HTTP/2 only the stream goes: the connection carries other clients' reviews.
-    const cut = () => (stream && face.streams ? face.streams.cancel(stream as never) : res.socket?.destroy());
-    const timer = setTimeout(cut, face.limits.responseTimeoutMs);
-    timer.unref();
-    res.once('close', () => clearTimeout(timer));
-    res.once('finish', () => clearTimeout(timer));
-    return payload;
-  };
+function responseDeadline(face: Face, res: RawResponse, stream: ReturnType<typeof streamOf>) {
+  // Over HTTP/2 only the stream goes: the connection carries other clients' reviews.
+  const cut = () => (stream && face.streams ? face.streams.cancel(stream as never) : res.socket?.destroy());
+  const timer = setTimeout(cut, face.limits.responseTimeoutMs);
+  timer.unref();
+  const clear = () => clearTimeout(timer);
+  res.once('close', clear);
+  res.once('finish', clear);
 }
 
 /** POST /mutate: the caller authenticated (with --client-ca-file), the review parsed, the handler's answer sent. */

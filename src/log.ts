@@ -28,23 +28,28 @@ export function createLogger(level: string, destination?: DestinationStream, for
 /** The message of the decision line logged for each admission (admission/handler.ts). */
 export const DECISION_MESSAGE = 'admission';
 
-const BATCH_BYTES = 4096;
+/** Decision lines are written this many bytes at a time (about a hundred lines). */
+export const BATCH_BYTES = 32 * 1024;
 const BATCH_MS = 250;
 const MAX_BUFFERED_BYTES = 8 * 1024 * 1024;
 
 /**
  * A file descriptor (stdout) written asynchronously and in batches. A decision line per admission
  * at 1,000 reviews/s would otherwise be a write each, a tenth of the server's CPU, and a blocking
- * one would stall admission behind a slow reader of the pipe. Decision lines go out 4 KB at a
- * time, or after 250 ms; any other line (start-up, certificates, warnings) goes out at once, with
- * what is buffered before it. pino flushes what is left when the process exits; beyond 8 MiB
- * buffered (a reader that stopped reading) lines are dropped rather than held in memory.
+ * one would stall admission behind a slow reader of the pipe. Decision lines go out 32 KB at a
+ * time, or after 250 ms (at 4 KB a time the writes took a fifth of `serve`'s main thread under
+ * bench:peers' load, at 32 KB 7 %: docs/figures.md); any other line (start-up, certificates,
+ * warnings) goes out at once, with what is buffered before it. pino flushes what is left when
+ * the process exits; beyond 8 MiB buffered (a reader that stopped reading) lines are dropped
+ * rather than held in memory.
  */
 export function batchedDestination(fd: number, periodMs = BATCH_MS): DestinationStream {
   const out = pino.destination({
     dest: fd,
     sync: false,
     minLength: BATCH_BYTES,
+    // sonic-boom's own chunk (16 KB by default) must be larger than the batch.
+    maxWrite: 2 * BATCH_BYTES,
     periodicFlush: periodMs,
     maxLength: MAX_BUFFERED_BYTES,
   });

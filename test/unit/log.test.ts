@@ -10,7 +10,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { ApiException } from '@kubernetes/client-node';
 import { logDecision } from '../../src/admission/handler.ts';
 import { WebhookError } from '../../src/errors.ts';
-import { batchedDestination, createLogger, DECISION_MESSAGE, safeMessage } from '../../src/log.ts';
+import { BATCH_BYTES, batchedDestination, createLogger, DECISION_MESSAGE, safeMessage } from '../../src/log.ts';
 import { until } from '../harness/until.ts';
 
 const TOKEN = 'eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJzeXN0ZW06c2VydmljZWFjY291bnQ6dGVhbS1hOmFwcCJ9.c2lnbmF0dXJl';
@@ -159,7 +159,7 @@ describe('writing stdout', () => {
     return { log, read, done: () => rmSync(dir, { recursive: true, force: true }) };
   }
 
-  test('decision lines go out 4 KB at a time; any other line at once, after them', async () => {
+  test('decision lines go out BATCH_BYTES at a time; any other line at once, after them', async () => {
     const { log, read, done } = onFile(60_000); // no periodic flush within the test
     try {
       for (const n of [1, 2, 3]) log.info({ n }, DECISION_MESSAGE);
@@ -168,10 +168,21 @@ describe('writing stdout', () => {
       log.info({ n: 4 }, 'serving the new certificate');
       await until('the other line and those before it', () => (read().length === 4 ? true : undefined), 2000);
       assert.deepEqual(read(), [1, 2, 3, 4], 'in order');
-      for (let n = 5; n < 105; n++) log.info({ n, padding: 'x'.repeat(60) }, DECISION_MESSAGE);
-      await until('4 KB of decision lines', () => (read().length > 40 ? true : undefined), 2000);
     } finally {
       done();
+    }
+    // On a destination of its own (after a flush, what is buffered when that write ends goes too).
+    // Lines of some 130 bytes: half a batch waits, a whole one goes out.
+    const batch = onFile(60_000);
+    try {
+      const lines = Math.ceil(BATCH_BYTES / 130);
+      for (let n = 0; n < lines / 2; n++) batch.log.info({ n, padding: 'x'.repeat(60) }, DECISION_MESSAGE);
+      await sleep(200);
+      assert.equal(batch.read().length, 0, 'half a batch of decision lines waits');
+      for (let n = lines / 2; n < 2 * lines; n++) batch.log.info({ n, padding: 'x'.repeat(60) }, DECISION_MESSAGE);
+      await until('a batch of decision lines', () => (batch.read().length > lines / 2 ? true : undefined), 2000);
+    } finally {
+      batch.done();
     }
   });
 
