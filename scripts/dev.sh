@@ -9,7 +9,7 @@
 # scheduler, the Debian packages of a node (scripts/node-packages.sh), the images and the registry;
 # for the tests also cosign (scripts/provide-cosign.sh); `npm run lint` builds actionlint.
 # Each step also runs alone (test/e2e/setup-scripts.test.ts runs them from an empty cache):
-#   scripts/dev.sh ensure-node | ensure-deps | ensure-binaries [--node] | ensure-python-sdks | ensure-node-parts
+#   scripts/dev.sh ensure-node | ensure-deps | ensure-binaries [--node] [--oldest] | ensure-python-sdks | ensure-node-parts
 set -euo pipefail
 # A failure inside $(...) stops the script too (bash leaves errexit off there by default).
 shopt -s inherit_errexit
@@ -65,13 +65,15 @@ ensure_python_sdks() {
   export WIW_SDK_PYTHON
 }
 
-# With the newest and the oldest kube-apiserver too: the policy mode's tests run against the
-# newest, the `versions` selection against both (test/harness/binaries.ts).
+# With the newest kube-apiserver too: the policy mode's tests run against it; with --oldest also
+# the oldest, for the `versions` selection (test/harness/binaries.ts). The demo needs neither
+# the oldest nor its first build (minutes).
 ensure_binaries() {
-  binary_vars=$(bash scripts/provide-binaries.sh --newest --oldest "$@")
+  binary_vars=$(bash scripts/provide-binaries.sh --newest "$@")
   eval "$binary_vars"
   export TEST_ASSET_KUBE_APISERVER=$KUBE_APISERVER TEST_ASSET_ETCD=$ETCD TEST_ASSET_HELM=$HELM TEST_ASSET_KUBECTL=$KUBECTL
-  export TEST_ASSET_KUBE_APISERVER_NEWEST=$KUBE_APISERVER_NEWEST TEST_ASSET_KUBE_APISERVER_OLDEST=$KUBE_APISERVER_OLDEST
+  export TEST_ASSET_KUBE_APISERVER_NEWEST=$KUBE_APISERVER_NEWEST
+  if [ -n "${KUBE_APISERVER_OLDEST:-}" ]; then export TEST_ASSET_KUBE_APISERVER_OLDEST=$KUBE_APISERVER_OLDEST; fi
 }
 
 # The `versions` selection (test/README.md, "Kubernetes versions"): the e2e files on the control
@@ -124,7 +126,7 @@ case "$cmd" in
     # Lint (formatting included) and types of src, tests, benchmarks and scripts: CI fails on either.
     npm run --silent lint
     npm run --silent typecheck
-    ensure_binaries; ensure_python_sdks; ensure_node_parts; ensure_release_tools
+    ensure_binaries --oldest; ensure_python_sdks; ensure_node_parts; ensure_release_tools
     npm run --silent build
     node --version >&2
     # Both wings: test/unit (in-process) and test/e2e (starts processes); test/unit/test-layout.test.ts
@@ -138,7 +140,7 @@ case "$cmd" in
     ;;
   test-versions)
     # The `versions` selection alone, on the versions named (default: oldest and newest).
-    ensure_node; ensure_deps; ensure_binaries
+    ensure_node; ensure_deps; ensure_binaries --oldest
     npm run --silent build
     versions=("$@")
     [ $# -gt 0 ] || versions=(oldest newest)
@@ -188,7 +190,7 @@ case "$cmd" in
   ensure-python-sdks) ensure_python_sdks; echo "$WIW_SDK_PYTHON" ;;
   ensure-node-parts) ensure_node_parts ;;
   *)
-    echo "usage: scripts/dev.sh test|test-versions [oldest|tested|newest]...|demo|bench|bench-peers|bench-apiserver|peer-diff|ensure-node|ensure-deps|ensure-binaries [--node]|ensure-python-sdks|ensure-node-parts" >&2
+    echo "usage: scripts/dev.sh test|test-versions [oldest|tested|newest]...|demo|bench|bench-peers|bench-apiserver|peer-diff|ensure-node|ensure-deps|ensure-binaries [--node] [--oldest]|ensure-python-sdks|ensure-node-parts" >&2
     exit 2
     ;;
 esac
