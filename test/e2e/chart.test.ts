@@ -25,13 +25,11 @@ import {
   all,
   containerEnv,
   find,
-  helm,
   lintChart,
   plainManifests,
   readPlainManifests,
   renderChart,
   renderNotes,
-  withValuesFile,
   type Manifest,
 } from '../support/chart.ts';
 
