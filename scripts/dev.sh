@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # The two set-up commands of the README:
 #   scripts/dev.sh demo   a local control plane with the webhook registered and sample workloads
-#   scripts/dev.sh test   lint, typecheck and the whole test suite
+#   scripts/dev.sh test   lint, typecheck and the whole test suite (and the `versions` selection
+#                         on the oldest and the newest kube-apiserver; `test-versions` runs it alone)
 # On a fresh machine it fetches Node.js 24 from the npm registry when the machine's node is
 # another major, installs the dependencies, and builds kube-apiserver (with kubectl), etcd and helm once; for
 # the node suite (test/e2e/node-*.test.ts) and `demo --node` also the kubelet, controller-manager and
 # scheduler, the Debian packages of a node (scripts/node-packages.sh), the images and the registry;
 # for the tests also cosign (scripts/provide-cosign.sh); `npm run lint` builds actionlint.
 # Each step also runs alone (test/e2e/setup-scripts.test.ts runs them from an empty cache):
-#   scripts/dev.sh ensure-node | ensure-deps | ensure-binaries [--node] | ensure-python-sdks | ensure-node-parts
+#   scripts/dev.sh ensure-node | ensure-deps | ensure-binaries [--node] [--oldest] | ensure-python-sdks | ensure-node-parts
 set -euo pipefail
 # A failure inside $(...) stops the script too (bash leaves errexit off there by default).
 shopt -s inherit_errexit
@@ -64,12 +65,36 @@ ensure_python_sdks() {
   export WIW_SDK_PYTHON
 }
 
-# With the newest kube-apiserver too: the policy mode's tests run against it (test/harness/binaries.ts).
+# With the newest kube-apiserver too: the policy mode's tests run against it; with --oldest also
+# the oldest, for the `versions` selection (test/harness/binaries.ts). The demo needs neither
+# the oldest nor its first build (minutes).
 ensure_binaries() {
   binary_vars=$(bash scripts/provide-binaries.sh --newest "$@")
   eval "$binary_vars"
   export TEST_ASSET_KUBE_APISERVER=$KUBE_APISERVER TEST_ASSET_ETCD=$ETCD TEST_ASSET_HELM=$HELM TEST_ASSET_KUBECTL=$KUBECTL
   export TEST_ASSET_KUBE_APISERVER_NEWEST=$KUBE_APISERVER_NEWEST
+  if [ -n "${KUBE_APISERVER_OLDEST:-}" ]; then export TEST_ASSET_KUBE_APISERVER_OLDEST=$KUBE_APISERVER_OLDEST; fi
+}
+
+# The `versions` selection (test/README.md, "Kubernetes versions"): the e2e files on the control
+# plane that touch what changes between Kubernetes versions (admission registration, the chart's
+# install and its admission policies, native sidecars, the webhook's connection), run again with
+# each control plane at the oldest and at the newest kube-apiserver (WIW_KUBE_VERSION).
+VERSIONS_SELECTION=(
+  test/e2e/control-plane.test.ts
+  test/e2e/pods.test.ts
+  test/e2e/chart-cluster.test.ts
+  test/e2e/pod-annotations-policy.test.ts
+  test/e2e/token-requestor-privileges.test.ts
+  test/e2e/kube-apiserver-alpn.test.ts
+)
+
+# Runs the selection against one version, timed (its cost is what test/README.md reports).
+test_version() {
+  local start=$SECONDS status=0
+  WIW_KUBE_VERSION=$1 node --test --test-concurrency=2 "${VERSIONS_SELECTION[@]}" || status=$?
+  log "versions selection on $1: $((SECONDS - start)) s"
+  return "$status"
 }
 
 # A node's packages, binaries and images, timed: the first run builds them (minutes), later
@@ -101,12 +126,27 @@ case "$cmd" in
     # Lint (formatting included) and types of src, tests, benchmarks and scripts: CI fails on either.
     npm run --silent lint
     npm run --silent typecheck
-    ensure_binaries; ensure_python_sdks; ensure_node_parts; ensure_release_tools
+    ensure_binaries --oldest; ensure_python_sdks; ensure_node_parts; ensure_release_tools
     npm run --silent build
     node --version >&2
     # Both wings: test/unit (in-process) and test/e2e (starts processes); test/unit/test-layout.test.ts
-    # holds every test file to one of them.
-    exec node --test --test-concurrency=2 "$@" 'test/unit/**/*.test.ts' 'test/e2e/**/*.test.ts'
+    # holds every test file to one of them. Then the `versions` selection on the oldest and the
+    # newest kube-apiserver; every run goes on after a failure, and any failure fails the whole.
+    status=0
+    node --test --test-concurrency=2 "$@" 'test/unit/**/*.test.ts' 'test/e2e/**/*.test.ts' || status=$?
+    test_version oldest || status=$?
+    test_version newest || status=$?
+    exit "$status"
+    ;;
+  test-versions)
+    # The `versions` selection alone, on the versions named (default: oldest and newest).
+    ensure_node; ensure_deps; ensure_binaries --oldest
+    npm run --silent build
+    versions=("$@")
+    [ $# -gt 0 ] || versions=(oldest newest)
+    status=0
+    for version in "${versions[@]}"; do test_version "$version" || status=$?; done
+    exit "$status"
     ;;
   demo)
     ensure_node; ensure_deps; ensure_binaries
@@ -150,7 +190,7 @@ case "$cmd" in
   ensure-python-sdks) ensure_python_sdks; echo "$WIW_SDK_PYTHON" ;;
   ensure-node-parts) ensure_node_parts ;;
   *)
-    echo "usage: scripts/dev.sh test|demo|bench|bench-peers|bench-apiserver|peer-diff|ensure-node|ensure-deps|ensure-binaries [--node]|ensure-python-sdks|ensure-node-parts" >&2
+    echo "usage: scripts/dev.sh test|test-versions [oldest|tested|newest]...|demo|bench|bench-peers|bench-apiserver|peer-diff|ensure-node|ensure-deps|ensure-binaries [--node] [--oldest]|ensure-python-sdks|ensure-node-parts" >&2
     exit 2
     ;;
 esac

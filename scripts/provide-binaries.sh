@@ -7,17 +7,20 @@
 # kube-apiserver, at its version: the demo suggests it); with --node also KUBELET,
 # KUBE_CONTROLLER_MANAGER and KUBE_SCHEDULER (built together, at the API server's version); with
 # --newest also KUBE_APISERVER_NEWEST, kube-apiserver at K8S_NEWEST_VERSION (the newest the suite
-# runs against: MutatingAdmissionPolicy at admissionregistration.k8s.io/v1, the policy mode's tests).
+# runs against: MutatingAdmissionPolicy at admissionregistration.k8s.io/v1, the policy mode's tests);
+# with --oldest also KUBE_APISERVER_OLDEST, kube-apiserver at K8S_OLDEST_VERSION (the chart's
+# kubeVersion floor, at its last patch release: test/README.md "Kubernetes versions").
 # Reuses binaries the user already has (envtest conventions):
 #   KUBEBUILDER_ASSETS (a folder holding kube-apiserver and etcd, and maybe helm and kubectl),
 #   TEST_ASSET_KUBE_APISERVER, TEST_ASSET_ETCD, TEST_ASSET_HELM, TEST_ASSET_KUBECTL,
-#   TEST_ASSET_KUBE_APISERVER_NEWEST.
+#   TEST_ASSET_KUBE_APISERVER_NEWEST, TEST_ASSET_KUBE_APISERVER_OLDEST.
 set -euo pipefail
 # A failure inside $(...) stops the script too (bash leaves errexit off there by default).
 shopt -s inherit_errexit
 
 K8S_VERSION=${K8S_VERSION:-v1.34.4}
 K8S_NEWEST_VERSION=${K8S_NEWEST_VERSION:-v1.36.3}
+K8S_OLDEST_VERSION=${K8S_OLDEST_VERSION:-v1.30.14}
 ETCD_VERSION=${ETCD_VERSION:-v3.6.16}
 HELM_VERSION=${HELM_VERSION:-v3.17.4}
 # shellcheck source=scripts/build-lib.sh
@@ -33,17 +36,22 @@ or point KUBEBUILDER_ASSETS at a folder holding kube-apiserver and etcd
 }
 
 # The go.mod of a build against k8s.io/kubernetes: the staging repositories it replaces with
-# their v0.X.Y twins, as the Kubernetes repository itself does.
+# their v0.X.Y twins, as the Kubernetes repository itself does. The list follows the release:
+# legacy-cloud-providers until 1.30, cri-client from 1.31, externaljwt from 1.32.
 kube_go_mod() {
-  local staging=v0.${K8S_VERSION#v1.}
+  local staging=v0.${K8S_VERSION#v1.} minor=${K8S_VERSION#v1.} extra=()
+  minor=${minor%%.*}
+  if [ "$minor" -lt 31 ]; then extra+=(legacy-cloud-providers); else extra+=(cri-client); fi
+  [ "$minor" -lt 32 ] || extra+=(externaljwt)
   echo "module wiw/$1"
   echo "go 1.24"
   echo "require k8s.io/kubernetes $K8S_VERSION"
   for m in api apiextensions-apiserver apimachinery apiserver cli-runtime client-go \
     cloud-provider cluster-bootstrap code-generator component-base component-helpers \
-    controller-manager cri-api cri-client csi-translation-lib dynamic-resource-allocation \
-    endpointslice externaljwt kms kube-aggregator kube-controller-manager kube-proxy \
-    kube-scheduler kubectl kubelet metrics mount-utils pod-security-admission sample-apiserver; do
+    controller-manager cri-api csi-translation-lib dynamic-resource-allocation \
+    endpointslice kms kube-aggregator kube-controller-manager kube-proxy \
+    kube-scheduler kubectl kubelet metrics mount-utils pod-security-admission sample-apiserver \
+    "${extra[@]}"; do
     echo "replace k8s.io/$m => k8s.io/$m $staging"
   done
 }
@@ -125,8 +133,13 @@ build_kube() (
     for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
       stamp+=("-X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor")
     done
-    (cd "$work" && go mod tidy >&2 && mkdir bin &&
-      CGO_ENABLED=0 go build -trimpath -o bin/ -ldflags "-s -w ${stamp[*]}" "${packages[@]}" >&2)
+    # Before 1.31 the in-tree cloud providers (k8s.io/legacy-cloud-providers) are linked unless
+    # the build tag providerless leaves them out, as envtest's builds do; the proxy serves no
+    # source for some of their versions (v0.29.6), so tidy is told to go on without it (-e).
+    tidy=() tags=()
+    [ "$minor" -ge 31 ] || { tidy=(-e); tags=(-tags providerless); }
+    (cd "$work" && go mod tidy "${tidy[@]}" >&2 && mkdir bin &&
+      CGO_ENABLED=0 go build -trimpath "${tags[@]}" -o bin/ -ldflags "-s -w ${stamp[*]}" "${packages[@]}" >&2)
     for name in "${missing[@]}"; do mv "$work/bin/$name" "$dir/$name"; done
   fi
   for name in "$@"; do echo "$dir/$name"; done
@@ -179,7 +192,8 @@ if [ -n "${KUBEBUILDER_ASSETS:-}" ]; then
   [ -x "$KUBEBUILDER_ASSETS/helm" ] && : "${TEST_ASSET_HELM:=$KUBEBUILDER_ASSETS/helm}"
   [ -x "$KUBEBUILDER_ASSETS/kubectl" ] && : "${TEST_ASSET_KUBECTL:=$KUBEBUILDER_ASSETS/kubectl}"
 fi
-for v in TEST_ASSET_KUBE_APISERVER TEST_ASSET_ETCD TEST_ASSET_HELM TEST_ASSET_KUBECTL TEST_ASSET_KUBE_APISERVER_NEWEST; do
+for v in TEST_ASSET_KUBE_APISERVER TEST_ASSET_ETCD TEST_ASSET_HELM TEST_ASSET_KUBECTL TEST_ASSET_KUBE_APISERVER_NEWEST \
+  TEST_ASSET_KUBE_APISERVER_OLDEST; do
   p=${!v:-}
   [ -z "$p" ] || [ -x "$p" ] || die "$v=$p is not an executable file"
 done
@@ -195,12 +209,13 @@ etcd=${TEST_ASSET_ETCD:-$(build_etcd)}
 helm=${TEST_ASSET_HELM:-$(build_helm)}
 printf 'KUBE_APISERVER=%q\nETCD=%q\nHELM=%q\nKUBECTL=%q\n' "$kas" "$etcd" "$helm" "$kubectl"
 
-node=false newest=false
+node=false newest=false oldest=false
 for arg in "$@"; do
   case "$arg" in
     --node) node=true ;;
     --newest) newest=true ;;
-    *) die "unknown option $arg (expected --node or --newest)" ;;
+    --oldest) oldest=true ;;
+    *) die "unknown option $arg (expected --node, --newest or --oldest)" ;;
   esac
 done
 
@@ -216,4 +231,10 @@ fi
 if $newest; then
   newest_kas=${TEST_ASSET_KUBE_APISERVER_NEWEST:-$(K8S_VERSION=$K8S_NEWEST_VERSION KUBE_DIR=$CACHE/kubernetes-$K8S_NEWEST_VERSION build_kube kube-apiserver)}
   printf 'KUBE_APISERVER_NEWEST=%q\n' "$newest_kas"
+fi
+
+# --oldest: kube-apiserver alone at the oldest version, in a folder of its own version.
+if $oldest; then
+  oldest_kas=${TEST_ASSET_KUBE_APISERVER_OLDEST:-$(K8S_VERSION=$K8S_OLDEST_VERSION KUBE_DIR=$CACHE/kubernetes-$K8S_OLDEST_VERSION build_kube kube-apiserver)}
+  printf 'KUBE_APISERVER_OLDEST=%q\n' "$oldest_kas"
 fi

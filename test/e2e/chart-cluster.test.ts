@@ -72,7 +72,7 @@ after(async () => {
 describe('server-side dry run', () => {
   for (const { name, values } of VALUES_MATRIX) {
     test(`${name}: every rendered manifest is accepted`, async () => {
-      const { manifests } = await renderChart(values, { release: RELEASE, namespace: NS });
+      const { manifests } = await renderChart(values, { release: RELEASE, namespace: NS, kubeVersion: cp.kubeVersion });
       assert.ok(manifests.length >= 6, `rendered ${manifests.length} manifests`);
       assert.deepEqual(await dryRunCreate(cp, manifests, NS), []);
     });
@@ -96,7 +96,7 @@ describe('server-side dry run', () => {
   });
 
   test('a misspelt field is refused, so the dry runs above check something', async () => {
-    const { manifests } = await renderChart({}, { release: RELEASE, namespace: NS });
+    const { manifests } = await renderChart({}, { release: RELEASE, namespace: NS, kubeVersion: cp.kubeVersion });
     const mwc = structuredClone(find(manifests, 'MutatingWebhookConfiguration')!);
     mwc.webhooks[0].reinvocationPolicies = 'IfNeeded';
     const [failure] = await dryRunCreate(cp, [mwc], NS);
@@ -108,7 +108,7 @@ describe('restricted Pod Security', () => {
   test("Pods from both Deployments' templates are admitted in a namespace enforcing restricted", async () => {
     const { manifests } = await renderChart(
       { tokenRequestor: { enabled: true, namespaces: ['apps'] } },
-      { release: RELEASE, namespace: NS },
+      { release: RELEASE, namespace: NS, kubeVersion: cp.kubeVersion },
     );
     const pods = all(manifests, 'Deployment').map(
       (d, i): Manifest => ({
@@ -423,7 +423,7 @@ describe('helm install, upgrade and uninstall', () => {
         prometheusRule: { enabled: true, runbookUrl: 'https://docs.example.com/observability.md' },
         grafanaDashboard: { enabled: true },
       },
-      { release: RELEASE, namespace: NS },
+      { release: RELEASE, namespace: NS, kubeVersion: cp.kubeVersion },
     );
     const kinds = new Map(everything.map((m) => [`${m.apiVersion}/${m.kind}`, m]));
     for (const m of kinds.values()) {

@@ -25,13 +25,11 @@ import {
   all,
   containerEnv,
   find,
-  helm,
   lintChart,
   plainManifests,
   readPlainManifests,
   renderChart,
   renderNotes,
-  withValuesFile,
   type Manifest,
 } from '../support/chart.ts';
 
@@ -548,13 +546,25 @@ describe('availability, security and least privilege', () => {
       renderChart({ tokenRequestor: { enabled: true, namespaces: ['Apps'] } }),
       /tokenRequestor\.namespaces\.0: Does not match pattern/,
     );
-    await assert.rejects(
-      withValuesFile(
-        { tokenRequestor: { enabled: true, namespaces: ['apps'] }, podAnnotationPolicy: { enabled: false } },
-        (file) => helm(['template', 'wiw', CHART, '--namespace', 'wiw-system', '--kube-version', '1.29.9', '-f', file]),
-      ),
-      /tokenRequestor\.enabled needs Kubernetes 1\.30 or later/,
+  });
+
+  test('below its kubeVersion floor helm refuses the chart with its own message, whatever the values; at the floor every feature renders', async () => {
+    const floor = /^kubeVersion: ">=(\d+\.\d+)\.0-0"$/m.exec(readFileSync(join(CHART, 'Chart.yaml'), 'utf8'))!;
+    assert.ok(floor, 'Chart.yaml states a floor');
+    const [major, minor] = floor[1].split('.').map(Number);
+    const below = `${major}.${minor - 1}.9`;
+    for (const values of [{}, { podAnnotationPolicy: { enabled: false } }]) {
+      await assert.rejects(
+        renderChart(values, { kubeVersion: below }),
+        new RegExp(`chart requires kubeVersion: >=${floor[1]}\\.0-0 which is incompatible with Kubernetes v${below}`),
+      );
+    }
+    const { manifests } = await renderChart(
+      { tokenRequestor: { enabled: true, namespaces: ['apps'] } },
+      { kubeVersion: `${floor[1]}.0` },
     );
+    const policies = manifests.filter((m) => m.kind === 'ValidatingAdmissionPolicy').map((m) => m.metadata.name);
+    assert.deepEqual(policies.sort(), [`${FULLNAME}-pod-annotations`, `${FULLNAME}-token-requestor`]);
   });
 
   test("the token requestor's policy mirrors the webhook's namespace selector and the GCP audience setting", async () => {

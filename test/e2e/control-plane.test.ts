@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -13,6 +13,7 @@ import {
   verifyServiceAccountToken,
 } from '../harness/control-plane.ts';
 import type { ControlPlane } from '../harness/control-plane.ts';
+import { chosenKubeVersion, type KubeVersion } from '../harness/binaries.ts';
 
 let cp: ControlPlane;
 
@@ -33,10 +34,29 @@ function isRunning(pid: number): boolean {
   }
 }
 
-test('the API server reports the pinned Kubernetes version', async () => {
+/** The version scripts/provide-binaries.sh pins for each choice of WIW_KUBE_VERSION. */
+function pinned(version: KubeVersion): string {
+  const name = { oldest: 'K8S_OLDEST_VERSION', tested: 'K8S_VERSION', newest: 'K8S_NEWEST_VERSION' }[version];
+  const script = readFileSync(new URL('../../scripts/provide-binaries.sh', import.meta.url), 'utf8');
+  return new RegExp(`^${name}=\\$\\{${name}:-(v[\\d.]+)\\}$`, 'm').exec(script)![1];
+}
+
+test('the API server reports the version WIW_KUBE_VERSION chooses (tested when unset), as the script pins it', async () => {
   const res = await cp.request('GET', '/version');
   assert.equal(res.status, 200);
-  assert.equal(JSON.parse(res.body).gitVersion, 'v1.34.4');
+  const expected = pinned(chosenKubeVersion());
+  assert.equal(JSON.parse(res.body).gitVersion, expected);
+  assert.equal(cp.kubeVersion, expected);
+  assert.equal(pinned('tested'), 'v1.34.4');
+});
+
+test('WIW_KUBE_VERSION other than oldest, tested or newest is refused, naming the variable and the choices', () => {
+  assert.equal(chosenKubeVersion({}), 'tested');
+  assert.equal(chosenKubeVersion({ WIW_KUBE_VERSION: 'oldest' }), 'oldest');
+  assert.throws(
+    () => chosenKubeVersion({ WIW_KUBE_VERSION: '1.29' }),
+    /^Error: WIW_KUBE_VERSION="1\.29" is not one of oldest, tested, newest$/,
+  );
 });
 
 test('the kubeconfig gives admin access through @kubernetes/client-node', async () => {

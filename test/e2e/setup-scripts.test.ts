@@ -30,6 +30,7 @@ const ROOT = resolve(import.meta.dirname, '../..');
 const STANDINS = join(ROOT, 'test/fixtures/setup-standins');
 const K8S = 'v1.34.4';
 const K8S_NEWEST = 'v1.36.3';
+const K8S_OLDEST = 'v1.30.14';
 const SYSTEM_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 
 interface Run {
@@ -262,6 +263,37 @@ describe('scripts/provide-binaries.sh from an empty cache', () => {
     assert.deepEqual(leftovers(box), []);
     const calls = box.calls().length;
     const again = ok(await box.run('provide-binaries.sh', ['--newest']), 'the second run');
+    assert.equal(again.stdout, r.stdout);
+    assert.deepEqual(box.calls().slice(calls), []);
+  });
+
+  test('--oldest builds kube-apiserver alone at the oldest version, without the in-tree cloud providers and with its own staging modules', async () => {
+    const box = new Sandbox();
+    const r = ok(await box.run('provide-binaries.sh', ['--oldest']), 'provide-binaries.sh --oldest');
+    const oldest = join(box.cache, `kubernetes-${K8S_OLDEST}`, 'kube-apiserver');
+    const vars = assignments(r.stdout);
+    assert.equal(vars.KUBE_APISERVER_OLDEST, oldest);
+    assert.equal(vars.KUBE_APISERVER, join(box.cache, `kubernetes-${K8S}`, 'kube-apiserver'));
+    const builds = box.calls('go build');
+    assert.equal(builds.length, 3, builds.join('\n'));
+    // Before 1.31: tagged providerless (the proxy serves no source of some legacy-cloud-providers),
+    // tidy told to go on without it; the suite's own build is neither.
+    assert.match(builds[2], /^go build -trimpath -tags providerless .* \.\/cmd\/kube-apiserver$/);
+    assert.doesNotMatch(builds[0], /providerless/);
+    // The suite's Kubernetes, etcd, then the oldest.
+    assert.deepEqual(box.calls('go mod tidy'), ['go mod tidy', 'go mod tidy', 'go mod tidy -e']);
+    const [tested, old] = box.calls('modfile').map((l) => l.split(' replaces ')[1].trim().split(' '));
+    assert.ok(box.calls('modfile')[1].startsWith(`modfile kubernetes ${K8S_OLDEST} `));
+    assert.ok(tested.includes('cri-client') && tested.includes('externaljwt'), tested.join(' '));
+    assert.ok(!tested.includes('legacy-cloud-providers'), tested.join(' '));
+    assert.ok(old.includes('legacy-cloud-providers'), old.join(' '));
+    assert.ok(!old.includes('cri-client') && !old.includes('externaljwt'), old.join(' '));
+    const says = execute(oldest);
+    assert.match(says, /^kube-apiserver built/);
+    assert.ok(says.includes(`-X k8s.io/component-base/version.gitVersion=${K8S_OLDEST}`), says);
+    assert.deepEqual(leftovers(box), []);
+    const calls = box.calls().length;
+    const again = ok(await box.run('provide-binaries.sh', ['--oldest']), 'the second run');
     assert.equal(again.stdout, r.stdout);
     assert.deepEqual(box.calls().slice(calls), []);
   });

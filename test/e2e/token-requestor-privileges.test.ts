@@ -76,7 +76,7 @@ before(async () => {
   await createNamespace(cp, NS);
   for (const ns of ['apps', 'platform', 'outside']) await createNamespace(cp, ns);
   await createNamespace(cp, 'sandbox', { tier: 'sandbox' });
-  ({ manifests } = await renderChart(VALUES, { release: 'wiw', namespace: NS }));
+  ({ manifests } = await renderChart(VALUES, { release: 'wiw', namespace: NS, kubeVersion: cp.kubeVersion }));
   const kinds = [
     'ServiceAccount',
     'ClusterRole',

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { KubeConfig } from '@kubernetes/client-node';
 import { stringify } from 'yaml';
-import { resolveBinaries, type KubeVersion } from './binaries.ts';
+import { chosenKubeVersion, resolveBinaries, type KubeVersion } from './binaries.ts';
 import { createCa, createClientCert, createServingCert } from './certs.ts';
 import { httpsRequest } from './https.ts';
 import type { RawResponse } from './https.ts';
@@ -34,6 +34,8 @@ export interface ControlPlane {
   /** Temp folder holding certificates, etcd data, kubeconfig and the logs (etcd.log, kube-apiserver.log). */
   dir: string;
   pids: { etcd: number; kubeApiserver: number };
+  /** The API server's own version, as /version gives it (gitVersion, e.g. v1.30.14). */
+  kubeVersion: string;
   kubeConfig(): KubeConfig;
   /** A raw request as admin, e.g. request('GET', '/version'). `body` is sent as JSON. */
   request(method: string, path: string, body?: unknown): Promise<RawResponse>;
@@ -63,7 +65,10 @@ export interface ControlPlaneOptions {
   extraArgs?: string[];
   /** More IP addresses in the serving certificate (a node's view of the API server). */
   servingIps?: string[];
-  /** The suite's kube-apiserver (default) or the newest served one (test/harness/binaries.ts). */
+  /**
+   * The suite's kube-apiserver, the oldest or the newest (test/harness/binaries.ts). Unset: the one
+   * WIW_KUBE_VERSION chooses (`tested` when unset), so a file runs against each version unchanged.
+   */
   version?: KubeVersion;
 }
 
@@ -80,7 +85,7 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
 }
 
 async function startOnce(name: string, options: ControlPlaneOptions): Promise<ControlPlane> {
-  const bins = await resolveBinaries(options.version);
+  const bins = await resolveBinaries(options.version ?? chosenKubeVersion());
   const dir = await mkdtemp(join(tmpdir(), `wiw-${name.replace(/[^\w.-]/g, '_')}-`));
   guardDir(dir);
   const started: Managed[] = [];
@@ -190,6 +195,8 @@ async function startOnce(name: string, options: ControlPlaneOptions): Promise<Co
       return res.status === 200;
     });
 
+    const version = await httpsRequest(tls, 'GET', '/version', undefined, 2000);
+    const kubeVersion = (JSON.parse(version.body) as { gitVersion: string }).gitVersion;
     const kubeconfigPath = file('kubeconfig');
     await writeFile(kubeconfigPath, kubeconfigYaml(name, server, ca.cert, admin), { mode: 0o600 });
 
@@ -202,6 +209,7 @@ async function startOnce(name: string, options: ControlPlaneOptions): Promise<Co
       serviceAccountKeyFiles,
       dir,
       pids: { etcd: etcd.pid, kubeApiserver: kubeApiserver.pid },
+      kubeVersion,
       kubeConfig() {
         const kc = new KubeConfig();
         kc.loadFromFile(kubeconfigPath);

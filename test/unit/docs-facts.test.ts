@@ -186,20 +186,32 @@ describe("README's supported versions and architectures", () => {
     assert.ok(text.includes(`v${pinned[1]}.${pinned[2]}`), `names v${pinned[1]}.${pinned[2]}`);
   });
 
-  test("the chart's kubeVersion and the version its templates refuse below", () => {
+  test("the supported range is the chart's kubeVersion floor to the newest version the suite runs, both run", () => {
+    const script = read('scripts/provide-binaries.sh');
+    const pinned = (name: string) => {
+      const m = new RegExp(`^${name}=\\$\\{${name}:-v(\\d+\\.\\d+)\\.(\\d+)\\}`, 'm').exec(script)!;
+      assert.ok(m, `scripts/provide-binaries.sh pins ${name}`);
+      return { minor: m[1], full: `v${m[1]}.${m[2]}` };
+    };
+    const oldest = pinned('K8S_OLDEST_VERSION');
+    const newest = pinned('K8S_NEWEST_VERSION');
     const kubeVersion = /^kubeVersion: "(.*)"$/m.exec(read('charts/workload-identity-webhook/Chart.yaml'))![1];
+    assert.equal(kubeVersion, `>=${oldest.minor}.0-0`, 'the floor is the oldest version the suite runs');
     assert.ok(text.includes(`\`kubeVersion: ${kubeVersion}\``), kubeVersion);
-    for (const [template, value] of [
-      ['validatingadmissionpolicy.yaml', 'podAnnotationPolicy.enabled'],
-      ['token-requestor-policy.yaml', 'tokenRequestor.enabled'],
-    ]) {
-      const floor = /semverCompare "<(\d+\.\d+)-0"/.exec(
-        read(`charts/workload-identity-webhook/templates/${template}`),
-      )!;
-      assert.ok(floor, `${template} refuses old versions`);
-      assert.ok(text.includes(`refuses to render below ${floor[1]}`), `the README names ${floor[1]}`);
-      assert.ok(text.includes(`\`${value}\``), `the README names ${value}`);
-    }
+    assert.ok(text.includes(`**Supported: Kubernetes ${oldest.minor} to ${newest.minor}.**`), text);
+    for (const v of [oldest.full, newest.full]) assert.ok(text.includes(v), `the README names ${v}`);
+    // The range is stated once: no other bullet names a floor of its own.
+    assert.equal(text.match(/Supported:/g)?.length, 1);
+  });
+
+  test('the versions selection the README names is the one scripts/dev.sh test runs on both ends', () => {
+    const dev = read('scripts/dev.sh');
+    assert.match(dev, /^\s+test_version oldest \|\| status=\$\?$/m);
+    assert.match(dev, /^\s+test_version newest \|\| status=\$\?$/m);
+    const selection = /^VERSIONS_SELECTION=\(\n([^)]*)\)/m.exec(dev)![1].trim().split(/\s+/);
+    const listed = section('test/README.md', '## Kubernetes versions').match(/`test\/e2e\/[\w.-]+\.test\.ts`/g)!;
+    assert.deepEqual(listed.map((f) => f.slice(1, -1)).sort(), [...selection].sort());
+    for (const file of selection) assert.ok(read(file).length > 0, file);
   });
 
   test('the architectures are the ones the release builds', () => {
