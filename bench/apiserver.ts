@@ -122,8 +122,10 @@ async function populate(cp: ControlPlane) {
 function podsOf(stream: Stream): PodToCreate[] {
   const rand = rng(42);
   return Array.from({ length: 300 }, (_, i) => {
-    const namespace = `team-${i % NAMESPACES}`;
-    const place = { namespace, serviceAccount: `sa-${stream}-${i % ACCOUNTS}`, labels: LABELS[stream] };
+    // The namespace populate() created this ServiceAccount in: every Pod names one that exists.
+    const account = i % ACCOUNTS;
+    const namespace = `team-${account % NAMESPACES}`;
+    const place = { namespace, serviceAccount: `sa-${stream}-${account}`, labels: LABELS[stream] };
     return { namespace, body: Buffer.from(JSON.stringify(benchPod(i, place, rand))) };
   });
 }
