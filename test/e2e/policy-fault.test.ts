@@ -17,12 +17,7 @@ import { loadConfig } from '../../src/config.ts';
 import { kubeApiOf } from '../../src/kube/connect.ts';
 import type { Pod } from '../../src/kube/types.ts';
 import { ParametersController } from '../../src/policy-mode/controller.ts';
-import {
-  generatedServiceAccount,
-  installPolicyMode,
-  previewOf,
-  type PolicyNamespace,
-} from '../support/policy-mode.ts';
+import { generatedServiceAccount, installPolicyMode, previewOf, type PolicyNamespace } from '../support/policy-mode.ts';
 
 const PODS = 500;
 const PER_CLOUD = 8;
@@ -55,7 +50,9 @@ function faultPod(i: number): { ns: PolicyNamespace; pod: Pod } {
 function identityOf(pod: Pod): string[] {
   const all = [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])];
   return [
-    ...all.flatMap((c) => (c.env ?? []).map((e) => `${c.name} env ${e.name}=${e.valueFrom ? '(from)' : (e.value ?? '')}`)),
+    ...all.flatMap((c) =>
+      (c.env ?? []).map((e) => `${c.name} env ${e.name}=${e.valueFrom ? '(from)' : (e.value ?? '')}`),
+    ),
     ...all.flatMap((c) => (c.volumeMounts ?? []).map((m) => `${c.name} mount ${m.name}@${m.mountPath}`)),
     ...(pod.spec?.volumes ?? []).filter((v) => !v.name.startsWith('kube-api-access-')).map((v) => `volume ${v.name}`),
   ].sort();
@@ -105,7 +102,10 @@ async function createPods(cp: ControlPlane, from: number, to: number): Promise<O
     created.forEach((r, k) => {
       const { ns, pod } = batch[k];
       const name = `${ns.name}/${pod.metadata!.name}`;
-      if (r.status !== 201) return void out.refused.push(`${name}: ${r.status} ${r.body.slice(0, 200)}`);
+      if (r.status !== 201) {
+        out.refused.push(`${name}: ${r.status} ${r.body.slice(0, 200)}`);
+        return;
+      }
       const expected = previewOf(providers, ns, pod);
       assert.ok(expected.allowed, `preview admits ${name}`);
       const stored = identityOf(JSON.parse(r.body) as Pod);
@@ -173,12 +173,18 @@ describe('every webhook replica down', () => {
       return status(r.status) || undefined;
     };
     // Fail refusing, then Ignore admitting: the registration is in force for what follows.
-    await until('the webhook consulted (Fail refuses)', probe((s) => s >= 500));
+    await until(
+      'the webhook consulted (Fail refuses)',
+      probe((s) => s >= 500),
+    );
     await kubeApiOf(cp.kubeConfig()).request('PATCH', `${webhooks}/workload-identity-webhook`, {
       contentType: 'application/merge-patch+json',
       body: webhookConfiguration(port, 'Ignore'),
     });
-    await until('Ignore in force', probe((s) => s === 201));
+    await until(
+      'Ignore in force',
+      probe((s) => s === 201),
+    );
     const { refused, without } = await createPods(cp, PODS, PODS + 30);
     assert.deepEqual(refused, []);
     assert.deepEqual(without, [], without.slice(0, 3).join('\n'));
