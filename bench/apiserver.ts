@@ -17,7 +17,12 @@
 // The webhook runs on CPU 0 (taskset; GOMAXPROCS=1 for the Go peers); kube-apiserver, etcd and
 // the client on the others. No figure is judged here: the table is printed, the machine with it.
 //
-//   npm run bench:apiserver [-- --rates 100,200,300,500,1000] [--seconds 10] [--servers none,serve,aws,azure]
+// `policy` (issue 32 item 5): the chart's MutatingAdmissionPolicy, each namespace's parameters
+// rendered by the core, no webhook; with it every server runs on the newest kube-apiserver (1.36
+// or later), its time is kube-apiserver's for the MutatingAdmissionPolicy plugin. Every row gives
+// kube-apiserver's CPU per Pod (/proc/<pid>/stat).
+//
+//   npm run bench:apiserver [-- --rates 100,200,300,500,1000] [--seconds 10] [--servers none,serve,aws,azure,policy]
 //                           [--spread-rate 100] [--spread-seconds 30] [--spread-age 10] [--phases rates,spread]
 //                           [--localhost]
 import { cpus, homedir, loadavg } from 'node:os';
@@ -45,6 +50,16 @@ import {
   type PodToCreate,
 } from './support/apiserver.ts';
 import { createAll } from './support/cluster.ts';
+import { createProviders } from '../src/clouds/index.ts';
+import { loadConfig } from '../src/config.ts';
+import { renderParameters } from '../src/policy-mode/parameters.ts';
+import {
+  PARAMETERS_GROUP,
+  PARAMETERS_PLURAL,
+  PARAMETERS_VERSION,
+  parametersObject,
+} from '../src/policy-mode/policy.ts';
+import { chartPolicyMode, installPolicyMode } from '../test/support/policy-mode.ts';
 import { cpuCount, cpuSecondsOf, foreignLoad, pin } from './support/host.ts';
 import { percentile } from './support/load.ts';
 import { benchPod, rng } from './support/reviews.ts';
@@ -80,8 +95,10 @@ const LOCALHOST = opts.localhost;
 const ADDRESS = LOCALHOST ? '127.0.0.1' : hostAddress();
 const urlAt = (port: number, path = '/mutate') => `https://${ADDRESS}:${port}${path}`;
 for (const s of SERVERS)
-  if (!['none', 'serve', 'aws', 'azure'].includes(s))
-    throw new Error(`--servers: unknown server "${s}"; expected none, serve, aws or azure`);
+  if (!['none', 'serve', 'aws', 'azure', 'policy'].includes(s))
+    throw new Error(`--servers: unknown server "${s}"; expected none, serve, aws, azure or policy`);
+/** The policy mode needs kube-apiserver 1.36: with it every server runs on the newest one. */
+const POLICY = SERVERS.includes('policy');
 
 // ------------------------------------------------------------------ the cluster's contents
 
@@ -252,6 +269,40 @@ async function register(
   };
 }
 
+const BINDINGS = '/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicybindings';
+/** The metric kube-apiserver times the policy plugin with (it has none per policy). */
+const POLICY_PLUGIN = 'MutatingAdmissionPolicy';
+
+/**
+ * The policy mode as the chart installs it, each namespace's parameters rendered by the core from
+ * the benchmark's ServiceAccounts (as the controller writes them); removing it deletes the binding.
+ */
+async function registerPolicy(cp: ControlPlane, probe: PodToCreate) {
+  await installPolicyMode(cp);
+  const providers = createProviders(loadConfig(new Map([['azure-tenant-id', AZURE_TENANT]]), {}));
+  for (let n = 0; n < NAMESPACES; n++) {
+    const namespace = `team-${n}`;
+    const views = (['aws', 'azure'] as Stream[]).flatMap((stream) =>
+      Array.from({ length: ACCOUNTS }, (_, i) => i)
+        .filter((i) => i % NAMESPACES === n)
+        .map((i) => ({ namespace, name: `sa-${stream}-${i}`, uid: '', annotations: ANNOTATIONS[stream] })),
+    );
+    const { spec } = renderParameters(providers, namespace, views);
+    const path = `/apis/${PARAMETERS_GROUP}/${PARAMETERS_VERSION}/namespaces/${namespace}/${PARAMETERS_PLURAL}`;
+    const r = await cp.request('POST', path, parametersObject(namespace, spec));
+    if (r.status !== 201) throw new Error(`parameters of ${namespace}: HTTP ${r.status} ${r.body.slice(0, 300)}`);
+  }
+  await untilMutated(cp, probe, 'aws', true);
+  const { binding } = await chartPolicyMode();
+  return {
+    webhook: POLICY_PLUGIN,
+    remove: async () => {
+      await cp.request('DELETE', `${BINDINGS}/${(binding as unknown as { metadata: { name: string } }).metadata.name}`);
+      await untilMutated(cp, probe, 'aws', false);
+    },
+  };
+}
+
 async function untilMutated(cp: ControlPlane, probe: PodToCreate, stream: Stream, mutated: boolean) {
   let last = '';
   await until(
@@ -288,6 +339,8 @@ interface Figures {
   closed?: Map<string, number>;
   /** The webhook's CPU with no Pods coming, ms a second (timers, watches, the garbage collector). */
   idleMsPerS?: number;
+  /** kube-apiserver's CPU per Pod created (/proc/<pid>/stat), µs. */
+  apiserverUsPerPod?: number;
 }
 
 /** CPU the processes use doing nothing for `seconds`, ms a second. */
@@ -300,6 +353,13 @@ async function idleCpu(pids: number[], seconds: number): Promise<number> {
 async function scrape(cp: ControlPlane, webhook: string | undefined): Promise<Histogram | undefined> {
   if (!webhook) return undefined;
   const text = (await cp.request('GET', '/metrics')).body;
+  // The policy: the admission plugin's own time (mutating step), as kube-apiserver times no policy alone.
+  if (webhook === POLICY_PLUGIN)
+    return histogramOf(
+      text,
+      'apiserver_admission_controller_admission_duration_seconds',
+      (l) => l.includes(`name="${POLICY_PLUGIN}"`) && l.includes('type="admit"'),
+    );
   return histogramOf(text, 'apiserver_admission_webhook_admission_duration_seconds', (l) =>
     l.includes(`name="${webhook}"`),
   );
@@ -320,6 +380,7 @@ async function measure(
     const { running, webhook } = target;
     const before = await scrape(cp, webhook);
     const cpu0 = running ? cpuOf(running.pids) : 0;
+    const apiserver0 = cpuSecondsOf(cp.pids.kubeApiserver);
     const closed0 = await running?.closed?.();
     const watch = running ? watchConnections(running.ports[0]) : undefined;
     const work = () => createAtRate(agent, cp, pods, rate, seconds);
@@ -327,13 +388,27 @@ async function measure(
       ? await foreignLoad(Number(WEBHOOK_CPU), running.pids[0], work)
       : { result: await work(), foreign: undefined };
     const connections = watch?.stop();
+    const apiserverUsPerPod = run.latencies.length
+      ? ((cpuSecondsOf(cp.pids.kubeApiserver) - apiserver0) / run.latencies.length) * 1e6
+      : undefined;
     const after = await scrape(cp, webhook);
     const calls = before && after ? since(before, after) : undefined;
     const cpuUsPerPod = running && calls?.count ? ((cpuOf(running.pids) - cpu0) / calls.count) * 1e6 : undefined;
     const protocol = running ? await negotiated(running.url, running.caPem) : undefined;
     const closed = await running?.closed?.();
     for (const [reason, n] of closed ?? []) closed?.set(reason, n - (closed0?.get(reason) ?? 0));
-    return { ...target, rate, run, webhook: calls, cpuUsPerPod, connections, protocol, foreign, closed };
+    return {
+      ...target,
+      rate,
+      run,
+      webhook: calls,
+      cpuUsPerPod,
+      connections,
+      protocol,
+      foreign,
+      closed,
+      apiserverUsPerPod,
+    };
   } finally {
     agent.destroy();
   }
@@ -353,7 +428,7 @@ async function ratesPhase(cp: ControlPlane, tls: TlsFiles, binaries: Record<stri
   const plan: { server: string; stream: Stream }[] = [];
   const peers = SERVERS.filter((s) => s === 'aws' || s === 'azure') as Stream[];
   for (const server of SERVERS) {
-    if (server === 'none') plan.push({ server, stream: 'aws' });
+    if (server === 'none' || server === 'policy') plan.push({ server, stream: 'aws' });
     else if (server === 'serve')
       for (const stream of peers.length ? peers : ['aws' as Stream]) plan.push({ server, stream });
     else plan.push({ server, stream: server as Stream });
@@ -362,11 +437,14 @@ async function ratesPhase(cp: ControlPlane, tls: TlsFiles, binaries: Record<stri
   for (const { server, stream } of plan) {
     ceiling = baseline;
     const pods = podsOf(stream);
-    const running = server === 'none' ? undefined : await startOne(cp, tls, server, binaries);
+    const running = server === 'none' || server === 'policy' ? undefined : await startOne(cp, tls, server, binaries);
     try {
-      const reg = running
-        ? await register(cp, server, `bench-${server}-${stream}`, running, stream, pods[0])
-        : undefined;
+      const reg =
+        server === 'policy'
+          ? await registerPolicy(cp, pods[0])
+          : running
+            ? await register(cp, server, `bench-${server}-${stream}`, running, stream, pods[0])
+            : undefined;
       const idleMsPerS = running ? await idleCpu(running.pids, 3) : undefined;
       for (const rate of RATES) {
         // A rate above what kube-apiserver sustains here only queues (each create waits up to 60 s).
@@ -470,7 +548,13 @@ const fmt = (x: number | undefined, digits = 0) =>
     ? '–'
     : x.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
 const ms = (x: number | undefined) => fmt(x, x !== undefined && x < 10 ? 1 : 0);
-const NAMES: Record<string, string> = { none: 'no webhook', serve: 'serve', aws: 'AWS peer', azure: 'Azure peer' };
+const NAMES: Record<string, string> = {
+  none: 'no webhook',
+  serve: 'serve',
+  aws: 'AWS peer',
+  azure: 'Azure peer',
+  policy: 'policy (MAP)',
+};
 const failed = (run: CreateRun) => [...run.failures.values()].reduce((a, b) => a + b, 0);
 
 const HEADER = [
@@ -478,8 +562,9 @@ const HEADER = [
   'server (Pods)',
   'protocol',
   'connections accepted (most at once)',
-  "kube-apiserver's webhook time: mean / p50 / p99, ms",
+  "kube-apiserver's webhook (policy: plugin) time: mean / p50 / p99, ms",
   'client create p50 / p99, ms',
+  'kube-apiserver CPU per Pod',
   'webhook CPU per Pod',
   'failed creates',
 ];
@@ -494,6 +579,7 @@ function rowOf(f: Figures): string[] {
     f.connections ? `${fmt(f.connections.accepted)} (${fmt(f.connections.mostAtOnce)})` : '–',
     h ? `${ms((h.sum / h.count) * 1000)} / ${ms(quantile(h, 0.5) * 1000)} / ${ms(quantile(h, 0.99) * 1000)}` : '–',
     `${ms(percentile(run.latencies, 0.5))} / ${ms(percentile(run.latencies, 0.99))}`,
+    f.apiserverUsPerPod === undefined ? '–' : `${fmt(f.apiserverUsPerPod)} µs`,
     f.cpuUsPerPod === undefined ? '–' : `${fmt(f.cpuUsPerPod)} µs (idle ${fmt(f.idleMsPerS, 1)} ms/s)`,
     fmt(failed(run)),
   ];
@@ -556,7 +642,7 @@ const peers = SERVERS.filter((s) => s === 'aws' || s === 'azure');
 const binaries = peers.length ? providePeers(peers) : {};
 const others = Array.from({ length: cpuCount() - 1 }, (_, i) => i + 1).join(',');
 pin(process.pid, others);
-const cp = await startControlPlane({ name: 'bench-apiserver' });
+const cp = await startControlPlane({ name: 'bench-apiserver', ...(POLICY ? { version: 'newest' as const } : {}) });
 const rows: Figures[] = [];
 const spreads: Spread[] = [];
 try {

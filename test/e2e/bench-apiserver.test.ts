@@ -49,3 +49,28 @@ test('bench:apiserver runs end to end on a tiny setting and prints its tables', 
   );
   assert.doesNotMatch(run.stdout, /^\| HTTP\/2/m, 'no h2 row without --localhost');
 });
+
+test('bench:apiserver --servers policy: the policy mode on kube-apiserver 1.36 beside serve, with its plugin time and CPU', () => {
+  const run = spawnSync(
+    'bash',
+    [
+      'scripts/dev.sh',
+      'bench-apiserver',
+      ...['--rates', '20', '--seconds', '1', '--warm', '1', '--servers', 'serve,policy', '--phases', 'rates'],
+    ],
+    { cwd: ROOT, encoding: 'utf8', timeout: 600_000 },
+  );
+  const out = `${run.stdout}\n${run.stderr}`;
+  assert.equal(run.status, 0, out.slice(-3000));
+  assert.match(run.stdout, /^ {2}kube-apiserver v1\.3[6-9]\.\d+/m, 'the policy needs kube-apiserver 1.36 or newer');
+  // Both rows: kube-apiserver's time for each (the webhook's, the policy plugin's), its CPU per Pod.
+  for (const server of ['serve', 'policy \\(MAP\\)'])
+    assert.match(
+      run.stdout,
+      new RegExp(
+        `^\\| 20 \\(\\d+\\) \\| ${server} \\(AWS\\) \\|.*\\| [\\d.,]+ / [\\d.,]+ / [\\d.,]+ \\| [\\d.,]+ / [\\d.,]+ \\| [\\d,]+ µs \\|.* 0 \\|$`,
+        'm',
+      ),
+      run.stdout,
+    );
+});

@@ -247,7 +247,7 @@ export async function comparePod(
 }
 
 /** `preview` of a Pod in the namespace, its ServiceAccounts the documents beside it. */
-function previewOf(providers: readonly PodProvider[], ns: PolicyNamespace, pod: Pod) {
+export function previewOf(providers: readonly PodProvider[], ns: PolicyNamespace, pod: Pod) {
   const documents = [
     { apiVersion: 'v1', kind: 'Pod', ...pod },
     ...ns.serviceAccounts.map((s) => ({
