@@ -538,7 +538,7 @@ describe('scripts/dev.sh steps from an empty cache', () => {
     assert.equal(r.code, 2);
     assert.match(
       r.stderr,
-      /usage: scripts\/dev.sh test\|demo\|bench\|bench-peers\|bench-apiserver\|peer-diff\|ensure-node/,
+      /usage: scripts\/dev.sh test\|test-versions \[oldest\|tested\|newest\]\.\.\.\|demo\|bench\|bench-peers\|bench-apiserver\|peer-diff\|ensure-node/,
     );
   });
 });
