@@ -85,15 +85,15 @@ describe('eks.amazonaws.com/source-profiles', () => {
     const roles = { 'eks.amazonaws.com/role-arns': `hub=${HUB},target=${TARGET}` };
     assert.match(
       denied({ ...roles, [KEY]: 'admin=hub' }),
-      /ServiceAccount team-a\/app annotation eks.amazonaws.com\/source-profiles: profile "admin" is not one of the role-arns profiles \(default, hub, target\)/,
+      /ServiceAccount team-a\/app annotation eks.amazonaws.com\/source-profiles: profile "admin", which is not one of the role-arns profiles \(default, hub, target\)/,
     );
     assert.match(
       denied({ ...roles, [KEY]: 'target=admin' }),
-      /source-profiles: the source of profile "target", profile "admin" is not one of the role-arns profiles/,
+      /source-profiles: the source of profile "target", profile "admin", which is not one of the role-arns profiles/,
     );
     // A source of any length is shown quoted and clipped.
     const long = denied({ ...roles, [KEY]: `target=${'x'.repeat(101)}$` });
-    assert.match(long, /the source of profile "target", profile "x{80}…\(102 chars\)" is not one/);
+    assert.match(long, /the source of profile "target", profile "x{80}…\(102 chars\)", which is not one/);
   });
 
   test('a cycle is refused, naming it; a profile its own source too', () => {

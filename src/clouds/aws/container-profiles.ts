@@ -6,7 +6,7 @@ import { denial, isDenial, type Denial } from '../../errors.ts';
 import type { Pod } from '../../kube/types.ts';
 import { CONTAINER_ENTRIES, parseNamedEntries, podContainers } from '../common.ts';
 import type { Injection } from '../types.ts';
-import type { Profile } from './profiles.ts';
+import { notAProfile, type Profile } from './profiles.ts';
 
 /**
  * `<container>=<profile>` entries, separated by commas or new lines; every profile must be one
@@ -30,7 +30,7 @@ export function parseContainerProfiles(
     if (!known.has(profile))
       return denial(
         'InvalidAnnotation',
-        `${key}: container "${container}" names profile ${JSON.stringify(profile)}, which is not one of the role-arns profiles (${[...known].join(', ')})`,
+        `${key}: container "${container}" names profile ${notAProfile(profile, known)}`,
       );
     out.set(container, profile);
   }

@@ -2,6 +2,7 @@
 // file with one web-identity profile per role, all presenting the same projected token. The SDKs
 // read it through AWS_CONFIG_FILE; code picks a role by profile name, a container by AWS_PROFILE.
 import { type Denial, isDenial } from '../../errors.ts';
+import { clip } from '../../limits.ts';
 import { parseNamedEntries } from '../common.ts';
 import { type RoleArn, type RoleArnBase, readRoleArn } from './role-arn.ts';
 
@@ -22,6 +23,15 @@ export interface Profile {
   source?: string;
   /** `default` when it copies the first listed profile (neither role-arn nor an entry named it). */
   copyOf?: string;
+}
+
+/**
+ * A name another annotation gave that is no profile of the shared config file: the name clipped
+ * (it is the tenant's), then the profiles there are. One wording for container-profiles and
+ * source-profiles.
+ */
+export function notAProfile(name: string, known: ReadonlySet<string>): string {
+  return `${JSON.stringify(clip(name, 80))}, which is not one of the role-arns profiles (${[...known].join(', ')})`;
 }
 
 /** The problem with a profile name, undefined when it is one. */

@@ -6,9 +6,8 @@
 // the role before it).
 import { MAX_CHAIN_HOPS } from '../../bounds.ts';
 import { denial, isDenial, type Denial } from '../../errors.ts';
-import { clip } from '../../limits.ts';
 import { parseNamedEntries } from '../common.ts';
-import { DEFAULT_PROFILE, type Profile, profileNameProblem } from './profiles.ts';
+import { DEFAULT_PROFILE, notAProfile, type Profile, profileNameProblem } from './profiles.ts';
 import type { RoleArn } from './role-arn.ts';
 
 /**
@@ -30,8 +29,7 @@ export function parseSourceProfiles(
   });
   if (isDenial(pairs)) return pairs;
   const known = new Set(profiles.map((p) => p.name));
-  const unknown = (name: string) =>
-    `profile ${JSON.stringify(clip(name, 80))} is not one of the role-arns profiles (${[...known].join(', ')})`;
+  const unknown = (name: string) => `profile ${notAProfile(name, known)}`;
   for (const [profile, source] of pairs) {
     if (!known.has(profile)) return denial('InvalidAnnotation', `${key}: ${unknown(profile)}`);
     if (!known.has(source))
