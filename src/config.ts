@@ -199,7 +199,7 @@ const serverSettings = {
   maxConnectionsPerSource: {
     flag: 'max-connections-per-source',
     description:
-      'Open connections of one client address at once (raise it when every caller, kube-apiserver included, comes through one proxy address)',
+      'Connections doing nothing one client address keeps when --max-connections is reached; the address most over it then gives one up to the newcomer',
     parse: integer(1, 1_000_000),
     default: DEFAULT_LIMITS.maxConnectionsPerSource,
   },

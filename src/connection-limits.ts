@@ -1,17 +1,15 @@
 // Who gets a connection when connections run short. The global cap alone let one client that
 // holds every connection lock out all others, kube-apiserver included (issue #19 §4). The rules:
-// - one source address holds at most `maxConnectionsPerSource` connections doing nothing: idle
-//   between requests, or open for FRESH_GRACE_MS without a first request. A connection with a
-//   request in progress is not counted, nor one in its first moments (kube-apiserver sends its
-//   request as soon as TLS is up): kube-apiserver's bursts come from one address (behind a proxy,
-//   all of a cluster's), it dials a connection per review in flight (behind a Service it speaks
-//   HTTP/1.1, one review per connection at a time; over HTTP/2, to a localhost URL, until its
-//   connections are up), and it does not retry a POST whose connection was cut (issue #28 §5). At the cap, a
-//   newcomer closes that source's own connection idle the longest (an HTTP/2 one with GOAWAY,
-//   which the client's retry covers), else its oldest that never sent a request; the newcomer is
-//   not refused;
-// - at the overall cap, the source holding the most connections doing nothing, if over its cap,
-//   loses its oldest such one to the newcomer; else the newcomer is closed;
+// - below the overall cap no connection is closed to make room: kube-apiserver's bursts come from
+//   one address (behind a proxy, all of a cluster's), behind a Service it speaks HTTP/1.1 and dials
+//   a connection per review in flight, and from the server's side one it is about to reuse looks
+//   idle. Closing such a connection races the POST kube-apiserver writes on it, which it does not
+//   retry (issue #30: a per-source cap of 128 idle ones failed 11 to 31 creates at 100 Pods/s);
+// - at the overall cap, the source holding the most connections doing nothing (idle between
+//   requests, or never asked), if more than `maxConnectionsPerSource`, loses the one idle the
+//   longest (an HTTP/2 one with GOAWAY, which the client's retry covers), else its oldest that
+//   never sent a request, to the newcomer; else the newcomer is closed. A connection with a
+//   request in progress is never counted: one client cannot hold the others out;
 // - connections with a verified client certificate, and those from `exemptSources` (a proxy
 //   kube-apiserver comes through), are not counted per source;
 // - a connection must finish TLS and send its first request within `firstRequestTimeoutMs`
@@ -34,13 +32,8 @@ export interface ConnectionLimits {
   exemptSources?: BlockList;
 }
 
-/** Why the server closed a connection (a metric label: a closed set): `per_source_idle` makes room for its own source's newcomer, `per_source_limit` for another source's at the overall cap. */
-export type ConnectionCloseReason =
-  | 'limit'
-  | 'per_source_limit'
-  | 'per_source_idle'
-  | 'evicted'
-  | 'first_request_timeout';
+/** Why the server closed a connection (a metric label: a closed set): `per_source_limit` makes room at the overall cap for a newcomer. */
+export type ConnectionCloseReason = 'limit' | 'per_source_limit' | 'evicted' | 'first_request_timeout';
 
 /** Connections admitted above the cap: handshakes until they show a certificate, newcomers while the connection closed for them closes. */
 export const HANDSHAKE_RESERVE = 64;
@@ -67,9 +60,6 @@ const keyOf = (socket: { remoteAddress?: string; remotePort?: number }) =>
   `${socket.remoteAddress}|${socket.remotePort}`;
 const familyOf = (address: string) => (address.includes(':') ? 'ipv6' : 'ipv4');
 
-/** A new connection not counted per source yet: TLS and the first request take this long at most from kube-apiserver. */
-export const FRESH_GRACE_MS = 1000;
-
 /** Doing nothing: not exempt, no request in progress. */
 const idleOrFresh = (t: Tracked) => !t.exempt && t.active === 0;
 
@@ -85,22 +75,15 @@ class Sources {
     set?.delete(t);
     if (set?.size === 0) this.#bySource.delete(t.source);
   }
-  /** Connections of `source` counted against its cap now (past their grace, doing nothing). */
-  counted(source: string, now: number): number {
-    let n = 0;
-    for (const t of this.#bySource.get(source) ?? [])
-      if (idleOrFresh(t) && (t.requested || now - t.opened >= FRESH_GRACE_MS)) n++;
-    return n;
-  }
-  /** The one of `source` to close for room: idle the longest, else open the longest without a request (past `graceMs`). */
-  victim(source: string, now: number, graceMs: number): Tracked | undefined {
+  /** The one of `source` to close for room: idle the longest, else open the longest without a request. */
+  victim(source: string): Tracked | undefined {
     let idle: Tracked | undefined;
     let fresh: Tracked | undefined;
     for (const t of this.#bySource.get(source) ?? []) {
       if (!idleOrFresh(t)) continue;
       if (t.requested) {
         if (!idle || t.idleSince < idle.idleSince) idle = t;
-      } else if (now - t.opened >= graceMs && (!fresh || t.opened < fresh.opened)) fresh = t;
+      } else if (!fresh || t.opened < fresh.opened) fresh = t;
     }
     return idle ?? fresh;
   }
@@ -164,17 +147,10 @@ export function limitConnections(
     return false;
   };
 
-  /** At its cap, `source` makes room for its newcomer: its idle one goes, else one that never asked. */
-  const makeRoomInSource = (source: string, now: number) => {
-    if (exempt(source) || sources.counted(source, now) < limits.maxConnectionsPerSource) return;
-    const victim = sources.victim(source, now, FRESH_GRACE_MS);
-    if (victim) close(victim, 'per_source_idle');
-  };
-
   /** At the overall cap: the source most over its own cap gives up a connection, or false. */
-  const makeRoomOverall = (now: number): boolean => {
+  const makeRoomOverall = (): boolean => {
     const heaviest = sources.heaviest(limits.maxConnectionsPerSource);
-    const victim = heaviest === undefined ? undefined : sources.victim(heaviest, now, 0);
+    const victim = heaviest === undefined ? undefined : sources.victim(heaviest);
     if (!victim) return false;
     close(victim, 'per_source_limit');
     return true;
@@ -183,8 +159,7 @@ export function limitConnections(
   server.on('connection', (socket: Socket) => {
     const source = sourceOf(socket);
     const now = performance.now();
-    makeRoomInSource(source, now);
-    if (open.size >= limits.maxConnections && !makeRoomOverall(now)) {
+    if (open.size >= limits.maxConnections && !makeRoomOverall()) {
       // Without client authentication nothing tells one client from another: the newcomer goes.
       if (!limits.preferAuthenticated) {
         close(socket, 'limit');

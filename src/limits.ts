@@ -33,7 +33,7 @@ export interface ServerLimits {
   maxPatchBytes: number;
   /** Open connections at once; more are refused at accept. */
   maxConnections: number;
-  /** Open connections of one source address at once. */
+  /** Connections doing nothing one source address keeps once the overall cap is reached. */
   maxConnectionsPerSource: number;
   /** Time from accept to the first request's headers, TLS handshake included. */
   firstRequestTimeoutMs: number;

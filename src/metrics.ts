@@ -43,7 +43,7 @@ export function createMetrics() {
     }),
     connectionsClosed: new Counter({
       name: 'wiw_connections_closed_total',
-      help: 'Connections the server closed to keep room for others, by reason (limit, per_source_limit, per_source_idle, evicted, first_request_timeout, rapid_reset; max_age: ended past --max-connection-age-seconds)',
+      help: 'Connections the server closed to keep room for others, by reason (limit, per_source_limit, evicted, first_request_timeout, rapid_reset; max_age: ended past --max-connection-age-seconds)',
       labelNames: ['reason'] as const,
       registers: [registry],
     }),
