@@ -4,8 +4,10 @@
 // and the parameters already written; each stored Pod's env, volumes and mounts are checked
 // against `preview`'s for the same input. Then the webhook registered with `failurePolicy: Ignore`
 // and nothing answering (mode both, its replicas down) admits the same way, and with `Fail` refuses.
-// No kubelet: admission is what the policy changes; a Pod stored with its identity starts with it
-// as node-e2e shows for the webhook's (the node harness runs kube-apiserver 1.34 only).
+// No kubelet here: 500 Pods is more than one test node starts in reasonable time.
+// test/e2e/node-policy.test.ts runs the chart in mode policy on a real node (kube-apiserver
+// v1.36.3, kubelet v1.34.4), every replica scaled away: 45 Pods of the three clouds start there
+// with their identity, read inside each container, and the SDKs use it.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer } from 'node:net';

@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { AppsV1Api, CoreV1Api } from '@kubernetes/client-node';
 import { stringify } from 'yaml';
+import { chosenKubeVersion, type KubeVersion } from './binaries.ts';
 import { freePorts, startControlPlane, type ControlPlane } from './control-plane.ts';
 import { scriptVars } from './node-images.ts';
 import { startProcess, type Managed } from './processes.ts';
@@ -62,6 +63,19 @@ export interface NodeCluster {
 
 export interface NodeOptions {
   name?: string;
+  /**
+   * The control plane's kube-apiserver (test/harness/control-plane.ts); unset: the one
+   * WIW_KUBE_VERSION chooses. The node's own binaries are always the suite's (v1.34.4,
+   * scripts/provide-binaries.sh --node): with `newest` (v1.36.3) the kubelet is two minors older
+   * than kube-apiserver, inside Kubernetes' skew policy (a kubelet up to three minors older).
+   * kube-controller-manager and kube-scheduler are documented one minor behind only; at two they
+   * still do all the node tests ask of them (Deployments, ReplicaSets, scheduling, EndpointSlices,
+   * ServiceAccounts, node lifecycle: v1 APIs 1.36 serves unchanged), with no error in their logs,
+   * and test/e2e/node-policy.test.ts runs them so: building v1.36 ones would add a Go build of
+   * minutes to a cold cache for one file. `oldest` (v1.30) would make the kubelet newer than
+   * kube-apiserver, which Kubernetes never supports: refused.
+   */
+  version?: KubeVersion;
 }
 
 /** Why this machine cannot run a node, or undefined if it can. */
@@ -85,6 +99,9 @@ export function nodeUnsupportedReason(): string | undefined {
 export async function startNode(options: NodeOptions = {}): Promise<NodeCluster> {
   const unsupported = nodeUnsupportedReason();
   if (unsupported) throw new Error(unsupported);
+  const version = options.version ?? chosenKubeVersion();
+  if (version === 'oldest')
+    throw new Error("a node runs the suite's kubelet (v1.34): kube-apiserver must not be older (version 'oldest')");
   await sweepStaleNodes();
   const [bins, imageVars] = await Promise.all([
     scriptVars('scripts/provide-binaries.sh', ['--node']),
@@ -123,6 +140,7 @@ export async function startNode(options: NodeOptions = {}): Promise<NodeCluster>
     const { subnet, gateway } = await createBridge(host, bridge);
     cp = await startControlPlane({
       name: options.name ?? 'node',
+      version,
       servingIps: [gateway],
       extraArgs: [
         // Pods (on the bridge) reach the API server at the gateway address.
