@@ -22,7 +22,7 @@
 // or later), its time is kube-apiserver's for the MutatingAdmissionPolicy plugin. Every row gives
 // kube-apiserver's CPU per Pod (/proc/<pid>/stat).
 //
-//   npm run bench:apiserver [-- --rates 100,200,300,500,1000] [--seconds 10] [--servers none,serve,aws,azure,policy]
+//   npm run bench:apiserver [-- --rates 25,50,100,200,500,1000] [--seconds 10] [--servers none,serve,aws,azure,policy]
 //                           [--spread-rate 100] [--spread-seconds 30] [--spread-age 10] [--phases rates,spread]
 //                           [--localhost]
 import { cpus, homedir, loadavg } from 'node:os';
@@ -69,7 +69,7 @@ const CACHE =
   join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'workload-identity-webhook');
 const { values: opts } = parseArgs({
   options: {
-    rates: { type: 'string', default: '100,200,300,500,1000' },
+    rates: { type: 'string', default: '25,50,100,200,500,1000' },
     seconds: { type: 'string', default: '10' },
     warm: { type: 'string', default: '2' },
     servers: { type: 'string', default: 'none,serve,aws,azure' },
