@@ -122,95 +122,61 @@ export function limitConnections(
   // for a newcomer while the connection closed for it is still closing, and for handshakes.
   server.maxConnections = limits.maxConnections + HANDSHAKE_RESERVE;
   server.on('drop', () => closed('limit'));
+  const limiter = new Limiter(limits, closed);
+  server.on('connection', (socket: Socket) => limiter.accepted(socket));
+  server.on('secureConnection', (socket: TLSSocket) => limiter.secured(socket));
+  server.on('session', (session: ServerHttp2Session) => {
+    const tracked = limiter.tracked(session.socket);
+    if (tracked) tracked.session = session;
+  });
+  server.on('request', (req: { socket: Socket }, res: { once(e: 'close', f: () => void): void }) =>
+    limiter.requested(req.socket, res),
+  );
+}
+
+/** The open connections and the rules, one instance per server. */
+class Limiter {
   // Oldest first (insertion order): the first to go when room is needed.
-  const open = new Map<string, Tracked>();
-  const sources = new Sources();
-  const close = (t: Tracked | Socket, reason: ConnectionCloseReason) => {
-    if ('source' in t) {
-      // Gone from the counts now: its close may take a moment (GOAWAY).
-      t.exempt = true;
-      // An idle HTTP/2 connection is closed with GOAWAY: a stream the client sent meanwhile is
-      // answered, or the client knows it was not processed and retries it elsewhere.
-      if (t.session && t.requested) t.session.close();
-      else t.socket.destroy();
-    } else t.destroy();
-    closed(reason);
-  };
-  const exempt = (source: string) => limits.exemptSources?.check(source, familyOf(source)) ?? false;
+  readonly #open = new Map<string, Tracked>();
+  readonly #sources = new Sources();
+  readonly #limits: ConnectionLimits;
+  readonly #closed: (reason: ConnectionCloseReason) => void;
 
-  const evictUnauthenticated = (): boolean => {
-    for (const t of open.values())
-      if (t.authenticated === false) {
-        close(t, 'evicted');
-        return true;
-      }
-    return false;
-  };
+  constructor(limits: ConnectionLimits, closed: (reason: ConnectionCloseReason) => void) {
+    this.#limits = limits;
+    this.#closed = closed;
+  }
 
-  /** At the overall cap: the source most over its own cap gives up a connection, or false. */
-  const makeRoomOverall = (): boolean => {
-    const heaviest = sources.heaviest(limits.maxConnectionsPerSource);
-    const victim = heaviest === undefined ? undefined : sources.victim(heaviest);
-    if (!victim) return false;
-    close(victim, 'per_source_limit');
-    return true;
-  };
+  tracked(socket: { remoteAddress?: string; remotePort?: number }): Tracked | undefined {
+    return this.#open.get(keyOf(socket));
+  }
 
-  server.on('connection', (socket: Socket) => {
-    const source = sourceOf(socket);
-    const now = performance.now();
-    if (open.size >= limits.maxConnections && !makeRoomOverall()) {
+  accepted(socket: Socket): void {
+    if (this.#open.size >= this.#limits.maxConnections && !this.#makeRoom()) {
       // Without client authentication nothing tells one client from another: the newcomer goes.
-      if (!limits.preferAuthenticated) {
-        close(socket, 'limit');
+      if (!this.#limits.preferAuthenticated) {
+        this.#close(socket, 'limit');
         return;
       }
       // With it, an unauthenticated connection makes room; if none can, the newcomer waits in the
       // reserve (the ceiling bounds it) until its certificate is seen.
-      evictUnauthenticated();
+      this.#evictUnauthenticated();
     }
-    track(socket, source, now);
-  });
+    this.#track(socket);
+  }
 
-  const track = (socket: Socket, source: string, now: number) => {
-    const key = keyOf(socket);
-    const tracked: Tracked = {
-      socket,
-      source,
-      exempt: exempt(source),
-      requested: false,
-      active: 0,
-      opened: now,
-      idleSince: now,
-    };
-    tracked.firstRequest = setTimeout(() => close(tracked, 'first_request_timeout'), limits.firstRequestTimeoutMs);
-    tracked.firstRequest.unref();
-    open.set(key, tracked);
-    sources.add(tracked);
-    socket.once('close', () => {
-      clearTimeout(tracked.firstRequest);
-      open.delete(key);
-      sources.remove(tracked);
-    });
-  };
-
-  server.on('secureConnection', (socket: TLSSocket) => {
-    if (!limits.preferAuthenticated) return;
-    const tracked = open.get(keyOf(socket));
+  secured(socket: TLSSocket): void {
+    if (!this.#limits.preferAuthenticated) return;
+    const tracked = this.tracked(socket);
     if (!tracked) return;
     tracked.authenticated = socket.authorized;
     if (socket.authorized) tracked.exempt = true;
     // Over the cap (in the handshake reserve): only an authenticated client stays.
-    if (!socket.authorized && open.size > limits.maxConnections) close(tracked, 'limit');
-  });
+    if (!socket.authorized && this.#open.size > this.#limits.maxConnections) this.#close(tracked, 'limit');
+  }
 
-  server.on('session', (session: ServerHttp2Session) => {
-    const tracked = open.get(keyOf(session.socket));
-    if (tracked) tracked.session = session;
-  });
-
-  server.on('request', (req: { socket: Socket }, res: { once(e: 'close', f: () => void): void }) => {
-    const tracked = open.get(keyOf(req.socket));
+  requested(socket: Socket, res: { once(e: 'close', f: () => void): void }): void {
+    const tracked = this.tracked(socket);
     if (!tracked) return;
     clearTimeout(tracked.firstRequest);
     tracked.firstRequest = undefined;
@@ -220,5 +186,54 @@ export function limitConnections(
       tracked.active--;
       tracked.idleSince = performance.now();
     });
-  });
+  }
+
+  #track(socket: Socket): void {
+    const source = sourceOf(socket);
+    const key = keyOf(socket);
+    const now = performance.now();
+    const exempt = this.#limits.exemptSources?.check(source, familyOf(source)) ?? false;
+    const tracked: Tracked = { socket, source, exempt, requested: false, active: 0, opened: now, idleSince: now };
+    tracked.firstRequest = setTimeout(
+      () => this.#close(tracked, 'first_request_timeout'),
+      this.#limits.firstRequestTimeoutMs,
+    );
+    tracked.firstRequest.unref();
+    this.#open.set(key, tracked);
+    this.#sources.add(tracked);
+    socket.once('close', () => {
+      clearTimeout(tracked.firstRequest);
+      this.#open.delete(key);
+      this.#sources.remove(tracked);
+    });
+  }
+
+  /** At the overall cap: the source most over its own cap gives up a connection, or false. */
+  #makeRoom(): boolean {
+    const heaviest = this.#sources.heaviest(this.#limits.maxConnectionsPerSource);
+    const victim = heaviest === undefined ? undefined : this.#sources.victim(heaviest);
+    if (!victim) return false;
+    this.#close(victim, 'per_source_limit');
+    return true;
+  }
+
+  #evictUnauthenticated(): void {
+    for (const t of this.#open.values())
+      if (t.authenticated === false) {
+        this.#close(t, 'evicted');
+        return;
+      }
+  }
+
+  #close(t: Tracked | Socket, reason: ConnectionCloseReason): void {
+    if ('source' in t) {
+      // Gone from the counts now: its close may take a moment (GOAWAY).
+      t.exempt = true;
+      // An idle HTTP/2 connection is closed with GOAWAY: a stream the client sent meanwhile is
+      // answered, or the client knows it was not processed and retries it elsewhere.
+      if (t.session && t.requested) t.session.close();
+      else t.socket.destroy();
+    } else t.destroy();
+    this.#closed(reason);
+  }
 }
