@@ -21,6 +21,29 @@ export function createMetrics() {
   collectDefaultMetrics({ register: registry });
   return {
     registry,
+    ...admissionMetrics(registry),
+    ...connectionMetrics(registry),
+    ...cacheMetrics(registry),
+    servingCertificateExpiry: new Gauge({
+      name: 'wiw_serving_certificate_expiry_timestamp_seconds',
+      help: 'notAfter of the serving certificate this replica presents, in seconds since the epoch',
+      registers: [registry],
+    }),
+    // Set by the leader of --slipped-pods-interval-seconds only: the others export no sample.
+    slippedPods: new Gauge({
+      name: 'wiw_slipped_pods',
+      help: 'Running Pods whose ServiceAccount carries an identity the webhook would inject and which have none of it, by provider, as last counted by the leader (--slipped-pods-interval-seconds)',
+      labelNames: ['provider'] as const,
+      registers: [registry],
+    }),
+  };
+}
+
+export type Metrics = ReturnType<typeof createMetrics>;
+
+/** The reviews: how many, how long, what they did. */
+function admissionMetrics(registry: Registry) {
+  return {
     requests: new Counter({
       name: 'wiw_admission_requests_total',
       help: 'Admission reviews by object kind, operation and result (mutated, allowed, denied, error)',
@@ -35,6 +58,30 @@ export function createMetrics() {
       buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
       registers: [registry],
     }),
+    denials: new Counter({
+      name: 'wiw_denials_total',
+      help: 'Objects refused, by reason',
+      labelNames: ['reason'] as const,
+      registers: [registry],
+    }),
+    injections: new Counter({
+      name: 'wiw_injections_total',
+      help: 'Identities injected, by provider',
+      labelNames: ['provider'] as const,
+      registers: [registry],
+    }),
+    shadowed: new Counter({
+      name: 'wiw_user_env_shadowed_total',
+      help: "Containers whose own value of an injected credential variable wins over the webhook's, by provider and variable",
+      labelNames: ['provider', 'variable'] as const,
+      registers: [registry],
+    }),
+  };
+}
+
+/** The connections and requests turned away before admission (src/connection-limits.ts, review budget). */
+function connectionMetrics(registry: Registry) {
+  return {
     rejected: new Counter({
       name: 'wiw_requests_rejected_total',
       help: 'Requests turned away before admission, by reason (too_large, busy, unauthenticated)',
@@ -58,24 +105,12 @@ export function createMetrics() {
       help: 'Bytes held by reviews in progress (requests, answers not yet written, a share per review) against --max-inflight-request-bytes',
       registers: [registry],
     }),
-    injections: new Counter({
-      name: 'wiw_injections_total',
-      help: 'Identities injected, by provider',
-      labelNames: ['provider'] as const,
-      registers: [registry],
-    }),
-    shadowed: new Counter({
-      name: 'wiw_user_env_shadowed_total',
-      help: "Containers whose own value of an injected credential variable wins over the webhook's, by provider and variable",
-      labelNames: ['provider', 'variable'] as const,
-      registers: [registry],
-    }),
-    denials: new Counter({
-      name: 'wiw_denials_total',
-      help: 'Objects refused, by reason',
-      labelNames: ['reason'] as const,
-      registers: [registry],
-    }),
+  };
+}
+
+/** The object caches (src/kube/object-cache.ts) and their watches. */
+function cacheMetrics(registry: Registry) {
+  return {
     // The object caches (src/kube/object-cache.ts), by `what`: ServiceAccount or Namespace. The
     // names predate the Namespace cache and are kept so dashboards and alerts stay valid.
     cacheSize: new Gauge({
@@ -108,18 +143,6 @@ export function createMetrics() {
       labelNames: ['what', 'result'] as const,
       registers: [registry],
     }),
-    servingCertificateExpiry: new Gauge({
-      name: 'wiw_serving_certificate_expiry_timestamp_seconds',
-      help: 'notAfter of the serving certificate this replica presents, in seconds since the epoch',
-      registers: [registry],
-    }),
-    // Set by the leader of --slipped-pods-interval-seconds only: the others export no sample.
-    slippedPods: new Gauge({
-      name: 'wiw_slipped_pods',
-      help: 'Running Pods whose ServiceAccount carries an identity the webhook would inject and which have none of it, by provider, as last counted by the leader (--slipped-pods-interval-seconds)',
-      labelNames: ['provider'] as const,
-      registers: [registry],
-    }),
     watchRestarts: new Counter({
       name: 'wiw_serviceaccount_watch_restarts_total',
       help: 'Restarts of a cache watch after a real failure, by kind and cause (gone, idle, watch_error, list_error)',
@@ -128,8 +151,6 @@ export function createMetrics() {
     }),
   };
 }
-
-export type Metrics = ReturnType<typeof createMetrics>;
 
 /**
  * The plain-HTTP listener for Prometheus: `/metrics` from the registry, plus any extra routes
