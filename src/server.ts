@@ -1,13 +1,14 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
-import { buildApp, type AdmitContext } from './app.ts';
+import { buildApp, type AdmitContext, type AppOptions } from './app.ts';
 import { sourceList } from './connection-limits.ts';
 import { admitPod } from './admission/pods.ts';
 import { admitSecret } from './admission/secrets.ts';
 import { allowed, type AdmissionRequest, type Decision } from './admission/review.ts';
 import type { PodReviewObservation } from './clouds/types.ts';
 import { ConfigError } from './errors.ts';
+import type { ServerLimits } from './limits.ts';
 import type { Config } from './config.ts';
 import type { KubeApi } from './kube/api.ts';
 import { connectKube } from './kube/connect.ts';
@@ -24,8 +25,7 @@ import {
 import { SECRET_SERVICE_ACCOUNT_ANNOTATIONS } from './model.ts';
 import { RecordKeys } from './mutate/injection-record.ts';
 import { memoryReducingGc, releaseWhenQuiet } from './memory-release.ts';
-import { tlsPolicy } from './tls/policy.ts';
-import type { SlippedGaugeOptions } from './doctor/slipped-gauge.ts';
+import { tlsPolicy, type TlsPolicy } from './tls/policy.ts';
 import { certificateNotAfter, readKeyPair, watchKeyPair, type KeyPair } from './tls/reloader.ts';
 
 /** How long the server is idle after work before it hands pooled memory back (src/memory-release.ts). */
@@ -71,11 +71,10 @@ async function loadTls(
 }
 
 /**
- * The key that signs injection records. Every replica must hold the same one: a key file, or
+ * The keys that sign injection records. Every replica must hold the same one: a key file, or
  * else one derived from the serving key, which replicas share through their certificate Secret.
  * After a certificate rotation the previous key still verifies.
  */
-/** The keys that sign injection records, following the serving key when it rotates. */
 interface RotatingRecordKeys {
   current: RecordKeys;
   rotate(p: KeyPair): void;
@@ -164,7 +163,7 @@ async function slippedGauge(
   api: KubeApi,
   root: Logger,
   metrics: Metrics,
-  reads: Pick<SlippedGaugeOptions, 'providers' | 'lookup' | 'ready'>,
+  { providers, cache, watched }: Awaited<ReturnType<typeof admission>>,
 ): Promise<{ stop(): Promise<void> } | undefined> {
   if (config.slippedPodsIntervalSeconds === 0) return undefined;
   const leaseNamespace =
@@ -180,7 +179,9 @@ async function slippedGauge(
   const { startSlippedGauge } = await import('./doctor/slipped-gauge.ts');
   return startSlippedGauge({
     api,
-    ...reads,
+    providers,
+    lookup: (ns, name) => cache.lookup(ns, name),
+    ready: () => watched.synced,
     intervalSeconds: config.slippedPodsIntervalSeconds,
     leaseNamespace,
     gauge: metrics.slippedPods,
@@ -196,113 +197,145 @@ export async function serve(config: Config, root: Logger): Promise<RunningServer
   const metrics = createMetrics();
   metrics.servingCertificateExpiry.set(certificateNotAfter(tls.pair.cert));
   const recordKeys = await injectionRecordKeys(config, tls.pair, log);
-  const {
-    admit: judge,
-    cache,
-    providers,
-    tenantPolicy,
-    watched,
-  } = await admission(config, api, root, metrics, recordKeys);
+  const core = await admission(config, api, root, metrics, recordKeys);
+  const { cache, watched } = core;
   // The pages a burst of reviews (or the first list) left pooled go back once the server idles.
   const quiet = releaseWhenQuiet(MEMORY_RELEASE_QUIET_MS, memoryReducingGc());
-  const admit: typeof judge = (request, context) => {
-    quiet.worked();
-    return judge(request, context);
-  };
-  // The policy mode's parameters, written by one replica (loaded only when asked for).
-  const parameters = config.policyParameters
-    ? (await import('./policy-mode/run.ts')).startPolicyParameters(
-        config,
-        api,
-        providers,
-        tenantPolicy?.judges,
-        tenantPolicy && (() => tenantPolicy.gate.current()),
-        root,
-      )
-    : undefined;
+  const parameters = await policyParameters(config, api, core, root);
   let draining = false;
-
-  const clientCa = config.clientCaFile
-    ? await readFile(config.clientCaFile, 'utf8').catch((err: Error) => {
-        throw new ConfigError(`cannot read --client-ca-file: ${err.message}`);
-      })
-    : undefined;
+  const clientCa = await readClientCa(config);
   const policy = tlsPolicy(config.tlsMinVersion, config.tlsCipherSuites);
-  const app = buildApp({
-    https: tls.pair,
-    log: root.child({ component: 'admission' }),
+  const app = httpFace(config, root, {
+    tls,
     metrics,
-    admit,
+    admit: (request, context) => {
+      quiet.worked();
+      return core.admit(request, context);
+    },
     isReady: () => !draining && watched.synced,
     isDraining: () => draining,
-    limits: {
-      maxRequestBytes: config.maxRequestBytes,
-      maxInflightRequestBytes: config.maxInflightRequestBytes,
-      maxContainers: config.maxContainers,
-      maxPatchBytes: config.maxPatchBytes,
-      maxConnections: config.maxConnections,
-      maxConnectionsPerSource: config.maxConnectionsPerSource,
-      firstRequestTimeoutMs: config.firstRequestTimeoutMs,
-      maxConcurrentStreams: config.maxConcurrentStreams,
-      maxConnectionAgeMs: config.maxConnectionAgeSeconds * 1000,
-    },
-    http2: config.http2,
-    proxySources: config.proxySources.length > 0 ? sourceList(config.proxySources) : undefined,
-    tls: policy,
     clientCa,
-    observePod: boundedPeerMetrics(config, metrics, cache),
+    policy,
+    cache,
   });
   void watched.start().then(quiet.worked);
   const stopClouds = startClouds(config, log);
-  const slipped = await slippedGauge(config, api, root, metrics, {
-    providers,
-    lookup: (ns, name) => cache.lookup(ns, name),
-    ready: () => watched.synced,
-  });
+  const slipped = await slippedGauge(config, api, root, metrics, core);
   await app.listen({ port: config.port, host: config.host });
   const port = (app.server.address() as AddressInfo).port;
   const stopWatching = tls.watch?.((pair) => {
-    // New handshakes get the new certificate; connections already open keep theirs.
-    (app.server as unknown as { setSecureContext(o: object): void }).setSecureContext({
-      ...pair,
-      minVersion: policy.minVersion,
-      ciphers: policy.ciphers,
-      ...(clientCa ? { ca: clientCa } : {}),
-    });
+    setSecureContext(app.server, { ...pair, minVersion: policy.minVersion, ciphers: policy.ciphers, ca: clientCa });
     recordKeys.rotate(pair);
     metrics.servingCertificateExpiry.set(certificateNotAfter(pair.cert));
   });
-
-  const { server: metricsServer, port: metricsPort } = await serveMetrics(
-    metrics.registry,
-    config.metricsHost,
-    config.metricsPort,
-  );
-  log.info({ port, metricsPort }, 'listening');
-
-  let shutdown: Promise<void> | undefined;
-  return {
-    port,
-    metricsPort,
-    shutdown() {
-      shutdown ??= (async () => {
-        draining = true;
-        log.info({ drainSeconds: config.drainSeconds }, 'draining: reporting not ready');
-        // Keep-alive clients learn it from their next answer (Connection: close; over HTTP/2 a
-        // GOAWAY: streams in progress finish, the client opens its next one elsewhere). Idle
-        // connections are not cut now: a client may be sending on one, and a POST cut mid-flight
-        // is not retried.
-        await new Promise((resolve) => setTimeout(resolve, config.drainSeconds * 1000));
+  const scrape = await serveMetrics(metrics.registry, config.metricsHost, config.metricsPort);
+  log.info({ port, metricsPort: scrape.port }, 'listening');
+  const shutdown = once(() =>
+    drainThenStop(
+      config.drainSeconds,
+      log,
+      () => (draining = true),
+      async () => {
         stopWatching?.();
         stopClouds();
         await parameters?.stop();
         await slipped?.stop();
         quiet.stop();
         watched.stop();
-        await Promise.all([app.close(), new Promise((resolve) => metricsServer.close(resolve))]);
-        log.info('stopped');
-      })();
-      return shutdown;
-    },
+        await Promise.all([app.close(), new Promise((resolve) => scrape.server.close(resolve))]);
+      },
+    ),
+  );
+  return { port, metricsPort: scrape.port, shutdown };
+}
+
+/** Handshakes from now on get this certificate (and client CA); connections already open keep theirs. */
+function setSecureContext(server: unknown, context: KeyPair & { minVersion?: string; ciphers?: string; ca?: string }) {
+  const { ca, ...rest } = context;
+  // fastify types its server as the plain HTTP one; with `https` it is a tls.Server, which has this.
+  (server as { setSecureContext(o: object): void }).setSecureContext({ ...rest, ...(ca ? { ca } : {}) });
+}
+
+/** The HTTPS server admission answers on, with its limits and TLS. */
+function httpFace(
+  config: Config,
+  root: Logger,
+  parts: Pick<AppOptions, 'metrics' | 'admit' | 'isReady' | 'isDraining' | 'clientCa'> & {
+    tls: { pair: KeyPair };
+    policy: TlsPolicy;
+    cache: ServiceAccountCache;
+  },
+) {
+  const { tls, policy, cache, ...rest } = parts;
+  return buildApp({
+    ...rest,
+    https: tls.pair,
+    log: root.child({ component: 'admission' }),
+    limits: serverLimits(config),
+    http2: config.http2,
+    proxySources: config.proxySources.length > 0 ? sourceList(config.proxySources) : undefined,
+    tls: policy,
+    observePod: boundedPeerMetrics(config, rest.metrics, cache),
+  });
+}
+
+/** The policy mode's parameters, written by one replica (loaded only when asked for). */
+async function policyParameters(
+  config: Config,
+  api: KubeApi,
+  { providers, tenantPolicy }: Awaited<ReturnType<typeof admission>>,
+  root: Logger,
+) {
+  if (!config.policyParameters) return undefined;
+  const { startPolicyParameters } = await import('./policy-mode/run.ts');
+  return startPolicyParameters(
+    config,
+    api,
+    providers,
+    tenantPolicy?.judges,
+    tenantPolicy && (() => tenantPolicy.gate.current()),
+    root,
+  );
+}
+
+/**
+ * Reports not ready and keeps serving for the drain period, then stops. Keep-alive clients learn
+ * it from their next answer (Connection: close; over HTTP/2 a GOAWAY: streams in progress finish,
+ * the client opens its next one elsewhere). Idle connections are not cut now: a client may be
+ * sending on one, and a POST cut mid-flight is not retried.
+ */
+async function drainThenStop(seconds: number, log: Logger, markDraining: () => void, stop: () => Promise<void>) {
+  markDraining();
+  log.info({ drainSeconds: seconds }, 'draining: reporting not ready');
+  await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
+  await stop();
+  log.info('stopped');
+}
+
+/** `fn` run on the first call only; later calls get the same promise. */
+function once(fn: () => Promise<void>): () => Promise<void> {
+  let running: Promise<void> | undefined;
+  return () => (running ??= fn());
+}
+
+async function readClientCa(config: Config): Promise<string | undefined> {
+  if (!config.clientCaFile) return undefined;
+  return readFile(config.clientCaFile, 'utf8').catch((err: Error) => {
+    throw new ConfigError(`cannot read --client-ca-file: ${err.message}`);
+  });
+}
+
+/** The HTTP face's limits, from the flags. */
+function serverLimits(config: Config): Partial<ServerLimits> {
+  return {
+    maxRequestBytes: config.maxRequestBytes,
+    maxInflightRequestBytes: config.maxInflightRequestBytes,
+    maxContainers: config.maxContainers,
+    maxPatchBytes: config.maxPatchBytes,
+    maxConnections: config.maxConnections,
+    maxConnectionsPerSource: config.maxConnectionsPerSource,
+    firstRequestTimeoutMs: config.firstRequestTimeoutMs,
+    maxConcurrentStreams: config.maxConcurrentStreams,
+    maxConnectionAgeMs: config.maxConnectionAgeSeconds * 1000,
   };
 }
