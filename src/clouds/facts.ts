@@ -21,10 +21,19 @@ export interface RegionFormat {
   example: string;
 }
 
+/** How a cloud spells a tenant, for tenant policy's computed `tenant` default. */
+export interface TenantFormat {
+  pattern: RegExp;
+  /** "a tenant id (...)", for messages. */
+  what: string;
+}
+
 export interface CloudFacts {
   /** Shown in messages: "for AWS". */
   title: string;
   tokenBounds: TokenBounds;
   /** Clouds whose identities carry a region; undefined when a region means nothing to the cloud. */
   region?: RegionFormat;
+  /** Clouds whose identities name a tenant a default may compute; undefined for the others. */
+  tenant?: TenantFormat;
 }

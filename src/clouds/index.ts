@@ -9,7 +9,7 @@ import type { SecretProvider } from './secret-config.ts';
 import type { CloudSettings } from './settings.ts';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
-import type { Cloud, Overrides, PeerMetrics, PeerMetricsOptions, PodProvider } from './types.ts';
+import type { Cloud, PeerMetrics, PeerMetricsOptions, PodProvider, PolicyOverrides } from './types.ts';
 
 export const CLOUD_MODULES = { aws: awsCloud, azure: azureCloud, gcp: gcpCloud } as const satisfies Record<
   ProviderName,
@@ -64,7 +64,7 @@ export function createSecretProviders(config: CloudSettings): SecretProviders {
 export function providerWithOverrides(
   options: ProviderOptions,
   name: ProviderName,
-  overrides: Overrides,
+  overrides: PolicyOverrides<object>,
 ): PodProvider | undefined {
   const base = options[name];
   const next = (CLOUD_MODULES[name] as Cloud<typeof base>).withOverrides(base, overrides);

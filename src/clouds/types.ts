@@ -7,7 +7,6 @@ import type { Container, EnvVar, Pod, ServiceAccountView, Volume, VolumeMount } 
 export type { ProviderName } from './registry.ts';
 import type { ProviderName } from './registry.ts';
 import type { CloudSettings } from './settings.ts';
-import type { AzureCloud } from './azure/environments.ts';
 import type { SecretProvider } from './secret-config.ts';
 import type { SpecReader } from '../spec-reader.ts';
 
@@ -140,16 +139,42 @@ export interface PodProvider {
 }
 
 /**
- * Values tenant policy puts in place of the flags for one identity (docs/policy.md); undefined
- * keeps the flag's value.
+ * The values tenant policy's defaults give one identity (docs/policy.md), field by field: a CEL
+ * default's, else the matched identity provider's; undefined keeps the flag's value.
  */
-export interface Overrides {
+export interface PolicyDefaults {
   region?: string;
   tenant?: string;
   audience?: string;
   tokenExpirationSeconds?: number;
-  /** Azure: the national cloud of the matched identity provider. */
-  azureCloud?: AzureCloud;
+}
+
+/**
+ * What tenant policy puts in place of a cloud's flags for one identity: the defaults' values and
+ * the matched identity provider, whose own fields (`Declared`) its cloud reads as it will (Azure:
+ * a national cloud and authority host).
+ */
+export interface PolicyOverrides<Declared extends object> {
+  values: PolicyDefaults;
+  declared: Declared | undefined;
+}
+
+/** One identity a Pod requests, as tenant policy hands it to its cloud's `settle`. */
+export interface PolicyRequest<Options extends object, Declared extends object, Identity> {
+  /** The identity the injection claims. */
+  identity: Identity;
+  serviceAccount: Pick<ServiceAccountView, 'annotations'> | undefined;
+  options: Options;
+  /** The cloud's declared identity providers, in policy order. */
+  declared: readonly Declared[];
+  /** The policies' CEL defaults for an identity as the Pod requests it, or the denial of a failing one. */
+  defaults(identity: Identity): PolicyDefaults | Denial;
+}
+
+/** The identity to match and validate, and the defaults that apply to it. */
+export interface SettledRequest<Identity> {
+  identity: Identity;
+  defaults: PolicyDefaults;
 }
 
 /** An OpenAPI v3 schema, as a CRD holds it. */
@@ -174,8 +199,6 @@ export interface CloudPolicy<Options extends object, Declared extends object, Fi
     properties: Readonly<Record<string, JsonSchema>>;
     defaults?: { region?: string; audience?: string };
   };
-  /** Clouds that take a computed `tenant` default: its problem, undefined when the value is good. */
-  readonly tenantProblem?: (value: string) => string | undefined;
   /** Reads the declared fields; problems go to the reader. */
   parseDeclared(r: SpecReader, o: Record<string, unknown>, path: string): Declared;
   /** The identity a provider's identity record (Pod injection or Secret derivation) claims. */
@@ -186,14 +209,15 @@ export interface CloudPolicy<Options extends object, Declared extends object, Fi
   describeDeclared(p: Declared): string;
   /** "exact" is taken at once; "wide" (a whole AWS partition) only when nothing matches exactly. */
   match(p: Declared, id: Readonly<Record<Field, string>>): 'exact' | 'wide' | undefined;
-  /** Overrides a matched identity provider implies besides its defaults (Azure: its national cloud). */
-  overrides?(p: Declared): Overrides;
-  /** Completes what a Pod requests before the defaults are computed (Azure: only an annotated tenant is requested). */
-  request?(id: Record<Field, string>, serviceAccount: Pick<ServiceAccountView, 'annotations'> | undefined): void;
-  /** Settles the request once the computed defaults are known (Azure: the tenant default). */
-  settle?(id: Record<Field, string>, computed: Overrides, declared: readonly Declared[], options: Options): void;
-  /** The injection as the matched identity provider changes it (Azure: a declared authority host). */
-  finish?(injection: Injection, p: Declared): Injection;
+  /**
+   * What the Pod requests and which defaults apply, where the cloud decides it itself (Azure: only
+   * a tenant the ServiceAccount names is requested; any other is a default: computed, the one
+   * declared tenant, or the flag's). Without it, the identity the injection claims is requested and
+   * every default applies.
+   */
+  settle?<Identity extends Record<Field, string>>(
+    request: PolicyRequest<Options, Declared, Identity>,
+  ): SettledRequest<Identity> | Denial;
 }
 
 /** An identity the webhook hands out, with the token's subject and audience: what a cloud must trust. */
@@ -301,7 +325,7 @@ export type PeerMetricsFactory = (registry: Registry, options: PeerMetricsOption
 
 /**
  * One cloud, as the rest of the webhook sees it: its Pod provider's options from the flags (plain
- * data), those options with tenant policy's overrides, the Pod provider built from options, the
+ * data), those options with tenant policy's overrides (its own identity providers' fields typed), the Pod provider built from options, the
  * Secret provider, its tenant policy part and its trust part. Facts needed below the providers
  * (bounds, names) are its facts.ts, listed in CLOUDS.
  */
@@ -313,7 +337,7 @@ export interface Cloud<
 > {
   readonly name: ProviderName;
   options(settings: CloudSettings): Options;
-  withOverrides(options: Options, overrides: Overrides): Options;
+  withOverrides(options: Options, overrides: PolicyOverrides<Declared>): Options;
   podProvider(options: Options): PodProvider;
   secretProvider(settings: CloudSettings): SecretProvider;
   readonly policy: CloudPolicy<Options, Declared, Field>;

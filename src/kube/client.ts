@@ -1,6 +1,8 @@
+// The kubeconfig as client-node's KubeConfig, for the commands that talk through client-node
+// (doctor, the issuer commands) and the token requestor's credentials; the precedence and its
+// errors are kubeconfig.ts's.
 import { KubeConfig } from '@kubernetes/client-node';
-import { ConfigError } from '../errors.ts';
-import { noSuchContext } from './connect.ts';
+import { kubeconfigSource, loadError, noCluster, withContext } from './kubeconfig.ts';
 
 /**
  * --kubeconfig, else in-cluster, else $KUBECONFIG or ~/.kube/config; with --context, that context
@@ -8,25 +10,15 @@ import { noSuchContext } from './connect.ts';
  */
 export function loadKubeConfig(path: string | undefined, context?: string): KubeConfig {
   const kc = new KubeConfig();
+  const source = kubeconfigSource(path, context);
   try {
-    if (path) kc.loadFromFile(path);
-    else if (process.env.KUBERNETES_SERVICE_HOST && !context) kc.loadFromCluster();
+    if (source.kind === 'file') kc.loadFromFile(source.path);
+    else if (source.kind === 'in-cluster') kc.loadFromCluster();
     else kc.loadFromDefault();
   } catch (err) {
-    throw new ConfigError(
-      `cannot load the kubeconfig${path ? ` from --kubeconfig=${path}` : ''}: ${(err as Error).message}`,
-    );
+    throw loadError(path, err);
   }
-  if (context !== undefined) {
-    if (!kc.getContextObject(context))
-      throw noSuchContext(
-        context,
-        kc.getContexts().map((c) => c.name),
-      );
-    kc.setCurrentContext(context);
-  }
-  if (!kc.getCurrentCluster()) {
-    throw new ConfigError('no Kubernetes cluster configured: pass --kubeconfig, or run in a cluster');
-  }
+  withContext(kc, context);
+  if (!kc.getCurrentCluster()) throw noCluster();
   return kc;
 }

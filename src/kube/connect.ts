@@ -1,17 +1,16 @@
-// Where `serve` finds the API server, in the order loadKubeConfig (client.ts) uses: --kubeconfig,
-// else in-cluster, else $KUBECONFIG or ~/.kube/config. In a Pod that is the service account's
+// Where `serve` finds the API server, by kubeconfig.ts's precedence (the one client.ts loads too):
+// --kubeconfig, else in-cluster, else $KUBECONFIG or ~/.kube/config. In a Pod that is the service account's
 // token and ca.crt and the service's address: no kubeconfig, no client-node. A kubeconfig file with
 // static credentials (CA, client certificate, token: what tests and most admin kubeconfigs hold)
 // is read here with the YAML parser (loaded by `serve` anyway, for Secret configs); one that needs more (an exec or auth-provider plugin, a proxy,
 // several files in $KUBECONFIG) is handed to client-node, loaded only then.
 
 import { readFileSync } from 'node:fs';
-import { homedir } from 'node:os';
-import { delimiter, dirname, isAbsolute, join } from 'node:path';
+import { dirname, isAbsolute, join } from 'node:path';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { parse } from 'yaml';
-import { ConfigError } from '../errors.ts';
 import { KubeApi, type KubeApiOptions, type KubeCredentials } from './api.ts';
+import { defaultFile, kubeconfigSource, loadError, noCluster, noSuchContext, withContext } from './kubeconfig.ts';
 
 const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
 /** client-go rereads a token file this often; the kubelet rotates a projected token well before it expires. */
@@ -35,17 +34,15 @@ export function tokenFile(path: string, now: () => number = Date.now): () => str
  * of the kubeconfig (never in-cluster credentials) instead of its current-context.
  */
 export async function connectKube(path: string | undefined, context?: string): Promise<KubeApi> {
+  const source = kubeconfigSource(path, context);
   try {
-    if (path) return await fromKubeconfigFile(path, context);
-    if (process.env.KUBERNETES_SERVICE_HOST && context === undefined) return new KubeApi(inCluster());
-    const files = (process.env.KUBECONFIG ?? '').split(delimiter).filter(Boolean);
-    if (files.length > 1) return await fromClientNodeDefault(context);
-    return await fromKubeconfigFile(files[0] ?? join(homedir(), '.kube', 'config'), context);
+    if (source.kind === 'file') return await fromKubeconfigFile(source.path, context);
+    if (source.kind === 'in-cluster') return new KubeApi(inCluster());
+    // Several files are merged as client-go merges them: client-node's work.
+    if (source.files.length > 1) return await fromClientNodeDefault(context);
+    return await fromKubeconfigFile(defaultFile(source.files), context);
   } catch (err) {
-    if (err instanceof ConfigError) throw err;
-    throw new ConfigError(
-      `cannot load the kubeconfig${path ? ` from --kubeconfig=${path}` : ''}: ${(err as Error).message}`,
-    );
+    throw loadError(path, err);
   }
 }
 
@@ -87,12 +84,6 @@ const USER_FIELDS = new Set([
   'extensions',
 ]);
 
-/** --context naming no context of the kubeconfig: the error names the ones it has. */
-export function noSuchContext(context: string, names: (string | undefined)[]): ConfigError {
-  const has = names.length > 0 ? names.map((n) => JSON.stringify(n ?? '')).join(', ') : 'none';
-  return new ConfigError(`--context ${JSON.stringify(context)}: the kubeconfig has no such context (it has ${has})`);
-}
-
 async function fromKubeconfigFile(path: string, contextName?: string): Promise<KubeApi> {
   const doc = (parse(readFileSync(path, 'utf8')) ?? {}) as Kubeconfig;
   const named = doc.contexts?.find((c) => c.name === (contextName ?? doc['current-context']));
@@ -103,8 +94,7 @@ async function fromKubeconfigFile(path: string, contextName?: string): Promise<K
     );
   const context = named?.context;
   const cluster = doc.clusters?.find((c) => c.name === context?.cluster)?.cluster;
-  if (!cluster?.server)
-    throw new ConfigError('no Kubernetes cluster configured: pass --kubeconfig, or run in a cluster');
+  if (!cluster?.server) throw noCluster();
   const user = doc.users?.find((u) => u.name === context?.user)?.user ?? {};
   if (Object.keys(cluster).some((k) => !CLUSTER_FIELDS.has(k)) || Object.keys(user).some((k) => !USER_FIELDS.has(k)))
     return fromClientNodeFile(path, contextName);
@@ -145,17 +135,6 @@ async function fromClientNodeDefault(context?: string): Promise<KubeApi> {
   return kubeApiOf(withContext(kc, context));
 }
 
-function withContext(kc: KubeConfig, context: string | undefined): KubeConfig {
-  if (context === undefined) return kc;
-  if (!kc.getContextObject(context))
-    throw noSuchContext(
-      context,
-      kc.getContexts().map((c) => c.name),
-    );
-  kc.setCurrentContext(context);
-  return kc;
-}
-
 /**
  * The API of a client-node KubeConfig (its current cluster and user): client-node applies the
  * credentials to each request, plugins included. The tests use it for configurations they change
@@ -163,7 +142,7 @@ function withContext(kc: KubeConfig, context: string | undefined): KubeConfig {
  */
 export function kubeApiOf(kc: KubeConfig, options: KubeApiOptions = {}): KubeApi {
   const cluster = kc.getCurrentCluster();
-  if (!cluster) throw new ConfigError('no Kubernetes cluster configured: pass --kubeconfig, or run in a cluster');
+  if (!cluster) throw noCluster();
   return new KubeApi(
     {
       server: cluster.server,

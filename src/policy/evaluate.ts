@@ -8,11 +8,10 @@ import type { NamespaceView, ObjectMeta, ServiceAccountView } from '../kube/type
 import type { PodAdmission } from '../mutate/pod.ts';
 import { isWindowsPod } from '../model.ts';
 import type { SecretDerivation } from '../clouds/secret-config.ts';
-import type { Injection } from '../clouds/types.ts';
+import type { Injection, PolicyDefaults, PolicyOverrides, SettledRequest } from '../clouds/types.ts';
 import { activation, type Activation, type IdentityVariable } from './cel.ts';
 import { admissionVariables, identityOf, identityOfInjection, identityOfSecret } from './inputs.ts';
 import type { CompiledPolicy, DefaultField, IdentityProviderSpec } from './model.ts';
-import type { Overrides } from '../clouds/types.ts';
 import { overridesFor } from './provider-options.ts';
 import { evaluateDefault, evaluateValidation } from './rules.ts';
 
@@ -62,67 +61,78 @@ export function judgePodInjections(
   if (injections.length === 0 || isEmptyPolicySet(ctx.set)) return injections;
   const unavailable = unavailableDenial(ctx.set);
   if (unavailable) return unavailable;
-  const { pod, serviceAccount } = admission;
   const out: Injection[] = [];
   const denials: Denial[] = [];
   for (const injection of injections) {
-    const cloud = injection.provider;
-    const policy = cloudModule(cloud).policy;
-    const requested = identityOfInjection(injection);
-    policy.request?.(requested, serviceAccount);
-    const vars = activation(admissionVariables('Pod', pod.metadata, ctx.namespace, serviceAccount, requested));
-
-    const computed = computeDefaults(ctx.set, cloud, vars);
-    if (isDenial(computed)) {
-      denials.push(computed);
-      continue;
-    }
-    policy.settle?.(
-      requested,
-      computed,
-      ctx.set.identityProviders.filter((p) => p.provider === cloud),
-      ctx.options[cloud],
-    );
-
-    const declared = matchIdentityProvider(ctx.set, requested);
-    if (ctx.set.identityProviders.length > 0 && !declared) {
-      denials.push(untrusted(ctx.set, requested));
-      continue;
-    }
-
-    let final = injection;
-    // undefined: the overrides change nothing and the Pod's first resolution stands.
-    const provider = providerWithOverrides(ctx.options, cloud, overridesFor(computed, declared));
-    if (provider) {
-      const again = provider.resolvePod({
-        pod,
-        namespace: admission.namespace,
-        serviceAccount,
-        windows: isWindowsPod(pod),
-      });
-      if (again !== undefined && isDenial(again)) {
-        denials.push(again);
-        continue;
-      }
-      if (again) final = again;
-    }
-    if (declared && policy.finish) final = policy.finish(final, declared);
-
-    const identity = identityOfInjection(final);
-    identity.identityProvider = declared?.name ?? '';
-    const refused = validate(
-      ctx.set,
-      activation(admissionVariables('Pod', pod.metadata, ctx.namespace, serviceAccount, identity)),
-    );
-    // The cloud's further identities in this Pod (AWS profiles, Azure client ids per container,
-    // GCP providers) share the defaults above and are each matched and validated.
-    for (const raw of final.additionalIdentities ?? []) {
-      refused.push(...judgeAdditional(ctx, admission, identityOf(cloud, raw)));
-    }
-    if (refused.length > 0) denials.push(...refused);
-    else out.push(final);
+    const judged = judgeInjection(ctx, admission, injection);
+    if (Array.isArray(judged)) denials.push(...judged);
+    else out.push(judged);
   }
   return denials.length > 0 ? mergeDenials(denials) : out;
+}
+
+/** One injection: its request settled, matched, resolved again with the overrides, then validated. */
+function judgeInjection(ctx: PodPolicyContext, admission: PodAdmission, injection: Injection): Injection | Denial[] {
+  const { pod, serviceAccount } = admission;
+  const settled = settleRequest(ctx, admission, injection);
+  if (isDenial(settled)) return [settled];
+  const declared = matchIdentityProvider(ctx.set, settled.identity);
+  if (ctx.set.identityProviders.length > 0 && !declared) return [untrusted(ctx.set, settled.identity)];
+
+  const final = resolveWithOverrides(ctx, admission, injection, overridesFor(settled.defaults, declared));
+  if (isDenial(final)) return [final];
+  const identity = identityOfInjection(final);
+  identity.identityProvider = declared?.name ?? '';
+  const refused = validate(
+    ctx.set,
+    activation(admissionVariables('Pod', pod.metadata, ctx.namespace, serviceAccount, identity)),
+  );
+  // The cloud's further identities in this Pod (AWS profiles, Azure client ids per container,
+  // GCP providers) share the defaults above and are each matched and validated.
+  for (const raw of final.additionalIdentities ?? []) {
+    refused.push(...judgeAdditional(ctx, admission, identityOf(injection.provider, raw)));
+  }
+  return refused.length > 0 ? refused : final;
+}
+
+/** What the Pod requests and the defaults that apply to it: the cloud's own `settle`, or the identity as claimed. */
+function settleRequest(
+  ctx: PodPolicyContext,
+  { pod, serviceAccount }: PodAdmission,
+  injection: Injection,
+): SettledRequest<IdentityVariable> | Denial {
+  const cloud = injection.provider;
+  const defaults = (identity: IdentityVariable) =>
+    computeDefaults(
+      ctx.set,
+      cloud,
+      activation(admissionVariables('Pod', pod.metadata, ctx.namespace, serviceAccount, identity)),
+    );
+  const identity = identityOfInjection(injection);
+  const { settle } = cloudModule(cloud).policy;
+  if (settle)
+    return settle({
+      identity,
+      serviceAccount,
+      options: ctx.options[cloud],
+      declared: ctx.set.identityProviders.filter((p) => p.provider === cloud),
+      defaults,
+    });
+  const computed = defaults(identity);
+  return isDenial(computed) ? computed : { identity, defaults: computed };
+}
+
+/** The injection the overrides give: the Pod resolved again by a provider built from them, when they change anything. */
+function resolveWithOverrides(
+  ctx: PodPolicyContext,
+  { pod, namespace, serviceAccount }: PodAdmission,
+  injection: Injection,
+  overrides: PolicyOverrides<object>,
+): Injection | Denial {
+  const provider = providerWithOverrides(ctx.options, injection.provider, overrides);
+  if (!provider) return injection;
+  const again = provider.resolvePod({ pod, namespace, serviceAccount, windows: isWindowsPod(pod) });
+  return again ?? injection;
 }
 
 /** One further identity of an injection: the identity provider match, then every validation. */
@@ -204,8 +214,8 @@ function describeProvider(p: DeclaredProvider): string {
 }
 
 /** The first value each default field gets, by policy name then rule order; or the denial of a failing default. */
-function computeDefaults(set: PolicySet, cloud: ProviderName, vars: Activation): Overrides | Denial {
-  const computed: Overrides = {};
+function computeDefaults(set: PolicySet, cloud: ProviderName, vars: Activation): PolicyDefaults | Denial {
+  const computed: PolicyDefaults = {};
   for (const policy of set.policies) {
     for (const rule of policy.defaults) {
       if (!rule.providers.has(cloud) || computed[rule.field] !== undefined) continue;
@@ -229,9 +239,11 @@ function invalidDefault(field: DefaultField, cloud: ProviderName, value: string 
       const region = cloudFacts(cloud).region!;
       return region.pattern.test(String(value)) ? undefined : `is not ${region.what} (for example ${region.example})`;
     }
-    case 'tenant':
-      // parse.ts offers tenant only to clouds that check it.
-      return cloudModule(cloud).policy.tenantProblem!(String(value));
+    case 'tenant': {
+      // parse.ts offers tenant only to clouds that name one.
+      const tenant = cloudFacts(cloud).tenant!;
+      return tenant.pattern.test(String(value)) ? undefined : `is not ${tenant.what}`;
+    }
     case 'audience':
       return /^\S+$/.test(String(value)) ? undefined : 'is not an audience (no spaces)';
     case 'tokenExpirationSeconds': {

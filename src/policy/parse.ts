@@ -74,7 +74,7 @@ function identityProvider(r: SpecReader, v: unknown, path: string): IdentityProv
 /** The clouds a computed default field applies to: region to clouds with regions, tenant to those that take one. */
 function cloudsOfField(field: DefaultField): ProviderName[] {
   if (field === 'region') return PROVIDER_NAMES.filter((c) => cloudFacts(c).region);
-  if (field === 'tenant') return PROVIDER_NAMES.filter((c) => cloudModule(c).policy.tenantProblem);
+  if (field === 'tenant') return PROVIDER_NAMES.filter((c) => cloudFacts(c).tenant);
   return PROVIDER_NAMES;
 }
 

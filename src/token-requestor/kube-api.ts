@@ -2,7 +2,7 @@ import { apiPath, type KubeApi } from '../kube/api.ts';
 import { statusOf } from '../kube/list-watch.ts';
 import { slimServiceAccount } from '../kube/serviceaccount-cache.ts';
 import { RENEW_ANNOTATION, SECRET_SERVICE_ACCOUNT_ANNOTATIONS } from '../model.ts';
-import type { RequestorApi } from './requestor.ts';
+import type { RequestorApi } from './api.ts';
 
 export const EVENT_SOURCE = 'workload-identity-token-requestor';
 

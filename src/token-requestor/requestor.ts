@@ -6,32 +6,11 @@ import { planSecret, type SecretCoreOptions } from '../mutate/secret.ts';
 import type { ServiceAccountReference } from '../mutate/secret-reference.ts';
 import type { ProviderName } from '../clouds/registry.ts';
 import { RENEW_ANNOTATION } from '../model.ts';
+import { apiMessage, type RequestorApi } from './api.ts';
 import type { RequestorMetrics } from './metrics.ts';
 import { readTokenClaims, renewal, renewalFraction } from './schedule.ts';
 import type { TrackedSecret } from './secret-informer.ts';
 import { WorkQueue } from './work-queue.ts';
-
-/** The Kubernetes calls the requestor makes; the real ones are in ./kube-api.ts. */
-export interface RequestorApi {
-  /** undefined when the ServiceAccount does not exist. */
-  readServiceAccount(namespace: string, name: string): Promise<ServiceAccountView | undefined>;
-  /** TokenRequest; `boundSecret` binds the token to the Secret, so deleting the Secret revokes it. */
-  requestToken(request: {
-    namespace: string;
-    name: string;
-    audience: string;
-    expirationSeconds: number;
-    boundSecret?: { name: string; uid: string };
-  }): Promise<string>;
-  /** Writes `token` (null: removes it) if the Secret is still at `resourceVersion`; returns the new resourceVersion. */
-  writeToken(
-    secret: { namespace: string; name: string; resourceVersion: string },
-    token: string | null,
-    clearRenewAnnotation: boolean,
-  ): Promise<string>;
-  /** A Warning event on the Secret, where `kubectl describe secret` shows it. */
-  warn(secret: TrackedSecret, reason: string, message: string): Promise<void>;
-}
 
 export interface TokenRequestorOptions {
   core: SecretCoreOptions;
@@ -389,20 +368,4 @@ export function dueEstimate(s: TrackedSecret): number {
   if (s.annotations[RENEW_ANNOTATION] !== undefined || claims?.iat === undefined || claims.exp === undefined) return 0;
   if (claims.exp <= claims.iat) return 0;
   return claims.iat + (claims.exp - claims.iat) * renewalFraction(s.uid, claims.iat);
-}
-
-/** The API server's message (for a webhook denial, the webhook's), never a token. */
-export function apiMessage(err: unknown): string {
-  const body = (err as { body?: unknown }).body;
-  let parsed: unknown = body;
-  if (typeof body === 'string') {
-    try {
-      parsed = JSON.parse(body);
-    } catch {
-      parsed = undefined;
-    }
-  }
-  const message = (parsed as { message?: unknown } | undefined)?.message;
-  if (typeof message === 'string') return message;
-  return (err as Error)?.message ?? String(err);
 }

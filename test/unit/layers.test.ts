@@ -131,4 +131,15 @@ describe('the layers of src/', () => {
     }
     assert.deepEqual(offenders, []);
   });
+
+  test("the generic cloud contract (clouds/types.ts, facts.ts) imports no cloud's folder (issue 33)", () => {
+    const clouds = new RegExp(`^src/clouds/(${PROVIDER_NAMES.join('|')})/`);
+    const offenders = ['src/clouds/types.ts', 'src/clouds/facts.ts'].flatMap((file) =>
+      graph
+        .get(file)!
+        .filter((target) => clouds.test(target))
+        .map((target) => `${file} -> ${target}`),
+    );
+    assert.deepEqual(offenders, []);
+  });
 });

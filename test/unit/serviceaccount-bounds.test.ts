@@ -13,7 +13,12 @@ import { overBound } from '../../src/annotation-bounds.ts';
 import { MAX_LIST_ENTRIES } from '../../src/bounds.ts';
 import { admitPod, decidePod } from '../../src/admission/pods.ts';
 import { judgeSecret } from '../../src/admission/judge-secret.ts';
-import { cloudModule, createSecretProviders, serviceAccountAnnotations } from '../../src/clouds/index.ts';
+import {
+  cloudModule,
+  createSecretProviders,
+  providerOptionsFromConfig,
+  serviceAccountAnnotations,
+} from '../../src/clouds/index.ts';
 import { PROVIDER_NAMES } from '../../src/clouds/registry.ts';
 import { type KubeApi, KubeResponseTooLarge, type OpenWatch } from '../../src/kube/api.ts';
 import {
@@ -170,10 +175,13 @@ describe('the lists are complete', () => {
           windows: false,
         });
       for (const name of PROVIDER_NAMES)
-        cloudModule(name).policy.request?.(
-          { tenant: '', clientId: '' } as Record<string, string>,
-          watched(annotations, reads),
-        );
+        cloudModule(name).policy.settle?.({
+          identity: { tenant: '', clientId: '' } as Record<string, string>,
+          serviceAccount: watched(annotations, reads),
+          options: providerOptionsFromConfig(config())[name],
+          declared: [],
+          defaults: () => ({}),
+        });
       grantsReferrer(watched(annotations, reads), 'team-b');
     }
     const listed = new Set(READ.map((b) => b.key));

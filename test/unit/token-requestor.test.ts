@@ -13,13 +13,8 @@ import { loadRequestorConfig, MAX_NAMESPACES } from '../../src/token-requestor/c
 import { MAX_LISTS_AT_ONCE, startGradually, watchScopes } from '../../src/token-requestor/run.ts';
 import { WorkQueue } from '../../src/token-requestor/work-queue.ts';
 import { createRequestorMetrics } from '../../src/token-requestor/metrics.ts';
-import {
-  MAX_CONCURRENT_STEPS,
-  TokenRequestor,
-  UNBOUND_TOKEN_SECONDS,
-  apiMessage,
-  type RequestorApi,
-} from '../../src/token-requestor/requestor.ts';
+import { apiMessage, type RequestorApi } from '../../src/token-requestor/api.ts';
+import { MAX_CONCURRENT_STEPS, TokenRequestor, UNBOUND_TOKEN_SECONDS } from '../../src/token-requestor/requestor.ts';
 import { readTokenClaims, renewal, renewalFraction, type RenewalInput } from '../../src/token-requestor/schedule.ts';
 import { trackSecret, type TrackedSecret } from '../../src/token-requestor/secret-informer.ts';
 import { until } from '../harness/until.ts';

@@ -26,7 +26,7 @@ export const awsCloud: Cloud<AwsOptions, AwsDeclared, AwsField, AwsTrust> = {
       tokenPath: config.awsContainerCredentialsTokenPath,
     },
   }),
-  withOverrides: (options, o) => ({
+  withOverrides: (options, { values: o }) => ({
     ...options,
     region: o.region ?? options.region,
     defaultAudience: o.audience ?? options.defaultAudience,

@@ -1,12 +1,18 @@
 // Azure as one Cloud: Microsoft Entra Workload ID for Pods, GEP-26 Secrets for the rest.
 import type { Cloud } from '../types.ts';
 import { azurePeerMetrics } from './metrics.ts';
-import { azurePolicy, type AzureDeclared, type AzureField } from './policy.ts';
+import {
+  azurePolicy,
+  type AzureDeclared,
+  type AzureField,
+  type AzurePolicyOptions,
+  withAuthorityHost,
+} from './policy.ts';
 import { azureTrustPart, type AzureTrust } from './trust.ts';
-import { type AzureOptions, createAzureProvider } from './pod.ts';
+import { createAzureProvider } from './pod.ts';
 import { createAzureSecretProvider } from './secret.ts';
 
-export const azureCloud: Cloud<AzureOptions, AzureDeclared, AzureField, AzureTrust> = {
+export const azureCloud: Cloud<AzurePolicyOptions, AzureDeclared, AzureField, AzureTrust> = {
   name: 'azure',
   options: (config) => ({
     tenantId: config.azureTenantId,
@@ -22,14 +28,15 @@ export const azureCloud: Cloud<AzureOptions, AzureDeclared, AzureField, AzureTru
     defaultTokenExpiration: config.azureTokenExpiration,
     strict: config.strict,
   }),
-  withOverrides: (options, o) => ({
+  withOverrides: (options, { values: o, declared }) => ({
     ...options,
     tenantId: o.tenant ?? options.tenantId,
-    cloud: o.azureCloud ?? options.cloud,
+    cloud: declared?.cloud ?? options.cloud,
     audience: o.audience ?? options.audience,
     defaultTokenExpiration: o.tokenExpirationSeconds ?? options.defaultTokenExpiration,
+    authorityHost: declared?.authorityHost ?? options.authorityHost,
   }),
-  podProvider: createAzureProvider,
+  podProvider: (options) => withAuthorityHost(createAzureProvider(options), options.authorityHost),
   secretProvider: (config) =>
     createAzureSecretProvider({ audience: config.azureAudience, cloud: config.azureCloud, stack: config.azureStack }),
   policy: azurePolicy,

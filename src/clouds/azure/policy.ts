@@ -2,7 +2,8 @@
 // authority host; a policy sees the tenant, the client id and the cloud. Only a tenant the
 // ServiceAccount names is requested: any other is a default (computed, the one declared tenant,
 // or --azure-tenant-id).
-import type { CloudPolicy } from '../types.ts';
+import { isDenial } from '../../errors.ts';
+import type { CloudPolicy, Injection, PodProvider } from '../types.ts';
 import { AZURE_CLOUDS, type AzureCloud } from './environments.ts';
 import { isTenantId } from './facts.ts';
 import type { AzureOptions } from './pod.ts';
@@ -20,7 +21,13 @@ export interface AzureDeclared {
 
 export type AzureField = 'tenant' | 'clientId' | 'cloud';
 
-export const azurePolicy: CloudPolicy<AzureOptions, AzureDeclared, AzureField> = {
+/** Azure's options with what a matched identity provider adds to the flags'. */
+export interface AzurePolicyOptions extends AzureOptions {
+  /** AZURE_AUTHORITY_HOST in place of the cloud's (a declared identity provider's authorityHost). */
+  authorityHost?: string;
+}
+
+export const azurePolicy: CloudPolicy<AzurePolicyOptions, AzureDeclared, AzureField> = {
   identityFields: ['tenant', 'clientId', 'cloud'],
   schema: {
     required: ['tenantId'],
@@ -30,7 +37,6 @@ export const azurePolicy: CloudPolicy<AzureOptions, AzureDeclared, AzureField> =
       authorityHost: { type: 'string', description: "AZURE_AUTHORITY_HOST; default: the cloud's" },
     },
   },
-  tenantProblem: (value) => (isTenantId(value) ? undefined : "is not a tenant id (a GUID or the tenant's domain)"),
   parseDeclared: (r, o, path) => {
     const tenantId = r.string(o.tenantId, `${path}.tenantId`, true);
     if (tenantId !== undefined && !isTenantId(tenantId))
@@ -68,29 +74,40 @@ export const azurePolicy: CloudPolicy<AzureOptions, AzureDeclared, AzureField> =
     id.tenant ? `Entra tenant ${id.tenant}` : 'no Entra tenant (the ServiceAccount names none and no default applies)',
   describeDeclared: (p) => `tenant ${p.tenantId}`,
   match: (p, id) => (id.tenant && p.tenantId === id.tenant.toLowerCase() ? 'exact' : undefined),
-  overrides: (p) => ({ azureCloud: p.cloud }),
-  request: (id, serviceAccount) => {
-    id.tenant = serviceAccount?.annotations[TENANT_ANNOTATION]?.trim().toLowerCase() ?? '';
-  },
-  settle: (id, computed, declared, options) => {
-    if (id.tenant) {
-      computed.tenant = undefined;
-      return;
-    }
+  settle: ({ identity, serviceAccount, options, declared, defaults }) => {
+    const annotated = serviceAccount?.annotations[TENANT_ANNOTATION]?.trim().toLowerCase() ?? '';
+    const requested = { ...identity, tenant: annotated };
+    const computed = defaults(requested);
+    if (isDenial(computed)) return computed;
+    // The ServiceAccount's own tenant wins at the provider: no default replaces it.
+    if (annotated) return { identity: requested, defaults: { ...computed, tenant: undefined } };
     const tenant = computed.tenant ?? (declared.length === 1 ? declared[0].tenantId : undefined) ?? options.tenantId;
-    if (tenant) {
-      computed.tenant = tenant;
-      id.tenant = tenant.toLowerCase();
-    }
+    if (!tenant) return { identity: requested, defaults: computed };
+    return { identity: { ...requested, tenant: tenant.toLowerCase() }, defaults: { ...computed, tenant } };
   },
-  finish: (injection, p) =>
-    p.authorityHost === undefined
-      ? injection
-      : {
-          ...injection,
-          envGroups: injection.envGroups.map((group) =>
-            group.map((e) => (e.name === 'AZURE_AUTHORITY_HOST' ? { ...e, value: p.authorityHost! } : e)),
-          ),
-          identity: { ...injection.identity, authorityHost: p.authorityHost },
-        },
 };
+
+/**
+ * The Pod provider with a declared authority host in place of the cloud's: AZURE_AUTHORITY_HOST
+ * in the env groups and the identity record.
+ */
+export function withAuthorityHost(provider: PodProvider, authorityHost: string | undefined): PodProvider {
+  if (authorityHost === undefined) return provider;
+  return {
+    ...provider,
+    resolvePod: (ctx) => {
+      const injection = provider.resolvePod(ctx);
+      return injection === undefined || isDenial(injection) ? injection : withHost(injection, authorityHost);
+    },
+  };
+}
+
+function withHost(injection: Injection, authorityHost: string): Injection {
+  return {
+    ...injection,
+    envGroups: injection.envGroups.map((group) =>
+      group.map((e) => (e.name === 'AZURE_AUTHORITY_HOST' ? { ...e, value: authorityHost } : e)),
+    ),
+    identity: { ...injection.identity, authorityHost },
+  };
+}

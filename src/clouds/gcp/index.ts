@@ -20,7 +20,7 @@ export const gcpCloud: Cloud<GcpOptions, GcpDeclared, GcpField, GcpTrust> = {
     directGcloud: config.gcpDirectGcloud,
     strict: config.strict,
   }),
-  withOverrides: (options, o) => ({
+  withOverrides: (options, { values: o }) => ({
     ...options,
     region: o.region ?? options.region,
     audience: o.audience ?? options.audience,
