@@ -246,40 +246,15 @@ export class ListWatch implements Lifecycle {
     };
     let open: OpenWatch;
     try {
-      open = await this.#o.api.watch(
-        this.#o.path,
-        {
-          ...this.#o.query,
-          allowWatchBookmarks: true,
-          ...(listing
-            ? { sendInitialEvents: true, resourceVersionMatch: 'NotOlderThan' }
-            : { resourceVersion: this.#resourceVersion }),
-          timeoutSeconds: this.#o.watchTimeoutSeconds(),
-        },
-        (type, obj) => {
-          if (initial && type !== 'ERROR') {
-            if (!this.#stopped) this.#armIdle();
-            onInitial(type, obj as WatchObject);
-          } else this.#event(type, obj as WatchObject, onEnd);
-        },
-      );
+      open = await this.#o.api.watch(this.#o.path, this.#watchQuery(listing), (type, obj) => {
+        if (initial && type !== 'ERROR') {
+          if (!this.#stopped) this.#armIdle();
+          onInitial(type, obj as WatchObject);
+        } else this.#event(type, obj as WatchObject, onEnd);
+      });
     } catch (err) {
-      const status = statusOf(err);
-      if (listing && (status === 400 || status === 422)) {
-        // This API server does not stream lists (WatchList off): pages from now on.
-        this.#o.log.info({ what: this.#o.what, status }, `${this.#o.what}: streaming lists refused; listing in pages`);
-        this.#streaming = false;
-        this.#seq++;
-        this.#schedule(0);
-        return;
-      }
-      if (listing && this.#absent(err)) {
-        this.#seq++;
-        this.#schedule(this.#o.absentRetryMs);
-        return;
-      }
       // Refused (410 Gone: relist; 403: RBAC) or unreachable: as an end with that error.
-      onEnd(err);
+      if (!this.#listingRefused(err, listing)) onEnd(err);
       return;
     }
     void open.ended.then(onEnd);
@@ -290,6 +265,35 @@ export class ListWatch implements Lifecycle {
       this.#backoffMs = 0;
       this.#connects++;
     }
+  }
+
+  #watchQuery(listing: boolean) {
+    return {
+      ...this.#o.query,
+      allowWatchBookmarks: true,
+      ...(listing
+        ? { sendInitialEvents: true, resourceVersionMatch: 'NotOlderThan' }
+        : { resourceVersion: this.#resourceVersion }),
+      timeoutSeconds: this.#o.watchTimeoutSeconds(),
+    };
+  }
+
+  /** A streamed list the API server cannot give (WatchList off) or whose resource is not there yet: what comes next is scheduled, true. */
+  #listingRefused(err: unknown, listing: boolean): boolean {
+    if (!listing) return false;
+    const status = statusOf(err);
+    if (status === 400 || status === 422) {
+      // This API server does not stream lists (WatchList off): pages from now on.
+      this.#o.log.info({ what: this.#o.what, status }, `${this.#o.what}: streaming lists refused; listing in pages`);
+      this.#streaming = false;
+      this.#seq++;
+      this.#schedule(0);
+      return true;
+    }
+    if (!this.#absent(err)) return false;
+    this.#seq++;
+    this.#schedule(this.#o.absentRetryMs);
+    return true;
   }
 
   /** What follows the end of the current watch; `midList`: its streamed list was not all in. */
