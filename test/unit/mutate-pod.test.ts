@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { mutatePod } from '../../src/mutate/pod.ts';
 import type { Pod } from '../../src/kube/types.ts';
 import { apply, config, envOf, pod, providers, sa } from '../support/builders.ts';
-import { AWS_CREDENTIAL_ENV } from '../../src/clouds/aws/pod.ts';
+import { AWS_CREDENTIAL_ENV } from '../../src/clouds/aws/conventions.ts';
 import { AZURE_CREDENTIAL_ENV } from '../../src/clouds/azure/pod.ts';
 import { GCP_CREDENTIAL_ENV, PFNET_SETUP_SCRIPT } from '../../src/clouds/gcp/pod.ts';
 import { ConfigError } from '../../src/errors.ts';
