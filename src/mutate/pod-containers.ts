@@ -52,14 +52,16 @@ export function planContainers(
     ['/spec/initContainers', 'init/', lists.initContainers],
     ['/spec/containers', '', lists.containers],
   ] as const) {
-    containers?.forEach((container, i) => {
-      if (setups.has(container.name)) return;
+    if (!containers) continue;
+    for (let i = 0; i < containers.length; i++) {
+      const container = containers[i];
+      if (setups.has(container.name)) continue;
       const one = planContainer(container, prefix + container.name, injections, record);
       plan.conflicts.push(...one.conflicts);
       plan.shadowed.push(...one.shadowed);
       appendAll(plan.ops, `${base}/${i}/volumeMounts`, container.volumeMounts, one.mounts);
       appendAll(plan.ops, `${base}/${i}/env`, container.env, one.env);
-    });
+    }
   }
   return plan;
 }
