@@ -500,7 +500,7 @@ const writeHelper = (name: string, fixture: Record<string, unknown>) =>
   writeHelper('gcloudSetupContainer', {
     source: `webhooks/mutatepod_parts_test.go@${COMMIT}`,
     function: 'gcloudSetupContainer',
-    ours: 'gcloudSetupContainer (src/clouds/gcp/pod.ts), same arguments',
+    ours: 'gcloudSetupContainer (src/clouds/gcp/gcloud-setup.ts), same arguments',
     cases: [
       {
         case: 'TestGcloudSetupContainer/Without runAsUser and resources',
@@ -528,7 +528,7 @@ const writeHelper = (name: string, fixture: Record<string, unknown>) =>
 writeHelper('ExternalAccountCredentials.Render', {
   source: `webhooks/external_account_config_test.go@${COMMIT}`,
   function: 'ExternalAccountCredentials.Render(true)',
-  ours: "externalAccountConfig (src/clouds/gcp/pod.ts) with the token at pfnet's path, indented by two spaces",
+  ours: "externalAccountConfig (src/clouds/gcp/external-account.ts) with the token at pfnet's path, indented by two spaces",
   cases: [
     {
       case: 'TestExternalAccountCredentials_Render/basic',

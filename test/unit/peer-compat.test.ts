@@ -10,14 +10,9 @@ import { join } from 'node:path';
 import { parse } from 'yaml';
 import { mutatePod } from '../../src/mutate/pod.ts';
 import { INJECTED_ANNOTATION } from '../../src/mutate/injection-record.ts';
-import {
-  externalAccountConfig,
-  GCP_MOUNT_PATH,
-  GCP_TOKEN_FILE,
-  gcloudSetupContainer,
-  parseWorkloadIdentityProvider,
-  PFNET_SETUP_SCRIPT,
-} from '../../src/clouds/gcp/pod.ts';
+import { GCP_MOUNT_PATH, GCP_TOKEN_FILE } from '../../src/clouds/gcp/conventions.ts';
+import { externalAccountConfig, parseWorkloadIdentityProvider } from '../../src/clouds/gcp/external-account.ts';
+import { gcloudSetupContainer, PFNET_SETUP_SCRIPT } from '../../src/clouds/gcp/gcloud-setup.ts';
 import type { Container, Pod, ServiceAccountView } from '../../src/kube/types.ts';
 import { parseAdmissionReview } from '../../src/admission/review.ts';
 import { apply, config, providers } from '../support/builders.ts';

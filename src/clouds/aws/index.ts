@@ -3,7 +3,8 @@ import type { Cloud } from '../types.ts';
 import { awsPeerMetrics } from './metrics.ts';
 import { awsPolicy, type AwsDeclared, type AwsField } from './policy.ts';
 import { awsTrustPart, type AwsTrust } from './trust.ts';
-import { type AwsOptions, createAwsProvider } from './pod.ts';
+import type { AwsOptions } from './options.ts';
+import { createAwsProvider } from './pod.ts';
 import { createAwsSecretProvider } from './secret.ts';
 
 export const awsCloud: Cloud<AwsOptions, AwsDeclared, AwsField, AwsTrust> = {

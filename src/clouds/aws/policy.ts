@@ -2,7 +2,7 @@
 // partition); a policy sees the role, its account and partition.
 import type { CloudPolicy } from '../types.ts';
 import { AWS_ACCOUNT_ID, AWS_PARTITION } from './facts.ts';
-import type { AwsOptions } from './pod.ts';
+import type { AwsOptions } from './options.ts';
 
 export interface AwsDeclared {
   /** aws, aws-cn, aws-us-gov, ... */

@@ -1,6 +1,6 @@
 import { AWS_REGION_PATTERN } from './facts.ts';
 import { denial, type Denial, isDenial } from '../../errors.ts';
-import { parseRoleArn } from './pod.ts';
+import { parseRoleArn } from './role-arn.ts';
 import {
   requiredString,
   stringField,

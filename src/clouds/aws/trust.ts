@@ -1,7 +1,7 @@
 // The AWS side of the handshake: an IAM OIDC identity provider for the cluster's issuer, and for
 // each role the trust policy that admits exactly its ServiceAccounts' tokens (sub and aud), split
 // over several roles when it is longer than IAM's quota; and the EKS Pod Identity associations.
-import { parseRoleArn, ROLE_ARN_PATTERN } from './pod.ts';
+import { parseRoleArn, ROLE_ARN_PATTERN } from './role-arn.ts';
 import type { CloudTrust, TrustContext, TrustFinding, TrustIdentity } from '../types.ts';
 import { AWS_ROLE_NAME_LENGTH, AWS_ROLE_TRUST_POLICY_LENGTH } from './facts.ts';
 import { partNames, splitToFit } from '../trust-split.ts';

@@ -3,7 +3,8 @@ import type { Cloud } from '../types.ts';
 import { gcpPeerMetrics } from './metrics.ts';
 import { gcpPolicy, type GcpDeclared, type GcpField } from './policy.ts';
 import { gcpTrustPart, type GcpTrust } from './trust.ts';
-import { createGcpProvider, type GcpOptions } from './pod.ts';
+import type { GcpOptions } from './options.ts';
+import { createGcpProvider } from './pod.ts';
 import { createGcpSecretProvider } from './secret.ts';
 import { withNamedProviders } from './providers.ts';
 

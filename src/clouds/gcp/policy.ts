@@ -2,7 +2,8 @@
 // and pool id; a policy sees the pool's provider, the service account it may impersonate and both ids.
 import { isDenial } from '../../errors.ts';
 import type { CloudPolicy } from '../types.ts';
-import { type GcpOptions, parseWorkloadIdentityProvider } from './pod.ts';
+import { parseWorkloadIdentityProvider } from './external-account.ts';
+import type { GcpOptions } from './options.ts';
 
 const PROJECT_NUMBER = /^[0-9]{1,20}$/;
 const POOL = /^[a-z0-9-]{4,32}$/;

@@ -9,14 +9,14 @@ import { denial, type Denial, isDenial } from '../../errors.ts';
 import type { VolumeProjection } from '../../kube/types.ts';
 import { parseNamedEntries, windowsPath } from '../common.ts';
 import type { Injection, PodContext, PodProvider } from '../types.ts';
+import { GCP_MOUNT_PATH } from './conventions.ts';
 import {
   EMAIL_PATTERN,
   externalAccountConfig,
-  GCP_MOUNT_PATH,
-  type GcpOptions,
   parseWorkloadIdentityProvider,
   type WorkloadIdentityProvider,
-} from './pod.ts';
+} from './external-account.ts';
+import type { GcpOptions } from './options.ts';
 
 export const PROVIDERS_ANNOTATION = 'cloud.google.com/workload-identity-providers';
 /** The Pod annotation a named provider's file is projected from: the prefix, then the name. */

@@ -5,7 +5,7 @@ import {
   parseWorkloadIdentityProvider,
   projectOfEmail,
   type WorkloadIdentityProvider,
-} from './pod.ts';
+} from './external-account.ts';
 import {
   requiredString,
   stringField,

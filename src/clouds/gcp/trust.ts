@@ -7,7 +7,7 @@ import {
   PROVIDER_PATTERN,
   parseWorkloadIdentityProvider,
   type WorkloadIdentityProvider,
-} from './pod.ts';
+} from './external-account.ts';
 import type { CloudTrust, TrustFinding, TrustIdentity } from '../types.ts';
 import { GCP_PROVIDER_LIMITS } from './facts.ts';
 import { partNames, splitToFit } from '../trust-split.ts';
