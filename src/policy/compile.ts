@@ -1,6 +1,13 @@
 import { activation, compileExpression, showValue, type Program } from './cel.ts';
 import { exampleVariables } from './inputs.ts';
-import type { CompileResult, CompiledDefault, CompiledValidation, PolicyDocument, PolicyProblem } from './model.ts';
+import type {
+  CompileResult,
+  CompiledDefault,
+  CompiledValidation,
+  PolicyDocument,
+  PolicyProblem,
+  PolicySpec,
+} from './model.ts';
 import { parsePolicySpec } from './parse.ts';
 import { evaluateDefault, evaluateValidation } from './rules.ts';
 
@@ -15,6 +22,21 @@ export function compilePolicy(doc: PolicyDocument): CompileResult {
   if ('problems' in parsed) return { ok: false, ...base, problems: parsed.problems, examples: 0 };
   const { spec } = parsed;
   const problems: PolicyProblem[] = [];
+  const { validations, defaults } = compileRules(spec, problems);
+  const examples = [...spec.validations, ...spec.defaults].reduce((n, r) => n + r.examples.length, 0);
+  if (problems.length > 0) return { ok: false, ...base, problems, examples };
+  problems.push(...validationExampleProblems(spec, validations), ...defaultExampleProblems(spec, defaults));
+  if (problems.length > 0) return { ok: false, ...base, problems, examples };
+  return {
+    ok: true,
+    ...base,
+    examples,
+    policy: { ...base, identityProviders: spec.identityProviders, validations, defaults, examples },
+  };
+}
+
+/** Each rule's expressions compiled; each one that does not compile is a problem. */
+function compileRules(spec: PolicySpec, problems: PolicyProblem[]) {
   const compile = (source: string, path: string): Program | undefined => {
     const p = compileExpression(source);
     if ('error' in p) {
@@ -23,7 +45,6 @@ export function compilePolicy(doc: PolicyDocument): CompileResult {
     }
     return p;
   };
-
   const validations: CompiledValidation[] = [];
   spec.validations.forEach((v, i) => {
     const path = `spec.validations[${i}]`;
@@ -39,46 +60,49 @@ export function compilePolicy(doc: PolicyDocument): CompileResult {
     const program = compile(d.expression, `spec.defaults[${i}].expression`);
     if (program) defaults.push({ name: d.name, field: d.field, providers: new Set(d.providers), program });
   });
-  const examples = [...spec.validations, ...spec.defaults].reduce((n, r) => n + r.examples.length, 0);
-  if (problems.length > 0) return { ok: false, ...base, problems, examples };
+  return { validations, defaults };
+}
 
-  spec.validations.forEach((v, i) => {
-    const rule = validations[i];
-    v.examples.forEach((ex, j) => {
-      const outcome = evaluateValidation(rule, activation(exampleVariables(ex.input)));
+/** The validations' examples that do not give their expected outcome. */
+function validationExampleProblems(spec: PolicySpec, validations: CompiledValidation[]): PolicyProblem[] {
+  return spec.validations.flatMap((v, i) =>
+    v.examples.flatMap((ex, j) => {
+      const outcome = evaluateValidation(validations[i], activation(exampleVariables(ex.input)));
       const failure = compareValidation(outcome, ex.expect);
-      if (failure)
-        problems.push({
-          reason: 'ExampleFailed',
-          path: `spec.validations[${i}].examples[${j}]`,
-          message: `validation "${v.name}", example "${ex.name}": ${failure}`,
-        });
-    });
-  });
-  spec.defaults.forEach((d, i) => {
-    const rule = defaults[i];
-    d.examples.forEach((ex, j) => {
-      const outcome = evaluateDefault(rule, activation(exampleVariables(ex.input)));
+      return failure
+        ? [
+            {
+              reason: 'ExampleFailed' as const,
+              path: `spec.validations[${i}].examples[${j}]`,
+              message: `validation "${v.name}", example "${ex.name}": ${failure}`,
+            },
+          ]
+        : [];
+    }),
+  );
+}
+
+/** The defaults' examples that do not give their expected value. */
+function defaultExampleProblems(spec: PolicySpec, defaults: CompiledDefault[]): PolicyProblem[] {
+  return spec.defaults.flatMap((d, i) =>
+    d.examples.flatMap((ex, j) => {
+      const outcome = evaluateDefault(defaults[i], activation(exampleVariables(ex.input)));
       const expected = ex.expect.value === '' ? null : ex.expect.value;
       let failure: string | undefined;
       if ('error' in outcome) failure = `expected ${showValue(expected)}, but the ${outcome.error}`;
       else if ((outcome.value ?? null) !== expected)
         failure = `expected ${showValue(expected)}, got ${showValue(outcome.value ?? null)}`;
-      if (failure)
-        problems.push({
-          reason: 'ExampleFailed',
-          path: `spec.defaults[${i}].examples[${j}]`,
-          message: `default "${d.name}", example "${ex.name}": ${failure}`,
-        });
-    });
-  });
-  if (problems.length > 0) return { ok: false, ...base, problems, examples };
-  return {
-    ok: true,
-    ...base,
-    examples,
-    policy: { ...base, identityProviders: spec.identityProviders, validations, defaults, examples },
-  };
+      return failure
+        ? [
+            {
+              reason: 'ExampleFailed' as const,
+              path: `spec.defaults[${i}].examples[${j}]`,
+              message: `default "${d.name}", example "${ex.name}": ${failure}`,
+            },
+          ]
+        : [];
+    }),
+  );
 }
 
 function compareValidation(

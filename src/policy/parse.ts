@@ -197,60 +197,9 @@ function example(
   const before = r.problems.length;
   const name = r.string(o.name, `${path}.name`, true);
   const input: ExampleInput = {};
-  if (o.namespaceObject !== undefined) {
-    const ns = r.object(o.namespaceObject, `${path}.namespaceObject`, ['metadata']);
-    const m =
-      ns && ns.metadata !== undefined
-        ? r.object(ns.metadata, `${path}.namespaceObject.metadata`, ['name', 'labels'])
-        : undefined;
-    input.namespaceObject = {
-      metadata: {
-        name: r.string(m?.name, `${path}.namespaceObject.metadata.name`, false),
-        labels: r.stringMap(m?.labels, `${path}.namespaceObject.metadata.labels`),
-      },
-    };
-  }
-  if (o.serviceAccount !== undefined) {
-    const sa = r.object(o.serviceAccount, `${path}.serviceAccount`, ['metadata']);
-    const m =
-      sa && sa.metadata !== undefined
-        ? r.object(sa.metadata, `${path}.serviceAccount.metadata`, ['name', 'namespace', 'annotations'])
-        : undefined;
-    input.serviceAccount = {
-      metadata: {
-        name: r.string(m?.name, `${path}.serviceAccount.metadata.name`, false),
-        namespace: r.string(m?.namespace, `${path}.serviceAccount.metadata.namespace`, false),
-        annotations: r.stringMap(m?.annotations, `${path}.serviceAccount.metadata.annotations`),
-      },
-    };
-  }
-  if (o.object !== undefined) {
-    const obj = r.object(o.object, `${path}.object`, ['apiVersion', 'kind', 'metadata']);
-    const m =
-      obj && obj.metadata !== undefined
-        ? r.object(obj.metadata, `${path}.object.metadata`, [
-            'name',
-            'generateName',
-            'namespace',
-            'labels',
-            'annotations',
-          ])
-        : undefined;
-    const kind = r.string(obj?.kind, `${path}.object.kind`, false);
-    if (kind !== undefined && kind !== 'Pod' && kind !== 'Secret')
-      r.fail(`${path}.object.kind`, `Unsupported value: ${JSON.stringify(kind)}: supported values: Pod, Secret`);
-    input.object = {
-      apiVersion: r.string(obj?.apiVersion, `${path}.object.apiVersion`, false),
-      kind,
-      metadata: m && {
-        name: r.string(m.name, `${path}.object.metadata.name`, false),
-        generateName: r.string(m.generateName, `${path}.object.metadata.generateName`, false),
-        namespace: r.string(m.namespace, `${path}.object.metadata.namespace`, false),
-        labels: r.stringMap(m.labels, `${path}.object.metadata.labels`),
-        annotations: r.stringMap(m.annotations, `${path}.object.metadata.annotations`),
-      },
-    };
-  }
+  if (o.namespaceObject !== undefined) input.namespaceObject = exampleNamespace(r, o.namespaceObject, path);
+  if (o.serviceAccount !== undefined) input.serviceAccount = exampleServiceAccount(r, o.serviceAccount, path);
+  if (o.object !== undefined) input.object = exampleObject(r, o.object, path);
   if (o.identity !== undefined) {
     const id = r.object(o.identity, `${path}.identity`, IDENTITY_FIELDS);
     if (id) {
@@ -262,4 +211,52 @@ function example(
   if (o.expect === undefined) r.fail(`${path}.expect`, 'Required value: the expected outcome');
   if (name === undefined || r.problems.length > before) return undefined;
   return { name, input, expect: o.expect };
+}
+
+/** The metadata object at `at` of an example's object, its keys limited to `keys`. */
+function exampleMetadata(r: SpecReader, parent: Record<string, unknown> | undefined, at: string, keys: string[]) {
+  return parent && parent.metadata !== undefined ? r.object(parent.metadata, `${at}.metadata`, keys) : undefined;
+}
+
+function exampleNamespace(r: SpecReader, v: unknown, path: string): ExampleInput['namespaceObject'] {
+  const at = `${path}.namespaceObject`;
+  const m = exampleMetadata(r, r.object(v, at, ['metadata']), at, ['name', 'labels']);
+  return {
+    metadata: {
+      name: r.string(m?.name, `${at}.metadata.name`, false),
+      labels: r.stringMap(m?.labels, `${at}.metadata.labels`),
+    },
+  };
+}
+
+function exampleServiceAccount(r: SpecReader, v: unknown, path: string): ExampleInput['serviceAccount'] {
+  const at = `${path}.serviceAccount`;
+  const m = exampleMetadata(r, r.object(v, at, ['metadata']), at, ['name', 'namespace', 'annotations']);
+  return {
+    metadata: {
+      name: r.string(m?.name, `${at}.metadata.name`, false),
+      namespace: r.string(m?.namespace, `${at}.metadata.namespace`, false),
+      annotations: r.stringMap(m?.annotations, `${at}.metadata.annotations`),
+    },
+  };
+}
+
+function exampleObject(r: SpecReader, v: unknown, path: string): ExampleInput['object'] {
+  const at = `${path}.object`;
+  const obj = r.object(v, at, ['apiVersion', 'kind', 'metadata']);
+  const m = exampleMetadata(r, obj, at, ['name', 'generateName', 'namespace', 'labels', 'annotations']);
+  const kind = r.string(obj?.kind, `${at}.kind`, false);
+  if (kind !== undefined && kind !== 'Pod' && kind !== 'Secret')
+    r.fail(`${at}.kind`, `Unsupported value: ${JSON.stringify(kind)}: supported values: Pod, Secret`);
+  return {
+    apiVersion: r.string(obj?.apiVersion, `${at}.apiVersion`, false),
+    kind,
+    metadata: m && {
+      name: r.string(m.name, `${at}.metadata.name`, false),
+      generateName: r.string(m.generateName, `${at}.metadata.generateName`, false),
+      namespace: r.string(m.namespace, `${at}.metadata.namespace`, false),
+      labels: r.stringMap(m.labels, `${at}.metadata.labels`),
+      annotations: r.stringMap(m.annotations, `${at}.metadata.annotations`),
+    },
+  };
 }
