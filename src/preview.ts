@@ -8,11 +8,11 @@ import { serviceAccountNameOf } from './model.ts';
 import type { PatchOperation } from './mutate/patch.ts';
 import { decidePod, podShapeError } from './admission/pods.ts';
 import type { PodProvider } from './clouds/types.ts';
+import { previewPodPolicy, type PreviewPolicy } from './policy/preview.ts';
 
 // A fixed key: preview's output is the same on every run. It proves nothing to a real webhook,
 // whose key is its own, so a previewed Pod's record is never trusted by one.
 const PREVIEW_KEYS = RecordKeys.derive('workload-identity-webhook preview');
-import { previewPodPolicy, type PreviewPolicy } from './policy/preview.ts';
 
 export type OutputFormat = 'yaml' | 'json' | 'patch';
 

@@ -114,7 +114,11 @@ export class RecordKeys {
   readonly #macs = new Map<KeyObject, ByteMemo>();
 }
 
-/** What a MAC covers. ctr and lab only when present, each tagged: records written before they existed keep their MAC. */
+/**
+ * What a MAC covers. The fields a record has always had are positional (`init` too, as [] when
+ * absent: it came with version 2). Fields added since are appended only when they hold something,
+ * each as a [tag, value] pair, so the records written before they existed keep their MAC.
+ */
 function bodyOf(namespace: string, r: InjectionRecord): string {
   return JSON.stringify([
     r.v,
@@ -125,9 +129,15 @@ function bodyOf(namespace: string, r: InjectionRecord): string {
     r.ann,
     r.keep,
     r.init ?? [],
-    ...(r.ctr ? [['ctr', r.ctr]] : []),
-    ...(r.lab?.length ? [['lab', r.lab]] : []),
+    ...tagged('ctr', r.ctr),
+    ...tagged('lab', r.lab),
   ]);
+}
+
+/** [[tag, value]] when the value holds something (an object, or a non-empty list), else []. */
+function tagged(tag: string, value: object | undefined): [string, object][] {
+  const empty = value === undefined || (Array.isArray(value) && value.length === 0);
+  return empty ? [] : [[tag, value]];
 }
 
 function hmac(key: KeyObject, body: string): string {

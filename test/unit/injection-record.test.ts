@@ -4,7 +4,14 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mutatePod } from '../../src/mutate/pod.ts';
-import { digest, INJECTED_ANNOTATION, RecordKeys } from '../../src/mutate/injection-record.ts';
+import {
+  digest,
+  INJECTED_ANNOTATION,
+  readRecord,
+  RecordKeys,
+  writeRecord,
+  type InjectionRecord,
+} from '../../src/mutate/injection-record.ts';
 import type { Pod } from '../../src/kube/types.ts';
 import { apply, envOf, pod, providers, sa } from '../support/builders.ts';
 import { CLIENT, GCP_EMAIL, ROLE_ARN as ARN, WIF_PROVIDER } from '../support/identities.ts';
@@ -298,4 +305,47 @@ describe('container names that are also object property names', () => {
       assert.deepEqual(envOf(back.spec!.containers![1]), {});
     });
   }
+});
+
+describe('records written by earlier versions', () => {
+  // The MAC's input is a format: a Pod admitted by an earlier version carries its record, and a
+  // change of the format would read it as forged. These MACs were made by the format as it was
+  // when ctr and lab were added (a fixed key); they must keep verifying.
+  const fixed = RecordKeys.derive('fixed test key for record MAC vectors');
+  const base = {
+    v: 2 as const,
+    sa: 'app',
+    env: [['AWS_ROLE_ARN', 'd1']],
+    vol: [['aws-iam-token', 'd2']],
+    ann: [],
+    keep: [],
+  };
+  const vectors: [string, object, string][] = [
+    ['no optional field', base, 'nXrqsfoz8L5b0xDf59lzmg'],
+    ['setup init containers', { ...base, init: [['gcloud-setup', 'd3']] }, 'kkWnHAdAem9j0aybp2inqL'],
+    ['added containers', { ...base, ctr: [['azwi-proxy', 'd4']] }, 'GMI4HQABwnZASus--ypjj8'],
+    ['added labels', { ...base, lab: [['eks.amazonaws.com/pod-identity', 'd5']] }, 'wK9A1DH6nH4LNWjCSh7u33'],
+    ['an empty label list, as none', { ...base, lab: [] }, 'nXrqsfoz8L5b0xDf59lzmg'],
+    [
+      'all of them',
+      {
+        ...base,
+        init: [['gcloud-setup', 'd3']],
+        ctr: [['azwi-proxy', 'd4']],
+        lab: [['eks.amazonaws.com/pod-identity', 'd5']],
+      },
+      'ZQdfzTvZCenU-QwnOcRYi4',
+    ],
+  ];
+  for (const [what, record, mac] of vectors)
+    test(`${what}: the same MAC, and the record verifies`, () => {
+      const written = writeRecord(fixed, 'team-a', record as InjectionRecord);
+      assert.equal(JSON.parse(written).mac, mac);
+      assert.ok(readRecord(fixed, 'team-a', JSON.stringify({ ...record, mac })), 'verified');
+      assert.equal(
+        readRecord(fixed, 'team-b', JSON.stringify({ ...record, mac })),
+        undefined,
+        'bound to its namespace',
+      );
+    });
 });
