@@ -1,24 +1,20 @@
 // `workload-identity-webhook preview` with a GEP-26 Secret as the object to admit, as an operator
-// runs it, on the documented examples.
+// runs it, on the documented examples: the built CLI (test/harness/cli-process.ts).
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parse, stringify } from 'yaml';
+import { runCli } from '../harness/cli-process.ts';
 import { textData } from '../support/secrets.ts';
 import { CHANGED_ID, TENANT } from '../support/identities.ts';
 
-const CLI = resolve(import.meta.dirname, '../../src/cli.ts');
 const EXAMPLES = resolve(import.meta.dirname, '../../examples/secrets');
 const dir = mkdtempSync(join(tmpdir(), 'wiw-preview-secret-'));
 const TOKEN_PATH = '/var/run/secrets/gardener.cloud/workload-identity/token';
 
-function preview(args: string[]) {
-  const r = spawnSync(process.execPath, [CLI, 'preview', ...args], { encoding: 'utf8' });
-  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
-}
+const preview = (args: string[]) => runCli(['preview', ...args]);
 
 function file(name: string, docs: unknown[]): string {
   const path = join(dir, name);

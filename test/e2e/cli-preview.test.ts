@@ -1,24 +1,18 @@
-// `workload-identity-webhook preview`: the mutation core offline, as an operator runs it.
+// `workload-identity-webhook preview`: the mutation core offline, as an operator runs it: the built
+// CLI (test/harness/cli-process.ts).
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parse } from 'yaml';
+import { runCli } from '../harness/cli-process.ts';
 
-const CLI = resolve(import.meta.dirname, '../../src/cli.ts');
 const EXAMPLES = resolve(import.meta.dirname, '../../examples');
 const dir = mkdtempSync(join(tmpdir(), 'wiw-preview-'));
 
-function preview(args: string[], input?: string, env: Record<string, string> = {}) {
-  const r = spawnSync(process.execPath, [CLI, 'preview', ...args], {
-    input,
-    encoding: 'utf8',
-    env: { ...process.env, ...env },
-  });
-  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
-}
+const preview = (args: string[], input?: string, env?: Record<string, string>) =>
+  runCli(['preview', ...args], { input, env });
 
 function file(name: string, text: string): string {
   const path = join(dir, name);

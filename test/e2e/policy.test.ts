@@ -1,9 +1,9 @@
 // End to end: tenant policy as a WorkloadIdentityPolicy custom resource on a real kube-apiserver.
 // Two webhook processes watch the same policies: one with the default --policy-failure-mode=deny,
-// one with keep-last-good, each registered for its own namespaces.
+// one with keep-last-good, each registered for its own namespaces. The webhooks and `preview` are
+// the built CLI (test/harness/cli-process.ts), what the chart runs.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { ApiextensionsV1Api, CoreV1Api, CustomObjectsApi, type V1Pod } from '@kubernetes/client-node';
@@ -14,6 +14,7 @@ import {
   startControlPlane,
   type ControlPlane,
 } from '../harness/control-plane.ts';
+import { runCli } from '../harness/cli-process.ts';
 import { registerWebhook, startWebhook, until, type WebhookProcess } from '../support/webhook.ts';
 
 const ROOT = resolve(import.meta.dirname, '../..');
@@ -22,7 +23,6 @@ const CRD = join(
   'charts/workload-identity-webhook/crds/workloadidentitypolicies.workload-identity-webhook.io.yaml',
 );
 const STARTER = join(ROOT, 'charts/workload-identity-webhook/files/policies/namespace-labels.yaml');
-const CLI = join(ROOT, 'dist/cli.js');
 const GROUP = { group: 'workload-identity-webhook.io', version: 'v1alpha1', plural: 'workloadidentitypolicies' };
 const SELECT = 'policy-e2e.workload-identity-webhook.io/webhook';
 const ACCOUNT_LABEL = (account: string) => `aws-account.workload-identity-webhook.io/${account}`;
@@ -257,7 +257,6 @@ describe('tenant policy in a cluster', () => {
         metadata: { name: 'preview', namespace: 'tenant-a' },
       });
       const args = [
-        CLI,
         'preview',
         ...policies.flatMap((p) => ['--policy', p]),
         '-f',
@@ -269,8 +268,7 @@ describe('tenant policy in a cluster', () => {
         '-o',
         'json',
       ];
-      const out = spawnSync(process.execPath, args, { encoding: 'utf8' });
-      return { code: out.status, stdout: out.stdout, stderr: out.stderr };
+      return runCli(args);
     };
 
     const denied = await preview('claims-b');
