@@ -6,23 +6,13 @@
 // WIW_* setting, plus `env`, so a setting in the developer's shell never changes what a test starts.
 // They run the build, `dist/cli.js`, what the image ships (WIW_CLI names another build), never
 // src/cli.ts: what an e2e file proves holds for what users run.
-import { execFile, spawnSync } from 'node:child_process';
 import { closeSync, existsSync, fstatSync, openSync, readSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { startProcess, type Managed } from './processes.ts';
+import { type Managed, type Outcome, runToExit, runToExitAsync, startProcess } from './processes.ts';
 import { GiveUp, until } from './until.ts';
 
 /** The built CLI (`npm run build`); WIW_CLI names another build (the benchmark compares releases). */
 export const CLI = process.env.WIW_CLI ?? resolve(import.meta.dirname, '../../dist/cli.js');
-/** More output than any command prints (trust over thousands of ServiceAccounts is a few MB). */
-const MAX_OUTPUT = 64 << 20;
-
-export interface CliResult {
-  /** The exit code (null if a signal ended it). */
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
 
 export interface RunCliOptions {
   /** Written to the command's stdin, which is then closed. */
@@ -51,35 +41,15 @@ export function cliEnv(env: Record<string, string | undefined> = {}): NodeJS.Pro
  * (an issuer or a stand-in served here) takes runCliAsync, or it would wait on a server that
  * cannot answer while this process is blocked.
  */
-export function runCli(args: string[], options: RunCliOptions = {}): CliResult {
+export function runCli(args: string[], options: RunCliOptions = {}): Outcome {
   const [command, argv] = cliCommand(args);
-  const r = spawnSync(command, argv, {
-    input: options.input,
-    encoding: 'utf8',
-    env: cliEnv(options.env),
-    maxBuffer: MAX_OUTPUT,
-  });
-  if (r.error) throw r.error;
-  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+  return runToExit(command, argv, { input: options.input, env: cliEnv(options.env) });
 }
 
 /** runCli with this process's event loop left running while the command runs. */
-export function runCliAsync(args: string[], options: RunCliOptions = {}): Promise<CliResult> {
+export function runCliAsync(args: string[], options: RunCliOptions = {}): Promise<Outcome> {
   const [command, argv] = cliCommand(args);
-  return new Promise((done, fail) => {
-    const child = execFile(
-      command,
-      argv,
-      { encoding: 'utf8', env: cliEnv(options.env), maxBuffer: MAX_OUTPUT },
-      (err, stdout, stderr) => {
-        const code = err ? (err as { code?: unknown }).code : 0;
-        // A string code is a spawn failure (ENOENT, ERR_CHILD_PROCESS_STDIO_MAXBUFFER), not an exit.
-        if (typeof code === 'string') fail(err);
-        else done({ code: typeof code === 'number' ? code : null, stdout, stderr });
-      },
-    );
-    child.stdin?.end(options.input);
-  });
+  return runToExitAsync(command, argv, { input: options.input, env: cliEnv(options.env) });
 }
 
 export type LogLine = Record<string, unknown>;
