@@ -8,7 +8,7 @@ import { join, resolve } from 'node:path';
 import { parse, stringify } from 'yaml';
 import { runCli } from '../harness/cli-process.ts';
 import { textData } from '../support/secrets.ts';
-import { CHANGED_ID, TENANT } from '../support/identities.ts';
+import { CHANGED_ID, roleArn, TENANT } from '../support/identities.ts';
 
 const EXAMPLES = resolve(import.meta.dirname, '../../examples/secrets');
 const dir = mkdtempSync(join(tmpdir(), 'wiw-preview-secret-'));
@@ -34,7 +34,7 @@ describe('preview of a Secret', () => {
     assert.equal(secret.stringData, undefined);
     assert.equal(
       textData(secret).credentialsFile,
-      `[default]\nrole_arn = arn:aws:iam::111122223333:role/backup-writer\nweb_identity_token_file = ${TOKEN_PATH}\nregion = eu-west-1\n`,
+      `[default]\nrole_arn = ${roleArn('backup-writer')}\nweb_identity_token_file = ${TOKEN_PATH}\nregion = eu-west-1\n`,
     );
   });
 
@@ -83,7 +83,7 @@ describe('preview of a Secret', () => {
     ]);
     const granted = preview(['-f', secretFile, '-f', granting, '-o', 'json']);
     assert.equal(granted.code, 0, granted.stderr);
-    assert.equal(textData(JSON.parse(granted.stdout)).roleARN, 'arn:aws:iam::111122223333:role/backup-writer');
+    assert.equal(textData(JSON.parse(granted.stdout)).roleARN, roleArn('backup-writer'));
   });
 
   test('an unlabelled Secret is printed unchanged, with a warning', () => {
