@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parse, stringify } from 'yaml';
 import { runCli } from '../harness/cli-process.ts';
+import { roleArn } from '../support/identities.ts';
 
 const STARTER = resolve(
   import.meta.dirname,
@@ -31,7 +32,7 @@ const sa = file('sa.yaml', {
   metadata: {
     name: 'app',
     namespace: 'team-a',
-    annotations: { 'eks.amazonaws.com/role-arn': 'arn:aws:iam::222222222222:role/app' },
+    annotations: { 'eks.amazonaws.com/role-arn': roleArn('app', '222222222222') },
   },
 });
 const pod = file('pod.yaml', {
@@ -62,8 +63,7 @@ describe('preview --policy', () => {
     const env = parse(r.stdout).spec.containers[0].env;
     assert.ok(
       env.some(
-        (e: { name: string; value: string }) =>
-          e.name === 'AWS_ROLE_ARN' && e.value === 'arn:aws:iam::222222222222:role/app',
+        (e: { name: string; value: string }) => e.name === 'AWS_ROLE_ARN' && e.value === roleArn('app', '222222222222'),
       ),
     );
   });

@@ -16,6 +16,7 @@ import {
 } from '../harness/control-plane.ts';
 import { runCli } from '../harness/cli-process.ts';
 import { registerWebhook, startWebhook, until, type WebhookProcess } from '../support/webhook.ts';
+import { roleArn } from '../support/identities.ts';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const CRD = join(
@@ -26,8 +27,8 @@ const STARTER = join(ROOT, 'charts/workload-identity-webhook/files/policies/name
 const GROUP = { group: 'workload-identity-webhook.io', version: 'v1alpha1', plural: 'workloadidentitypolicies' };
 const SELECT = 'policy-e2e.workload-identity-webhook.io/webhook';
 const ACCOUNT_LABEL = (account: string) => `aws-account.workload-identity-webhook.io/${account}`;
-const ROLE_A = 'arn:aws:iam::111111111111:role/app';
-const ROLE_B = 'arn:aws:iam::222222222222:role/app';
+const ROLE_A = roleArn('app', '111111111111');
+const ROLE_B = roleArn('app', '222222222222');
 const STARTER_DENIAL =
   'namespace tenant-a may not use AWS account 222222222222; a cluster administrator allows it with the namespace label aws-account.workload-identity-webhook.io/222222222222=true (WorkloadIdentityPolicy "namespace-labels", validation "aws-account-of-namespace")';
 
@@ -310,7 +311,7 @@ describe('tenant policy in a cluster', () => {
 
   test('an identity outside the declared providers is refused', async () => {
     await createServiceAccount(cp, 'tenant-a', 'elsewhere', {
-      'eks.amazonaws.com/role-arn': 'arn:aws:iam::333333333333:role/app',
+      'eks.amazonaws.com/role-arn': roleArn('app', '333333333333'),
     });
     const refused = await eventually('tenant-a', 'elsewhere', /is not an identity provider this cluster trusts/);
     assert.match(
