@@ -20,6 +20,7 @@ import {
   PROJECT_NUMBER,
   TENANT,
   WIF_PROVIDER as PROVIDER,
+  oidcProviderArn,
 } from '../support/identities.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'wiw-trust-'));
@@ -54,7 +55,7 @@ describe('trust -f (offline)', () => {
     );
     assert.deepEqual(report.aws!.oidcProviders, [
       {
-        arn: `arn:aws:iam::${AWS_ACCOUNT}:oidc-provider/${hostPath}`,
+        arn: oidcProviderArn(hostPath),
         url: ISSUER,
         account: AWS_ACCOUNT,
         clientIds: ['sts.amazonaws.com', 'sts.example.com'],

@@ -28,8 +28,8 @@ import {
   roleArn,
   TENANT,
   WIF_PROVIDER as PROVIDER,
-  AWS_ACCOUNT,
   OTHER_AWS_ACCOUNT,
+  oidcProviderArn,
 } from '../support/identities.ts';
 
 const HUB = roleArn('hub');
@@ -160,7 +160,7 @@ describe('trust, read from the cluster', () => {
       [`${hostPath}:sub`]: [subject('aws-reader'), subject('aws-writer')],
       [`${hostPath}:aud`]: 'sts.amazonaws.com',
     });
-    assert.equal(statement[0].Principal.Federated, `arn:aws:iam::${AWS_ACCOUNT}:oidc-provider/${hostPath}`);
+    assert.equal(statement[0].Principal.Federated, oidcProviderArn(hostPath));
   });
 
   test("--issuer other than the cluster's: printed as asked, with a warning that the tokens carry another", async () => {
