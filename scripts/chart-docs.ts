@@ -2,7 +2,7 @@
 // it, and `# @schema {...}` lines (a YAML flow map, merged into what the default implies) add
 // the constraints. From it this writes values.schema.json (a description for every value) and the
 // Values table of the chart README. `npm run chart-docs` regenerates both after values.yaml
-// changes; `npm run chart-docs -- --check` (and test/e2e/chart.test.ts) fail when they are stale.
+// changes; `npm run chart-docs -- --check` (and test/e2e/chart-values.test.ts) fail when they are stale.
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { parse, stringify } from 'yaml';

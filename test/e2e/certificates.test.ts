@@ -15,8 +15,9 @@ import {
 } from '../harness/control-plane.ts';
 import { servedCertificate, startLocalWebhook, type LocalWebhook } from '../support/chart-webhook.ts';
 import { until } from '../harness/until.ts';
+import { roleArn } from '../support/identities.ts';
 
-const ROLE = 'arn:aws:iam::111122223333:role/rotation';
+const ROLE = roleArn('rotation');
 const b64 = (s: string) => Buffer.from(s).toString('base64');
 
 async function secretData(

@@ -33,14 +33,14 @@ import {
   type Manifest,
 } from '../support/chart.ts';
 import { serviceAccountKubeconfig, startLocalWebhook, type LocalWebhook } from '../support/chart-webhook.ts';
-import { ROLE_ARN } from '../support/identities.ts';
+import { ROLE_ARN, roleArn } from '../support/identities.ts';
 import { labelledSecret, textData } from '../support/secrets.ts';
 import { until } from '../harness/until.ts';
 
 const NS = 'wiw-system';
 const RELEASE = 'wiw';
 const FULLNAME = 'wiw-workload-identity-webhook';
-const ROLE = 'arn:aws:iam::111122223333:role/chart-installed';
+const ROLE = roleArn('chart-installed');
 
 let cp: ControlPlane;
 let core: CoreV1Api;

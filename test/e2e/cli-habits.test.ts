@@ -2,7 +2,7 @@
 // (2) and for "could not check" (3), documented in help; -o yaml wherever -o json is; colours only
 // on a terminal without NO_COLOR (or with FORCE_COLOR), painted by util.styleText; --context on
 // every command that reads a kubeconfig. No cluster is needed: the kubeconfig's API servers are
-// closed ports, which doctor reports by address.
+// closed ports, which doctor reports by address. Runs the built CLI (test/harness/cli-process.ts).
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -12,10 +12,10 @@ import { after, before, describe, test } from 'node:test';
 import { parse, stringify } from 'yaml';
 import { COMMANDS, commandHelp, EXIT, usage } from '../../src/cli-args.ts';
 import { shellQuote } from '../../src/shell.ts';
+import { cliCommand, cliEnv, runCli } from '../harness/cli-process.ts';
 import { freePorts } from '../harness/control-plane.ts';
 
 const ROOT = resolve(import.meta.dirname, '../..');
-const CLI = resolve(ROOT, 'src/cli.ts');
 const EXAMPLE = resolve(ROOT, 'examples/aws.yaml');
 const ISSUER = 'https://oidc.example.com/cluster-a';
 
@@ -47,34 +47,31 @@ after(() => {
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
+type Env = Record<string, string | undefined>;
+
 /** The environment without the colour switches a test run may carry. */
-function plainEnv(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
-  const env = { ...process.env, ...extra };
-  for (const k of ['NO_COLOR', 'FORCE_COLOR', 'NODE_DISABLE_COLORS'] as const) if (!(k in extra)) delete env[k];
-  return env;
+function plainEnv(extra: Env = {}): Env {
+  return { NO_COLOR: undefined, FORCE_COLOR: undefined, NODE_DISABLE_COLORS: undefined, ...extra };
 }
 
 /**
  * A person's terminal: TERM names one, and no CI variable is set (Node's colour depth is 2 colours,
  * i.e. none, under CI=true or without TERM; CI runs the suite with CI=true and may have no TERM).
  */
-function terminalEnv(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
-  const env = plainEnv({ TERM: 'xterm-256color', ...extra });
-  delete env.CI;
-  return env;
+function terminalEnv(extra: Env = {}): Env {
+  return { ...plainEnv({ TERM: 'xterm-256color', ...extra }), CI: undefined };
 }
 
-function cli(args: string[], env: NodeJS.ProcessEnv = plainEnv()) {
-  const r = spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8', env });
-  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
-}
+/** The CLI with its output piped, as a script runs it. */
+const cli = (args: string[], env: Env = plainEnv()) => runCli(args, { env });
 
 /** The CLI on a terminal: util-linux's script(1) gives it a pseudo-terminal; its exit code is the CLI's. */
-function onTerminal(args: string[], env: NodeJS.ProcessEnv) {
-  const command = [process.execPath, CLI, ...args].map(shellQuote).join(' ');
+function onTerminal(args: string[], env: Env) {
+  const [node, argv] = cliCommand(args);
+  const command = [node, ...argv].map(shellQuote).join(' ');
   const r = spawnSync('script', ['-q', '-e', '-c', command, '/dev/null'], {
     encoding: 'utf8',
-    env: { ...env, TERM: 'xterm-256color' },
+    env: cliEnv({ ...env, TERM: 'xterm-256color' }),
   });
   return { code: r.status, output: r.stdout };
 }

@@ -1,24 +1,20 @@
 // `workload-identity-webhook preview` with a GEP-26 Secret as the object to admit, as an operator
-// runs it, on the documented examples.
+// runs it, on the documented examples: the built CLI (test/harness/cli-process.ts).
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parse, stringify } from 'yaml';
+import { runCli } from '../harness/cli-process.ts';
 import { textData } from '../support/secrets.ts';
-import { CHANGED_ID, TENANT } from '../support/identities.ts';
+import { CHANGED_ID, roleArn, TENANT } from '../support/identities.ts';
 
-const CLI = resolve(import.meta.dirname, '../../src/cli.ts');
 const EXAMPLES = resolve(import.meta.dirname, '../../examples/secrets');
 const dir = mkdtempSync(join(tmpdir(), 'wiw-preview-secret-'));
 const TOKEN_PATH = '/var/run/secrets/gardener.cloud/workload-identity/token';
 
-function preview(args: string[]) {
-  const r = spawnSync(process.execPath, [CLI, 'preview', ...args], { encoding: 'utf8' });
-  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
-}
+const preview = (args: string[]) => runCli(['preview', ...args]);
 
 function file(name: string, docs: unknown[]): string {
   const path = join(dir, name);
@@ -38,7 +34,7 @@ describe('preview of a Secret', () => {
     assert.equal(secret.stringData, undefined);
     assert.equal(
       textData(secret).credentialsFile,
-      `[default]\nrole_arn = arn:aws:iam::111122223333:role/backup-writer\nweb_identity_token_file = ${TOKEN_PATH}\nregion = eu-west-1\n`,
+      `[default]\nrole_arn = ${roleArn('backup-writer')}\nweb_identity_token_file = ${TOKEN_PATH}\nregion = eu-west-1\n`,
     );
   });
 
@@ -87,7 +83,7 @@ describe('preview of a Secret', () => {
     ]);
     const granted = preview(['-f', secretFile, '-f', granting, '-o', 'json']);
     assert.equal(granted.code, 0, granted.stderr);
-    assert.equal(textData(JSON.parse(granted.stdout)).roleARN, 'arn:aws:iam::111122223333:role/backup-writer');
+    assert.equal(textData(JSON.parse(granted.stdout)).roleARN, roleArn('backup-writer'));
   });
 
   test('an unlabelled Secret is printed unchanged, with a warning', () => {

@@ -1,24 +1,19 @@
-// `workload-identity-webhook preview`: the mutation core offline, as an operator runs it.
+// `workload-identity-webhook preview`: the mutation core offline, as an operator runs it: the built
+// CLI (test/harness/cli-process.ts).
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parse } from 'yaml';
+import { runCli } from '../harness/cli-process.ts';
+import { OTHER_AWS_ACCOUNT, roleArn } from '../support/identities.ts';
 
-const CLI = resolve(import.meta.dirname, '../../src/cli.ts');
 const EXAMPLES = resolve(import.meta.dirname, '../../examples');
 const dir = mkdtempSync(join(tmpdir(), 'wiw-preview-'));
 
-function preview(args: string[], input?: string, env: Record<string, string> = {}) {
-  const r = spawnSync(process.execPath, [CLI, 'preview', ...args], {
-    input,
-    encoding: 'utf8',
-    env: { ...process.env, ...env },
-  });
-  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
-}
+const preview = (args: string[], input?: string, env?: Record<string, string>) =>
+  runCli(['preview', ...args], { input, env });
 
 function file(name: string, text: string): string {
   const path = join(dir, name);
@@ -50,7 +45,7 @@ describe('preview', () => {
       JSON.stringify({
         apiVersion: 'v1',
         kind: 'ServiceAccount',
-        metadata: { name: 'x', annotations: { 'eks.amazonaws.com/role-arn': 'arn:aws:iam::111122223333:role/x' } },
+        metadata: { name: 'x', annotations: { 'eks.amazonaws.com/role-arn': roleArn('x') } },
       }),
     );
     const pod =
@@ -63,7 +58,7 @@ describe('preview', () => {
   test('a Pod with nothing to inject gives the empty patch []', () => {
     const sa = file(
       'backup-sa.yaml',
-      'apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: backup, namespace: demo, annotations: {eks.amazonaws.com/role-arn: "arn:aws:iam::111122223333:role/backup"}}\n',
+      `apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: backup, namespace: demo, annotations: {eks.amazonaws.com/role-arn: "${roleArn('backup')}"}}\n`,
     );
     const ok = preview(['-f', sa, '-f', join(EXAMPLES, 'opted-out.yaml'), '-o', 'patch']);
     assert.equal(ok.code, 0, ok.stderr);
@@ -98,7 +93,7 @@ describe('preview', () => {
     );
     assert.equal(composed.code, 0, composed.stderr);
     const env = JSON.parse(composed.stdout).spec.containers[0].env as { name: string; value: string }[];
-    assert.equal(env.find((e) => e.name === 'AWS_ROLE_ARN')?.value, 'arn:aws:iam::111122223333:role/team/reader');
+    assert.equal(env.find((e) => e.name === 'AWS_ROLE_ARN')?.value, roleArn('team/reader'));
     // Nothing listens on port 9 of loopback: the look-up fails at once.
     const unreadable = preview(['-f', '-', '--aws-compose-role-arn'], input, {
       AWS_EC2_METADATA_SERVICE_ENDPOINT: 'http://127.0.0.1:9',
@@ -112,7 +107,7 @@ describe('preview', () => {
 
   test('AWS_ROLE_SESSION_NAME: the Pod-name fieldRef for a generateName Pod, from the flag or the annotation; a long name warns', () => {
     const sa = (annotations: string) =>
-      `kind: ServiceAccount\napiVersion: v1\nmetadata: {name: x, annotations: {eks.amazonaws.com/role-arn: "arn:aws:iam::111122223333:role/x"${annotations}}}\n---\n`;
+      `kind: ServiceAccount\napiVersion: v1\nmetadata: {name: x, annotations: {eks.amazonaws.com/role-arn: "${roleArn('x')}"${annotations}}}\n---\n`;
     const podNamed = (metadata: string) =>
       `kind: Pod\napiVersion: v1\nmetadata: {${metadata}}\nspec: {serviceAccountName: x, containers: [{name: c}]}\n`;
     const session = (r: { code: number | null; stdout: string; stderr: string }) => {
@@ -145,7 +140,7 @@ describe('preview', () => {
 
   test('include-containers: only the named container gets the identity; an unknown name is a warning on stderr', () => {
     const input =
-      'kind: ServiceAccount\napiVersion: v1\nmetadata: {name: x, annotations: {eks.amazonaws.com/role-arn: "arn:aws:iam::111122223333:role/x"}}\n---\n' +
+      `kind: ServiceAccount\napiVersion: v1\nmetadata: {name: x, annotations: {eks.amazonaws.com/role-arn: "${roleArn('x')}"}}\n---\n` +
       'kind: Pod\napiVersion: v1\nmetadata: {name: p, annotations: {eks.amazonaws.com/include-containers: "app,ghost"}}\n' +
       'spec: {serviceAccountName: x, containers: [{name: app}, {name: other}]}\n';
     const r = preview(['-f', '-', '-o', 'json'], input);
@@ -163,17 +158,17 @@ describe('preview', () => {
   test('source-profiles (role chaining): the shared config file shows the chained profile; a cycle is refused', () => {
     const sa = (sources: string) =>
       'kind: ServiceAccount\napiVersion: v1\nmetadata: {name: x, annotations: {' +
-      'eks.amazonaws.com/role-arn: "arn:aws:iam::111122223333:role/hub", ' +
-      'eks.amazonaws.com/role-arns: "target=arn:aws:iam::444455556666:role/target", ' +
+      `eks.amazonaws.com/role-arn: "${roleArn('hub')}", ` +
+      `eks.amazonaws.com/role-arns: "target=${roleArn('target', OTHER_AWS_ACCOUNT)}", ` +
       `eks.amazonaws.com/source-profiles: "${sources}"}}\n---\n` +
       'kind: Pod\napiVersion: v1\nmetadata: {name: p}\nspec: {serviceAccountName: x, containers: [{name: app}]}\n';
     const r = preview(['-f', '-'], sa('target=default'));
     assert.equal(r.code, 0, r.stderr);
     assert.equal(
       parse(r.stdout).metadata.annotations['workload-identity-webhook.io/aws-config-file'],
-      '[default]\nrole_arn = arn:aws:iam::111122223333:role/hub\n' +
+      `[default]\nrole_arn = ${roleArn('hub')}\n` +
         'web_identity_token_file = /var/run/secrets/eks.amazonaws.com/serviceaccount/token\n\n' +
-        '[profile target]\nrole_arn = arn:aws:iam::444455556666:role/target\nsource_profile = default\n',
+        `[profile target]\nrole_arn = ${roleArn('target', OTHER_AWS_ACCOUNT)}\nsource_profile = default\n`,
     );
     const cycle = preview(['-f', '-'], sa('target=default, default=target'));
     assert.equal(cycle.code, 1);

@@ -1,22 +1,18 @@
 // The command line as users meet it: --version and version, per-command --help that lists exactly
 // the flags the command takes, the nearest flag suggested for a mistyped one, util.parseArgs'
 // forms (--flag=value, --flag value, switches, repeatable -f), and serve logging its version.
+// Runs the built CLI (test/harness/cli-process.ts): the command line users get.
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { describe, test } from 'node:test';
 import { COMMANDS, closest, editDistance, flagsOf, parseArgs, VERSION } from '../../src/cli-args.ts';
 import { settings } from '../../src/config.ts';
+import { cliCommand, cliEnv, runCli } from '../harness/cli-process.ts';
 
 const ROOT = resolve(import.meta.dirname, '../..');
-const CLI = resolve(ROOT, 'src/cli.ts');
 const EXAMPLE = resolve(ROOT, 'examples/aws.yaml');
-
-function cli(args: string[], env: NodeJS.ProcessEnv = process.env) {
-  const r = spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8', env });
-  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
-}
 
 const pkg = JSON.parse(readFileSync(resolve(ROOT, 'package.json'), 'utf8')) as { version: string };
 const chart = readFileSync(resolve(ROOT, 'charts/workload-identity-webhook/Chart.yaml'), 'utf8');
@@ -26,7 +22,7 @@ describe('version', () => {
     assert.equal(VERSION, pkg.version);
     assert.match(chart, new RegExp(`^appVersion: "${pkg.version.replaceAll('.', '\\.')}"$`, 'm'));
     for (const args of [['--version'], ['version']]) {
-      const r = cli(args);
+      const r = runCli(args);
       assert.equal(r.code, 0, r.stderr);
       assert.equal(r.stdout, `workload-identity-webhook ${pkg.version}\n`);
     }
@@ -34,11 +30,17 @@ describe('version', () => {
 
   test('serve logs the version first thing at start-up', async () => {
     // A kubeconfig that cannot be read stops serve after its first line, without a cluster.
-    const child = spawn(
-      process.execPath,
-      [CLI, 'serve', '--self-signed', '--kubeconfig', '/nonexistent', '--port', '0', '--metrics-port', '0'],
-      { stdio: ['ignore', 'pipe', 'pipe'] },
-    );
+    const [command, args] = cliCommand([
+      'serve',
+      '--self-signed',
+      '--kubeconfig',
+      '/nonexistent',
+      '--port',
+      '0',
+      '--metrics-port',
+      '0',
+    ]);
+    const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'], env: cliEnv() });
     let stdout = '';
     child.stdout.setEncoding('utf8').on('data', (s: string) => (stdout += s));
     const code = await new Promise((done) => child.on('close', done));
@@ -51,16 +53,16 @@ describe('version', () => {
 
 describe('help', () => {
   test('help lists every command; exit 0', () => {
-    const r = cli(['help']);
+    const r = runCli(['help']);
     assert.equal(r.code, 0);
     for (const c of Object.values(COMMANDS)) assert.ok(r.stdout.includes(`workload-identity-webhook ${c.synopsis}\n`));
-    assert.deepEqual(cli([]).stdout, r.stdout);
-    assert.deepEqual(cli(['--help']).stdout, r.stdout);
+    assert.deepEqual(runCli([]).stdout, r.stdout);
+    assert.deepEqual(runCli(['--help']).stdout, r.stdout);
   });
 
   for (const command of Object.keys(COMMANDS)) {
     test(`${command} --help lists exactly the flags ${command} takes, each accepted; exit 0`, () => {
-      const r = cli([...command.split(' '), '--help']);
+      const r = runCli([...command.split(' '), '--help']);
       assert.equal(r.code, 0, r.stderr);
       assert.ok(r.stdout.startsWith(`Usage: workload-identity-webhook ${COMMANDS[command].synopsis}\n`));
       const listed = [...r.stdout.matchAll(/^ {2}(?:-\w, )?--([a-z0-9-]+)/gm)].map((m) => m[1]);
@@ -74,12 +76,12 @@ describe('help', () => {
           : [`--${flag}`];
         assert.doesNotThrow(() => parseArgs([...command.split(' '), ...args]), `${command} takes --${flag}`);
       }
-      assert.deepEqual(cli(['help', ...command.split(' ')]).stdout, r.stdout, `help ${command}`);
+      assert.deepEqual(runCli(['help', ...command.split(' ')]).stdout, r.stdout, `help ${command}`);
     });
   }
 
   test("serve's help lists every setting of src/config.ts with its environment twin", () => {
-    const r = cli(['serve', '--help']);
+    const r = runCli(['serve', '--help']);
     for (const s of Object.values(settings)) {
       assert.ok(r.stdout.includes(`--${s.flag}`), s.flag);
       assert.ok(r.stdout.includes(`[$WIW_${s.flag.toUpperCase().replaceAll('-', '_')}]`), s.flag);
@@ -87,7 +89,7 @@ describe('help', () => {
   });
 
   test('defaults are shown as the flag is written (an octal file mode stays octal)', () => {
-    assert.match(cli(['serve', '--help']).stdout, /--gcp-file-mode VALUE.*\(default 0440\)/);
+    assert.match(runCli(['serve', '--help']).stdout, /--gcp-file-mode VALUE.*\(default 0440\)/);
   });
 });
 
@@ -114,7 +116,7 @@ describe('mistakes: exit 2, the reason, the nearest flag, where to read more', (
   });
 
   test('doctor --help no longer fails; doctor --namespce suggests --namespace', () => {
-    const r = cli(['doctor', '--namespce', 'apps']);
+    const r = runCli(['doctor', '--namespce', 'apps']);
     assert.equal(r.code, 2);
     assert.equal(
       r.stderr,
@@ -125,14 +127,14 @@ describe('mistakes: exit 2, the reason, the nearest flag, where to read more', (
 
   test("another command's flag is named as such; a far-off flag gets no guess", () => {
     assert.match(
-      cli(['preview', '-f', EXAMPLE, '--dir', 'x']).stderr,
+      runCli(['preview', '-f', EXAMPLE, '--dir', 'x']).stderr,
       /unknown flag --dir for preview \(a flag of issuer publish\)/,
     );
-    assert.match(cli(['trust', '--zzzzzzzz']).stderr, /^error: unknown flag --zzzzzzzz for trust\n/);
+    assert.match(runCli(['trust', '--zzzzzzzz']).stderr, /^error: unknown flag --zzzzzzzz for trust\n/);
   });
 
   test('a mistyped command gets the nearest command', () => {
-    const r = cli(['doctr']);
+    const r = runCli(['doctr']);
     assert.equal(r.code, 2);
     assert.match(
       r.stderr,
@@ -155,7 +157,7 @@ describe('mistakes: exit 2, the reason, the nearest flag, where to read more', (
       [['preview', '-f', EXAMPLE, '--strict=maybe'], /--strict="maybe" must be true or false/],
     ];
     for (const [args, message] of cases) {
-      const r = cli(args);
+      const r = runCli(args);
       assert.equal(r.code, 2, `${args.join(' ')}: ${r.stderr}`);
       assert.match(r.stderr, message, args.join(' '));
     }

@@ -5,13 +5,14 @@
 // and the pod-identity-role-arn annotation): `trust` prints create-pod-identity-association for
 // each, `doctor` names the ServiceAccounts whose association the file lacks or contradicts.
 // Brought under each limit (a ServiceAccount deleted, the raised IAM quota), the same run passes.
-import { execFile } from 'node:child_process';
+// Runs the built CLI (test/harness/cli-process.ts), what operators run.
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { CoreV1Api } from '@kubernetes/client-node';
+import { runCliAsync } from '../harness/cli-process.ts';
 import {
   createNamespace,
   createServiceAccount,
@@ -24,7 +25,6 @@ import type { GcpTrust } from '../../src/clouds/gcp/trust.ts';
 import type { TrustReport } from '../../src/trust/report.ts';
 import { CLIENT, ROLE_ARN as ROLE, roleArn, WIF_PROVIDER as PROVIDER } from '../support/identities.ts';
 
-const CLI = resolve(import.meta.dirname, '../../dist/cli.js');
 const PI_ROLE = roleArn('pod-identity');
 const OTHER_ROLE = roleArn('other');
 const LONG_NAME = 'n'.repeat(104); // system:serviceaccount:g:<104> is 128 bytes
@@ -34,14 +34,6 @@ interface Check {
   verdict: string;
   message: string;
   fix?: string;
-}
-
-function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((done) => {
-    execFile(process.execPath, [CLI, ...args], { encoding: 'utf8', maxBuffer: 64 << 20 }, (err, stdout, stderr) => {
-      done({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
-    });
-  });
 }
 
 let cp: ControlPlane;
@@ -101,15 +93,15 @@ const flags = () => [
   'prod',
 ];
 
-async function trust(...extra: string[]): Promise<{ code: number; report: TrustReport; text: string }> {
-  const json = await cli(['trust', '-o', 'json', ...flags(), ...extra]);
-  const text = await cli(['trust', ...flags(), ...extra]);
+async function trust(...extra: string[]): Promise<{ code: number | null; report: TrustReport; text: string }> {
+  const json = await runCliAsync(['trust', '-o', 'json', ...flags(), ...extra]);
+  const text = await runCliAsync(['trust', ...flags(), ...extra]);
   assert.equal(json.code, text.code, text.stderr);
   return { code: json.code, report: JSON.parse(json.stdout) as TrustReport, text: text.stdout };
 }
 
-async function doctor(...extra: string[]): Promise<{ code: number; checks: Check[] }> {
-  const r = await cli(['doctor', '-o', 'json', '--issuer-ca', join(cp.dir, 'ca.crt'), ...flags(), ...extra]);
+async function doctor(...extra: string[]): Promise<{ code: number | null; checks: Check[] }> {
+  const r = await runCliAsync(['doctor', '-o', 'json', '--issuer-ca', join(cp.dir, 'ca.crt'), ...flags(), ...extra]);
   const report = JSON.parse(r.stdout) as { exitCode: number; checks: Check[] };
   assert.equal(report.exitCode, r.code);
   return { code: r.code, checks: report.checks };
@@ -182,10 +174,7 @@ describe('over the limits, and Pod Identity associations the file lacks or contr
     ]);
     const missing = checks.find((c) => c.message.startsWith('ServiceAccount pi/missing'))!;
     assert.match(missing.message, /annotated for EKS Pod Identity .* the associations file .* does not list it/);
-    assert.match(
-      missing.fix!,
-      /"serviceAccount": "missing", "roleArn": "arn:aws:iam::111122223333:role\/pod-identity"/,
-    );
+    assert.ok(missing.fix!.includes(`"serviceAccount": "missing", "roleArn": "${PI_ROLE}"`), missing.fix);
   });
 });
 

@@ -16,7 +16,7 @@ import { kubeletLiteral } from '../../src/shell.ts';
 import { createNamespace, startControlPlane, type ControlPlane } from '../harness/control-plane.ts';
 import { httpsRequest, type RawResponse, type TlsClient } from '../harness/https.ts';
 import { KUBELET_HOSTILE } from '../support/hostile.ts';
-import { GCP_EMAIL, GCP_PROJECT, WIF_PROVIDER } from '../support/identities.ts';
+import { GCP_EMAIL, GCP_PROJECT, ROLE_ARN, WIF_PROVIDER } from '../support/identities.ts';
 import { containerArgv, containerEnv, expand, mappingFor } from '../support/kubelet-expansion.ts';
 import { registerWebhook, startWebhook, type WebhookProcess } from '../support/webhook.ts';
 
@@ -354,7 +354,7 @@ const INTEGER_FIELDS: IntegerField[] = [
   },
   {
     key: 'eks.amazonaws.com/token-expiration',
-    serviceAccount: { 'eks.amazonaws.com/role-arn': 'arn:aws:iam::111122223333:role/s3-reader' },
+    serviceAccount: { 'eks.amazonaws.com/role-arn': `${ROLE_ARN}` },
     max: 2 ** 32,
     read: expiry('aws-iam-token'),
   },

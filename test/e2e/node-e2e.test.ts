@@ -11,6 +11,7 @@
 // being created. Last, the operator's view: an alert's expression evaluated by Prometheus's engine
 // over scrapes of the webhook Pods, what each webhook.scope does to Pod creation while the webhook
 // is scaled to 0, and the uninstall as documented.
+// `doctor` is the built CLI of this checkout (test/harness/cli-process.ts).
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { AdmissionregistrationV1Api, ApiextensionsV1Api, AppsV1Api, CoreV1Api } from '@kubernetes/client-node';
@@ -20,6 +21,7 @@ import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import type { Release } from '../../scripts/release.ts';
+import { runCliAsync } from '../harness/cli-process.ts';
 import { imageTools, mountImage } from '../harness/node-images.ts';
 import { startNode, type NodeCluster } from '../harness/node.ts';
 import { evaluate, type Scrape } from '../harness/promql.ts';
@@ -729,11 +731,7 @@ describe('operating it: alerts over real scrapes, and the blast radius of each s
         { kubeconfig: node.cp.kubeconfigPath },
       );
     const doctor = async (...extra: string[]) => {
-      const run = await promisify(execFile)(
-        process.execPath,
-        [join(REPO, 'dist/cli.js'), 'doctor', '--kubeconfig', node.cp.kubeconfigPath, '-o', 'json', ...extra],
-        { encoding: 'utf8' },
-      ).catch((err: { stdout: string }) => err);
+      const run = await runCliAsync(['doctor', '--kubeconfig', node.cp.kubeconfigPath, '-o', 'json', ...extra]);
       return (
         JSON.parse(run.stdout) as { checks: { id: string; subject?: string; verdict: string; message: string }[] }
       ).checks;

@@ -197,7 +197,7 @@ async function projectionSites(): Promise<{ site: string; key?: string; prefix?:
 }
 
 describe('the chart value', () => {
-  // Below 1.30, where the policy's API is not v1, helm refuses the whole chart (chart.test.ts).
+  // Below 1.30, where the policy's API is not v1, helm refuses the whole chart (chart-rbac.test.ts).
   test('on by default; off renders nothing', async () => {
     assert.equal((await chartPolicies()).length, 2, 'a policy and its binding');
     const off = await renderChart({ podAnnotationPolicy: { enabled: false } });

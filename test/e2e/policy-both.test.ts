@@ -26,6 +26,7 @@ import {
   type PolicyNamespace,
 } from '../support/policy-mode.ts';
 import { registerWebhook, startWebhook, type WebhookProcess } from '../support/webhook.ts';
+import { roleArn } from '../support/identities.ts';
 
 const TENANT = '11111111-2222-4333-8444-555555555555';
 const providers = createProviders(loadConfig(new Map([['azure-tenant-id', TENANT]]), {}));
@@ -34,9 +35,7 @@ const namespaces = policyNamespaces(loadCorpus(), 12);
 const PROBE: PolicyNamespace = {
   name: 'policy-probe',
   cloud: 'aws',
-  serviceAccounts: [
-    { metadata: { name: 'app', annotations: { 'eks.amazonaws.com/role-arn': 'arn:aws:iam::123456789012:role/a' } } },
-  ],
+  serviceAccounts: [{ metadata: { name: 'app', annotations: { 'eks.amazonaws.com/role-arn': roleArn('a') } } }],
   pods: [],
 };
 const BINDINGS = '/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicybindings';

@@ -1,23 +1,19 @@
 // `preview --policy FILE` and `check-policy`: tenant policy offline, as an operator runs it.
+// Runs the built CLI (test/harness/cli-process.ts), what operators run.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parse, stringify } from 'yaml';
+import { runCli } from '../harness/cli-process.ts';
+import { roleArn } from '../support/identities.ts';
 
-const CLI = resolve(import.meta.dirname, '../../src/cli.ts');
 const STARTER = resolve(
   import.meta.dirname,
   '../../charts/workload-identity-webhook/files/policies/namespace-labels.yaml',
 );
 const dir = mkdtempSync(join(tmpdir(), 'wiw-policy-cli-'));
-
-function cli(args: string[]) {
-  const r = spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8' });
-  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
-}
 
 function file(name: string, value: unknown): string {
   const path = join(dir, name);
@@ -36,7 +32,7 @@ const sa = file('sa.yaml', {
   metadata: {
     name: 'app',
     namespace: 'team-a',
-    annotations: { 'eks.amazonaws.com/role-arn': 'arn:aws:iam::222222222222:role/app' },
+    annotations: { 'eks.amazonaws.com/role-arn': roleArn('app', '222222222222') },
   },
 });
 const pod = file('pod.yaml', {
@@ -61,20 +57,19 @@ const broken = file('broken.yaml', {
 
 describe('preview --policy', () => {
   test('the Namespace among the documents decides: labelled for the account, the Pod is mutated', () => {
-    const r = cli(['preview', '--policy', STARTER, '-f', labelled, '-f', sa, '-f', pod]);
+    const r = runCli(['preview', '--policy', STARTER, '-f', labelled, '-f', sa, '-f', pod]);
     assert.equal(r.code, 0, r.stderr);
     assert.equal(r.stderr, '');
     const env = parse(r.stdout).spec.containers[0].env;
     assert.ok(
       env.some(
-        (e: { name: string; value: string }) =>
-          e.name === 'AWS_ROLE_ARN' && e.value === 'arn:aws:iam::222222222222:role/app',
+        (e: { name: string; value: string }) => e.name === 'AWS_ROLE_ARN' && e.value === roleArn('app', '222222222222'),
       ),
     );
   });
 
   test("not labelled, it is denied with the policy's message and exit 1", () => {
-    const r = cli(['preview', '--policy', STARTER, '-f', unlabelled, '-f', sa, '-f', pod]);
+    const r = runCli(['preview', '--policy', STARTER, '-f', unlabelled, '-f', sa, '-f', pod]);
     assert.equal(r.code, 1);
     assert.equal(r.stdout, '');
     assert.equal(
@@ -84,7 +79,7 @@ describe('preview --policy', () => {
   });
 
   test('without the Namespace, it is judged without labels, and says so', () => {
-    const r = cli(['preview', '--policy', STARTER, '-f', sa, '-f', pod]);
+    const r = runCli(['preview', '--policy', STARTER, '-f', sa, '-f', pod]);
     assert.equal(r.code, 1);
     assert.match(
       r.stderr,
@@ -93,7 +88,7 @@ describe('preview --policy', () => {
   });
 
   test('a broken policy is reported; it refuses identities in deny mode and is ignored with keep-last-good', () => {
-    const deny = cli(['preview', '--policy', broken, '-f', labelled, '-f', sa, '-f', pod]);
+    const deny = runCli(['preview', '--policy', broken, '-f', labelled, '-f', sa, '-f', pod]);
     assert.equal(deny.code, 1);
     assert.match(
       deny.stderr,
@@ -103,7 +98,7 @@ describe('preview --policy', () => {
       deny.stderr,
       /\ndenied \(PolicyUnavailable\): cloud identities are refused until the broken tenant policy is fixed/,
     );
-    const keep = cli([
+    const keep = runCli([
       'preview',
       '--policy',
       broken,
@@ -121,13 +116,13 @@ describe('preview --policy', () => {
   });
 
   test('--policy-file is read by preview too', () => {
-    const r = cli(['preview', '--policy-file', STARTER, '-f', unlabelled, '-f', sa, '-f', pod]);
+    const r = runCli(['preview', '--policy-file', STARTER, '-f', unlabelled, '-f', sa, '-f', pod]);
     assert.equal(r.code, 1);
     assert.match(r.stderr, /^denied \(PolicyDenied\): /);
   });
 
   test('a file that holds no policies is bad input (exit 2)', () => {
-    const r = cli(['preview', '--policy', sa, '-f', sa, '-f', pod]);
+    const r = runCli(['preview', '--policy', sa, '-f', sa, '-f', pod]);
     assert.equal(r.code, 2);
     assert.match(
       r.stderr,
@@ -138,7 +133,7 @@ describe('preview --policy', () => {
 
 describe('check-policy', () => {
   test('reports each policy and exits 0 when all are good', () => {
-    const r = cli(['check-policy', '-f', STARTER]);
+    const r = runCli(['check-policy', '-f', STARTER]);
     assert.equal(r.code, 0, r.stdout + r.stderr);
     assert.match(
       r.stdout,
@@ -147,7 +142,7 @@ describe('check-policy', () => {
   });
 
   test('lists every problem of a broken policy and exits 1', () => {
-    const r = cli(['check-policy', '-f', STARTER, '-f', broken]);
+    const r = runCli(['check-policy', '-f', STARTER, '-f', broken]);
     assert.equal(r.code, 1);
     const lines = r.stdout.trim().split('\n');
     assert.equal(lines.length, 3);

@@ -22,9 +22,10 @@ import {
   PARAMETERS_VERSION,
 } from '../../src/policy-mode/policy.ts';
 import { dryRun, installPolicyMode } from '../support/policy-mode.ts';
+import { roleArn } from '../support/identities.ts';
 
 const providers = createProviders(loadConfig(new Map(), {}));
-const ROLE = (n: number) => `arn:aws:iam::123456789012:role/r${n}`;
+const ROLE = (n: number) => roleArn(`r${n}`);
 const POD: Pod = {
   metadata: { name: 'p' },
   spec: { serviceAccountName: 'app', containers: [{ name: 'c', image: 'i' }] },

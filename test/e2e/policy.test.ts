@@ -1,9 +1,9 @@
 // End to end: tenant policy as a WorkloadIdentityPolicy custom resource on a real kube-apiserver.
 // Two webhook processes watch the same policies: one with the default --policy-failure-mode=deny,
-// one with keep-last-good, each registered for its own namespaces.
+// one with keep-last-good, each registered for its own namespaces. The webhooks and `preview` are
+// the built CLI (test/harness/cli-process.ts), what the chart runs.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { ApiextensionsV1Api, CoreV1Api, CustomObjectsApi, type V1Pod } from '@kubernetes/client-node';
@@ -14,7 +14,9 @@ import {
   startControlPlane,
   type ControlPlane,
 } from '../harness/control-plane.ts';
+import { runCli } from '../harness/cli-process.ts';
 import { registerWebhook, startWebhook, until, type WebhookProcess } from '../support/webhook.ts';
+import { roleArn } from '../support/identities.ts';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const CRD = join(
@@ -22,12 +24,11 @@ const CRD = join(
   'charts/workload-identity-webhook/crds/workloadidentitypolicies.workload-identity-webhook.io.yaml',
 );
 const STARTER = join(ROOT, 'charts/workload-identity-webhook/files/policies/namespace-labels.yaml');
-const CLI = join(ROOT, 'dist/cli.js');
 const GROUP = { group: 'workload-identity-webhook.io', version: 'v1alpha1', plural: 'workloadidentitypolicies' };
 const SELECT = 'policy-e2e.workload-identity-webhook.io/webhook';
 const ACCOUNT_LABEL = (account: string) => `aws-account.workload-identity-webhook.io/${account}`;
-const ROLE_A = 'arn:aws:iam::111111111111:role/app';
-const ROLE_B = 'arn:aws:iam::222222222222:role/app';
+const ROLE_A = roleArn('app', '111111111111');
+const ROLE_B = roleArn('app', '222222222222');
 const STARTER_DENIAL =
   'namespace tenant-a may not use AWS account 222222222222; a cluster administrator allows it with the namespace label aws-account.workload-identity-webhook.io/222222222222=true (WorkloadIdentityPolicy "namespace-labels", validation "aws-account-of-namespace")';
 
@@ -257,7 +258,6 @@ describe('tenant policy in a cluster', () => {
         metadata: { name: 'preview', namespace: 'tenant-a' },
       });
       const args = [
-        CLI,
         'preview',
         ...policies.flatMap((p) => ['--policy', p]),
         '-f',
@@ -269,8 +269,7 @@ describe('tenant policy in a cluster', () => {
         '-o',
         'json',
       ];
-      const out = spawnSync(process.execPath, args, { encoding: 'utf8' });
-      return { code: out.status, stdout: out.stdout, stderr: out.stderr };
+      return runCli(args);
     };
 
     const denied = await preview('claims-b');
@@ -312,7 +311,7 @@ describe('tenant policy in a cluster', () => {
 
   test('an identity outside the declared providers is refused', async () => {
     await createServiceAccount(cp, 'tenant-a', 'elsewhere', {
-      'eks.amazonaws.com/role-arn': 'arn:aws:iam::333333333333:role/app',
+      'eks.amazonaws.com/role-arn': roleArn('app', '333333333333'),
     });
     const refused = await eventually('tenant-a', 'elsewhere', /is not an identity provider this cluster trusts/);
     assert.match(

@@ -16,6 +16,7 @@ import {
   OTHER_AWS_ACCOUNT,
   ROLE_ARN as ROLE,
   roleArn,
+  oidcProviderArn,
 } from '../support/identities.ts';
 
 const NS = 'sdk-aws-chaining';
@@ -35,7 +36,7 @@ function trusting(issuer: string, account: string, serviceAccounts: string[], ro
     Statement: [
       {
         Effect: 'Allow',
-        Principal: { Federated: `arn:aws:iam::${account}:oidc-provider/${hostPath}` },
+        Principal: { Federated: oidcProviderArn(hostPath, account) },
         Action: 'sts:AssumeRoleWithWebIdentity',
         Condition: {
           StringEquals: { [`${hostPath}:sub`]: serviceAccounts.map(subject), [`${hostPath}:aud`]: 'sts.amazonaws.com' },

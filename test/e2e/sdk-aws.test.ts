@@ -20,6 +20,7 @@ import {
   OTHER_AWS_ACCOUNT,
   ROLE_ARN as ROLE,
   roleArn,
+  oidcProviderArn,
 } from '../support/identities.ts';
 
 const NS = 'sdk-aws';
@@ -42,7 +43,7 @@ function trusting(issuer: string, account: string, serviceAccounts: string[]): T
     Statement: [
       {
         Effect: 'Allow',
-        Principal: { Federated: `arn:aws:iam::${account}:oidc-provider/${hostPath}` },
+        Principal: { Federated: oidcProviderArn(hostPath, account) },
         Action: 'sts:AssumeRoleWithWebIdentity',
         Condition: {
           StringEquals: { [`${hostPath}:sub`]: serviceAccounts.map(subject), [`${hostPath}:aud`]: 'sts.amazonaws.com' },

@@ -134,7 +134,7 @@ describe('the webhook', () => {
     stored.data!.config = b64(JSON.stringify({ roleARN: other }));
     const updated = await core.replaceNamespacedSecret({ namespace: 'team-a', name: 'updated', body: stored });
     assert.equal(unb64(updated.data!.roleARN), other);
-    assert.match(unb64(updated.data!.credentialsFile)!, /role_arn = arn:aws:iam::111122223333:role\/other\n/);
+    assert.ok(unb64(updated.data!.credentialsFile)!.includes(`role_arn = ${other}\n`), 'the credentials file names it');
   });
 
   test('a token-only update that drops the derived keys is re-derived', async () => {

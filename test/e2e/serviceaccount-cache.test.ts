@@ -19,6 +19,7 @@ import { until } from '../harness/until.ts';
 import { serviceAccountAnnotations } from '../../src/clouds/index.ts';
 import { SECRET_SERVICE_ACCOUNT_ANNOTATIONS } from '../../src/model.ts';
 import { providers } from '../support/builders.ts';
+import { roleArn } from '../support/identities.ts';
 
 // What serve keeps: the keys every provider and the Secret path read.
 const ANNOTATIONS = [...serviceAccountAnnotations(providers()), ...SECRET_SERVICE_ACCOUNT_ANNOTATIONS];
@@ -29,7 +30,7 @@ before(async () => {
   cp = await startControlPlane({ name: 'sa-cache' });
   await createNamespace(cp, 'ns1');
   await createServiceAccount(cp, 'ns1', 'existing', {
-    'eks.amazonaws.com/role-arn': 'arn:aws:iam::111122223333:role/a',
+    'eks.amazonaws.com/role-arn': roleArn('a'),
     'kubectl.kubernetes.io/last-applied-configuration': 'x'.repeat(10_000),
   });
 });
@@ -56,7 +57,7 @@ describe('list and watch', () => {
     try {
       const view = cache.get('ns1', 'existing');
       assert.ok(view);
-      assert.deepEqual(view.annotations, { 'eks.amazonaws.com/role-arn': 'arn:aws:iam::111122223333:role/a' });
+      assert.deepEqual(view.annotations, { 'eks.amazonaws.com/role-arn': roleArn('a') });
       assert.deepEqual(
         Object.keys(view).sort(),
         ['annotations', 'name', 'namespace'],
@@ -89,7 +90,7 @@ describe('how the list comes', () => {
       await Promise.all(
         Array.from({ length: 120 }, (_, i) =>
           createServiceAccount(old, 'ns1', `sa-${i}`, {
-            'eks.amazonaws.com/role-arn': `arn:aws:iam::111122223333:role/r${i}`,
+            'eks.amazonaws.com/role-arn': roleArn(`r${i}`),
           }),
         ),
       );
@@ -98,10 +99,7 @@ describe('how the list comes', () => {
       try {
         assert.equal(listWatchOf(paged).streaming, false);
         assert.equal(paged.size, 120, 'every ServiceAccount, over three pages');
-        assert.equal(
-          paged.get('ns1', 'sa-119')?.annotations['eks.amazonaws.com/role-arn'],
-          'arn:aws:iam::111122223333:role/r119',
-        );
+        assert.equal(paged.get('ns1', 'sa-119')?.annotations['eks.amazonaws.com/role-arn'], roleArn('r119'));
         await createServiceAccount(old, 'ns1', 'later');
         await until('the watch after the pages to deliver', () => paged.get('ns1', 'later'));
       } finally {
@@ -163,11 +161,11 @@ describe('cache misses', () => {
     await cache.start();
     cache.stop(); // no watch: the only way to learn of a new ServiceAccount is the direct read
     await createServiceAccount(cp, 'ns1', 'brand-new', {
-      'eks.amazonaws.com/role-arn': 'arn:aws:iam::111122223333:role/b',
+      'eks.amazonaws.com/role-arn': roleArn('b'),
     });
     assert.equal(cache.get('ns1', 'brand-new'), undefined);
     const [a, b] = await Promise.all([cache.lookup('ns1', 'brand-new'), cache.lookup('ns1', 'brand-new')]);
-    assert.equal(a?.annotations['eks.amazonaws.com/role-arn'], 'arn:aws:iam::111122223333:role/b');
+    assert.equal(a?.annotations['eks.amazonaws.com/role-arn'], roleArn('b'));
     assert.equal(a, b);
     assert.equal(
       await metricValue(metrics, 'wiw_serviceaccount_fallback_reads_total', '{what="ServiceAccount",result="found"}'),
@@ -347,7 +345,7 @@ describe('watch recovery', () => {
       proxy.cut();
       await until('the watch to be reopened', () => listWatchOf(cache).connects > connects || undefined);
       await createServiceAccount(cp, 'ns1', 'after-cut', {
-        'eks.amazonaws.com/role-arn': 'arn:aws:iam::111122223333:role/c',
+        'eks.amazonaws.com/role-arn': roleArn('c'),
       });
       await until('the restarted watch to deliver', () => cache.get('ns1', 'after-cut'));
     } finally {
@@ -371,7 +369,7 @@ describe('watch recovery', () => {
           )) >= 1 || undefined,
       );
       await createServiceAccount(cp, 'ns1', 'after-idle', {
-        'eks.amazonaws.com/role-arn': 'arn:aws:iam::111122223333:role/d',
+        'eks.amazonaws.com/role-arn': roleArn('d'),
       });
       await until('the restarted watch to deliver', () => cache.get('ns1', 'after-idle'));
     } finally {

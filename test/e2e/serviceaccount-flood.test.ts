@@ -21,7 +21,7 @@ import {
 } from '../harness/control-plane.ts';
 import { chartMemory, memoryCgroup, rssMiB, type MemoryCgroup } from '../support/cgroup.ts';
 import { registerWebhook, startWebhook, until, type Registration, type WebhookProcess } from '../support/webhook.ts';
-import { ROLE_ARN } from '../support/identities.ts';
+import { ROLE_ARN, roleArn } from '../support/identities.ts';
 import { tenantClient } from '../support/tenant.ts';
 import { throwawayReview } from '../support/heap.ts';
 
@@ -41,7 +41,7 @@ const TOP_OFF: [count: number, arnBytes: number][] = [
   [20, ROLE_ARN.length],
 ];
 const arnOf = (bytes: number) => {
-  const prefix = 'arn:aws:iam::111122223333:role/';
+  const prefix = roleArn('');
   return prefix + 'r'.repeat(bytes - prefix.length);
 };
 

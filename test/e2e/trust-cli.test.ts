@@ -1,15 +1,16 @@
 // `trust` offline (-f manifests) and `issuer publish --key-file`: what they print and write, and
-// their refusals. The cloud stand-ins judge the printed trust in trust-sdk.test.ts.
+// their refusals. The cloud stand-ins judge the printed trust in trust-sdk.test.ts. Runs the built
+// CLI (test/harness/cli-process.ts), what operators run.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import { generateKeyPairSync } from 'node:crypto';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { parse, stringify } from 'yaml';
 import type { TrustReport } from '../../src/trust/report.ts';
 import type { AwsWebIdentityStatement } from '../../src/clouds/aws/trust.ts';
+import { runCli } from '../harness/cli-process.ts';
 import {
   AWS_ACCOUNT,
   CLIENT,
@@ -19,16 +20,11 @@ import {
   PROJECT_NUMBER,
   TENANT,
   WIF_PROVIDER as PROVIDER,
+  oidcProviderArn,
 } from '../support/identities.ts';
 
-const CLI = resolve(import.meta.dirname, '../../src/cli.ts');
 const dir = mkdtempSync(join(tmpdir(), 'wiw-trust-'));
 const ISSUER = 'https://oidc.example.com/cluster-a';
-
-function cli(args: string[], input?: string) {
-  const r = spawnSync(process.execPath, [CLI, ...args], { input, encoding: 'utf8' });
-  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
-}
 
 function sa(namespace: string, name: string, annotations: Record<string, string>): string {
   return stringify({ apiVersion: 'v1', kind: 'ServiceAccount', metadata: { namespace, name, annotations } });
@@ -41,7 +37,7 @@ function manifests(...docs: string[]): string {
 }
 
 function trustJson(file: string, ...flags: string[]): TrustReport {
-  const r = cli(['trust', '-f', file, '--issuer', ISSUER, '-o', 'json', ...flags]);
+  const r = runCli(['trust', '-f', file, '--issuer', ISSUER, '-o', 'json', ...flags]);
   assert.equal(r.code, 0, r.stderr);
   return JSON.parse(r.stdout) as TrustReport;
 }
@@ -59,7 +55,7 @@ describe('trust -f (offline)', () => {
     );
     assert.deepEqual(report.aws!.oidcProviders, [
       {
-        arn: `arn:aws:iam::${AWS_ACCOUNT}:oidc-provider/${hostPath}`,
+        arn: oidcProviderArn(hostPath),
         url: ISSUER,
         account: AWS_ACCOUNT,
         clientIds: ['sts.amazonaws.com', 'sts.example.com'],
@@ -227,7 +223,7 @@ describe('trust -f (offline)', () => {
         metadata: { name: 'p', namespace: 'apps', labels },
         spec: { serviceAccountName: cloud, containers: [{ name: 'app', image: 'app' }] },
       });
-      const r = cli(['preview', '-f', manifests(...accounts, pod), ...flags]);
+      const r = runCli(['preview', '-f', manifests(...accounts, pod), ...flags]);
       assert.equal(r.code, 0, r.stderr);
       const volumesOut = parse(r.stdout).spec.volumes as {
         name: string;
@@ -272,7 +268,7 @@ describe('trust -f (offline)', () => {
   });
 
   test('text output: the policies as JSON and the commands to paste', () => {
-    const r = cli([
+    const r = runCli([
       'trust',
       '-f',
       manifests(sa('apps', 'reader', { 'eks.amazonaws.com/role-arn': ROLE })),
@@ -290,7 +286,7 @@ describe('trust -f (offline)', () => {
   });
 
   test('an annotation the webhook refuses: left out with a warning naming it, exit 1, the rest printed', () => {
-    const r = cli([
+    const r = runCli([
       'trust',
       '-f',
       manifests(
@@ -319,7 +315,7 @@ describe('trust -f (offline)', () => {
       sa('apps', 'loose', { 'eks.amazonaws.com/role-arn': "arn:aws:iam::1:role/x'; rm -rf /" }),
       sa('apps', 'good', { 'eks.amazonaws.com/role-arn': ROLE }),
     );
-    const r = cli(['trust', '-f', file, '--issuer', ISSUER]);
+    const r = runCli(['trust', '-f', file, '--issuer', ISSUER]);
     assert.equal(r.code, 1);
     assert.match(
       r.stdout,
@@ -332,7 +328,7 @@ describe('trust -f (offline)', () => {
         .join('\n'),
       /rm -rf/,
     );
-    const json = JSON.parse(cli(['trust', '-f', file, '--issuer', ISSUER, '-o', 'json']).stdout) as TrustReport;
+    const json = JSON.parse(runCli(['trust', '-f', file, '--issuer', ISSUER, '-o', 'json']).stdout) as TrustReport;
     assert.deepEqual(
       json.identities.map((i) => i.source),
       ['ServiceAccount apps/good'],
@@ -346,7 +342,7 @@ describe('trust -f (offline)', () => {
   test('--namespace keeps one namespace; no identity at all says so', () => {
     const file = manifests(sa('apps', 'reader', { 'eks.amazonaws.com/role-arn': ROLE }), sa('jobs', 'x', {}));
     assert.deepEqual(trustJson(file, '--namespace', 'jobs'), { issuer: ISSUER, identities: [] });
-    const r = cli(['trust', '-f', file, '--issuer', ISSUER, '-n', 'jobs']);
+    const r = runCli(['trust', '-f', file, '--issuer', ISSUER, '-n', 'jobs']);
     assert.match(r.stdout, /nothing to trust/);
   });
 
@@ -363,14 +359,14 @@ describe('trust -f (offline)', () => {
       [['doctor', '--dir', dir], /unknown flag --dir/],
     ];
     for (const [args, message] of cases) {
-      const r = cli(args);
+      const r = runCli(args);
       assert.equal(r.code, 2, args.join(' '));
       assert.match(r.stderr, message, args.join(' '));
     }
   });
 
   test('a trailing slash on --issuer is warned about', () => {
-    const r = cli([
+    const r = runCli([
       'trust',
       '-f',
       manifests(sa('apps', 'reader', { 'eks.amazonaws.com/role-arn': ROLE })),
@@ -398,7 +394,7 @@ describe('issuer publish --key-file', () => {
     const rsa = generateKeyPairSync('rsa', { modulusLength: 2048 });
     const ec = generateKeyPairSync('ec', { namedCurve: 'P-256' });
     const out = join(dir, 'site');
-    const r = cli([
+    const r = runCli([
       'issuer',
       'publish',
       '--dir',
@@ -449,7 +445,7 @@ describe('issuer publish --key-file', () => {
       [['--key-file', pub], /--key-file needs --issuer URL/],
     ];
     for (const [args, message] of cases) {
-      const r = cli(['issuer', 'publish', '--dir', join(dir, 'refused'), ...args]);
+      const r = runCli(['issuer', 'publish', '--dir', join(dir, 'refused'), ...args]);
       assert.equal(r.code, 2, args.join(' '));
       assert.match(r.stderr, message, args.join(' '));
     }

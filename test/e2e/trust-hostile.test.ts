@@ -2,18 +2,20 @@
 // bash, with aws, az and gcloud as functions that record their argv and every other command
 // (PATH is empty) caught by command_not_found_handle: every recorded argv must be an intended
 // one, nothing else may run, and no file may appear. Also: shellQuote round-trips any string.
+// Runs the built CLI (test/harness/cli-process.ts), whose output an admin pastes.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { generateKeyPairSync } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { printable, shellComment, shellQuote } from '../../src/shell.ts';
 import type { TrustReport } from '../../src/trust/report.ts';
 import { issuerProblem } from '../../src/issuer/discovery.ts';
 import { HOSTILE } from '../support/hostile.ts';
+import { runCli } from '../harness/cli-process.ts';
 import {
   CLIENT,
   GCP_EMAIL as EMAIL,
@@ -22,7 +24,6 @@ import {
   WIF_PROVIDER as PROVIDER,
 } from '../support/identities.ts';
 
-const CLI = resolve(import.meta.dirname, '../../src/cli.ts');
 const dir = mkdtempSync(join(tmpdir(), 'wiw-hostile-'));
 const ISSUER = 'https://oidc.example.com/cluster-a';
 
@@ -110,11 +111,6 @@ function manifests(docs: string[]): string {
   const path = join(dir, `m${Math.random().toString(36).slice(2)}.yaml`);
   writeFileSync(path, docs.join('---\n'));
   return path;
-}
-
-function cli(args: string[]) {
-  const r = spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8' });
-  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
 /** Runs text as a bash script in an empty folder; returns each recorded argv and the files left. */
@@ -281,8 +277,8 @@ describe('trust against hostile annotation values', () => {
   ];
   const file = manifests([...benign, ...hostileAccounts()]);
   const podIdentity = ['--aws-container-credentials-config', associationsFile(), '--aws-eks-cluster-name', 'prod'];
-  const text = cli(['trust', '-f', file, '--issuer', ISSUER, ...podIdentity]);
-  const json = cli(['trust', '-f', file, '--issuer', ISSUER, '-o', 'json', ...podIdentity]);
+  const text = runCli(['trust', '-f', file, '--issuer', ISSUER, ...podIdentity]);
+  const json = runCli(['trust', '-f', file, '--issuer', ISSUER, '-o', 'json', ...podIdentity]);
   const report = JSON.parse(json.stdout) as TrustReport;
 
   test('only the benign identities get commands; every hostile one is a FAIL line or left out, exit 1', () => {
@@ -372,11 +368,11 @@ describe('trust against hostile annotation values', () => {
         path,
         JSON.stringify({ identities: [{ namespace: 'apps', serviceAccount: 'x', roleArn: `${ROLE}${bad}` }] }),
       );
-      const r = cli(['trust', '-f', file, '--issuer', ISSUER, '--aws-container-credentials-config', path]);
+      const r = runCli(['trust', '-f', file, '--issuer', ISSUER, '--aws-container-credentials-config', path]);
       assert.equal(r.code, 2, `${JSON.stringify(bad)}: ${r.stderr}`);
       assert.equal(r.stdout, '');
       assert.match(r.stderr, /identities\[0\]\.roleArn .* is not an IAM role ARN/);
-      const c = cli(['trust', '-f', file, '--issuer', ISSUER, '--aws-eks-cluster-name', `prod${bad}`]);
+      const c = runCli(['trust', '-f', file, '--issuer', ISSUER, '--aws-eks-cluster-name', `prod${bad}`]);
       assert.equal(c.code, 2, `${JSON.stringify(bad)}: ${c.stderr}`);
       assert.equal(c.stdout, '');
       assert.match(c.stderr, /--aws-eks-cluster-name=.* is not an EKS cluster name/);
@@ -386,7 +382,7 @@ describe('trust against hostile annotation values', () => {
   test('a hostile --issuer is refused before anything is printed', () => {
     for (const bad of HOSTILE) assert.ok(issuerProblem(`https://oidc.example.com/${bad}`), JSON.stringify(bad));
     for (const bad of HOSTILE.slice(0, 2)) {
-      const r = cli(['trust', '-f', file, '--issuer', `https://oidc.example.com/${bad}`]);
+      const r = runCli(['trust', '-f', file, '--issuer', `https://oidc.example.com/${bad}`]);
       assert.equal(r.code, 2, `${JSON.stringify(bad)}: ${r.stderr}`);
       assert.equal(r.stdout, '');
       assert.match(r.stderr, /is not an issuer URL/);
@@ -401,7 +397,7 @@ describe('trust against hostile annotation values', () => {
       generateKeyPairSync('rsa', { modulusLength: 2048 }).publicKey.export({ type: 'spki', format: 'pem' }),
     );
     for (const bad of HOSTILE.slice(0, 2)) {
-      const r = cli([
+      const r = runCli([
         'issuer',
         'publish',
         '--dir',
@@ -413,7 +409,7 @@ describe('trust against hostile annotation values', () => {
       ]);
       assert.equal(r.code, 2, r.stderr);
     }
-    const ok = cli(['issuer', 'publish', '--dir', join(dir, 'site'), '--key-file', key, '--issuer', ISSUER]);
+    const ok = runCli(['issuer', 'publish', '--dir', join(dir, 'site'), '--key-file', key, '--issuer', ISSUER]);
     assert.equal(ok.code, 0, ok.stderr);
     const flags = ok.stdout.split('\n').slice(-3, -1).join(' ');
     const run = runScript(`kube_apiserver() { rec "$@"; }; kube_apiserver ${flags}`);

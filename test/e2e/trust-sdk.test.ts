@@ -2,16 +2,15 @@
 // stand-ins are configured with exactly what it printed (AWS role trust policy and OIDC provider
 // client IDs, Entra federated identity credentials, Google pool provider and service account
 // binding), and an official SDK in a Pod of the webhook's making is accepted. The same trust
-// printed for another namespace is refused.
-import { execFile } from 'node:child_process';
-import { promisify } from 'node:util';
-import { resolve } from 'node:path';
+// printed for another namespace is refused. Runs the built CLI (test/harness/cli-process.ts), what
+// operators run.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { RbacAuthorizationV1Api } from '@kubernetes/client-node';
 import { stringify } from 'yaml';
+import { runCliAsync } from '../harness/cli-process.ts';
 import { createServiceAccount, requestToken } from '../harness/control-plane.ts';
 import { createAwsSts, type AwsSts } from '../sdk/aws-sts.ts';
 import { startSdkCluster, type SdkCluster } from '../sdk/cluster.ts';
@@ -29,14 +28,12 @@ import {
   roleArn,
   TENANT,
   WIF_PROVIDER as PROVIDER,
-  AWS_ACCOUNT,
   OTHER_AWS_ACCOUNT,
+  oidcProviderArn,
 } from '../support/identities.ts';
 
-const run = promisify(execFile);
 const HUB = roleArn('hub');
 const CHAINED_ROLE = roleArn('chained-writer', OTHER_AWS_ACCOUNT);
-const CLI = resolve(import.meta.dirname, '../../dist/cli.js');
 const NS = 'trust-proof';
 const ACCOUNTS: Record<string, Record<string, string>> = {
   // Role chaining (AWS #258), first as the cluster lists it: [default] (the hub) presents the
@@ -103,11 +100,15 @@ function configure(report: TrustReport): void {
   );
 }
 
+/** `trust -o json <args>`, which must exit 0, with `input` on its stdin; the report and the warnings. */
+async function trustRun(args: string[], input?: string): Promise<{ report: TrustReport; stderr: string }> {
+  const r = await runCliAsync(['trust', '-o', 'json', ...args], { input });
+  assert.equal(r.code, 0, r.stderr);
+  return { report: JSON.parse(r.stdout) as TrustReport, stderr: r.stderr };
+}
+
 async function trust(args: string[], input?: string): Promise<TrustReport> {
-  const child = run(process.execPath, [CLI, 'trust', '-o', 'json', ...args], { encoding: 'utf8' });
-  if (input !== undefined) child.child.stdin!.end(input);
-  const { stdout } = await child;
-  return JSON.parse(stdout) as TrustReport;
+  return (await trustRun(args, input)).report;
 }
 
 /** The cluster's ServiceAccounts as manifests, in `namespace`. */
@@ -159,27 +160,19 @@ describe('trust, read from the cluster', () => {
       [`${hostPath}:sub`]: [subject('aws-reader'), subject('aws-writer')],
       [`${hostPath}:aud`]: 'sts.amazonaws.com',
     });
-    assert.equal(statement[0].Principal.Federated, `arn:aws:iam::${AWS_ACCOUNT}:oidc-provider/${hostPath}`);
+    assert.equal(statement[0].Principal.Federated, oidcProviderArn(hostPath));
   });
 
   test("--issuer other than the cluster's: printed as asked, with a warning that the tokens carry another", async () => {
-    const { stdout, stderr } = await run(
-      process.execPath,
-      [
-        CLI,
-        'trust',
-        '-o',
-        'json',
-        '--kubeconfig',
-        cluster.cp.kubeconfigPath,
-        '--namespace',
-        NS,
-        '--issuer',
-        'https://oidc.example.com',
-      ],
-      { encoding: 'utf8' },
-    );
-    assert.equal((JSON.parse(stdout) as TrustReport).issuer, 'https://oidc.example.com');
+    const { report, stderr } = await trustRun([
+      '--kubeconfig',
+      cluster.cp.kubeconfigPath,
+      '--namespace',
+      NS,
+      '--issuer',
+      'https://oidc.example.com',
+    ]);
+    assert.equal(report.issuer, 'https://oidc.example.com');
     assert.equal(
       stderr,
       `warning: the cluster's tokens carry iss ${cluster.issuer.issuer}, not --issuer https://oidc.example.com: a cloud given this trust refuses them\n`,
@@ -224,12 +217,8 @@ describe('trust, read from the cluster', () => {
       }),
       { mode: 0o600 },
     );
-    const { stdout, stderr } = await run(
-      process.execPath,
-      [CLI, 'trust', '-o', 'json', '--kubeconfig', kubeconfig, '--namespace', NS],
-      { encoding: 'utf8' },
-    );
-    assert.deepEqual(JSON.parse(stdout), printed);
+    const { report, stderr } = await trustRun(['--kubeconfig', kubeconfig, '--namespace', NS]);
+    assert.deepEqual(report, printed);
     assert.equal(
       stderr,
       `warning: cannot list Secrets labelled workload-identity-webhook.io/provider (HTTP 403): their identities are left out\n`,
@@ -355,17 +344,11 @@ describe("a role over IAM's trust policy quota: each role of the printed split a
   after(() => configure(printed));
 
   test('the split roles, configured in the STS stand-in: the re-annotated ServiceAccount assumes its new role, the old role refuses it', async () => {
-    const child = run(process.execPath, [CLI, 'trust', '-o', 'json', '-f', '-', '--issuer', cluster.issuer.issuer], {
-      encoding: 'utf8',
+    const overQuota = await runCliAsync(['trust', '-o', 'json', '-f', '-', '--issuer', cluster.issuer.issuer], {
+      input: [manifests(NS), moved, ...fillers].join('---\n'),
     });
-    child.child.stdin!.end([manifests(NS), moved, ...fillers].join('---\n'));
-    const report = await child.then(
-      () => assert.fail('trust must exit 1 for a role over the quota'),
-      (err: { code: number; stdout: string }) => {
-        assert.equal(err.code, 1);
-        return JSON.parse(err.stdout) as TrustReport;
-      },
-    );
+    assert.equal(overQuota.code, 1, 'trust must exit 1 for a role over the quota');
+    const report = JSON.parse(overQuota.stdout) as TrustReport;
     const role = report.aws!.roles.find((r) => r.roleArn === ROLE)!;
     assert.ok(role.overLimit, 'the role is over the quota');
     const split = role.overLimit.split;

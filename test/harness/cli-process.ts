@@ -1,15 +1,56 @@
-// A child process that logs pino's JSON lines (the CLI's `serve` and `token-requestor`, also the
-// image's entrypoint under runc): its output goes to a log file, whose complete JSON lines are
-// parsed as they arrive; a wait for a log line gives up at once, with the log's tail, if the
-// process exits first. Its environment is the runner's without any WIW_* setting, plus `env`, so
-// a setting in the developer's shell never changes what a test starts.
+// The CLI as the tests start it, in one place. `runCli` runs one command to its exit and returns
+// its exit code and output; `startCli` starts a long-running one (`serve`, `token-requestor`, also
+// the image's entrypoint under runc through `startLogging`) whose output goes to a log file, whose
+// complete JSON lines are parsed as they arrive; a wait for a log line gives up at once, with the
+// log's tail, if the process exits first. Every one runs in the runner's environment without any
+// WIW_* setting, plus `env`, so a setting in the developer's shell never changes what a test starts.
+// They run the build, `dist/cli.js`, what the image ships (WIW_CLI names another build), never
+// src/cli.ts: what an e2e file proves holds for what users run.
 import { closeSync, existsSync, fstatSync, openSync, readSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { startProcess, type Managed } from './processes.ts';
+import { type Managed, type Outcome, runToExit, runToExitAsync, startProcess } from './processes.ts';
 import { GiveUp, until } from './until.ts';
 
 /** The built CLI (`npm run build`); WIW_CLI names another build (the benchmark compares releases). */
 export const CLI = process.env.WIW_CLI ?? resolve(import.meta.dirname, '../../dist/cli.js');
+
+export interface RunCliOptions {
+  /** Written to the command's stdin, which is then closed. */
+  input?: string;
+  /** Environment on top of the runner's (whose WIW_* settings are left out); undefined removes a variable. */
+  env?: Record<string, string | undefined>;
+}
+
+/** The command line that runs `workload-identity-webhook <args>`: node, the built CLI, the args. */
+export function cliCommand(args: string[]): [string, string[]] {
+  if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run "npm run build" first (scripts/dev.sh test does)`);
+  return [process.execPath, [CLI, ...args]];
+}
+
+/** The environment a CLI started by a test sees: the runner's without WIW_* settings, plus `env`. */
+export function cliEnv(env: Record<string, string | undefined> = {}): NodeJS.ProcessEnv {
+  const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('WIW_')));
+  const merged: NodeJS.ProcessEnv = { ...base, ...env };
+  for (const [k, v] of Object.entries(merged)) if (v === undefined) delete merged[k];
+  return merged;
+}
+
+/**
+ * Runs `workload-identity-webhook <args>` to its exit, synchronously: for the commands that talk
+ * to no server of this test process (offline, or to a kube-apiserver it started). One that does
+ * (an issuer or a stand-in served here) takes runCliAsync, or it would wait on a server that
+ * cannot answer while this process is blocked.
+ */
+export function runCli(args: string[], options: RunCliOptions = {}): Outcome {
+  const [command, argv] = cliCommand(args);
+  return runToExit(command, argv, { input: options.input, env: cliEnv(options.env) });
+}
+
+/** runCli with this process's event loop left running while the command runs. */
+export function runCliAsync(args: string[], options: RunCliOptions = {}): Promise<Outcome> {
+  const [command, argv] = cliCommand(args);
+  return runToExitAsync(command, argv, { input: options.input, env: cliEnv(options.env) });
+}
 
 export type LogLine = Record<string, unknown>;
 
@@ -31,8 +72,8 @@ export interface LoggingOptions {
 
 /** Starts `workload-identity-webhook <args>` from the built CLI, its output appended to `logPath`. */
 export function startCli(name: string, args: string[], logPath: string, options: LoggingOptions = {}): LoggingProcess {
-  if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run "npm run build" first (scripts/dev.sh test does)`);
-  return startLogging(name, process.execPath, [CLI, ...args], logPath, options);
+  const [command, argv] = cliCommand(args);
+  return startLogging(name, command, argv, logPath, options);
 }
 
 /** Starts `command args`, its output appended to `logPath`, and reads its JSON log lines. */

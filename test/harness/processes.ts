@@ -5,7 +5,7 @@
 //  - detached watchdogs for when we are SIGKILLed ourselves (e.g. by a test runner timeout)
 //    and no hook runs: one per child SIGKILLs it once our pid is gone, one per guarded folder
 //    removes it.
-import { spawn } from 'node:child_process';
+import { execFile, spawn, spawnSync } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { closeSync, openSync, readFileSync, rmSync } from 'node:fs';
 
@@ -147,4 +147,53 @@ export function startProcess(
       clearTimeout(timer);
     },
   };
+}
+
+/** A short command's exit code (null if a signal ended it) and output. */
+export interface Outcome {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+export interface RunOptions {
+  /** Written to the command's stdin, which is then closed. */
+  input?: string;
+  env?: NodeJS.ProcessEnv;
+}
+
+/** More output than any command the tests run prints (trust over thousands of ServiceAccounts is a few MB). */
+const MAX_OUTPUT = 64 << 20;
+
+/**
+ * Runs `command args` to its exit and returns its output, blocking this process meanwhile (so the
+ * command ends before anything of ours could: no clean-up needed). A spawn failure throws.
+ */
+export function runToExit(command: string, args: string[], options: RunOptions = {}): Outcome {
+  const r = spawnSync(command, args, {
+    input: options.input,
+    encoding: 'utf8',
+    env: options.env,
+    maxBuffer: MAX_OUTPUT,
+  });
+  if (r.error) throw r.error;
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+/** runToExit with this process's event loop left running meanwhile, for a command that talks to a server of ours. */
+export function runToExitAsync(command: string, args: string[], options: RunOptions = {}): Promise<Outcome> {
+  return new Promise((done, fail) => {
+    const child = execFile(
+      command,
+      args,
+      { encoding: 'utf8', env: options.env, maxBuffer: MAX_OUTPUT },
+      (err, stdout, stderr) => {
+        const code = err ? (err as { code?: unknown }).code : 0;
+        // A string code is a spawn failure (ENOENT, ERR_CHILD_PROCESS_STDIO_MAXBUFFER), not an exit.
+        if (typeof code === 'string') fail(err);
+        else done({ code: typeof code === 'number' ? code : null, stdout, stderr });
+      },
+    );
+    child.stdin?.end(options.input);
+  });
 }

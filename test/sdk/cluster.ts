@@ -3,7 +3,7 @@
 // a loopback address, and helpers that create a Pod or a Secret, lay out what a container sees
 // and start an official SDK on exactly that.
 import { mkdir } from 'node:fs/promises';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { CoreV1Api, PatchStrategy, setHeaderOptions, type V1Pod, type V1Secret } from '@kubernetes/client-node';
 import {
   createNamespace,
@@ -11,6 +11,7 @@ import {
   startControlPlane,
   type ControlPlane,
 } from '../harness/control-plane.ts';
+import { CLI } from '../harness/cli-process.ts';
 import { startProcess, type Managed } from '../harness/processes.ts';
 import { registerWebhook, startWebhook, until, type WebhookProcess } from '../support/webhook.ts';
 import { materialiseContainer, type MaterialiseOptions, type MaterialisedContainer } from './materialise.ts';
@@ -70,7 +71,6 @@ export interface SdkCluster {
   stop(): Promise<void>;
 }
 
-const CLI = resolve(import.meta.dirname, '../../dist/cli.js');
 // The project's label and annotations (src/mutate/secret-labels.ts), spelled out: tests state the API.
 const PROVIDER_LABEL = 'workload-identity-webhook.io/provider';
 const SERVICE_ACCOUNT_ANNOTATION = 'workload-identity-webhook.io/service-account';

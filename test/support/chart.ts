@@ -2,6 +2,7 @@
 // rendered manifests; and the plain manifests in webhook-config/, generated from the chart.
 //
 //   node test/support/chart.ts write-plain-manifests   regenerates webhook-config/
+import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { cp, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -191,6 +192,38 @@ export function all(manifests: Manifest[], kind: string): Manifest[] {
 export function containerEnv(deployment: Manifest, container = 0): Record<string, string> {
   const env = deployment.spec.template.spec.containers[container].env as { name: string; value?: string }[];
   return Object.fromEntries(env.filter((e) => e.value !== undefined).map((e) => [e.name, e.value!]));
+}
+
+/** What the chart names the objects of the release `wiw`, which renderChart renders by default. */
+export const FULLNAME = 'wiw-workload-identity-webhook';
+
+/** The webhook's Deployment among rendered manifests; the test fails if there is none. */
+export function webhookDeployment(manifests: Manifest[]): Manifest {
+  const d = find(manifests, 'Deployment', FULLNAME);
+  assert.ok(d, 'the webhook Deployment is rendered');
+  return d;
+}
+
+/** Whether a Kubernetes label selector (matchLabels and matchExpressions) selects these labels. */
+export function selects(
+  selector: {
+    matchLabels?: Record<string, string>;
+    matchExpressions?: { key: string; operator: string; values?: string[] }[];
+  },
+  labels: Record<string, string>,
+): boolean {
+  const labelsMatch = Object.entries(selector.matchLabels ?? {}).every(([k, v]) => labels[k] === v);
+  return (
+    labelsMatch &&
+    (selector.matchExpressions ?? []).every(({ key, operator, values = [] }) => {
+      const has = Object.hasOwn(labels, key);
+      if (operator === 'In') return has && values.includes(labels[key]);
+      if (operator === 'NotIn') return !has || !values.includes(labels[key]);
+      if (operator === 'Exists') return has;
+      if (operator === 'DoesNotExist') return !has;
+      throw new Error(`unknown operator ${operator}`);
+    })
+  );
 }
 
 // --- the API server side -------------------------------------------------------------------
@@ -431,7 +464,7 @@ if (import.meta.main) {
   process.stdout.write(`wrote ${PLAIN_DIR}\n`);
 }
 
-// --- the values matrix both chart test files walk ---------------------------------------------
+// --- the values matrix the chart test files walk -----------------------------------------------
 
 export const TEST_CA_PEM = '-----BEGIN CERTIFICATE-----\nMIIBtest\n-----END CERTIFICATE-----\n';
 

@@ -7,6 +7,9 @@
 export const AWS_ACCOUNT = '111122223333';
 /** An IAM role ARN in AWS_ACCOUNT. */
 export const roleArn = (name: string, account = AWS_ACCOUNT): string => `arn:aws:iam::${account}:role/${name}`;
+/** The IAM OIDC identity provider, in `account`, of a cluster whose issuer is `https://<hostPath>`. */
+export const oidcProviderArn = (hostPath: string, account = AWS_ACCOUNT): string =>
+  `arn:aws:iam::${account}:oidc-provider/${hostPath}`;
 export const ROLE_ARN = roleArn('s3-reader');
 /** A role under a path. */
 export const PATH_ROLE_ARN = roleArn('team/s3-reader');

@@ -14,7 +14,7 @@ import { cloudModule, providerOptionsFromConfig } from '../../src/clouds/index.t
 import type { AwsTrust } from '../../src/clouds/aws/trust.ts';
 import { identitiesOfServiceAccounts } from '../../src/trust/identities.ts';
 import { config, pod, providers, sa } from '../support/builders.ts';
-import { AWS_ACCOUNT, OTHER_AWS_ACCOUNT, ROLE_ARN as HUB, roleArn } from '../support/identities.ts';
+import { AWS_ACCOUNT, oidcProviderArn, OTHER_AWS_ACCOUNT, ROLE_ARN as HUB, roleArn } from '../support/identities.ts';
 
 const TARGET = roleArn('target', OTHER_AWS_ACCOUNT);
 const CHAINED = {
@@ -119,10 +119,7 @@ describe('trust prints the trust each step of a chain needs', () => {
     assert.deepEqual(
       target.trustPolicy.Statement.map((s) => [s.Action, s.Principal]),
       [
-        [
-          'sts:AssumeRoleWithWebIdentity',
-          { Federated: `arn:aws:iam::${OTHER_AWS_ACCOUNT}:oidc-provider/oidc.example.com/c` },
-        ],
+        ['sts:AssumeRoleWithWebIdentity', { Federated: oidcProviderArn('oidc.example.com/c', OTHER_AWS_ACCOUNT) }],
         ['sts:AssumeRole', { AWS: HUB }],
       ],
     );

@@ -6,9 +6,10 @@ import assert from 'node:assert/strict';
 import { mutatePod } from '../../src/mutate/pod.ts';
 import type { Pod } from '../../src/kube/types.ts';
 import { apply, envOf, pod, providers, sa } from '../support/builders.ts';
+import { roleArn } from '../support/identities.ts';
 
-const READER = 'arn:aws:iam::111122223333:role/reader';
-const WRITER = 'arn:aws:iam::111122223333:role/writer';
+const READER = roleArn('reader');
+const WRITER = roleArn('writer');
 const ROLES = { 'eks.amazonaws.com/role-arns': `reader=${READER},writer=${WRITER}` };
 const KEY = 'eks.amazonaws.com/container-profiles';
 

@@ -21,6 +21,7 @@ import { generateCertificates } from '../../src/tls/self-signed.ts';
 import { createCa, createClientCert, type KeyPair } from '../harness/certs.ts';
 import { pod, providers, sa } from '../support/builders.ts';
 import { until } from '../harness/until.ts';
+import { roleArn } from '../support/identities.ts';
 
 const LIMITS = { maxConnections: 48, maxConnectionsPerSource: 12, firstRequestTimeoutMs: 300 };
 const API_SERVER = '127.0.0.2';
@@ -50,7 +51,7 @@ async function start(limits: Partial<ServerLimits>, withClientAuth = false, prox
     https: { cert: certs.certPem, key: certs.keyPem },
     log: pino({ level: 'silent' }),
     metrics,
-    admit: (req) => admitPod(p, () => sa({ 'eks.amazonaws.com/role-arn': 'arn:aws:iam::111122223333:role/r' }), req),
+    admit: (req) => admitPod(p, () => sa({ 'eks.amazonaws.com/role-arn': roleArn('r') }), req),
     isReady: () => true,
     limits,
     clientCa: withClientAuth ? clientCa.cert : undefined,

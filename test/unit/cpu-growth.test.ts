@@ -118,7 +118,7 @@ const INPUTS: Record<string, { base: number; reps: number; make: (n: number) => 
     reps: 10,
     make: (n) => ({
       annotations: {
-        'eks.amazonaws.com/role-arns': 'writer=arn:aws:iam::111122223333:role/writer',
+        'eks.amazonaws.com/role-arns': `writer=${roleArn('writer')}`,
         'eks.amazonaws.com/container-profiles': names(n)
           .map((c) => `${c}=writer`)
           .join(','),

@@ -12,9 +12,10 @@ import { logDecision } from '../../src/admission/handler.ts';
 import { WebhookError } from '../../src/errors.ts';
 import { BATCH_BYTES, batchedDestination, createLogger, DECISION_MESSAGE, safeMessage } from '../../src/log.ts';
 import { until } from '../harness/until.ts';
+import { ROLE_ARN } from '../support/identities.ts';
 
 const TOKEN = 'eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJzeXN0ZW06c2VydmljZWFjY291bnQ6dGVhbS1hOmFwcCJ9.c2lnbmF0dXJl';
-const DATA = Buffer.from('{"roleARN":"arn:aws:iam::111122223333:role/s3-reader"}').toString('base64');
+const DATA = Buffer.from(JSON.stringify({ roleARN: ROLE_ARN })).toString('base64');
 /** A response body that holds a Secret, as a proxy or an unexpected status could send back. */
 const SECRET_BODY = {
   kind: 'Secret',

@@ -33,6 +33,7 @@ import {
   POOL,
   PROJECT_NUMBER,
   ROLE_ARN as ARN,
+  roleArn,
   TENANT,
   WIF_PROVIDER,
 } from '../support/identities.ts';
@@ -449,7 +450,7 @@ describe('AWS: several roles in one Pod, one profile each (AWS #20)', () => {
       file([
         ['default', ARN],
         ['reader', ARN],
-        ['writer', 'arn:aws:iam::111122223333:role/team/s3-writer'],
+        ['writer', roleArn('team/s3-writer')],
       ]),
     );
   });

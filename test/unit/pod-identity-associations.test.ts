@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import pino from 'pino';
 import { parseAssociations, PodIdentityAssociations } from '../../src/clouds/aws/pod-identity-associations.ts';
+import { roleArn } from '../support/identities.ts';
 
 /** A logger whose messages resolve waiters: the test waits for the reload, never for time. */
 function recordingLogger() {
@@ -78,7 +79,7 @@ test('members the peer ignores are reported, not silently dropped', () => {
 });
 
 test("an entry's roleArn (ours; the peer ignores it) is read, and refused unless it is an IAM role ARN", () => {
-  const role = 'arn:aws:iam::111122223333:role/reader';
+  const role = roleArn('reader');
   const parsed = parseAssociations(
     JSON.stringify({
       identities: [

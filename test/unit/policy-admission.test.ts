@@ -23,10 +23,10 @@ import { createGcpProvider } from '../../src/clouds/gcp/pod.ts';
 import { createSecretProviders } from '../../src/clouds/index.ts';
 import { apply, config, envOf, pod, providers, sa } from '../support/builders.ts';
 import { labelledSecret } from '../support/secrets.ts';
-import { CLIENT, OTHER_ID as TENANT_B, TENANT as TENANT_A } from '../support/identities.ts';
+import { CLIENT, OTHER_ID as TENANT_B, roleArn, TENANT as TENANT_A } from '../support/identities.ts';
 
-const ARN_A = 'arn:aws:iam::111111111111:role/app';
-const ARN_B = 'arn:aws:iam::222222222222:role/app';
+const ARN_A = roleArn('app', '111111111111');
+const ARN_B = roleArn('app', '222222222222');
 const WIF = (project: string, pool: string) =>
   `projects/${project}/locations/global/workloadIdentityPools/${pool}/providers/cluster-a`;
 const STARTER = new URL('../../charts/workload-identity-webhook/files/policies/namespace-labels.yaml', import.meta.url)

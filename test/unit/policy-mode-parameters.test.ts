@@ -7,6 +7,7 @@ import { loadConfig } from '../../src/config.ts';
 import { denial } from '../../src/errors.ts';
 import type { ServiceAccountView } from '../../src/kube/types.ts';
 import { renderParameters } from '../../src/policy-mode/parameters.ts';
+import { roleArn } from '../support/identities.ts';
 
 const providers = createProviders(
   loadConfig(new Map([['azure-tenant-id', '11111111-2222-4333-8444-555555555555']]), {}),
@@ -17,7 +18,7 @@ const sa = (name: string, annotations: Record<string, string> = {}): ServiceAcco
   uid: '',
   annotations,
 });
-const role = (n: number) => ({ 'eks.amazonaws.com/role-arn': `arn:aws:iam::123456789012:role/r${n}` });
+const role = (n: number) => ({ 'eks.amazonaws.com/role-arn': roleArn(`r${n}`) });
 
 test("a ServiceAccount's pieces come from the core: volume, mounts, env groups, and Windows paths apart", () => {
   const { spec, leftOut } = renderParameters(providers, 'ns', [sa('app', role(1))]);
@@ -29,7 +30,7 @@ test("a ServiceAccount's pieces come from the core: volume, mounts, env groups, 
     { name: 'aws-iam-token', mountPath: '/var/run/secrets/eks.amazonaws.com/serviceaccount', readOnly: true },
   ]);
   const env = Object.fromEntries(aws.envGroups.flat().map((e) => [e.name, e.value]));
-  assert.equal(env.AWS_ROLE_ARN, 'arn:aws:iam::123456789012:role/r1');
+  assert.equal(env.AWS_ROLE_ARN, roleArn('r1'));
   assert.equal(env.AWS_WEB_IDENTITY_TOKEN_FILE, '/var/run/secrets/eks.amazonaws.com/serviceaccount/token');
   assert.deepEqual(aws.configuredBy?.[0], ['AWS_ROLE_ARN', 'AWS_WEB_IDENTITY_TOKEN_FILE']);
   assert.equal(aws.skipAnnotation, 'eks.amazonaws.com/skip-containers');

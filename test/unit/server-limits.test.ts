@@ -17,9 +17,9 @@ import { generateCertificates } from '../../src/tls/self-signed.ts';
 import { parseCipherSuites, parseTlsVersion, tlsPolicy } from '../../src/tls/policy.ts';
 import { pod, providers, sa } from '../support/builders.ts';
 import { httpsRequest } from '../support/https-client.ts';
-import { CLIENT } from '../support/identities.ts';
+import { CLIENT, roleArn } from '../support/identities.ts';
 
-const ARN = 'arn:aws:iam::111122223333:role/r';
+const ARN = roleArn('r');
 const accounts = new Map<string, ServiceAccountView>([
   [
     'team-a/app',

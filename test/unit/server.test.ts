@@ -15,8 +15,9 @@ import { SumCountSummary } from '../../src/clouds/aws/metrics.ts';
 import { generateCertificates } from '../../src/tls/self-signed.ts';
 import { apply, pod, providers, sa } from '../support/builders.ts';
 import { httpsRequest } from '../support/https-client.ts';
+import { ROLE_ARN, roleArn } from '../support/identities.ts';
 
-const ARN = 'arn:aws:iam::111122223333:role/r';
+const ARN = roleArn('r');
 let app: FastifyInstance;
 let url: string;
 let ca: string;
@@ -27,7 +28,7 @@ const accounts = new Map<string, ServiceAccountView>([
     'default/default',
     sa(
       {
-        'eks.amazonaws.com/role-arn': 'arn:aws:iam::111122223333:role/s3-reader',
+        'eks.amazonaws.com/role-arn': ROLE_ARN,
         'eks.amazonaws.com/token-expiration': '3600',
       },
       'default',
@@ -226,7 +227,7 @@ describe("the AWS peer's handler cases, at the HTTP envelope", () => {
           name: 'balajilovesoreos',
           image: 'amazonlinux',
           env: [
-            { name: 'AWS_ROLE_ARN', value: 'arn:aws:iam::111122223333:role/s3-reader' },
+            { name: 'AWS_ROLE_ARN', value: ROLE_ARN },
             { name: 'AWS_WEB_IDENTITY_TOKEN_FILE', value: '/var/run/secrets/eks.amazonaws.com/serviceaccount/token' },
           ],
           volumeMounts: [

@@ -33,7 +33,7 @@ import { SECRET_SERVICE_ACCOUNT_ANNOTATIONS } from '../../src/model.ts';
 import { grantsReferrer } from '../../src/mutate/secret-reference.ts';
 import { planSecret } from '../../src/mutate/secret.ts';
 import { config, pod, providers } from '../support/builders.ts';
-import { CLIENT, GCP_EMAIL, ROLE_ARN, TENANT, WIF_PROVIDER } from '../support/identities.ts';
+import { CLIENT, GCP_EMAIL, ROLE_ARN, roleArn, TENANT, WIF_PROVIDER } from '../support/identities.ts';
 import { labelledSecret } from '../support/secrets.ts';
 import { until } from '../harness/until.ts';
 
@@ -401,7 +401,7 @@ describe('200,000 ordinary ServiceAccounts', () => {
       const namespace = i < 10_000 ? 'platform' : `team-${i % 2000}`;
       const annotations: Record<string, string> =
         i < 10_000 || i % 10 === 0
-          ? { 'eks.amazonaws.com/role-arn': `arn:aws:iam::111122223333:role/app-${i}` }
+          ? { 'eks.amazonaws.com/role-arn': roleArn(`app-${i}`) }
           : i % 10 === 1
             ? { 'azure.workload.identity/client-id': CLIENT, 'example.com/owner': 'x' }
             : {};

@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { SignatureV4 } from '@smithy/signature-v4';
 import { createAwsSts } from '../sdk/aws-sts.ts';
 import type { ClusterIssuer } from '../sdk/oidc.ts';
-import { OTHER_AWS_ACCOUNT, ROLE_ARN as HUB, roleArn } from '../support/identities.ts';
+import { oidcProviderArn, OTHER_AWS_ACCOUNT, ROLE_ARN as HUB, roleArn } from '../support/identities.ts';
 
 const TARGET = roleArn('target', OTHER_AWS_ACCOUNT);
 const HOST = 'sts.eu-west-1.amazonaws.com';
@@ -41,7 +41,7 @@ const sts = createAwsSts({
         Statement: [
           {
             Effect: 'Allow',
-            Principal: { Federated: `arn:aws:iam::111122223333:oidc-provider/${hostPath}` },
+            Principal: { Federated: oidcProviderArn(hostPath) },
             Action: 'sts:AssumeRoleWithWebIdentity',
             Condition: { StringEquals: { [`${hostPath}:sub`]: SUBJECT, [`${hostPath}:aud`]: 'sts.amazonaws.com' } },
           },
