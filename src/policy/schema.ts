@@ -1,7 +1,7 @@
 // The parts of the WorkloadIdentityPolicy CRD (charts/workload-identity-webhook/crds/) that follow
 // from the clouds: each identity provider's schema (its cloud's declared fields, and the defaults'
 // fields with its token bounds), the identity fields of the examples, and the default fields'
-// and providers' enums. test/e2e/chart.test.ts holds the chart's CRD to exactly these, so a new cloud
+// and providers' enums. test/e2e/chart-render.test.ts holds the chart's CRD to exactly these, so a new cloud
 // cannot be accepted by a file policy and refused by the API server (or the reverse).
 import { cloudModule } from '../clouds/index.ts';
 import { cloudFacts, PROVIDER_NAMES, type ProviderName } from '../clouds/registry.ts';

@@ -6,8 +6,8 @@
 // carries (not the injected one, not those without identity, opted out, with every container
 // skipped, or finished), each with its owner and why it slipped; --fix refuses without a terminal
 // and without --yes; --fix --yes restarts each Deployment, StatefulSet and DaemonSet once.
-import { execFile, spawnSync } from 'node:child_process';
-import { resolve } from 'node:path';
+import { cliCommand, cliEnv, runCliAsync } from '../harness/cli-process.ts';
+import { spawnSync } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
@@ -25,7 +25,6 @@ import { connectKube } from '../../src/kube/connect.ts';
 import { slimServiceAccount } from '../../src/kube/serviceaccount-cache.ts';
 import { shellQuote } from '../../src/shell.ts';
 
-const CLI = resolve(import.meta.dirname, '../../dist/cli.js');
 const NS = 'apps';
 const OUTSIDE = 'outside';
 
@@ -40,12 +39,10 @@ interface Check {
 let cp: ControlPlane;
 let wh: WebhookProcess | undefined;
 
-function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((done) => {
-    execFile(process.execPath, [CLI, ...args], { encoding: 'utf8' }, (err, stdout, stderr) => {
-      done({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
-    });
-  });
+/** The CLI (the build, as every e2e file runs it: test/harness/cli-process.ts), its exit code 1 when killed. */
+async function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  const { code, stdout, stderr } = await runCliAsync(args);
+  return { code: code ?? 1, stdout, stderr };
 }
 
 async function post(path: string, body: Record<string, unknown>): Promise<{ metadata: { uid: string; name: string } }> {
@@ -258,13 +255,12 @@ describe('doctor and the Pods that slipped past the webhook', () => {
 
   test('--fix on a terminal lists what it will restart and asks; "n" restarts nothing', () => {
     // util-linux's script(1) gives the CLI a pseudo-terminal; the answer is typed on it.
-    const command = [process.execPath, CLI, 'doctor', '--kubeconfig', cp.kubeconfigPath, '--fix']
-      .map(shellQuote)
-      .join(' ');
+    const [node, argv] = cliCommand(['doctor', '--kubeconfig', cp.kubeconfigPath, '--fix']);
+    const command = [node, ...argv].map(shellQuote).join(' ');
     const r = spawnSync('script', ['-q', '-e', '-c', command, '/dev/null'], {
       encoding: 'utf8',
       input: 'n\n',
-      env: { ...process.env, TERM: 'xterm-256color' },
+      env: cliEnv({ TERM: 'xterm-256color' }),
     });
     assert.match(
       r.stdout,

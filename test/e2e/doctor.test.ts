@@ -3,11 +3,11 @@
 // not yet published, a self-hosted public copy lacking the new key). Each failure is named by its
 // check id and its message; the fix is printed with it. Also `issuer publish`, from the API
 // server and from the key files, and a self-hosted issuer it serves.
-import { execFile } from 'node:child_process';
+import { runCliAsync } from '../harness/cli-process.ts';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:https';
 import { tmpdir } from 'node:os';
-import { join, normalize, resolve } from 'node:path';
+import { join, normalize } from 'node:path';
 import { after, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { RbacAuthorizationV1Api } from '@kubernetes/client-node';
@@ -21,8 +21,6 @@ import {
   type ControlPlaneOptions,
 } from '../harness/control-plane.ts';
 import { OTHER_ACCOUNT_ROLE_ARN, ROLE_ARN as ROLE } from '../support/identities.ts';
-
-const CLI = resolve(import.meta.dirname, '../../dist/cli.js');
 
 interface Check {
   id: string;
@@ -38,12 +36,10 @@ interface Report {
   checks: Check[];
 }
 
-function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((done) => {
-    execFile(process.execPath, [CLI, ...args], { encoding: 'utf8' }, (err, stdout, stderr) => {
-      done({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
-    });
-  });
+/** The CLI (the build, as every e2e file runs it: test/harness/cli-process.ts), its exit code 1 when killed. */
+async function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  const { code, stdout, stderr } = await runCliAsync(args);
+  return { code: code ?? 1, stdout, stderr };
 }
 
 async function doctor(cp: ControlPlane, ...extra: string[]): Promise<{ code: number; report: Report }> {
