@@ -778,7 +778,7 @@ try {
       `  webhooks registered at https://${ADDRESS}: kube-apiserver offers ${offeredBy(urlAt(443)).join(' and ')}${LOCALHOST ? ' (--localhost: as to a webhook beside it on a control-plane host)' : ' (not loopback: as to a webhook behind a Service; --localhost for h2)'}\n` +
       `  client: Node https, open loop (each create sent on schedule), keep-alive, up to ${CONNECTIONS} connections to kube-apiserver; ${WARM_S} s warm-up, then ${SECONDS} s per rate` +
       (patchTool
-        ? `\n  patch: gopkg.in/evanphx/json-patch.v4 ${patchTool.jsonPatch} (k8s.io/apiserver ${patchTool.apiserver}'s pin), DecodePatch + Apply per Pod as kube-apiserver does, on CPU ${WEBHOOK_CPU} (GOMAXPROCS=1); median of ${PATCH_ROUNDS} round${PATCH_ROUNDS === 1 ? "" : "s"}`
+        ? `\n  patch: gopkg.in/evanphx/json-patch.v4 ${patchTool.jsonPatch} (k8s.io/apiserver ${patchTool.apiserver}'s pin), DecodePatch + Apply per Pod as kube-apiserver does, on CPU ${WEBHOOK_CPU} (GOMAXPROCS=1); median of ${PATCH_ROUNDS} round${PATCH_ROUNDS === 1 ? '' : 's'}`
         : ''),
   );
   const tls = await servingCertificate(join(cp.dir, 'tls'), LOCALHOST ? [] : [ADDRESS]);

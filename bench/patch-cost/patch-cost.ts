@@ -44,7 +44,11 @@ export function providePatchCost(): PatchTool {
     if (!value) throw new Error(`bench/patch-cost/provide.sh printed no ${name}:\n${out}`);
     return value;
   };
-  return { binary: get('PATCH_COST'), jsonPatch: get('JSON_PATCH_VERSION'), apiserver: get('APISERVER_MODULE_VERSION') };
+  return {
+    binary: get('PATCH_COST'),
+    jsonPatch: get('JSON_PATCH_VERSION'),
+    apiserver: get('APISERVER_MODULE_VERSION'),
+  };
 }
 
 export interface PatchCase {
@@ -70,9 +74,12 @@ export async function patchCases(
     const r = await cp.request('POST', `/api/v1/namespaces/${namespace}/pods?dryRun=All`, JSON.parse(`${body}`));
     if (r.status !== 201) throw new Error(`dry-run create in ${namespace}: HTTP ${r.status} ${r.body.slice(0, 300)}`);
     const object = JSON.parse(r.body) as { metadata: { name: string } };
-    const review = JSON.parse(`${podReview(object, namespace, `00000000-0000-0000-0002-${String(i).padStart(12, '0')}`)}`);
+    const review = JSON.parse(
+      `${podReview(object, namespace, `00000000-0000-0000-0002-${String(i).padStart(12, '0')}`)}`,
+    );
     const decision = await admitPod(providers, lookup, review.request as AdmissionRequest);
-    if (!decision.allowed) throw new Error(`serve refuses ${namespace}/${object.metadata.name}: ${JSON.stringify(decision.denial)}`);
+    if (!decision.allowed)
+      throw new Error(`serve refuses ${namespace}/${object.metadata.name}: ${JSON.stringify(decision.denial)}`);
     if (!decision.patch?.length) unpatched++;
     else cases.push({ name: `${namespace}/${object.metadata.name}`, pod: r.body, patch: decision.patch });
   }

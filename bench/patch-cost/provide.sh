@@ -12,6 +12,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../../scripts/build-lib.sh"
 
 command -v go >/dev/null 2>&1 || die "Go is not installed: the patch phase builds bench/patch-cost/main.go (Go 1.26 or newer)"
+# shellcheck disable=SC2016 # the pattern matches a literal ${...}
 k8s=${K8S_NEWEST_VERSION:-$(sed -n 's/^K8S_NEWEST_VERSION=\${K8S_NEWEST_VERSION:-\(v[0-9.]*\)}$/\1/p' "$here/../../scripts/provide-binaries.sh")}
 [ -n "$k8s" ] || die "no K8S_NEWEST_VERSION in scripts/provide-binaries.sh"
 apiserver=v0.${k8s#v1.}
