@@ -159,11 +159,30 @@ async function populate(cp: ControlPlane) {
   await createAll(cp, accounts);
   // The charts' namespaces, then their ServiceAccounts (both clouds': the policy's parameters name all).
   if (CORPUS === 'charts') for (const items of chartObjects(['aws', 'azure'])) await createAll(cp, items);
+  // Each namespace's `default`, as kube-controller-manager (not run here) would create it: the charts'
+  // Pods that name no ServiceAccount run as it, and a webhook that reads it would find none.
+  if (CORPUS === 'charts')
+    await createAll(
+      cp,
+      chartNamespaces().map((ns) => defaultAccount(ns)),
+    );
 }
+
+const chartNamespaces = () => [...new Set(chartAccounts(['aws', 'azure']).map((a) => a.namespace))];
+const defaultAccount = (namespace: string) => ({
+  path: `/api/v1/namespaces/${namespace}/serviceaccounts`,
+  body: { metadata: { name: 'default' } },
+});
 
 /** The ServiceAccounts the corpus's Pods run as, as the core sees them. */
 function accountsOf(): ServiceAccountView[] {
-  if (CORPUS === 'charts') return chartAccounts(['aws', 'azure']);
+  if (CORPUS === 'charts') {
+    const accounts: ServiceAccountView[] = chartAccounts(['aws', 'azure']);
+    const named = new Set(accounts.map((a) => `${a.namespace}/${a.name}`));
+    for (const namespace of chartNamespaces())
+      if (!named.has(`${namespace}/default`)) accounts.push({ namespace, name: 'default', uid: '', annotations: {} });
+    return accounts;
+  }
   return (['aws', 'azure'] as Stream[]).flatMap((stream) =>
     Array.from({ length: ACCOUNTS }, (_, i) => ({
       namespace: `team-${i % NAMESPACES}`,
