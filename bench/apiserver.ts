@@ -711,8 +711,8 @@ const markdown = (header: string[], rows: string[][]) =>
 
 const PATCH_HEADER = [
   'corpus, cloud (Pods patched of the stream)',
-  "serve's patch: µs per apply (ops, bytes)",
-  'whole /spec/containers: µs per apply (ops, bytes)',
+  "serve's patch: CPU µs per apply (ops, bytes)",
+  'whole /spec/containers: CPU µs per apply (ops, bytes)',
   'serve / whole',
   'same Pod',
 ];
@@ -797,7 +797,7 @@ try {
       `  webhooks registered at https://${ADDRESS}: kube-apiserver offers ${offeredBy(urlAt(443)).join(' and ')}${LOCALHOST ? ' (--localhost: as to a webhook beside it on a control-plane host)' : ' (not loopback: as to a webhook behind a Service; --localhost for h2)'}\n` +
       `  client: Node https, open loop (each create sent on schedule), keep-alive, up to ${CONNECTIONS} connections to kube-apiserver; ${WARM_S} s warm-up, then ${SECONDS} s per rate` +
       (patchTool
-        ? `\n  patch: gopkg.in/evanphx/json-patch.v4 ${patchTool.jsonPatch} (k8s.io/apiserver ${patchTool.apiserver}'s pin), DecodePatch + Apply per Pod as kube-apiserver does, on CPU ${WEBHOOK_CPU} (GOMAXPROCS=1); median of ${PATCH_ROUNDS} round${PATCH_ROUNDS === 1 ? '' : 's'}`
+        ? `\n  patch: gopkg.in/evanphx/json-patch.v4 ${patchTool.jsonPatch} (k8s.io/apiserver ${patchTool.apiserver}'s pin), DecodePatch + Apply per Pod as kube-apiserver does, on CPU ${WEBHOOK_CPU} (GOMAXPROCS=1); its CPU time (getrusage), the median of ${PATCH_ROUNDS} round${PATCH_ROUNDS === 1 ? '' : 's'}`
         : ''),
   );
   const tls = await servingCertificate(join(cp.dir, 'tls'), LOCALHOST ? [] : [ADDRESS]);
