@@ -24,7 +24,17 @@
 //
 //   npm run bench:apiserver [-- --rates 25,50,100,200,500,1000] [--seconds 10] [--servers none,serve,aws,azure,policy]
 //                           [--spread-rate 100] [--spread-seconds 30] [--spread-age 10] [--phases rates,spread]
-//                           [--localhost]
+//                           [--localhost] [--corpus bench|charts] [--patch-rounds 5]
+//
+// --corpus: the Pods created. `bench` (the default): bench:peers' generated Pods (5 to 40 KB, mean
+// 26 KB), each as a ServiceAccount with the stream's identity. `charts`: the Pods of real charts
+// (test/fixtures/peer-diff/corpus via support/corpora.ts, mean 2 KB) in their namespaces, as their
+// own ServiceAccounts (some without identity, some edge cases); Azure's stream has only the Pods
+// its objectSelector's label sends. The header says which, with the sizes.
+//
+// The `patch` phase (--phases ...,patch; not a default): what kube-apiserver pays to apply serve's
+// JSON Patch, against the same Pod as one whole-array `add` of /spec/containers (and
+// initContainers) as the AWS peer answers, per Pod of the corpus (bench/patch-cost/).
 import { cpus, homedir, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -50,6 +60,9 @@ import {
   type PodToCreate,
 } from './support/apiserver.ts';
 import { createAll } from './support/cluster.ts';
+import { chartAccounts, chartObjects, chartPods, CORPORA, type Corpus } from './support/corpora.ts';
+import { patchCases, providePatchCost, runPatchCost, type PatchCost, type PatchTool } from './patch-cost/patch-cost.ts';
+import type { ServiceAccountView } from '../src/kube/types.ts';
 import { createProviders } from '../src/clouds/index.ts';
 import { loadConfig } from '../src/config.ts';
 import { renderParameters } from '../src/policy-mode/parameters.ts';
@@ -79,6 +92,8 @@ const { values: opts } = parseArgs({
     'spread-seconds': { type: 'string', default: '30' },
     'spread-age': { type: 'string', default: '10' },
     localhost: { type: 'boolean', default: false },
+    corpus: { type: 'string', default: 'bench' },
+    'patch-rounds': { type: 'string', default: '5' },
   },
 });
 const RATES = opts.rates.split(',').map(Number);
@@ -87,6 +102,15 @@ const WARM_S = Number(opts.warm);
 const SERVERS = opts.servers.split(',').filter(Boolean);
 const CONNECTIONS = Number(opts.connections);
 const PHASES = new Set(opts.phases.split(','));
+for (const p of PHASES)
+  if (!['rates', 'spread', 'patch'].includes(p))
+    throw new Error(`--phases: unknown phase "${p}"; expected rates, spread or patch`);
+if (!(CORPORA as string[]).includes(opts.corpus))
+  throw new Error(`--corpus: unknown corpus "${opts.corpus}"; expected ${CORPORA.join(' or ')}`);
+const CORPUS = opts.corpus as Corpus;
+const PATCH_ROUNDS = Number(opts['patch-rounds']);
+if (!Number.isInteger(PATCH_ROUNDS) || PATCH_ROUNDS < 1)
+  throw new Error(`--patch-rounds: "${opts['patch-rounds']}" is not a whole number of 1 or more`);
 const SPREAD = { rate: Number(opts['spread-rate']), seconds: Number(opts['spread-seconds']), age: opts['spread-age'] };
 const NODE_FLAGS = chartMemory().nodeOptions;
 const WEBHOOK_CPU = '0';
@@ -133,18 +157,88 @@ async function populate(cp: ControlPlane) {
         body: { metadata: { name: `sa-${stream}-${i}`, annotations: ANNOTATIONS[stream] } },
       });
   await createAll(cp, accounts);
+  // The charts' namespaces, then their ServiceAccounts (both clouds': the policy's parameters name all).
+  if (CORPUS === 'charts') for (const items of chartObjects(['aws', 'azure'])) await createAll(cp, items);
+  // Each namespace's `default`, as kube-controller-manager (not run here) would create it: the charts'
+  // Pods that name no ServiceAccount run as it, and a webhook that reads it would find none.
+  if (CORPUS === 'charts')
+    await createAll(
+      cp,
+      chartNamespaces().map((ns) => defaultAccount(ns)),
+    );
 }
 
-/** The Pods of a stream: bench:peers' shapes (bench/support/reviews.ts), each with the stream's identity. */
-function podsOf(stream: Stream): PodToCreate[] {
+const chartNamespaces = () => [...new Set(chartAccounts(['aws', 'azure']).map((a) => a.namespace))];
+const defaultAccount = (namespace: string) => ({
+  path: `/api/v1/namespaces/${namespace}/serviceaccounts`,
+  body: { metadata: { name: 'default' } },
+});
+
+/** The ServiceAccounts the corpus's Pods run as, as the core sees them. */
+function accountsOf(): ServiceAccountView[] {
+  if (CORPUS === 'charts') {
+    const accounts: ServiceAccountView[] = chartAccounts(['aws', 'azure']);
+    const named = new Set(accounts.map((a) => `${a.namespace}/${a.name}`));
+    for (const namespace of chartNamespaces())
+      if (!named.has(`${namespace}/default`)) accounts.push({ namespace, name: 'default', uid: '', annotations: {} });
+    return accounts;
+  }
+  return (['aws', 'azure'] as Stream[]).flatMap((stream) =>
+    Array.from({ length: ACCOUNTS }, (_, i) => ({
+      namespace: `team-${i % NAMESPACES}`,
+      name: `sa-${stream}-${i}`,
+      uid: '',
+      annotations: ANNOTATIONS[stream],
+    })),
+  );
+}
+
+interface CorpusPod extends PodToCreate {
+  /** Its ServiceAccount carries the stream's identity. */
+  mutated: boolean;
+}
+
+const streams = new Map<Stream, CorpusPod[]>();
+/**
+ * The Pods of a stream. `bench`: bench:peers' shapes (bench/support/reviews.ts), each with the
+ * stream's identity. `charts`: the charts' Pods of the stream's cloud, in their own namespaces.
+ */
+function podsOf(stream: Stream): CorpusPod[] {
+  const known = streams.get(stream);
+  if (known) return known;
   const rand = rng(42);
-  return Array.from({ length: 300 }, (_, i) => {
-    // The namespace populate() created this ServiceAccount in: every Pod names one that exists.
-    const account = i % ACCOUNTS;
-    const namespace = `team-${account % NAMESPACES}`;
-    const place = { namespace, serviceAccount: `sa-${stream}-${account}`, labels: LABELS[stream] };
-    return { namespace, body: Buffer.from(JSON.stringify(benchPod(i, place, rand))) };
-  });
+  const pods =
+    CORPUS === 'charts'
+      ? chartPods(stream).map(({ namespace, pod, mutated }) => ({
+          namespace,
+          body: Buffer.from(JSON.stringify({ apiVersion: 'v1', kind: 'Pod', ...pod })),
+          mutated,
+        }))
+      : Array.from({ length: 300 }, (_, i) => {
+          // The namespace populate() created this ServiceAccount in: every Pod names one that exists.
+          const account = i % ACCOUNTS;
+          const namespace = `team-${account % NAMESPACES}`;
+          const place = { namespace, serviceAccount: `sa-${stream}-${account}`, labels: LABELS[stream] };
+          return { namespace, body: Buffer.from(JSON.stringify(benchPod(i, place, rand))), mutated: true };
+        });
+  streams.set(stream, pods);
+  return pods;
+}
+
+/** The Pod whose create shows whether the webhook is called: one it must mutate, not marked already. */
+function probeOf(stream: Stream): PodToCreate {
+  const probe = podsOf(stream).find((p) => p.mutated && !`${p.body}`.includes(MARKER[stream]));
+  if (!probe) throw new Error(`the ${CORPUS} corpus has no ${stream} Pod to be mutated, to probe with`);
+  return probe;
+}
+
+/** "charts, AWS: 24 Pods (18 to be mutated), 0.9 to 6.1 KB, mean 2.3, median 1.9" for the header. */
+function describePods(stream: Stream): string {
+  const pods = podsOf(stream);
+  const kb = pods.map((p) => p.body.length / 1000).sort((a, b) => a - b);
+  const mean = kb.reduce((a, b) => a + b, 0) / kb.length;
+  const mutated = pods.filter((p) => p.mutated).length;
+  return `${CORPUS}, ${stream === 'aws' ? 'AWS' : 'Azure'}: ${pods.length} Pods (${mutated} to be mutated), ${kb[0].toFixed(1)} to ${kb.at(-1)?.toFixed(1)} KB, mean ${mean.toFixed(1)}, median ${kb[kb.length >> 1].toFixed(1)}`;
 }
 
 // ------------------------------------------------------------------ the webhooks
@@ -269,6 +363,9 @@ async function register(
   };
 }
 
+/** The clouds as `serve` is started here (--azure-tenant-id), for the core's own answers. */
+const serveProviders = () => createProviders(loadConfig(new Map([['azure-tenant-id', AZURE_TENANT]]), {}));
+
 const BINDINGS = '/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicybindings';
 /** The metric kube-apiserver times the policy plugin with (it has none per policy). */
 const POLICY_PLUGIN = 'MutatingAdmissionPolicy';
@@ -279,15 +376,10 @@ const POLICY_PLUGIN = 'MutatingAdmissionPolicy';
  */
 async function registerPolicy(cp: ControlPlane, probe: PodToCreate) {
   await installPolicyMode(cp);
-  const providers = createProviders(loadConfig(new Map([['azure-tenant-id', AZURE_TENANT]]), {}));
-  for (let n = 0; n < NAMESPACES; n++) {
-    const namespace = `team-${n}`;
-    const views = (['aws', 'azure'] as Stream[]).flatMap((stream) =>
-      Array.from({ length: ACCOUNTS }, (_, i) => i)
-        .filter((i) => i % NAMESPACES === n)
-        .map((i) => ({ namespace, name: `sa-${stream}-${i}`, uid: '', annotations: ANNOTATIONS[stream] })),
-    );
-    const { spec } = renderParameters(providers, namespace, views);
+  const byNamespace = new Map<string, ServiceAccountView[]>();
+  for (const view of accountsOf()) byNamespace.set(view.namespace, [...(byNamespace.get(view.namespace) ?? []), view]);
+  for (const [namespace, views] of byNamespace) {
+    const { spec } = renderParameters(serveProviders(), namespace, views);
     const path = `/apis/${PARAMETERS_GROUP}/${PARAMETERS_VERSION}/namespaces/${namespace}/${PARAMETERS_PLURAL}`;
     const r = await cp.request('POST', path, parametersObject(namespace, spec));
     if (r.status !== 201) throw new Error(`parameters of ${namespace}: HTTP ${r.status} ${r.body.slice(0, 300)}`);
@@ -441,9 +533,9 @@ async function ratesPhase(cp: ControlPlane, tls: TlsFiles, binaries: Record<stri
     try {
       const reg =
         server === 'policy'
-          ? await registerPolicy(cp, pods[0])
+          ? await registerPolicy(cp, probeOf('aws'))
           : running
-            ? await register(cp, server, `bench-${server}-${stream}`, running, stream, pods[0])
+            ? await register(cp, server, `bench-${server}-${stream}`, running, stream, probeOf(stream))
             : undefined;
       const idleMsPerS = running ? await idleCpu(running.pids, 3) : undefined;
       for (const rate of RATES) {
@@ -488,7 +580,8 @@ async function spreadRun(cp: ControlPlane, tls: TlsFiles, setting: string, args:
   try {
     const pods = podsOf('aws');
     const url = urlAt(proxy.port);
-    const reg = await register(cp, 'serve', `bench-spread-${++spreadRuns}`, { url, caPem: tls.caPem }, 'aws', pods[0]);
+    const where = { url, caPem: tls.caPem };
+    const reg = await register(cp, 'serve', `bench-spread-${++spreadRuns}`, where, 'aws', probeOf('aws'));
     const before = await Promise.all(replicas.map((r) => r.reviews()));
     const c0 = [...connections];
     const running: Running = {
@@ -539,6 +632,30 @@ function spreadSettings(): [string, string[]][] {
     [`HTTP/2, --max-connection-age-seconds ${SPREAD.age}`, age],
     ['HTTP/1.1 (--http2=false)', ['--http2=false', ...never]],
   ];
+}
+
+interface PatchRow {
+  stream: Stream;
+  cost: PatchCost;
+  unpatched: number;
+}
+
+/**
+ * Each stream's Pods through the core (serve's patch) and then through json-patch as kube-apiserver
+ * applies it, against the whole-array patch of the same Pod. No webhook is registered meanwhile.
+ */
+async function patchPhase(cp: ControlPlane, tool: PatchTool): Promise<PatchRow[]> {
+  const accounts = new Map(accountsOf().map((a) => [`${a.namespace}/${a.name}`, a]));
+  const out: PatchRow[] = [];
+  for (const stream of ['aws', 'azure'] as Stream[]) {
+    const { cases, unpatched } = await patchCases(cp, podsOf(stream), serveProviders(), (namespace, name) =>
+      accounts.get(`${namespace}/${name}`),
+    );
+    const cost = runPatchCost(tool, cases, PATCH_ROUNDS, WEBHOOK_CPU);
+    out.push({ stream, cost, unpatched });
+    console.log(`  ${patchRowOf(out.at(-1) as PatchRow).join(' | ')}`);
+  }
+  return out;
 }
 
 // ------------------------------------------------------------------ the tables
@@ -592,6 +709,25 @@ const markdown = (header: string[], rows: string[][]) =>
     ...rows.map((r) => `| ${r.join(' | ')} |`),
   ].join('\n');
 
+const PATCH_HEADER = [
+  'corpus, cloud (Pods patched of the stream)',
+  "serve's patch: CPU µs per apply (ops, bytes)",
+  'whole /spec/containers: CPU µs per apply (ops, bytes)',
+  'serve / whole',
+  'same Pod',
+];
+
+function patchRowOf({ stream, cost: c, unpatched }: PatchRow): string[] {
+  const us = (x: number) => fmt(x, x < 100 ? 1 : 0);
+  return [
+    `${CORPUS}, ${stream === 'aws' ? 'AWS' : 'Azure'} (${fmt(c.pods)} of ${fmt(c.pods + unpatched)})`,
+    `${us(c.serveUs)} µs (${fmt(c.serveOps, 1)} ops, ${fmt(c.serveBytes)} B)`,
+    `${us(c.wholeUs)} µs (${fmt(c.wholeOps, 1)} ops, ${fmt(c.wholeBytes)} B)`,
+    `${fmt(c.serveUs / c.wholeUs, 2)}x`,
+    `${c.same === c.pods ? 'yes' : 'NO'}, ${fmt(c.same)} of ${fmt(c.pods)}`,
+  ];
+}
+
 function spreadTable(runs: Spread[]) {
   const share = (xs: number[]) => {
     const total = xs.reduce((a, b) => a + b, 0);
@@ -640,11 +776,13 @@ function failures(all: Figures[]) {
 if (cpuCount() < 2) throw new Error('bench:apiserver needs two CPUs: one for the webhook, one for kube-apiserver');
 const peers = SERVERS.filter((s) => s === 'aws' || s === 'azure');
 const binaries = peers.length ? providePeers(peers) : {};
+const patchTool = PHASES.has('patch') ? providePatchCost() : undefined;
 const others = Array.from({ length: cpuCount() - 1 }, (_, i) => i + 1).join(',');
 pin(process.pid, others);
 const cp = await startControlPlane({ name: 'bench-apiserver', ...(POLICY ? { version: 'newest' as const } : {}) });
 const rows: Figures[] = [];
 const spreads: Spread[] = [];
+const patches: PatchRow[] = [];
 try {
   for (const pid of Object.values(cp.pids)) pin(pid, others);
   const version = JSON.parse((await cp.request('GET', '/version')).body).gitVersion;
@@ -654,9 +792,13 @@ try {
       .join(' / ')} at the start\n` +
       `  kube-apiserver ${version} + etcd, kube-apiserver, etcd and the client on CPU ${others}; the webhook on CPU ${WEBHOOK_CPU} (taskset; GOMAXPROCS=1 for the Go peers)\n` +
       `  serve: ${CLI} with NODE_OPTIONS="${NODE_FLAGS}"; peers: ${peers.map((p) => `${p} ${binaries[`${p.toUpperCase()}_PEER_VERSION`]}`).join(', ') || 'none'}\n` +
-      `  Pods: bench:peers' stream (bench/support/reviews.ts: 1 to 10 containers, 5 to 40 KB), AWS or Azure ServiceAccounts; dry-run creates (?dryRun=All)\n` +
+      `  Pods: --corpus ${CORPUS}, ${CORPUS === 'bench' ? "bench:peers' generated Pods (bench/support/reviews.ts: 1 to 10 containers)" : "real charts' Pods (test/fixtures/peer-diff/corpus; Azure: those its objectSelector's label sends)"}; dry-run creates (?dryRun=All)\n` +
+      (['aws', 'azure'] as Stream[]).map((s) => `    ${describePods(s)}\n`).join('') +
       `  webhooks registered at https://${ADDRESS}: kube-apiserver offers ${offeredBy(urlAt(443)).join(' and ')}${LOCALHOST ? ' (--localhost: as to a webhook beside it on a control-plane host)' : ' (not loopback: as to a webhook behind a Service; --localhost for h2)'}\n` +
-      `  client: Node https, open loop (each create sent on schedule), keep-alive, up to ${CONNECTIONS} connections to kube-apiserver; ${WARM_S} s warm-up, then ${SECONDS} s per rate`,
+      `  client: Node https, open loop (each create sent on schedule), keep-alive, up to ${CONNECTIONS} connections to kube-apiserver; ${WARM_S} s warm-up, then ${SECONDS} s per rate` +
+      (patchTool
+        ? `\n  patch: gopkg.in/evanphx/json-patch.v4 ${patchTool.jsonPatch} (k8s.io/apiserver ${patchTool.apiserver}'s pin), DecodePatch + Apply per Pod as kube-apiserver does, on CPU ${WEBHOOK_CPU} (GOMAXPROCS=1); its CPU time (getrusage), the median of ${PATCH_ROUNDS} round${PATCH_ROUNDS === 1 ? '' : 's'}`
+        : ''),
   );
   const tls = await servingCertificate(join(cp.dir, 'tls'), LOCALHOST ? [] : [ADDRESS]);
   await populate(cp);
@@ -668,12 +810,17 @@ try {
     console.log(`\ntwo replicas behind a round-robin TCP balancer at ${ADDRESS}:`);
     for (const [setting, args] of spreadSettings()) spreads.push(await spreadRun(cp, tls, setting, args));
   }
+  if (patchTool) {
+    console.log(`\nthe patch as kube-apiserver applies it, serve's against the whole arrays:`);
+    patches.push(...(await patchPhase(cp, patchTool)));
+  }
 } finally {
   await cp.stop();
 }
 
 if (rows.length) console.log(`\n${markdown(HEADER, rows.map(rowOf))}\n`);
 if (spreads.length) console.log(`${spreadTable(spreads)}\n`);
+if (patches.length) console.log(`${markdown(PATCH_HEADER, patches.map(patchRowOf))}\n`);
 console.log(failures([...rows, ...spreads.map((s) => s.figures)]));
 const foreign = rows.flatMap((f) => (f.foreign === undefined ? [] : [f.foreign]));
 console.log(

@@ -93,6 +93,34 @@ export function chartObjects(clouds: Cloud[]): { path: string; body: unknown }[]
   ];
 }
 
+/** The namespaces' ServiceAccounts as the core sees them (for its lookups and the policy's parameters). */
+export function chartAccounts(clouds: Cloud[]) {
+  return clouds.flatMap(chartFiles).flatMap((c) =>
+    c.serviceAccounts.map((sa) => ({
+      namespace: c.namespace,
+      name: sa.metadata.name,
+      uid: '',
+      annotations: sa.metadata.annotations ?? {},
+    })),
+  );
+}
+
+/**
+ * The charts' Pods for a cloud's stream (Azure: only those its objectSelector's label sends) with
+ * their namespace, and whether their ServiceAccount carries the cloud's identity.
+ */
+export function chartPods(cloud: Cloud): { namespace: string; pod: Record<string, unknown>; mutated: boolean }[] {
+  return chartFiles(cloud).flatMap((file) =>
+    file.pods
+      .filter((pod) => cloud !== 'azure' || pod.metadata?.labels?.['azure.workload.identity/use'] === 'true')
+      .map((pod) => {
+        const sa = file.serviceAccounts.find((s) => s.metadata.name === pod.spec?.serviceAccountName);
+        const mutated = sa?.metadata.annotations?.[IDENTITY_KEY[cloud]] !== undefined;
+        return { namespace: file.namespace, pod: pod as unknown as Record<string, unknown>, mutated };
+      }),
+  );
+}
+
 function chartReviews(cloud: Cloud): StreamReviews {
   const reviews: Buffer[] = [];
   const mutated: boolean[] = [];
