@@ -12,7 +12,7 @@
 // --chart-limit runs each requestor as its Pod does (as root): in a memory cgroup of the chart's
 // tokenRequestor.resources.limits.memory with no swap, with the image's NODE_OPTIONS and MALLOC_*;
 // each phase then also prints the limit, the cgroup's peak, VmHWM, OOM kills and whether it lives.
-import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
+import { closeSync, fstatSync, openSync, readFileSync, readSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { createNamespace, startControlPlane, type ControlPlane } from '../test/harness/control-plane.ts';
 import { until } from '../test/harness/until.ts';
@@ -111,6 +111,15 @@ async function report(phase: string, cp: ControlPlane, from: Snapshot, r: Reques
   return to;
 }
 
+/**
+ * The process's anonymous resident memory (RssAnon): what the cgroup cannot reclaim without swap.
+ * Its RSS also counts the pages of node's binary and the bundle, which the page cache may have
+ * charged to another cgroup (here: whoever read them first; on a node: maybe the webhook's Pod).
+ */
+function anonMiB(pid: number): number {
+  return Number(/RssAnon:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? Number.NaN) / 1024;
+}
+
 /** With --chart-limit: the cgroup's limit and peak, the process's VmHWM, OOM kills, whether it lives. */
 function limitLine(r: RequestorProcess): string {
   const cgroup = cgroups.get(r.process.pid);
@@ -119,7 +128,8 @@ function limitLine(r: RequestorProcess): string {
   const peak = cgroup.peakMiB();
   const status = r.process.exitStatus();
   const hwm = status === null ? `${rssMiB(r.process.pid).hwm.toFixed(1)} MiB` : '-';
-  return ` | limit ${limit / 2 ** 20} MiB: cgroup peak ${peak.toFixed(1)} MiB (${((peak * 2 ** 20 * 100) / limit).toFixed(0)} %), VmHWM ${hwm}, oom_kill ${cgroup.oomKills()}, ${status === null ? 'alive' : `DIED (${status})`}`;
+  const anon = status === null ? `${anonMiB(r.process.pid).toFixed(1)} MiB` : '-';
+  return ` | limit ${limit / 2 ** 20} MiB: cgroup peak ${peak.toFixed(1)} MiB (${((peak * 2 ** 20 * 100) / limit).toFixed(0)} %), VmHWM ${hwm}, RssAnon ${anon}, oom_kill ${cgroup.oomKills()}, ${status === null ? 'alive' : `DIED (${status})`}`;
 }
 
 const port = (cp: ControlPlane) => Number(new URL(cp.server).port);
