@@ -1,5 +1,5 @@
 // node bench/token-requestor.ts [--namespaces 2000] [--secrets 20000] [--scope namespaces|cluster]
-//   [--renewals] [--token-expiration 600]
+//   [--renewals] [--token-expiration 600] [--chart-heap | --chart-limit]
 // The token requestor at scale on a real kube-apiserver (issue 30 item 5): N namespaces, each a
 // ServiceAccount and its share of M labelled Secrets, created in parallel batches; then a requestor
 // (leader) and a standby, started with every namespace in --namespaces. It prints, per phase:
@@ -9,11 +9,21 @@
 // leader failover (SIGKILL; the standby takes over and judges every Secret again), and with
 // --renewals the renewal wave (tokens of --token-expiration seconds renewed at 45-55 %), then a
 // check that no Secret holds an expired token. WIW_CLI names another build (before/after).
-import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
+// --chart-limit runs each requestor as its Pod does (as root): in a memory cgroup of the chart's
+// tokenRequestor.resources.limits.memory with no swap, with the image's NODE_OPTIONS and MALLOC_*;
+// each phase then also prints the limit, the cgroup's peak, VmHWM, OOM kills and whether it lives.
+import { closeSync, fstatSync, openSync, readFileSync, readSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { createNamespace, startControlPlane, type ControlPlane } from '../test/harness/control-plane.ts';
 import { until } from '../test/harness/until.ts';
-import { chartMemory, rssMiB } from '../test/support/cgroup.ts';
+import {
+  chartMemory,
+  imageEnv,
+  type MemoryCgroup,
+  memoryCgroup,
+  rssMiB,
+  tokenRequestorMemory,
+} from '../test/support/cgroup.ts';
 import { labelledSecret } from '../test/support/secrets.ts';
 import {
   connectionsTo,
@@ -36,8 +46,13 @@ const { values: args } = parseArgs({
     deadline: { type: 'string', default: '900' },
     /** Run it with the image's NODE_OPTIONS for the chart's memory limit (heap at half of it), as deployed. */
     'chart-heap': { type: 'boolean', default: false },
+    /** Run it in a memory cgroup of the chart's tokenRequestor limit, with the image's env (as root). */
+    'chart-limit': { type: 'boolean', default: false },
   },
 });
+const CHART_LIMIT = args['chart-limit'];
+/** The requestors' cgroups, by pid (--chart-limit). */
+const cgroups = new Map<number, MemoryCgroup>();
 const N = Number(args.namespaces);
 const M = Number(args.secrets);
 const EXPIRATION = Number(args['token-expiration']);
@@ -84,15 +99,37 @@ async function report(phase: string, cp: ControlPlane, from: Snapshot, r: Reques
     .sort((a, b) => b[1] - a[1])
     .map(([v, n]) => `${v} ${n}`)
     .join(', ');
-  const text = await metricsOf(r);
-  const { rss } = rssMiB(r.process.pid);
+  const alive = r.process.exitStatus() === null;
+  const text = alive ? await metricsOf(r) : '';
+  const rss = alive ? rssMiB(r.process.pid).rss : Number.NaN;
   const heap = metric(text, 'nodejs_heap_size_used_bytes') / 2 ** 20;
   const cpu = (to.apiserverCpu - from.apiserverCpu) / seconds;
   console.log(
     `${phase.padEnd(22)} ${seconds.toFixed(1).padStart(6)} s | connections ${String(connectionsTo(r.process.pid, port(cp))).padStart(4)} | ` +
-      `RSS ${rss.toFixed(1)} MiB, heap ${heap.toFixed(1)} MiB | kube-apiserver ${(cpu * 100).toFixed(0)} % of a core, requests: ${verbs || 'none'}${extra}`,
+      `RSS ${rss.toFixed(1)} MiB, heap ${heap.toFixed(1)} MiB${limitLine(r)} | kube-apiserver ${(cpu * 100).toFixed(0)} % of a core, requests: ${verbs || 'none'}${extra}`,
   );
   return to;
+}
+
+/**
+ * The process's anonymous resident memory (RssAnon): what the cgroup cannot reclaim without swap.
+ * Its RSS also counts the pages of node's binary and the bundle, which the page cache may have
+ * charged to another cgroup (here: whoever read them first; on a node: maybe the webhook's Pod).
+ */
+function anonMiB(pid: number): number {
+  return Number(/RssAnon:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? Number.NaN) / 1024;
+}
+
+/** With --chart-limit: the cgroup's limit and peak, the process's VmHWM, OOM kills, whether it lives. */
+function limitLine(r: RequestorProcess): string {
+  const cgroup = cgroups.get(r.process.pid);
+  if (!cgroup) return '';
+  const { limit } = tokenRequestorMemory();
+  const peak = cgroup.peakMiB();
+  const status = r.process.exitStatus();
+  const hwm = status === null ? `${rssMiB(r.process.pid).hwm.toFixed(1)} MiB` : '-';
+  const anon = status === null ? `${anonMiB(r.process.pid).toFixed(1)} MiB` : '-';
+  return ` | limit ${limit / 2 ** 20} MiB: cgroup peak ${peak.toFixed(1)} MiB (${((peak * 2 ** 20 * 100) / limit).toFixed(0)} %), VmHWM ${hwm}, RssAnon ${anon}, oom_kill ${cgroup.oomKills()}, ${status === null ? 'alive' : `DIED (${status})`}`;
 }
 
 const port = (cp: ControlPlane) => Number(new URL(cp.server).port);
@@ -132,18 +169,25 @@ function tokenCounter(r: RequestorProcess): () => number {
 }
 
 /** Tokens written per second, sampled every `everyMs` until `done`; prints the spread. */
-async function rates(r: RequestorProcess, done: (issued: number) => boolean, everyMs = 5000) {
+async function rates(r: RequestorProcess, done: (issued: number) => boolean, everyMs = 5000, fromStart = false) {
   const samples: number[] = [];
   const written = tokenCounter(r);
   let last = written();
-  const start = last;
+  // The first issuance counts the tokens written before the first sample too (a small run writes some at once).
+  const start = fromStart ? 0 : last;
   const began = Date.now();
   for (;;) {
     await new Promise((resolve) => setTimeout(resolve, everyMs));
     const now = written();
+    if (r.process.exitStatus() !== null) {
+      console.log(
+        `  the requestor exited (${r.process.exitStatus()})${limitLine(r)}; its log ends:\n${r.process.logTail(5)}`,
+      );
+      break;
+    }
     if (samples.length % 5 === 0)
       console.error(
-        `  ${((Date.now() - began) / 1000).toFixed(0)} s: ${now - start} tokens, ${connectionsTo(r.process.pid, port(cp))} connections, RSS ${rssMiB(r.process.pid).rss.toFixed(0)} MiB`,
+        `  ${((Date.now() - began) / 1000).toFixed(0)} s: ${now - start} tokens, ${connectionsTo(r.process.pid, port(cp))} connections, RSS ${rssMiB(r.process.pid).rss.toFixed(0)} MiB${limitLine(r)}`,
       );
     samples.push((now - last) / (everyMs / 1000));
     last = now;
@@ -188,8 +232,13 @@ async function main() {
         };
       }),
     );
+    const nodeOptions = CHART_LIMIT
+      ? tokenRequestorMemory().nodeOptions
+      : args['chart-heap']
+        ? chartMemory().nodeOptions
+        : undefined;
     console.log(
-      `token requestor, ${N} namespaces, ${M} labelled Secrets (created in ${((Date.now() - t) / 1000).toFixed(0)} s), scope ${args.scope}, tokens of ${EXPIRATION} s, NODE_OPTIONS ${args['chart-heap'] ? `"${chartMemory().nodeOptions}"` : 'none'}; load average ${loadAverage().toFixed(1)} (the machine is shared)`,
+      `token requestor, ${N} namespaces, ${M} labelled Secrets (created in ${((Date.now() - t) / 1000).toFixed(0)} s), scope ${args.scope}, tokens of ${EXPIRATION} s, NODE_OPTIONS ${nodeOptions ? `"${nodeOptions}"` : 'none'}${CHART_LIMIT ? `, each requestor in a memory cgroup of ${tokenRequestorMemory().limit / 2 ** 20} MiB (the chart's tokenRequestor limit) with ${JSON.stringify(imageEnv())}` : ''}; load average ${loadAverage().toFixed(1)} (the machine is shared)`,
     );
     const common = [
       '--lease-namespace',
@@ -202,30 +251,31 @@ async function main() {
       String(EXPIRATION),
     ];
     const env = {
-      ...(args['chart-heap'] ? { NODE_OPTIONS: chartMemory().nodeOptions } : {}),
+      ...(nodeOptions ? { NODE_OPTIONS: nodeOptions } : {}),
       WIW_NAMESPACES: names.join(','),
       ...(args.scope === 'namespaces' ? {} : { WIW_WATCH_SCOPE: args.scope }),
     };
     let s0 = await snapshot(cp);
-    const leader = await startTokenRequestor(cp, kubeconfig, common, { env });
+    const leader = await startRequestor(kubeconfig, common, env, 'leader');
     await until(
       'the first requestor to lead',
       async () => (await leaseHolder(cp, SYSTEM, LEASE)) === leader.identity || undefined,
       60_000,
     );
-    const first = await rates(leader, (issued) => issued >= M, 2000);
+    const first = await rates(leader, (issued) => issued >= M, 2000, true);
     s0 = await report('first issuance', cp, s0, leader, first.line);
     if (first.issued < M) {
-      await leader.stop();
+      if (leader.process.exitStatus() === null) await leader.stop();
       return;
     }
-    const standby = await startTokenRequestor(cp, kubeconfig, common, { env });
+    const standby = await startRequestor(kubeconfig, common, env, 'standby');
     await new Promise((resolve) => setTimeout(resolve, 30_000));
     s0 = await report('idle, leader', cp, s0, leader);
     console.log(
-      `${'idle, standby'.padEnd(22)}        | connections ${connectionsTo(standby.process.pid, port(cp))} | RSS ${rssMiB(standby.process.pid).rss.toFixed(1)} MiB`,
+      `${'idle, standby'.padEnd(22)}        | connections ${connectionsTo(standby.process.pid, port(cp))} | RSS ${rssMiB(standby.process.pid).rss.toFixed(1)} MiB${limitLine(standby)}`,
     );
     // Failover: the leader dies without releasing the Lease.
+    if (leader.process.exitStatus() !== null) return;
     t = Date.now();
     process.kill(leader.process.pid, 'SIGKILL');
     await until(
@@ -256,10 +306,20 @@ async function main() {
       const expired = await expiredTokens(cp, new Set(names));
       console.log(`after the wave: ${expired.expired} of ${expired.total} Secrets hold an expired or no token`);
     }
-    await standby.stop();
+    if (standby.process.exitStatus() === null) await standby.stop();
   } finally {
     await cp.stop();
+    for (const cgroup of cgroups.values()) cgroup.remove();
   }
+}
+
+/** A requestor; with --chart-limit in a memory cgroup of its own, as its Pod. */
+async function startRequestor(kubeconfig: string, common: string[], env: Record<string, string>, name: string) {
+  if (!CHART_LIMIT) return startTokenRequestor(cp, kubeconfig, common, { env });
+  const cgroup = memoryCgroup(`requestor-${name}`, tokenRequestorMemory().limit);
+  const r = await startTokenRequestor(cp, kubeconfig, common, { env, wrap: cgroup.wrap });
+  cgroups.set(r.process.pid, cgroup);
+  return r;
 }
 
 /** Secrets whose token is missing or expired now (read through the admin's list). */

@@ -99,3 +99,17 @@ export function rssMiB(pid: number): { rss: number; hwm: number } {
   const kib = (field: string) => Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(status)?.[1] ?? Number.NaN);
   return { rss: kib('VmRSS') / 1024, hwm: kib('VmHWM') / 1024 };
 }
+
+/**
+ * The token requestor's memory limit (bytes, the chart's tokenRequestor.resources.limits.memory)
+ * and its NODE_OPTIONS: the image's, since the chart sets nodeOptions on the webhook's container only.
+ */
+export function tokenRequestorMemory(): { limit: number; nodeOptions: string } {
+  const values = parse(readFileSync(resolve(ROOT, 'charts/workload-identity-webhook/values.yaml'), 'utf8')) as {
+    tokenRequestor: { resources: { limits: { memory: string } } };
+  };
+  const memory = values.tokenRequestor.resources.limits.memory;
+  const m = /^(\d+)(Mi|Gi)$/.exec(memory);
+  if (!m) throw new Error(`tokenRequestor.resources.limits.memory ${memory}: expected Mi or Gi`);
+  return { limit: Number(m[1]) * 1024 ** (m[2] === 'Gi' ? 3 : 2), nodeOptions: imageNodeOptions() };
+}
