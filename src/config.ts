@@ -6,7 +6,7 @@ import {
   type SettingValues,
 } from './clouds/settings.ts';
 import { isIP } from 'node:net';
-import { ConfigError } from './errors.ts';
+import { ConfigError, errorMessage } from './errors.ts';
 import { DEFAULT_LIMITS } from './limits.ts';
 import { LOG_FORMATS, type LogFormat } from './log.ts';
 import { DEFAULT_TLS12_SUITES, parseCipherSuites, parseTlsVersion, type TlsVersion } from './tls/policy.ts';
@@ -430,7 +430,7 @@ function zeroOrInteger(min: number, max: number) {
     try {
       return within(raw, flag);
     } catch (err) {
-      throw new ConfigError(`${(err as Error).message} (or 0: off)`);
+      throw new ConfigError(`${errorMessage(err)} (or 0: off)`);
     }
   };
 }

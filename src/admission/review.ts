@@ -143,6 +143,7 @@ const STATUS_REASONS: Record<Denial['status'], string> = {
   400: 'BadRequest',
   403: 'Forbidden',
   409: 'Conflict',
+  500: 'InternalError',
   503: 'ServiceUnavailable',
 };
 

@@ -2,7 +2,7 @@
 // credentials, or with none, as an anonymous cloud would) and the public issuer URL.
 import { rootCertificates } from 'node:tls';
 import type { KubeConfig } from '@kubernetes/client-node';
-import { WebhookError } from '../errors.ts';
+import { errorMessage, WebhookError } from '../errors.ts';
 import { describeNetworkError, httpGet, type HttpAnswer, type TlsMaterial } from './http.ts';
 import {
   discoveryUrl,
@@ -69,7 +69,7 @@ async function fetched<T>(
   try {
     return { ok: true, url, value: parse(answer.body, url), text: answer.body };
   } catch (err) {
-    return { ok: false, url, status: answer.status, problem: (err as Error).message };
+    return { ok: false, url, status: answer.status, problem: errorMessage(err) };
   }
 }
 

@@ -18,6 +18,7 @@ import {
 import { strings } from '@bufbuild/cel/ext';
 import { CLOUD_MODULES, type IdentityFieldOf } from '../clouds/index.ts';
 import { PROVIDER_NAMES, type ProviderName } from '../clouds/registry.ts';
+import { errorMessage } from '../errors.ts';
 
 /** What a policy expression sees. Every field is always present: a missing label is an empty map, not an error. */
 export interface PolicyVariables {
@@ -129,7 +130,7 @@ export function compileExpression(source: string): Program | { error: string } {
   try {
     planned = plan(env, parsed) as unknown as (vars: Record<string, unknown>) => unknown;
   } catch (err) {
-    return { error: (err as Error).message };
+    return { error: errorMessage(err) };
   }
   return {
     source,
@@ -138,7 +139,7 @@ export function compileExpression(source: string): Program | { error: string } {
       try {
         result = planned(act as unknown as Record<string, unknown>);
       } catch (err) {
-        return { error: (err as Error).message };
+        return { error: errorMessage(err) };
       }
       if (isCelError(result)) return { error: result.message };
       return { value: toPlain(result as CelValue) };
