@@ -230,8 +230,6 @@ export function parseArgs(argv: string[]): ParsedArgs {
   return parseFlags(name, command, args);
 }
 
-type FlagValues = ReturnType<typeof parseArgv>['values'];
-
 /** A command's flags: settings by flag name, its own flags with every value, and -o. */
 function parseFlags(name: string, command: Command, given: string[]): ParsedArgs {
   // A switch setting also takes --flag=true|false, which util.parseArgs refuses for a boolean.
@@ -243,7 +241,7 @@ function parseFlags(name: string, command: Command, given: string[]): ParsedArgs
     return false;
   });
   const options = optionsOf(name, command);
-  let values: FlagValues;
+  let values: ReturnType<typeof parseArgv>['values'];
   try {
     ({ values } = parseArgv({ args, options, strict: true, allowPositionals: false }));
   } catch (err) {
