@@ -107,6 +107,7 @@ export type Activation = { readonly [activationBrand]: true };
 export function activation(vars: PolicyVariables): Activation {
   const out: Record<string, CelInput> = {};
   for (const [name, value] of Object.entries(vars)) out[name] = toCelInput(value);
+  // The brand: only this function makes an Activation (CEL maps, by variable name).
   return out as unknown as Activation;
 }
 
@@ -128,6 +129,7 @@ export function compileExpression(source: string): Program | { error: string } {
   if (problem) return { error: problem };
   let planned: (vars: Record<string, unknown>) => unknown;
   try {
+    // The CEL library types a plan's input as its own activation; it takes the maps activation() made.
     planned = plan(env, parsed) as unknown as (vars: Record<string, unknown>) => unknown;
   } catch (err) {
     return { error: errorMessage(err) };
@@ -137,6 +139,7 @@ export function compileExpression(source: string): Program | { error: string } {
     run(act) {
       let result: unknown;
       try {
+        // The brand off again: an Activation is the maps by variable name.
         result = planned(act as unknown as Record<string, unknown>);
       } catch (err) {
         return { error: errorMessage(err) };
