@@ -53,13 +53,11 @@ async function main(argv: string[]): Promise<Outcome> {
   }
 }
 
-/** Errors that are the caller's to fix in the command line or its input; any other: could not check. */
-const USAGE_CODES: ReadonlySet<string> = new Set([
-  'WIW_INVALID_CONFIG',
-  'WIW_BAD_USAGE',
-  'WIW_BAD_INPUT',
-  'WIW_BAD_POLICY_FILE',
-]);
+/**
+ * Errors that are the caller's to fix in its input or settings; any other: could not check. (A
+ * UsageError, WIW_BAD_USAGE, is answered before, with where to read more.)
+ */
+const USAGE_CODES: ReadonlySet<string> = new Set(['WIW_INVALID_CONFIG', 'WIW_BAD_INPUT', 'WIW_BAD_POLICY_FILE']);
 
 /** Exit 2 with the reason and where to read more: the command's help, or the list of commands. */
 function usageError(err: UsageError, command = err.command): number {
