@@ -1,12 +1,18 @@
 // The HTTP(S) face of admission: routes, the limits that keep a replica inside its memory
 // whatever callers send, and one admission handler decorated with metrics, the patch limit and
 // the decision log (admission/handler.ts). Listening and lifecycle are the caller's.
-import type { Http2SecureServer, Http2ServerRequest, Http2ServerResponse } from 'node:http2';
+import type { Http2SecureServer, Http2ServerRequest, Http2ServerResponse, ServerHttp2Stream } from 'node:http2';
 import type { BlockList } from 'node:net';
 import type { TLSSocket } from 'node:tls';
-import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import Fastify, {
+  type FastifyError,
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+  type FastifyServerOptions,
+} from 'fastify';
 import type { Logger } from 'pino';
-import { httpError, type HttpErrorCode, type WebhookError } from './errors.ts';
+import { errorMessage, httpError, type HttpErrorCode } from './errors.ts';
 import {
   answerDefects,
   decorate,
@@ -52,13 +58,25 @@ export interface AppOptions {
   proxySources?: BlockList;
 }
 
-/** Fastify's own error codes, as the catalog's. */
+/** Fastify's own error codes, as the catalog's: the body names a catalog code, never fastify's. */
 const FASTIFY_CODES: Record<string, HttpErrorCode> = {
   FST_ERR_CTP_BODY_TOO_LARGE: 'WIW_REQUEST_TOO_LARGE',
   FST_ERR_CTP_INVALID_MEDIA_TYPE: 'WIW_UNSUPPORTED_MEDIA_TYPE',
   FST_ERR_CTP_EMPTY_JSON_BODY: 'WIW_BAD_ADMISSION_REVIEW',
   FST_ERR_CTP_INVALID_JSON_BODY: 'WIW_BAD_ADMISSION_REVIEW',
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: 'WIW_BAD_REQUEST',
+  FST_ERR_BAD_URL: 'WIW_BAD_REQUEST',
 };
+
+/** The catalog code of an error fastify raised for a request: a 4xx it names, else a defect (500). */
+function answeredCode(err: { statusCode?: number; code?: string }): HttpErrorCode {
+  const known = FASTIFY_CODES[err.code ?? ''];
+  if (known) return known;
+  // A 4xx of another cause (the request's body cut off mid-read): the request, not the webhook.
+  return err.statusCode && err.statusCode >= 400 && err.statusCode < 500 ? 'WIW_BAD_REQUEST' : 'WIW_INTERNAL';
+}
+
+const ROUTES = 'the webhook serves /mutate, /mutate/fail and /mutate/ignore';
 
 function send(reply: FastifyReply, code: HttpErrorCode, message: string): FastifyReply {
   const { status, body } = httpError(code, message);
@@ -91,6 +109,7 @@ export function buildApp(options: AppOptions): FastifyInstance {
   const budget = new ReviewBudget(limits.maxInflightRequestBytes, (held) => metrics.inflightBytes.set(held));
   const face: Face = { limits, budget, holds: new WeakMap() };
   if (isHttp2(options))
+    // The instance is typed as HTTP/1.1's (createFastify); with http2 its server is an Http2SecureServer.
     face.streams = limitStreams(app.server as unknown as Http2SecureServer, limits.maxConcurrentStreams, (reason) =>
       metrics.connectionsClosed.inc({ reason }),
     );
@@ -111,14 +130,25 @@ export function buildApp(options: AppOptions): FastifyInstance {
     responseDeadline(face, reply.raw as RawResponse, stream);
     done(null, payload);
   });
+  answerErrors(app, log, metrics);
+  addRoutes(app, options, face);
+  return app;
+}
+
+/** Every error answer's body names a catalog code (errors.ts): fastify's own errors and its 404 too. */
+function answerErrors(app: FastifyInstance, log: Logger, metrics: Metrics): void {
   app.setErrorHandler((err: Error & { statusCode?: number; code?: string }, _req, reply) => {
-    const status = err.statusCode && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 500;
-    if (status === 500) log.error({ err }, 'request failed');
-    if (status === 413) metrics.rejected.inc({ reason: 'too_large' });
-    const code = FASTIFY_CODES[err.code ?? ''];
-    if (code) return send(reply, code, err.message);
-    return reply.code(status).send({ code: status === 500 ? 'WIW_INTERNAL' : err.code, message: err.message });
+    const code = answeredCode(err);
+    if (code === 'WIW_INTERNAL') log.error({ err }, 'request failed');
+    if (code === 'WIW_REQUEST_TOO_LARGE') metrics.rejected.inc({ reason: 'too_large' });
+    return send(reply, code, err.message);
   });
+  app.setNotFoundHandler(notFound);
+}
+
+/** /healthz, /readyz, and /mutate with its failure-policy twins. */
+function addRoutes(app: FastifyInstance, options: AppOptions, face: Face): void {
+  const { log, metrics } = options;
   app.get('/healthz', async () => ({ status: 'ok' }));
   app.get('/readyz', async (_req, reply) => {
     if (options.isReady()) return { status: 'ready' };
@@ -128,7 +158,7 @@ export function buildApp(options: AppOptions): FastifyInstance {
     options.admit,
     logDecision(log),
     measure(metrics, options.observePod),
-    limitPatch(limits.maxPatchBytes),
+    limitPatch(face.limits.maxPatchBytes),
     answerDefects(log),
   );
   const mutate = mutateRoute(handler, face, metrics, options.clientCa);
@@ -136,72 +166,23 @@ export function buildApp(options: AppOptions): FastifyInstance {
   app.post<{ Params: { policy: string } }>('/mutate/:policy', (req, reply) => {
     const failurePolicy = FAILURE_POLICIES[req.params.policy];
     if (!failurePolicy)
-      return send(
-        reply,
-        'WIW_NOT_FOUND',
-        `no route /mutate/${clip(req.params.policy, 63)}; the webhook serves /mutate, /mutate/fail and /mutate/ignore`,
-      );
+      return send(reply, 'WIW_NOT_FOUND', `no route /mutate/${clip(req.params.policy, 63)}; ${ROUTES}`);
     return mutate(req, reply, { failurePolicy, path: `/mutate/${req.params.policy}` });
   });
-  return app;
 }
 
 const isHttp2 = (options: AppOptions) => options.https !== null && options.http2 !== false;
 
 /** Fastify with the server's limits and TLS, and who gets a connection (connection-limits.ts). */
 function createFastify(options: AppOptions, limits: ServerLimits): FastifyInstance {
-  const { https, clientCa, tls = tlsPolicy('TLSv1.2') } = options;
-  const http2 = isHttp2(options);
-  const app = Fastify({
-    // One line per decision is logged by the handler; fastify's own per-request lines would double it.
-    logger: false,
-    bodyLimit: limits.maxRequestBytes,
-    http2,
-    // An HTTP/2 connection without streams is closed after this long, as an idle HTTP/1.1 one.
-    http2SessionTimeout: limits.keepAliveTimeoutMs,
-    https: https
-      ? {
-          cert: https.cert,
-          key: https.key,
-          minVersion: tls.minVersion,
-          ciphers: tls.ciphers,
-          honorCipherOrder: true,
-          handshakeTimeout: limits.handshakeTimeoutMs,
-          // HTTP/2 (ALPN h2) for clients that offer it: kube-apiserver does only to a localhost URL
-          // webhook; behind a Service it speaks HTTP/1.1 (kubernetes/kubernetes#75791), as most
-          // clients do. The HTTP/1.1 timeouts are given here: the HTTP/2 server reads them so.
-          ...(http2
-            ? {
-                allowHTTP1: true,
-                settings: { maxConcurrentStreams: limits.maxConcurrentStreams },
-                // nghttp2's own bound on a session (MB, 10 by default) counts the answers it queues:
-                // beyond it, new streams get ENHANCE_YOUR_CALM, which kube-apiserver does not retry.
-                // The review budget bounds those bytes instead (a 503 with Retry-After, retried),
-                // held until each stream closes; nghttp2's bound stays above it with room for its
-                // own per-stream state, so it is never the one that refuses.
-                maxSessionMemory: 2 * Math.ceil(limits.maxInflightRequestBytes / 2 ** 20) + 16,
-                keepAliveTimeout: limits.keepAliveTimeoutMs,
-                requestTimeout: limits.requestTimeoutMs,
-                headersTimeout: Math.min(limits.headersTimeoutMs, limits.requestTimeoutMs),
-              }
-            : {}),
-          // Node checks the header and request timeouts only this often (default 30 s): a stalled
-          // body would otherwise be held twice as long as --request-timeout says.
-          connectionsCheckingInterval: 1000,
-          // Probes from the kubelet carry no client certificate: /mutate checks it, not the handshake.
-          ...(clientCa ? { ca: clientCa, requestCert: true, rejectUnauthorized: false } : {}),
-        }
-      : null,
-    // The onRequest hook answers while closing, with the Retry-After kube-apiserver retries on.
-    return503OnClosing: false,
-    keepAliveTimeout: limits.keepAliveTimeoutMs,
-    requestTimeout: limits.requestTimeoutMs,
-  } as Parameters<typeof Fastify>[0]) as unknown as FastifyInstance;
+  // fastify types an instance by its server (HTTP/1.1 or HTTP/2), chosen here at run time from
+  // the options; the routes and hooks use only what both have, so the instance is typed as HTTP/1.1's.
+  const app: FastifyInstance = Fastify(fastifyOptions(options, limits) as FastifyServerOptions);
   app.server.headersTimeout = limits.headersTimeoutMs;
   // Who gets a connection: caps overall and per source, a deadline for the first request.
   limitConnections(
     app.server,
-    { ...limits, preferAuthenticated: clientCa !== undefined, exemptSources: options.proxySources },
+    { ...limits, preferAuthenticated: options.clientCa !== undefined, exemptSources: options.proxySources },
     (reason) => options.metrics.connectionsClosed.inc({ reason }),
   );
   limitConnectionAge(app.server, limits.maxConnectionAgeMs, () =>
@@ -216,13 +197,79 @@ function createFastify(options: AppOptions, limits: ServerLimits): FastifyInstan
   return app;
 }
 
+/** fastify's options: the limits, TLS, and the catalog's answer to a URL it cannot route. */
+function fastifyOptions(options: AppOptions, limits: ServerLimits) {
+  return {
+    // One line per decision is logged by the handler; fastify's own per-request lines would double it.
+    logger: false,
+    bodyLimit: limits.maxRequestBytes,
+    http2: isHttp2(options),
+    // An HTTP/2 connection without streams is closed after this long, as an idle HTTP/1.1 one.
+    http2SessionTimeout: limits.keepAliveTimeoutMs,
+    https: options.https ? httpsOptions(options, options.https, limits) : null,
+    // The onRequest hook answers while closing, with the Retry-After kube-apiserver retries on.
+    return503OnClosing: false,
+    keepAliveTimeout: limits.keepAliveTimeoutMs,
+    requestTimeout: limits.requestTimeoutMs,
+    // A URL that is not valid, or a /mutate/ parameter longer than any route's: answered from the catalog.
+    frameworkErrors: (err: FastifyError, req: FastifyRequest, reply: FastifyReply) =>
+      err.code === 'FST_ERR_MAX_PARAM_LENGTH' ? notFound(req, reply) : send(reply, answeredCode(err), err.message),
+  };
+}
+
+/** The TLS server's options: the policy's versions and suites, HTTP/2 beside HTTP/1.1, the client CA. */
+function httpsOptions(options: AppOptions, https: { cert: string; key: string }, limits: ServerLimits) {
+  const { clientCa, tls = tlsPolicy('TLSv1.2') } = options;
+  return {
+    cert: https.cert,
+    key: https.key,
+    minVersion: tls.minVersion,
+    ciphers: tls.ciphers,
+    honorCipherOrder: true,
+    handshakeTimeout: limits.handshakeTimeoutMs,
+    // HTTP/2 (ALPN h2) for clients that offer it: kube-apiserver does only to a localhost URL
+    // webhook; behind a Service it speaks HTTP/1.1 (kubernetes/kubernetes#75791), as most
+    // clients do. The HTTP/1.1 timeouts are given here: the HTTP/2 server reads them so.
+    ...(isHttp2(options)
+      ? {
+          allowHTTP1: true,
+          settings: { maxConcurrentStreams: limits.maxConcurrentStreams },
+          // nghttp2's own bound on a session (MB, 10 by default) counts the answers it queues:
+          // beyond it, new streams get ENHANCE_YOUR_CALM, which kube-apiserver does not retry.
+          // The review budget bounds those bytes instead (a 503 with Retry-After, retried),
+          // held until each stream closes; nghttp2's bound stays above it with room for its
+          // own per-stream state, so it is never the one that refuses.
+          maxSessionMemory: 2 * Math.ceil(limits.maxInflightRequestBytes / 2 ** 20) + 16,
+          keepAliveTimeout: limits.keepAliveTimeoutMs,
+          requestTimeout: limits.requestTimeoutMs,
+          headersTimeout: Math.min(limits.headersTimeoutMs, limits.requestTimeoutMs),
+        }
+      : {}),
+    // Node checks the header and request timeouts only this often (default 30 s): a stalled
+    // body would otherwise be held twice as long as --request-timeout says.
+    connectionsCheckingInterval: 1000,
+    // Probes from the kubelet carry no client certificate: /mutate checks it, not the handshake.
+    ...(clientCa ? { ca: clientCa, requestCert: true, rejectUnauthorized: false } : {}),
+  };
+}
+
+/** No such route: the catalog's 404, naming the routes there are. */
+function notFound(req: FastifyRequest, reply: FastifyReply): FastifyReply {
+  return send(reply, 'WIW_NOT_FOUND', `no route ${req.method} ${clip(req.url, 63)}; ${ROUTES}`);
+}
+
 /** HTTP/1.1 only: tells the client to close this connection after the answer (HTTP/2 has no such header). */
 function closeAfter(reply: FastifyReply): FastifyReply {
   return reply.raw.req.httpVersionMajor === 1 ? reply.header('connection', 'close') : reply;
 }
 
 /** The HTTP/2 stream of a request, if it came over HTTP/2. */
-const streamOf = (req: FastifyRequest) => (req.raw as unknown as Partial<Http2ServerRequest>).stream;
+function streamOf(req: FastifyRequest): ServerHttp2Stream | undefined {
+  return isHttp2Request(req.raw) ? req.raw.stream : undefined;
+}
+
+/** An HTTP/1.1 request (IncomingMessage) has no stream; one over HTTP/2 (Http2ServerRequest) has. */
+const isHttp2Request = (raw: RawRequest): raw is Http2ServerRequest => 'stream' in raw;
 
 /**
  * Bytes of reviews in progress are bounded (review-budget.ts): a request that would exceed the
@@ -275,13 +322,8 @@ function requestBudget(face: Face, metrics: Metrics, isDraining: () => boolean, 
 }
 
 /** HTTP/2 has no request timeout of Node's: a body still arriving after `ms` is cut off, as over HTTP/1.1. */
-function bodyDeadline(
-  req: FastifyRequest,
-  stream: NonNullable<ReturnType<typeof streamOf>>,
-  ms: number,
-  streams: StreamLimiter,
-) {
-  const timer = setTimeout(() => streams.cancel(stream as never), ms);
+function bodyDeadline(req: FastifyRequest, stream: ServerHttp2Stream, ms: number, streams: StreamLimiter) {
+  const timer = setTimeout(() => streams.cancel(stream), ms);
   timer.unref();
   const clear = () => clearTimeout(timer);
   req.raw.once('end', clear);
@@ -289,9 +331,9 @@ function bodyDeadline(
 }
 
 /** A client that does not take its answer is cut off: answers are not left in memory for it. */
-function responseDeadline(face: Face, res: RawResponse, stream: ReturnType<typeof streamOf>) {
+function responseDeadline(face: Face, res: RawResponse, stream: ServerHttp2Stream | undefined) {
   // Over HTTP/2 only the stream goes: the connection carries other clients' reviews.
-  const cut = () => (stream && face.streams ? face.streams.cancel(stream as never) : res.socket?.destroy());
+  const cut = () => (stream && face.streams ? face.streams.cancel(stream) : res.socket?.destroy());
   const timer = setTimeout(cut, face.limits.responseTimeoutMs);
   timer.unref();
   const clear = () => clearTimeout(timer);
@@ -315,7 +357,7 @@ function mutateRoute(handler: Admit, face: Face, metrics: Metrics, clientCa: str
       review = parseAdmissionReview(req.body);
     } catch (err) {
       metrics.requests.inc({ kind: 'unknown', operation: 'unknown', result: 'error' });
-      return send(reply, 'WIW_BAD_ADMISSION_REVIEW', (err as WebhookError).message);
+      return send(reply, 'WIW_BAD_ADMISSION_REVIEW', errorMessage(err));
     }
     const hold = face.holds.get(req.raw);
     // The review's bytes stay held while it runs, even if its client resets the stream meanwhile;

@@ -2,7 +2,8 @@
 // the one source of the settings' flags, environment twins and help), parsed by node's
 // util.parseArgs; per-command help, and the nearest flag suggested for a mistyped one.
 import { readFileSync } from 'node:fs';
-import { parseArgs as parseArgv } from 'node:util';
+import { type ParseArgsOptionsConfig, parseArgs as parseArgv } from 'node:util';
+import { errorMessage, UsageError } from './errors.ts';
 import { configHelp, identitySettings, settings } from './config.ts';
 import { helpRow, type Setting } from './settings.ts';
 import { requestorHelp, requestorSettings } from './token-requestor/config.ts';
@@ -25,15 +26,6 @@ export const EXIT = {
   /** Could not check: the cluster or an issuer could not be read, or the command failed. */
   unchecked: 3,
 } as const;
-
-export class UsageError extends Error {
-  /** The command whose help the message points to. */
-  readonly command?: string;
-  constructor(message: string, command?: string) {
-    super(message);
-    this.command = command;
-  }
-}
 
 /** A flag of one command only (not a setting). */
 interface OwnFlag {
@@ -235,33 +227,26 @@ export function parseArgs(argv: string[]): ParsedArgs {
   }
   const command = COMMANDS[name];
   if (!command) throw unknownCommand(first);
+  return parseFlags(name, command, args);
+}
 
+/** A command's flags: settings by flag name, its own flags with every value, and -o. */
+function parseFlags(name: string, command: Command, given: string[]): ParsedArgs {
   // A switch setting also takes --flag=true|false, which util.parseArgs refuses for a boolean.
   const flags = new Map<string, string>();
-  args = args.filter((arg) => {
+  const args = given.filter((arg) => {
     const m = /^--([\w-]+)=(.*)$/s.exec(arg);
     if (!m || settingOf(command, m[1])?.boolean !== true) return true;
     flags.set(m[1], m[2]);
     return false;
   });
-
-  const options: Record<string, { type: 'string' | 'boolean'; short?: string; multiple?: boolean }> = {
-    help: { type: 'boolean', short: 'h' },
-  };
-  // Every value of an own flag is collected: a single-valued one given twice is a mistake, said below.
-  for (const f of command.flags)
-    options[f.name] = { type: f.value ? 'string' : 'boolean', ...(f.short && { short: f.short }), multiple: true };
-  for (const flag of flagsOf(name)) {
-    const s = settingOf(command, flag);
-    if (s) options[flag] = { type: s.boolean ? 'boolean' : 'string' };
-  }
-  let values: Record<string, string | boolean | (string | boolean)[] | undefined>;
+  const options = optionsOf(name, command);
+  let values: ReturnType<typeof parseArgv>['values'];
   try {
     ({ values } = parseArgv({ args, options, strict: true, allowPositionals: false }));
   } catch (err) {
-    throw usageOf(err as Error & { code?: string }, name);
+    throw usageOf(err, args, options, name);
   }
-
   const own = new Map<string, string[]>();
   for (const [key, value] of Object.entries(values)) {
     if (key === 'help' || value === undefined) continue;
@@ -271,43 +256,74 @@ export function parseArgs(argv: string[]): ParsedArgs {
       throw new UsageError(`--${key} given ${value.length} times`, name);
     else own.set(key, (Array.isArray(value) ? value : [value]).map(String));
   }
-  let out: string | undefined;
-  if (command.outputs) {
-    out = own.get('output')?.at(-1) ?? command.outputs[0];
-    if (!command.outputs.includes(out))
-      throw new UsageError(
-        `-o ${out}: expected ${command.outputs.slice(0, -1).join(', ')} or ${command.outputs.at(-1)}`,
-        name,
-      );
-  }
-  return { command: name, flags, own, output: out, help: values.help === true };
+  return { command: name, flags, own, output: outputOf(name, command, own), help: values.help === true };
 }
 
-/** util.parseArgs' errors, told in this command's terms, with the nearest flag for a mistyped one. */
-function usageOf(err: Error & { code?: string }, command: string): UsageError {
-  const option = /'(-[^' ,]+)(?:, (--[^' ]+))?/.exec(err.message);
-  const given = option?.[2] ?? option?.[1] ?? '';
-  switch (err.code) {
+/** util.parseArgs' options for a command: --help, its own flags, its settings. */
+function optionsOf(name: string, command: Command): ParseArgsOptionsConfig {
+  const options: ParseArgsOptionsConfig = { help: { type: 'boolean', short: 'h' } };
+  // Every value of an own flag is collected: a single-valued one given twice is a mistake, said by parseFlags.
+  for (const f of command.flags)
+    options[f.name] = { type: f.value ? 'string' : 'boolean', ...(f.short && { short: f.short }), multiple: true };
+  for (const flag of flagsOf(name)) {
+    const s = settingOf(command, flag);
+    if (s) options[flag] = { type: s.boolean ? 'boolean' : 'string' };
+  }
+  return options;
+}
+
+/** -o: the command's default when not given; undefined for a command without one. */
+function outputOf(name: string, command: Command, own: Map<string, string[]>): string | undefined {
+  if (!command.outputs) return undefined;
+  const out = own.get('output')?.at(-1) ?? command.outputs[0];
+  if (!command.outputs.includes(out))
+    throw new UsageError(
+      `-o ${out}: expected ${command.outputs.slice(0, -1).join(', ')} or ${command.outputs.at(-1)}`,
+      name,
+    );
+  return out;
+}
+
+/**
+ * util.parseArgs' errors, told in this command's terms, with the nearest flag for a mistyped one.
+ * Matched by their code; the argument at fault is read from util.parseArgs' own tokens (the first
+ * of the kind the code names, as it checks them in order), never from the message's wording.
+ */
+function usageOf(err: unknown, args: string[], options: ParseArgsOptionsConfig, command: string): UsageError {
+  const { tokens } = parseArgv({ args, options, strict: false, allowPositionals: true, tokens: true });
+  const flagsGiven = tokens.filter((t) => t.kind === 'option');
+  switch (typeof err === 'object' && err !== null && 'code' in err ? err.code : undefined) {
     case 'ERR_PARSE_ARGS_UNKNOWN_OPTION': {
-      const name = given.replace(/^-+/, '').split('=')[0];
-      if ((name === 'o' || name === 'output') && !COMMANDS[command].outputs)
+      const token = flagsGiven.find((t) => !Object.hasOwn(options, t.name));
+      if (!token) break;
+      if ((token.name === 'o' || token.name === 'output') && !COMMANDS[command].outputs)
         return new UsageError(`${command} has no -o`, command);
-      return new UsageError(`unknown flag ${given.split('=')[0]} for ${command}${hint(command, name)}`, command);
+      return new UsageError(`unknown flag ${token.rawName} for ${command}${hint(command, token.name)}`, command);
     }
     case 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE':
-      return new UsageError(
-        /argument missing/.test(err.message)
-          ? `${given} needs a value`
-          : /does not take an argument/.test(err.message)
-            ? `${given} takes no value`
-            : `${given} needs a value (one that starts with "-" is written ${given}=VALUE)`,
-        command,
-      );
-    case 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL':
-      return new UsageError(`unexpected argument "${/'([^']*)'/.exec(err.message)?.[1] ?? ''}"`, command);
-    default:
-      return new UsageError(err.message, command);
+      for (const token of flagsGiven) {
+        const problem = valueProblem(token, options[token.name]?.type);
+        if (problem) return new UsageError(problem, command);
+      }
+      break;
+    case 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL': {
+      const token = tokens.find((t) => t.kind === 'positional');
+      if (token) return new UsageError(`unexpected argument "${token.value}"`, command);
+    }
   }
+  return new UsageError(errorMessage(err), command);
+}
+
+type OptionToken = Extract<NonNullable<ReturnType<typeof parseArgv>['tokens']>[number], { kind: 'option' }>;
+
+/** What util.parseArgs' strict mode refuses in a known flag's value, in the order it checks. */
+function valueProblem(token: OptionToken, type: 'string' | 'boolean' | undefined): string | undefined {
+  if (type === 'string' && token.value === undefined) return `--${token.name} needs a value`;
+  if (type === 'boolean' && token.value !== undefined) return `--${token.name} takes no value`;
+  // A value that looks like a flag, not glued on with "=": util.parseArgs calls it ambiguous.
+  if (type === 'string' && !token.inlineValue && token.value && token.value.length > 1 && token.value.startsWith('-'))
+    return `${token.rawName} needs a value (one that starts with "-" is written ${token.rawName}=VALUE)`;
+  return undefined;
 }
 
 /** "; did you mean --x?" for the nearest flag of the command, or the commands the flag belongs to. */

@@ -1,8 +1,8 @@
 #!/usr/bin/env node
 import { readFileSync } from 'node:fs';
-import { commandHelp, EXIT, PROGRAM, type ParsedArgs, parseArgs, UsageError, usage, VERSION } from './cli-args.ts';
+import { commandHelp, EXIT, PROGRAM, type ParsedArgs, parseArgs, usage, VERSION } from './cli-args.ts';
 import { completeConfig, loadConfig } from './config.ts';
-import { ConfigError, WebhookError } from './errors.ts';
+import { ioProblem, UsageError, WebhookError } from './errors.ts';
 import { createLogger } from './log.ts';
 import { printable } from './shell.ts';
 import type { DataOutput } from './commands.ts';
@@ -16,19 +16,25 @@ function readInput(file: string): string {
   try {
     return readFileSync(file === '-' ? 0 : file, 'utf8');
   } catch (err) {
-    throw new WebhookError(
-      'WIW_BAD_INPUT',
-      `cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
-    );
+    throw new WebhookError('WIW_BAD_INPUT', `cannot read ${file}: ${ioProblem(err)}`);
   }
 }
 
-async function main(argv: string[]): Promise<number> {
+/** A long-running command (serve, token-requestor): it runs until SIGTERM or SIGINT stops it. */
+interface Running {
+  shutdown(): Promise<void>;
+}
+
+/** How a command ends: its exit code, or running on until a signal. */
+type Outcome = number | Running;
+
+async function main(argv: string[]): Promise<Outcome> {
   let args: ParsedArgs;
   try {
     args = parseArgs(argv);
   } catch (err) {
-    return usageError(err as UsageError);
+    if (err instanceof UsageError) return usageError(err);
+    throw err;
   }
   if (args.help) {
     process.stdout.write(args.command === 'help' ? usage() : commandHelp(args.command));
@@ -38,7 +44,7 @@ async function main(argv: string[]): Promise<number> {
     return await run(args);
   } catch (err) {
     if (err instanceof UsageError) return usageError(err, args.command);
-    if (err instanceof ConfigError || err instanceof WebhookError) {
+    if (err instanceof WebhookError) {
       process.stderr.write(`error [${err.code}]: ${printable(err.message)}\n`);
       return USAGE_CODES.has(err.code) ? EXIT.usage : EXIT.unchecked;
     }
@@ -47,13 +53,11 @@ async function main(argv: string[]): Promise<number> {
   }
 }
 
-/** Errors that are the caller's to fix in the command line or its input; any other: could not check. */
-const USAGE_CODES: ReadonlySet<string> = new Set([
-  'WIW_INVALID_CONFIG',
-  'WIW_BAD_USAGE',
-  'WIW_BAD_INPUT',
-  'WIW_BAD_POLICY_FILE',
-]);
+/**
+ * Errors that are the caller's to fix in its input or settings; any other: could not check. (A
+ * UsageError, WIW_BAD_USAGE, is answered before, with where to read more.)
+ */
+const USAGE_CODES: ReadonlySet<string> = new Set(['WIW_INVALID_CONFIG', 'WIW_BAD_INPUT', 'WIW_BAD_POLICY_FILE']);
 
 /** Exit 2 with the reason and where to read more: the command's help, or the list of commands. */
 function usageError(err: UsageError, command = err.command): number {
@@ -66,7 +70,7 @@ function values(args: ParsedArgs, name: string): string[] {
   return args.own.get(name) ?? [];
 }
 
-async function run(args: ParsedArgs): Promise<number> {
+async function run(args: ParsedArgs): Promise<Outcome> {
   switch (args.command) {
     case 'version':
       process.stdout.write(`${PROGRAM} ${VERSION}\n`);
@@ -77,11 +81,7 @@ async function run(args: ParsedArgs): Promise<number> {
       log.info({ version: VERSION, node: process.version }, `${PROGRAM} ${VERSION} starting`);
       // Loaded here so preview does not pay for the server and the Kubernetes client.
       const { serve } = await import('./server.ts');
-      const server = await serve(config, log);
-      const stop = () => void server.shutdown().then(() => process.exit(0));
-      process.once('SIGTERM', stop);
-      process.once('SIGINT', stop);
-      return -1;
+      return serve(config, log);
     }
     case 'preview':
       return preview(args);
@@ -101,11 +101,7 @@ async function run(args: ParsedArgs): Promise<number> {
       const log = createLogger(config.logLevel, undefined, config.logFormat);
       log.info({ version: VERSION, node: process.version }, `${PROGRAM} ${VERSION} token-requestor starting`);
       const { runTokenRequestor } = await import('./token-requestor/run.ts');
-      const running = await runTokenRequestor(config, requestorConfig, log);
-      const stop = () => void running.shutdown().then(() => process.exit(0));
-      process.once('SIGTERM', stop);
-      process.once('SIGINT', stop);
-      return -1;
+      return runTokenRequestor(config, requestorConfig, log);
     }
     default:
       return issuerCommand(args);
@@ -209,6 +205,14 @@ async function fixOf(
   };
 }
 
-main(process.argv.slice(2)).then((code) => {
-  if (code >= 0) process.exitCode = code;
+/** A running command shuts down on SIGTERM or SIGINT, then the process exits 0. */
+function stopOnSignal(running: Running): void {
+  const stop = () => void running.shutdown().then(() => process.exit(0));
+  process.once('SIGTERM', stop);
+  process.once('SIGINT', stop);
+}
+
+main(process.argv.slice(2)).then((outcome) => {
+  if (typeof outcome === 'number') process.exitCode = outcome;
+  else stopOnSignal(outcome);
 });

@@ -4,7 +4,7 @@ import { stringify } from 'yaml';
 import type { Config } from './config.ts';
 import { runDoctor } from './doctor/checks.ts';
 import { type Check, exitCode, reportData, reportText } from './doctor/verdicts.ts';
-import { WebhookError } from './errors.ts';
+import { ioProblem, UsageError, WebhookError } from './errors.ts';
 import { loadKubeConfig } from './kube/client.ts';
 import { connectKube } from './kube/connect.ts';
 import type { Owner } from './doctor/owners.ts';
@@ -64,21 +64,14 @@ export async function runIssuerCommand(command: string, input: IssuerCommandInpu
   }
 }
 
-function usage(message: string): WebhookError {
-  return new WebhookError('WIW_BAD_USAGE', message);
-}
-
 async function doctor(input: IssuerCommandInput): Promise<CommandResult> {
-  if (input.files.length > 0) throw usage('doctor reads the cluster; -f is for trust and preview');
+  if (input.files.length > 0) throw new UsageError('doctor reads the cluster; -f is for trust and preview');
   let issuerCa: string | undefined;
   if (input.issuerCa) {
     try {
       issuerCa = readFileSync(input.issuerCa, 'utf8');
     } catch (err) {
-      throw new WebhookError(
-        'WIW_BAD_INPUT',
-        `cannot read --issuer-ca ${input.issuerCa}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
-      );
+      throw new WebhookError('WIW_BAD_INPUT', `cannot read --issuer-ca ${input.issuerCa}: ${ioProblem(err)}`);
     }
   }
   const report = await runDoctor({
@@ -123,7 +116,7 @@ async function trust(input: IssuerCommandInput): Promise<CommandResult> {
   const warnings: string[] = [];
   if (input.files.length > 0) {
     if (!issuer)
-      throw usage(
+      throw new UsageError(
         "trust -f FILE needs --issuer URL (the cluster's --service-account-issuer): offline, nothing else tells it",
       );
     objects = objectsOfManifests({ documents: input.files });
@@ -175,12 +168,12 @@ async function trust(input: IssuerCommandInput): Promise<CommandResult> {
 }
 
 async function publish(input: IssuerCommandInput): Promise<CommandResult> {
-  if (!input.dir) throw usage('issuer publish needs --dir DIR');
-  if (input.files.length > 0) throw usage('issuer publish reads keys with --key-file, not -f');
+  if (!input.dir) throw new UsageError('issuer publish needs --dir DIR');
+  if (input.files.length > 0) throw new UsageError('issuer publish reads keys with --key-file, not -f');
   let issuer = input.issuer;
   let jwks;
   if (input.keyFiles.length > 0) {
-    if (!issuer) throw usage('issuer publish --key-file needs --issuer URL: the URL where DIR will be served');
+    if (!issuer) throw new UsageError('issuer publish --key-file needs --issuer URL: the URL where DIR will be served');
     jwks = jwksFromKeyFiles(input.keyFiles);
   } else {
     const api = await apiServerOf(loadKubeConfig(input.config.kubeconfig, input.config.kubeContext));

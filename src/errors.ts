@@ -5,6 +5,11 @@
 export const ERROR_CODES = {
   // Answered by the admission server (the body: { code, message }).
   WIW_BAD_ADMISSION_REVIEW: { status: 400, means: 'the body is not an AdmissionReview the webhook can read' },
+  WIW_BAD_REQUEST: {
+    status: 400,
+    means:
+      'a request refused before its body is read as a review: a URL that is not valid, a body that does not match its Content-Length or is cut off',
+  },
   WIW_CLIENT_CERTIFICATE_REQUIRED: {
     status: 401,
     means: '--client-ca-file is set and the caller sent no certificate it signed',
@@ -59,6 +64,36 @@ export class WebhookError extends Error {
   }
 }
 
+/**
+ * A command given the wrong arguments: the CLI prints the message and where to read more (the
+ * command's help, else the list of commands), and exits 2.
+ */
+export class UsageError extends WebhookError {
+  /** The command whose help the message points to. */
+  readonly command?: string;
+  constructor(message: string, command?: string) {
+    super('WIW_BAD_USAGE', message);
+    this.name = 'UsageError';
+    this.command = command;
+  }
+}
+
+/**
+ * The message of a value caught: an error's own, else the value as text. `catch` binds unknown;
+ * this is the one place that looks inside it.
+ */
+export function errorMessage(err: unknown): string {
+  return typeof err === 'object' && err !== null && 'message' in err && typeof err.message === 'string'
+    ? err.message
+    : String(err);
+}
+
+/** What a failed read or write of a file says: the system's code (ENOENT, EACCES) when it has one, else the message. */
+export function ioProblem(err: unknown): string {
+  const code = typeof err === 'object' && err !== null && 'code' in err ? err.code : undefined;
+  return typeof code === 'string' ? code : errorMessage(err);
+}
+
 /** A configuration flag or environment variable with an invalid value; raised at start-up. */
 export class ConfigError extends WebhookError {
   constructor(message: string) {
@@ -68,14 +103,14 @@ export class ConfigError extends WebhookError {
 }
 
 // Why an object is refused at admission: every reason the webhook gives, with the HTTP-like
-// status the API server shows (400 invalid, 403 forbidden, 409 conflict, 503 retry later). The
-// reason is a metrics label, so the set is closed: a new reason is added here, nowhere else.
+// status the API server shows (400 invalid, 403 forbidden, 409 conflict, 500 a defect of the
+// webhook, 503 retry later). The reason is a metrics label, so the set is closed: a new reason
+// is added here, nowhere else.
 export const DENIAL_STATUS = {
   ConflictingAnnotations: 400,
   ConflictingLabels: 400,
   ImmutableAccount: 400,
   ImmutableProvider: 400,
-  InternalError: 400,
   InvalidAnnotation: 400,
   InvalidClientId: 400,
   InvalidConfig: 400,
@@ -103,8 +138,9 @@ export const DENIAL_STATUS = {
   TokenUrlNotAllowed: 403,
   UntrustedIdentityProvider: 403,
   Conflict: 409,
+  InternalError: 500,
   ServiceAccountUnavailable: 503,
-} as const satisfies Record<string, 400 | 403 | 409 | 503>;
+} as const satisfies Record<string, 400 | 403 | 409 | 500 | 503>;
 
 export type DenialReason = keyof typeof DENIAL_STATUS;
 

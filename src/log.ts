@@ -82,8 +82,11 @@ export function serializeError(err: unknown): unknown {
 /** The error's message as it may be shown: an API response is reduced to its status and the Status message. */
 export function safeMessage(err: unknown): string {
   const loggable = loggableError(err);
-  return typeof loggable === 'object' && loggable !== null && typeof (loggable as Error).message === 'string'
-    ? (loggable as Error).message
+  return typeof loggable === 'object' &&
+    loggable !== null &&
+    'message' in loggable &&
+    typeof loggable.message === 'string'
+    ? loggable.message
     : String(err);
 }
 
@@ -98,7 +101,7 @@ const MAX_CAUSES = 8;
  * server's message only; an error caused by one gets the same treatment of its cause.
  */
 export function loggableError(err: unknown, depth = 0): unknown {
-  if (typeof err !== 'object' || err === null || typeof (err as Error).message !== 'string') return err;
+  if (typeof err !== 'object' || err === null || !('message' in err) || typeof err.message !== 'string') return err;
   const e = err as Error & Record<string, unknown>;
   const cause = depth < MAX_CAUSES ? loggableError(e.cause, depth + 1) : undefined;
   // AggregateError: pino serializes each of `errors` too.

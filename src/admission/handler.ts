@@ -4,7 +4,7 @@
 // sends what it answers.
 import type { Logger } from 'pino';
 import type { PodReviewObservation } from '../clouds/types.ts';
-import { denial } from '../errors.ts';
+import { denial, errorMessage } from '../errors.ts';
 import { clip } from '../limits.ts';
 import { DECISION_MESSAGE } from '../log.ts';
 import type { Metrics } from '../metrics.ts';
@@ -35,9 +35,7 @@ export function answerDefects(log: Logger): Decorator {
       return await next(request, context);
     } catch (err) {
       log.error({ uid: clip(request.uid), err }, 'admission failed');
-      return denied(
-        denial('InternalError', `workload-identity-webhook failed on this object: ${(err as Error).message}`),
-      );
+      return denied(denial('InternalError', `workload-identity-webhook failed on this object: ${errorMessage(err)}`));
     }
   };
 }

@@ -61,6 +61,7 @@ export function parseAdmissionReview(body: unknown): AdmissionReview {
   if (request.oldObject !== undefined && request.oldObject !== null && !isObject(request.oldObject))
     throw bad('request.oldObject must be an object');
   namesProblem(request);
+  // Checked field by field above; TypeScript cannot follow checks on a Record into the interface.
   return body as unknown as AdmissionReview;
 }
 
@@ -143,6 +144,7 @@ const STATUS_REASONS: Record<Denial['status'], string> = {
   400: 'BadRequest',
   403: 'Forbidden',
   409: 'Conflict',
+  500: 'InternalError',
   503: 'ServiceUnavailable',
 };
 

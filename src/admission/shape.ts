@@ -137,10 +137,8 @@ function firstError(value: unknown, shape: Shape, path: string): string | undefi
     for (const key of Object.keys(value))
       if (typeof value[key] !== 'string')
         return `${path}[${JSON.stringify(clip(key, 63))}] is not a string (${describe(value[key])})`;
-    const long =
-      shape.maxValue === undefined
-        ? undefined
-        : Object.keys(value).find((k) => (value[k] as string).length > shape.maxValue!);
+    const max = shape.maxValue;
+    const long = max === undefined ? undefined : Object.keys(value).find((k) => (value[k] as string).length > max);
     if (long !== undefined)
       return `${path}[${JSON.stringify(clip(long, 63))}] is ${(value[long] as string).length} characters long, more than the ${shape.maxValue} of a label value`;
     const bytes = annotationsBytes(value as Record<string, string>);

@@ -120,7 +120,7 @@ export function skippedContainers(
   for (const name of names) if (!include.has(name)) skipped.add(name);
   return skipped;
 }
-const quoted = (names: string[]) => clip(names.map((n) => JSON.stringify(n)).join(', '), 200)!;
+const quoted = (names: string[]) => clip(names.map((n) => JSON.stringify(n)).join(', '), 200) ?? '';
 
 /** `/var/run/x/token` as a Windows container sees it: `C:\var\run\x\token`. */
 export function windowsPath(path: string): string {

@@ -80,7 +80,13 @@ export function parseSecretConfig(
       ),
     };
   }
-  const config = value as ConfigObject;
+  const problems = fieldProblems(provider, value);
+  if (problems.length > 0) return { denial: denial('InvalidConfig', problems.join('; ')) };
+  return { config: value };
+}
+
+/** apiVersion and kind, if given, are Gardener's; every other field is one the provider reads. */
+function fieldProblems(provider: SecretProvider, config: ConfigObject): string[] {
   const problems: string[] = [];
   const apiVersion = gardenerApiVersion(provider.name);
   if (config.apiVersion !== undefined && config.apiVersion !== apiVersion) {
@@ -96,8 +102,7 @@ export function parseSecretConfig(
       `config has unknown field${unknown.length > 1 ? 's' : ''} ${unknown.map((k) => `"${k}"`).join(', ')}; the ${provider.name} config accepts ${[...allowed].join(', ')}`,
     );
   }
-  if (problems.length > 0) return { denial: denial('InvalidConfig', problems.join('; ')) };
-  return { config };
+  return problems;
 }
 
 /** A string field: undefined when absent, a message when present but not a string. */

@@ -13,6 +13,7 @@ import { type Owner, OwnerResolver, ownerKey, restartOwner } from './owners.ts';
 import { type Missing, scanPods } from './slipped.ts';
 import { SlipReasons } from './slipped-why.ts';
 import type { Check } from './verdicts.ts';
+import { errorMessage } from '../errors.ts';
 
 /** Pods listed one by one; the rest are counted (a cluster may have 100,000 Pods). */
 export const MAX_LISTED_PODS = 20;
@@ -86,7 +87,7 @@ export async function slippedChecks(o: SlippedOptions): Promise<Check[]> {
       {
         id: 'slipped-pods',
         verdict: 'unknown',
-        message: `cannot list the Pods and their ServiceAccounts: ${(err as Error).message}`,
+        message: `cannot list the Pods and their ServiceAccounts: ${errorMessage(err)}`,
         fix: `use a kubeconfig that may list pods and get serviceaccounts, replicasets and jobs (${DOCTOR_RBAC_DOC})`,
       },
     ];
@@ -194,7 +195,7 @@ async function fix(o: SlippedOptions, owners: readonly Owner[]): Promise<{ done:
         id: 'restart',
         subject: key,
         verdict: 'fail',
-        message: `cannot restart it: ${(err as Error).message}`,
+        message: `cannot restart it: ${errorMessage(err)}`,
         fix: `grant patch on deployments, statefulsets and daemonsets (${DOCTOR_RBAC_DOC})`,
       });
     }

@@ -6,6 +6,7 @@
 import { type KubeApi, apiPath } from '../kube/api.ts';
 import { type LabelSelector, selects } from '../kube/label-selector.ts';
 import type { Pod } from '../kube/types.ts';
+import { errorMessage } from '../errors.ts';
 
 /** The webhooks' names end so (the chart's, and any registration the docs show). */
 const ENTRY_SUFFIX = '.workload-identity-webhook.io';
@@ -70,7 +71,7 @@ export class SlipReasons {
       );
       return new SlipReasons(api, entries);
     } catch (err) {
-      return new SlipReasons(api, `unknown: cannot read MutatingWebhookConfigurations (${(err as Error).message})`);
+      return new SlipReasons(api, `unknown: cannot read MutatingWebhookConfigurations (${errorMessage(err)})`);
     }
   }
 

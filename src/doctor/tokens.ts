@@ -11,6 +11,7 @@ import type { Identities } from './identities.ts';
 import type { FreshToken } from './issuer.ts';
 import { kubeError, requestToken } from './token-request.ts';
 import type { Check } from './verdicts.ts';
+import { errorMessage } from '../errors.ts';
 
 /** What the token checks read from the steps before. */
 export interface TokenInputs {
@@ -160,7 +161,7 @@ async function refusal(
     });
   } catch (err) {
     const claim = err instanceof errors.JWTClaimValidationFailed ? ` (claim ${err.claim})` : '';
-    return { message: `does not verify against ${keys.url}: ${(err as Error).message}${claim}` };
+    return { message: `does not verify against ${keys.url}: ${errorMessage(err)}${claim}` };
   }
   return undefined;
 }

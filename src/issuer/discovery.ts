@@ -1,7 +1,7 @@
 // The two documents a relying party reads (OpenID Connect Discovery 1.0, as Kubernetes serves
 // them for ServiceAccount tokens): the discovery document and the JWKS at its jwks_uri.
 import type { JWK } from 'jose';
-import { WebhookError } from '../errors.ts';
+import { errorMessage, WebhookError } from '../errors.ts';
 import { isObject } from '../model.ts';
 
 export interface DiscoveryDocument {
@@ -78,7 +78,7 @@ function parseJson(text: string, source: string): object {
   try {
     value = JSON.parse(text);
   } catch (err) {
-    throw bad(source, `is not JSON (${(err as Error).message})`);
+    throw bad(source, `is not JSON (${errorMessage(err)})`);
   }
   if (!isObject(value)) throw bad(source, 'is not a JSON object');
   return value;

@@ -3,7 +3,7 @@
 import { createHash, createPublicKey, X509Certificate, type KeyObject } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { JWK } from 'jose';
-import { WebhookError } from '../errors.ts';
+import { errorMessage, ioProblem, WebhookError } from '../errors.ts';
 import type { Jwks } from './discovery.ts';
 
 const PEM_BLOCK = /-----BEGIN ([A-Z0-9 ]+)-----[\s\S]+?-----END \1-----/g;
@@ -17,10 +17,7 @@ export function jwksFromKeyFiles(files: readonly string[]): Jwks {
     try {
       text = readFileSync(file, 'utf8');
     } catch (err) {
-      throw new WebhookError(
-        'WIW_BAD_INPUT',
-        `cannot read key file ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
-      );
+      throw new WebhookError('WIW_BAD_INPUT', `cannot read key file ${file}: ${ioProblem(err)}`);
     }
     const blocks = [...text.matchAll(PEM_BLOCK)];
     if (blocks.length === 0) throw new WebhookError('WIW_BAD_INPUT', `key file ${file} holds no PEM block`);
@@ -39,10 +36,7 @@ function publicKeyOf(pem: string, label: string, file: string): KeyObject {
     if (label === 'CERTIFICATE') return new X509Certificate(pem).publicKey;
     return createPublicKey(pem);
   } catch (err) {
-    throw new WebhookError(
-      'WIW_BAD_INPUT',
-      `key file ${file}: the ${label} block is not a key: ${(err as Error).message}`,
-    );
+    throw new WebhookError('WIW_BAD_INPUT', `key file ${file}: the ${label} block is not a key: ${errorMessage(err)}`);
   }
 }
 

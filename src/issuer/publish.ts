@@ -2,7 +2,7 @@
 // (a bucket, a web server), and the kube-apiserver flags that point tokens at them.
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { WebhookError } from '../errors.ts';
+import { ioProblem, WebhookError } from '../errors.ts';
 import {
   discoveryDocument,
   DISCOVERY_PATH,
@@ -62,10 +62,7 @@ export async function publishIssuer(dir: string, issuer: string, jwks: Jwks): Pr
     await writeFile(join(dir, files[0]), JSON.stringify(pub.discovery) + '\n');
     await writeFile(join(dir, files[1]), JSON.stringify(pub.jwks) + '\n');
   } catch (err) {
-    throw new WebhookError(
-      'WIW_BAD_INPUT',
-      `cannot write into ${dir}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
-    );
+    throw new WebhookError('WIW_BAD_INPUT', `cannot write into ${dir}: ${ioProblem(err)}`);
   }
   return { ...pub, files };
 }

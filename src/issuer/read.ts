@@ -1,8 +1,9 @@
 // Reading the issuer's documents from both sides: the API server (with the kubeconfig's
 // credentials, or with none, as an anonymous cloud would) and the public issuer URL.
+import type { RequestOptions } from 'node:https';
 import { rootCertificates } from 'node:tls';
 import type { KubeConfig } from '@kubernetes/client-node';
-import { WebhookError } from '../errors.ts';
+import { errorMessage, WebhookError } from '../errors.ts';
 import { describeNetworkError, httpGet, type HttpAnswer, type TlsMaterial } from './http.ts';
 import {
   discoveryUrl,
@@ -22,8 +23,8 @@ export interface ApiServer {
 export async function apiServerOf(kc: KubeConfig): Promise<ApiServer> {
   const cluster = kc.getCurrentCluster();
   if (!cluster) throw new WebhookError('WIW_INVALID_CONFIG', 'the kubeconfig names no current cluster');
-  const opts: Record<string, unknown> & { headers?: Record<string, string> } = { headers: {} };
-  await kc.applyToHTTPSOptions(opts as never);
+  const opts: RequestOptions & { headers: Record<string, string> } = { headers: {} };
+  await kc.applyToHTTPSOptions(opts);
   const full: TlsMaterial = {
     ca: opts.ca as TlsMaterial['ca'],
     cert: opts.cert as TlsMaterial['cert'],
@@ -69,7 +70,7 @@ async function fetched<T>(
   try {
     return { ok: true, url, value: parse(answer.body, url), text: answer.body };
   } catch (err) {
-    return { ok: false, url, status: answer.status, problem: (err as Error).message };
+    return { ok: false, url, status: answer.status, problem: errorMessage(err) };
   }
 }
 

@@ -5,6 +5,7 @@
 // is read here with the YAML parser (loaded by `serve` anyway, for Secret configs); one that needs more (an exec or auth-provider plugin, a proxy,
 // several files in $KUBECONFIG) is handed to client-node, loaded only then.
 
+import type { RequestOptions } from 'node:https';
 import { readFileSync } from 'node:fs';
 import { dirname, isAbsolute, join } from 'node:path';
 import type { KubeConfig } from '@kubernetes/client-node';
@@ -149,8 +150,8 @@ export function kubeApiOf(kc: KubeConfig, options: KubeApiOptions = {}): KubeApi
       insecureSkipTlsVerify: cluster.skipTLSVerify,
       tlsServerName: cluster.tlsServerName,
       authenticate: async () => {
-        const options: { headers?: Record<string, string>; ca?: unknown; cert?: unknown; key?: unknown } = {};
-        await kc.applyToHTTPSOptions(options as never);
+        const options: RequestOptions & { headers?: Record<string, string> } = {};
+        await kc.applyToHTTPSOptions(options);
         return options;
       },
     },

@@ -115,28 +115,31 @@ export class Http2Pool {
       streams: 0,
       limit: MAX_STREAMS_PER_CONNECTION,
       closed: false,
-      ready: Promise.resolve() as never,
+      // The callbacks below run once `s` is assigned: the TLS material is read first.
+      ready: this.#tls().then(
+        (tls) =>
+          new Promise<ClientHttp2Session>((resolve, reject) => {
+            if (s.closed) return reject(new Error('the HTTP/2 connection was closed'));
+            const session = connect(this.#origin, { ...tls, ALPNProtocols: ['h2'] });
+            s.session = session;
+            session.once('remoteSettings', (settings) => {
+              s.limit = Math.min(
+                MAX_STREAMS_PER_CONNECTION,
+                settings.maxConcurrentStreams ?? MAX_STREAMS_PER_CONNECTION,
+              );
+              resolve(session);
+            });
+            session.once('error', reject);
+            session.once('close', () => reject(new Error('the HTTP/2 connection closed before it was ready')));
+            // A failed or closing connection takes no new streams; its open ones end, their owners retry.
+            session.on('error', () => this.#drop(s));
+            session.on('goaway', () => this.#sessions.delete(s));
+            session.on('close', () => this.#drop(s));
+            // Open streams keep the process busy, not an idle connection.
+            session.unref();
+          }),
+      ),
     };
-    s.ready = this.#tls().then(
-      (tls) =>
-        new Promise<ClientHttp2Session>((resolve, reject) => {
-          if (s.closed) return reject(new Error('the HTTP/2 connection was closed'));
-          const session = connect(this.#origin, { ...tls, ALPNProtocols: ['h2'] });
-          s.session = session;
-          session.once('remoteSettings', (settings) => {
-            s.limit = Math.min(MAX_STREAMS_PER_CONNECTION, settings.maxConcurrentStreams ?? MAX_STREAMS_PER_CONNECTION);
-            resolve(session);
-          });
-          session.once('error', reject);
-          session.once('close', () => reject(new Error('the HTTP/2 connection closed before it was ready')));
-          // A failed or closing connection takes no new streams; its open ones end, their owners retry.
-          session.on('error', () => this.#drop(s));
-          session.on('goaway', () => this.#sessions.delete(s));
-          session.on('close', () => this.#drop(s));
-          // Open streams keep the process busy, not an idle connection.
-          session.unref();
-        }),
-    );
     s.ready.catch(() => this.#drop(s));
     this.#sessions.add(s);
     return s;

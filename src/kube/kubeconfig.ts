@@ -5,7 +5,7 @@
 import { homedir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import type { KubeConfig } from '@kubernetes/client-node';
-import { ConfigError } from '../errors.ts';
+import { ConfigError, errorMessage } from '../errors.ts';
 
 export type KubeconfigSource =
   | { kind: 'file'; path: string }
@@ -27,9 +27,7 @@ export function defaultFile(files: readonly string[]): string {
 /** A failure to load the kubeconfig as the user sees it; the loader's own ConfigErrors pass unchanged. */
 export function loadError(path: string | undefined, err: unknown): ConfigError {
   if (err instanceof ConfigError) return err;
-  return new ConfigError(
-    `cannot load the kubeconfig${path ? ` from --kubeconfig=${path}` : ''}: ${(err as Error).message}`,
-  );
+  return new ConfigError(`cannot load the kubeconfig${path ? ` from --kubeconfig=${path}` : ''}: ${errorMessage(err)}`);
 }
 
 export function noCluster(): ConfigError {

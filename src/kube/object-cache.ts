@@ -339,6 +339,7 @@ export class ObjectCache<T> implements Lifecycle {
   /** Counted each time; logged once per episode (of the total, or of a group), naming the first object left out. */
   #leftOut(key: string, group: string, over: Over, bytes: number, tally: Tally): void {
     const { what, metrics, log } = this.#o;
+    // biome-ignore lint/style/noNonNullAssertion: Only a cache with a budget leaves an object out.
     const b = this.#o.budget!;
     metrics?.cacheOverBudget.inc({ what });
     if (over === 'share') {

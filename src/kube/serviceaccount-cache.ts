@@ -73,7 +73,8 @@ export class ServiceAccountUnavailable extends WebhookError {
   }
 }
 
-type Raw = {
+/** A ServiceAccount as the API server sends it: only the fields slimServiceAccount reads. */
+export type RawServiceAccount = {
   metadata?: {
     name?: string;
     namespace?: string;
@@ -92,7 +93,10 @@ const NO_ANNOTATIONS: Readonly<Record<string, string>> = Object.freeze({});
  * need no interning: V8's JSON parser already hands out one copy of a repeated namespace name;
  * measured, no gain.)
  */
-export function slimServiceAccount(sa: Raw, bounds: readonly AnnotationBound[]): ServiceAccountView | undefined {
+export function slimServiceAccount(
+  sa: RawServiceAccount,
+  bounds: readonly AnnotationBound[],
+): ServiceAccountView | undefined {
   const m = sa.metadata;
   if (!m?.name || !m.namespace) return undefined;
   const read = keepBounded(m.annotations, bounds);
@@ -226,7 +230,7 @@ export class ServiceAccountCache extends Watched {
         const [namespace, name] = splitKey(key);
         return api.request('GET', apiPath('api', 'v1', 'namespaces', namespace, 'serviceaccounts', name));
       },
-      slim: (raw) => slimServiceAccount(raw as Raw, annotations),
+      slim: (raw) => slimServiceAccount(raw as RawServiceAccount, annotations),
       possible: (key) => {
         const [namespace, name] = splitKey(key);
         return isNamespaceName(namespace) && isObjectName(name);

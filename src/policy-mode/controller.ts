@@ -7,7 +7,7 @@ import type { AnnotationBound } from '../annotation-bounds.ts';
 import type { PodProvider } from '../clouds/types.ts';
 import { apiPath, type KubeApi } from '../kube/api.ts';
 import { ListWatch } from '../kube/list-watch.ts';
-import { slimServiceAccount } from '../kube/serviceaccount-cache.ts';
+import { type RawServiceAccount, slimServiceAccount } from '../kube/serviceaccount-cache.ts';
 import type { ServiceAccountView } from '../kube/types.ts';
 import type { InjectionPolicy } from '../policy/gate.ts';
 import { renderParameters, MAX_PARAMETERS_BYTES, type LeftOut } from './parameters.ts';
@@ -78,7 +78,8 @@ export class ParametersController {
       api: options.api,
       what: 'ServiceAccount',
       path: '/api/v1/serviceaccounts',
-      keep: (raw) => slimServiceAccount(raw as never, options.annotations),
+      // The watch of /api/v1/serviceaccounts: the API server's ServiceAccounts.
+      keep: (raw) => slimServiceAccount(raw as RawServiceAccount, options.annotations),
       log: options.log,
       onList: (items) => this.#onList(items as (ServiceAccountView | undefined)[]),
       onEvent: (type, obj) => this.#onEvent(type, obj),
@@ -125,7 +126,7 @@ export class ParametersController {
   }
 
   #onEvent(type: 'ADDED' | 'MODIFIED' | 'DELETED', obj: unknown): void {
-    const sa = slimServiceAccount(obj as never, this.#o.annotations);
+    const sa = slimServiceAccount(obj as RawServiceAccount, this.#o.annotations);
     if (!sa) return;
     const accounts = this.#accounts(sa.namespace);
     const before = accounts.get(sa.name);

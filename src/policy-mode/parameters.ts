@@ -156,6 +156,7 @@ export function renderServiceAccount(
   const render = (windows: boolean) => {
     const injections = injectionsFor(providers, namespace, serviceAccount, judge, windows);
     if (typeof injections === 'string') return injections;
+    // biome-ignore lint/style/noNonNullAssertion: Every injection is of one of `providers`, each of which has its selection in the map.
     return injections.map((i) => toPolicyInjection(i, selection.get(i.provider)!));
   };
   const linux = render(false);

@@ -18,6 +18,7 @@ import {
 import { strings } from '@bufbuild/cel/ext';
 import { CLOUD_MODULES, type IdentityFieldOf } from '../clouds/index.ts';
 import { PROVIDER_NAMES, type ProviderName } from '../clouds/registry.ts';
+import { errorMessage } from '../errors.ts';
 
 /** What a policy expression sees. Every field is always present: a missing label is an empty map, not an error. */
 export interface PolicyVariables {
@@ -106,6 +107,7 @@ export type Activation = { readonly [activationBrand]: true };
 export function activation(vars: PolicyVariables): Activation {
   const out: Record<string, CelInput> = {};
   for (const [name, value] of Object.entries(vars)) out[name] = toCelInput(value);
+  // The brand: only this function makes an Activation (CEL maps, by variable name).
   return out as unknown as Activation;
 }
 
@@ -127,18 +129,20 @@ export function compileExpression(source: string): Program | { error: string } {
   if (problem) return { error: problem };
   let planned: (vars: Record<string, unknown>) => unknown;
   try {
+    // The CEL library types a plan's input as its own activation; it takes the maps activation() made.
     planned = plan(env, parsed) as unknown as (vars: Record<string, unknown>) => unknown;
   } catch (err) {
-    return { error: (err as Error).message };
+    return { error: errorMessage(err) };
   }
   return {
     source,
     run(act) {
       let result: unknown;
       try {
+        // The brand off again: an Activation is the maps by variable name.
         result = planned(act as unknown as Record<string, unknown>);
       } catch (err) {
-        return { error: (err as Error).message };
+        return { error: errorMessage(err) };
       }
       if (isCelError(result)) return { error: result.message };
       return { value: toPlain(result as CelValue) };

@@ -235,12 +235,12 @@ function computeDefaults(set: PolicySet, cloud: ProviderName, vars: Activation):
 function invalidDefault(field: DefaultField, cloud: ProviderName, value: string | number): string | undefined {
   switch (field) {
     case 'region': {
-      // DEFAULT_FIELDS offers region only to clouds that have one.
+      // biome-ignore lint/style/noNonNullAssertion: DEFAULT_FIELDS offers region only to clouds that have one.
       const region = cloudFacts(cloud).region!;
       return region.pattern.test(String(value)) ? undefined : `is not ${region.what} (for example ${region.example})`;
     }
     case 'tenant': {
-      // parse.ts offers tenant only to clouds that name one.
+      // biome-ignore lint/style/noNonNullAssertion: parse.ts offers tenant only to clouds that name one.
       const tenant = cloudFacts(cloud).tenant!;
       return tenant.pattern.test(String(value)) ? undefined : `is not ${tenant.what}`;
     }

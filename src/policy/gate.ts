@@ -1,4 +1,4 @@
-import { denial, type Denial, mergeDenials } from '../errors.ts';
+import { denial, type Denial, errorMessage, mergeDenials } from '../errors.ts';
 import type { Secret, ServiceAccountView } from '../kube/types.ts';
 import type { PodAdmission } from '../mutate/pod.ts';
 import type { Injection } from '../clouds/types.ts';
@@ -36,7 +36,7 @@ export async function podPolicyFor(
     ns = await gate.namespace(namespace);
   } catch (err) {
     // Without the namespace's labels no identity can be judged; a Pod that requests none still can be admitted.
-    return (_admission, injections) => (injections.length === 0 ? injections : namespaceDenial(err as Error));
+    return (_admission, injections) => (injections.length === 0 ? injections : namespaceDenial(err));
   }
   return podPolicy(gate, ns);
 }
@@ -49,8 +49,11 @@ export function podPolicy(gate: PolicyGate | undefined, ns: NamespaceView): Inje
     judgePodInjections({ set, options: gate.options, namespace: ns }, admission, injections);
 }
 
-function namespaceDenial(err: Error): Denial {
-  return denial('NamespaceUnavailable', `${err.message}; the identity is refused rather than judged without them`);
+function namespaceDenial(err: unknown): Denial {
+  return denial(
+    'NamespaceUnavailable',
+    `${errorMessage(err)}; the identity is refused rather than judged without them`,
+  );
 }
 
 export interface SecretPolicyInput {
@@ -74,7 +77,7 @@ export async function secretPolicyFor(
   try {
     ns = await gate.namespace(namespace);
   } catch (err) {
-    return () => namespaceDenial(err as Error);
+    return () => namespaceDenial(err);
   }
   return ({ secret, derivation, reference, serviceAccount }) => {
     const sa = reference && { ...reference, annotations: serviceAccount?.annotations ?? {} };

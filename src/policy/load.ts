@@ -4,7 +4,7 @@
 // and handled like a broken policy in the cluster).
 import { readFileSync } from 'node:fs';
 import { parseAllDocuments } from 'yaml';
-import { WebhookError } from '../errors.ts';
+import { ioProblem, WebhookError } from '../errors.ts';
 import { compilePolicy } from './compile.ts';
 import { POLICY_API_VERSION, POLICY_KIND, type CompileResult, type PolicyDocument } from './model.ts';
 import { isObject } from '../model.ts';
@@ -41,10 +41,7 @@ export function loadPolicyFile(path: string): CompileResult[] {
   try {
     text = readFileSync(path === '-' ? 0 : path, 'utf8');
   } catch (err) {
-    throw new WebhookError(
-      'WIW_BAD_POLICY_FILE',
-      `cannot read policy file ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
-    );
+    throw new WebhookError('WIW_BAD_POLICY_FILE', `cannot read policy file ${path}: ${ioProblem(err)}`);
   }
   return policyDocumentsFromText(text, path).map(compilePolicy);
 }

@@ -51,9 +51,11 @@ export function policyStatus(
       type: 'Ready',
       status: 'False',
       // The worst kind decides: a spec that cannot be read, then an expression, then an example.
-      reason: (['InvalidSpec', 'CompileError', 'ExampleFailed'] as const).find((r) =>
-        result.problems.some((x) => x.reason === r),
-      )!,
+      // Every problem is of one of the three kinds.
+      reason:
+        (['InvalidSpec', 'CompileError', 'ExampleFailed'] as const).find((r) =>
+          result.problems.some((x) => x.reason === r),
+        ) ?? 'InvalidSpec',
       message: `${summary(result)}; ${effect}`,
       observedGeneration: result.generation,
     };

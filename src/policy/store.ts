@@ -47,6 +47,7 @@ export class PolicyStore {
     const next: Entry = { latest: result, lastGood: result.ok ? result.policy : entry?.lastGood };
     this.#entries.set(key, next);
     this.#rebuild();
+    // biome-ignore lint/style/noNonNullAssertion: Put just above: there is an entry under this key.
     return this.enforcement(result.source, result.name)!;
   }
 

@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import { apiPath, type KubeApi } from '../kube/api.ts';
 import { compilePolicy } from './compile.ts';
 import { POLICY_GROUP, POLICY_KIND, POLICY_PLURAL, POLICY_VERSION, type CompileResult } from './model.ts';
-import { policyStatus, statusChanged } from './status.ts';
+import { type PolicyStatus, policyStatus, statusChanged } from './status.ts';
 import { summary, type PolicyStore } from './store.ts';
 import { ListWatch, statusOf } from '../kube/list-watch.ts';
 import { Watched } from '../kube/lifecycle.ts';
@@ -83,8 +83,9 @@ export class PolicyWatch extends Watched {
     const uid = raw.metadata?.uid ?? '';
     const generation = raw.metadata?.generation ?? 0;
     const known = this.#compiled.get(name);
-    let result = known?.result;
-    if (!known || known.uid !== uid || known.generation !== generation) {
+    let result: CompileResult;
+    if (known && known.uid === uid && known.generation === generation) result = known.result;
+    else {
       // A new object of the same name starts over: its predecessor's last good version is not its own.
       if (known && known.uid !== uid) this.#store.delete(CLUSTER_SOURCE, name);
       result = compilePolicy({ name, generation, source: CLUSTER_SOURCE, spec: raw.spec });
@@ -98,13 +99,13 @@ export class PolicyWatch extends Watched {
           'tenant policy not used',
         );
     }
-    const status = policyStatus(result!, raw.status as never, this.#now());
-    if (statusChanged(raw.status, status)) void this.#writeStatus(raw, status);
+    // The status the API server keeps is one a replica of this webhook wrote (only it may write the subresource).
+    const status = policyStatus(result, raw.status as Partial<PolicyStatus> | undefined, this.#now());
+    if (statusChanged(raw.status, status)) void this.#writeStatus(name, raw, status);
     return name;
   }
 
-  async #writeStatus(raw: RawPolicy, status: unknown): Promise<void> {
-    const name = raw.metadata!.name!;
+  async #writeStatus(name: string, raw: RawPolicy, status: unknown): Promise<void> {
     try {
       await this.#api.request('PUT', apiPath('apis', POLICY_GROUP, POLICY_VERSION, POLICY_PLURAL, name, 'status'), {
         body: { ...raw, status },

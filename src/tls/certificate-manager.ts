@@ -100,6 +100,7 @@ export class CertificateManager {
     await this.#reconcile(true);
     void this.#watch.start();
     void this.#configWatch?.start();
+    // biome-ignore lint/style/noNonNullAssertion: #reconcile(true) sets it or throws.
     return this.#serving!;
   }
 
@@ -172,6 +173,7 @@ export class CertificateManager {
       }
     }
 
+    // biome-ignore lint/style/noNonNullAssertion: After the write above the state has a current pair (a missing one is generated).
     const current = state.current!;
     if (this.#serving?.cert !== current.cert) {
       const previous = this.#serving;

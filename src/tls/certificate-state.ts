@@ -155,6 +155,7 @@ export async function applyPlan(
     const { generateCertificatesValidFor } = await import('./self-signed.ts');
     const set = await generateCertificatesValidFor(certificate.hosts, certificate.validitySeconds);
     bundle.push(new X509Certificate(set.caPem));
+    // biome-ignore lint/style/noNonNullAssertion: The pair was generated just now: it parses.
     return parsePair(set.certPem, set.keyPem)!;
   };
   switch (plan.action) {
@@ -180,6 +181,7 @@ export async function applyPlan(
     case 'none':
       break;
   }
+  // biome-ignore lint/style/noNonNullAssertion: Each plan leaves a current pair: replace makes one, promote is planned only with a next one.
   return { bundle: bundle.filter((ca) => new Date(ca.validTo).getTime() > now), current: current!, next, nextSince };
 }
 

@@ -41,6 +41,7 @@ export async function selfManagedTls(
     api,
     log,
     namespace: config.certSecretNamespace ?? ownNamespace(),
+    // biome-ignore lint/style/noNonNullAssertion: Called only with --cert-secret set (server.ts chooses the certificate source by it).
     secretName: config.certSecret!,
     webhookConfiguration: config.certWebhookConfiguration,
     hosts: config.selfSignedHosts,

@@ -125,6 +125,16 @@ describe('mistakes: exit 2, the reason, the nearest flag, where to read more', (
     );
   });
 
+  test("a command's own usage mistake is told as a flag's is: the reason, then where to read more", () => {
+    // Issue 33: one usage path; issuer publish and trust no longer print "error [WIW_BAD_USAGE]" apart.
+    const r = cli(['issuer', 'publish']);
+    assert.equal(r.code, 2);
+    assert.equal(
+      r.stderr,
+      'error: issuer publish needs --dir DIR\n' + 'Run "workload-identity-webhook issuer publish --help" for usage.\n',
+    );
+  });
+
   test("another command's flag is named as such; a far-off flag gets no guess", () => {
     assert.match(
       runCli(['preview', '-f', EXAMPLE, '--dir', 'x']).stderr,

@@ -11,6 +11,7 @@ import { buildApp } from '../../src/app.ts';
 import { admitPod } from '../../src/admission/pods.ts';
 import type { ServiceAccountView } from '../../src/kube/types.ts';
 import { DEFAULT_LIMITS, type ServerLimits } from '../../src/limits.ts';
+import { ERROR_CODES } from '../../src/errors.ts';
 import { createMetrics } from '../../src/metrics.ts';
 import { REVIEW_OVERHEAD_BYTES } from '../../src/review-budget.ts';
 import { generateCertificates } from '../../src/tls/self-signed.ts';
@@ -347,6 +348,62 @@ describe('routes', () => {
     const res = await call('/mutate/maybe');
     assert.equal(res.status, 404);
     assert.match(res.json().message, /the webhook serves \/mutate, \/mutate\/fail and \/mutate\/ignore/);
+  });
+});
+
+describe('error answers', () => {
+  // Issue 33: every code the HTTP face answers with is the catalog's (none of fastify's own), with
+  // the catalog's status; a defect while admitting is a 500 in the review, not a 400.
+  let url: string;
+  before(async () => {
+    const app = buildApp({
+      https: { cert: certs.certPem, key: certs.keyPem },
+      log: pino({ level: 'silent' }),
+      metrics: createMetrics(),
+      admit: async () => {
+        throw new Error('a defect');
+      },
+      isReady: () => true,
+    });
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    servers.push({ app } as Server);
+    url = `https://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+  });
+  const call = (path: string, method = 'POST') =>
+    httpsRequest(`${url}${path}`, {
+      method,
+      ca: certs.caPem,
+      body: JSON.stringify(review(pod())),
+      // A refusal before the body is read may close the connection: none is reused.
+      headers: { 'content-type': 'application/json', connection: 'close' },
+    });
+
+  test('an unknown route, a URL that is not valid, an overlong /mutate/ parameter: catalog codes', async () => {
+    const cases: [string, string, number, string, RegExp][] = [
+      ['GET', '/nope', 404, 'WIW_NOT_FOUND', /^no route GET \/nope; the webhook serves \/mutate/],
+      ['POST', '/healthz', 404, 'WIW_NOT_FOUND', /^no route POST \/healthz; /],
+      ['POST', '/mutate/%zz', 400, 'WIW_BAD_REQUEST', /is not a valid url component/],
+      ['POST', `/mutate/${'x'.repeat(300)}`, 404, 'WIW_NOT_FOUND', /^no route POST \/mutate\/x+…\(308 chars\); /],
+    ];
+    for (const [method, path, status, code, message] of cases) {
+      const res = await call(path, method);
+      assert.equal(res.status, status, `${method} ${path}: ${res.body}`);
+      assert.equal(res.json().code, code, `${method} ${path}`);
+      assert.equal((ERROR_CODES as Record<string, { status?: number }>)[code].status, status, code);
+      assert.match(res.json().message, message, `${method} ${path}`);
+    }
+  });
+
+  test('a defect while admitting is denied with status 500 InternalError, naming it', async () => {
+    const res = await call('/mutate');
+    assert.equal(res.status, 200);
+    const { response } = res.json();
+    assert.equal(response.allowed, false);
+    assert.deepEqual(response.status, {
+      code: 500,
+      reason: 'InternalError',
+      message: 'workload-identity-webhook failed on this object: a defect',
+    });
   });
 });
 

@@ -1,7 +1,7 @@
 // The EC2 instance identity document, read once at start-up for --aws-compose-role-arn without
 // --aws-compose-role-arn-account, as the peer reads it (aws-sdk-go-v2's imds client): IMDSv2 with
 // a session token, IMDSv1 only where the token endpoint does not exist.
-import { ConfigError } from '../../errors.ts';
+import { ConfigError, errorMessage } from '../../errors.ts';
 import { AWS_ACCOUNT_ID, AWS_REGION_NAME } from './facts.ts';
 
 const DEFAULT_ENDPOINT = 'http://169.254.169.254';
@@ -39,7 +39,7 @@ export async function readInstanceIdentity(endpoint: string = imdsEndpoint()): P
     else if (token.status !== 404 && token.status !== 405) fail(`session token: HTTP ${token.status}`);
   } catch (err) {
     if (err instanceof ConfigError) throw err;
-    fail(`session token: ${(err as Error).message}`);
+    fail(`session token: ${errorMessage(err)}`);
   }
   let text = '';
   try {
@@ -48,7 +48,7 @@ export async function readInstanceIdentity(endpoint: string = imdsEndpoint()): P
     text = await res.text();
   } catch (err) {
     if (err instanceof ConfigError) throw err;
-    fail(`document: ${(err as Error).message}`);
+    fail(`document: ${errorMessage(err)}`);
   }
   let doc: { accountId?: unknown; region?: unknown };
   try {

@@ -21,6 +21,7 @@ export class SumCountSummary {
   constructor(name: string, help: string, registers: Registry[]) {
     this.name = name;
     this.help = help;
+    // prom-client types a metric as one of its own classes; the registry only calls get() and the fields above.
     for (const registry of registers) registry.registerMetric(this as never);
   }
 

@@ -7,7 +7,7 @@ import { readFileSync, watch, type FSWatcher } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { basename, dirname } from 'node:path';
 import type { Logger } from 'pino';
-import { ConfigError } from '../../errors.ts';
+import { ConfigError, errorMessage, ioProblem } from '../../errors.ts';
 import { isObject } from '../../model.ts';
 import { ROLE_ARN_PATTERN } from './role-arn.ts';
 
@@ -38,7 +38,7 @@ export function parseAssociations(text: string): ParsedAssociations {
   try {
     doc = JSON.parse(text);
   } catch (err) {
-    throw new ConfigError(`not JSON (${(err as Error).message})`);
+    throw new ConfigError(`not JSON (${errorMessage(err)})`);
   }
   const form =
     'expected {"identities": [{"namespace": "<namespace>", "serviceAccount": "<name>", "roleArn": "<optional IAM role ARN>"}, ...]}';
@@ -88,12 +88,12 @@ export class PodIdentityAssociations {
     try {
       text = readFileSync(file, 'utf8');
     } catch (err) {
-      throw new ConfigError(`cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+      throw new ConfigError(`cannot read ${file}: ${ioProblem(err)}`);
     }
     try {
       return new PodIdentityAssociations(file, parseAssociations(text));
     } catch (err) {
-      throw new ConfigError(`${file}: ${(err as Error).message}`);
+      throw new ConfigError(`${file}: ${errorMessage(err)}`);
     }
   }
 
@@ -135,7 +135,7 @@ export class PodIdentityAssociations {
           log.info({ file, before, associations: parsed.keys.size }, 'pod identity associations reloaded');
         } catch (err) {
           log.warn(
-            { file, err: (err as Error).message },
+            { file, err: errorMessage(err) },
             'pod identity associations not reloaded; keeping the ones in force',
           );
         }
@@ -147,10 +147,7 @@ export class PodIdentityAssociations {
         if (name === null || name === basename(file) || name.startsWith('..')) reload();
       });
     } catch (err) {
-      log.warn(
-        { file, err: (err as Error).message },
-        'cannot watch the pod identity associations; read at start-up only',
-      );
+      log.warn({ file, err: errorMessage(err) }, 'cannot watch the pod identity associations; read at start-up only');
       return () => {};
     }
     watcher.on('error', (err) => log.warn({ file, err: err.message }, 'cannot watch the pod identity associations'));

@@ -96,7 +96,7 @@ export function podIdentityPart(context: TrustContext): PodIdentityTrust & { com
   const associations = associationsOf(context);
   const clusterName = context.settings.awsEksClusterName;
   const commands: string[] = [];
-  const printable = associations.filter((a) => a.roleArn && !a.problem);
+  const printable = associations.flatMap((a) => (a.roleArn && !a.problem ? [{ ...a, roleArn: a.roleArn }] : []));
   if (printable.length > 0) {
     commands.push(
       shellComment(
@@ -107,7 +107,7 @@ export function podIdentityPart(context: TrustContext): PodIdentityTrust & { com
     for (const a of printable)
       commands.push(
         `${shellCommand(['aws', 'eks', 'create-pod-identity-association', '--cluster-name'])} ${cluster} ${shellCommand(
-          ['--namespace', a.namespace, '--service-account', a.serviceAccount, '--role-arn', a.roleArn!],
+          ['--namespace', a.namespace, '--service-account', a.serviceAccount, '--role-arn', a.roleArn],
         )}`,
       );
   }

@@ -1,5 +1,5 @@
 // AWS's flags and their environment twins (WIW_AWS_...), part of the webhook's settings.
-import { ConfigError } from '../../errors.ts';
+import { ConfigError, errorMessage } from '../../errors.ts';
 import { isDnsLabel } from '../../model.ts';
 import { bool, integer, type Setting, string } from '../../settings.ts';
 import { CLOUDS } from '../registry.ts';
@@ -36,7 +36,7 @@ function associations(raw: string, flag: string): PodIdentityAssociations | unde
   try {
     return PodIdentityAssociations.read(raw);
   } catch (err) {
-    throw new ConfigError(`--${flag}: ${(err as Error).message}`);
+    throw new ConfigError(`--${flag}: ${errorMessage(err)}`);
   }
 }
 

@@ -51,8 +51,9 @@ export function withSources(
 ): Profile[] | Denial {
   const all = new Map(sources);
   const copyOf = profiles.find((p) => p.name === DEFAULT_PROFILE)?.copyOf;
-  const inherits = copyOf !== undefined && !all.has(DEFAULT_PROFILE) && all.has(copyOf);
-  if (inherits) all.set(DEFAULT_PROFILE, all.get(copyOf)!);
+  const inherited = copyOf === undefined || all.has(DEFAULT_PROFILE) ? undefined : all.get(copyOf);
+  const inherits = inherited !== undefined;
+  if (inherits) all.set(DEFAULT_PROFILE, inherited);
   // Said when default is in a cycle it inherited: a copy of a profile chained (back) through default.
   const why = inherits
     ? `; "${DEFAULT_PROFILE}" is a copy of the first listed profile "${copyOf}" (neither role-arn nor a profile named ${DEFAULT_PROFILE} gives it a role) and takes its source: give ${DEFAULT_PROFILE} its own role, or list another profile first`
@@ -74,7 +75,10 @@ export function withSources(
         `${key}: profile "${start}" is ${chain.length - 1} AssumeRole calls from the token (${chain.join(' → ')}), more than the ${MAX_CHAIN_HOPS} a chain may have`,
       );
   }
-  return profiles.map((p) => (all.has(p.name) ? { ...p, source: all.get(p.name)! } : p));
+  return profiles.map((p) => {
+    const source = all.get(p.name);
+    return source === undefined ? p : { ...p, source };
+  });
 }
 
 /** The ServiceAccount's `source-profiles`, if any, applied to its profiles. */
@@ -97,6 +101,7 @@ export function profileIdentities(
   const seen = new Set<string>();
   const records: Record<string, string>[] = [];
   for (const p of profiles) {
+    // biome-ignore lint/style/noNonNullAssertion: A source is one of the profiles (parseSourceProfiles refuses any other name).
     const source = p.source === undefined ? undefined : byName.get(p.source)!;
     const key = `${p.role.arn} ${source?.role.arn ?? ''}`;
     if (seen.has(key)) continue;

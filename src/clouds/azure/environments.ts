@@ -1,7 +1,7 @@
 // Azure's national clouds and the token audience Entra expects: plain facts the flags, the
 // provider and tenant policy all read, so configuration needs no provider code.
 import { readFileSync } from 'node:fs';
-import { ConfigError } from '../../errors.ts';
+import { ConfigError, errorMessage } from '../../errors.ts';
 import { isObject } from '../../model.ts';
 
 export const AZURE_AUDIENCE = 'api://AzureADTokenExchange';
@@ -36,13 +36,13 @@ export function readAzureStackEnvironment(file: string, flag: string): AzureStac
   try {
     text = readFileSync(file, 'utf8');
   } catch (err) {
-    throw new ConfigError(`${where}: cannot read the Azure environment file: ${(err as Error).message}`);
+    throw new ConfigError(`${where}: cannot read the Azure environment file: ${errorMessage(err)}`);
   }
   let parsed: unknown;
   try {
     parsed = JSON.parse(text);
   } catch (err) {
-    throw new ConfigError(`${where}: the Azure environment file is not JSON: ${(err as Error).message}`);
+    throw new ConfigError(`${where}: the Azure environment file is not JSON: ${errorMessage(err)}`);
   }
   if (!isObject(parsed))
     throw new ConfigError(`${where}: the Azure environment file must hold a JSON object (go-autorest's Environment)`);

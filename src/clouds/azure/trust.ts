@@ -132,6 +132,7 @@ function commandsOf(entry: Identity): string[] {
 
 /** Over the limit: the split as comments; applying it means new identities and new annotations. */
 function splitComments(entry: Identity): string[] {
+  // biome-ignore lint/style/noNonNullAssertion: Called for an entry over the limit only.
   const { count, limit, split } = entry.overLimit!;
   return [
     shellComment(

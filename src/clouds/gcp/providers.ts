@@ -85,9 +85,10 @@ export function withNamedProviders(inner: PodProvider, options: GcpOptions): Pod
     ],
     resolvePod(ctx: PodContext): Injection | Denial | undefined {
       const injection = inner.resolvePod(ctx);
-      const raw = ctx.serviceAccount?.annotations[PROVIDERS_ANNOTATION];
-      if (injection === undefined || isDenial(injection) || raw === undefined || raw.trim() === '') return injection;
-      const sa = ctx.serviceAccount!;
+      const sa = ctx.serviceAccount;
+      const raw = sa?.annotations[PROVIDERS_ANNOTATION];
+      if (injection === undefined || isDenial(injection) || !sa || raw === undefined || raw.trim() === '')
+        return injection;
       const named = parseNamedProviders(raw, `ServiceAccount ${sa.namespace}/${sa.name}`);
       if (isDenial(named)) return named;
       return addNamed(injection, named, options, ctx.windows);
@@ -96,7 +97,9 @@ export function withNamedProviders(inner: PodProvider, options: GcpOptions): Pod
 }
 
 function addNamed(injection: Injection, named: Named[], options: GcpOptions, windows: boolean): Injection {
+  // biome-ignore lint/style/noNonNullAssertion: The GCP injection's volume is always a projected one with a ServiceAccount token among its sources.
   const sources = injection.volume.projected!.sources!;
+  // biome-ignore lint/style/noNonNullAssertion: one of those sources is the ServiceAccount token.
   const expirationSeconds = sources.find((s) => s.serviceAccountToken)!.serviceAccountToken!.expirationSeconds;
   const added: VolumeProjection[] = [];
   const annotations: Record<string, string> = {};

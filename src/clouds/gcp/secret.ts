@@ -220,7 +220,7 @@ function credentialsFile(
   for (const [key, value] of Object.entries(file)) {
     if (key === 'token_info_url') {
       // gcloud's introspection endpoint sits beside the token endpoint it was given.
-      if (tokenUrl!.endsWith('/v1/token')) credentialsConfig[key] = tokenUrl!.slice(0, -'token'.length) + 'introspect';
+      if (tokenUrl?.endsWith('/v1/token')) credentialsConfig[key] = tokenUrl.slice(0, -'token'.length) + 'introspect';
       continue;
     }
     credentialsConfig[key] = key in overrides ? overrides[key] : value;

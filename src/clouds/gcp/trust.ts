@@ -148,6 +148,7 @@ function audiencesOverLimit(entry: Provider, members: readonly Resolved[]): Prov
 
 /** Over the limit: the split as comments; applying it means new providers and new annotations. */
 function splitComments(entry: Provider): string[] {
+  // biome-ignore lint/style/noNonNullAssertion: Called for an entry over the limit only.
   const { count, limit, split } = entry.overLimit!;
   return [
     shellComment(
