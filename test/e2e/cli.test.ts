@@ -127,7 +127,7 @@ describe('mistakes: exit 2, the reason, the nearest flag, where to read more', (
 
   test("a command's own usage mistake is told as a flag's is: the reason, then where to read more", () => {
     // Issue 33: one usage path; issuer publish and trust no longer print "error [WIW_BAD_USAGE]" apart.
-    const r = cli(['issuer', 'publish']);
+    const r = runCli(['issuer', 'publish']);
     assert.equal(r.code, 2);
     assert.equal(
       r.stderr,

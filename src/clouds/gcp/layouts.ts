@@ -95,7 +95,11 @@ export function projectedLayout(g: GcpPod): Injection {
  */
 function pfnetParts(g: GcpPod): { volume: Volume; annotations: Record<string, string>; tail: EnvVar[][] } {
   const volume = tokenVolume(GCP_VOLUME_NAME, g.audience, g.expiration, GCP_TOKEN_FILE);
-  volume.projected!.defaultMode = g.options.fileMode ?? PFNET.fileMode;
+  volume.projected = {
+    ...volume.projected,
+    sources: volume.projected?.sources ?? [],
+    defaultMode: g.options.fileMode ?? PFNET.fileMode,
+  };
   const annotations: Record<string, string> = {
     [GCP_KEYS.provider[0]]: g.provider.name,
     ...(g.email ? { [GCP_KEYS.email[0]]: g.email } : {}),
@@ -150,11 +154,13 @@ export function pfnetDirect(g: GcpPod): Injection {
 
 /** pfnet's gcloud mode: a setup init container writes the credential file and logs gcloud in. */
 export function pfnetGcloud(g: GcpPod, runAsUser: number | undefined): Injection {
-  const { options, path } = g;
+  const { options, path, email } = g;
+  // readLayout chooses this layout only for a ServiceAccount that names its Google service account.
+  if (email === undefined) throw new Error('the pfnet gcloud layout without a Google service account email');
   const { volume, annotations, tail } = pfnetParts(g);
   const setup = gcloudSetupContainer(
     g.provider.name,
-    g.email!,
+    email,
     g.project,
     options.gcloudImage ?? PFNET.gcloudImage,
     runAsUser,

@@ -90,10 +90,10 @@ export function readNamed(
   const emailEntry = dialectValue(sa, GCP_KEYS.email, saName);
   if (emailEntry !== undefined && isDenial(emailEntry)) return emailEntry;
   const email = emailEntry?.[1];
-  if (email !== undefined && !EMAIL_PATTERN.test(email)) {
+  if (emailEntry !== undefined && !EMAIL_PATTERN.test(emailEntry[1])) {
     return denial(
       'InvalidServiceAccountEmail',
-      `${saName} annotation ${emailEntry![0]}="${email}" is not a Google service account email; expected NAME@PROJECT.iam.gserviceaccount.com`,
+      `${saName} annotation ${emailEntry[0]}="${emailEntry[1]}" is not a Google service account email; expected NAME@PROJECT.iam.gserviceaccount.com`,
     );
   }
   return { provider, email, pfnet };
