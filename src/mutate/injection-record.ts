@@ -162,8 +162,10 @@ export function readRecord(keys: RecordKeys, namespace: string, raw: string | un
   const r = parsed as Partial<InjectionRecord> & { mac?: unknown };
   if (typeof r !== 'object' || r === null || r.v !== 2 || typeof r.sa !== 'string' || typeof r.mac !== 'string')
     return undefined;
-  if (![r.env, r.vol, r.ann, r.keep, r.init ?? [], r.ctr ?? [], r.lab ?? []].every(isEntries)) return undefined;
-  const record: InjectionRecord = { v: 2, sa: r.sa, env: r.env!, vol: r.vol!, ann: r.ann!, keep: r.keep! };
+  const { env, vol, ann, keep } = r;
+  if (!isEntries(env) || !isEntries(vol) || !isEntries(ann) || !isEntries(keep)) return undefined;
+  if (![r.init ?? [], r.ctr ?? [], r.lab ?? []].every(isEntries)) return undefined;
+  const record: InjectionRecord = { v: 2, sa: r.sa, env, vol, ann, keep };
   if (r.init?.length) record.init = r.init;
   if (r.ctr) record.ctr = r.ctr;
   if (r.lab?.length) record.lab = r.lab;

@@ -1,14 +1,17 @@
 import type { Logger } from 'pino';
 import type { Config } from '../config.ts';
 import { loadKubeConfig } from '../kube/client.ts';
+import type { KubeApi } from '../kube/api.ts';
 import { kubeApiOf } from '../kube/connect.ts';
 import { PROVIDER_LABEL } from '../model.ts';
+import type { SecretCoreOptions } from '../mutate/secret.ts';
 import { createSecretProviders } from '../clouds/index.ts';
 import type { RequestorConfig } from './config.ts';
+import type { RequestorApi } from './api.ts';
 import { kubeRequestorApi } from './kube-api.ts';
 import { LeaderElector } from '../kube/lease.ts';
 import { serveMetrics } from '../metrics.ts';
-import { createRequestorMetrics } from './metrics.ts';
+import { createRequestorMetrics, type RequestorMetrics } from './metrics.ts';
 import { TokenRequestor } from './requestor.ts';
 import { SecretInformer } from './secret-informer.ts';
 
@@ -33,8 +36,8 @@ export async function runTokenRequestor(config: Config, rc: RequestorConfig, roo
   const watchApi = kubeApiOf(kubeConfig, { http2: true });
   const api = kubeRequestorApi(watchApi, rc.identity);
   const core = { providers: createSecretProviders(config), defaultTokenPath: config.secretTokenPath };
+  const terms = leadershipTerms({ rc, core, api, watchApi, metrics, log, informerLog });
 
-  let term: { requestor: TokenRequestor; informers: SecretInformer[]; stopped: boolean } | undefined;
   // The Lease on a connection of its own: a renewal never waits behind the watches' streams.
   const leaseApi = kubeApiOf(kubeConfig);
   const elector = new LeaderElector({
@@ -44,54 +47,15 @@ export async function runTokenRequestor(config: Config, rc: RequestorConfig, roo
     identity: rc.identity,
     leaseDurationSeconds: rc.leaseDurationSeconds,
     log: root.child({ component: 'lease' }),
-    onStartedLeading: () => {
-      metrics.leader.set(1);
-      const requestor = new TokenRequestor({
-        core,
-        api,
-        log,
-        metrics,
-        expirationSeconds: rc.tokenExpiration,
-        namespaces: rc.namespaces,
-      });
-      const informers = watchScopes(rc).map(
-        ({ namespace, served }) =>
-          new SecretInformer({
-            api: watchApi,
-            labelSelector: PROVIDER_LABEL,
-            namespace,
-            served,
-            log: informerLog,
-            onChange: (key, s) => requestor.onChange(key, s),
-          }),
-      );
-      const current = { requestor, informers, stopped: false };
-      term = current;
-      void startGradually(informers, () => current.stopped);
-    },
-    onStoppedLeading: () => {
-      metrics.leader.set(0);
-      if (term) term.stopped = true;
-      for (const informer of term?.informers ?? []) informer.stop();
-      term?.requestor.stop();
-      term = undefined;
-    },
+    onStartedLeading: terms.begin,
+    onStoppedLeading: terms.end,
   });
 
   const { server, port: metricsPort } = await serveMetrics(metrics.registry, config.metricsHost, config.metricsPort, {
     '/healthz': () => ({ status: 'ok', leader: elector.isLeader }),
   });
   elector.start();
-  log.info(
-    {
-      metricsPort,
-      identity: rc.identity,
-      lease: `${rc.leaseNamespace}/${rc.leaseName}`,
-      namespaces: rc.namespaces.length ? rc.namespaces.length : 'all',
-      watchScope: rc.namespaces.length ? rc.watchScope : 'cluster',
-    },
-    'token requestor started',
-  );
+  logStarted(log, rc, metricsPort);
 
   let stopping: Promise<void> | undefined;
   return {
@@ -105,6 +69,75 @@ export async function runTokenRequestor(config: Config, rc: RequestorConfig, roo
         log.info('stopped');
       })();
       return stopping;
+    },
+  };
+}
+
+/** The start-up line: where the metrics are served, who campaigns for which Lease, and what it watches. */
+function logStarted(log: Logger, rc: RequestorConfig, metricsPort: number): void {
+  log.info(
+    {
+      metricsPort,
+      identity: rc.identity,
+      lease: `${rc.leaseNamespace}/${rc.leaseName}`,
+      namespaces: rc.namespaces.length ? rc.namespaces.length : 'all',
+      watchScope: rc.namespaces.length ? rc.watchScope : 'cluster',
+    },
+    'token requestor started',
+  );
+}
+
+/** What every leadership term shares, made once at start-up. */
+interface TermParts {
+  rc: RequestorConfig;
+  core: SecretCoreOptions;
+  api: RequestorApi;
+  /** The pool the informers watch on. */
+  watchApi: KubeApi;
+  metrics: RequestorMetrics;
+  log: Logger;
+  informerLog: Logger;
+}
+
+/**
+ * The Lease's two callbacks. A term that begins gets a requestor of its own, fed by informers of
+ * its own that list afresh; a term that ends stops them, and with them every write, at once.
+ */
+function leadershipTerms(parts: TermParts): { begin(): void; end(): void } {
+  const { rc, metrics } = parts;
+  let term: { requestor: TokenRequestor; informers: SecretInformer[]; stopped: boolean } | undefined;
+  return {
+    begin() {
+      metrics.leader.set(1);
+      const requestor = new TokenRequestor({
+        core: parts.core,
+        api: parts.api,
+        log: parts.log,
+        metrics,
+        expirationSeconds: rc.tokenExpiration,
+        namespaces: rc.namespaces,
+      });
+      const informers = watchScopes(rc).map(
+        ({ namespace, served }) =>
+          new SecretInformer({
+            api: parts.watchApi,
+            labelSelector: PROVIDER_LABEL,
+            namespace,
+            served,
+            log: parts.informerLog,
+            onChange: (key, s) => requestor.onChange(key, s),
+          }),
+      );
+      const current = { requestor, informers, stopped: false };
+      term = current;
+      void startGradually(informers, () => current.stopped);
+    },
+    end() {
+      metrics.leader.set(0);
+      if (term) term.stopped = true;
+      for (const informer of term?.informers ?? []) informer.stop();
+      term?.requestor.stop();
+      term = undefined;
     },
   };
 }

@@ -44,8 +44,9 @@ export class WorkQueue {
   }
 
   #next(): void {
-    while (this.#running < this.#concurrency && this.#heap.length) {
+    while (this.#running < this.#concurrency) {
       const task = this.#pop();
+      if (task === undefined) return;
       this.#running++;
       void task
         .run()
@@ -78,22 +79,23 @@ export class WorkQueue {
     }
   }
 
-  #pop(): Task {
+  /** The first task, undefined when none waits; the last one takes its place and sinks. */
+  #pop(): Task | undefined {
     const top = this.#heap[0];
-    const last = this.#heap.pop()!;
-    if (this.#heap.length) {
-      this.#heap[0] = last;
-      let i = 0;
-      for (;;) {
-        const l = 2 * i + 1;
-        const r = l + 1;
-        let m = i;
-        if (l < this.#heap.length && this.#less(l, m)) m = l;
-        if (r < this.#heap.length && this.#less(r, m)) m = r;
-        if (m === i) break;
-        this.#swap(i, m);
-        i = m;
-      }
+    const last = this.#heap.pop();
+    // Empty, or the only task: it is the first one.
+    if (last === undefined || !this.#heap.length) return last;
+    this.#heap[0] = last;
+    let i = 0;
+    for (;;) {
+      const l = 2 * i + 1;
+      const r = l + 1;
+      let m = i;
+      if (l < this.#heap.length && this.#less(l, m)) m = l;
+      if (r < this.#heap.length && this.#less(r, m)) m = r;
+      if (m === i) break;
+      this.#swap(i, m);
+      i = m;
     }
     return top;
   }
