@@ -80,7 +80,7 @@ async function run(args: ParsedArgs): Promise<Outcome> {
       const log = createLogger(config.logLevel, undefined, config.logFormat);
       log.info({ version: VERSION, node: process.version }, `${PROGRAM} ${VERSION} starting`);
       // Loaded here so preview does not pay for the server and the Kubernetes client.
-      const { serve } = await import('./server.ts');
+      const { serve } = await import('./http/server.ts');
       return serve(config, log);
     }
     case 'preview':
