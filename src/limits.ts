@@ -76,13 +76,3 @@ export const DEFAULT_LIMITS: ServerLimits = {
   // enough that a replica started by a scale-up or a rolling update gets its share within minutes.
   maxConnectionAgeMs: 300_000,
 };
-
-/** Longest string a log field keeps: a Kubernetes name is at most 253 characters. */
-const MAX_LOG_FIELD = 253;
-
-export function clip(value: unknown, max = MAX_LOG_FIELD): string | undefined {
-  // Whatever a caller sent: a log line never fails on a field's type.
-  if (typeof value !== 'string') return value === undefined ? undefined : typeof value;
-  if (value.length <= max) return value;
-  return `${value.slice(0, max)}…(${value.length} chars)`;
-}

@@ -5,7 +5,7 @@
 import type { Logger } from 'pino';
 import type { PodReviewObservation } from '../clouds/types.ts';
 import { denial, errorMessage } from '../errors.ts';
-import { clip } from '../limits.ts';
+import { clip } from '../text.ts';
 import { DECISION_MESSAGE } from '../log.ts';
 import type { Metrics } from '../metrics.ts';
 import { denied, encodePatch, type AdmissionRequest, type Decision } from './review.ts';

@@ -1,6 +1,6 @@
 import { MAX_LIST_ENTRIES, MAX_LIST_ENTRY } from '../bounds.ts';
 import { denial, type Denial } from '../errors.ts';
-import { clip } from '../limits.ts';
+import { clip } from '../text.ts';
 import { isDnsLabel } from '../model.ts';
 import type { Container, DownwardAPIFile, Pod, Volume } from '../kube/types.ts';
 import type { TokenBounds } from './facts.ts';

@@ -24,7 +24,8 @@ import {
 } from '../admission/handler.ts';
 import { parseAdmissionReview, reviewResponse } from '../admission/review.ts';
 import type { PodReviewObservation } from '../clouds/types.ts';
-import { clip, DEFAULT_LIMITS, type ServerLimits } from '../limits.ts';
+import { DEFAULT_LIMITS, type ServerLimits } from '../limits.ts';
+import { clip } from '../text.ts';
 import { limitConnectionAge } from './connection-age.ts';
 import { limitConnections } from './connection-limits.ts';
 import { parseJsonBodies } from './json-body.ts';
