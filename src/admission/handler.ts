@@ -21,7 +21,7 @@ export interface AdmitContext {
 }
 
 export type Admit = (request: AdmissionRequest, context: AdmitContext) => Promise<Decision>;
-export type Decorator = (next: Admit) => Admit;
+type Decorator = (next: Admit) => Admit;
 
 /** The handler wrapped by the decorators, the first outermost. */
 export function decorate(admit: Admit, ...decorators: Decorator[]): Admit {

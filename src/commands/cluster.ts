@@ -23,7 +23,7 @@ import { objectsOfCluster, objectsOfManifests, type Objects } from '../trust/sou
 /** -o of doctor and trust: text for a person, the same data as JSON or YAML for a script. */
 export type DataOutput = 'text' | 'json' | 'yaml';
 
-export interface IssuerCommandInput {
+interface IssuerCommandInput {
   config: Config;
   files: ManifestInput['documents'];
   output: DataOutput;
@@ -47,7 +47,7 @@ function dataOutput(data: unknown, output: DataOutput): string | undefined {
   return undefined;
 }
 
-export interface CommandResult {
+interface CommandResult {
   code: number;
   output: string;
   warnings: string[];

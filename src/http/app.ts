@@ -34,8 +34,6 @@ import { REVIEW_OVERHEAD_BYTES, ReviewBudget, type ReviewHold } from './review-b
 import { limitStreams, type StreamLimiter } from './stream-limits.ts';
 import { tlsPolicy, type TlsPolicy } from '../tls/policy.ts';
 
-export type { Admit, AdmitContext };
-
 const FAILURE_POLICIES: Record<string, AdmitContext['failurePolicy']> = { fail: 'Fail', ignore: 'Ignore' };
 
 export interface AppOptions {

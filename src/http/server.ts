@@ -1,7 +1,8 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
-import { buildApp, type AdmitContext, type AppOptions } from './app.ts';
+import type { AdmitContext } from '../admission/handler.ts';
+import { buildApp, type AppOptions } from './app.ts';
 import { sourceList } from './connection-limits.ts';
 import { admitPod } from '../admission/pods.ts';
 import { admitSecret } from '../admission/secrets.ts';
@@ -29,9 +30,9 @@ import { tlsPolicy, type TlsPolicy } from '../tls/policy.ts';
 import { certificateNotAfter, readKeyPair, watchKeyPair, type KeyPair } from '../tls/reloader.ts';
 
 /** How long the server is idle after work before it hands pooled memory back (src/http/memory-release.ts). */
-export const MEMORY_RELEASE_QUIET_MS = 10_000;
+const MEMORY_RELEASE_QUIET_MS = 10_000;
 
-export interface RunningServer {
+interface RunningServer {
   port: number;
   metricsPort: number;
   /** Not ready, keep serving for the drain period, then close once requests in flight finish. */

@@ -39,7 +39,7 @@ export interface PolicyVariables {
 }
 
 /** The requested identity, flattened across clouds (each adds its own fields); fields of another cloud are empty strings. */
-export type IdentityField = 'provider' | 'identityProvider' | IdentityFieldOf<ProviderName> | 'audience';
+type IdentityField = 'provider' | 'identityProvider' | IdentityFieldOf<ProviderName> | 'audience';
 export const IDENTITY_FIELDS: readonly IdentityField[] = [
   'provider',
   'identityProvider',
