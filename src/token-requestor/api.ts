@@ -1,5 +1,6 @@
 // The requestor's side of the API server: the calls it makes (the real ones in ./kube-api.ts,
 // a recording fake in the unit tests) and what it reads out of a failed one.
+import { errorMessage } from '../errors.ts';
 import type { ServiceAccountView } from '../kube/types.ts';
 import type { TrackedSecret } from './secret-informer.ts';
 
@@ -38,5 +39,5 @@ export function apiMessage(err: unknown): string {
   }
   const message = (parsed as { message?: unknown } | undefined)?.message;
   if (typeof message === 'string') return message;
-  return (err as Error)?.message ?? String(err);
+  return errorMessage(err);
 }
