@@ -80,15 +80,7 @@ const env = celEnv({
 });
 
 /** A JS view of a CEL result: strings, booleans, bigint ints, numbers, null, arrays and plain objects. */
-export type PlainValue =
-  | string
-  | boolean
-  | bigint
-  | number
-  | null
-  | PlainValue[]
-  | { [key: string]: PlainValue }
-  | Uint8Array;
+type PlainValue = string | boolean | bigint | number | null | PlainValue[] | { [key: string]: PlainValue } | Uint8Array;
 
 export interface Program {
   readonly source: string;
