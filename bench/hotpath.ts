@@ -43,7 +43,7 @@ const { reviews } = streamReviews('aws', corpus, 2000);
 const recordKeys = RecordKeys.derive(Buffer.alloc(32, 7));
 
 async function build(root: string) {
-  const { buildApp } = await import(resolve(root, 'src/app.ts'));
+  const { buildApp } = await import(resolve(root, 'src/http/app.ts'));
   const { admitPod } = await import(resolve(root, 'src/admission/pods.ts'));
   const { createMetrics } = await import(resolve(root, 'src/metrics.ts'));
   const { createLogger, batchedDestination } = await import(resolve(root, 'src/log.ts'));

@@ -8,7 +8,7 @@
 // (bench/support/load.ts) with Pods of 5 to 40 KB: 16 then 32 connections closed loop, then 500 and
 // 1,000 reviews/s open loop, --seconds each. Condition: idle is 15 s after ready (past the quiet
 // period after the first list), "after the load" at once, "rested" --rest s later (past the quiet
-// period after the load, src/memory-release.ts).
+// period after the load, src/http/memory-release.ts).
 // Printed for each: RSS (its anonymous and file-backed parts), the V8 heap (used after a full GC,
 // committed, new space), external and ArrayBuffer memory, and the anonymous memory outside V8's
 // heap (malloc: TLS, buffers, Node's native state, by mapping). Then the same with glibc's

@@ -7,7 +7,7 @@ import { parseArgs } from 'node:util';
 import pino from 'pino';
 import { admitPod } from '../src/admission/pods.ts';
 import type { AdmissionRequest } from '../src/admission/review.ts';
-import { buildApp } from '../src/app.ts';
+import { buildApp } from '../src/http/app.ts';
 import { loadConfig } from '../src/config.ts';
 import type { Pod, ServiceAccountView } from '../src/kube/types.ts';
 import { createMetrics } from '../src/metrics.ts';

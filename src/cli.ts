@@ -5,8 +5,8 @@ import { completeConfig, loadConfig } from './config.ts';
 import { ioProblem, UsageError, WebhookError } from './errors.ts';
 import { createLogger } from './log.ts';
 import { printable } from './shell.ts';
-import type { DataOutput } from './commands.ts';
-import type { OutputFormat } from './preview.ts';
+import type { DataOutput } from './commands/cluster.ts';
+import type { OutputFormat } from './commands/preview.ts';
 import type { Owner } from './doctor/owners.ts';
 import type { Progress } from './doctor/progress.ts';
 // Each command loads what it needs when it runs: `serve` does not carry preview, tenant policy
@@ -80,7 +80,7 @@ async function run(args: ParsedArgs): Promise<Outcome> {
       const log = createLogger(config.logLevel, undefined, config.logFormat);
       log.info({ version: VERSION, node: process.version }, `${PROGRAM} ${VERSION} starting`);
       // Loaded here so preview does not pay for the server and the Kubernetes client.
-      const { serve } = await import('./server.ts');
+      const { serve } = await import('./http/server.ts');
       return serve(config, log);
     }
     case 'preview':
@@ -113,8 +113,8 @@ async function preview(args: ParsedArgs): Promise<number> {
   if (files.length === 0) throw new UsageError('preview needs at least one -f FILE', args.command);
   const config = await completeConfig(loadConfig(args.flags));
   const [{ previewPod }, { isSecretPreview, previewSecret }, { loadPreviewPolicy }, clouds] = await Promise.all([
-    import('./preview.ts'),
-    import('./preview-secret.ts'),
+    import('./commands/preview.ts'),
+    import('./commands/preview-secret.ts'),
     import('./policy/preview.ts'),
     import('./clouds/index.ts'),
   ]);
@@ -148,7 +148,7 @@ async function preview(args: ParsedArgs): Promise<number> {
 /** doctor, trust, issuer publish. */
 async function issuerCommand(args: ParsedArgs): Promise<number> {
   const [{ runIssuerCommand }, { progressLine }] = await Promise.all([
-    import('./commands.ts'),
+    import('./commands/cluster.ts'),
     import('./doctor/progress.ts'),
   ]);
   // The progress line stops before a question is asked on the same terminal.

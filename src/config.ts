@@ -12,8 +12,6 @@ import { bool, defaultOf, envName, helpRow, oneOf, optionalString, type Setting 
 
 // The webhook's settings: the server's (server-settings.ts), tenant policy and, from each cloud's
 // folder, the clouds' own. Validated once at start-up; an error names the flag.
-export { envName };
-export type { Setting };
 
 function tokenPath(raw: string, flag: string): string {
   if (!isTokenPath(raw))

@@ -41,7 +41,7 @@ export const ERROR_CODES = {
   WIW_NAMESPACE_UNAVAILABLE: { means: 'a Namespace neither cached nor readable now' },
 } as const satisfies Record<string, { status?: number; means: string }>;
 
-export type ErrorCode = keyof typeof ERROR_CODES;
+type ErrorCode = keyof typeof ERROR_CODES;
 /** The codes the admission server answers with. */
 export type HttpErrorCode = {
   [K in ErrorCode]: (typeof ERROR_CODES)[K] extends { status: number } ? K : never;
@@ -106,7 +106,7 @@ export class ConfigError extends WebhookError {
 // status the API server shows (400 invalid, 403 forbidden, 409 conflict, 500 a defect of the
 // webhook, 503 retry later). The reason is a metrics label, so the set is closed: a new reason
 // is added here, nowhere else.
-export const DENIAL_STATUS = {
+const DENIAL_STATUS = {
   ConflictingAnnotations: 400,
   ConflictingLabels: 400,
   ImmutableAccount: 400,
@@ -142,7 +142,7 @@ export const DENIAL_STATUS = {
   ServiceAccountUnavailable: 503,
 } as const satisfies Record<string, 400 | 403 | 409 | 500 | 503>;
 
-export type DenialReason = keyof typeof DENIAL_STATUS;
+type DenialReason = keyof typeof DENIAL_STATUS;
 
 export interface Denial {
   reason: DenialReason;

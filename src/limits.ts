@@ -4,7 +4,7 @@
 // - requests: kube-apiserver refuses request bodies over 3 MiB, and an UPDATE review carries
 //   `object` and `oldObject`: 6 MiB.
 // - in flight: a review holds its request body, a 16 KiB share, and twice its encoded answer (the
-//   buffer and its TLS records) until the answer is written (src/review-budget.ts); a parsed
+//   buffer and its TLS records) until the answer is written (src/http/review-budget.ts); a parsed
 //   review costs ~2x its size in heap (measured: 12 MiB for a 6 MiB review); 32 MiB at once
 //   fits next to the caches (measured: 300 answers of 943 KB at once peaked at 142 MiB of 256).
 // - streams: an HTTP/2 connection carries at most 100 reviews at once (SETTINGS, and reviews
@@ -15,11 +15,11 @@
 // - connections: an idle TLS connection costs ~60 KB; 512 of them ~30 MiB. One source holds at
 //   most a quarter doing nothing (idle, or silent past its first second; connections with a
 //   review in progress are not counted, so kube-apiserver's bursts are not refused): one client
-//   cannot hold the others out (src/connection-limits.ts). Idle and silent connections are held
+//   cannot hold the others out (src/http/connection-limits.ts). Idle and silent connections are held
 //   longer than kube-apiserver keeps one (90 s), so it closes them, never the server mid-send.
 // - connection age: a connection ends after 5 minutes (HTTP/2 GOAWAY, HTTP/1.1 `Connection:
 //   close` on an answer), so kube-apiserver redials and a Service spreads its reviews over the
-//   replicas (src/connection-age.ts; measured with `npm run bench:apiserver`).
+//   replicas (src/http/connection-age.ts; measured with `npm run bench:apiserver`).
 export interface ServerLimits {
   /** Largest request body accepted (413 beyond). */
   maxRequestBytes: number;
@@ -76,13 +76,3 @@ export const DEFAULT_LIMITS: ServerLimits = {
   // enough that a replica started by a scale-up or a rolling update gets its share within minutes.
   maxConnectionAgeMs: 300_000,
 };
-
-/** Longest string a log field keeps: a Kubernetes name is at most 253 characters. */
-const MAX_LOG_FIELD = 253;
-
-export function clip(value: unknown, max = MAX_LOG_FIELD): string | undefined {
-  // Whatever a caller sent: a log line never fails on a field's type.
-  if (typeof value !== 'string') return value === undefined ? undefined : typeof value;
-  if (value.length <= max) return value;
-  return `${value.slice(0, max)}…(${value.length} chars)`;
-}

@@ -75,7 +75,7 @@ export function batchedDestination(fd: number, periodMs = BATCH_MS): Destination
 }
 
 /** pino's error serializer, over `loggableError`. */
-export function serializeError(err: unknown): unknown {
+function serializeError(err: unknown): unknown {
   return pino.stdSerializers.err(loggableError(err) as Error);
 }
 
@@ -100,7 +100,7 @@ const MAX_CAUSES = 8;
  * (or a proxy) sent back, a Secret included. Such an error is logged as its status and the API
  * server's message only; an error caused by one gets the same treatment of its cause.
  */
-export function loggableError(err: unknown, depth = 0): unknown {
+function loggableError(err: unknown, depth = 0): unknown {
   if (typeof err !== 'object' || err === null || !('message' in err) || typeof err.message !== 'string') return err;
   const e = err as Error & Record<string, unknown>;
   const cause = depth < MAX_CAUSES ? loggableError(e.cause, depth + 1) : undefined;

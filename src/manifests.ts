@@ -8,7 +8,7 @@ export interface ManifestInput {
   documents: { source: string; text: string }[];
 }
 
-export type Manifest = {
+type Manifest = {
   apiVersion?: string;
   kind?: string;
   metadata?: { name?: string; namespace?: string; annotations?: Record<string, string> };

@@ -79,7 +79,7 @@ function admissionMetrics(registry: Registry) {
   };
 }
 
-/** The connections and requests turned away before admission (src/connection-limits.ts, review budget). */
+/** The connections and requests turned away before admission (src/http/connection-limits.ts, review budget). */
 function connectionMetrics(registry: Registry) {
   return {
     rejected: new Counter({

@@ -5,7 +5,7 @@
 import type { Logger } from 'pino';
 import type { PodReviewObservation } from '../clouds/types.ts';
 import { denial, errorMessage } from '../errors.ts';
-import { clip } from '../limits.ts';
+import { clip } from '../text.ts';
 import { DECISION_MESSAGE } from '../log.ts';
 import type { Metrics } from '../metrics.ts';
 import { denied, encodePatch, type AdmissionRequest, type Decision } from './review.ts';
@@ -21,7 +21,7 @@ export interface AdmitContext {
 }
 
 export type Admit = (request: AdmissionRequest, context: AdmitContext) => Promise<Decision>;
-export type Decorator = (next: Admit) => Admit;
+type Decorator = (next: Admit) => Admit;
 
 /** The handler wrapped by the decorators, the first outermost. */
 export function decorate(admit: Admit, ...decorators: Decorator[]): Admit {

@@ -8,7 +8,7 @@ import type { ServiceAccountView, Secret } from '../kube/types.ts';
 import { decideSecret, type SecretCoreOptions, type SecretMutation, type SecretPlan } from '../mutate/secret.ts';
 import type { SecretPolicy } from '../policy/gate.ts';
 
-export interface SecretReads {
+interface SecretReads {
   /**
    * The ServiceAccount a cross-namespace reference names; undefined when it does not exist.
    * Rejects with WIW_SERVICEACCOUNT_UNAVAILABLE when it cannot be read now; a Denial when this

@@ -130,7 +130,7 @@ export function decidePod(
  * the webhook configuration's failurePolicy. Fail refuses it, retryably, so no Pod starts without
  * the identity its ServiceAccount may carry; Ignore admits it unchanged with a warning.
  */
-export type UnresolvedPolicy = 'Fail' | 'Ignore';
+type UnresolvedPolicy = 'Fail' | 'Ignore';
 
 function unresolved(err: unknown, policy: UnresolvedPolicy): Decision {
   if (!(err instanceof WebhookError) || err.code !== 'WIW_SERVICEACCOUNT_UNAVAILABLE') throw err;

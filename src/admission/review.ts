@@ -3,7 +3,7 @@ import { isNamespaceName, isObject, isObjectName } from '../model.ts';
 import type { PatchOperation } from '../mutate/patch.ts';
 import type { Injection } from '../clouds/types.ts';
 
-export interface GroupVersionKind {
+interface GroupVersionKind {
   group: string;
   version: string;
   kind: string;
@@ -22,7 +22,7 @@ export interface AdmissionRequest {
   dryRun?: boolean;
 }
 
-export interface AdmissionReview {
+interface AdmissionReview {
   apiVersion: 'admission.k8s.io/v1' | 'admission.k8s.io/v1beta1';
   request: AdmissionRequest;
 }
@@ -110,7 +110,7 @@ export interface Decision {
   encodedPatch?: EncodedPatch;
 }
 
-export interface EncodedPatch {
+interface EncodedPatch {
   base64: string;
   bytes: number;
 }

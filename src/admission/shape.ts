@@ -11,7 +11,7 @@ import {
   MAX_DNS_SUBDOMAIN,
   MAX_LABEL_VALUE,
 } from '../bounds.ts';
-import { clip } from '../limits.ts';
+import { clip } from '../text.ts';
 import { isObject } from '../model.ts';
 
 export type Shape =

@@ -1,6 +1,6 @@
 import { MAX_LIST_ENTRIES, MAX_LIST_ENTRY } from '../bounds.ts';
 import { denial, type Denial } from '../errors.ts';
-import { clip } from '../limits.ts';
+import { clip } from '../text.ts';
 import { isDnsLabel } from '../model.ts';
 import type { Container, DownwardAPIFile, Pod, Volume } from '../kube/types.ts';
 import type { TokenBounds } from './facts.ts';
@@ -80,7 +80,7 @@ export function tolerated<T>(
 }
 
 /** Splits a container-name list; empty items (", ,") are ignored. */
-export function splitNames(value: string | undefined, separator: string): ReadonlySet<string> {
+function splitNames(value: string | undefined, separator: string): ReadonlySet<string> {
   if (!value) return EMPTY;
   const names = new Set<string>();
   for (const part of value.split(separator)) {
@@ -164,7 +164,7 @@ export function envFromMaySet(container: Container, name: string): boolean {
  * Splits a list annotation: entries separated by commas, semicolons, spaces or new lines (none
  * of which a name, ARN, GUID or provider holds), empty entries ignored.
  */
-export function splitList(value: string): string[] {
+function splitList(value: string): string[] {
   return value.split(/[\s,;]+/).filter(Boolean);
 }
 
@@ -181,7 +181,7 @@ function parsePairs(entries: readonly string[]): { pairs: [string, string][]; ba
 }
 
 /** How a `<name>=<value>` list annotation is read, and its problems named. */
-export interface NamedEntries {
+interface NamedEntries {
   /** The annotation, as messages name it. */
   key: string;
   /** One entry's form, e.g. `<profile>=<role>`. */

@@ -14,7 +14,7 @@ export interface TokenBounds {
   belowMinimum: 'raise' | 'refuse';
 }
 
-export interface RegionFormat {
+interface RegionFormat {
   pattern: RegExp;
   /** "an AWS region", for messages. */
   what: string;
@@ -22,7 +22,7 @@ export interface RegionFormat {
 }
 
 /** How a cloud spells a tenant, for tenant policy's computed `tenant` default. */
-export interface TenantFormat {
+interface TenantFormat {
   pattern: RegExp;
   /** "a tenant id (...)", for messages. */
   what: string;

@@ -4,7 +4,6 @@ import type { Registry } from 'prom-client';
 import type { Denial } from '../errors.ts';
 import type { Container, EnvVar, Pod, ServiceAccountView, Volume, VolumeMount } from '../kube/types.ts';
 
-export type { ProviderName } from './registry.ts';
 import type { ProviderName } from './registry.ts';
 import type { CloudSettings } from './settings.ts';
 import type { SecretProvider } from './secret-config.ts';
@@ -160,7 +159,7 @@ export interface PolicyOverrides<Declared extends object> {
 }
 
 /** One identity a Pod requests, as tenant policy hands it to its cloud's `settle`. */
-export interface PolicyRequest<Options extends object, Declared extends object, Identity> {
+interface PolicyRequest<Options extends object, Declared extends object, Identity> {
   /** The identity the injection claims. */
   identity: Identity;
   serviceAccount: Pick<ServiceAccountView, 'annotations'> | undefined;

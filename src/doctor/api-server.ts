@@ -5,7 +5,7 @@ import { readApiServerDiscovery } from '../issuer/read.ts';
 import type { DoctorContext } from './context.ts';
 import type { Check } from './verdicts.ts';
 
-export interface ApiServerDiscovery {
+interface ApiServerDiscovery {
   findings: Check[];
   /** False when the API server did not answer at all. */
   reached: boolean;

@@ -1,7 +1,8 @@
 // doctor's second step: the identities the webhook hands out, found through the same providers
 // that mutate Pods, with what the clouds would refuse of them (their limits) and what the
 // configuration disagrees with, as `trust` finds it.
-import { identitiesOfSecrets, identitiesOfServiceAccounts, type TrustIdentity } from '../trust/identities.ts';
+import type { TrustIdentity } from '../clouds/types.ts';
+import { identitiesOfSecrets, identitiesOfServiceAccounts } from '../trust/identities.ts';
 import { trustChecks } from '../trust/report.ts';
 import { objectsOfCluster, type Objects } from '../trust/sources.ts';
 import type { CloudSettings } from '../clouds/settings.ts';

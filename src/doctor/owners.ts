@@ -23,7 +23,7 @@ const RESTARTABLE: ReadonlyMap<string, string> = new Map([
 ]);
 
 /** kubectl rollout restart's annotation on the Pod template: a new value rolls every Pod. */
-export const RESTARTED_AT_ANNOTATION = 'kubectl.kubernetes.io/restartedAt';
+const RESTARTED_AT_ANNOTATION = 'kubectl.kubernetes.io/restartedAt';
 
 interface OwnerReference {
   apiVersion?: string;

@@ -2,7 +2,7 @@
 // line on a terminal, rewritten in place with the time so far, and gone when doctor is done.
 // Nothing at all when the stream is not a terminal, so that logs and pipes stay clean.
 
-export interface ProgressStream {
+interface ProgressStream {
   isTTY?: boolean;
   columns?: number;
   write(text: string): unknown;

@@ -14,10 +14,10 @@ import { LeaderElector } from '../kube/lease.ts';
 import type { Metrics } from '../metrics.ts';
 import { scanPods } from './slipped.ts';
 
-export const SLIPPED_PODS_LEASE = 'workload-identity-webhook-slipped-pods';
+const SLIPPED_PODS_LEASE = 'workload-identity-webhook-slipped-pods';
 const LEASE_DURATION_SECONDS = 15;
 
-export interface SlippedGaugeOptions {
+interface SlippedGaugeOptions {
   api: KubeApi;
   providers: readonly PodProvider[];
   lookup: ServiceAccountLookup;

@@ -16,11 +16,11 @@ import type { Check } from './verdicts.ts';
 import { errorMessage } from '../errors.ts';
 
 /** Pods listed one by one; the rest are counted (a cluster may have 100,000 Pods). */
-export const MAX_LISTED_PODS = 20;
+const MAX_LISTED_PODS = 20;
 /** Owners listed in a confirmation or as restarted; the rest are counted. */
 export const MAX_LISTED_OWNERS = 50;
 
-export interface SlippedOptions {
+interface SlippedOptions {
   api: KubeApi;
   providers: readonly PodProvider[];
   namespace?: string;
@@ -37,7 +37,7 @@ interface Finding {
   reason: string;
 }
 
-export const DOCTOR_RBAC_DOC = 'docs/trust.md#pods-that-slipped-past';
+const DOCTOR_RBAC_DOC = 'docs/trust.md#pods-that-slipped-past';
 
 /** The ServiceAccounts the Pods name, each read once, kept as the webhook's cache keeps them. */
 function accountReader(api: KubeApi, providers: readonly PodProvider[]) {

@@ -58,12 +58,12 @@ export function missingInjection(
   return { providers: injections.map((i) => i.provider), containers: [...containers] };
 }
 
-export interface PodPage {
+interface PodPage {
   items?: Pod[] | null;
   metadata?: { continue?: string };
 }
 
-export interface ScanOptions {
+interface ScanOptions {
   api: KubeApi;
   providers: readonly PodProvider[];
   lookup: ServiceAccountLookup;
@@ -76,7 +76,7 @@ export interface ScanOptions {
   onSlipped(pod: Pod, missing: Missing): void | Promise<void>;
 }
 
-export const SCAN_PAGE_SIZE = 500;
+const SCAN_PAGE_SIZE = 500;
 const MAX_PAGE_BYTES = 8 * 1024 * 1024;
 /** Finished Pods never run again: only the others are read. */
 const NOT_FINISHED = 'status.phase!=Succeeded,status.phase!=Failed';

@@ -5,7 +5,7 @@ import type { Jwks } from '../issuer/discovery.ts';
 import type { Fetched } from '../issuer/read.ts';
 import { cloudModule } from '../clouds/index.ts';
 import { PROVIDER_NAMES } from '../clouds/registry.ts';
-import type { TrustIdentity } from '../trust/identities.ts';
+import type { TrustIdentity } from '../clouds/types.ts';
 import type { DoctorContext } from './context.ts';
 import type { Identities } from './identities.ts';
 import type { FreshToken } from './issuer.ts';
@@ -14,7 +14,7 @@ import type { Check } from './verdicts.ts';
 import { errorMessage } from '../errors.ts';
 
 /** What the token checks read from the steps before. */
-export interface TokenInputs {
+interface TokenInputs {
   issuer: string;
   /** The keys a cloud would verify with: the public copy when readable, else the API server's. */
   keys: (Fetched<Jwks> & { ok: true }) | undefined;

@@ -5,7 +5,7 @@ import { printable } from '../shell.ts';
 // code scripts read (0 all good, 1 a problem found, 3 something could not be checked; 2 is bad
 // usage, src/cli-args.ts's EXIT).
 
-export type Verdict = 'pass' | 'warn' | 'fail' | 'unknown';
+type Verdict = 'pass' | 'warn' | 'fail' | 'unknown';
 
 export interface Check {
   /** Stable id, for scripts: issuer-https, token-issuer, public-jwks, identity, ... */

@@ -12,7 +12,7 @@ import {
   type Jwks,
 } from './discovery.ts';
 
-export interface Publication {
+interface Publication {
   discovery: DiscoveryDocument;
   jwks: Jwks;
   /** Files written, relative to the folder. */

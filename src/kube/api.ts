@@ -46,16 +46,16 @@ export class KubeResponseTooLarge extends Error {
 }
 
 /** A request that got no answer in time; a watch's normal end is not one. */
-export class KubeTimeoutError extends Error {
+class KubeTimeoutError extends Error {
   constructor(what: string, ms: number) {
     super(`${what}: no answer from the API server in ${ms} ms`);
     this.name = 'KubeTimeoutError';
   }
 }
 
-export type Query = Record<string, string | number | boolean | undefined>;
+type Query = Record<string, string | number | boolean | undefined>;
 
-export interface CallOptions {
+interface CallOptions {
   query?: Query;
   body?: unknown;
   /** application/json unless said (application/json-patch+json, merge-patch+json). */
@@ -65,7 +65,7 @@ export interface CallOptions {
   maxBytes?: number;
 }
 
-export type WatchEventType = 'ADDED' | 'MODIFIED' | 'DELETED' | 'BOOKMARK' | 'ERROR';
+type WatchEventType = 'ADDED' | 'MODIFIED' | 'DELETED' | 'BOOKMARK' | 'ERROR';
 
 export interface OpenWatch {
   abort(): void;

@@ -20,7 +20,7 @@ import {
 export const MAX_STREAMS_PER_CONNECTION = 100;
 
 /** An answer's status and body stream. */
-export interface Http2Answer {
+interface Http2Answer {
   statusCode: number;
   stream: ClientHttp2Stream;
   /** The body was read to its end (not cut by a reset or a closed connection). */

@@ -7,7 +7,7 @@ import { delimiter, join } from 'node:path';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { ConfigError, errorMessage } from '../errors.ts';
 
-export type KubeconfigSource =
+type KubeconfigSource =
   | { kind: 'file'; path: string }
   | { kind: 'in-cluster' }
   /** $KUBECONFIG or ~/.kube/config: `files` is $KUBECONFIG's list, empty when it is unset. */

@@ -2,7 +2,7 @@
 // webhook's namespaceSelector and objectSelector: matchLabels and matchExpressions are ANDed; an
 // absent or empty selector selects everything.
 
-export interface LabelSelectorRequirement {
+interface LabelSelectorRequirement {
   key: string;
   operator: string;
   values?: readonly string[];

@@ -10,7 +10,7 @@ import { statusOf } from './list-watch.ts';
  * start. On stop, the lease is released so a standby takes over at once. The token requestor
  * elects its writer with it, and `serve` the replica that counts the Pods that slipped past.
  */
-export interface LeaderElectorOptions {
+interface LeaderElectorOptions {
   api: KubeApi;
   namespace: string;
   name: string;

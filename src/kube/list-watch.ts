@@ -3,12 +3,12 @@ import type { Lifecycle } from './lifecycle.ts';
 import type { Logger } from 'pino';
 
 /** One page of a list call. */
-export interface ListPage {
+interface ListPage {
   items?: unknown[] | null;
   metadata?: { continue?: string; resourceVersion?: string };
 }
 
-export interface ListWatchOptions {
+interface ListWatchOptions {
   api: KubeApi;
   /** For log lines: "Namespace", "WorkloadIdentityPolicy". */
   what: string;
@@ -55,7 +55,7 @@ export interface ListWatchOptions {
   onRestart?: (cause: RestartCause) => void;
 }
 
-export type RestartCause = 'gone' | 'idle' | 'watch_error' | 'list_error';
+type RestartCause = 'gone' | 'idle' | 'watch_error' | 'list_error';
 
 /**
  * List, then watch from the list's resourceVersion. A watch that ends normally is resumed at once

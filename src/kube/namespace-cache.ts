@@ -15,13 +15,13 @@ import type { NamespaceView } from './types.ts';
 type Raw = { metadata?: { name?: string; labels?: Record<string, string> | null } };
 
 /** What tenant policy reads of a Namespace: name and labels. */
-export function slimNamespace(ns: Raw): NamespaceView | undefined {
+function slimNamespace(ns: Raw): NamespaceView | undefined {
   const name = ns.metadata?.name;
   if (!name) return undefined;
   return Object.freeze({ name, labels: Object.freeze({ ...ns.metadata?.labels }) });
 }
 
-export interface NamespaceCacheOptions {
+interface NamespaceCacheOptions {
   api: KubeApi;
   log: Logger;
   metrics?: Metrics;

@@ -13,9 +13,9 @@ import type { Lifecycle } from './lifecycle.ts';
 import { TokenBucket } from './rate-limit.ts';
 
 /** The kinds cached: the `what` label of the cache metrics, so a closed set. */
-export type CachedKind = 'ServiceAccount' | 'Namespace';
+type CachedKind = 'ServiceAccount' | 'Namespace';
 
-export interface ObjectCacheOptions<T> {
+interface ObjectCacheOptions<T> {
   api: KubeApi;
   log: Logger;
   metrics?: Metrics;
@@ -61,7 +61,7 @@ export interface ObjectCacheOptions<T> {
  * one group's bytes never push another group's plain views out, nor, until the total is spent
  * (maxBytes / share groups at their share at once), its other views. Lists count as they arrive.
  */
-export interface ByteBudget<T> {
+interface ByteBudget<T> {
   /** The group a view belongs to, and what it is called in the log (e.g. "namespace"). */
   group(view: T): string;
   groupIs: string;

@@ -18,7 +18,7 @@ import { Watched } from './lifecycle.ts';
 import { ObjectCache, type CacheIndex } from './object-cache.ts';
 import type { ServiceAccountView } from './types.ts';
 
-export interface ServiceAccountCacheOptions {
+interface ServiceAccountCacheOptions {
   api: KubeApi;
   /** The annotation keys worth keeping, each with its bound; everything else is dropped on arrival. */
   annotations: readonly AnnotationBound[];
@@ -45,17 +45,17 @@ export interface ServiceAccountCacheOptions {
  * entries' (a role ARN or a client id included: 200,000 ordinary ServiceAccounts take about 40 MiB
  * of heap, bench/serviceaccounts.ts) and the reviews'.
  */
-export const CACHE_BUDGET_SHARE = 1 / 8;
+const CACHE_BUDGET_SHARE = 1 / 8;
 
 /**
  * One namespace's share of that budget: 560 KiB in the chart's limit (four role-arns lists at
  * their bound). Until 32 namespaces hold their share at once, no namespace's annotations leave
  * another namespace's ServiceAccount out; plain entries never are.
  */
-export const NAMESPACE_SHARE = 1 / 32;
+const NAMESPACE_SHARE = 1 / 32;
 
 /** The default budget: a share of this process's heap limit, so it follows the memory limit. */
-export function defaultCacheBudget(): number {
+function defaultCacheBudget(): number {
   return Math.floor(getHeapStatistics().heap_size_limit * CACHE_BUDGET_SHARE);
 }
 
@@ -120,7 +120,7 @@ export function slimServiceAccount(
  * 50,000 entries: 165 bytes of heap each without annotations (counted 228), 277 with a role ARN
  * (counted 291).
  */
-export const ENTRY_OVERHEAD_BYTES = 200;
+const ENTRY_OVERHEAD_BYTES = 200;
 
 /** What an entry costs the heap (the cache_bytes metric): its plain part and its annotations. */
 export function viewBytes(view: ServiceAccountView): number {
@@ -131,7 +131,7 @@ export function viewBytes(view: ServiceAccountView): number {
  * The annotation bytes of an entry that count as plain: a role ARN, a client and tenant id, a
  * Google service account's email, with their keys (an ordinary ServiceAccount's).
  */
-export const PLAIN_ANNOTATION_BYTES = 256;
+const PLAIN_ANNOTATION_BYTES = 256;
 
 /**
  * A plain entry: name, namespace, a marker's few fields, and annotations up to
@@ -139,7 +139,7 @@ export const PLAIN_ANNOTATION_BYTES = 256;
  * the budget: their number is the cluster's (ResourceQuota's count/serviceaccounts), not what a
  * ServiceAccount's author writes in it.
  */
-export function plainBytes(view: ServiceAccountView): number {
+function plainBytes(view: ServiceAccountView): number {
   const bytes = ENTRY_OVERHEAD_BYTES + 2 * (view.namespace.length + view.name.length) + 1;
   const annotations = Math.min(annotationBytes(view), PLAIN_ANNOTATION_BYTES);
   return (view.oversize ? bytes + view.oversize.key.length + 64 : bytes) + annotations;
@@ -151,7 +151,7 @@ export function budgetedBytes(view: ServiceAccountView): number {
 }
 
 /** The annotations kept, keys and values. */
-export function annotationBytes(view: ServiceAccountView): number {
+function annotationBytes(view: ServiceAccountView): number {
   let bytes = 0;
   for (const key in view.annotations) bytes += key.length + Buffer.byteLength(view.annotations[key], 'utf8');
   return bytes;

@@ -26,7 +26,7 @@ export interface VolumeMount {
 }
 
 /** One source of a container's `envFrom`: every key of a ConfigMap or Secret, each name prefixed. */
-export interface EnvFromSource {
+interface EnvFromSource {
   prefix?: string;
   configMapRef?: unknown;
   secretRef?: unknown;
@@ -40,7 +40,7 @@ export interface Container {
   [key: string]: unknown;
 }
 
-export interface ServiceAccountTokenProjection {
+interface ServiceAccountTokenProjection {
   audience?: string;
   expirationSeconds?: number;
   path: string;

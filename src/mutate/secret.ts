@@ -3,7 +3,7 @@ import { denial, type Denial, isDenial, mergeDenials } from '../errors.ts';
 import type { Secret, ServiceAccountView } from '../kube/types.ts';
 import { parseSecretConfig, type SecretDerivation, type SecretProvider } from '../clouds/secret-config.ts';
 import type { SecretProviders } from '../clouds/index.ts';
-import type { ProviderName } from '../clouds/types.ts';
+import type { ProviderName } from '../clouds/registry.ts';
 import { setMembers, type PatchOperation } from './patch.ts';
 import {
   GARDENER_PROVIDER_LABEL,

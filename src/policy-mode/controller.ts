@@ -19,7 +19,7 @@ import {
   parametersObject,
 } from './policy.ts';
 
-export const FIELD_MANAGER = 'workload-identity-webhook';
+const FIELD_MANAGER = 'workload-identity-webhook';
 
 export interface ParametersControllerOptions {
   api: KubeApi;

@@ -13,7 +13,7 @@ import type { InjectionPolicy } from '../policy/gate.ts';
 export const MAX_PARAMETERS_BYTES = 1_000_000;
 
 /** One provider's part of a ServiceAccount's injection, as data the CEL reads. */
-export interface PolicyInjection {
+interface PolicyInjection {
   provider: string;
   requireLabel?: { key: string; value: string };
   skipLabel?: string;
@@ -37,12 +37,12 @@ export interface PolicyInjection {
 }
 
 /** A ServiceAccount's injections for Linux Pods, and for Windows Pods where they differ. */
-export interface ServiceAccountParameters {
+interface ServiceAccountParameters {
   linux: PolicyInjection[];
   windows?: PolicyInjection[];
 }
 
-export interface ParametersSpec {
+interface ParametersSpec {
   /** How many ServiceAccounts are listed; never absent, so the object is never empty (an apply stores `{}` as null). */
   listed: number;
   /**
@@ -60,7 +60,7 @@ export interface LeftOut {
   reason: string;
 }
 
-export interface RenderedParameters {
+interface RenderedParameters {
   spec: ParametersSpec;
   leftOut: LeftOut[];
   bytes: number;
@@ -141,7 +141,7 @@ function toPolicyInjection(injection: Injection, selection: PodSelection): Polic
  * One ServiceAccount's parameters (undefined: one that does not exist), or why it has none
  * (undefined: nothing to inject).
  */
-export function renderServiceAccount(
+function renderServiceAccount(
   providers: readonly PodProvider[],
   namespace: string,
   serviceAccount: ServiceAccountView | undefined,

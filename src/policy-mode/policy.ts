@@ -6,11 +6,11 @@
 
 export const PARAMETERS_GROUP = 'workload-identity-webhook.io';
 export const PARAMETERS_VERSION = 'v1alpha1';
-export const PARAMETERS_KIND = 'WorkloadIdentityParameters';
+const PARAMETERS_KIND = 'WorkloadIdentityParameters';
 export const PARAMETERS_PLURAL = 'workloadidentityparameters';
 /** The one parameter object of each namespace. */
 export const PARAMETERS_NAME = 'workload-identity';
-export const POLICY_NAME = 'workload-identity-webhook';
+const POLICY_NAME = 'workload-identity-webhook';
 
 const SKIP_POD_LABEL = 'workload-identity-webhook.io/skip';
 const MIRROR_POD_ANNOTATION = 'kubernetes.io/config.mirror';
@@ -73,7 +73,7 @@ const injectionSchema: Schema = {
 };
 
 /** The parameter resource: written by the controller, read by the policy; nobody else needs it. */
-export function parametersCrd(): Record<string, unknown> {
+function parametersCrd(): Record<string, unknown> {
   const injections: Schema = { type: 'array', items: injectionSchema };
   const account: Schema = {
     type: 'object',
@@ -237,7 +237,7 @@ const VARIABLES = [
 ];
 
 /** The policy: every operation in one JSONPatch, container edits (by index) before any insertion. */
-export function mutatingPolicy(): Record<string, unknown> {
+function mutatingPolicy(): Record<string, unknown> {
   const expression = [
     containerOps('initContainers'),
     containerOps('containers'),
@@ -276,7 +276,7 @@ export function mutatingPolicy(): Record<string, unknown> {
 }
 
 /** The binding: each Pod's own namespace's parameter object; a namespace without one is left alone. */
-export function policyBinding(): Record<string, unknown> {
+function policyBinding(): Record<string, unknown> {
   return {
     apiVersion: 'admissionregistration.k8s.io/v1',
     kind: 'MutatingAdmissionPolicyBinding',

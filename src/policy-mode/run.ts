@@ -12,9 +12,9 @@ import type { TenantJudges } from '../policy/gate.ts';
 import { LeaderElector } from '../kube/lease.ts';
 import { ParametersController, type ParametersControllerOptions } from './controller.ts';
 
-export const PARAMETERS_LEASE = 'workload-identity-webhook-policy-parameters';
+const PARAMETERS_LEASE = 'workload-identity-webhook-policy-parameters';
 
-export interface ParametersRunnerOptions extends ParametersControllerOptions {
+interface ParametersRunnerOptions extends ParametersControllerOptions {
   leaseNamespace: string;
   leaseName?: string;
   /** This replica's name in the Lease (its Pod name). */

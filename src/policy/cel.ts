@@ -39,7 +39,7 @@ export interface PolicyVariables {
 }
 
 /** The requested identity, flattened across clouds (each adds its own fields); fields of another cloud are empty strings. */
-export type IdentityField = 'provider' | 'identityProvider' | IdentityFieldOf<ProviderName> | 'audience';
+type IdentityField = 'provider' | 'identityProvider' | IdentityFieldOf<ProviderName> | 'audience';
 export const IDENTITY_FIELDS: readonly IdentityField[] = [
   'provider',
   'identityProvider',
@@ -80,15 +80,7 @@ const env = celEnv({
 });
 
 /** A JS view of a CEL result: strings, booleans, bigint ints, numbers, null, arrays and plain objects. */
-export type PlainValue =
-  | string
-  | boolean
-  | bigint
-  | number
-  | null
-  | PlainValue[]
-  | { [key: string]: PlainValue }
-  | Uint8Array;
+type PlainValue = string | boolean | bigint | number | null | PlainValue[] | { [key: string]: PlainValue } | Uint8Array;
 
 export interface Program {
   readonly source: string;

@@ -25,7 +25,7 @@ export interface PolicySet {
   identityProviders: readonly DeclaredProvider[];
 }
 
-export type DeclaredProvider = IdentityProviderSpec & { policy: string };
+type DeclaredProvider = IdentityProviderSpec & { policy: string };
 
 export function policySet(policies: readonly CompiledPolicy[], unavailable: PolicySet['unavailable'] = []): PolicySet {
   const sorted = [...policies].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
@@ -43,7 +43,7 @@ export function isEmptyPolicySet(set: PolicySet): boolean {
   return set.policies.length === 0 && set.unavailable.length === 0;
 }
 
-export interface PodPolicyContext {
+interface PodPolicyContext {
   set: PolicySet;
   options: ProviderOptions;
   namespace: NamespaceView;
@@ -146,7 +146,7 @@ function judgeAdditional(ctx: PodPolicyContext, { pod, serviceAccount }: PodAdmi
   );
 }
 
-export interface SecretSubject {
+interface SecretSubject {
   metadata: ObjectMeta | undefined;
   namespace: NamespaceView;
   /** The ServiceAccount the token is issued for, when the Secret names one. */

@@ -26,10 +26,7 @@ export interface PolicyGate {
 }
 
 /** The hook for one Pod, or undefined when no policy is in force (the namespace is then not read). */
-export async function podPolicyFor(
-  gate: PolicyGate | undefined,
-  namespace: string,
-): Promise<InjectionPolicy | undefined> {
+async function podPolicyFor(gate: PolicyGate | undefined, namespace: string): Promise<InjectionPolicy | undefined> {
   if (!gate || isEmptyPolicySet(gate.current())) return undefined;
   let ns: NamespaceView;
   try {
@@ -56,7 +53,7 @@ function namespaceDenial(err: unknown): Denial {
   );
 }
 
-export interface SecretPolicyInput {
+interface SecretPolicyInput {
   secret: Secret;
   derivation: SecretDerivation;
   /** The ServiceAccount the token is issued for (project label), and its cached view when one was looked up. */
@@ -67,10 +64,7 @@ export interface SecretPolicyInput {
 export type SecretPolicy = (input: SecretPolicyInput) => Denial | undefined;
 
 /** The judge for one labelled Secret, or undefined when no policy is in force. */
-export async function secretPolicyFor(
-  gate: PolicyGate | undefined,
-  namespace: string,
-): Promise<SecretPolicy | undefined> {
+async function secretPolicyFor(gate: PolicyGate | undefined, namespace: string): Promise<SecretPolicy | undefined> {
   const set = gate?.current();
   if (!gate || !set || isEmptyPolicySet(set)) return undefined;
   let ns: NamespaceView;

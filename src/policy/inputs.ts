@@ -1,7 +1,8 @@
 import { cloudModule } from '../clouds/index.ts';
 import type { NamespaceView, ObjectMeta, ServiceAccountView } from '../kube/types.ts';
 import type { SecretDerivation } from '../clouds/secret-config.ts';
-import type { Injection, ProviderName } from '../clouds/types.ts';
+import type { ProviderName } from '../clouds/registry.ts';
+import type { Injection } from '../clouds/types.ts';
 import { IDENTITY_FIELDS, type IdentityVariable, type PolicyVariables } from './cel.ts';
 import type { ExampleInput } from './model.ts';
 

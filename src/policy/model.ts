@@ -1,6 +1,6 @@
 import type { DeclaredOf } from '../clouds/index.ts';
-import type { ProviderName } from '../clouds/types.ts';
-import type { IdentityVariable, PlainValue, Program } from './cel.ts';
+import type { ProviderName } from '../clouds/registry.ts';
+import type { IdentityVariable, Program } from './cel.ts';
 import type { SpecProblem } from '../spec-reader.ts';
 
 /** The custom resource: cluster-scoped, one object per policy (charts/workload-identity-webhook/crds/). */
@@ -129,5 +129,3 @@ interface CompileOutcome {
 export type CompileResult =
   | (CompileOutcome & { ok: true; policy: CompiledPolicy })
   | (CompileOutcome & { ok: false; problems: PolicyProblem[] });
-
-export type { PlainValue };

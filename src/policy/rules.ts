@@ -3,7 +3,7 @@
 import { showValue, type Activation } from './cel.ts';
 import type { CompiledDefault, CompiledValidation } from './model.ts';
 
-export type ValidationOutcome = { allowed: true } | { allowed: false; message: string } | { error: string };
+type ValidationOutcome = { allowed: true } | { allowed: false; message: string } | { error: string };
 
 export function evaluateValidation(rule: CompiledValidation, vars: Activation): ValidationOutcome {
   const result = rule.program.run(vars);
@@ -23,7 +23,7 @@ function denialMessage(rule: CompiledValidation, vars: Activation): string {
 }
 
 /** undefined value: the default gives nothing here (null or an empty string). */
-export type DefaultOutcome = { value: string | number | undefined } | { error: string };
+type DefaultOutcome = { value: string | number | undefined } | { error: string };
 
 export function evaluateDefault(rule: CompiledDefault, vars: Activation): DefaultOutcome {
   const result = rule.program.run(vars);

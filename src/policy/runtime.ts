@@ -11,7 +11,7 @@ import { providerOptionsFromConfig } from '../clouds/index.ts';
 import { PolicyStore, summary } from './store.ts';
 
 /** Tenant policy in `serve`: the store, its sources (file, cluster) and the namespace cache. */
-export interface TenantPolicy {
+interface TenantPolicy {
   gate: PolicyGate;
   /** What admission asks of it, per namespace. */
   judges: TenantJudges;

@@ -12,7 +12,7 @@ export interface PolicyStatus {
   examples: { total: number; failed: number };
 }
 
-export interface PolicyCondition {
+interface PolicyCondition {
   type: 'Ready';
   status: 'True' | 'False';
   reason: 'Valid' | PolicyProblem['reason'];

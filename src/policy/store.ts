@@ -8,10 +8,10 @@ import type { CompileResult, CompiledPolicy } from './model.ts';
  * with older rules could keep a grant the operator just revoked. `keep-last-good` keeps enforcing
  * the last version that compiled and passed its examples (none, for a policy never good).
  */
-export type FailureMode = Config['policyFailureMode'];
+type FailureMode = Config['policyFailureMode'];
 
 /** How a policy stands at admission. */
-export type Enforcement =
+type Enforcement =
   | { state: 'enforced'; generation: number }
   | { state: 'last-good'; generation: number }
   | { state: 'denying' }

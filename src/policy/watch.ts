@@ -18,7 +18,7 @@ type RawPolicy = {
   status?: unknown;
 };
 
-export interface PolicyWatchOptions {
+interface PolicyWatchOptions {
   api: KubeApi;
   store: PolicyStore;
   log: Logger;

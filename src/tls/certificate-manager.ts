@@ -26,7 +26,7 @@ import {
 } from './certificate-state.ts';
 import type { KeyPair } from './reloader.ts';
 
-export interface CertificateManagerOptions {
+interface CertificateManagerOptions {
   api: KubeApi;
   log: Logger;
   namespace: string;

@@ -16,7 +16,7 @@ import type { KeyPair } from './reloader.ts';
 
 export const NEXT_SINCE_ANNOTATION = 'workload-identity-webhook.io/next-certificate-since';
 
-export interface Pair extends KeyPair {
+interface Pair extends KeyPair {
   x509: X509Certificate;
   notAfter: number;
 }
@@ -129,7 +129,7 @@ export function planFor(state: State, hosts: readonly string[], timing: Timing, 
 }
 
 /** What the Secret holds after a plan: the CA bundle, the serving pair and the pending one. */
-export interface Contents {
+interface Contents {
   bundle: X509Certificate[];
   current: Pair;
   next?: Pair;

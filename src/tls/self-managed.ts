@@ -20,7 +20,7 @@ function ownNamespace(): string {
   }
 }
 
-export interface SelfManagedSettings {
+interface SelfManagedSettings {
   certSecret?: string;
   certSecretNamespace?: string;
   certWebhookConfiguration?: string;

@@ -1,7 +1,7 @@
 import { isIP } from 'node:net';
 import selfsigned from 'selfsigned';
 
-export interface CertificateSet {
+interface CertificateSet {
   caPem: string;
   caKeyPem: string;
   certPem: string;

@@ -7,10 +7,9 @@ import { cloudModule } from '../clouds/index.ts';
 import { PROVIDER_NAMES } from '../clouds/registry.ts';
 import type { PodProvider, TrustIdentity } from '../clouds/types.ts';
 
-export type { TrustIdentity };
 import { isDenial } from '../errors.ts';
 
-export interface Collected {
+interface Collected {
   identities: TrustIdentity[];
   /** Objects whose identity the webhook would refuse: their message. */
   problems: string[];

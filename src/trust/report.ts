@@ -6,10 +6,7 @@ import { cloudModule, type TrustReportOf } from '../clouds/index.ts';
 import { PROVIDER_NAMES, type ProviderName } from '../clouds/registry.ts';
 import { isNamespaceName, isObjectName } from '../model.ts';
 import { shellComment } from '../shell.ts';
-import type { TrustContext, TrustFinding } from '../clouds/types.ts';
-import type { TrustIdentity } from './identities.ts';
-
-export type { TrustContext };
+import type { TrustContext, TrustFinding, TrustIdentity } from '../clouds/types.ts';
 
 /** Each cloud's part (clouds/<cloud>/trust.ts), present when an identity of that cloud is. */
 export type TrustReport = {

@@ -8,7 +8,8 @@ import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { parse } from 'yaml';
 import { chartDocs, flagsWithoutValue, readValueKeys, type ValueKey, valuesSchema } from '../../scripts/chart-docs.ts';
-import { loadConfig, settings, type Setting } from '../../src/config.ts';
+import { loadConfig, settings } from '../../src/config.ts';
+import type { Setting } from '../../src/settings.ts';
 import { IMAGE_REFERENCE } from '../../src/settings.ts';
 import { loadRequestorConfig, requestorSettings } from '../../src/token-requestor/config.ts';
 import {

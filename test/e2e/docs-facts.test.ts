@@ -16,7 +16,7 @@ import { parse, parseAllDocuments } from 'yaml';
 import { COMMANDS, commandHelp, EXIT, usage } from '../../src/cli-args.ts';
 import { createProviders } from '../../src/clouds/index.ts';
 import { loadConfig, settings } from '../../src/config.ts';
-import { previewPod } from '../../src/preview.ts';
+import { previewPod } from '../../src/commands/preview.ts';
 import { createMetrics } from '../../src/metrics.ts';
 import { defaultOf, type Setting } from '../../src/settings.ts';
 import { createRequestorMetrics } from '../../src/token-requestor/metrics.ts';

@@ -6,7 +6,7 @@ import type { ControlPlane } from '../harness/control-plane.ts';
 import { until } from '../harness/until.ts';
 import type { Pod, ServiceAccountView } from '../../src/kube/types.ts';
 import type { PodProvider } from '../../src/clouds/types.ts';
-import { previewPod } from '../../src/preview.ts';
+import { previewPod } from '../../src/commands/preview.ts';
 import { renderParameters } from '../../src/policy-mode/parameters.ts';
 import {
   PARAMETERS_GROUP,

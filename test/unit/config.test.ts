@@ -1,6 +1,7 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { envName, loadConfig, settings } from '../../src/config.ts';
+import { loadConfig, settings } from '../../src/config.ts';
+import { envName } from '../../src/settings.ts';
 import { ConfigError } from '../../src/errors.ts';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';

@@ -9,7 +9,7 @@ import { Agent } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import pino from 'pino';
-import { buildApp } from '../../src/app.ts';
+import { buildApp } from '../../src/http/app.ts';
 import { admitPod } from '../../src/admission/pods.ts';
 import { createMetrics } from '../../src/metrics.ts';
 import { generateCertificates } from '../../src/tls/self-signed.ts';

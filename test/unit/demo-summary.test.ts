@@ -10,7 +10,7 @@ import type { V1Pod } from '@kubernetes/client-node';
 import { parseAllDocuments } from 'yaml';
 import { createProviders } from '../../src/clouds/index.ts';
 import { loadConfig } from '../../src/config.ts';
-import { previewPod } from '../../src/preview.ts';
+import { previewPod } from '../../src/commands/preview.ts';
 import { describeInjection, kubectlHint, shellQuote } from '../../scripts/demo-summary.ts';
 
 const EXAMPLES = resolve(import.meta.dirname, '../../examples');

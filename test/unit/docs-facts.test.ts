@@ -12,7 +12,7 @@ import { describe, test } from 'node:test';
 import { parse } from 'yaml';
 import { createProviders } from '../../src/clouds/index.ts';
 import { loadConfig } from '../../src/config.ts';
-import { previewPod } from '../../src/preview.ts';
+import { previewPod } from '../../src/commands/preview.ts';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const read = (file: string) => readFileSync(join(ROOT, file), 'utf8');

@@ -1,10 +1,10 @@
-// The JSON body parser of /mutate (src/json-body.ts) answers every body as fastify's own parser
+// The JSON body parser of /mutate (src/http/json-body.ts) answers every body as fastify's own parser
 // does: the same values, the same 400s for empty and invalid bodies and for poisoned keys however
 // they are spelt, and a byte-order mark stripped.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import Fastify from 'fastify';
-import { mayBePoisoned, parseJsonBodies } from '../../src/json-body.ts';
+import { mayBePoisoned, parseJsonBodies } from '../../src/http/json-body.ts';
 
 const BODIES = [
   '{"request":{"uid":"u","object":{"metadata":{"name":"p"}}}}',

@@ -1,9 +1,9 @@
-// src/memory-release.ts: the pooled memory a burst left goes back once the server idles, once per
+// src/http/memory-release.ts: the pooled memory a burst left goes back once the server idles, once per
 // quiet period, never while work keeps coming; and V8's collector is reached without exposing
 // `gc` to the rest of the process.
 import { describe, test, mock } from 'node:test';
 import assert from 'node:assert/strict';
-import { memoryReducingGc, releaseWhenQuiet } from '../../src/memory-release.ts';
+import { memoryReducingGc, releaseWhenQuiet } from '../../src/http/memory-release.ts';
 
 describe('releaseWhenQuiet', () => {
   test('releases once after a quiet period that follows work, and not while work keeps coming', () => {

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { FastifyInstance } from 'fastify';
 import pino from 'pino';
-import { buildApp } from '../../src/app.ts';
+import { buildApp } from '../../src/http/app.ts';
 import { admitPod } from '../../src/admission/pods.ts';
 import { admitSecret } from '../../src/admission/secrets.ts';
 import { createSecretProviders } from '../../src/clouds/index.ts';

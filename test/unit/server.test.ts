@@ -4,7 +4,7 @@ import { connect } from 'node:tls';
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import pino from 'pino';
-import { buildApp } from '../../src/app.ts';
+import { buildApp } from '../../src/http/app.ts';
 import { admitPod } from '../../src/admission/pods.ts';
 import type { ServiceAccountView } from '../../src/kube/types.ts';
 import { createMetrics } from '../../src/metrics.ts';

@@ -25,7 +25,7 @@ export interface AwsRolePermission {
 }
 
 /** `put-role-policy` replaces the inline policy of this name: it lists every role chained from the source. */
-export const CHAIN_POLICY_NAME = 'workload-identity-webhook-role-chaining';
+const CHAIN_POLICY_NAME = 'workload-identity-webhook-role-chaining';
 
 /** The source role of a chained identity, undefined for one that presents the token. */
 export const sourceRoleOf = (i: TrustIdentity): string | undefined => i.identity.sourceRoleArn || undefined;

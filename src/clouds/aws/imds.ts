@@ -13,7 +13,7 @@ export interface InstanceIdentity {
 }
 
 /** The SDKs' override of the endpoint (AWS_EC2_METADATA_SERVICE_ENDPOINT), else the link-local one. */
-export function imdsEndpoint(env: NodeJS.ProcessEnv = process.env): string {
+function imdsEndpoint(env: NodeJS.ProcessEnv = process.env): string {
   return (env.AWS_EC2_METADATA_SERVICE_ENDPOINT || DEFAULT_ENDPOINT).replace(/\/+$/, '');
 }
 

@@ -1,7 +1,7 @@
 // The AWS peer's metrics (aws/amazon-eks-pod-identity-webhook pkg/handler/middleware.go and
 // handler.go), served beside ours so dashboards built on them keep working after a migration.
 // The peer sees every Pod.
-import { Counter, Histogram, type Registry } from 'prom-client';
+import { Counter, Histogram, type Metric, type Registry } from 'prom-client';
 import type { PeerMetricsFactory } from '../types.ts';
 
 type Labels = Record<string, string>;
@@ -22,7 +22,7 @@ export class SumCountSummary {
     this.name = name;
     this.help = help;
     // prom-client types a metric as one of its own classes; the registry only calls get() and the fields above.
-    for (const registry of registers) registry.registerMetric(this as never);
+    for (const registry of registers) registry.registerMetric(this as unknown as Metric);
   }
 
   observe(labels: Labels, value: number): void {

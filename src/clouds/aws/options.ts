@@ -39,7 +39,7 @@ export interface Aws {
   strict: boolean;
 }
 
-export type AwsKeys = ReturnType<typeof keysOf>;
+type AwsKeys = ReturnType<typeof keysOf>;
 
 export function keysOf(p: string) {
   return {

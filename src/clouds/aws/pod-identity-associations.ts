@@ -14,14 +14,14 @@ import { ROLE_ARN_PATTERN } from './role-arn.ts';
 /** The ServiceAccount annotation (under the AWS prefix) naming the role of its EKS Pod Identity association. */
 export const POD_IDENTITY_ROLE_ARN_KEY = 'pod-identity-role-arn';
 
-export interface Association {
+interface Association {
   namespace: string;
   serviceAccount: string;
   /** The role the association names, when the file says. */
   roleArn?: string;
 }
 
-export interface ParsedAssociations {
+interface ParsedAssociations {
   keys: Map<string, Association>;
   /** Members the peer's Go struct ignores too; logged so nobody thinks they took effect. */
   ignored: string[];

@@ -8,7 +8,7 @@ import type { TrustContext, TrustFinding } from '../types.ts';
 import { POD_IDENTITY_ROLE_ARN_KEY } from './pod-identity-associations.ts';
 import { ROLE_ARN_PATTERN } from './role-arn.ts';
 
-export interface PodIdentityAssociationTrust {
+interface PodIdentityAssociationTrust {
   namespace: string;
   serviceAccount: string;
   /** The association's role: the file's roleArn, else the annotation's. */
@@ -28,7 +28,7 @@ export interface PodIdentityTrust {
 }
 
 /** The trust policy a role of an EKS Pod Identity association needs (EKS user guide, pod-id-role). */
-export const POD_IDENTITY_ROLE_TRUST = {
+const POD_IDENTITY_ROLE_TRUST = {
   Version: '2012-10-17',
   Statement: [
     {

@@ -2,7 +2,7 @@
 // file with one web-identity profile per role, all presenting the same projected token. The SDKs
 // read it through AWS_CONFIG_FILE; code picks a role by profile name, a container by AWS_PROFILE.
 import { type Denial, isDenial } from '../../errors.ts';
-import { clip } from '../../limits.ts';
+import { clip } from '../../text.ts';
 import { parseNamedEntries } from '../common.ts';
 import { type RoleArn, type RoleArnBase, readRoleArn } from './role-arn.ts';
 

@@ -10,7 +10,7 @@ import {
   type SecretProvider,
 } from '../secret-config.ts';
 
-export interface AwsSecretOptions {
+interface AwsSecretOptions {
   audience: string;
   /** `region` of the credentials file when the config names none (the webhook's --aws-default-region). */
   defaultRegion: string | undefined;

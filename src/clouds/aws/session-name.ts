@@ -3,8 +3,8 @@
 import type { EnvVar } from '../../kube/types.ts';
 
 /** STS's RoleSessionName: 2 to 64 of [\w+=,.@-] (AssumeRoleWithWebIdentity's API reference). */
-export const ROLE_SESSION_NAME = /^[\w+=,.@-]{2,64}$/;
-export const ROLE_SESSION_NAME_MAX = 64;
+const ROLE_SESSION_NAME = /^[\w+=,.@-]{2,64}$/;
+const ROLE_SESSION_NAME_MAX = 64;
 /** The value that asks for the Pod's name rather than a literal. */
 export const POD_NAME = 'pod-name';
 

@@ -14,11 +14,7 @@ import type { RoleArn } from './role-arn.ts';
  * `<profile>=<source profile>` entries, separated by commas or new lines: both must be profiles of
  * the shared config file (the `role-arns` profiles and `default`).
  */
-export function parseSourceProfiles(
-  value: string,
-  key: string,
-  profiles: readonly Profile[],
-): Map<string, string> | Denial {
+function parseSourceProfiles(value: string, key: string, profiles: readonly Profile[]): Map<string, string> | Denial {
   const pairs = parseNamedEntries(value, {
     key,
     entry: '<profile>=<source profile>',
@@ -44,7 +40,7 @@ export function parseSourceProfiles(
  * profile that presents the token, in at most MAX_CHAIN_HOPS AssumeRole calls: a cycle (which
  * the SDKs refuse only once the Pod runs) or a longer chain is refused, naming it.
  */
-export function withSources(
+function withSources(
   profiles: readonly Profile[],
   sources: ReadonlyMap<string, string>,
   key: string,

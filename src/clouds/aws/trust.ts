@@ -25,12 +25,12 @@ export interface AwsWebIdentityStatement {
   Condition: { StringEquals: Record<string, string | string[]> };
 }
 
-export interface AwsTrustPolicy {
+interface AwsTrustPolicy {
   Version: '2012-10-17';
   Statement: (AwsWebIdentityStatement | AssumeRoleStatement)[];
 }
 
-export interface AwsRoleTrust {
+interface AwsRoleTrust {
   roleArn: string;
   roleName: string;
   trustedBy: string[];
@@ -56,7 +56,7 @@ export function trustPolicyLength(policy: AwsTrustPolicy): number {
 }
 
 /** IAM names OIDC providers and their condition keys by the issuer without its scheme. */
-export function issuerHostPath(issuer: string): string {
+function issuerHostPath(issuer: string): string {
   return issuer.replace(/^https:\/\//, '');
 }
 

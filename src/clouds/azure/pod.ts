@@ -20,11 +20,11 @@ import { kubeletLiteral } from '../../shell.ts';
  * /var/run/secrets/azure/tokens/azure-identity-token (0.8 to 1.5, still in the peer's docs) and at
  * /var/run/secrets/azure/wi/token/azure-identity-token (1.6 on).
  */
-export const AZURE_VOLUME_NAME = 'azure-identity-token';
-export const AZURE_MOUNT_PATH = '/var/run/secrets/azure/tokens';
-export const AZURE_TOKEN_FILE = 'azure-identity-token';
+const AZURE_VOLUME_NAME = 'azure-identity-token';
+const AZURE_MOUNT_PATH = '/var/run/secrets/azure/tokens';
+const AZURE_TOKEN_FILE = 'azure-identity-token';
 /** Where the peer from 1.6 on has its file: `token/azure-identity-token` under /var/run/secrets/azure/wi. */
-export const AZURE_MOUNT_PATH_1_6 = '/var/run/secrets/azure/wi/token';
+const AZURE_MOUNT_PATH_1_6 = '/var/run/secrets/azure/wi/token';
 export const AZURE_USE_LABEL = 'azure.workload.identity/use';
 /** The peer's own token volume from release 1.6 on: azure-workload-identity-reserved-<hash>. */
 const AZURE_PEER_VOLUME_PREFIX = 'azure-workload-identity-reserved-';
@@ -40,11 +40,11 @@ const KEYS = {
 };
 const SKIP_KEYS = { skip: KEYS.skipContainers, include: KEYS.includeContainers };
 /** The peer's proxy (pkg/webhook/consts.go): container names and default port. */
-export const PROXY_INIT_CONTAINER = 'azwi-proxy-init';
-export const PROXY_CONTAINER = 'azwi-proxy';
+const PROXY_INIT_CONTAINER = 'azwi-proxy-init';
+const PROXY_CONTAINER = 'azwi-proxy';
 const DEFAULT_PROXY_PORT = 8000;
 
-export interface AzureProxyOptions {
+interface AzureProxyOptions {
   image: string;
   initImage: string;
   /** azwi-proxy as an init container with restartPolicy Always (Kubernetes 1.29+ sidecars). */

@@ -15,9 +15,9 @@ import {
  * of exactly those lines is what a tool loads without hand-work (`set -a; . file`, dotenv
  * libraries, `process.loadEnvFile`, Docker's and systemd's env files).
  */
-export const AZURE_ENV_KEY = 'azure.env';
+const AZURE_ENV_KEY = 'azure.env';
 
-export interface AzureSecretOptions {
+interface AzureSecretOptions {
   audience: string;
   cloud: AzureCloudName;
   stack?: AzureStackEnvironment;

@@ -7,7 +7,7 @@ import { splitToFit } from '../trust-split.ts';
 import { AZURE_USE_LABEL } from './pod.ts';
 import { groupBy, shellCommand, shellComment, shellCommentJson, shellSubstitution } from '../../shell.ts';
 
-export interface FederatedIdentityCredential {
+interface FederatedIdentityCredential {
   name: string;
   issuer: string;
   subject: string;

@@ -37,7 +37,7 @@ export function projectOfEmail(email: string): string | undefined {
   return domain ? SA_DOMAIN.exec(domain)?.[1] : undefined;
 }
 
-export interface ExternalAccountInput {
+interface ExternalAccountInput {
   provider: WorkloadIdentityProvider;
   /** Google service account to impersonate; undefined for direct resource access. */
   serviceAccountEmail: string | undefined;

@@ -28,7 +28,7 @@ const CREDENTIALS_PATH = `${shellVariable('CLOUDSDK_CONFIG')}/${GCP_CREDENTIALS_
  * environment as one quoted word, and every $ is escaped for the kubelet (src/shell.ts): the script
  * `sh` runs is this text, whatever the annotations hold.
  */
-export const GCLOUD_SETUP_SCRIPT = kubeletLiteral(
+const GCLOUD_SETUP_SCRIPT = kubeletLiteral(
   [
     'gcloud iam workload-identity-pools create-cred-config \\',
     `  ${shellVariable('GCP_WORKLOAD_IDENTITY_PROVIDER')} \\`,

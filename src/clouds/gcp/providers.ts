@@ -18,7 +18,7 @@ import {
 } from './external-account.ts';
 import type { GcpOptions } from './options.ts';
 
-export const PROVIDERS_ANNOTATION = 'cloud.google.com/workload-identity-providers';
+const PROVIDERS_ANNOTATION = 'cloud.google.com/workload-identity-providers';
 /** The Pod annotation a named provider's file is projected from: the prefix, then the name. */
 export const CREDENTIALS_ANNOTATION_PREFIX = 'workload-identity-webhook.io/gcp-credentials-';
 
@@ -32,15 +32,15 @@ interface Named {
 }
 
 /** The token and file names of a named provider in the token volume. */
-export const tokenFileOf = (name: string) => `token-${name}`;
-export const credentialsFileOf = (name: string) => `federation-${name}.json`;
+const tokenFileOf = (name: string) => `token-${name}`;
+const credentialsFileOf = (name: string) => `federation-${name}.json`;
 
 /**
  * `<name>=<provider>` (direct resource access) or `<name>=<provider>:<service account email>`
  * entries, separated by commas or new lines. New with this webhook: anything malformed is
  * refused, with or without --strict.
  */
-export function parseNamedProviders(value: string, where: string): Named[] | Denial {
+function parseNamedProviders(value: string, where: string): Named[] | Denial {
   const key = `${where} annotation ${PROVIDERS_ANNOTATION}`;
   const pairs = parseNamedEntries(value, {
     key,

@@ -40,7 +40,7 @@ const DOMAIN = /^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)+
 const MIN_LIFETIME = 600;
 const MAX_LIFETIME = 43200;
 
-export interface GcpSecretOptions {
+interface GcpSecretOptions {
   /** `token_url` values a Secret may use (--gcp-allowed-token-urls); each an https URL. */
   allowedTokenUrls: readonly string[];
   /** Token audience (--gcp-audience); default: the config's workload identity provider. */

@@ -1,9 +1,9 @@
-import { WebhookError, isDenial } from './errors.ts';
-import type { Secret, ServiceAccountView } from './kube/types.ts';
-import { secretShapeError } from './admission/secrets.ts';
-import { decideSecret, planSecret, type SecretCoreOptions } from './mutate/secret.ts';
-import { GARDENER_PROVIDER_LABEL, PROVIDER_LABEL } from './model.ts';
-import { parseManifests } from './manifests.ts';
+import { WebhookError, isDenial } from '../errors.ts';
+import type { Secret, ServiceAccountView } from '../kube/types.ts';
+import { secretShapeError } from '../admission/secrets.ts';
+import { decideSecret, planSecret, type SecretCoreOptions } from '../mutate/secret.ts';
+import { GARDENER_PROVIDER_LABEL, PROVIDER_LABEL } from '../model.ts';
+import { parseManifests } from '../manifests.ts';
 import { renderOutput, type OutputFormat, type PreviewInput, type PreviewResult } from './preview.ts';
 
 /** Whether the documents ask for a Secret's preview: a Secret among them and no Pod. */

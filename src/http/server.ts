@@ -1,37 +1,38 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
-import { buildApp, type AdmitContext, type AppOptions } from './app.ts';
+import type { AdmitContext } from '../admission/handler.ts';
+import { buildApp, type AppOptions } from './app.ts';
 import { sourceList } from './connection-limits.ts';
-import { admitPod } from './admission/pods.ts';
-import { admitSecret } from './admission/secrets.ts';
-import { allowed, type AdmissionRequest, type Decision } from './admission/review.ts';
-import type { PodReviewObservation } from './clouds/types.ts';
-import { ConfigError } from './errors.ts';
-import type { ServerLimits } from './limits.ts';
-import type { Config } from './config.ts';
-import type { KubeApi } from './kube/api.ts';
-import { connectKube } from './kube/connect.ts';
-import { together } from './kube/lifecycle.ts';
-import { ServiceAccountCache } from './kube/serviceaccount-cache.ts';
-import { createMetrics, serveMetrics, UNKNOWN_NAMESPACE_LABEL, type Metrics } from './metrics.ts';
+import { admitPod } from '../admission/pods.ts';
+import { admitSecret } from '../admission/secrets.ts';
+import { allowed, type AdmissionRequest, type Decision } from '../admission/review.ts';
+import type { PodReviewObservation } from '../clouds/types.ts';
+import { ConfigError } from '../errors.ts';
+import type { ServerLimits } from '../limits.ts';
+import type { Config } from '../config.ts';
+import type { KubeApi } from '../kube/api.ts';
+import { connectKube } from '../kube/connect.ts';
+import { together } from '../kube/lifecycle.ts';
+import { ServiceAccountCache } from '../kube/serviceaccount-cache.ts';
+import { createMetrics, serveMetrics, UNKNOWN_NAMESPACE_LABEL, type Metrics } from '../metrics.ts';
 import {
   serviceAccountAnnotations,
   createPeerMetrics,
   createProviders,
   createSecretProviders,
   startClouds,
-} from './clouds/index.ts';
-import { SECRET_SERVICE_ACCOUNT_ANNOTATIONS } from './model.ts';
-import { RecordKeys } from './mutate/injection-record.ts';
+} from '../clouds/index.ts';
+import { SECRET_SERVICE_ACCOUNT_ANNOTATIONS } from '../model.ts';
+import { RecordKeys } from '../mutate/injection-record.ts';
 import { memoryReducingGc, releaseWhenQuiet } from './memory-release.ts';
-import { tlsPolicy, type TlsPolicy } from './tls/policy.ts';
-import { certificateNotAfter, readKeyPair, watchKeyPair, type KeyPair } from './tls/reloader.ts';
+import { tlsPolicy, type TlsPolicy } from '../tls/policy.ts';
+import { certificateNotAfter, readKeyPair, watchKeyPair, type KeyPair } from '../tls/reloader.ts';
 
-/** How long the server is idle after work before it hands pooled memory back (src/memory-release.ts). */
-export const MEMORY_RELEASE_QUIET_MS = 10_000;
+/** How long the server is idle after work before it hands pooled memory back (src/http/memory-release.ts). */
+const MEMORY_RELEASE_QUIET_MS = 10_000;
 
-export interface RunningServer {
+interface RunningServer {
   port: number;
   metricsPort: number;
   /** Not ready, keep serving for the drain period, then close once requests in flight finish. */
@@ -44,7 +45,7 @@ async function loadTls(
   log: Logger,
 ): Promise<{ pair: KeyPair; watch?: (apply: (p: KeyPair) => void) => () => void }> {
   if (config.selfSigned) {
-    const { generateCertificates } = await import('./tls/self-signed.ts');
+    const { generateCertificates } = await import('../tls/self-signed.ts');
     const certs = await generateCertificates(config.selfSignedHosts);
     if (config.caBundleOut) await writeFile(config.caBundleOut, certs.caPem);
     log.info(
@@ -62,7 +63,7 @@ async function loadTls(
   }
   if (config.certSecret) {
     // Loaded only in this mode: the certificate manager, and certificate generation when it must make one.
-    const { selfManagedTls } = await import('./tls/self-managed.ts');
+    const { selfManagedTls } = await import('../tls/self-managed.ts');
     return selfManagedTls(config, api, log);
   }
   throw new ConfigError(
@@ -121,7 +122,7 @@ async function admission(config: Config, api: KubeApi, root: Logger, metrics: Me
   // Tenant policy (CEL, the YAML parser, the namespace cache) is loaded only when configured.
   const tenantPolicy =
     config.watchPolicies || config.policyFile
-      ? (await import('./policy/runtime.ts')).createTenantPolicy(
+      ? (await import('../policy/runtime.ts')).createTenantPolicy(
           config,
           api,
           root.child({ component: 'tenant-policy' }),
@@ -176,7 +177,7 @@ async function slippedGauge(
         );
       },
     ));
-  const { startSlippedGauge } = await import('./doctor/slipped-gauge.ts');
+  const { startSlippedGauge } = await import('../doctor/slipped-gauge.ts');
   return startSlippedGauge({
     api,
     providers,
@@ -287,7 +288,7 @@ async function policyParameters(
   root: Logger,
 ) {
   if (!config.policyParameters) return undefined;
-  const { startPolicyParameters } = await import('./policy-mode/run.ts');
+  const { startPolicyParameters } = await import('../policy-mode/run.ts');
   return startPolicyParameters(
     config,
     api,

@@ -22,7 +22,7 @@ import { BlockList, type Server, type Socket } from 'node:net';
 import type { ServerHttp2Session } from 'node:http2';
 import type { TLSSocket } from 'node:tls';
 
-export interface ConnectionLimits {
+interface ConnectionLimits {
   maxConnections: number;
   maxConnectionsPerSource: number;
   firstRequestTimeoutMs: number;
@@ -33,10 +33,10 @@ export interface ConnectionLimits {
 }
 
 /** Why the server closed a connection (a metric label: a closed set): `per_source_limit` makes room at the overall cap for a newcomer. */
-export type ConnectionCloseReason = 'limit' | 'per_source_limit' | 'evicted' | 'first_request_timeout';
+type ConnectionCloseReason = 'limit' | 'per_source_limit' | 'evicted' | 'first_request_timeout';
 
 /** Connections admitted above the cap: handshakes until they show a certificate, newcomers while the connection closed for them closes. */
-export const HANDSHAKE_RESERVE = 64;
+const HANDSHAKE_RESERVE = 64;
 
 interface Tracked {
   socket: Socket;

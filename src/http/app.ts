@@ -12,7 +12,7 @@ import Fastify, {
   type FastifyServerOptions,
 } from 'fastify';
 import type { Logger } from 'pino';
-import { errorMessage, httpError, type HttpErrorCode } from './errors.ts';
+import { errorMessage, httpError, type HttpErrorCode } from '../errors.ts';
 import {
   answerDefects,
   decorate,
@@ -21,19 +21,18 @@ import {
   measure,
   type Admit,
   type AdmitContext,
-} from './admission/handler.ts';
-import { parseAdmissionReview, reviewResponse } from './admission/review.ts';
-import type { PodReviewObservation } from './clouds/types.ts';
-import { clip, DEFAULT_LIMITS, type ServerLimits } from './limits.ts';
+} from '../admission/handler.ts';
+import { parseAdmissionReview, reviewResponse } from '../admission/review.ts';
+import type { PodReviewObservation } from '../clouds/types.ts';
+import { DEFAULT_LIMITS, type ServerLimits } from '../limits.ts';
+import { clip } from '../text.ts';
 import { limitConnectionAge } from './connection-age.ts';
 import { limitConnections } from './connection-limits.ts';
 import { parseJsonBodies } from './json-body.ts';
-import type { Metrics } from './metrics.ts';
+import type { Metrics } from '../metrics.ts';
 import { REVIEW_OVERHEAD_BYTES, ReviewBudget, type ReviewHold } from './review-budget.ts';
 import { limitStreams, type StreamLimiter } from './stream-limits.ts';
-import { tlsPolicy, type TlsPolicy } from './tls/policy.ts';
-
-export type { Admit, AdmitContext };
+import { tlsPolicy, type TlsPolicy } from '../tls/policy.ts';
 
 const FAILURE_POLICIES: Record<string, AdmitContext['failurePolicy']> = { fail: 'Fail', ignore: 'Ignore' };
 

@@ -1,29 +1,29 @@
 // The three subcommands of the cluster's side of the handshake: doctor, trust, issuer publish.
 import { readFileSync } from 'node:fs';
 import { stringify } from 'yaml';
-import type { Config } from './config.ts';
-import { runDoctor } from './doctor/checks.ts';
-import { type Check, exitCode, reportData, reportText } from './doctor/verdicts.ts';
-import { ioProblem, UsageError, WebhookError } from './errors.ts';
-import { loadKubeConfig } from './kube/client.ts';
-import { connectKube } from './kube/connect.ts';
-import type { Owner } from './doctor/owners.ts';
-import { slippedChecks } from './doctor/slipped-report.ts';
-import { publishIssuer } from './issuer/publish.ts';
-import { jwksFromKeyFiles } from './issuer/keys.ts';
-import { apiServerOf, readApiServerDiscovery, readApiServerJwks } from './issuer/read.ts';
-import { issuerProblem } from './issuer/discovery.ts';
-import { shellQuote } from './shell.ts';
-import { createProviders, createSecretProviders } from './clouds/index.ts';
-import type { ManifestInput } from './manifests.ts';
-import { identitiesOfSecrets, identitiesOfServiceAccounts } from './trust/identities.ts';
-import { trustFailed, trustReport, trustText } from './trust/report.ts';
-import { objectsOfCluster, objectsOfManifests, type Objects } from './trust/sources.ts';
+import type { Config } from '../config.ts';
+import { runDoctor } from '../doctor/checks.ts';
+import { type Check, exitCode, reportData, reportText } from '../doctor/verdicts.ts';
+import { ioProblem, UsageError, WebhookError } from '../errors.ts';
+import { loadKubeConfig } from '../kube/client.ts';
+import { connectKube } from '../kube/connect.ts';
+import type { Owner } from '../doctor/owners.ts';
+import { slippedChecks } from '../doctor/slipped-report.ts';
+import { publishIssuer } from '../issuer/publish.ts';
+import { jwksFromKeyFiles } from '../issuer/keys.ts';
+import { apiServerOf, readApiServerDiscovery, readApiServerJwks } from '../issuer/read.ts';
+import { issuerProblem } from '../issuer/discovery.ts';
+import { shellQuote } from '../shell.ts';
+import { createProviders, createSecretProviders } from '../clouds/index.ts';
+import type { ManifestInput } from '../manifests.ts';
+import { identitiesOfSecrets, identitiesOfServiceAccounts } from '../trust/identities.ts';
+import { trustFailed, trustReport, trustText } from '../trust/report.ts';
+import { objectsOfCluster, objectsOfManifests, type Objects } from '../trust/sources.ts';
 
 /** -o of doctor and trust: text for a person, the same data as JSON or YAML for a script. */
 export type DataOutput = 'text' | 'json' | 'yaml';
 
-export interface IssuerCommandInput {
+interface IssuerCommandInput {
   config: Config;
   files: ManifestInput['documents'];
   output: DataOutput;
@@ -47,7 +47,7 @@ function dataOutput(data: unknown, output: DataOutput): string | undefined {
   return undefined;
 }
 
-export interface CommandResult {
+interface CommandResult {
   code: number;
   output: string;
   warnings: string[];

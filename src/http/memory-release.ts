@@ -24,7 +24,7 @@ export function memoryReducingGc(): () => void {
   return () => gc({ type: 'major', execution: 'async', flavor: 'last-resort' });
 }
 
-export interface MemoryRelease {
+interface MemoryRelease {
   /** Work was done (a review answered, a list read): memory may be held that idling returns. */
   worked(): void;
   stop(): void;

@@ -19,9 +19,9 @@ import type { Server } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 
 /** The largest share of the age a connection may end early. */
-export const AGE_JITTER = 0.1;
+const AGE_JITTER = 0.1;
 /** After GOAWAY, how long a client may keep the connection before the server closes it (its streams finish first). */
-export const GOAWAY_GRACE_MS = 30_000;
+const GOAWAY_GRACE_MS = 30_000;
 
 /** Applies the age to `server` (HTTPS, HTTP/2 with HTTP/1.1); 0 never ends a connection; `closed` counts each one ended. */
 export function limitConnectionAge(

@@ -1,14 +1,14 @@
 import fastJsonPatch from 'fast-json-patch';
 import { stringify } from 'yaml';
-import { parseManifests, type ManifestInput } from './manifests.ts';
-import { WebhookError, type Denial } from './errors.ts';
-import type { Pod, ServiceAccountView } from './kube/types.ts';
-import { RecordKeys } from './mutate/injection-record.ts';
-import { serviceAccountNameOf } from './model.ts';
-import type { PatchOperation } from './mutate/patch.ts';
-import { decidePod, podShapeError } from './admission/pods.ts';
-import type { PodProvider } from './clouds/types.ts';
-import { previewPodPolicy, type PreviewPolicy } from './policy/preview.ts';
+import { parseManifests, type ManifestInput } from '../manifests.ts';
+import { WebhookError, type Denial } from '../errors.ts';
+import type { Pod, ServiceAccountView } from '../kube/types.ts';
+import { RecordKeys } from '../mutate/injection-record.ts';
+import { serviceAccountNameOf } from '../model.ts';
+import type { PatchOperation } from '../mutate/patch.ts';
+import { decidePod, podShapeError } from '../admission/pods.ts';
+import type { PodProvider } from '../clouds/types.ts';
+import { previewPodPolicy, type PreviewPolicy } from '../policy/preview.ts';
 
 // A fixed key: preview's output is the same on every run. It proves nothing to a real webhook,
 // whose key is its own, so a previewed Pod's record is never trusted by one.

@@ -17,9 +17,9 @@ import { constants, type Http2SecureServer, type ServerHttp2Session, type Server
 /** Streams a session may reset before their answer, at once. */
 export const RESET_BURST = 100;
 /** Tokens a session gets back each second. */
-export const RESET_RATE = 10;
+const RESET_RATE = 10;
 /** A reset this soon after the stream opened is rapid; kube-apiserver's timeouts come later (1 s at least). */
-export const RAPID_RESET_MS = 500;
+const RAPID_RESET_MS = 500;
 
 interface SessionState {
   /** Reviews started on this session whose work is not done (their stream may be gone). */
