@@ -48,6 +48,8 @@ async function run<T>(args: string[], input?: unknown): Promise<T> {
       if (err) reject(new PromqlError(args[0], stderr || err.message));
       else resolve(JSON.parse(stdout) as T);
     });
+    // A command that reads no input may exit before the write lands: its answer is the exit's.
+    child.stdin?.on('error', () => {});
     child.stdin?.end(input === undefined ? '' : JSON.stringify(input));
   });
 }
