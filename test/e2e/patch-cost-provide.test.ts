@@ -13,7 +13,12 @@ const ROOT = resolve(import.meta.dirname, '../..');
 const SCRIPT = join(ROOT, 'bench/patch-cost/provide.sh');
 
 const assignments = (stdout: string) =>
-  Object.fromEntries(stdout.trim().split('\n').map((l) => l.split('=', 2) as [string, string]));
+  Object.fromEntries(
+    stdout
+      .trim()
+      .split('\n')
+      .map((l) => l.split('=', 2) as [string, string]),
+  );
 
 test('bench/patch-cost/provide.sh from an empty cache builds the pinned json-patch once; a second run builds nothing', (t) => {
   const cache = mkdtempSync(join(tmpdir(), 'wiw-patch-cost-'));
