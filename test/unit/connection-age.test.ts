@@ -15,6 +15,7 @@ import { createMetrics } from '../../src/metrics.ts';
 import { generateCertificates } from '../../src/tls/self-signed.ts';
 import { until } from '../harness/until.ts';
 import { pod, providers, sa } from '../support/builders.ts';
+import { podReview } from '../support/review-fuzz.ts';
 import { httpsRequest } from '../support/https-client.ts';
 import { ROLE_ARN } from '../support/identities.ts';
 
@@ -56,17 +57,9 @@ async function start(maxConnectionAgeMs = AGE_MS) {
   return { url, state, closedForAge };
 }
 
-const REVIEW = JSON.stringify({
-  apiVersion: 'admission.k8s.io/v1',
-  kind: 'AdmissionReview',
-  request: {
-    uid: 'u',
-    kind: { group: '', version: 'v1', kind: 'Pod' },
-    namespace: 'team-a',
-    operation: 'CREATE',
-    object: pod({ spec: { serviceAccountName: 'app', containers: [{ name: 'c', image: 'i' }] } }),
-  },
-});
+const REVIEW = JSON.stringify(
+  podReview(pod({ spec: { serviceAccountName: 'app', containers: [{ name: 'c', image: 'i' }] } }), 'u', 'team-a'),
+);
 
 function h2post(session: ClientHttp2Session): Promise<number> {
   return new Promise((resolve, reject) => {

@@ -20,6 +20,7 @@ import { createMetrics } from '../../src/metrics.ts';
 import { generateCertificates } from '../../src/tls/self-signed.ts';
 import { createCa, createClientCert, type KeyPair } from '../harness/certs.ts';
 import { pod, providers, sa } from '../support/builders.ts';
+import { podReview } from '../support/review-fuzz.ts';
 import { until } from '../harness/until.ts';
 import { roleArn } from '../support/identities.ts';
 
@@ -95,17 +96,7 @@ async function hogFrom(port: number, source: string, tries: number): Promise<num
 
 /** A review as kube-apiserver sends it, from its own address; rejects after 10 s without an answer, as kube-apiserver gives up after the chart's timeoutSeconds. */
 function apiServerReview(port: number, cert?: KeyPair): Promise<{ status: number; body: any }> {
-  const body = JSON.stringify({
-    apiVersion: 'admission.k8s.io/v1',
-    kind: 'AdmissionReview',
-    request: {
-      uid: 'u',
-      kind: { group: '', version: 'v1', kind: 'Pod' },
-      namespace: 'team-a',
-      operation: 'CREATE',
-      object: pod(),
-    },
-  });
+  const body = REVIEW;
   return new Promise((resolve, reject) => {
     const req = request(
       {
@@ -146,17 +137,7 @@ async function keptAlive(port: number): Promise<{ socket: TLSSocket; review(): P
     s.once('error', reject);
   });
   held.push(socket);
-  const body = JSON.stringify({
-    apiVersion: 'admission.k8s.io/v1',
-    kind: 'AdmissionReview',
-    request: {
-      uid: 'u',
-      kind: { group: '', version: 'v1', kind: 'Pod' },
-      namespace: 'team-a',
-      operation: 'CREATE',
-      object: pod(),
-    },
-  });
+  const body = REVIEW;
   const review = () =>
     new Promise<{ status: number }>((resolve, reject) => {
       let text = '';
@@ -187,6 +168,9 @@ async function keptAlive(port: number): Promise<{ socket: TLSSocket; review(): P
     });
   return { socket, review };
 }
+
+/** A review as kube-apiserver sends it, of a Pod in team-a (test/support/review-fuzz.ts's shape). */
+const REVIEW = JSON.stringify(podReview(pod(), 'u', 'team-a'));
 
 const closedFor = async (metrics: ReturnType<typeof createMetrics>, reason: string) =>
   Number(
