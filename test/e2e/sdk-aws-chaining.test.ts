@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createAwsSts, type AwsSts, type TrustPolicy } from '../sdk/aws-sts.ts';
+import { createAwsSts, webIdentityTrust, type AwsSts } from '../sdk/aws-sts.ts';
 import { startSdkCluster, type SdkCluster } from '../sdk/cluster.ts';
 import { tokenDigest } from '../sdk/oidc.ts';
 import type { SdkAnswer } from '../sdk/sdk-process.ts';
@@ -16,7 +16,6 @@ import {
   OTHER_AWS_ACCOUNT,
   ROLE_ARN as ROLE,
   roleArn,
-  oidcProviderArn,
 } from '../support/identities.ts';
 
 const NS = 'sdk-aws-chaining';
@@ -28,24 +27,9 @@ const AUDITOR_ROLE = roleArn('auditor', OTHER_AWS_ACCOUNT);
 const CLOSED_ROLE = roleArn('closed', OTHER_AWS_ACCOUNT);
 const UNPERMITTED_ROLE = roleArn('unpermitted', OTHER_AWS_ACCOUNT);
 
-/** A role's trust policy: these ServiceAccounts' tokens through the account's OIDC provider, and these roles by AssumeRole. */
-function trusting(issuer: string, account: string, serviceAccounts: string[], roles: string[] = []): TrustPolicy {
-  const hostPath = issuer.replace('https://', '');
-  return {
-    Version: '2012-10-17',
-    Statement: [
-      {
-        Effect: 'Allow',
-        Principal: { Federated: oidcProviderArn(hostPath, account) },
-        Action: 'sts:AssumeRoleWithWebIdentity',
-        Condition: {
-          StringEquals: { [`${hostPath}:sub`]: serviceAccounts.map(subject), [`${hostPath}:aud`]: 'sts.amazonaws.com' },
-        },
-      },
-      ...roles.map((arn) => ({ Effect: 'Allow' as const, Principal: { AWS: arn }, Action: 'sts:AssumeRole' })),
-    ],
-  };
-}
+/** A role's trust policy: these ServiceAccounts of the namespace (and these roles by AssumeRole). */
+const trusting = (issuer: string, account: string, serviceAccounts: string[], roles: string[] = []) =>
+  webIdentityTrust(issuer, account, serviceAccounts.map(subject), roles);
 
 /** A role's permission to call sts:AssumeRole on these roles. */
 const mayAssume = (roles: string[]) => [{ Effect: 'Allow' as const, Action: 'sts:AssumeRole', Resource: roles }];

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createAwsSts, type AwsSts, type TrustPolicy } from '../sdk/aws-sts.ts';
+import { createAwsSts, webIdentityTrust, type AwsSts } from '../sdk/aws-sts.ts';
 import { POD_IDENTITY_AUDIENCE, startPodIdentityAgent, type PodIdentityAgent } from '../sdk/eks-pod-identity-agent.ts';
 import { startSdkCluster, type SdkCluster, type StartOptions } from '../sdk/cluster.ts';
 import { tokenDigest } from '../sdk/oidc.ts';
@@ -20,7 +20,6 @@ import {
   OTHER_AWS_ACCOUNT,
   ROLE_ARN as ROLE,
   roleArn,
-  oidcProviderArn,
 } from '../support/identities.ts';
 
 const NS = 'sdk-aws';
@@ -35,23 +34,9 @@ const subject = (sa: string) => `system:serviceaccount:${NS}:${sa}`;
 const POD_IDENTITY_ROLE = roleArn('pod-identity-reader', OTHER_AWS_ACCOUNT);
 const POD_IDENTITY_TOKEN_FILE = '/var/run/secrets/pods.eks.amazonaws.com/serviceaccount/eks-pod-identity-token';
 
-/** A role's trust policy: the account's OIDC provider for the issuer, these ServiceAccounts, the default audience. */
-function trusting(issuer: string, account: string, serviceAccounts: string[]): TrustPolicy {
-  const hostPath = issuer.replace('https://', '');
-  return {
-    Version: '2012-10-17',
-    Statement: [
-      {
-        Effect: 'Allow',
-        Principal: { Federated: oidcProviderArn(hostPath, account) },
-        Action: 'sts:AssumeRoleWithWebIdentity',
-        Condition: {
-          StringEquals: { [`${hostPath}:sub`]: serviceAccounts.map(subject), [`${hostPath}:aud`]: 'sts.amazonaws.com' },
-        },
-      },
-    ],
-  };
-}
+/** A role's trust policy: these ServiceAccounts of the namespace (and these roles by AssumeRole). */
+const trusting = (issuer: string, account: string, serviceAccounts: string[], roles: string[] = []) =>
+  webIdentityTrust(issuer, account, serviceAccounts.map(subject), roles);
 
 let cluster: SdkCluster;
 let sts: AwsSts;

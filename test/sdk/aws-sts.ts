@@ -7,6 +7,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import type { ClusterIssuer } from './oidc.ts';
 import { tokenDigest } from './oidc.ts';
 import type { StandInResponse, StandInService } from './standin-server.ts';
+import { oidcProviderArn } from '../support/identities.ts';
 import { assumeRole, type AwsAssumption, type Issued, type PolicyStatement } from './aws-sts-assume-role.ts';
 
 export type { AwsAssumption };
@@ -27,6 +28,31 @@ export interface TrustPolicy {
 }
 
 type TrustStatement = PolicyStatement;
+
+/**
+ * A role's trust policy as a test writes it: these subjects' tokens from the issuer through the
+ * account's OIDC provider, with the default audience, and these roles by AssumeRole (chaining).
+ */
+export function webIdentityTrust(
+  issuer: string,
+  account: string,
+  subjects: string[],
+  roles: string[] = [],
+): TrustPolicy {
+  const hostPath = issuer.replace('https://', '');
+  return {
+    Version: '2012-10-17',
+    Statement: [
+      {
+        Effect: 'Allow',
+        Principal: { Federated: oidcProviderArn(hostPath, account) },
+        Action: 'sts:AssumeRoleWithWebIdentity',
+        Condition: { StringEquals: { [`${hostPath}:sub`]: subjects, [`${hostPath}:aud`]: 'sts.amazonaws.com' } },
+      },
+      ...roles.map((arn) => ({ Effect: 'Allow' as const, Principal: { AWS: arn }, Action: 'sts:AssumeRole' })),
+    ],
+  };
+}
 
 /**
  * Whether a trust policy lets this web identity assume the role: a Deny statement that matches
