@@ -1,7 +1,8 @@
 import type { Server } from 'node:http';
 import { createRequire } from 'node:module';
 import type { AddressInfo } from 'node:net';
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { collectProcessMetrics } from './process-metrics.ts';
 
 // node:http through require: the ES module face of a built-in reads each of its exports, and
 // node:http's lazy ones load Node's undici (about 30 ms of every start of `serve`).
@@ -16,9 +17,8 @@ export const UNKNOWN_NAMESPACE_LABEL = '_unknown';
 /** One registry per server instance, so tests and the bench can run several side by side. */
 export function createMetrics() {
   const registry = new Registry();
-  // Node's process metrics under their standard names (process_*, nodejs_*), where generic
-  // dashboards and alerts look for them; the target's labels tell this process from others.
-  collectDefaultMetrics({ register: registry });
+  // The target's labels tell this process's process_* and nodejs_* from others'.
+  collectProcessMetrics(registry);
   return {
     registry,
     ...admissionMetrics(registry),

@@ -1,10 +1,11 @@
-import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Registry } from 'prom-client';
+import { collectProcessMetrics } from '../process-metrics.ts';
 
 export function createRequestorMetrics() {
   const registry = new Registry();
   // Standard process_* and nodejs_* names, as the webhook's; its own metrics keep the
   // wiw_token_requestor_ prefix, which tells them from the webhook's wiw_* in one query.
-  collectDefaultMetrics({ register: registry });
+  collectProcessMetrics(registry);
   return {
     registry,
     leader: new Gauge({
