@@ -24,7 +24,12 @@
 //
 //   npm run bench:apiserver [-- --rates 25,50,100,200,500,1000] [--seconds 10] [--servers none,serve,aws,azure,policy]
 //                           [--spread-rate 100] [--spread-seconds 30] [--spread-age 10] [--phases rates,spread]
-//                           [--localhost] [--corpus bench|charts] [--patch-rounds 5]
+//                           [--localhost] [--corpus bench|charts] [--patch-rounds 5] [--warm-reviews 3000]
+//
+// --warm-reviews: creates through each webhook before it is measured (closed loop, 16 at a time),
+// as a webhook in a cluster has served for a while: a fresh Node process compiles its code as it
+// first runs it, and `serve`'s first 100 reviews at 25 a second cost it about 1.6 ms of CPU each,
+// against 0.8 once warm (the Go peers have no such start). 0 measures the cold start.
 //
 // --corpus: the Pods created. `bench` (the default): bench:peers' generated Pods (5 to 40 KB, mean
 // 26 KB), each as a ServiceAccount with the stream's identity. `charts`: the Pods of real charts
@@ -35,20 +40,23 @@
 // The `patch` phase (--phases ...,patch; not a default): what kube-apiserver pays to apply serve's
 // JSON Patch, against the same Pod as one whole-array `add` of /spec/containers (and
 // initContainers) as the AWS peer answers, per Pod of the corpus (bench/patch-cost/).
+import { existsSync, readFileSync } from 'node:fs';
 import { cpus, homedir, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { startControlPlane, type ControlPlane } from '../test/harness/control-plane.ts';
 import { CLI } from '../test/harness/cli-process.ts';
+import { startProcess } from '../test/harness/processes.ts';
 import { chartMemory } from '../test/support/cgroup.ts';
 import { TENANT as AZURE_TENANT } from '../test/support/identities.ts';
 import { providePeers, servingCertificate, startPeer, type TlsFiles } from '../test/support/peer-diff.ts';
 import { startTcpProxy } from '../test/support/tcp-proxy.ts';
-import { hostAddress, startWebhook, until } from '../test/support/webhook.ts';
+import { GiveUp, hostAddress, startWebhook, until } from '../test/support/webhook.ts';
 import {
   adminAgent,
   createAtRate,
+  createMany,
   histogramOf,
   negotiated,
   offeredBy,
@@ -85,6 +93,7 @@ const { values: opts } = parseArgs({
     rates: { type: 'string', default: '25,50,100,200,500,1000' },
     seconds: { type: 'string', default: '10' },
     warm: { type: 'string', default: '2' },
+    'warm-reviews': { type: 'string', default: '3000' },
     servers: { type: 'string', default: 'none,serve,aws,azure' },
     connections: { type: 'string', default: '256' },
     phases: { type: 'string', default: 'rates,spread' },
@@ -99,6 +108,9 @@ const { values: opts } = parseArgs({
 const RATES = opts.rates.split(',').map(Number);
 const SECONDS = Number(opts.seconds);
 const WARM_S = Number(opts.warm);
+const WARM_REVIEWS = Number(opts['warm-reviews']);
+if (!Number.isInteger(WARM_REVIEWS) || WARM_REVIEWS < 0)
+  throw new Error(`--warm-reviews: "${opts['warm-reviews']}" is not a whole number of 0 or more`);
 const SERVERS = opts.servers.split(',').filter(Boolean);
 const CONNECTIONS = Number(opts.connections);
 const PHASES = new Set(opts.phases.split(','));
@@ -119,8 +131,8 @@ const LOCALHOST = opts.localhost;
 const ADDRESS = LOCALHOST ? '127.0.0.1' : hostAddress();
 const urlAt = (port: number, path = '/mutate') => `https://${ADDRESS}:${port}${path}`;
 for (const s of SERVERS)
-  if (!['none', 'serve', 'aws', 'azure', 'policy'].includes(s))
-    throw new Error(`--servers: unknown server "${s}"; expected none, serve, aws, azure or policy`);
+  if (!['none', 'serve', 'aws', 'azure', 'policy', 'floor'].includes(s))
+    throw new Error(`--servers: unknown server "${s}"; expected none, serve, aws, azure, policy or floor`);
 /** The policy mode needs kube-apiserver 1.36: with it every server runs on the newest one. */
 const POLICY = SERVERS.includes('policy');
 
@@ -294,6 +306,7 @@ async function startOne(cp: ControlPlane, tls: TlsFiles, server: string, binarie
     };
     return running;
   }
+  if (server === 'floor') return startFloor(cp, tls);
   const kind = server as Stream;
   const peer = await startPeer(
     cp,
@@ -319,6 +332,24 @@ async function startOne(cp: ControlPlane, tls: TlsFiles, server: string, binarie
     stop: () => peer.proc.stop(),
   };
   return running;
+}
+
+/**
+ * The floor of bench:peers (support/floor.ts: a bare Node HTTPS server that parses the review and
+ * allows it, no patch), on the webhook's CPU with serve's Node flags: what any Node webhook pays.
+ */
+async function startFloor(cp: ControlPlane, tls: TlsFiles): Promise<Running> {
+  const log = join(cp.dir, 'floor.log');
+  const host = LOCALHOST ? '127.0.0.1' : '0.0.0.0';
+  const script = join(import.meta.dirname, 'support/floor.ts');
+  const args = ['-c', WEBHOOK_CPU, process.execPath, script, tls.certFile, tls.keyFile, host];
+  const proc = startProcess('floor', 'taskset', args, log, { NODE_OPTIONS: NODE_FLAGS });
+  const port = await until('the floor to listen', () => {
+    if (proc.exitStatus() !== null) throw new GiveUp(`the floor exited:\n${proc.logTail(10)}`);
+    const line = existsSync(log) ? readFileSync(log, 'utf8').split('\n')[0] : '';
+    return line ? ((JSON.parse(line) as { port?: number }).port ?? undefined) : undefined;
+  });
+  return { pids: [proc.pid], url: urlAt(port), ports: [port], caPem: tls.caPem, stop: () => proc.stop() };
 }
 
 const CONFIGS = '/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations';
@@ -353,12 +384,15 @@ async function register(
     ],
   });
   if (res.status !== 201) throw new Error(`registering ${name}: HTTP ${res.status} ${res.body.slice(0, 300)}`);
-  await untilMutated(cp, probe, stream, true);
+  // The floor mutates nothing: kube-apiserver's count of its calls shows that it is called.
+  const called = (yes: boolean) =>
+    server === 'floor' ? untilCalled(cp, probe, webhook, yes) : untilMutated(cp, probe, stream, yes);
+  await called(true);
   return {
     webhook,
     remove: async () => {
       await cp.request('DELETE', `${CONFIGS}/${name}`);
-      await untilMutated(cp, probe, stream, false);
+      await called(false);
     },
   };
 }
@@ -414,6 +448,20 @@ async function untilMutated(cp: ControlPlane, probe: PodToCreate, stream: Stream
   });
 }
 
+/** Until a create of `probe` is (or is no longer) counted in kube-apiserver's calls of `webhook`. */
+async function untilCalled(cp: ControlPlane, probe: PodToCreate, webhook: string, called: boolean) {
+  await until(called ? 'kube-apiserver to call the floor' : 'kube-apiserver to stop calling the floor', async () => {
+    const before = (await scrape(cp, webhook))?.count ?? 0;
+    const r = await cp.request(
+      'POST',
+      `/api/v1/namespaces/${probe.namespace}/pods?dryRun=All`,
+      JSON.parse(`${probe.body}`),
+    );
+    const after = (await scrape(cp, webhook))?.count ?? 0;
+    return r.status === 201 && after > before === called;
+  });
+}
+
 // ------------------------------------------------------------------ one measured run
 
 interface Figures {
@@ -436,6 +484,17 @@ interface Figures {
 }
 
 /** CPU the processes use doing nothing for `seconds`, ms a second. */
+/** --warm-reviews creates through the server before it is measured: a process that has served for a while. */
+async function warmUp(cp: ControlPlane, server: string, pods: PodToCreate[]) {
+  const agent = adminAgent(cp, CONNECTIONS);
+  try {
+    const { failed } = await createMany(agent, cp, pods, WARM_REVIEWS);
+    if (failed) console.log(`  ${NAMES[server]}: ${fmt(failed)} of the ${fmt(WARM_REVIEWS)} warm-up creates failed`);
+  } finally {
+    agent.destroy();
+  }
+}
+
 async function idleCpu(pids: number[], seconds: number): Promise<number> {
   const before = cpuOf(pids);
   await sleep(seconds * 1000);
@@ -520,7 +579,7 @@ async function ratesPhase(cp: ControlPlane, tls: TlsFiles, binaries: Record<stri
   const plan: { server: string; stream: Stream }[] = [];
   const peers = SERVERS.filter((s) => s === 'aws' || s === 'azure') as Stream[];
   for (const server of SERVERS) {
-    if (server === 'none' || server === 'policy') plan.push({ server, stream: 'aws' });
+    if (server === 'none' || server === 'policy' || server === 'floor') plan.push({ server, stream: 'aws' });
     else if (server === 'serve')
       for (const stream of peers.length ? peers : ['aws' as Stream]) plan.push({ server, stream });
     else plan.push({ server, stream: server as Stream });
@@ -537,6 +596,7 @@ async function ratesPhase(cp: ControlPlane, tls: TlsFiles, binaries: Record<stri
           : running
             ? await register(cp, server, `bench-${server}-${stream}`, running, stream, probeOf(stream))
             : undefined;
+      if (reg && WARM_REVIEWS) await warmUp(cp, server, pods);
       const idleMsPerS = running ? await idleCpu(running.pids, 3) : undefined;
       for (const rate of RATES) {
         // A rate above what kube-apiserver sustains here only queues (each create waits up to 60 s).
@@ -671,6 +731,7 @@ const NAMES: Record<string, string> = {
   aws: 'AWS peer',
   azure: 'Azure peer',
   policy: 'policy (MAP)',
+  floor: 'floor (bare Node)',
 };
 const failed = (run: CreateRun) => [...run.failures.values()].reduce((a, b) => a + b, 0);
 
@@ -795,7 +856,7 @@ try {
       `  Pods: --corpus ${CORPUS}, ${CORPUS === 'bench' ? "bench:peers' generated Pods (bench/support/reviews.ts: 1 to 10 containers)" : "real charts' Pods (test/fixtures/peer-diff/corpus; Azure: those its objectSelector's label sends)"}; dry-run creates (?dryRun=All)\n` +
       (['aws', 'azure'] as Stream[]).map((s) => `    ${describePods(s)}\n`).join('') +
       `  webhooks registered at https://${ADDRESS}: kube-apiserver offers ${offeredBy(urlAt(443)).join(' and ')}${LOCALHOST ? ' (--localhost: as to a webhook beside it on a control-plane host)' : ' (not loopback: as to a webhook behind a Service; --localhost for h2)'}\n` +
-      `  client: Node https, open loop (each create sent on schedule), keep-alive, up to ${CONNECTIONS} connections to kube-apiserver; ${WARM_S} s warm-up, then ${SECONDS} s per rate` +
+      `  client: Node https, open loop (each create sent on schedule), keep-alive, up to ${CONNECTIONS} connections to kube-apiserver; each webhook first warmed by ${fmt(WARM_REVIEWS)} creates (16 at a time), then per rate ${WARM_S} s at the rate and ${SECONDS} s measured` +
       (patchTool
         ? `\n  patch: gopkg.in/evanphx/json-patch.v4 ${patchTool.jsonPatch} (k8s.io/apiserver ${patchTool.apiserver}'s pin), DecodePatch + Apply per Pod as kube-apiserver does, on CPU ${WEBHOOK_CPU} (GOMAXPROCS=1); its CPU time (getrusage), the median of ${PATCH_ROUNDS} round${PATCH_ROUNDS === 1 ? '' : 's'}`
         : ''),

@@ -157,6 +157,20 @@ export async function createAtRate(
   return { latencies, failures, sent, seconds: (performance.now() - t0) / 1000 };
 }
 
+/**
+ * `n` creates, `inflight` at a time (closed loop: as fast as kube-apiserver answers). The warm-up
+ * before a server is measured: a webhook that has served for a while, as one in a cluster has.
+ */
+export async function createMany(agent: Agent, cp: ControlPlane, pods: PodToCreate[], n: number, inflight = 16) {
+  let next = 0;
+  let failed = 0;
+  const worker = async () => {
+    while (next < n) if ((await createPod(agent, cp, pods[next++ % pods.length])).failure) failed++;
+  };
+  await Promise.all(Array.from({ length: Math.min(inflight, n) }, worker));
+  return { created: n - failed, failed };
+}
+
 // ------------------------------------------------------------------ the webhook's connections
 
 /** Established connections to local `port` now, by their remote end (IPv4 and IPv6 tables). */

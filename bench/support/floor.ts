@@ -4,13 +4,13 @@
 // pinning; no framework, limits, cache, logging or metrics. What serve costs beyond this is its
 // own work; no Node webhook answers for less.
 //
-//   node bench/support/floor.ts CERT_FILE KEY_FILE   (prints {"msg":"listening","port":N})
+//   node bench/support/floor.ts CERT_FILE KEY_FILE [HOST]   (prints {"msg":"listening","port":N}; HOST 127.0.0.1 unless given)
 import { readFileSync } from 'node:fs';
 import { createSecureServer, type Http2ServerRequest, type Http2ServerResponse } from 'node:http2';
 import type { AddressInfo } from 'node:net';
 import { tlsPolicy } from '../../src/tls/policy.ts';
 
-const [certFile, keyFile] = process.argv.slice(2);
+const [certFile, keyFile, host = '127.0.0.1'] = process.argv.slice(2);
 const policy = tlsPolicy('TLSv1.2');
 
 function answer(req: Http2ServerRequest, res: Http2ServerResponse) {
@@ -44,7 +44,7 @@ const server = createSecureServer(
   },
   answer,
 );
-server.listen(0, '127.0.0.1', () =>
+server.listen(0, host, () =>
   console.log(JSON.stringify({ msg: 'listening', port: (server.address() as AddressInfo).port })),
 );
 process.on('SIGTERM', () => process.exit(0));
