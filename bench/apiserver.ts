@@ -495,7 +495,12 @@ async function warmUp(cp: ControlPlane, server: string, pods: PodToCreate[]) {
   }
 }
 
-async function idleCpu(pids: number[], seconds: number): Promise<number> {
+/**
+ * CPU ms a second with no review, once the work before has settled: 17 s after it (serve hands
+ * memory back once quiet for 10 s, checked every 5 s), then `seconds` measured.
+ */
+async function idleCpu(pids: number[], seconds = 10): Promise<number> {
+  await sleep(17_000);
   const before = cpuOf(pids);
   await sleep(seconds * 1000);
   return ((cpuOf(pids) - before) / seconds) * 1000;
@@ -597,7 +602,7 @@ async function ratesPhase(cp: ControlPlane, tls: TlsFiles, binaries: Record<stri
             ? await register(cp, server, `bench-${server}-${stream}`, running, stream, probeOf(stream))
             : undefined;
       if (reg && WARM_REVIEWS) await warmUp(cp, server, pods);
-      const idleMsPerS = running ? await idleCpu(running.pids, 3) : undefined;
+      const idleMsPerS = running ? await idleCpu(running.pids) : undefined;
       for (const rate of RATES) {
         // A rate above what kube-apiserver sustains here only queues (each create waits up to 60 s).
         if (rate > ceiling.rate) {

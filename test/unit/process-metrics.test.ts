@@ -1,6 +1,6 @@
 // Node's process metrics: prom-client's standard names, the event loop sampled every 100 ms rather
-// than prom-client's 10 ms (whose timer kept an idle server at 7 to 10 ms of CPU a second), each
-// value how late a sample ran.
+// than prom-client's 10 ms (100 wake-ups a second of an idle server), each value how late a
+// sample ran.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { Registry, collectDefaultMetrics } from 'prom-client';
