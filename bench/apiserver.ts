@@ -25,11 +25,14 @@
 //   npm run bench:apiserver [-- --rates 25,50,100,200,500,1000] [--seconds 10] [--servers none,serve,aws,azure,policy]
 //                           [--spread-rate 100] [--spread-seconds 30] [--spread-age 10] [--phases rates,spread]
 //                           [--localhost] [--corpus bench|charts] [--patch-rounds 5] [--warm-reviews 3000]
+//                           [--idle-seconds 10]
 //
 // --warm-reviews: creates through each webhook before it is measured (closed loop, 16 at a time),
 // as a webhook in a cluster has served for a while: a fresh Node process compiles its code as it
 // first runs it, and `serve`'s first 100 reviews at 25 a second cost it about 1.6 ms of CPU each,
 // against 0.8 once warm (the Go peers have no such start). 0 measures the cold start.
+// --idle-seconds: the webhook's CPU with no review, measured that long once the warm-up settled
+// (17 s after it), shown beside its CPU per Pod; 0 skips it.
 //
 // --corpus: the Pods created. `bench` (the default): bench:peers' generated Pods (5 to 40 KB, mean
 // 26 KB), each as a ServiceAccount with the stream's identity. `charts`: the Pods of real charts
@@ -94,6 +97,7 @@ const { values: opts } = parseArgs({
     seconds: { type: 'string', default: '10' },
     warm: { type: 'string', default: '2' },
     'warm-reviews': { type: 'string', default: '3000' },
+    'idle-seconds': { type: 'string', default: '10' },
     servers: { type: 'string', default: 'none,serve,aws,azure' },
     connections: { type: 'string', default: '256' },
     phases: { type: 'string', default: 'rates,spread' },
@@ -109,6 +113,8 @@ const RATES = opts.rates.split(',').map(Number);
 const SECONDS = Number(opts.seconds);
 const WARM_S = Number(opts.warm);
 const WARM_REVIEWS = Number(opts['warm-reviews']);
+const IDLE_S = Number(opts['idle-seconds']);
+if (!(IDLE_S >= 0)) throw new Error(`--idle-seconds: "${opts['idle-seconds']}" is not a number of 0 or more`);
 if (!Number.isInteger(WARM_REVIEWS) || WARM_REVIEWS < 0)
   throw new Error(`--warm-reviews: "${opts['warm-reviews']}" is not a whole number of 0 or more`);
 const SERVERS = opts.servers.split(',').filter(Boolean);
@@ -499,7 +505,7 @@ async function warmUp(cp: ControlPlane, server: string, pods: PodToCreate[]) {
  * CPU ms a second with no review, once the work before has settled: 17 s after it (serve hands
  * memory back once quiet for 10 s, checked every 5 s), then `seconds` measured.
  */
-async function idleCpu(pids: number[], seconds = 10): Promise<number> {
+async function idleCpu(pids: number[], seconds: number): Promise<number> {
   await sleep(17_000);
   const before = cpuOf(pids);
   await sleep(seconds * 1000);
@@ -602,7 +608,7 @@ async function ratesPhase(cp: ControlPlane, tls: TlsFiles, binaries: Record<stri
             ? await register(cp, server, `bench-${server}-${stream}`, running, stream, probeOf(stream))
             : undefined;
       if (reg && WARM_REVIEWS) await warmUp(cp, server, pods);
-      const idleMsPerS = running ? await idleCpu(running.pids) : undefined;
+      const idleMsPerS = running && IDLE_S ? await idleCpu(running.pids, IDLE_S) : undefined;
       for (const rate of RATES) {
         // A rate above what kube-apiserver sustains here only queues (each create waits up to 60 s).
         if (rate > ceiling.rate) {
@@ -763,7 +769,9 @@ function rowOf(f: Figures): string[] {
     h ? `${ms((h.sum / h.count) * 1000)} / ${ms(quantile(h, 0.5) * 1000)} / ${ms(quantile(h, 0.99) * 1000)}` : '–',
     `${ms(percentile(run.latencies, 0.5))} / ${ms(percentile(run.latencies, 0.99))}`,
     f.apiserverUsPerPod === undefined ? '–' : `${fmt(f.apiserverUsPerPod)} µs`,
-    f.cpuUsPerPod === undefined ? '–' : `${fmt(f.cpuUsPerPod)} µs (idle ${fmt(f.idleMsPerS, 1)} ms/s)`,
+    f.cpuUsPerPod === undefined
+      ? '–'
+      : `${fmt(f.cpuUsPerPod)} µs${f.idleMsPerS === undefined ? '' : ` (idle ${fmt(f.idleMsPerS, 1)} ms/s)`}`,
     fmt(failed(run)),
   ];
 }
