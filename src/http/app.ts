@@ -267,6 +267,12 @@ function streamOf(req: FastifyRequest): ServerHttp2Stream | undefined {
   return isHttp2Request(req.raw) ? req.raw.stream : undefined;
 }
 
+/** The request announces a body: over HTTP/2 its headers did not end the stream. */
+function hasBody(req: FastifyRequest, stream: ServerHttp2Stream | undefined): boolean {
+  if (stream) return !stream.endAfterHeaders;
+  return req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
+}
+
 /** An HTTP/1.1 request (IncomingMessage) has no stream; one over HTTP/2 (Http2ServerRequest) has. */
 const isHttp2Request = (raw: RawRequest): raw is Http2ServerRequest => 'stream' in raw;
 
@@ -294,7 +300,9 @@ function requestBudget(face: Face, metrics: Metrics, isDraining: () => boolean, 
     // Service): fastify's own 503 has no Retry-After, and kube-apiserver retries only with one.
     if (isClosing())
       return send(closeAfter(reply.header('retry-after', '1')), 'WIW_CLOSING', 'this replica is shutting down; retry');
-    if (req.method !== 'POST') return undefined;
+    // Only POST takes a body. fastify still reads and parses the body of a DELETE, PUT, PATCH or
+    // OPTIONS (to answer its 404), and it would do so outside the budget: refused here, unread.
+    if (req.method !== 'POST') return hasBody(req, stream) ? notFound(req, closeAfter(reply)) : undefined;
     const length = Number(req.headers['content-length']);
     if (!Number.isFinite(length))
       return send(closeAfter(reply), 'WIW_LENGTH_REQUIRED', 'an AdmissionReview is sent with a Content-Length');

@@ -154,6 +154,32 @@ function negotiated(s: Server): Promise<string | false> {
 }
 
 describe('HTTP/2 beside HTTP/1.1', () => {
+  // Before, each stream waited for its body: the timeout is how that fails.
+  test('a body on a stream of any method but POST gets the 404 at its headers, unread', {
+    timeout: 10_000,
+  }, async () => {
+    const s = await start();
+    const session = await h2(s);
+    for (const method of ['DELETE', 'PUT', 'PATCH', 'OPTIONS']) {
+      const answer = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+        const stream = session.request(
+          { ':method': method, ':path': '/mutate', 'content-type': 'application/json' },
+          { endStream: false },
+        );
+        let status = 0;
+        let text = '';
+        stream.on('response', (h) => (status = Number(h[':status'])));
+        stream.on('data', (c: Buffer) => (text += c));
+        stream.on('end', () => resolve({ status, body: text }));
+        stream.on('error', reject);
+        stream.write('{"kind":"AdmissionReview"'); // and never ends: the answer must not wait for it
+      });
+      assert.equal(answer.status, 404, method);
+      assert.match(answer.body, /"code":"WIW_NOT_FOUND"/);
+    }
+    assert.equal(await heldBytes(s), 0);
+  });
+
   test('a client offering both gets h2, and its reviews are answered; HTTP/1.1 is still served', async () => {
     const s = await start();
     assert.equal(await negotiated(s), 'h2');
