@@ -43,19 +43,17 @@
 // The `patch` phase (--phases ...,patch; not a default): what kube-apiserver pays to apply serve's
 // JSON Patch, against the same Pod as one whole-array `add` of /spec/containers (and
 // initContainers) as the AWS peer answers, per Pod of the corpus (bench/patch-cost/).
-import { existsSync, readFileSync } from 'node:fs';
 import { cpus, homedir, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { startControlPlane, type ControlPlane } from '../test/harness/control-plane.ts';
 import { CLI } from '../test/harness/cli-process.ts';
-import { startProcess } from '../test/harness/processes.ts';
 import { chartMemory } from '../test/support/cgroup.ts';
 import { TENANT as AZURE_TENANT } from '../test/support/identities.ts';
 import { providePeers, servingCertificate, startPeer, type TlsFiles } from '../test/support/peer-diff.ts';
 import { startTcpProxy } from '../test/support/tcp-proxy.ts';
-import { GiveUp, hostAddress, startWebhook, until } from '../test/support/webhook.ts';
+import { hostAddress, startWebhook, until } from '../test/support/webhook.ts';
 import {
   adminAgent,
   createAtRate,
@@ -71,6 +69,7 @@ import {
   type PodToCreate,
 } from './support/apiserver.ts';
 import { createAll } from './support/cluster.ts';
+import { startFloorProcess } from './support/floor-process.ts';
 import { chartAccounts, chartObjects, chartPods, CORPORA, type Corpus } from './support/corpora.ts';
 import { patchCases, providePatchCost, runPatchCost, type PatchCost, type PatchTool } from './patch-cost/patch-cost.ts';
 import type { ServiceAccountView } from '../src/kube/types.ts';
@@ -345,16 +344,9 @@ async function startOne(cp: ControlPlane, tls: TlsFiles, server: string, binarie
  * allows it, no patch), on the webhook's CPU with serve's Node flags: what any Node webhook pays.
  */
 async function startFloor(cp: ControlPlane, tls: TlsFiles): Promise<Running> {
-  const log = join(cp.dir, 'floor.log');
   const host = LOCALHOST ? '127.0.0.1' : '0.0.0.0';
-  const script = join(import.meta.dirname, 'support/floor.ts');
-  const args = ['-c', WEBHOOK_CPU, process.execPath, script, tls.certFile, tls.keyFile, host];
-  const proc = startProcess('floor', 'taskset', args, log, { NODE_OPTIONS: NODE_FLAGS });
-  const port = await until('the floor to listen', () => {
-    if (proc.exitStatus() !== null) throw new GiveUp(`the floor exited:\n${proc.logTail(10)}`);
-    const line = existsSync(log) ? readFileSync(log, 'utf8').split('\n')[0] : '';
-    return line ? ((JSON.parse(line) as { port?: number }).port ?? undefined) : undefined;
-  });
+  const log = join(cp.dir, 'floor.log');
+  const { proc, port } = await startFloorProcess({ tls, cpu: WEBHOOK_CPU, nodeOptions: NODE_FLAGS, log, host });
   return { pids: [proc.pid], url: urlAt(port), ports: [port], caPem: tls.caPem, stop: () => proc.stop() };
 }
 

@@ -22,7 +22,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { startControlPlane, type ControlPlane } from '../test/harness/control-plane.ts';
 import { TENANT as AZURE_TENANT } from '../test/support/identities.ts';
-import { startProcess } from '../test/harness/processes.ts';
+import { startFloorProcess } from './support/floor-process.ts';
 import { providePeers, servingCertificate, startPeer, type TlsFiles } from '../test/support/peer-diff.ts';
 import { CLI } from '../test/harness/cli-process.ts';
 import { startWebhook } from '../test/support/webhook.ts';
@@ -262,22 +262,7 @@ async function startPeerServer(cp: ControlPlane, tls: TlsFiles, kind: 'aws' | 'a
 async function startFloor(cp: ControlPlane, tls: TlsFiles): Promise<Server> {
   const started = performance.now();
   const log = join(cp.dir, `floor-${++cgroupSeq}.log`);
-  const script = join(ROOT, 'bench/support/floor.ts');
-  const proc = startProcess(
-    'floor',
-    'taskset',
-    ['-c', SERVER_CPU, process.execPath, script, tls.certFile, tls.keyFile],
-    log,
-    {
-      NODE_OPTIONS: NODE_FLAGS,
-    },
-  );
-  let port = 0;
-  for (let i = 0; !port; i++) {
-    if (proc.exitStatus() !== null || i > 600) throw new Error(`the floor did not listen:\n${proc.logTail(10)}`);
-    await sleep(50);
-    port = (JSON.parse(readFileSync(log, 'utf8').split('\n')[0] || '{}') as { port?: number }).port ?? 0;
-  }
+  const { proc, port } = await startFloorProcess({ tls, cpu: SERVER_CPU, nodeOptions: NODE_FLAGS, log });
   return {
     kind: 'floor',
     pid: proc.pid,

@@ -54,7 +54,7 @@ export function collectProcessMetrics(
   registry: Registry,
   monitor: (resolutionMs: number) => LoopHistogram = (resolution) => monitorEventLoopDelay({ resolution }),
 ): void {
-  for (const collect of COLLECTORS) collect(registry, { eventLoopMonitoringPrecision: EVENT_LOOP_SAMPLE_MS });
+  for (const collect of COLLECTORS) collect(registry, {});
   eventLoopMetrics(registry, monitor(EVENT_LOOP_SAMPLE_MS));
 }
 

@@ -3,7 +3,7 @@
 // review budget of §4: answers count until they are written, over either protocol.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { connect as h2connect, constants, type ClientHttp2Session } from 'node:http2';
+import { connect as h2connect, constants, type ClientHttp2Session, type ClientHttp2Stream } from 'node:http2';
 import type { AddressInfo } from 'node:net';
 import { connect, type TLSSocket } from 'node:tls';
 import type { FastifyInstance } from 'fastify';
@@ -115,18 +115,24 @@ const headersFor = (body: string) => ({
   'content-length': Buffer.byteLength(body),
 });
 
-/** A review POSTed on an HTTP/2 session: status and body. */
-function h2post(session: ClientHttp2Session, body: string): Promise<{ status: number; body: string }> {
+/** The answer on a client stream: status and body. */
+function answerOf(stream: ClientHttp2Stream): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
-    const stream = session.request(headersFor(body));
     let status = 0;
     let text = '';
     stream.on('response', (h) => (status = Number(h[':status'])));
     stream.on('data', (c: Buffer) => (text += c));
     stream.on('end', () => resolve({ status, body: text }));
     stream.on('error', reject);
-    stream.end(body);
   });
+}
+
+/** A review POSTed on an HTTP/2 session: status and body. */
+function h2post(session: ClientHttp2Session, body: string): Promise<{ status: number; body: string }> {
+  const stream = session.request(headersFor(body));
+  const answer = answerOf(stream);
+  stream.end(body);
+  return answer;
 }
 
 const metric = async (s: Server, name: string, labels: string) =>
@@ -161,19 +167,13 @@ describe('HTTP/2 beside HTTP/1.1', () => {
     const s = await start();
     const session = await h2(s);
     for (const method of ['DELETE', 'PUT', 'PATCH', 'OPTIONS']) {
-      const answer = await new Promise<{ status: number; body: string }>((resolve, reject) => {
-        const stream = session.request(
-          { ':method': method, ':path': '/mutate', 'content-type': 'application/json' },
-          { endStream: false },
-        );
-        let status = 0;
-        let text = '';
-        stream.on('response', (h) => (status = Number(h[':status'])));
-        stream.on('data', (c: Buffer) => (text += c));
-        stream.on('end', () => resolve({ status, body: text }));
-        stream.on('error', reject);
-        stream.write('{"kind":"AdmissionReview"'); // and never ends: the answer must not wait for it
-      });
+      const stream = session.request(
+        { ':method': method, ':path': '/mutate', 'content-type': 'application/json' },
+        { endStream: false },
+      );
+      const pending = answerOf(stream);
+      stream.write('{"kind":"AdmissionReview"'); // and never ends: the answer must not wait for it
+      const answer = await pending;
       assert.equal(answer.status, 404, method);
       assert.match(answer.body, /"code":"WIW_NOT_FOUND"/);
     }

@@ -3,7 +3,9 @@
 // sample ran.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { Registry, collectDefaultMetrics } from 'prom-client';
+import { until } from '../harness/until.ts';
 import { EVENT_LOOP_SAMPLE_MS, collectProcessMetrics, type LoopHistogram } from '../../src/process-metrics.ts';
 
 const names = async (registry: Registry) => (await registry.getMetricsAsJSON()).map((m) => m.name).sort();
@@ -85,6 +87,22 @@ describe('process metrics', () => {
     assert.equal(h.count, 0);
     await registry.metrics();
     assert.equal(await value(registry, 'nodejs_eventloop_lag_max_seconds'), first);
+  });
+
+  test("node:perf_hooks' own monitor, idle: a few ms at most, not the 100 ms interval", async () => {
+    const registry = new Registry();
+    let real: ReturnType<typeof monitorEventLoopDelay> | undefined;
+    collectProcessMetrics(registry, (resolution) => {
+      real = monitorEventLoopDelay({ resolution });
+      return real;
+    });
+    await registry.metrics(); // the window starts here
+    await until('three samples of the loop', () => ((real?.count ?? 0) >= 3 ? true : undefined), 5000);
+    await registry.metrics();
+    const p50 = await value(registry, 'nodejs_eventloop_lag_p50_seconds');
+    // Unsubtracted, an idle loop's p50 is the interval itself, 0.1 s; a busy test runner adds
+    // some ms, not tens.
+    assert.ok(p50 !== undefined && p50 >= 0 && p50 < 0.05, `p50 ${p50}`);
   });
 
   test('a sample on time reads 0, never below', async () => {
