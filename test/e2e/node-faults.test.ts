@@ -124,8 +124,8 @@ function startLoad(prefix: string) {
     pending.add(tracked);
   }, 1000 / RATE);
   return {
-    /** Creates answered so far. */
-    answered: () => outcomes.length,
+    /** Creates answered so far (sent after `since`, when given). */
+    answered: (since = 0) => outcomes.filter((o) => o.sentAt > since).length,
     async stop(): Promise<{ outcomes: Outcome[]; skipped: number }> {
       clearInterval(timer);
       await Promise.all(pending);
@@ -180,8 +180,8 @@ async function underLoad(
     from = Date.now();
     await fault(load.answered);
     to = Date.now();
-    const answered = load.answered();
-    await until('creates after the fault', () => load.answered() >= answered + RATE || undefined, 60_000);
+    // Sent after the fault, not merely answered after it: creates in flight at its end do not count.
+    await until('creates after the fault', () => load.answered(to) >= RATE || undefined, 60_000);
   } finally {
     stopped = await load.stop();
     clearInterval(sampler);
