@@ -17,12 +17,18 @@
 // The webhook runs on CPU 0 (taskset; GOMAXPROCS=1 for the Go peers); kube-apiserver, etcd and
 // the client on the others. No figure is judged here: the table is printed, the machine with it.
 //
+// `floor` and `core` split serve's cost: the floor (support/floor.ts) is a bare Node HTTPS server that
+// parses the review and allows it, what any Node webhook pays; `core` is the same server answering
+// with serve's admission core (support/floor-core.ts: the review parsed and checked, admitPod,
+// the answer) and the corpus's ServiceAccounts in a Map, no framework, budgets, log or metrics.
+// serve minus core is what those cost; core minus floor what the admission itself costs.
+//
 // `policy` (issue 32 item 5): the chart's MutatingAdmissionPolicy, each namespace's parameters
 // rendered by the core, no webhook; with it every server runs on the newest kube-apiserver (1.36
 // or later), its time is kube-apiserver's for the MutatingAdmissionPolicy plugin. Every row gives
 // kube-apiserver's CPU per Pod (/proc/<pid>/stat).
 //
-//   npm run bench:apiserver [-- --rates 25,50,100,200,500,1000] [--seconds 10] [--servers none,serve,aws,azure,policy]
+//   npm run bench:apiserver [-- --rates 25,50,100,200,500,1000] [--seconds 10] [--servers none,serve,aws,azure,policy,floor,core]
 //                           [--spread-rate 100] [--spread-seconds 30] [--spread-age 10] [--phases rates,spread]
 //                           [--localhost] [--corpus bench|charts] [--patch-rounds 5] [--warm-reviews 3000]
 //                           [--idle-seconds 10]
@@ -43,6 +49,7 @@
 // The `patch` phase (--phases ...,patch; not a default): what kube-apiserver pays to apply serve's
 // JSON Patch, against the same Pod as one whole-array `add` of /spec/containers (and
 // initContainers) as the AWS peer answers, per Pod of the corpus (bench/patch-cost/).
+import { writeFileSync } from 'node:fs';
 import { cpus, homedir, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -69,6 +76,7 @@ import {
   type PodToCreate,
 } from './support/apiserver.ts';
 import { createAll } from './support/cluster.ts';
+import type { CoreFile } from './support/floor-core.ts';
 import { startFloorProcess } from './support/floor-process.ts';
 import { chartAccounts, chartObjects, chartPods, CORPORA, type Corpus } from './support/corpora.ts';
 import { patchCases, providePatchCost, runPatchCost, type PatchCost, type PatchTool } from './patch-cost/patch-cost.ts';
@@ -136,8 +144,8 @@ const LOCALHOST = opts.localhost;
 const ADDRESS = LOCALHOST ? '127.0.0.1' : hostAddress();
 const urlAt = (port: number, path = '/mutate') => `https://${ADDRESS}:${port}${path}`;
 for (const s of SERVERS)
-  if (!['none', 'serve', 'aws', 'azure', 'policy', 'floor'].includes(s))
-    throw new Error(`--servers: unknown server "${s}"; expected none, serve, aws, azure, policy or floor`);
+  if (!['none', 'serve', 'aws', 'azure', 'policy', 'floor', 'core'].includes(s))
+    throw new Error(`--servers: unknown server "${s}"; expected none, serve, aws, azure, policy, floor or core`);
 /** The policy mode needs kube-apiserver 1.36: with it every server runs on the newest one. */
 const POLICY = SERVERS.includes('policy');
 
@@ -312,6 +320,7 @@ async function startOne(cp: ControlPlane, tls: TlsFiles, server: string, binarie
     return running;
   }
   if (server === 'floor') return startFloor(cp, tls);
+  if (server === 'core') return startFloor(cp, tls, coreFile(cp));
   const kind = server as Stream;
   const peer = await startPeer(
     cp,
@@ -342,12 +351,21 @@ async function startOne(cp: ControlPlane, tls: TlsFiles, server: string, binarie
 /**
  * The floor of bench:peers (support/floor.ts: a bare Node HTTPS server that parses the review and
  * allows it, no patch), on the webhook's CPU with serve's Node flags: what any Node webhook pays.
+ * With `core`, the same server answers with serve's admission core (support/floor-core.ts).
  */
-async function startFloor(cp: ControlPlane, tls: TlsFiles): Promise<Running> {
+async function startFloor(cp: ControlPlane, tls: TlsFiles, core?: string): Promise<Running> {
   const host = LOCALHOST ? '127.0.0.1' : '0.0.0.0';
-  const log = join(cp.dir, 'floor.log');
-  const { proc, port } = await startFloorProcess({ tls, cpu: WEBHOOK_CPU, nodeOptions: NODE_FLAGS, log, host });
+  const log = join(cp.dir, core ? 'core.log' : 'floor.log');
+  const { proc, port } = await startFloorProcess({ tls, cpu: WEBHOOK_CPU, nodeOptions: NODE_FLAGS, log, host, core });
   return { pids: [proc.pid], url: urlAt(port), ports: [port], caPem: tls.caPem, stop: () => proc.stop() };
+}
+
+/** The core's flags (serve's, as startServe passes them) and the corpus's ServiceAccounts, in a file. */
+function coreFile(cp: ControlPlane): string {
+  const file = join(cp.dir, 'core.json');
+  const core: CoreFile = { flags: { 'azure-tenant-id': AZURE_TENANT }, accounts: accountsOf() };
+  writeFileSync(file, JSON.stringify(core));
+  return file;
 }
 
 const CONFIGS = '/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations';
@@ -582,7 +600,8 @@ async function ratesPhase(cp: ControlPlane, tls: TlsFiles, binaries: Record<stri
   const plan: { server: string; stream: Stream }[] = [];
   const peers = SERVERS.filter((s) => s === 'aws' || s === 'azure') as Stream[];
   for (const server of SERVERS) {
-    if (server === 'none' || server === 'policy' || server === 'floor') plan.push({ server, stream: 'aws' });
+    if (server === 'none' || server === 'policy' || server === 'floor' || server === 'core')
+      plan.push({ server, stream: 'aws' });
     else if (server === 'serve')
       for (const stream of peers.length ? peers : ['aws' as Stream]) plan.push({ server, stream });
     else plan.push({ server, stream: server as Stream });
@@ -735,6 +754,7 @@ const NAMES: Record<string, string> = {
   azure: 'Azure peer',
   policy: 'policy (MAP)',
   floor: 'floor (bare Node)',
+  core: "core (floor + serve's admission)",
 };
 const failed = (run: CreateRun) => [...run.failures.values()].reduce((a, b) => a + b, 0);
 

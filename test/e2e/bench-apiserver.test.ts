@@ -3,7 +3,8 @@
 // of this host (as behind a Service: kube-apiserver offers HTTP/1.1 alone), dry-run Pods created
 // through it, the figures printed, and the two-replica spread run; with --corpus charts (real
 // charts' Pods, in their namespaces) and the patch phase (serve's JSON Patch against the whole-array
-// one, applied with kube-apiserver's json-patch), and the floor as a server of its own; each warmed
+// one, applied with kube-apiserver's json-patch), and the floor and the core (the floor answering
+// with serve's admission core) as servers of their own; each warmed
 // by a few creates first. It judges no figure (a benchmark prints them):
 // only that every part ran and printed its row, and that both patches gave the same Pod.
 import assert from 'node:assert/strict';
@@ -33,7 +34,7 @@ test('bench:apiserver runs end to end on a tiny setting and prints its tables', 
     [
       'scripts/dev.sh',
       'bench-apiserver',
-      ...['--rates', '20', '--seconds', '1', '--warm', '1', '--servers', 'none,serve,floor'],
+      ...['--rates', '20', '--seconds', '1', '--warm', '1', '--servers', 'none,serve,floor,core'],
       ...['--warm-reviews', '40', '--idle-seconds', '1'],
       ...['--spread-rate', '20', '--spread-seconds', '2', '--spread-age', '1'],
       ...['--corpus', 'charts', '--phases', 'rates,spread,patch', '--patch-rounds', '1'],
@@ -54,6 +55,11 @@ test('bench:apiserver runs end to end on a tiny setting and prints its tables', 
   assert.match(
     run.stdout,
     /^\| 20 \(\d+\) \| floor \(bare Node\) \(AWS\) \| http\/1\.1 \| \d+ \(\d+\) \| [\d.,]+ \/ .*\| [\d,]+ µs \(idle [\d.,]+ ms\/s\) \| 0 \|$/m,
+  );
+  // The core: registered once its answer mutated the probe Pod (as serve's), its CPU counted.
+  assert.match(
+    run.stdout,
+    /^\| 20 \(\d+\) \| core \(floor \+ serve's admission\) \(AWS\) \| http\/1\.1 \| \d+ \(\d+\) \| [\d.,]+ \/ .*\| [\d,]+ µs \(idle [\d.,]+ ms\/s\) \| 0 \|$/m,
   );
   assert.match(run.stdout, /each webhook first warmed by 40 creates/);
   assert.ok(Number(serve[2]) >= 1, 'the webhook accepted a connection');
