@@ -37,11 +37,12 @@ const MAX_BUFFERED_BYTES = 8 * 1024 * 1024;
  * A file descriptor (stdout) written asynchronously and in batches. A decision line per admission
  * at 1,000 reviews/s would otherwise be a write each, a tenth of the server's CPU, and a blocking
  * one would stall admission behind a slow reader of the pipe. Decision lines go out 32 KB at a
- * time, or after 250 ms (at 4 KB a time the writes took a fifth of `serve`'s main thread under
- * bench:peers' load, at 32 KB 7 %: docs/figures.md); any other line (start-up, certificates,
- * warnings) goes out at once, with what is buffered before it. pino flushes what is left when
- * the process exits; beyond 8 MiB buffered (a reader that stopped reading) lines are dropped
- * rather than held in memory.
+ * time, or 250 ms after the first of them waited (at 4 KB a time the writes took a fifth of
+ * `serve`'s main thread under bench:peers' load, at 32 KB 7 %: docs/figures.md); any other line
+ * (start-up, certificates, warnings) goes out at once, with what is buffered before it. The timer
+ * is armed by a line that waits, not left running (sonic-boom's periodicFlush): an idle process is
+ * not woken 4 times a second for nothing. pino flushes what is left when the process exits;
+ * beyond 8 MiB buffered (a reader that stopped reading) lines are dropped rather than held in memory.
  */
 export function batchedDestination(fd: number, periodMs = BATCH_MS): DestinationStream {
   const out = pino.destination({
@@ -50,7 +51,6 @@ export function batchedDestination(fd: number, periodMs = BATCH_MS): Destination
     minLength: BATCH_BYTES,
     // sonic-boom's own chunk (16 KB by default) must be larger than the batch.
     maxWrite: 2 * BATCH_BYTES,
-    periodicFlush: periodMs,
     maxLength: MAX_BUFFERED_BYTES,
   });
   const decision = `"msg":"${DECISION_MESSAGE}"}\n`;
@@ -64,10 +64,20 @@ export function batchedDestination(fd: number, periodMs = BATCH_MS): Destination
       out.flush();
     });
   };
+  let timer: NodeJS.Timeout | undefined;
+  const later = () => {
+    if (timer) return;
+    timer = setTimeout(() => {
+      timer = undefined;
+      now();
+    }, periodMs);
+    timer.unref();
+  };
   return {
     write(line: string) {
       out.write(line);
-      if (!line.endsWith(decision)) now();
+      if (line.endsWith(decision)) later();
+      else now();
     },
     flush: (cb?: (err?: Error) => void) => out.flush(cb),
     flushSync: () => out.flushSync(),

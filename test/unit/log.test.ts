@@ -187,6 +187,27 @@ describe('writing stdout', () => {
     }
   });
 
+  test('no timer runs while nothing waits: the first decision line to wait arms one, for all that wait with it', async (t) => {
+    const PERIOD = 4321; // a delay no other timer of the test has
+    const armed = (m: { mock: { calls: { arguments: unknown[] }[] } }) =>
+      m.mock.calls.filter((c) => c.arguments[1] === PERIOD).length;
+    const intervals = t.mock.method(globalThis, 'setInterval');
+    const timeouts = t.mock.method(globalThis, 'setTimeout');
+    const { log, read, done } = onFile(PERIOD);
+    try {
+      log.info({ n: 0 }, 'started');
+      await until('the line at once', () => (read().length === 1 ? true : undefined), 2000);
+      assert.equal(armed(intervals), 0, 'no periodic flush (sonic-boom wakes an idle process for it)');
+      assert.equal(armed(timeouts), 0, 'no timer while no decision line waits');
+      for (const n of [1, 2, 3]) log.info({ n }, DECISION_MESSAGE);
+      assert.equal(armed(timeouts), 1, 'one timer for the lines that wait');
+      const timer = timeouts.mock.calls.find((c) => c.arguments[1] === PERIOD)?.result as NodeJS.Timeout;
+      assert.equal(timer.hasRef(), false, 'the timer keeps no process alive');
+    } finally {
+      done();
+    }
+  });
+
   test('a lone decision line goes out after the period', async () => {
     const { log, read, done } = onFile(100);
     try {
