@@ -147,24 +147,28 @@ export async function registerWebhook(
   return { name, remove: async () => void (await api.deleteMutatingWebhookConfiguration({ name })) };
 }
 
-/** Dry-run Pod creations until one shows up in the webhook's decision log. */
+/**
+ * Dry-run Pod creations until one shows up in the webhook's decision log: any of them, for a
+ * decision line goes out with its batch, up to 250 ms after the create was answered (log.ts).
+ */
 export async function waitForWebhook(
   cp: ControlPlane,
   wh: { logs(): Record<string, unknown>[] },
   namespace: string,
 ): Promise<void> {
   const core = cp.kubeConfig().makeApiClient(CoreV1Api);
-  let i = 0;
+  const probes = new Set<unknown>();
   await until(
     'the API server to call the webhook',
     async () => {
-      const name = `probe-${Date.now()}-${i++}`;
+      const name = `probe-${Date.now()}-${probes.size}`;
+      probes.add(name);
       await core.createNamespacedPod({
         namespace,
         dryRun: 'All',
         body: { metadata: { name }, spec: { containers: [{ name: 'c', image: 'busybox' }] } },
       });
-      return wh.logs().some((l) => l.msg === 'admission' && l.name === name) || undefined;
+      return wh.logs().some((l) => l.msg === 'admission' && probes.has(l.name)) || undefined;
     },
     30_000,
   );
