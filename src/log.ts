@@ -55,7 +55,11 @@ export function batchedDestination(fd: number, periodMs = BATCH_MS): Destination
   });
   const decision = `"msg":"${DECISION_MESSAGE}"}\n`;
   let afterWrite = false;
+  let timer: NodeJS.Timeout | undefined;
   const now = () => {
+    // Everything buffered goes now: a timer armed for waiting lines has nothing left to do.
+    clearTimeout(timer);
+    timer = undefined;
     out.flush(); // at once, unless a write is under way: then when it is done
     if (afterWrite) return;
     afterWrite = true;
@@ -64,13 +68,9 @@ export function batchedDestination(fd: number, periodMs = BATCH_MS): Destination
       out.flush();
     });
   };
-  let timer: NodeJS.Timeout | undefined;
   const later = () => {
     if (timer) return;
-    timer = setTimeout(() => {
-      timer = undefined;
-      now();
-    }, periodMs);
+    timer = setTimeout(now, periodMs);
     timer.unref();
   };
   return {

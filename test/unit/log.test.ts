@@ -187,7 +187,7 @@ describe('writing stdout', () => {
     }
   });
 
-  test('no timer runs while nothing waits: the first decision line to wait arms one, for all that wait with it', async (t) => {
+  test('no timer runs while nothing waits: the first decision line to wait arms one, for all that wait with it, cancelled when they go', async (t) => {
     const PERIOD = 4321; // a delay no other timer of the test has
     const armed = (m: { mock: { calls: { arguments: unknown[] }[] } }) =>
       m.mock.calls.filter((c) => c.arguments[1] === PERIOD).length;
@@ -203,6 +203,14 @@ describe('writing stdout', () => {
       assert.equal(armed(timeouts), 1, 'one timer for the lines that wait');
       const timer = timeouts.mock.calls.find((c) => c.arguments[1] === PERIOD)?.result as NodeJS.Timeout;
       assert.equal(timer.hasRef(), false, 'the timer keeps no process alive');
+      // A line that goes at once takes the waiting ones with it: their timer is cancelled.
+      const cleared = t.mock.method(globalThis, 'clearTimeout');
+      log.info({ n: 4 }, 'serving the new certificate');
+      assert.ok(
+        cleared.mock.calls.some((c) => c.arguments[0] === timer),
+        'the timer of the lines that went is cleared',
+      );
+      await until('all five lines', () => (read().length === 5 ? true : undefined), 2000);
     } finally {
       done();
     }
