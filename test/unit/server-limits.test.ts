@@ -153,6 +153,14 @@ describe('request bodies', () => {
         assert.match(text, /"code":"WIW_NOT_FOUND"/);
         assert.match(text, /connection: close/i);
       }
+    // Many at once, each announcing the size limit, cost another namespace's review nothing.
+    const flood = await Promise.all(
+      Array.from({ length: 40 }, (_, i) => stalledUpload(s, max, 64 * 1024, i % 2 ? 'PUT' : 'DELETE')),
+    );
+    const other = await post(s, review(pod(), { namespace: 'team-b', uid: 'u-other' }));
+    assert.equal(other.status, 200, other.body);
+    assert.match(other.body, /"uid":"u-other","allowed":true/);
+    for (const text of await Promise.all(flood.map((socket) => closed(socket)))) assert.match(text, /^HTTP\/1\.1 404 /);
     // Without a body the routes answer as before.
     const ready = await httpsRequest(`${s.url}/healthz`, { ca: certs.caPem });
     assert.equal(ready.status, 200);
